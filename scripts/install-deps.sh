@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs the Debian packages tpload needs to build, test and fuzz.
+# Idempotent: does nothing when everything is present. Needs root (apt-get)
+# only when something is missing; says so clearly otherwise.
+set -eu
+
+PACKAGES="build-essential libopenmpi-dev openmpi-bin libuv1-dev libprotobuf-c-dev
+protobuf-c-compiler libjansson-dev libxxhash-dev autoconf automake libtool
+pkg-config python3-numpy clang libclang-rt-14-dev"
+
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  exit 0
+fi
+
+echo "install-deps: installing:$missing" >&2
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=sudo
+  else
+    echo "install-deps: missing packages:$missing" >&2
+    echo "install-deps: run as root: apt-get install -y$missing" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

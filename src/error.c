@@ -1,0 +1,73 @@
+/* error.c - the project's error table: code to text, code to exit status,
+ * and the formatter every module uses to describe a failure. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+const char *tpl_strerror(int code) {
+  switch (code) {
+#define TPL_STRERROR_CASE(name, val, msg, ex) \
+  case TPL_##name:                            \
+    return msg;
+    TPL_ERRNO_MAP(TPL_STRERROR_CASE)
+#undef TPL_STRERROR_CASE
+  case 0:
+    return "success";
+  default:
+    break;
+  }
+  if (code < 0 && code > -4096) return strerror(-code);
+  return "unknown error";
+}
+
+static int errno_exit_code(int e) {
+  switch (e) {
+  case ENOENT:
+  case ENOTDIR:
+    return 66;
+  case EACCES:
+  case EPERM:
+  case EEXIST:
+  case EROFS:
+    return 73;
+  case ECONNREFUSED:
+  case ECONNRESET:
+  case EPIPE:
+    return 69;
+  case ENOMEM:
+    return 70;
+  default:
+    return 74; /* EIO, ENOSPC, EDQUOT, short reads ... */
+  }
+}
+
+int tpl_exit_code(int code) {
+  switch (code) {
+  case 0:
+    return 0;
+#define TPL_EXIT_CASE(name, val, msg, ex) \
+  case TPL_##name:                        \
+    return ex;
+    TPL_ERRNO_MAP(TPL_EXIT_CASE)
+#undef TPL_EXIT_CASE
+  default:
+    break;
+  }
+  if (code < 0 && code > -4096) return errno_exit_code(-code);
+  return 70;
+}
+
+const char *tpl_version(void) { return PACKAGE_VERSION; }
+
+int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
+  if (err != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    err->code = code;
+  }
+  return code;
+}

@@ -1,0 +1,27 @@
+/* jsonu.h - strict JSON helpers over jansson for every JSON input
+ * (safetensors headers, indexes, MLC caches, config.json, plan files). */
+#ifndef TPL_JSONU_H
+#define TPL_JSONU_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* Parses `len` bytes of `buf` as one JSON value that must be an object,
+ * rejecting duplicate keys, invalid UTF-8 and anything but whitespace
+ * after the value; "\u0000" inside strings is allowed (callers that care
+ * check with json_string_length).  `what` names the input in messages.
+ * On success *out is a new reference the caller json_decref's. */
+int tpl__json_parse_object(const char *buf, size_t len, const char *what,
+                           json_t **out, struct tpl_error *err);
+
+/* Stores a JSON integer that is >= 0 in *out; returns 0, or TPL_EFORMAT
+ * for a negative, fractional, non-numeric value. */
+int tpl__json_u64(const json_t *v, uint64_t *out);
+
+/* Returns 1 when `s` (len bytes) contains a NUL byte. */
+int tpl__has_nul(const char *s, size_t len);
+
+#endif

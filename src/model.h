@@ -1,0 +1,84 @@
+/* model.h - the one in-memory description every checkpoint reader
+ * produces: a table of tensors (name, dtype, shape, file, offset, bytes) and
+ * the files they live in.  Readers fill it; plan, shard, engine and the
+ * commands only read it. */
+#ifndef TPL_MODEL_H
+#define TPL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+enum tpl_model_format {
+  TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
+  TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
+  TPL_FMT_MLC              /* tensor-cache.json / ndarray-cache.json */
+};
+
+/* How a tensor's bytes are stored in its file. */
+enum tpl_encoding {
+  TPL_ENC_RAW = 0,         /* stored exactly as the dtype says */
+  TPL_ENC_F32_TO_BF16 = 1  /* dtype F32, stored as the upper 16 bits (bf16) */
+};
+
+struct tpl__tensor {
+  char *name;                   /* owned, NUL-terminated */
+  int dtype;                    /* enum tpl_dtype (the decoded dtype) */
+  int ndim;                     /* 0..TPL_MAX_DIMS */
+  uint64_t shape[TPL_MAX_DIMS];
+  uint32_t file;                /* index into model->files */
+  int encoding;                 /* enum tpl_encoding */
+  uint64_t offset;              /* absolute byte offset in the file */
+  uint64_t stored_bytes;        /* bytes in the file */
+  uint64_t nbytes;              /* decoded bytes: numel x dtype size */
+};
+
+struct tpl__file {
+  char *path;                   /* owned; as opened (dir + name) */
+  char *name;                   /* owned; as named in the index/model */
+  uint64_t size;                /* bytes, from fstat when opened */
+};
+
+struct tpl_model {
+  int format;                   /* enum tpl_model_format */
+  char *dir;                    /* owned; directory holding the model */
+  struct tpl__file *files;
+  size_t nfiles;
+  struct tpl__tensor *tensors;  /* checkpoint order */
+  size_t ntensors;
+  size_t cap_tensors;
+};
+
+/* Opens MODEL (a .safetensors file, a directory with model.safetensors or
+ * model.safetensors.index.json, or an MLC weight directory), validates it
+ * strictly and returns the table in *out (free with tpl__model_free).
+ * Returns 0, TPL_E* for bad data, or -errno. */
+int tpl__model_open(const char *path, struct tpl_model **out,
+                    struct tpl_error *err);
+
+/* Frees a model and everything it owns; NULL is accepted. */
+void tpl__model_free(struct tpl_model *m);
+
+/* Allocates an empty model with `dir` copied; NULL on ENOMEM. */
+struct tpl_model *tpl__model_new(int format, const char *dir);
+
+/* Appends a file (path and name copied); returns its index in *idx. */
+int tpl__model_add_file(struct tpl_model *m, const char *path,
+                        const char *name, uint64_t size, uint32_t *idx);
+
+/* Appends a tensor, taking ownership of t->name on success only.
+ * Returns 0 or -ENOMEM. */
+int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t);
+
+/* Number of elements of `t` (shape product; 1 for a scalar). Overflow is
+ * impossible for a validated tensor. */
+uint64_t tpl__tensor_numel(const struct tpl__tensor *t);
+
+/* Total decoded bytes of all tensors. */
+uint64_t tpl__model_bytes(const struct tpl_model *m);
+
+/* Writes "[a, b, c]" into buf (truncating safely). Returns buf. */
+char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,2 @@
+/* shard.c - placeholder, being written. */
+#include "shard.h"

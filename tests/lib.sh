@@ -1,0 +1,41 @@
+# lib.sh - shared helpers for the shell tests: TAP output, temp dirs,
+# and running tpload / mpirun with expected exit codes.
+# shellcheck shell=bash
+: "${TPLOAD:?run via make check}"
+T_COUNT=0
+T_FAILED=0
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tpload-test.XXXXXX")
+trap 'rm -rf "$T_TMP"' EXIT
+ORACLE=${PYTHON_ORACLE:-/usr/bin/python3}
+
+t_ok() { T_COUNT=$((T_COUNT + 1)); echo "ok $T_COUNT - $1"; }
+t_fail() {
+  T_COUNT=$((T_COUNT + 1)); T_FAILED=$((T_FAILED + 1))
+  echo "not ok $T_COUNT - $1"
+  shift
+  for line in "$@"; do echo "# $line"; done
+}
+# t_check NAME CMD...: passes when CMD succeeds.
+t_check() {
+  local name=$1; shift
+  if "$@" >"$T_TMP/out" 2>"$T_TMP/err"; then t_ok "$name"
+  else t_fail "$name" "command failed: $*" "$(head -c 2000 "$T_TMP/err")"; fi
+}
+# t_exit NAME CODE CMD...: passes when CMD exits with CODE and, for a
+# non-zero CODE, prints exactly one line to stderr.
+t_exit() {
+  local name=$1 want=$2; shift 2
+  "$@" >"$T_TMP/out" 2>"$T_TMP/err"
+  local got=$?
+  local lines
+  lines=$(grep -c . "$T_TMP/err")
+  if [ "$got" -ne "$want" ]; then
+    t_fail "$name" "expected exit $want, got $got: $*" \
+      "$(head -c 2000 "$T_TMP/err")"
+  elif [ "$want" -ne 0 ] && [ "$lines" -lt 1 ]; then
+    t_fail "$name" "expected an error message, stderr was empty"
+  else
+    t_ok "$name"
+  fi
+}
+t_done() { echo "1..$T_COUNT"; [ "$T_FAILED" -eq 0 ]; }
