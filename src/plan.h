@@ -1,0 +1,73 @@
+/* plan.h - shard plans: rules from a plan file or a preset, resolved per
+ * tensor into a strategy (shard along a dim, scale a bias, replicate).
+ * DESIGN.md section 3. */
+#ifndef TPL_PLAN_H
+#define TPL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "model.h"
+#include "shard.h"
+
+enum tpl_rule_kind {
+  TPL_RULE_REPLICATE = 0,
+  TPL_RULE_SHARD = 1,
+  TPL_RULE_SCALE_BIAS = 2
+};
+
+struct tpl__rule {
+  char *match;                 /* owned glob: '*' any run (dots too), '?' */
+  int kind;                    /* enum tpl_rule_kind */
+  char *name;                  /* owned func_name for SHARD ("_shard_<dim>") */
+  struct tpl__shard_spec spec; /* SHARD only; nsegs 0 = one segment */
+};
+
+struct tpl__plan {
+  char *source;                /* owned: "file PATH", "preset llama", ... */
+  struct tpl__rule *rules;
+  size_t nrules;
+};
+
+/* What one tensor gets. `rule` is the index of the matching rule or -1
+ * (unmatched: replicated).  func_name borrows from the plan. */
+struct tpl__strategy {
+  int kind;
+  int rule;
+  const char *func_name;
+  struct tpl__shard_spec spec;
+};
+
+/* Returns 1 when glob `pattern` matches all of `name`. */
+int tpl__glob_match(const char *pattern, const char *name);
+
+/* Parses a plan file's JSON (`buf`, `len`; `what` names it in messages).
+ * Unknown keys, a rule without exactly one of dim / scale_bias / replicate,
+ * and contradictory rules are refused with the rule's index.  *out is
+ * freed with tpl__plan_free. Returns 0 or TPL_EPLAN. */
+int tpl__plan_parse(const char *buf, size_t len, const char *what,
+                    struct tpl__plan **out, struct tpl_error *err);
+
+/* Resolves --plan ARG for model `m` and `nshards`: ARG is a plan file path,
+ * a preset name (llama, mistral, qwen2, gemma, mixtral, phi3, gpt2,
+ * gpt_neox) or "auto" (from m->dir's config.json / mlc-chat-config.json).
+ * Presets read their sizes from the config and check that heads, kv heads
+ * and intermediate size divide by nshards (TPL_EINDIVISIBLE naming the
+ * number and the shard counts that would work). */
+int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err);
+
+/* Applies `p` to every tensor of `m`: out[i] for tensor i (caller allocates
+ * m->ntensors entries).  Checks each SHARD spec against the tensor
+ * (tpl__shard_check) and each SCALE_BIAS tensor's dtype (F16/BF16/F32/F64).
+ * Returns 0, TPL_EPLAN, TPL_EINDIVISIBLE or TPL_EDTYPE. */
+int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
+                    uint32_t nshards, struct tpl__strategy *out,
+                    struct tpl_error *err);
+
+/* Frees a plan; NULL accepted. */
+void tpl__plan_free(struct tpl__plan *p);
+
+#endif
