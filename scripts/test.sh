@@ -1,0 +1,23 @@
+#!/bin/sh
+# test.sh [plain|sanitizers|fuzzing] - builds tpload (see build.sh) and runs
+# the whole test suite (`make check`); with `fuzzing`, runs every fuzz
+# target briefly over its corpus instead.  Ends with "N passed, N failed".
+set -u
+kind=${1:-plain}
+top=$(cd "$(dirname "$0")/.." && pwd)
+dir=$("$top/scripts/build.sh" "$kind") || { echo "0 passed, 1 failed"; exit 1; }
+cd "$dir" || exit 1
+if [ "$kind" = fuzzing ]; then
+  if make fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}"; then
+    echo "1 passed, 0 failed"; exit 0
+  fi
+  echo "0 passed, 1 failed"; exit 1
+fi
+make -j"$(nproc)" check >/dev/null 2>&1
+status=$?
+grep -h '^FAIL\|^ERROR\|^XPASS' test-suite.log tests/*.log 2>/dev/null | head -40
+pass=$(awk '/^# PASS:/ {print $3}' test-suite.log)
+fail=$(awk '/^# (FAIL|ERROR|XPASS):/ {n += $3} END {print n + 0}' test-suite.log)
+if [ "$status" -ne 0 ] && [ "$fail" -eq 0 ]; then fail=1; fi
+echo "${pass:-0} passed, $fail failed"
+[ "$status" -eq 0 ]
