@@ -1,6 +1,579 @@
-/* safetensors.c - placeholder, being written. */
+/* safetensors.c - the strict safetensors reader.  A file is an 8-byte
+ * little-endian header length N, N bytes of UTF-8 JSON (an object mapping
+ * tensor names to {dtype, shape, data_offsets}, plus an optional
+ * "__metadata__" object of strings), then the data section.  Every rule is
+ * checked before anything is appended to the model: the length prefix and
+ * its cap, UTF-8, JSON syntax (duplicate keys refused), the exact key set of
+ * each entry, dtypes, shapes, offsets, names, that each tensor's byte range
+ * matches its shape, that the ranges tile the data section exactly, and that
+ * the file ends where the data does.  Tensors are appended in data-offset
+ * order (checkpoint order) with absolute file offsets.  Only the header is
+ * ever read; tensor bytes are left to the engine. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "fileio.h"
+#include "jsonu.h"
 #include "readers.h"
+
+#define METADATA_KEY "__metadata__"
+
+/* One header entry, validated, before it becomes a model tensor.  `name`
+ * is borrowed from the JSON tree and lives as long as it. */
+struct st_entry {
+  const char *name;
+  size_t seq; /* position in the JSON object */
+  int dtype;
+  int ndim;
+  uint64_t shape[TPL_MAX_DIMS];
+  uint64_t begin, end;
+};
+
+/* Renders `s` for a one-line message: printable ASCII as is, anything else
+ * as \xHH, at most ~120 bytes of input (then "...").  Returns buf. */
+static const char *show(const char *s, char *buf, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0, i;
+  for (i = 0; s[i] != '\0' && i < 120 && o + 5 < cap; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      buf[o++] = (char)c;
+    } else {
+      buf[o++] = '\\';
+      buf[o++] = 'x';
+      buf[o++] = hex[c >> 4];
+      buf[o++] = hex[c & 15];
+    }
+  }
+  if (s[i] != '\0' && o + 4 < cap) {
+    memcpy(buf + o, "...", 3);
+    o += 3;
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+static uint64_t read_le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+int tpl__st_header_len(const void *buf, size_t len, uint64_t file_size,
+                       const char *fname, uint64_t *header_len,
+                       struct tpl_error *err) {
+  uint64_t n;
+  if (file_size < 8)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected at least 8 bytes (the header length), "
+                     "found a file of %llu bytes",
+                     fname, (unsigned long long)file_size);
+  if (len < 8)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected the 8-byte header length in memory, "
+                     "found %zu bytes",
+                     fname, len);
+  n = read_le64(buf);
+  if (n > TPL_MAX_ST_HEADER)
+    return tpl__fail(err, TPL_ELIMIT,
+                     "%s: expected a header length of at most %u bytes, "
+                     "found %llu",
+                     fname, TPL_MAX_ST_HEADER, (unsigned long long)n);
+  /* Compared against file_size - 8, so 8 + n never has to be computed. */
+  if (n > file_size - 8)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected a header length of at most %llu (file "
+                     "size - 8), found %llu: header runs past end of file",
+                     fname, (unsigned long long)(file_size - 8),
+                     (unsigned long long)n);
+  *header_len = n;
+  return 0;
+}
+
+/* Length of the UTF-8 sequence starting at s[0] (at most `left` bytes), or
+ * 0 when it is invalid: overlong forms, surrogates and code points above
+ * U+10FFFF are refused, as RFC 3629 says. */
+static size_t utf8_seq(const uint8_t *s, size_t left) {
+  uint32_t cp, min;
+  size_t n;
+  if (s[0] < 0x80) return 1;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+    n = 2, cp = s[0] & 0x1f, min = 0x80;
+  } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+    n = 3, cp = s[0] & 0x0f, min = 0x800;
+  } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+    n = 4, cp = s[0] & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (left < n) return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+static int check_utf8(const uint8_t *s, size_t len, const char *fname,
+                      struct tpl_error *err) {
+  size_t i = 0;
+  while (i < len) {
+    size_t n = utf8_seq(s + i, len - i);
+    if (n == 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: header: expected UTF-8 text, found invalid byte "
+                       "0x%02x at header offset %zu",
+                       fname, s[i], i);
+    i += n;
+  }
+  return 0;
+}
+
+/* Parses the header text with tpl__json_parse_object and turns jansson's
+ * terse texts for duplicate keys, NUL in keys and integers beyond 64 bits
+ * into clear messages. */
+static int parse_json(const char *s, size_t len, const char *fname,
+                      json_t **root, struct tpl_error *err) {
+  struct tpl_error e = {0};
+  char what[512];
+  const char *at;
+  int rc;
+  snprintf(what, sizeof(what), "%s: header", fname);
+  rc = tpl__json_parse_object(s, len, what, root, &e);
+  if (rc == 0) return 0;
+  at = strstr(e.msg, "at line ");
+  if (strstr(e.msg, "duplicate object key") != NULL)
+    return tpl__fail(err, rc,
+                     "%s: header: expected every key (tensor name) once, "
+                     "found a duplicate key (%s)",
+                     fname, at ? at : "duplicate object key");
+  if (strstr(e.msg, "NUL byte in object key") != NULL)
+    return tpl__fail(err, rc,
+                     "%s: header: expected tensor names without NUL bytes, "
+                     "found a name containing \\u0000 (%s)",
+                     fname, at ? at : "NUL byte in object key");
+  if (strstr(e.msg, "too big integer") != NULL)
+    return tpl__fail(err, rc,
+                     "%s: header: expected integers below 2^63, found a "
+                     "larger one (%s)",
+                     fname, at ? at : "too big integer");
+  return tpl__fail(err, rc, "%s", e.msg);
+}
+
+static int check_metadata(const json_t *v, const char *fname,
+                          struct tpl_error *err) {
+  const char *key;
+  json_t *val;
+  char sb[512];
+  if (!json_is_object(v))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: '" METADATA_KEY "': expected an object of string "
+                     "to string, found another JSON value (a tensor may "
+                     "not be named " METADATA_KEY ")",
+                     fname);
+  json_object_foreach((json_t *)v, key, val) {
+    if (!json_is_string(val))
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: '" METADATA_KEY "': expected an object of string "
+                       "to string, found key '%s' with a non-string value "
+                       "(a tensor may not be named " METADATA_KEY ")",
+                       fname, show(key, sb, sizeof(sb)));
+  }
+  return 0;
+}
+
+static int check_name(const char *name, const char *fname,
+                      struct tpl_error *err) {
+  size_t len = strlen(name);
+  char sb[512];
+  if (len == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected non-empty tensor names, found an empty "
+                     "name",
+                     fname);
+  if (len > TPL_MAX_NAME)
+    return tpl__fail(err, TPL_ELIMIT,
+                     "%s: tensor '%s': expected a name of at most %d bytes, "
+                     "found %zu bytes",
+                     fname, show(name, sb, sizeof(sb)), TPL_MAX_NAME, len);
+  return 0;
+}
+
+/* An entry must be an object with exactly dtype, shape, data_offsets. */
+static int check_keys(const json_t *v, const char *name, const char *fname,
+                      struct tpl_error *err) {
+  static const char *const want[] = {"dtype", "shape", "data_offsets"};
+  const char *key;
+  json_t *val;
+  char sb[512], kb[512];
+  if (!json_is_object(v))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected an object with dtype, shape "
+                     "and data_offsets, found another JSON value",
+                     fname, show(name, sb, sizeof(sb)));
+  for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+    if (json_object_get(v, want[i]) == NULL)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected key '%s', found it "
+                       "missing",
+                       fname, show(name, sb, sizeof(sb)), want[i]);
+  json_object_foreach((json_t *)v, key, val) {
+    if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
+        strcmp(key, "data_offsets") != 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected only the keys dtype, shape "
+                       "and data_offsets, found unknown key '%s'",
+                       fname, show(name, sb, sizeof(sb)),
+                       show(key, kb, sizeof(kb)));
+  }
+  return 0;
+}
+
+static int parse_dtype(const json_t *v, const char *name, const char *fname,
+                       int *dtype, struct tpl_error *err) {
+  const char *s;
+  size_t len;
+  char sb[512], db[512];
+  if (!json_is_string(v))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected dtype to be a string, found "
+                     "another JSON value",
+                     fname, show(name, sb, sizeof(sb)));
+  s = json_string_value(v);
+  len = json_string_length(v);
+  if (!tpl__has_nul(s, len) && tpl__dtype_is_known_unsupported(s))
+    return tpl__fail(err, TPL_EDTYPE,
+                     "%s: tensor '%s': unsupported dtype %s (expected one of "
+                     "BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, "
+                     "I64, U64, F8_E4M3, F8_E5M2)",
+                     fname, show(name, sb, sizeof(sb)), s);
+  *dtype = tpl__dtype_from_st(s, len);
+  if (*dtype < 0)
+    return tpl__fail(err, TPL_EDTYPE,
+                     "%s: tensor '%s': expected a known dtype (BOOL, U8, I8, "
+                     "I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, "
+                     "F8_E4M3, F8_E5M2), found unknown dtype '%s'",
+                     fname, show(name, sb, sizeof(sb)),
+                     show(s, db, sizeof(db)));
+  return 0;
+}
+
+static int parse_shape(const json_t *v, const char *name, const char *fname,
+                       struct st_entry *e, struct tpl_error *err) {
+  char sb[512];
+  size_t n;
+  if (!json_is_array(v))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected shape to be an array of "
+                     "integers, found another JSON value",
+                     fname, show(name, sb, sizeof(sb)));
+  n = json_array_size(v);
+  if (n > TPL_MAX_DIMS)
+    return tpl__fail(err, TPL_ELIMIT,
+                     "%s: tensor '%s': expected at most %d dims, found %zu",
+                     fname, show(name, sb, sizeof(sb)), TPL_MAX_DIMS, n);
+  for (size_t i = 0; i < n; i++)
+    if (tpl__json_u64(json_array_get(v, i), &e->shape[i]) != 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected shape[%zu] to be an "
+                       "integer >= 0, found a negative, fractional or "
+                       "non-numeric value",
+                       fname, show(name, sb, sizeof(sb)), i);
+  e->ndim = (int)n;
+  return 0;
+}
+
+static int parse_offsets(const json_t *v, const char *name, const char *fname,
+                         struct st_entry *e, struct tpl_error *err) {
+  char sb[512];
+  if (!json_is_array(v) || json_array_size(v) != 2)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected data_offsets to be an array "
+                     "[begin, end], found another JSON value",
+                     fname, show(name, sb, sizeof(sb)));
+  if (tpl__json_u64(json_array_get(v, 0), &e->begin) != 0 ||
+      tpl__json_u64(json_array_get(v, 1), &e->end) != 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected data_offsets to be integers "
+                     ">= 0, found a negative, fractional or non-numeric "
+                     "value",
+                     fname, show(name, sb, sizeof(sb)));
+  if (e->begin > e->end)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected data_offsets begin <= end, "
+                     "found begin %llu > end %llu",
+                     fname, show(name, sb, sizeof(sb)),
+                     (unsigned long long)e->begin,
+                     (unsigned long long)e->end);
+  return 0;
+}
+
+/* shape product x itemsize must equal end - begin, without overflow. */
+static int check_size(const struct st_entry *e, const char *fname,
+                      struct tpl_error *err) {
+  uint64_t bytes = tpl__dtype_size(e->dtype);
+  char sb[512], shp[256];
+  for (int i = 0; i < e->ndim; i++)
+    if (tpl__mul_u64(bytes, e->shape[i], &bytes) != 0)
+      return tpl__fail(err, TPL_EOVERFLOW,
+                       "%s: tensor '%s': expected a byte size below 2^64, "
+                       "found shape %s x %zu bytes overflowing",
+                       fname, show(e->name, sb, sizeof(sb)),
+                       tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
+                       tpl__dtype_size(e->dtype));
+  if (bytes != e->end - e->begin)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected %llu bytes (%s shape %s), "
+                     "found data_offsets [%llu, %llu] spanning %llu bytes",
+                     fname, show(e->name, sb, sizeof(sb)),
+                     (unsigned long long)bytes, tpl__dtype_st_name(e->dtype),
+                     tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
+                     (unsigned long long)e->begin, (unsigned long long)e->end,
+                     (unsigned long long)(e->end - e->begin));
+  return 0;
+}
+
+/* Checks one tensor entry (the seq-th in the header) and fills *e. */
+static int parse_entry(const char *name, size_t seq, const json_t *v,
+                       const char *fname, struct st_entry *e,
+                       struct tpl_error *err) {
+  int rc;
+  e->name = name;
+  e->seq = seq;
+  if ((rc = check_name(name, fname, err)) != 0) return rc;
+  if ((rc = check_keys(v, name, fname, err)) != 0) return rc;
+  if ((rc = parse_dtype(json_object_get(v, "dtype"), name, fname, &e->dtype,
+                        err)) != 0)
+    return rc;
+  if ((rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err)) !=
+      0)
+    return rc;
+  if ((rc = parse_offsets(json_object_get(v, "data_offsets"), name, fname, e,
+                          err)) != 0)
+    return rc;
+  return check_size(e, fname, err);
+}
+
+/* Walks the header object; *entries (caller frees) gets every tensor. */
+static int collect_entries(json_t *root, const char *fname,
+                           struct st_entry **entries, size_t *count,
+                           struct tpl_error *err) {
+  size_t cap = json_object_size(root), n = 0;
+  struct st_entry *es = calloc(cap ? cap : 1, sizeof(*es));
+  const char *key;
+  json_t *val;
+  int rc;
+  if (es == NULL) return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, METADATA_KEY) == 0) {
+      rc = check_metadata(val, fname, err);
+    } else {
+      rc = parse_entry(key, n, val, fname, &es[n], err);
+      n++;
+    }
+    if (rc != 0) {
+      free(es);
+      return rc;
+    }
+  }
+  *entries = es;
+  *count = n;
+  return 0;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+  const struct st_entry *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  /* Only zero-size tensors tie; the header order (jansson iterates in
+   * insertion order) decides, as the writer listed them. */
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Sorted entries must cover [0, data_len) with no gap and no overlap. */
+static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
+                        uint64_t *data_len, struct tpl_error *err) {
+  uint64_t at = 0;
+  char sb[512], pb[512];
+  for (size_t i = 0; i < n; i++) {
+    const struct st_entry *e = &es[i];
+    if (i == 0 && e->begin != 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected the first tensor's data to "
+                       "begin at offset 0, found %llu",
+                       fname, show(e->name, sb, sizeof(sb)),
+                       (unsigned long long)e->begin);
+    if (e->begin > at)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected data to begin at %llu "
+                       "(where '%s' ends), found %llu: a gap of %llu bytes",
+                       fname, show(e->name, sb, sizeof(sb)),
+                       (unsigned long long)at,
+                       show(es[i - 1].name, pb, sizeof(pb)),
+                       (unsigned long long)e->begin,
+                       (unsigned long long)(e->begin - at));
+    if (e->begin < at)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected data to begin at %llu "
+                       "(where '%s' ends), found %llu: overlaps it by %llu "
+                       "bytes",
+                       fname, show(e->name, sb, sizeof(sb)),
+                       (unsigned long long)at,
+                       show(es[i - 1].name, pb, sizeof(pb)),
+                       (unsigned long long)e->begin,
+                       (unsigned long long)(at - e->begin));
+    at = e->end;
+  }
+  *data_len = at;
+  return 0;
+}
+
+static int check_file_size(uint64_t header_len, uint64_t data_len,
+                           uint64_t file_size, const char *fname,
+                           struct tpl_error *err) {
+  uint64_t want;
+  if (tpl__add_u64(8 + header_len, data_len, &want) != 0)
+    return tpl__fail(err, TPL_EOVERFLOW,
+                     "%s: expected a data section below 2^64 bytes, found "
+                     "data_offsets ending at %llu",
+                     fname, (unsigned long long)data_len);
+  if (file_size > want)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected %llu bytes (8 + header %llu + data %llu), "
+                     "found %llu: %llu trailing bytes after the last tensor",
+                     fname, (unsigned long long)want,
+                     (unsigned long long)header_len,
+                     (unsigned long long)data_len,
+                     (unsigned long long)file_size,
+                     (unsigned long long)(file_size - want));
+  if (file_size < want)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected %llu bytes (8 + header %llu + data %llu), "
+                     "found %llu: file truncated by %llu bytes",
+                     fname, (unsigned long long)want,
+                     (unsigned long long)header_len,
+                     (unsigned long long)data_len,
+                     (unsigned long long)file_size,
+                     (unsigned long long)(want - file_size));
+  return 0;
+}
+
+static int append_tensors(const struct st_entry *es, size_t n,
+                          uint64_t data_start, uint32_t file_idx,
+                          const char *fname, struct tpl_model *m,
+                          struct tpl_error *err) {
+  for (size_t i = 0; i < n; i++) {
+    struct tpl__tensor t;
+    memset(&t, 0, sizeof(t));
+    t.name = strdup(es[i].name);
+    if (t.name == NULL)
+      return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
+    t.dtype = es[i].dtype;
+    t.ndim = es[i].ndim;
+    memcpy(t.shape, es[i].shape, sizeof(t.shape));
+    t.file = file_idx;
+    t.encoding = TPL_ENC_RAW;
+    t.offset = data_start + es[i].begin;
+    t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
+    if (tpl__model_add_tensor(m, &t) != 0) {
+      free(t.name);
+      return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
+    }
+  }
+  return 0;
+}
+
+int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
+                  const char *fname, uint32_t file_idx, struct tpl_model *m,
+                  struct tpl_error *err) {
+  const uint8_t *b = buf;
+  struct st_entry *es = NULL;
+  json_t *root = NULL;
+  uint64_t hlen, data_len;
+  size_t n = 0;
+  int rc = tpl__st_header_len(buf, len, file_size, fname, &hlen, err);
+  if (rc != 0) return rc;
+  if (len - 8 < hlen)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected %llu header bytes in memory, found %zu",
+                     fname, (unsigned long long)hlen, len - 8);
+  if ((rc = check_utf8(b + 8, (size_t)hlen, fname, err)) != 0) return rc;
+  if ((rc = parse_json((const char *)b + 8, (size_t)hlen, fname, &root,
+                       err)) != 0)
+    return rc;
+  if ((rc = collect_entries(root, fname, &es, &n, err)) != 0) goto fail;
+  qsort(es, n, sizeof(*es), cmp_entry);
+  if ((rc = check_tiling(es, n, fname, &data_len, err)) != 0) goto fail;
+  if ((rc = check_file_size(hlen, data_len, file_size, fname, err)) != 0)
+    goto fail;
+  rc = append_tensors(es, n, 8 + hlen, file_idx, fname, m, err);
+fail:
+  free(es);
+  json_decref(root);
+  return rc;
+}
+
+/* Reads the 8-byte prefix and the header of an open file into a malloc'd
+ * buffer of 8 + N bytes (*out, caller frees). */
+static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
+                       size_t *out_len, struct tpl_error *err) {
+  uint8_t prefix[8];
+  size_t got = size < 8 ? (size_t)size : 8;
+  uint64_t hlen;
+  uint8_t *b;
+  int rc = tpl__pread_full(fd, prefix, got, 0);
+  if (rc == -EIO)
+    return tpl__fail(err, rc,
+                     "%s: expected %zu bytes of header length, found the "
+                     "file ending early (it shrank or lies about its size)",
+                     path, got);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: cannot read the header length: %s", path,
+                     tpl_strerror(rc));
+  rc = tpl__st_header_len(prefix, got, size, path, &hlen, err);
+  if (rc != 0) return rc;
+  b = malloc((size_t)hlen + 8);
+  if (b == NULL) return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
+  memcpy(b, prefix, 8);
+  rc = tpl__pread_full(fd, b + 8, (size_t)hlen, 8);
+  if (rc == -EIO) {
+    free(b);
+    return tpl__fail(err, rc,
+                     "%s: expected a %llu-byte header, found the file ending "
+                     "early (it shrank while being read)",
+                     path, (unsigned long long)hlen);
+  }
+  if (rc != 0) {
+    free(b);
+    return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s",
+                     path, (unsigned long long)hlen, tpl_strerror(rc));
+  }
+  *out = b;
+  *out_len = (size_t)hlen + 8;
+  return 0;
+}
+
 int tpl__st_load(const char *path, const char *name, struct tpl_model *m,
                  struct tpl_error *err) {
-  return tpl__fail(err, TPL_EINTERNAL, "%s: safetensors reader not built", path);
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  uint64_t size;
+  uint32_t idx;
+  int fd, rc = tpl__open_regular(path, &fd, &size, err);
+  if (rc != 0) return rc;
+  rc = read_header(fd, size, path, &buf, &len, err);
+  close(fd);
+  if (rc != 0) return rc;
+  rc = tpl__model_add_file(m, path, name, size, &idx);
+  if (rc != 0)
+    rc = tpl__fail(err, rc, "%s: out of memory", path);
+  else
+    rc = tpl__st_parse(buf, len, size, path, idx, m, err);
+  free(buf);
+  return rc;
 }
