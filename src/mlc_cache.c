@@ -1,7 +1,410 @@
-/* mlc_cache.c - placeholder, being written. */
+/* mlc_cache.c - MLC LLM weight directories: tensor-cache.json (or the older
+ * ndarray-cache.json) lists shard files ({"dataPath": "params_shard_0.bin",
+ * "format": "raw-shard", "nbytes": N, "records": [...]}) and, inside each,
+ * the tensors it holds ({"name", "shape", "dtype", "format": "raw" |
+ * "f32-to-bf16", "nbytes", "byteOffset"}).  This reader checks every record
+ * strictly -- confined file names, file sizes, dtype and byte counts,
+ * ranges inside the file, no overlaps, no duplicate names -- and appends
+ * the tensors to the model in file order, then byteOffset order.  A
+ * float32 record in "f32-to-bf16" format is stored as bf16 (numel x 2
+ * bytes) and decoded to float32 (numel x 4). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "fileio.h"
+#include "jsonu.h"
 #include "readers.h"
+
+struct mlc_ctx {
+  const char *dir;
+  const char *what; /* "DIR/tensor-cache.json" */
+  json_t *names;    /* tensor name -> dataPath, across all files */
+  json_t *paths;    /* dataPath set */
+};
+
+/* One shard file's records, sorted by offset before they join the model. */
+struct shard {
+  const char *data_path; /* borrowed from the JSON */
+  uint32_t file;
+  uint64_t size;
+  struct tpl__tensor *t;
+  size_t n;
+};
+
+static void shard_clear(struct shard *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->t[i].name);
+  free(s->t);
+  s->t = NULL;
+  s->n = 0;
+}
+
+/* --- one tensor record --- */
+
+static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
+                    json_t *rec, const char **name, struct tpl_error *err) {
+  json_t *v = json_object_get(rec, "name");
+  json_t *prev;
+  size_t len;
+  if (!json_is_string(v))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': record %zu: expected a \"name\" string, "
+                     "found %s",
+                     c->what, s->data_path, k,
+                     v ? "another JSON type" : "none");
+  len = json_string_length(v);
+  *name = json_string_value(v);
+  if (len == 0 || len > TPL_MAX_NAME || tpl__has_nul(*name, len))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': record %zu: expected a name of 1 to %d "
+                     "bytes without NUL, found %zu bytes",
+                     c->what, s->data_path, k, TPL_MAX_NAME, len);
+  prev = json_object_get(c->names, *name);
+  if (prev != NULL)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected one record per name, found "
+                     "it in '%s' and again in '%s'",
+                     c->what, *name, json_string_value(prev), s->data_path);
+  if (json_object_set_new(c->names, *name, json_string(s->data_path)) != 0)
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  return 0;
+}
+
+static int get_shape(struct mlc_ctx *c, const char *name, json_t *rec,
+                     struct tpl__tensor *t, struct tpl_error *err) {
+  json_t *a = json_object_get(rec, "shape"), *d;
+  size_t i;
+  if (!json_is_array(a))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected a \"shape\" array, found %s",
+                     c->what, name, a ? "another JSON type" : "none");
+  if (json_array_size(a) > TPL_MAX_DIMS)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected at most %d dims, found %zu",
+                     c->what, name, TPL_MAX_DIMS, json_array_size(a));
+  json_array_foreach(a, i, d) {
+    if (tpl__json_u64(d, &t->shape[i]) != 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected dim %zu to be a "
+                       "non-negative integer, found another value",
+                       c->what, name, i);
+  }
+  t->ndim = (int)json_array_size(a);
+  return 0;
+}
+
+static int get_dtype(struct mlc_ctx *c, const char *name, json_t *rec,
+                     struct tpl__tensor *t, struct tpl_error *err) {
+  json_t *dt = json_object_get(rec, "dtype");
+  json_t *fmt = json_object_get(rec, "format");
+  const char *f;
+  if (!json_is_string(dt))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected a \"dtype\" string, found %s",
+                     c->what, name, dt ? "another JSON type" : "none");
+  t->dtype = tpl__dtype_from_mlc(json_string_value(dt));
+  if (t->dtype < 0)
+    return tpl__fail(err, TPL_EDTYPE,
+                     "%s: tensor '%s': expected an MLC dtype such as "
+                     "float16 or bfloat16, found '%s'",
+                     c->what, name, json_string_value(dt));
+  if (!json_is_string(fmt))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected a \"format\" string, found %s",
+                     c->what, name, fmt ? "another JSON type" : "none");
+  f = json_string_value(fmt);
+  if (strcmp(f, "raw") == 0) {
+    t->encoding = TPL_ENC_RAW;
+  } else if (strcmp(f, "f32-to-bf16") == 0) {
+    if (t->dtype != TPL_DT_F32)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected dtype float32 with format "
+                       "f32-to-bf16, found '%s'",
+                       c->what, name, json_string_value(dt));
+    t->encoding = TPL_ENC_F32_TO_BF16;
+  } else {
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected format \"raw\" or "
+                     "\"f32-to-bf16\", found '%s'",
+                     c->what, name, f);
+  }
+  return 0;
+}
+
+/* Decoded and stored byte counts from the shape; the record's "nbytes"
+ * must equal the stored count. */
+static int get_sizes(struct mlc_ctx *c, const char *name, json_t *rec,
+                     struct tpl__tensor *t, struct tpl_error *err) {
+  uint64_t numel = 1, stored, nbytes;
+  size_t item =
+      t->encoding == TPL_ENC_F32_TO_BF16 ? 2 : tpl__dtype_size(t->dtype);
+  for (int i = 0; i < t->ndim; i++)
+    if (tpl__mul_u64(numel, t->shape[i], &numel) != 0)
+      return tpl__fail(err, TPL_EOVERFLOW,
+                       "%s: tensor '%s': expected a shape whose element "
+                       "count fits 64 bits, found an overflow",
+                       c->what, name);
+  if (tpl__mul_u64(numel, tpl__dtype_size(t->dtype), &t->nbytes) != 0 ||
+      tpl__mul_u64(numel, item, &stored) != 0)
+    return tpl__fail(err, TPL_EOVERFLOW,
+                     "%s: tensor '%s': expected a byte size that fits 64 "
+                     "bits, found %llu elements",
+                     c->what, name, (unsigned long long)numel);
+  if (tpl__json_u64(json_object_get(rec, "nbytes"), &nbytes) != 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected \"nbytes\" to be a "
+                     "non-negative integer, found another value",
+                     c->what, name);
+  if (nbytes != stored)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected nbytes %llu (%llu elements "
+                     "x %zu bytes), found %llu",
+                     c->what, name, (unsigned long long)stored,
+                     (unsigned long long)numel, item,
+                     (unsigned long long)nbytes);
+  t->stored_bytes = stored;
+  return 0;
+}
+
+static int get_range(struct mlc_ctx *c, const struct shard *s, const char *name,
+                     json_t *rec, struct tpl__tensor *t,
+                     struct tpl_error *err) {
+  uint64_t end;
+  if (tpl__json_u64(json_object_get(rec, "byteOffset"), &t->offset) != 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected \"byteOffset\" to be a "
+                     "non-negative integer, found another value",
+                     c->what, name);
+  if (tpl__add_u64(t->offset, t->stored_bytes, &end) != 0)
+    return tpl__fail(err, TPL_EOVERFLOW,
+                     "%s: tensor '%s': expected byteOffset + nbytes to fit "
+                     "64 bits, found %llu + %llu",
+                     c->what, name, (unsigned long long)t->offset,
+                     (unsigned long long)t->stored_bytes);
+  if (end > s->size)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected bytes [%llu, %llu) inside "
+                     "'%s' of %llu bytes, found them past its end",
+                     c->what, name, (unsigned long long)t->offset,
+                     (unsigned long long)end, s->data_path,
+                     (unsigned long long)s->size);
+  return 0;
+}
+
+static int parse_tensor(struct mlc_ctx *c, struct shard *s, size_t k,
+                        json_t *rec, struct tpl_error *err) {
+  struct tpl__tensor t = {0};
+  const char *name = NULL;
+  int rc;
+  if (!json_is_object(rec))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': record %zu: expected an object, found "
+                     "another JSON type",
+                     c->what, s->data_path, k);
+  rc = get_name(c, s, k, rec, &name, err);
+  if (rc == 0) rc = get_shape(c, name, rec, &t, err);
+  if (rc == 0) rc = get_dtype(c, name, rec, &t, err);
+  if (rc == 0) rc = get_sizes(c, name, rec, &t, err);
+  if (rc == 0) rc = get_range(c, s, name, rec, &t, err);
+  if (rc != 0) return rc;
+  t.file = s->file;
+  t.name = strdup(name);
+  if (t.name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  s->t[s->n++] = t;
+  return 0;
+}
+
+/* --- one shard file --- */
+
+static int cmp_offset(const void *a, const void *b) {
+  const struct tpl__tensor *x = a, *y = b;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+  if (x->stored_bytes != y->stored_bytes)
+    return x->stored_bytes < y->stored_bytes ? -1 : 1;
+  return strcmp(x->name, y->name);
+}
+
+/* After sorting by offset, a record overlaps when it starts before the
+ * furthest end seen so far (empty records occupy no bytes). */
+static int check_overlaps(struct mlc_ctx *c, const struct shard *s,
+                          struct tpl_error *err) {
+  const struct tpl__tensor *far = NULL;
+  uint64_t end = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    const struct tpl__tensor *t = &s->t[i];
+    if (t->stored_bytes == 0) continue;
+    if (far != NULL && t->offset < end)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s': expected bytes [%llu, %llu) of "
+                       "'%s' to be its own, found them overlapping tensor "
+                       "'%s' at [%llu, %llu)",
+                       c->what, t->name, (unsigned long long)t->offset,
+                       (unsigned long long)(t->offset + t->stored_bytes),
+                       s->data_path, far->name, (unsigned long long)far->offset,
+                       (unsigned long long)end);
+    if (t->offset + t->stored_bytes > end) {
+      end = t->offset + t->stored_bytes;
+      far = t;
+    }
+  }
+  return 0;
+}
+
+static int open_shard(struct mlc_ctx *c, json_t *frec, size_t i,
+                      struct tpl_model *m, struct shard *s,
+                      struct tpl_error *err) {
+  json_t *dp = json_object_get(frec, "dataPath");
+  char ctx[64], *path = NULL;
+  int fd, rc;
+  snprintf(ctx, sizeof(ctx), "file record %zu", i);
+  if (!json_is_string(dp))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a \"dataPath\" string, found %s",
+                     c->what, ctx, dp ? "another JSON type" : "none");
+  s->data_path = json_string_value(dp);
+  rc = tpl__member_path(c->dir, s->data_path, json_string_length(dp), c->what,
+                        ctx, &path, err);
+  if (rc != 0) return rc;
+  if (json_object_get(c->paths, s->data_path) != NULL) {
+    free(path);
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected each dataPath once, found '%s' again",
+                     c->what, ctx, s->data_path);
+  }
+  rc = tpl__open_regular(path, &fd, &s->size, err);
+  if (rc == TPL_EFORMAT)
+    rc = tpl__fail(err, rc,
+                   "%s: %s: expected '%s' to be a regular file, found "
+                   "another file type",
+                   c->what, ctx, s->data_path);
+  if (rc == 0) {
+    close(fd);
+    rc = tpl__model_add_file(m, path, s->data_path, s->size, &s->file);
+    if (rc != 0) rc = tpl__fail(err, rc, "out of memory");
+  }
+  free(path);
+  if (rc == 0 && json_object_set_new(c->paths, s->data_path, json_true()))
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  return rc;
+}
+
+static int check_shard_header(struct mlc_ctx *c, json_t *frec,
+                              const struct shard *s, json_t **recs,
+                              struct tpl_error *err) {
+  json_t *fmt = json_object_get(frec, "format");
+  uint64_t nbytes;
+  if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "raw-shard"))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': expected format \"raw-shard\", found "
+                     "'%s'",
+                     c->what, s->data_path,
+                     json_is_string(fmt) ? json_string_value(fmt) : "");
+  if (tpl__json_u64(json_object_get(frec, "nbytes"), &nbytes) != 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': expected \"nbytes\" to be a "
+                     "non-negative integer, found another value",
+                     c->what, s->data_path);
+  if (nbytes != s->size)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': expected %llu bytes on disk as "
+                     "\"nbytes\" says, found %llu",
+                     c->what, s->data_path, (unsigned long long)nbytes,
+                     (unsigned long long)s->size);
+  *recs = json_object_get(frec, "records");
+  if (!json_is_array(*recs))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': expected a \"records\" array, found %s",
+                     c->what, s->data_path,
+                     *recs ? "another JSON type" : "none");
+  return 0;
+}
+
+static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
+                       struct tpl_model *m, struct tpl_error *err) {
+  struct shard s = {0};
+  json_t *recs, *rec;
+  size_t k;
+  int rc;
+  if (!json_is_object(frec))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file record %zu: expected an object, found "
+                     "another JSON type",
+                     c->what, i);
+  rc = open_shard(c, frec, i, m, &s, err);
+  if (rc == 0) rc = check_shard_header(c, frec, &s, &recs, err);
+  if (rc != 0) return rc;
+  s.t = calloc(json_array_size(recs) + 1, sizeof(*s.t));
+  if (s.t == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  json_array_foreach(recs, k, rec) {
+    rc = parse_tensor(c, &s, k, rec, err);
+    if (rc != 0) goto out;
+  }
+  qsort(s.t, s.n, sizeof(*s.t), cmp_offset);
+  rc = check_overlaps(c, &s, err);
+  for (k = 0; rc == 0 && k < s.n; k++) {
+    rc = tpl__model_add_tensor(m, &s.t[k]);
+    if (rc != 0)
+      rc = tpl__fail(err, rc, "out of memory");
+    else
+      s.t[k].name = NULL; /* the model owns it now */
+  }
+out:
+  shard_clear(&s);
+  return rc;
+}
+
+/* --- the cache file --- */
+
+static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_model *m,
+                      struct tpl_error *err) {
+  json_t *meta = json_object_get(root, "metadata");
+  json_t *files = json_object_get(root, "records"), *frec;
+  size_t i;
+  int rc;
+  if (meta != NULL && !json_is_object(meta))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected \"metadata\" to be an object, found "
+                     "another JSON type",
+                     c->what);
+  if (!json_is_array(files))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected a \"records\" array of files, found %s",
+                     c->what, files ? "another JSON type" : "none");
+  json_array_foreach(files, i, frec) {
+    rc = parse_shard(c, frec, i, m, err);
+    if (rc != 0) return rc;
+  }
+  if (m->ntensors == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected at least one tensor record, found none",
+                     c->what);
+  return 0;
+}
+
 int tpl__mlc_parse(const char *buf, size_t len, const char *dir,
                    const char *cache_name, struct tpl_model *m,
                    struct tpl_error *err) {
-  return tpl__fail(err, TPL_EINTERNAL, "%s: MLC reader not built", dir);
+  struct mlc_ctx c = {.dir = dir};
+  json_t *root = NULL;
+  char *what = tpl__path_join(dir, cache_name);
+  int rc;
+  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  c.what = what;
+  c.names = json_object();
+  c.paths = json_object();
+  if (c.names == NULL || c.paths == NULL) {
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    goto out;
+  }
+  rc = tpl__json_parse_object(buf, len, what, &root, err);
+  if (rc == 0) rc = parse_root(&c, root, m, err);
+out:
+  json_decref(root);
+  json_decref(c.names);
+  json_decref(c.paths);
+  free(what);
+  return rc;
 }

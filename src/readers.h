@@ -42,6 +42,16 @@ int tpl__st_load(const char *path, const char *name, struct tpl_model *m,
 int tpl__st_index_parse(const char *buf, size_t len, const char *dir,
                         struct tpl_model *m, struct tpl_error *err);
 
+/* Confines a file name read from a model's JSON (`name`, `len` bytes) to
+ * `dir`: refuses an empty name, a NUL byte, an absolute path, any '/',
+ * "." and "..", and a symlink resolving outside realpath(dir).  A missing
+ * file is -ENOENT.  `what` (the JSON file) and `ctx` (e.g. "tensor 'x'")
+ * go into messages.  On success *path is dir/name, malloc'd (caller
+ * frees).  Shared by the index and MLC readers. */
+int tpl__member_path(const char *dir, const char *name, size_t len,
+                     const char *what, const char *ctx, char **path,
+                     struct tpl_error *err);
+
 /* --- MLC weight directory (src/mlc_cache.c) --- */
 
 /* Parses tensor-cache.json / ndarray-cache.json (`buf`, `len`) found in

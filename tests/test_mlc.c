@@ -1,0 +1,512 @@
+/* test_mlc.c - MLC weight directories (tensor-cache.json /
+ * ndarray-cache.json): one case per rule the reader enforces, each
+ * building its broken directory here, plus a valid directory of two shard
+ * files (one record f32-to-bf16) whose order, offsets and sizes are
+ * derived by hand from the records written below. */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "model.h"
+#include "readers.h"
+#include "tap.h"
+
+static char *make_dir(void) {
+  const char *tmp = getenv("TMPDIR");
+  char buf[512];
+  snprintf(buf, sizeof(buf), "%s/tpl-mlc.XXXXXX", tmp ? tmp : "/tmp");
+  if (mkdtemp(buf) == NULL) return NULL;
+  return strdup(buf);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag,
+                  struct FTW *f) {
+  return remove(p);
+}
+
+static void drop_dir(char *dir) {
+  if (dir != NULL) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  free(dir);
+}
+
+/* Writes `size` bytes (0, 1, 2, ...) to dir/name. */
+static void write_bin(const char *dir, const char *name, size_t size) {
+  char path[1024];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  f = fopen(path, "wb");
+  if (f == NULL) return;
+  for (size_t i = 0; i < size; i++) fputc((int)(i & 0xff), f);
+  fclose(f);
+}
+
+static struct tpl_error err;
+
+static int parse(const char *dir, const char *json, struct tpl_model **out) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, dir);
+  int rc;
+  memset(&err, 0, sizeof(err));
+  rc = tpl__mlc_parse(json, strlen(json), dir, "tensor-cache.json", m, &err);
+  if (out != NULL && rc == 0)
+    *out = m;
+  else
+    tpl__model_free(m);
+  return rc;
+}
+
+/* Shard files every case has: params_shard_0.bin (64 bytes) and
+ * params_shard_1.bin (24 bytes). */
+#define S0 "params_shard_0.bin"
+#define S1 "params_shard_1.bin"
+
+static char *make_shards(void) {
+  char *dir = make_dir();
+  if (dir == NULL) return NULL;
+  write_bin(dir, S0, 64);
+  write_bin(dir, S1, 24);
+  return dir;
+}
+
+static void expect_fail_in(char *dir, const char *json, int code,
+                           const char *frag) {
+  CHECK(dir != NULL);
+  CHECK_EQ_INT(parse(dir, json, NULL), code);
+  CHECK_STR_CONTAINS(err.msg, frag);
+  CHECK_STR_CONTAINS(err.msg, "tensor-cache.json");
+  drop_dir(dir);
+}
+
+static void expect_fail(const char *json, int code, const char *frag) {
+  expect_fail_in(make_shards(), json, code, frag);
+}
+
+/* A cache with one file record for S0 holding the tensor records `recs`. */
+static void expect_fail_recs(const char *recs, int code, const char *frag) {
+  char json[4096];
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{},\"records\":[{\"dataPath\":\"" S0 "\","
+           "\"format\":\"raw-shard\",\"nbytes\":64,\"records\":[%s]}]}",
+           recs);
+  expect_fail(json, code, frag);
+}
+
+/* A file record for S0 with the given fields and one valid tensor. */
+static void expect_fail_file(const char *fields, int code, const char *frag) {
+  char json[4096];
+  snprintf(json, sizeof(json),
+           "{\"records\":[{%s,\"records\":[{\"name\":\"w\",\"shape\":[4],"
+           "\"dtype\":\"float16\",\"format\":\"raw\",\"nbytes\":8,"
+           "\"byteOffset\":0}]}]}",
+           fields);
+  expect_fail(json, code, frag);
+}
+
+#define REC(name, shape, dtype, fmt, nbytes, off)                              \
+  "{\"name\":\"" name "\",\"shape\":" shape ",\"dtype\":\"" dtype              \
+  "\",\"format\":\"" fmt "\",\"nbytes\":" nbytes ",\"byteOffset\":" off "}"
+
+static const char valid_json[] =
+    "{\"metadata\":{\"ParamSize\":4,\"ParamBytes\":64},\"records\":["
+    "{\"dataPath\":\"" S0 "\",\"format\":\"raw-shard\",\"nbytes\":64,"
+    "\"md5sum\":\"00\",\"records\":[" REC(
+        "w2", "[4,2]", "float16", "raw", "16",
+        "32") "," REC("w1", "[4]", "float32", "f32-to-bf16", "8",
+                      "0") "," REC("w3", "[8]", "int8", "raw", "8",
+                                   "16") "]},"
+                                         "{\"dataPath\":\"" S1
+                                         "\",\"format\":\"raw-shard\","
+                                         "\"nbytes\":24,"
+                                         "\"records\":[" REC("e", "[3,4]",
+                                                             "bfloat16", "raw",
+                                                             "24", "0") "]}]}";
+
+static void test_valid_two_shards(void) {
+  char *dir = make_shards();
+  struct tpl_model *m = NULL;
+  const struct tpl__tensor *t;
+  CHECK_EQ_INT(parse(dir, valid_json, &m), 0);
+  if (m == NULL) goto out;
+  CHECK_EQ_U64(m->nfiles, 2);
+  CHECK_EQ_U64(m->ntensors, 4);
+  if (m->ntensors != 4 || m->nfiles != 2) goto out;
+  CHECK(strcmp(m->files[0].name, S0) == 0);
+  CHECK(strcmp(m->files[1].name, S1) == 0);
+  CHECK_EQ_U64(m->files[0].size, 64);
+  CHECK_EQ_U64(m->files[1].size, 24);
+  /* File 0 in byteOffset order: w1 at 0, w3 at 16, w2 at 32; then e. */
+  t = m->tensors;
+  CHECK(strcmp(t[0].name, "w1") == 0);
+  CHECK(strcmp(t[1].name, "w3") == 0);
+  CHECK(strcmp(t[2].name, "w2") == 0);
+  CHECK(strcmp(t[3].name, "e") == 0);
+  CHECK_EQ_U64(t[0].offset, 0);
+  CHECK_EQ_U64(t[1].offset, 16);
+  CHECK_EQ_U64(t[2].offset, 32);
+  CHECK_EQ_U64(t[3].offset, 0);
+  CHECK_EQ_U64(t[0].file, 0);
+  CHECK_EQ_U64(t[2].file, 0);
+  CHECK_EQ_U64(t[3].file, 1);
+  /* f32-to-bf16: 4 floats stored as 4 bf16 (8 bytes), decoded 16. */
+  CHECK_EQ_INT(t[0].dtype, TPL_DT_F32);
+  CHECK_EQ_INT(t[0].encoding, TPL_ENC_F32_TO_BF16);
+  CHECK_EQ_U64(t[0].stored_bytes, 8);
+  CHECK_EQ_U64(t[0].nbytes, 16);
+  CHECK_EQ_INT(t[2].dtype, TPL_DT_F16);
+  CHECK_EQ_INT(t[2].encoding, TPL_ENC_RAW);
+  CHECK_EQ_U64(t[2].stored_bytes, 16);
+  CHECK_EQ_U64(t[2].nbytes, 16);
+  CHECK_EQ_INT(t[2].ndim, 2);
+  CHECK_EQ_U64(t[2].shape[1], 2);
+  CHECK_EQ_INT(t[1].dtype, TPL_DT_I8);
+  CHECK_EQ_INT(t[3].dtype, TPL_DT_BF16);
+  CHECK_EQ_U64(t[3].nbytes, 24);
+  CHECK_EQ_U64(tpl__model_bytes(m), 16 + 8 + 16 + 24);
+out:
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
+static void test_valid_via_model_open(void) {
+  char *dir = make_shards(), path[1024];
+  struct tpl_model *m = NULL;
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/ndarray-cache.json", dir);
+  f = fopen(path, "w");
+  if (f != NULL) {
+    fputs(valid_json, f);
+    fclose(f);
+  }
+  memset(&err, 0, sizeof(err));
+  CHECK_EQ_INT(tpl__model_open(dir, &m, &err), 0);
+  if (m != NULL) {
+    CHECK_EQ_INT(m->format, TPL_FMT_MLC);
+    CHECK_EQ_U64(m->ntensors, 4);
+  }
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
+static void test_scalar_and_empty(void) {
+  /* A scalar (shape []) and an empty tensor sharing its offset. */
+  char *dir = make_shards();
+  struct tpl_model *m = NULL;
+  const char *json =
+      "{\"records\":[{\"dataPath\":\"" S1 "\",\"format\":\"raw-shard\","
+      "\"nbytes\":24,\"records\":[" REC("s", "[]", "float32", "raw", "4",
+                                        "0") "," REC("z", "[0,3]", "float32",
+                                                     "raw", "0", "0") "]}]}";
+  CHECK_EQ_INT(parse(dir, json, &m), 0);
+  if (m != NULL && m->ntensors == 2) {
+    CHECK_EQ_INT(m->tensors[0].ndim + m->tensors[1].ndim, 2);
+    CHECK_EQ_U64(tpl__model_bytes(m), 4);
+  }
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
+static void test_invalid_json(void) {
+  expect_fail("{\"records\":[", TPL_EFORMAT, "expected valid JSON");
+}
+
+static void test_top_not_object(void) {
+  expect_fail("[]", TPL_EFORMAT, "JSON object at top level");
+}
+
+static void test_metadata_not_object(void) {
+  expect_fail("{\"metadata\":1,\"records\":[]}", TPL_EFORMAT,
+              "\"metadata\" to be an object");
+}
+
+static void test_records_missing(void) {
+  expect_fail("{\"metadata\":{}}", TPL_EFORMAT,
+              "expected a \"records\" array of files, found none");
+}
+
+static void test_no_tensors(void) {
+  expect_fail("{\"records\":[]}", TPL_EFORMAT, "at least one tensor record");
+}
+
+static void test_file_record_not_object(void) {
+  expect_fail("{\"records\":[\"" S0 "\"]}", TPL_EFORMAT,
+              "file record 0: expected an object");
+}
+
+static void test_data_path_missing(void) {
+  expect_fail_file("\"format\":\"raw-shard\",\"nbytes\":64", TPL_EFORMAT,
+                   "expected a \"dataPath\" string, found none");
+}
+
+static void test_data_path_empty(void) {
+  expect_fail_file("\"dataPath\":\"\",\"format\":\"raw-shard\","
+                   "\"nbytes\":64",
+                   TPL_EFORMAT, "found an empty name");
+}
+
+static void test_data_path_absolute(void) {
+  expect_fail_file("\"dataPath\":\"/etc/hostname\",\"format\":"
+                   "\"raw-shard\",\"nbytes\":64",
+                   TPL_EFORMAT, "absolute path '/etc/hostname'");
+}
+
+static void test_data_path_slash(void) {
+  expect_fail_file("\"dataPath\":\"x/" S0 "\",\"format\":\"raw-shard\","
+                   "\"nbytes\":64",
+                   TPL_EFORMAT, "without '/'");
+}
+
+static void test_data_path_dotdot(void) {
+  expect_fail_file("\"dataPath\":\"..\",\"format\":\"raw-shard\","
+                   "\"nbytes\":64",
+                   TPL_EFORMAT, "found '..'");
+}
+
+static void test_data_path_symlink_outside(void) {
+  char *dir = make_shards(), *other = make_dir(), link[1024], tgt[1024];
+  write_bin(other, "secret.bin", 64);
+  snprintf(tgt, sizeof(tgt), "%s/secret.bin", other);
+  snprintf(link, sizeof(link), "%s/evil.bin", dir);
+  CHECK_EQ_INT(symlink(tgt, link), 0);
+  expect_fail_in(dir,
+                 "{\"records\":[{\"dataPath\":\"evil.bin\",\"format\":"
+                 "\"raw-shard\",\"nbytes\":64,\"records\":[]}]}",
+                 TPL_EFORMAT, "symlink to");
+  drop_dir(other);
+}
+
+static void test_data_path_missing_file(void) {
+  expect_fail_file("\"dataPath\":\"params_shard_9.bin\",\"format\":"
+                   "\"raw-shard\",\"nbytes\":64",
+                   -ENOENT, "'params_shard_9.bin', found no such file");
+}
+
+static void test_data_path_not_regular(void) {
+  char *dir = make_shards(), sub[1024];
+  snprintf(sub, sizeof(sub), "%s/shard_dir.bin", dir);
+  CHECK_EQ_INT(mkdir(sub, 0700), 0);
+  expect_fail_in(dir,
+                 "{\"records\":[{\"dataPath\":\"shard_dir.bin\",\"format\":"
+                 "\"raw-shard\",\"nbytes\":64,\"records\":[]}]}",
+                 TPL_EFORMAT, "regular file");
+}
+
+static void test_data_path_twice(void) {
+  expect_fail("{\"records\":["
+              "{\"dataPath\":\"" S1 "\",\"format\":\"raw-shard\","
+              "\"nbytes\":24,\"records\":[]},"
+              "{\"dataPath\":\"" S1 "\",\"format\":\"raw-shard\","
+              "\"nbytes\":24,\"records\":[]}]}",
+              TPL_EFORMAT, "file record 1: expected each dataPath once");
+}
+
+static void test_file_format_unknown(void) {
+  expect_fail_file("\"dataPath\":\"" S0 "\",\"format\":\"zip\","
+                   "\"nbytes\":64",
+                   TPL_EFORMAT, "expected format \"raw-shard\", found 'zip'");
+}
+
+static void test_file_nbytes_mismatch(void) {
+  expect_fail_file("\"dataPath\":\"" S0 "\",\"format\":\"raw-shard\","
+                   "\"nbytes\":65",
+                   TPL_EFORMAT, "expected 65 bytes on disk");
+}
+
+static void test_file_nbytes_missing(void) {
+  expect_fail_file("\"dataPath\":\"" S0 "\",\"format\":\"raw-shard\"",
+                   TPL_EFORMAT, "file '" S0 "': expected \"nbytes\"");
+}
+
+static void test_file_records_not_array(void) {
+  expect_fail("{\"records\":[{\"dataPath\":\"" S0 "\",\"format\":"
+              "\"raw-shard\",\"nbytes\":64,\"records\":{}}]}",
+              TPL_EFORMAT, "expected a \"records\" array, found another");
+}
+
+static void test_record_not_object(void) {
+  expect_fail_recs("[1]", TPL_EFORMAT, "record 0: expected an object");
+}
+
+static void test_name_missing(void) {
+  expect_fail_recs("{\"shape\":[4],\"dtype\":\"int8\",\"format\":\"raw\","
+                   "\"nbytes\":4,\"byteOffset\":0}",
+                   TPL_EFORMAT, "expected a \"name\" string, found none");
+}
+
+static void test_name_empty(void) {
+  expect_fail_recs(REC("", "[4]", "int8", "raw", "4", "0"), TPL_EFORMAT,
+                   "expected a name of 1 to");
+}
+
+static void test_name_duplicate(void) {
+  expect_fail("{\"records\":["
+              "{\"dataPath\":\"" S0 "\",\"format\":\"raw-shard\","
+              "\"nbytes\":64,\"records\":[" REC(
+                  "w", "[4]", "int8", "raw", "4",
+                  "0") "]},"
+                       "{\"dataPath\":\"" S1 "\",\"format\":\"raw-shard\","
+                       "\"nbytes\":24,\"records\":[" REC(
+                           "w", "[4]", "int8", "raw", "4", "0") "]}]}",
+              TPL_EFORMAT, "tensor 'w': expected one record per name");
+  CHECK_STR_CONTAINS(err.msg, "'" S0 "' and again in '" S1 "'");
+}
+
+static void test_shape_not_array(void) {
+  expect_fail_recs(REC("w", "4", "int8", "raw", "4", "0"), TPL_EFORMAT,
+                   "tensor 'w': expected a \"shape\" array");
+}
+
+static void test_shape_negative(void) {
+  expect_fail_recs(REC("w", "[2,-2]", "int8", "raw", "4", "0"), TPL_EFORMAT,
+                   "expected dim 1 to be a non-negative integer");
+}
+
+static void test_shape_fraction(void) {
+  expect_fail_recs(REC("w", "[2.5]", "int8", "raw", "4", "0"), TPL_EFORMAT,
+                   "expected dim 0 to be a non-negative integer");
+}
+
+static void test_shape_too_many_dims(void) {
+  expect_fail_recs(REC("w", "[1,1,1,1,1,1,1,1,4]", "int8", "raw", "4", "0"),
+                   TPL_EFORMAT, "expected at most 8 dims, found 9");
+}
+
+static void test_dtype_missing(void) {
+  expect_fail_recs("{\"name\":\"w\",\"shape\":[4],\"format\":\"raw\","
+                   "\"nbytes\":4,\"byteOffset\":0}",
+                   TPL_EFORMAT, "expected a \"dtype\" string, found none");
+}
+
+static void test_dtype_unknown(void) {
+  expect_fail_recs(REC("w", "[4]", "int4", "raw", "2", "0"), TPL_EDTYPE,
+                   "tensor 'w': expected an MLC dtype");
+  CHECK_STR_CONTAINS(err.msg, "found 'int4'");
+  CHECK_EQ_INT(tpl_exit_code(TPL_EDTYPE), 65);
+}
+
+static void test_format_missing(void) {
+  expect_fail_recs("{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int8\","
+                   "\"nbytes\":4,\"byteOffset\":0}",
+                   TPL_EFORMAT, "expected a \"format\" string, found none");
+}
+
+static void test_format_unknown(void) {
+  expect_fail_recs(REC("w", "[4]", "int8", "q4f16", "4", "0"), TPL_EFORMAT,
+                   "expected format \"raw\" or \"f32-to-bf16\", found "
+                   "'q4f16'");
+}
+
+static void test_bf16_format_needs_f32(void) {
+  expect_fail_recs(REC("w", "[4]", "float16", "f32-to-bf16", "8", "0"),
+                   TPL_EFORMAT,
+                   "expected dtype float32 with format f32-to-bf16");
+}
+
+static void test_nbytes_raw_mismatch(void) {
+  /* [4,2] float16 is 8 x 2 = 16 bytes. */
+  expect_fail_recs(REC("w", "[4,2]", "float16", "raw", "8", "0"), TPL_EFORMAT,
+                   "expected nbytes 16 (8 elements x 2 bytes)"
+                   ", found 8");
+}
+
+static void test_nbytes_bf16_mismatch(void) {
+  /* f32-to-bf16 stores 4 x 2 = 8 bytes, not the decoded 16. */
+  expect_fail_recs(REC("w", "[4]", "float32", "f32-to-bf16", "16", "0"),
+                   TPL_EFORMAT,
+                   "expected nbytes 8 (4 elements x 2 bytes)"
+                   ", found 16");
+}
+
+static void test_nbytes_missing(void) {
+  expect_fail_recs("{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int8\","
+                   "\"format\":\"raw\",\"byteOffset\":0}",
+                   TPL_EFORMAT, "tensor 'w': expected \"nbytes\"");
+}
+
+static void test_numel_overflow(void) {
+  expect_fail_recs(REC("w", "[4294967296,4294967296]", "int8", "raw", "0", "0"),
+                   TPL_EOVERFLOW, "element count fits 64 bits");
+}
+
+static void test_bytes_overflow(void) {
+  /* 2^62 elements fit; x 8 bytes does not. */
+  expect_fail_recs(
+      REC("w", "[4611686018427387904]", "float64", "raw", "0", "0"),
+      TPL_EOVERFLOW, "byte size that fits 64 bits");
+}
+
+static void test_offset_missing(void) {
+  expect_fail_recs("{\"name\":\"w\",\"shape\":[4],\"dtype\":\"int8\","
+                   "\"format\":\"raw\",\"nbytes\":4}",
+                   TPL_EFORMAT, "expected \"byteOffset\"");
+}
+
+static void test_offset_huge(void) {
+  expect_fail_recs(REC("w", "[4]", "int8", "raw", "4", "9223372036854775807"),
+                   TPL_EFORMAT, "past its end");
+}
+
+static void test_range_past_end(void) {
+  /* 8 bytes at 60 end at 68 > 64. */
+  expect_fail_recs(REC("w", "[8]", "uint8", "raw", "8", "60"), TPL_EFORMAT,
+                   "expected bytes [60, 68) inside '" S0 "' of 64 bytes");
+}
+
+static void test_overlap(void) {
+  expect_fail_recs(REC("a", "[8]", "uint8", "raw", "8", "0") "," REC(
+                       "b", "[16]", "uint8", "raw", "16",
+                       "32") "," REC("c", "[4]", "float32", "raw", "16", "40"),
+                   TPL_EFORMAT, "tensor 'c': expected bytes [40, 56)");
+  CHECK_STR_CONTAINS(err.msg, "overlapping tensor 'b' at [32, 48)");
+}
+
+int main(void) {
+  RUN(test_valid_two_shards);
+  RUN(test_valid_via_model_open);
+  RUN(test_scalar_and_empty);
+  RUN(test_invalid_json);
+  RUN(test_top_not_object);
+  RUN(test_metadata_not_object);
+  RUN(test_records_missing);
+  RUN(test_no_tensors);
+  RUN(test_file_record_not_object);
+  RUN(test_data_path_missing);
+  RUN(test_data_path_empty);
+  RUN(test_data_path_absolute);
+  RUN(test_data_path_slash);
+  RUN(test_data_path_dotdot);
+  RUN(test_data_path_symlink_outside);
+  RUN(test_data_path_missing_file);
+  RUN(test_data_path_not_regular);
+  RUN(test_data_path_twice);
+  RUN(test_file_format_unknown);
+  RUN(test_file_nbytes_mismatch);
+  RUN(test_file_nbytes_missing);
+  RUN(test_file_records_not_array);
+  RUN(test_record_not_object);
+  RUN(test_name_missing);
+  RUN(test_name_empty);
+  RUN(test_name_duplicate);
+  RUN(test_shape_not_array);
+  RUN(test_shape_negative);
+  RUN(test_shape_fraction);
+  RUN(test_shape_too_many_dims);
+  RUN(test_dtype_missing);
+  RUN(test_dtype_unknown);
+  RUN(test_format_missing);
+  RUN(test_format_unknown);
+  RUN(test_bf16_format_needs_f32);
+  RUN(test_nbytes_raw_mismatch);
+  RUN(test_nbytes_bf16_mismatch);
+  RUN(test_nbytes_missing);
+  RUN(test_numel_overflow);
+  RUN(test_bytes_overflow);
+  RUN(test_offset_missing);
+  RUN(test_offset_huge);
+  RUN(test_range_past_end);
+  RUN(test_overlap);
+  return tap_done();
+}
