@@ -40,13 +40,22 @@ struct tpl__shard_spec {
 /* Checks `spec` against a tensor of `shape`/`ndim` for N shards: dim in
  * range, segs sum to shape[dim], every segment divisible by N.  `tname` is
  * the tensor's name for messages (which segment, its length, and N).
- * Returns 0, TPL_EPLAN or TPL_EINDIVISIBLE. */
+ * TPL_EPLAN also covers N == 0, ndim > TPL_MAX_DIMS, nsegs > TPL_MAX_SEGS
+ * and an explicit segment of length 0 (an empty dim without segs is
+ * fine: an empty tensor shards into empty shards).  The
+ * TPL_EINDIVISIBLE message lists the shard counts that would divide.
+ * Returns 0, TPL_EPLAN or TPL_EINDIVISIBLE; tname and err may be NULL. */
 int tpl__shard_check(const uint64_t *shape, int ndim,
                      const struct tpl__shard_spec *spec, uint32_t nshards,
                      const char *tname, struct tpl_error *err);
 
 /* Computes rank `rank`'s layout of a checked spec over a tensor of element
- * size `itemsize`.  Returns 0 or TPL_EOVERFLOW. */
+ * size `itemsize`.  An empty tensor (some extent 0) gives rows = 0,
+ * npieces = 0, total = 0.  When rank r's piece covers whole rows (N == 1)
+ * the rows are collapsed into one (rows = 1).  Returns 0, TPL_EOVERFLOW
+ * (the tensor's byte size exceeds 64 bits), or TPL_EINTERNAL for a caller
+ * bug (spec not passing tpl__shard_check, rank >= N, itemsize 0); *out is
+ * written only on success. */
 int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
                       const struct tpl__shard_spec *spec, uint32_t nshards,
                       uint32_t rank, struct tpl__layout *out);
@@ -60,12 +69,18 @@ void tpl__shard_shape(const uint64_t *shape, int ndim,
                       uint64_t *out);
 
 /* Copies into `dst` the part of layout `l` that falls inside the tensor
- * byte range [begin, end), given `src` = the tensor's bytes from `begin`
- * to `end`.  Bytes are written in source order; returns how many. */
+ * byte range [begin, end) (offsets from the tensor's start; any range,
+ * boundaries may fall inside a piece), given `src` = the tensor's bytes
+ * from `begin` to `end`.  Bytes are written in source order; returns how
+ * many (= tpl__layout_count(l, begin, end); dst must hold that many).
+ * Gathering consecutive ranges [b0,b1), [b1,b2), ... back to back gives
+ * the same bytes as gathering [b0, bn) at once.  Cost: O(rows touched *
+ * npieces), the first row found by division. */
 uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
                             uint64_t end, const uint8_t *src, uint8_t *dst);
 
-/* Returns how many bytes of layout `l` fall inside [begin, end). */
+/* Returns how many bytes of layout `l` fall inside [begin, end); O(npieces)
+ * whatever the range. */
 uint64_t tpl__layout_count(const struct tpl__layout *l, uint64_t begin,
                            uint64_t end);
 
