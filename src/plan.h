@@ -70,4 +70,26 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
 /* Frees a plan; NULL accepted. */
 void tpl__plan_free(struct tpl__plan *p);
 
+/* Allocates an empty plan whose source reads `source` (copied); free with
+ * tpl__plan_free.  Returns NULL on ENOMEM. */
+struct tpl__plan *tpl__plan_new(const char *source);
+
+/* Appends a rule to `p`: `match` and `name` are copied; `name` NULL means
+ * "_shard_<dim>"; `spec` is read for TPL_RULE_SHARD only (may be NULL
+ * otherwise).  Returns 0 or -ENOMEM (p unchanged). */
+int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
+                       const char *name, const struct tpl__shard_spec *spec);
+
+/* Resolves `arg` (see tpl__plan_resolve) and applies it to every tensor of
+ * `m`: on success *plan (tpl__plan_free) and *strategies (free(); one per
+ * tensor, func_name borrowing from *plan) are the caller's. */
+int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
+                        uint32_t nshards, struct tpl__plan **plan,
+                        struct tpl__strategy **strategies,
+                        struct tpl_error *err);
+
+/* What a strategy is called in tables and shard info: the func_name of a
+ * shard rule, else "scale_bias" or "replicate".  Static or borrowed. */
+const char *tpl__strategy_rule_name(const struct tpl__strategy *s);
+
 #endif

@@ -1,0 +1,95 @@
+/* fuzz_plan.c - libFuzzer target for plans: the input is parsed as a plan
+ * file and, when valid, applied to a fixed small model (scalar, vector,
+ * matrix, 3-D, int and float tensors) for 1, 2 and 3 shards, and the
+ * shard info built from the result; the same input is also read as a
+ * config.json for the phi3 and gpt2 presets.  Any crash, leak or UB is a
+ * bug. */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "model.h"
+#include "plan.h"
+#include "presets.h"
+#include "shardinfo.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
+                uint64_t a, uint64_t b, uint64_t c) {
+  struct tpl__tensor t;
+  memset(&t, 0, sizeof(t));
+  t.name = strdup(name);
+  t.dtype = dtype;
+  t.ndim = ndim;
+  t.shape[0] = a;
+  t.shape[1] = b;
+  t.shape[2] = c;
+  t.nbytes = tpl__tensor_numel(&t) * tpl__dtype_size(dtype);
+  if (t.name == NULL || tpl__model_add_tensor(m, &t) != 0) free(t.name);
+}
+
+static struct tpl_model *fixed_model(void) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+  uint32_t idx;
+  if (m == NULL) return NULL;
+  tpl__model_add_file(m, "fuzz", "fuzz", 0, &idx);
+  add(m, "scalar", TPL_DT_F32, 0, 0, 0, 0);
+  add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_BF16, 2, 64, 32,
+      0);
+  add(m, "model.layers.0.mlp.gate_up_proj.weight", TPL_DT_BF16, 2, 96, 32, 0);
+  add(m, "h.0.attn.c_attn.weight", TPL_DT_F32, 2, 32, 96, 0);
+  add(m, "h.0.attn.c_proj.bias", TPL_DT_F16, 1, 32, 0, 0);
+  add(m, "ids", TPL_DT_I64, 1, 6, 0, 0);
+  add(m, "experts", TPL_DT_F16, 3, 2, 12, 4);
+  add(m, "empty", TPL_DT_F32, 2, 0, 4, 0);
+  return m;
+}
+
+static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
+                      uint32_t n) {
+  struct tpl__strategy *st = calloc(m->ntensors, sizeof(*st));
+  struct tpl_error err;
+  json_t *info = NULL;
+  if (st == NULL) return;
+  if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
+      tpl__shardinfo_build(m, st, n, NULL, 1, &info) == 0)
+    json_decref(info);
+  free(st);
+}
+
+static void try_presets(const uint8_t *data, size_t size,
+                        const struct tpl_model *m) {
+  static const char *const names[] = {"phi3", "gpt2"};
+  json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
+  struct tpl_error err;
+  if (!json_is_object(cfg)) {
+    json_decref(cfg);
+    return;
+  }
+  for (size_t i = 0; i < 2; i++)
+    for (uint32_t n = 1; n <= 2; n++) {
+      struct tpl__plan *p = NULL;
+      if (tpl__preset_from_config(names[i], (int)n - 1, cfg, "fuzz", n, &p,
+                                  &err) == 0)
+        apply_all(p, m, n);
+      tpl__plan_free(p);
+    }
+  json_decref(cfg);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct tpl_model *m = fixed_model();
+  struct tpl__plan *p = NULL;
+  struct tpl_error err;
+  if (m == NULL) return 0;
+  if (tpl__plan_parse((const char *)data, size, "fuzz", &p, &err) == 0)
+    for (uint32_t n = 1; n <= 3; n++) apply_all(p, m, n);
+  tpl__plan_free(p);
+  try_presets(data, size, m);
+  tpl__model_free(m);
+  return 0;
+}

@@ -1,0 +1,155 @@
+/* cmd_plan.c - `tpload plan MODEL --shards N [--plan P]`: resolves the plan
+ * for MODEL and N and prints the shard info every rank would get, in the
+ * format of preshard's shard-info.json without the per-rank checksums,
+ * plus the resolved rules under "plan". */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model.h"
+#include "plan.h"
+#include "shardinfo.h"
+
+static const char plan_help[] =
+    "usage: tpload plan MODEL --shards N [--plan P] [--no-bias-scaling]\n"
+    "\n"
+    "Resolves the shard plan for MODEL cut N ways and prints it as JSON:\n"
+    "the format of shard-info.json (tensor_parallel_shards, bias_scaling,\n"
+    "params in checkpoint order with per-rank shape, dtype, preprocs,\n"
+    "dim, per-shard segs, bias_scale) without the per-rank checksums, and\n"
+    "the rules that were used under \"plan\".\n"
+    "\n"
+    "  --shards N         shard count (a load's MPI world size), 1..65536\n"
+    "  --plan P           a plan file, a preset (llama, mistral, qwen2,\n"
+    "                     gemma, mixtral, phi3, gpt2, gpt_neox) or auto\n"
+    "                     (default: from config.json or\n"
+    "                     mlc-chat-config.json)\n"
+    "  --no-bias-scaling  report biases unscaled (bias_scale 1.0), as a load\n"
+    "                     with --no-bias-scaling delivers them\n"
+    "  --help             show this help\n"
+    "\n"
+    "Plan files: {\"rules\": [{\"match\": GLOB, ...}, ...]}; the first\n"
+    "match wins, unmatched tensors are replicated; messages number rules\n"
+    "from 0.  A preset name always means the preset: write ./NAME for a\n"
+    "plan file of that name.\n"
+    "\n"
+    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan (indivisible\n"
+    "dims included), 66 model or config missing, 74 I/O error.\n";
+
+#define MAX_SHARDS 65536
+
+/* The resolved rules, for the reader who wants to know why. */
+static json_t *plan_json(const struct tpl__plan *p) {
+  json_t *rules = json_array();
+  for (size_t i = 0; i < p->nrules; i++) {
+    const struct tpl__rule *r = &p->rules[i];
+    json_t *o = json_pack("{s:s}", "match", r->match);
+    if (r->kind == TPL_RULE_SHARD) {
+      json_t *segs = json_array();
+      for (size_t j = 0; j < r->spec.nsegs; j++)
+        json_array_append_new(segs, json_integer((json_int_t)r->spec.segs[j]));
+      json_object_set_new(o, "name", json_string(r->name));
+      json_object_set_new(o, "dim", json_integer(r->spec.dim));
+      if (r->spec.nsegs)
+        json_object_set_new(o, "segs", segs);
+      else
+        json_decref(segs);
+    } else {
+      json_object_set_new(o, r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias"
+                                                            : "replicate",
+                          json_true());
+    }
+    json_array_append_new(rules, o);
+  }
+  return json_pack("{s:s, s:o}", "source", p->source, "rules", rules);
+}
+
+static int print_plan(const struct tpl_model *m, const struct tpl__plan *p,
+                      const struct tpl__strategy *st, uint32_t nshards,
+                      int bias_scaling) {
+  json_t *root = NULL;
+  if (tpl__shardinfo_build(m, st, nshards, NULL, bias_scaling, &root) != 0 ||
+      json_object_set_new(root, "plan", plan_json(p)) != 0) {
+    json_decref(root);
+    fprintf(stderr, "tpload plan: out of memory\n");
+    return 70;
+  }
+  json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+  fputc('\n', stdout);
+  json_decref(root);
+  return 0;
+}
+
+struct plan_args {
+  const char *model, *plan;
+  uint32_t nshards;
+  int bias_scaling;
+};
+
+/* Returns -1 to go on, else the exit code (help or usage error). */
+static int parse_args(int argc, char **argv, struct plan_args *a) {
+  static const struct option opts[] = {
+      {"shards", required_argument, NULL, 'n'},
+      {"plan", required_argument, NULL, 'p'},
+      {"no-bias-scaling", no_argument, NULL, 'B'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  unsigned long long n = 0;
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    switch (c) {
+    case 'n':
+      if (tpl__cli_parse_uint(optarg, MAX_SHARDS, &n) != 0 || n == 0)
+        return tpl__cli_usage_error("plan", "--shards: expected 1..%d, "
+                                    "found '%s'", MAX_SHARDS, optarg);
+      break;
+    case 'p':
+      a->plan = optarg;
+      break;
+    case 'B':
+      a->bias_scaling = 0;
+      break;
+    case 'h':
+      fputs(plan_help, stdout);
+      return 0;
+    case ':':
+      return tpl__cli_usage_error("plan", "option '%s' needs a value",
+                                  argv[optind - 1]);
+    default:
+      return tpl__cli_usage_error("plan", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (optind != argc - 1)
+    return tpl__cli_usage_error("plan", "expected one MODEL argument");
+  if (n == 0) return tpl__cli_usage_error("plan", "--shards N is required");
+  a->model = argv[optind];
+  a->nshards = (uint32_t)n;
+  return -1;
+}
+
+int tpl__cmd_plan(int argc, char **argv) {
+  struct plan_args a = {NULL, "auto", 0, 1};
+  struct tpl_error err = {0};
+  struct tpl_model *m = NULL;
+  struct tpl__plan *p = NULL;
+  struct tpl__strategy *st = NULL;
+  int rc = parse_args(argc, argv, &a);
+  if (rc >= 0) return rc;
+  rc = tpl__model_open(a.model, &m, &err);
+  if (rc == 0) rc = tpl__plan_for_model(a.plan, m, a.nshards, &p, &st, &err);
+  if (rc != 0) {
+    tpl__model_free(m);
+    return tpl__cli_report(rc, &err);
+  }
+  rc = print_plan(m, p, st, a.nshards, a.bias_scaling);
+  free(st);
+  tpl__plan_free(p);
+  tpl__model_free(m);
+  return rc;
+}

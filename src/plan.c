@@ -1,0 +1,445 @@
+/* plan.c - shard plans (DESIGN.md section 3): the glob that matches rules
+ * to tensor names, the strict plan-file parser, the resolution of --plan
+ * (file, preset name or "auto"), and the per-tensor application of a plan
+ * that yields each tensor's strategy.  Presets themselves live in
+ * presets.c; the shard math (what a dim/segs rule means) in shard.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "fileio.h"
+#include "jsonu.h"
+#include "plan.h"
+#include "presets.h"
+
+#define MAX_RULES 65536     /* rules in one plan file */
+#define MAX_FUNC_NAME 256   /* bytes in a rule's func_name */
+
+/* --- glob --- */
+
+int tpl__glob_match(const char *pattern, const char *name) {
+  const char *p = pattern, *n = name;
+  const char *star = NULL, *resume = NULL;
+  /* Greedy match with one backtrack point: on a mismatch, let the most
+   * recent '*' swallow one more character.  Earlier stars never need to be
+   * revisited, so this is O(len(pattern) * len(name)) at worst. */
+  while (*n != '\0') {
+    if (*p == '*') {
+      star = p++;
+      resume = n;
+    } else if (*p == '?' || *p == *n) {
+      p++;
+      n++;
+    } else if (star != NULL) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return 0;
+    }
+  }
+  while (*p == '*') p++;
+  return *p == '\0';
+}
+
+/* --- building plans --- */
+
+struct tpl__plan *tpl__plan_new(const char *source) {
+  struct tpl__plan *p = calloc(1, sizeof(*p));
+  if (p == NULL) return NULL;
+  p->source = strdup(source);
+  if (p->source == NULL) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static char *default_name(int dim) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "_shard_%d", dim);
+  return strdup(buf);
+}
+
+int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
+                       const char *name, const struct tpl__shard_spec *spec) {
+  struct tpl__rule *r, *rules;
+  rules = realloc(p->rules, (p->nrules + 1) * sizeof(*rules));
+  if (rules == NULL) return -ENOMEM;
+  p->rules = rules;
+  r = &rules[p->nrules];
+  memset(r, 0, sizeof(*r));
+  r->kind = kind;
+  r->match = strdup(match);
+  if (kind == TPL_RULE_SHARD) {
+    r->spec = *spec;
+    r->name = name != NULL ? strdup(name) : default_name(spec->dim);
+  }
+  if (r->match == NULL || (kind == TPL_RULE_SHARD && r->name == NULL)) {
+    free(r->match);
+    free(r->name);
+    return -ENOMEM;
+  }
+  p->nrules++;
+  return 0;
+}
+
+void tpl__plan_free(struct tpl__plan *p) {
+  if (p == NULL) return;
+  for (size_t i = 0; i < p->nrules; i++) {
+    free(p->rules[i].match);
+    free(p->rules[i].name);
+  }
+  free(p->rules);
+  free(p->source);
+  free(p);
+}
+
+/* --- plan-file parser --- */
+
+/* What one rule object says, before it becomes a struct tpl__rule. */
+struct rule_fields {
+  const char *match;
+  const char *name;
+  int has_dim, has_scale, has_replicate;
+  struct tpl__shard_spec spec;
+};
+
+static const char *json_kind(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_OBJECT:
+    return "an object";
+  case JSON_ARRAY:
+    return "an array";
+  case JSON_STRING:
+    return "a string";
+  case JSON_INTEGER:
+    return "an integer";
+  case JSON_REAL:
+    return "a number";
+  case JSON_TRUE:
+    return "true";
+  case JSON_FALSE:
+    return "false";
+  default:
+    return "null";
+  }
+}
+
+static int parse_string(const json_t *v, const char *key, size_t cap,
+                        const char *what, size_t idx, const char **out,
+                        struct tpl_error *err) {
+  size_t len;
+  if (!json_is_string(v))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected '%s' to be a string, found %s",
+                     what, idx, key, json_kind(v));
+  len = json_string_length(v);
+  if (len == 0 || len > cap || tpl__has_nul(json_string_value(v), len))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected '%s' to be a non-empty string "
+                     "of at most %zu bytes without NUL, found %zu bytes",
+                     what, idx, key, cap, len);
+  *out = json_string_value(v);
+  return 0;
+}
+
+static int parse_dim(const json_t *v, const char *what, size_t idx,
+                     struct rule_fields *f, struct tpl_error *err) {
+  uint64_t dim;
+  if (tpl__json_u64(v, &dim) != 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'dim' to be a non-negative "
+                     "integer, found %s",
+                     what, idx, json_kind(v));
+  if (dim >= TPL_MAX_DIMS)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'dim' below %d (the most dims a "
+                     "tensor may have), found %llu",
+                     what, idx, TPL_MAX_DIMS, (unsigned long long)dim);
+  f->has_dim = 1;
+  f->spec.dim = (int)dim;
+  return 0;
+}
+
+static int parse_segs(const json_t *v, const char *what, size_t idx,
+                      struct rule_fields *f, struct tpl_error *err) {
+  size_t n = json_is_array(v) ? json_array_size(v) : 0;
+  if (!json_is_array(v) || n == 0 || n > TPL_MAX_SEGS)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'segs' to be an array of 1 to "
+                     "%d positive integers, found %s of %zu",
+                     what, idx, TPL_MAX_SEGS, json_kind(v), n);
+  for (size_t j = 0; j < n; j++) {
+    uint64_t s;
+    if (tpl__json_u64(json_array_get(v, j), &s) != 0 || s == 0)
+      return tpl__fail(err, TPL_EPLAN,
+                       "%s: rule %zu: expected segs[%zu] to be a positive "
+                       "integer, found %s",
+                       what, idx, j, json_kind(json_array_get(v, j)));
+    f->spec.segs[j] = s;
+  }
+  f->spec.nsegs = n;
+  return 0;
+}
+
+/* `scale_bias` and `replicate` only make sense as `true`: `false` would
+ * mean "this rule does nothing", which is a mistake worth reporting. */
+static int parse_true(const json_t *v, const char *key, const char *what,
+                      size_t idx, int *flag, struct tpl_error *err) {
+  if (json_is_false(v))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected '%s': true, found false (a "
+                     "rule must say what to do; drop the rule instead)",
+                     what, idx, key);
+  if (!json_is_true(v))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected '%s': true, found %s", what, idx,
+                     key, json_kind(v));
+  *flag = 1;
+  return 0;
+}
+
+static int parse_field(const char *key, const json_t *v, const char *what,
+                       size_t idx, struct rule_fields *f,
+                       struct tpl_error *err) {
+  if (strcmp(key, "match") == 0)
+    return parse_string(v, key, TPL_MAX_NAME, what, idx, &f->match, err);
+  if (strcmp(key, "name") == 0)
+    return parse_string(v, key, MAX_FUNC_NAME, what, idx, &f->name, err);
+  if (strcmp(key, "dim") == 0) return parse_dim(v, what, idx, f, err);
+  if (strcmp(key, "segs") == 0) return parse_segs(v, what, idx, f, err);
+  if (strcmp(key, "scale_bias") == 0)
+    return parse_true(v, key, what, idx, &f->has_scale, err);
+  if (strcmp(key, "replicate") == 0)
+    return parse_true(v, key, what, idx, &f->has_replicate, err);
+  return tpl__fail(err, TPL_EPLAN,
+                   "%s: rule %zu: unknown key '%s' (expected match, dim, "
+                   "name, segs, scale_bias or replicate)",
+                   what, idx, key);
+}
+
+/* Checks the combination of keys: match required, exactly one action,
+ * name/segs only with dim. */
+static int check_fields(const struct rule_fields *f, int has_segs,
+                        const char *what, size_t idx, struct tpl_error *err) {
+  int actions = f->has_dim + f->has_scale + f->has_replicate;
+  if (f->match == NULL)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected a 'match' glob, found none",
+                     what, idx);
+  if (actions != 1)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected exactly one of 'dim', "
+                     "'scale_bias', 'replicate', found %d",
+                     what, idx, actions);
+  if (!f->has_dim && (f->name != NULL || has_segs))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'dim' with '%s', found '%s' "
+                     "without 'dim'",
+                     what, idx, f->name != NULL ? "name" : "segs",
+                     f->name != NULL ? "name" : "segs");
+  return 0;
+}
+
+static int parse_rule(const json_t *obj, const char *what, size_t idx,
+                      struct tpl__plan *p, struct tpl_error *err) {
+  struct rule_fields f;
+  const char *key;
+  json_t *v;
+  int rc, kind;
+  memset(&f, 0, sizeof(f));
+  if (!json_is_object(obj))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected an object, found %s", what, idx,
+                     json_kind(obj));
+  json_object_foreach((json_t *)obj, key, v) {
+    rc = parse_field(key, v, what, idx, &f, err);
+    if (rc != 0) return rc;
+  }
+  rc = check_fields(&f, json_object_get(obj, "segs") != NULL, what, idx, err);
+  if (rc != 0) return rc;
+  kind = f.has_dim     ? TPL_RULE_SHARD
+         : f.has_scale ? TPL_RULE_SCALE_BIAS
+                       : TPL_RULE_REPLICATE;
+  if (tpl__plan_add_rule(p, f.match, kind, f.name, &f.spec) != 0)
+    return tpl__fail(err, -ENOMEM, "%s: out of memory", what);
+  return 0;
+}
+
+static int parse_rules(const json_t *root, const char *what,
+                       struct tpl__plan *p, struct tpl_error *err) {
+  const json_t *rules = json_object_get(root, "rules");
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)root, key, v) {
+    if (strcmp(key, "rules") != 0)
+      return tpl__fail(err, TPL_EPLAN,
+                       "%s: expected only 'rules' at top level, found "
+                       "unknown key '%s'",
+                       what, key);
+  }
+  if (!json_is_array(rules))
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: expected a 'rules' array at top level, found %s",
+                     what, rules == NULL ? "none" : json_kind(rules));
+  if (json_array_size(rules) > MAX_RULES)
+    return tpl__fail(err, TPL_ELIMIT,
+                     "%s: expected at most %d rules, found %zu", what,
+                     MAX_RULES, json_array_size(rules));
+  for (size_t i = 0; i < json_array_size(rules); i++) {
+    int rc = parse_rule(json_array_get(rules, i), what, i, p, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int tpl__plan_parse(const char *buf, size_t len, const char *what,
+                    struct tpl__plan **out, struct tpl_error *err) {
+  struct tpl__plan *p = NULL;
+  json_t *root = NULL;
+  char source[64 + TPL_MAX_NAME];
+  int rc = tpl__json_parse_object(buf, len, what, &root, err);
+  if (rc != 0) {
+    /* A plan that is not JSON is a bad plan, whatever jsonu calls it. */
+    if (err != NULL) err->code = TPL_EPLAN;
+    return TPL_EPLAN;
+  }
+  snprintf(source, sizeof(source), "file %s", what);
+  p = tpl__plan_new(source);
+  if (p == NULL) {
+    rc = tpl__fail(err, -ENOMEM, "%s: out of memory", what);
+    goto fail;
+  }
+  rc = parse_rules(root, what, p, err);
+  if (rc != 0) goto fail;
+  json_decref(root);
+  *out = p;
+  return 0;
+fail:
+  json_decref(root);
+  tpl__plan_free(p);
+  return rc;
+}
+
+/* --- resolving --plan --- */
+
+static int load_plan_file(const char *path, struct tpl__plan **out,
+                          struct tpl_error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  int rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc == -ENOENT)
+    return tpl__fail(err, rc,
+                     "%s: plan file not found (expected a plan file, 'auto' "
+                     "or a preset: %s)",
+                     path, tpl__preset_names());
+  if (rc != 0) return rc;
+  rc = tpl__plan_parse(buf, len, path, out, err);
+  free(buf);
+  return rc;
+}
+
+int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err) {
+  if (arg == NULL || strcmp(arg, "auto") == 0)
+    return tpl__preset_auto(m, nshards, out, err);
+  if (tpl__preset_known(arg))
+    return tpl__preset_build(arg, m, nshards, out, err);
+  return load_plan_file(arg, out, err);
+}
+
+/* --- applying a plan --- */
+
+static int find_rule(const struct tpl__plan *p, const char *name) {
+  for (size_t i = 0; i < p->nrules; i++)
+    if (tpl__glob_match(p->rules[i].match, name)) return (int)i;
+  return -1;
+}
+
+static int is_float(int dtype) {
+  return dtype == TPL_DT_F16 || dtype == TPL_DT_BF16 || dtype == TPL_DT_F32 ||
+         dtype == TPL_DT_F64;
+}
+
+/* Prefixes err->msg with the plan and rule that asked for the failing
+ * action, so a user knows which line of which plan to fix. */
+static int blame_rule(const struct tpl__plan *p, int rule, int rc,
+                      struct tpl_error *err) {
+  char msg[sizeof(err->msg)];
+  if (err == NULL) return rc;
+  memcpy(msg, err->msg, sizeof(msg));
+  return tpl__fail(err, rc, "%s, rule %d ('%s'): %s", p->source, rule,
+                   p->rules[rule].match, msg);
+}
+
+static int apply_one(const struct tpl__plan *p, const struct tpl__tensor *t,
+                     uint32_t nshards, struct tpl__strategy *s,
+                     struct tpl_error *err) {
+  const struct tpl__rule *r;
+  int rc;
+  memset(s, 0, sizeof(*s));
+  s->rule = find_rule(p, t->name);
+  s->kind = TPL_RULE_REPLICATE;
+  if (s->rule < 0) return 0;
+  r = &p->rules[s->rule];
+  s->kind = r->kind;
+  if (r->kind == TPL_RULE_SHARD) {
+    rc = tpl__shard_check(t->shape, t->ndim, &r->spec, nshards, t->name, err);
+    if (rc != 0) return blame_rule(p, s->rule, rc, err);
+    s->func_name = r->name;
+    s->spec = r->spec;
+  } else if (r->kind == TPL_RULE_SCALE_BIAS && !is_float(t->dtype)) {
+    return tpl__fail(err, TPL_EDTYPE,
+                     "%s, rule %d ('%s'): tensor '%s': expected F16, BF16, "
+                     "F32 or F64 for scale_bias, found %s",
+                     p->source, s->rule, r->match, t->name,
+                     tpl__dtype_st_name(t->dtype));
+  }
+  return 0;
+}
+
+int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
+                    uint32_t nshards, struct tpl__strategy *out,
+                    struct tpl_error *err) {
+  if (nshards == 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: expected at least 1 shard, found 0", p->source);
+  for (size_t i = 0; i < m->ntensors; i++) {
+    int rc = apply_one(p, &m->tensors[i], nshards, &out[i], err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
+                        uint32_t nshards, struct tpl__plan **plan,
+                        struct tpl__strategy **strategies,
+                        struct tpl_error *err) {
+  struct tpl__plan *p = NULL;
+  struct tpl__strategy *s;
+  int rc = tpl__plan_resolve(arg, m, nshards, &p, err);
+  if (rc != 0) return rc;
+  s = calloc(m->ntensors ? m->ntensors : 1, sizeof(*s));
+  if (s == NULL) {
+    tpl__plan_free(p);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  rc = tpl__plan_apply(p, m, nshards, s, err);
+  if (rc != 0) {
+    free(s);
+    tpl__plan_free(p);
+    return rc;
+  }
+  *plan = p;
+  *strategies = s;
+  return 0;
+}
+
+const char *tpl__strategy_rule_name(const struct tpl__strategy *s) {
+  if (s->kind == TPL_RULE_SHARD) return s->func_name;
+  if (s->kind == TPL_RULE_SCALE_BIAS) return "scale_bias";
+  return "replicate";
+}

@@ -1,0 +1,49 @@
+/* presets.h - built-in shard plans for common architectures (llama,
+ * mistral, qwen2, gemma, mixtral, phi3, gpt2, gpt_neox), with sizes and
+ * divisibility checks taken from config.json (HF checkpoints) or
+ * mlc-chat-config.json (MLC weight directories).  DESIGN.md section 3. */
+#ifndef TPL_PRESETS_H
+#define TPL_PRESETS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "plan.h"
+
+/* Returns 1 when `name` is a preset name, else 0. */
+int tpl__preset_known(const char *name);
+
+/* Returns a static comma-separated list of the preset names. */
+const char *tpl__preset_names(void);
+
+/* Builds preset `name` from a parsed config: for HF names (`mlc` 0)
+ * `config` is config.json; for MLC's fused names (`mlc` 1) it is
+ * mlc-chat-config.json (sizes read from its "model_config").  `what`
+ * names the config file in messages.  Checks heads, kv heads and
+ * intermediate size divide by `nshards` (TPL_EINDIVISIBLE naming the
+ * number and the shard counts 1..64 that would work).  *out is freed with
+ * tpl__plan_free.  Returns 0, TPL_EPLAN (unknown name), TPL_EFORMAT (bad
+ * config), TPL_EINDIVISIBLE or -ENOMEM. */
+int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
+                            const char *what, uint32_t nshards,
+                            struct tpl__plan **out, struct tpl_error *err);
+
+/* Stores in *name the preset a parsed config asks for (static string):
+ * HF config.json by "architectures"[0] (e.g. "LlamaForCausalLM"), else by
+ * "model_type"; mlc-chat-config.json by "model_type".  Returns 0 or
+ * TPL_EPLAN naming what was found. */
+int tpl__preset_detect(const json_t *config, int mlc, const char *what,
+                       const char **name, struct tpl_error *err);
+
+/* Builds preset `name` for model `m`, reading m->dir's config.json (or
+ * mlc-chat-config.json when m->format is TPL_FMT_MLC).  A missing config
+ * is -ENOENT with a hint to pass --plan FILE. */
+int tpl__preset_build(const char *name, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err);
+
+/* Like tpl__preset_build with the preset chosen by tpl__preset_detect. */
+int tpl__preset_auto(const struct tpl_model *m, uint32_t nshards,
+                     struct tpl__plan **out, struct tpl_error *err);
+
+#endif
