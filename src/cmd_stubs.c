@@ -8,7 +8,6 @@ static int not_yet(const char *name) {
   return 70;
 }
 
-int tpl__cmd_synth(int argc, char **argv) { return not_yet(argv[0]); }
 int tpl__cmd_load(int argc, char **argv) { return not_yet(argv[0]); }
 int tpl__cmd_verify(int argc, char **argv) { return not_yet(argv[0]); }
 int tpl__cmd_status(int argc, char **argv) { return not_yet(argv[0]); }

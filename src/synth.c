@@ -1,0 +1,1092 @@
+/* synth.c - writes random but deterministic checkpoints (`tpload synth`).
+ *
+ * A checkpoint is first described as a list of tensors with the real names
+ * and shapes of the chosen HF architecture (or MLC's fused names for an
+ * MLC weight directory), in the order the model's state dict has them.
+ * That list decides everything else: how tensors are split across files,
+ * the index, the tensor cache.  Tensor values come from a splitmix64
+ * stream seeded by (seed, tensor name), so a tensor holds the same bytes
+ * whatever file it lands in; every value is a finite, non-zero float of
+ * magnitude in [1/64, 1/4), which survives bias scaling in any dtype.
+ * Safetensors files follow the Rust writer's layout (data sorted by dtype
+ * size descending then name, header padded to 8 bytes, `__metadata__`
+ * {"format":"pt"}); every file is written to a temp name in bounded
+ * chunks, fsynced and renamed, and a failed run removes what it wrote. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "fileio.h"
+#include "st_writer.h"
+#include "synth.h"
+
+#define NAME_MAX_LEN 128
+#define CHUNK_BYTES (4u << 20)      /* generation buffer, a multiple of 8 */
+#define MLC_SHARD_BYTES (32u << 20) /* MLC's params_shard_*.bin target */
+#define MAX_TENSORS 2000000u
+#define MAX_LAYERS 100000u
+#define MAX_HIDDEN 65536u
+#define MAX_INTERMEDIATE (1u << 20)
+#define MAX_VOCAB (1u << 22)
+#define MAX_EXPERTS 256u
+#define MAX_FILES 99999u
+#define MAX_GIB 16384.0
+
+/* ---- architectures ---- */
+
+struct arch_info {
+  const char *name;
+  const char *hf_class;        /* config.json "architectures" */
+  unsigned kv : 1;             /* has num_key_value_heads */
+  unsigned qkv_bias : 1;       /* q/k/v projections carry biases (qwen2) */
+  unsigned tied : 1;           /* lm_head tied to the embedding, not saved */
+  unsigned moe : 1;            /* mixtral experts */
+  unsigned fused : 1;          /* HF checkpoint has fused qkv / gate_up */
+  unsigned head_dim_key : 1;   /* config.json has head_dim */
+  unsigned mlc : 1;            /* --format mlc supported */
+};
+
+static const struct arch_info archs[TPL_ARCH_COUNT] = {
+    [TPL_ARCH_LLAMA] = {"llama", "LlamaForCausalLM", 1, 0, 0, 0, 0, 1, 1},
+    [TPL_ARCH_MISTRAL] = {"mistral", "MistralForCausalLM", 1, 0, 0, 0, 0, 1,
+                          1},
+    [TPL_ARCH_QWEN2] = {"qwen2", "Qwen2ForCausalLM", 1, 1, 0, 0, 0, 0, 1},
+    [TPL_ARCH_GEMMA] = {"gemma", "GemmaForCausalLM", 1, 0, 1, 0, 0, 1, 1},
+    [TPL_ARCH_MIXTRAL] = {"mixtral", "MixtralForCausalLM", 1, 0, 0, 1, 0, 1,
+                          0},
+    [TPL_ARCH_PHI3] = {"phi3", "Phi3ForCausalLM", 1, 0, 0, 0, 1, 0, 1},
+    [TPL_ARCH_GPT2] = {"gpt2", "GPT2LMHeadModel", 0, 0, 1, 0, 0, 0, 0},
+    [TPL_ARCH_GPT_NEOX] = {"gpt_neox", "GPTNeoXForCausalLM", 0, 0, 0, 0, 0,
+                           0, 0},
+};
+
+int tpl__synth_arch_from_name(const char *name) {
+  if (strcmp(name, "gpt-neox") == 0) return TPL_ARCH_GPT_NEOX;
+  for (int i = 0; i < TPL_ARCH_COUNT; i++)
+    if (strcmp(archs[i].name, name) == 0) return i;
+  return -1;
+}
+
+const char *tpl__synth_arch_name(int arch) { return archs[arch].name; }
+
+static int is_gpt(int arch) {
+  return arch == TPL_ARCH_GPT2 || arch == TPL_ARCH_GPT_NEOX;
+}
+
+/* ---- the tensor list ---- */
+
+struct stensor {
+  char name[NAME_MAX_LEN];
+  int ndim;
+  uint64_t shape[2];
+  uint64_t nbytes;
+  uint64_t offset;             /* in its file, once laid out */
+  uint32_t file;               /* index of its data file */
+};
+
+/* Errors while building are sticky in `err`, checked once at the end. */
+struct tlist {
+  struct stensor *v;
+  size_t n, cap;
+  size_t esize;
+  int err;
+};
+
+static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+
+/* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1]. */
+static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
+                ...) {
+  struct stensor *t;
+  va_list ap;
+  uint64_t nb;
+  if (l->err != 0) return;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    if (cap > MAX_TENSORS) cap = MAX_TENSORS;
+    if (l->n >= cap) {
+      l->err = TPL_ELIMIT;
+      return;
+    }
+    t = realloc(l->v, cap * sizeof(*t));
+    if (t == NULL) {
+      l->err = -ENOMEM;
+      return;
+    }
+    l->v = t;
+    l->cap = cap;
+  }
+  t = &l->v[l->n];
+  memset(t, 0, sizeof(*t));
+  va_start(ap, fmt);
+  vsnprintf(t->name, sizeof(t->name), fmt, ap);
+  va_end(ap);
+  t->ndim = d1 == 0 ? 1 : 2;
+  t->shape[0] = d0;
+  t->shape[1] = d1;
+  if (tpl__mul_u64(d0, d1 == 0 ? 1 : d1, &nb) != 0 ||
+      tpl__mul_u64(nb, l->esize, &t->nbytes) != 0) {
+    l->err = TPL_EOVERFLOW;
+    return;
+  }
+  l->n++;
+}
+
+/* The model's sizes, derived once. */
+struct dims {
+  uint64_t E, H, KV, D, I, V, X, L;
+  uint64_t q, kv;              /* H*D and KV*D */
+};
+
+static struct dims dims_of(const struct tpl__synth_opts *o) {
+  struct dims d = {.E = o->hidden, .H = o->heads, .KV = o->kv_heads,
+                   .I = o->intermediate, .V = o->vocab, .X = o->experts,
+                   .L = o->layers};
+  d.D = d.E / d.H;
+  d.q = d.H * d.D;
+  d.kv = d.KV * d.D;
+  return d;
+}
+
+typedef unsigned long long ull;
+
+static void llama_attn(struct tlist *l, const struct arch_info *a,
+                       const struct dims *d, int mlc, ull i) {
+  const char *p = "model.layers";
+  if (a->fused || mlc) {
+    add(l, d->q + 2 * d->kv, d->E, "%s.%llu.self_attn.qkv_proj.weight", p, i);
+    if (a->qkv_bias)
+      add(l, d->q + 2 * d->kv, 0, "%s.%llu.self_attn.qkv_proj.bias", p, i);
+  } else {
+    static const char *const qkv[3] = {"q", "k", "v"};
+    for (int j = 0; j < 3; j++) {
+      uint64_t rows = j == 0 ? d->q : d->kv;
+      add(l, rows, d->E, "%s.%llu.self_attn.%s_proj.weight", p, i, qkv[j]);
+      if (a->qkv_bias)
+        add(l, rows, 0, "%s.%llu.self_attn.%s_proj.bias", p, i, qkv[j]);
+    }
+  }
+  add(l, d->E, d->q, "%s.%llu.self_attn.o_proj.weight", p, i);
+}
+
+static void llama_mlp(struct tlist *l, const struct arch_info *a,
+                      const struct dims *d, int mlc, ull i) {
+  const char *p = "model.layers";
+  if (a->moe) {
+    add(l, d->X, d->E, "%s.%llu.block_sparse_moe.gate.weight", p, i);
+    for (ull e = 0; e < d->X; e++) {
+      const char *x = "block_sparse_moe.experts";
+      add(l, d->I, d->E, "%s.%llu.%s.%llu.w1.weight", p, i, x, e);
+      add(l, d->E, d->I, "%s.%llu.%s.%llu.w2.weight", p, i, x, e);
+      add(l, d->I, d->E, "%s.%llu.%s.%llu.w3.weight", p, i, x, e);
+    }
+  } else if (a->fused || mlc) {
+    add(l, 2 * d->I, d->E, "%s.%llu.mlp.gate_up_proj.weight", p, i);
+  } else {
+    add(l, d->I, d->E, "%s.%llu.mlp.gate_proj.weight", p, i);
+    add(l, d->I, d->E, "%s.%llu.mlp.up_proj.weight", p, i);
+  }
+  if (!a->moe) add(l, d->E, d->I, "%s.%llu.mlp.down_proj.weight", p, i);
+}
+
+static void build_llama(struct tlist *l, const struct arch_info *a,
+                        const struct dims *d, int mlc) {
+  add(l, d->V, d->E, "model.embed_tokens.weight");
+  for (ull i = 0; i < d->L && l->err == 0; i++) {
+    llama_attn(l, a, d, mlc, i);
+    llama_mlp(l, a, d, mlc, i);
+    add(l, d->E, 0, "model.layers.%llu.input_layernorm.weight", i);
+    add(l, d->E, 0, "model.layers.%llu.post_attention_layernorm.weight", i);
+  }
+  add(l, d->E, 0, "model.norm.weight");
+  if (!a->tied) add(l, d->V, d->E, "lm_head.weight");
+}
+
+/* GPT-2's Conv1D weights are stored [in, out]. */
+static void build_gpt2(struct tlist *l, const struct dims *d) {
+  const char *h = "transformer.h";
+  add(l, d->V, d->E, "transformer.wte.weight");
+  add(l, 1024, d->E, "transformer.wpe.weight");
+  for (ull i = 0; i < d->L && l->err == 0; i++) {
+    add(l, d->E, 0, "%s.%llu.ln_1.weight", h, i);
+    add(l, d->E, 0, "%s.%llu.ln_1.bias", h, i);
+    add(l, d->E, 3 * d->E, "%s.%llu.attn.c_attn.weight", h, i);
+    add(l, 3 * d->E, 0, "%s.%llu.attn.c_attn.bias", h, i);
+    add(l, d->E, d->E, "%s.%llu.attn.c_proj.weight", h, i);
+    add(l, d->E, 0, "%s.%llu.attn.c_proj.bias", h, i);
+    add(l, d->E, 0, "%s.%llu.ln_2.weight", h, i);
+    add(l, d->E, 0, "%s.%llu.ln_2.bias", h, i);
+    add(l, d->E, d->I, "%s.%llu.mlp.c_fc.weight", h, i);
+    add(l, d->I, 0, "%s.%llu.mlp.c_fc.bias", h, i);
+    add(l, d->I, d->E, "%s.%llu.mlp.c_proj.weight", h, i);
+    add(l, d->E, 0, "%s.%llu.mlp.c_proj.bias", h, i);
+  }
+  add(l, d->E, 0, "transformer.ln_f.weight");
+  add(l, d->E, 0, "transformer.ln_f.bias");
+}
+
+/* Appends NAME.weight [d0(, d1)] and NAME.bias [d0]. */
+static void add_wb(struct tlist *l, uint64_t d0, uint64_t d1, ull i,
+                   const char *what) {
+  add(l, d0, d1, "gpt_neox.layers.%llu.%s.weight", i, what);
+  add(l, d0, 0, "gpt_neox.layers.%llu.%s.bias", i, what);
+}
+
+static void build_neox(struct tlist *l, const struct dims *d) {
+  add(l, d->V, d->E, "gpt_neox.embed_in.weight");
+  for (ull i = 0; i < d->L && l->err == 0; i++) {
+    add_wb(l, d->E, 0, i, "input_layernorm");
+    add_wb(l, d->E, 0, i, "post_attention_layernorm");
+    add_wb(l, 3 * d->E, d->E, i, "attention.query_key_value");
+    add_wb(l, d->E, d->E, i, "attention.dense");
+    add_wb(l, d->I, d->E, i, "mlp.dense_h_to_4h");
+    add_wb(l, d->E, d->I, i, "mlp.dense_4h_to_h");
+  }
+  add(l, d->E, 0, "gpt_neox.final_layer_norm.weight");
+  add(l, d->E, 0, "gpt_neox.final_layer_norm.bias");
+  add(l, d->V, d->E, "embed_out.weight");
+}
+
+/* Builds the tensor list of `o` into *l (free l->v). */
+static int build_list(const struct tpl__synth_opts *o, struct tlist *l) {
+  struct dims d = dims_of(o);
+  memset(l, 0, sizeof(*l));
+  l->esize = tpl__dtype_size(o->dtype);
+  if (o->arch == TPL_ARCH_GPT2)
+    build_gpt2(l, &d);
+  else if (o->arch == TPL_ARCH_GPT_NEOX)
+    build_neox(l, &d);
+  else
+    build_llama(l, &archs[o->arch], &d, o->format == TPL_SYNTH_MLC);
+  return l->err;
+}
+
+static int list_bytes(const struct tlist *l, uint64_t *out) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < l->n; i++)
+    if (tpl__add_u64(total, l->v[i].nbytes, &total) != 0)
+      return TPL_EOVERFLOW;
+  *out = total;
+  return 0;
+}
+
+/* ---- option defaults and checks ---- */
+
+static void apply_defaults(struct tpl__synth_opts *o) {
+  if (o->hidden == 0) o->hidden = 256;
+  if (o->heads == 0) o->heads = 8;
+  if (o->kv_heads == 0)
+    o->kv_heads = (!is_gpt(o->arch) && o->heads % 2 == 0) ? o->heads / 2
+                                                          : o->heads;
+  if (o->intermediate == 0)
+    o->intermediate = is_gpt(o->arch) ? 4 * o->hidden : 2 * o->hidden;
+  if (o->vocab == 0) o->vocab = 1024;
+  if (o->experts == 0 && o->arch == TPL_ARCH_MIXTRAL) o->experts = 4;
+  if (o->files == 0) o->files = 1;
+}
+
+static int check_range(const char *opt, uint64_t v, uint64_t max,
+                       struct tpl_error *err) {
+  if (v >= 1 && v <= max) return 0;
+  return tpl__fail(err, TPL_EUSAGE,
+                   "synth: %s: expected 1..%llu, found %llu", opt, (ull)max,
+                   (ull)v);
+}
+
+static int check_sizes(const struct tpl__synth_opts *o,
+                       struct tpl_error *err) {
+  int rc = check_range("--hidden", o->hidden, MAX_HIDDEN, err);
+  if (rc == 0) rc = check_range("--heads", o->heads, o->hidden, err);
+  if (rc == 0) rc = check_range("--kv-heads", o->kv_heads, o->heads, err);
+  if (rc == 0)
+    rc = check_range("--intermediate", o->intermediate, MAX_INTERMEDIATE,
+                     err);
+  if (rc == 0) rc = check_range("--vocab", o->vocab, MAX_VOCAB, err);
+  if (rc == 0) rc = check_range("--files", o->files, MAX_FILES, err);
+  if (rc == 0 && o->arch == TPL_ARCH_MIXTRAL)
+    rc = check_range("--experts", o->experts, MAX_EXPERTS, err);
+  if (rc != 0) return rc;
+  if (!archs[o->arch].kv && o->kv_heads != o->heads)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: %s has no grouped-query attention: --kv-heads "
+                     "must equal --heads (%llu), found %llu",
+                     archs[o->arch].name, (ull)o->heads, (ull)o->kv_heads);
+  if (o->hidden % o->heads != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --hidden %llu must be divisible by --heads %llu",
+                     (ull)o->hidden, (ull)o->heads);
+  if (o->heads % o->kv_heads != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --heads %llu must be divisible by --kv-heads "
+                     "%llu",
+                     (ull)o->heads, (ull)o->kv_heads);
+  return 0;
+}
+
+static int check_arch_options(const struct tpl__synth_opts *o,
+                              struct tpl_error *err) {
+  const struct arch_info *a = &archs[o->arch];
+  if (!a->moe && o->experts != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --experts applies to mixtral only, not %s",
+                     a->name);
+  if (o->format == TPL_SYNTH_MLC && !a->mlc)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --format mlc supports the llama-like archs "
+                     "llama, mistral, qwen2, gemma and phi3, not %s",
+                     a->name);
+  if (o->format == TPL_SYNTH_MLC && o->files > 1)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --files applies to safetensors output, not "
+                     "--format mlc (which shards by size)");
+  if (o->gib != 0 && o->layers != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: give --layers or --gib, not both");
+  if (o->gib < 0 || o->gib > MAX_GIB || isnan(o->gib))
+    return tpl__fail(err, TPL_EUSAGE, "synth: --gib: expected 0..%g, found %g",
+                     MAX_GIB, o->gib);
+  return 0;
+}
+
+/* Bytes of the model with `layers` layers. */
+static int bytes_for_layers(const struct tpl__synth_opts *o, uint64_t layers,
+                            uint64_t *out) {
+  struct tpl__synth_opts t = *o;
+  struct tlist l;
+  int rc;
+  t.layers = layers;
+  rc = build_list(&t, &l);
+  if (rc == 0) rc = list_bytes(&l, out);
+  free(l.v);
+  return rc;
+}
+
+/* Picks the layer count whose total is nearest o->gib GiB (at least 1). */
+static int layers_for_gib(struct tpl__synth_opts *o, struct tpl_error *err) {
+  uint64_t b1, b2, per, fixed;
+  double target = o->gib * 1073741824.0, n;
+  int rc = bytes_for_layers(o, 1, &b1);
+  if (rc == 0) rc = bytes_for_layers(o, 2, &b2);
+  if (rc != 0)
+    return tpl__fail(err, rc, "synth: model too large: %s", tpl_strerror(rc));
+  per = b2 - b1;
+  fixed = b1 - per;
+  n = floor((target - (double)fixed) / (double)per + 0.5);
+  if (n > MAX_LAYERS)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --gib %g needs %.0f layers at --hidden %llu, "
+                     "more than %u: raise --hidden",
+                     o->gib, n, (ull)o->hidden, MAX_LAYERS);
+  o->layers = n < 1 ? 1 : (uint64_t)n;
+  return 0;
+}
+
+static int check_list(const struct tpl__synth_opts *o, struct tpl_error *err) {
+  struct tlist l;
+  uint64_t total = 0;
+  int rc = build_list(o, &l);
+  size_t n = l.n;
+  if (rc == 0) rc = list_bytes(&l, &total);
+  free(l.v);
+  if (rc == TPL_ELIMIT)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: expected at most %u tensors, the options ask "
+                     "for more",
+                     MAX_TENSORS);
+  if (rc != 0)
+    return tpl__fail(err, rc, "synth: model too large: %s", tpl_strerror(rc));
+  if (o->files > n)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --files %llu exceeds the model's %zu tensors",
+                     (ull)o->files, n);
+  return 0;
+}
+
+int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err) {
+  int rc;
+  if (o->arch < 0 || o->arch >= TPL_ARCH_COUNT)
+    return tpl__fail(err, TPL_EUSAGE, "synth: unknown arch");
+  if (o->dtype != TPL_DT_BF16 && o->dtype != TPL_DT_F16 &&
+      o->dtype != TPL_DT_F32)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --dtype: expected bf16, f16 or f32");
+  rc = check_arch_options(o, err);
+  if (rc != 0) return rc;
+  apply_defaults(o);
+  rc = check_sizes(o, err);
+  if (rc != 0) return rc;
+  if (o->gib > 0) {
+    rc = layers_for_gib(o, err);
+    if (rc != 0) return rc;
+  }
+  if (o->layers == 0) o->layers = 2;
+  rc = check_range("--layers", o->layers, MAX_LAYERS, err);
+  if (rc != 0) return rc;
+  return check_list(o, err);
+}
+
+/* ---- values ---- */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Each tensor's stream depends only on the seed and its name. */
+static uint64_t tensor_seed(uint64_t seed, const char *name) {
+  uint64_t h = 0xcbf29ce484222325ull, s = seed;
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+    h = (h ^ *p) * 0x100000001b3ull;
+  return splitmix64(&s) ^ h;
+}
+
+/* 16 random bits -> sign, magnitude [2^-6, 2^-2) with a random mantissa. */
+static uint16_t rand_bf16(uint64_t r) {
+  return (uint16_t)(((r >> 15) & 1) << 15 | (121 + ((r >> 7) & 3)) << 7 |
+                    (r & 0x7f));
+}
+
+static uint16_t rand_f16(uint64_t r) {
+  return (uint16_t)(((r >> 15) & 1) << 15 | (9 + ((r >> 10) & 3)) << 10 |
+                    (r & 0x3ff));
+}
+
+static uint32_t rand_f32(uint64_t r) {
+  return (uint32_t)(((r >> 31) & 1) << 31 | (121 + ((r >> 23) & 3)) << 23 |
+                    (r & 0x7fffff));
+}
+
+/* Turns one 64-bit draw into 8 little-endian bytes of values. */
+static void word_bytes(uint64_t r, int dtype, uint8_t out[8]) {
+  uint64_t v = 0;
+  if (dtype == TPL_DT_F32) {
+    v = rand_f32(r) | (uint64_t)rand_f32(r >> 32) << 32;
+  } else {
+    for (int k = 0; k < 4; k++) {
+      uint64_t bits = r >> (16 * k);
+      v |= (uint64_t)(dtype == TPL_DT_F16 ? rand_f16(bits) : rand_bf16(bits))
+           << (16 * k);
+    }
+  }
+  for (int k = 0; k < 8; k++) out[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Fills `len` bytes; only a tensor's last chunk may be a partial word. */
+static void fill(uint64_t *state, int dtype, uint8_t *buf, size_t len) {
+  uint8_t w[8];
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) word_bytes(splitmix64(state), dtype, buf + i);
+  if (i < len) {
+    word_bytes(splitmix64(state), dtype, w);
+    memcpy(buf + i, w, len - i);
+  }
+}
+
+/* ---- atomic output files ---- */
+
+struct out_file {
+  int fd;
+  char *tmp;
+  char *path;
+};
+
+static int out_open(const char *dir, const char *name, struct out_file *f,
+                    struct tpl_error *err) {
+  char tmpname[NAME_MAX_LEN + 32];
+  snprintf(tmpname, sizeof(tmpname), ".%s.synth-tmp", name);
+  f->fd = -1;
+  f->path = tpl__path_join(dir, name);
+  f->tmp = tpl__path_join(dir, tmpname);
+  if (f->path == NULL || f->tmp == NULL) {
+    free(f->path);
+    free(f->tmp);
+    return tpl__fail(err, -ENOMEM, "%s/%s: out of memory", dir, name);
+  }
+  f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f->fd < 0) {
+    int e = errno;
+    tpl__fail(err, -e, "%s: cannot create: %s", f->tmp, strerror(e));
+    free(f->path);
+    free(f->tmp);
+    return -e;
+  }
+  return 0;
+}
+
+static int out_write(struct out_file *f, const void *buf, size_t len,
+                     struct tpl_error *err) {
+  int rc = tpl__write_full(f->fd, buf, len);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: write failed: %s", f->path,
+                     tpl_strerror(rc));
+  return 0;
+}
+
+static void out_abort(struct out_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  unlink(f->tmp);
+  free(f->tmp);
+  free(f->path);
+}
+
+/* fsync, close and rename into place; always releases `f`. */
+static int out_commit(struct out_file *f, struct tpl_error *err) {
+  int e = 0;
+  if (fsync(f->fd) != 0) e = errno;
+  if (close(f->fd) != 0 && e == 0) e = errno;
+  f->fd = -1;
+  if (e == 0 && rename(f->tmp, f->path) != 0) e = errno;
+  if (e != 0) {
+    tpl__fail(err, -e, "%s: cannot finish writing: %s", f->path, strerror(e));
+    out_abort(f);
+    return -e;
+  }
+  free(f->tmp);
+  free(f->path);
+  return 0;
+}
+
+static int write_text(const char *dir, const char *name, const char *text,
+                      struct tpl_error *err) {
+  struct out_file f;
+  int rc = out_open(dir, name, &f, err);
+  if (rc != 0) return rc;
+  rc = out_write(&f, text, strlen(text), err);
+  if (rc == 0) rc = out_write(&f, "\n", 1, err);
+  if (rc != 0) {
+    out_abort(&f);
+    return rc;
+  }
+  return out_commit(&f, err);
+}
+
+/* Dumps `j` (stolen) the way HF does: indent 2, sorted keys. */
+static int write_json(const char *dir, const char *name, json_t *j,
+                      size_t flags, struct tpl_error *err) {
+  char *text = j == NULL ? NULL : json_dumps(j, flags | JSON_REAL_PRECISION(8));
+  int rc;
+  json_decref(j);
+  if (text == NULL)
+    return tpl__fail(err, -ENOMEM, "%s/%s: out of memory", dir, name);
+  rc = write_text(dir, name, text, err);
+  free(text);
+  return rc;
+}
+
+static int fsync_dir(const char *dir, struct tpl_error *err) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
+  if (fd < 0 || fsync(fd) != 0) e = errno;
+  if (fd >= 0) close(fd);
+  if (e != 0)
+    return tpl__fail(err, -e, "%s: cannot sync directory: %s", dir,
+                     strerror(e));
+  return 0;
+}
+
+/* ---- the output directory ---- */
+
+static const char *const own_files[] = {
+    "config.json", "model.safetensors", "model.safetensors.index.json",
+    "model-*-of-*.safetensors", "tensor-cache.json", "ndarray-cache.json",
+    "params_shard_*.bin", "mlc-chat-config.json", ".*.synth-tmp"};
+
+static int is_own_file(const char *name) {
+  for (size_t i = 0; i < ARRAY_SIZE(own_files); i++)
+    if (fnmatch(own_files[i], name, FNM_PERIOD) == 0) return 1;
+  return 0;
+}
+
+/* Counts entries; with `clean`, unlinks the ones synth writes first. */
+static int scan_dir(const char *dir, int clean, size_t *left,
+                    struct tpl_error *err) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t n = 0;
+  int rc = 0;
+  if (d == NULL)
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot open directory: %s", dir,
+                     strerror(errno));
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    if (!clean || !is_own_file(name))
+      n++;
+    else if (unlinkat(dirfd(d), name, 0) != 0)
+      rc = tpl__fail(err, TPL_EOUTPUT, "%s/%s: cannot remove: %s", dir, name,
+                     strerror(errno));
+  }
+  closedir(d);
+  *left = n;
+  return rc;
+}
+
+/* mkdir -p: creates the missing parents of `dir`, then `dir`. */
+static int make_dirs(const char *dir) {
+  char *p = strdup(dir);
+  int rc = 0;
+  if (p == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  for (char *s = p + 1; rc == 0 && *s; s++) {
+    if (*s != '/') continue;
+    *s = '\0';
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) rc = -1;
+    *s = '/';
+  }
+  if (rc == 0) rc = mkdir(p, 0755);
+  free(p);
+  return rc;
+}
+
+static int prepare_dir(const char *dir, int force, struct tpl_error *err) {
+  size_t n;
+  int rc;
+  if (make_dirs(dir) == 0) return 0;
+  if (errno != EEXIST)
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
+                     strerror(errno));
+  if (!tpl__is_dir(dir))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: expected a directory, found another file type", dir);
+  rc = scan_dir(dir, 0, &n, err);
+  if (rc != 0 || n == 0) return rc;
+  if (!force)
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: expected an empty or new directory, found %zu "
+                     "entries (use --force to overwrite)",
+                     dir, n);
+  return scan_dir(dir, 1, &n, err);
+}
+
+/* ---- safetensors files ---- */
+
+/* The Rust writer's data order is dtype alignment descending, then name;
+ * a synth model has one dtype, so the name decides. */
+static int cmp_data_order(const void *pa, const void *pb) {
+  const struct stensor *a = *(const struct stensor *const *)pa;
+  const struct stensor *b = *(const struct stensor *const *)pb;
+  return strcmp(a->name, b->name);
+}
+
+static int write_tensor_data(struct out_file *f, const struct stensor *t,
+                             const struct tpl__synth_opts *o, uint8_t *buf,
+                             struct tpl_error *err) {
+  uint64_t state = tensor_seed(o->seed, t->name), left = t->nbytes;
+  while (left > 0) {
+    size_t c = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+    int rc;
+    fill(&state, o->dtype, buf, c);
+    rc = out_write(f, buf, c, err);
+    if (rc != 0) return rc;
+    left -= c;
+  }
+  return 0;
+}
+
+static int st_header(struct stensor **ts, size_t n, int dtype, uint8_t **hdr,
+                     size_t *hlen, struct tpl_error *err) {
+  static const char *const meta[2] = {"format", "pt"};
+  struct tpl__st_out *outs = calloc(n ? n : 1, sizeof(*outs));
+  int rc;
+  if (outs == NULL) return tpl__fail(err, -ENOMEM, "synth: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    outs[i].name = ts[i]->name;
+    outs[i].dtype = dtype;
+    outs[i].ndim = ts[i]->ndim;
+    outs[i].shape = ts[i]->shape;
+    outs[i].nbytes = ts[i]->nbytes;
+  }
+  rc = tpl__st_build_header(outs, n, meta, 1, hdr, hlen);
+  free(outs);
+  if (rc != 0)
+    return tpl__fail(err, rc, "synth: cannot build a safetensors header: %s",
+                     tpl_strerror(rc));
+  return 0;
+}
+
+/* Writes tensors ts[0..n) (reordered in place) as dir/name. */
+static int write_st_file(const char *dir, const char *name,
+                         struct stensor **ts, size_t n,
+                         const struct tpl__synth_opts *o, uint8_t *buf,
+                         struct tpl_error *err) {
+  struct out_file f;
+  uint8_t *hdr = NULL;
+  size_t hlen;
+  int rc;
+  qsort(ts, n, sizeof(*ts), cmp_data_order);
+  rc = st_header(ts, n, o->dtype, &hdr, &hlen, err);
+  if (rc != 0) return rc;
+  rc = out_open(dir, name, &f, err);
+  if (rc != 0) {
+    free(hdr);
+    return rc;
+  }
+  rc = out_write(&f, hdr, hlen, err);
+  free(hdr);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    rc = write_tensor_data(&f, ts[i], o, buf, err);
+  if (rc != 0) {
+    out_abort(&f);
+    return rc;
+  }
+  return out_commit(&f, err);
+}
+
+/* HF's split: tensors in state-dict order, files filled to about
+ * total/K each, every file non-empty. */
+static void assign_files(struct tlist *l, uint64_t k, uint64_t total) {
+  uint64_t cum = 0, f = 0;
+  for (size_t j = 0; j < l->n; j++) {
+    uint64_t left_t = l->n - j - 1, left_f = k - 1 - f;
+    l->v[j].file = (uint32_t)f;
+    cum += l->v[j].nbytes;
+    if (left_f > 0 &&
+        ((double)cum * (double)k >= (double)(f + 1) * (double)total ||
+         left_t == left_f))
+      f++;
+  }
+}
+
+static void shard_name(char *buf, size_t len, uint64_t i, uint64_t k) {
+  if (k == 1)
+    snprintf(buf, len, "model.safetensors");
+  else
+    snprintf(buf, len, "model-%05llu-of-%05llu.safetensors", (ull)i + 1,
+             (ull)k);
+}
+
+static int write_index(const char *dir, const struct tlist *l, uint64_t k,
+                       uint64_t total, struct tpl_error *err) {
+  json_t *root = json_object(), *meta = json_object(), *map = json_object();
+  char fname[64];
+  json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+  for (size_t i = 0; i < l->n; i++) {
+    shard_name(fname, sizeof(fname), l->v[i].file, k);
+    json_object_set_new(map, l->v[i].name, json_string(fname));
+  }
+  json_object_set_new(root, "metadata", meta);
+  json_object_set_new(root, "weight_map", map);
+  return write_json(dir, "model.safetensors.index.json", root,
+                    JSON_INDENT(2) | JSON_SORT_KEYS, err);
+}
+
+static int write_hf_files(const char *dir, struct tlist *l,
+                          const struct tpl__synth_opts *o, uint8_t *buf,
+                          struct tpl_error *err) {
+  struct stensor **ts = malloc(l->n * sizeof(*ts));
+  uint64_t total = 0;
+  char fname[64];
+  int rc = 0;
+  if (ts == NULL) return tpl__fail(err, -ENOMEM, "synth: out of memory");
+  list_bytes(l, &total);
+  assign_files(l, o->files, total);
+  for (uint64_t f = 0; rc == 0 && f < o->files; f++) {
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++)
+      if (l->v[i].file == f) ts[n++] = &l->v[i];
+    shard_name(fname, sizeof(fname), f, o->files);
+    rc = write_st_file(dir, fname, ts, n, o, buf, err);
+  }
+  free(ts);
+  if (rc == 0 && o->files > 1) rc = write_index(dir, l, o->files, total, err);
+  return rc;
+}
+
+/* ---- config.json ---- */
+
+static void put_int(json_t *o, const char *k, uint64_t v) {
+  json_object_set_new(o, k, json_integer((json_int_t)v));
+}
+
+static void put_str(json_t *o, const char *k, const char *v) {
+  json_object_set_new(o, k, json_string(v));
+}
+
+static void put_real(json_t *o, const char *k, double v) {
+  json_object_set_new(o, k, json_real(v));
+}
+
+static const char *torch_dtype(int dtype) {
+  return dtype == TPL_DT_F32 ? "float32"
+                             : dtype == TPL_DT_F16 ? "float16" : "bfloat16";
+}
+
+static void config_llama(json_t *c, const struct tpl__synth_opts *o,
+                         const struct dims *d) {
+  const struct arch_info *a = &archs[o->arch];
+  put_int(c, "hidden_size", d->E);
+  put_int(c, "intermediate_size", d->I);
+  put_int(c, "num_attention_heads", d->H);
+  put_int(c, "num_key_value_heads", d->KV);
+  put_int(c, "num_hidden_layers", d->L);
+  if (a->head_dim_key) put_int(c, "head_dim", d->D);
+  put_int(c, "max_position_embeddings", 4096);
+  put_real(c, "rms_norm_eps", 1e-5);
+  put_real(c, "rope_theta", o->arch == TPL_ARCH_LLAMA ? 10000.0 : 1000000.0);
+  put_str(c, "hidden_act",
+          o->arch == TPL_ARCH_GEMMA ? "gelu_pytorch_tanh" : "silu");
+  put_int(c, "bos_token_id", 1);
+  put_int(c, "eos_token_id", 2);
+  json_object_set_new(c, "attention_bias", json_boolean(a->qkv_bias));
+  if (o->arch == TPL_ARCH_MISTRAL || o->arch == TPL_ARCH_QWEN2 ||
+      o->arch == TPL_ARCH_PHI3)
+    put_int(c, "sliding_window", 4096);
+  if (o->arch == TPL_ARCH_QWEN2) {
+    json_object_set_new(c, "use_sliding_window", json_false());
+    put_int(c, "max_window_layers", d->L);
+  }
+  if (o->arch == TPL_ARCH_PHI3)
+    put_int(c, "original_max_position_embeddings", 4096);
+  if (a->moe) {
+    put_int(c, "num_local_experts", d->X);
+    put_int(c, "num_experts_per_tok", d->X < 2 ? d->X : 2);
+    put_real(c, "router_aux_loss_coef", 0.02);
+  }
+}
+
+static void config_gpt2(json_t *c, const struct dims *d) {
+  put_int(c, "n_embd", d->E);
+  put_int(c, "n_head", d->H);
+  put_int(c, "n_layer", d->L);
+  put_int(c, "n_inner", d->I);
+  put_int(c, "n_positions", 1024);
+  put_int(c, "n_ctx", 1024);
+  put_str(c, "activation_function", "gelu_new");
+  put_real(c, "layer_norm_epsilon", 1e-5);
+  put_int(c, "bos_token_id", d->V - 1);
+  put_int(c, "eos_token_id", d->V - 1);
+}
+
+static void config_neox(json_t *c, const struct dims *d) {
+  put_int(c, "hidden_size", d->E);
+  put_int(c, "intermediate_size", d->I);
+  put_int(c, "num_attention_heads", d->H);
+  put_int(c, "num_hidden_layers", d->L);
+  put_int(c, "max_position_embeddings", 2048);
+  put_real(c, "rotary_pct", 0.25);
+  put_int(c, "rotary_emb_base", 10000);
+  put_real(c, "layer_norm_eps", 1e-5);
+  json_object_set_new(c, "use_parallel_residual", json_true());
+  put_str(c, "hidden_act", "gelu");
+  put_int(c, "bos_token_id", 0);
+  put_int(c, "eos_token_id", 0);
+}
+
+static json_t *hf_config(const struct tpl__synth_opts *o) {
+  const struct arch_info *a = &archs[o->arch];
+  struct dims d = dims_of(o);
+  json_t *c = json_object(), *cls = json_array();
+  json_array_append_new(cls, json_string(a->hf_class));
+  json_object_set_new(c, "architectures", cls);
+  put_str(c, "model_type", a->name);
+  put_int(c, "vocab_size", d.V);
+  put_str(c, "torch_dtype", torch_dtype(o->dtype));
+  put_real(c, "initializer_range", 0.02);
+  json_object_set_new(c, "use_cache", json_true());
+  if (o->arch == TPL_ARCH_GPT2)
+    config_gpt2(c, &d);
+  else if (o->arch == TPL_ARCH_GPT_NEOX)
+    config_neox(c, &d);
+  else
+    config_llama(c, o, &d);
+  if (o->arch != TPL_ARCH_GPT2)
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(a->tied));
+  return c;
+}
+
+/* ---- MLC weight directory ---- */
+
+/* Packs tensors in order into shards of about MLC_SHARD_BYTES; a tensor
+ * larger than that gets a shard of its own.  Returns the shard count. */
+static uint32_t assign_mlc_shards(struct tlist *l) {
+  uint64_t cur = 0;
+  uint32_t f = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    if (cur > 0 && cur + l->v[i].nbytes > MLC_SHARD_BYTES) {
+      f++;
+      cur = 0;
+    }
+    l->v[i].file = f;
+    l->v[i].offset = cur;
+    cur += l->v[i].nbytes;
+  }
+  return l->n ? f + 1 : 0;
+}
+
+static json_t *mlc_record(const struct stensor *t, int dtype) {
+  json_t *r = json_object(), *shape = json_array();
+  for (int k = 0; k < t->ndim; k++)
+    json_array_append_new(shape, json_integer((json_int_t)t->shape[k]));
+  put_str(r, "name", t->name);
+  json_object_set_new(r, "shape", shape);
+  put_str(r, "dtype", tpl__dtype_mlc_name(dtype));
+  put_str(r, "format", "raw");
+  put_int(r, "nbytes", t->nbytes);
+  put_int(r, "byteOffset", t->offset);
+  return r;
+}
+
+static json_t *mlc_shard_entry(const char *fname, uint64_t bytes,
+                               json_t *recs) {
+  json_t *s = json_object();
+  put_str(s, "dataPath", fname);
+  put_str(s, "format", "raw-shard");
+  put_int(s, "nbytes", bytes);
+  json_object_set_new(s, "records", recs);
+  return s;
+}
+
+/* Writes params_shard_{f}.bin and appends its entry to `shards`. */
+static int write_mlc_shard(const char *dir, const struct tlist *l,
+                           uint32_t f, const struct tpl__synth_opts *o,
+                           uint8_t *buf, json_t *shards,
+                           struct tpl_error *err) {
+  struct out_file out;
+  char fname[64];
+  json_t *recs;
+  uint64_t bytes = 0;
+  int rc;
+  snprintf(fname, sizeof(fname), "params_shard_%u.bin", f);
+  rc = out_open(dir, fname, &out, err);
+  if (rc != 0) return rc;
+  recs = json_array();
+  for (size_t i = 0; rc == 0 && i < l->n; i++) {
+    if (l->v[i].file != f) continue;
+    json_array_append_new(recs, mlc_record(&l->v[i], o->dtype));
+    bytes += l->v[i].nbytes;
+    rc = write_tensor_data(&out, &l->v[i], o, buf, err);
+  }
+  if (rc != 0) {
+    out_abort(&out);
+    json_decref(recs);
+    return rc;
+  }
+  json_array_append_new(shards, mlc_shard_entry(fname, bytes, recs));
+  return out_commit(&out, err);
+}
+
+static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
+  struct dims d = dims_of(o);
+  json_t *c = json_object(), *m = json_object();
+  static const char *const quant[] = {"q0bf16", "q0f16", "q0f32"};
+  int q = o->dtype == TPL_DT_F16 ? 1 : o->dtype == TPL_DT_F32 ? 2 : 0;
+  put_int(m, "hidden_size", d.E);
+  put_int(m, "num_attention_heads", d.H);
+  put_int(m, "num_key_value_heads", d.KV);
+  put_int(m, "intermediate_size", d.I);
+  put_int(m, "head_dim", d.D);
+  put_int(m, "num_hidden_layers", d.L);
+  put_int(m, "vocab_size", d.V);
+  put_int(m, "context_window_size", 4096);
+  put_int(m, "tensor_parallel_shards", 1);
+  put_str(c, "model_type", archs[o->arch].name);
+  put_str(c, "quantization", quant[q]);
+  json_object_set_new(c, "model_config", m);
+  put_int(c, "vocab_size", d.V);
+  put_int(c, "context_window_size", 4096);
+  put_int(c, "tensor_parallel_shards", 1);
+  return c;
+}
+
+static json_t *mlc_cache(const struct tlist *l, json_t *shards, int dtype) {
+  json_t *c = json_object(), *meta = json_object();
+  uint64_t params = 0, bytes = 0;
+  for (size_t i = 0; i < l->n; i++) {
+    params += l->v[i].nbytes / l->esize;
+    bytes += l->v[i].nbytes;
+  }
+  put_int(meta, "ParamSize", params);
+  put_int(meta, "ParamBytes", bytes);
+  put_real(meta, "BitsPerParam", 8.0 * (double)tpl__dtype_size(dtype));
+  json_object_set_new(c, "metadata", meta);
+  json_object_set_new(c, "records", shards);
+  return c;
+}
+
+static int write_mlc_files(const char *dir, struct tlist *l,
+                           const struct tpl__synth_opts *o, uint8_t *buf,
+                           size_t *nfiles, struct tpl_error *err) {
+  uint32_t n = assign_mlc_shards(l);
+  json_t *shards = json_array();
+  int rc = 0;
+  for (uint32_t f = 0; rc == 0 && f < n; f++)
+    rc = write_mlc_shard(dir, l, f, o, buf, shards, err);
+  if (rc != 0) {
+    json_decref(shards);
+    return rc;
+  }
+  *nfiles = n;
+  rc = write_json(dir, "tensor-cache.json", mlc_cache(l, shards, o->dtype),
+                  JSON_INDENT(2) | JSON_PRESERVE_ORDER, err);
+  if (rc != 0) return rc;
+  return write_json(dir, "mlc-chat-config.json", mlc_chat_config(o),
+                    JSON_INDENT(2) | JSON_PRESERVE_ORDER, err);
+}
+
+/* ---- driver ---- */
+
+static int write_all(const struct tpl__synth_opts *o, const char *dir,
+                     struct tlist *l, uint8_t *buf, size_t *nfiles,
+                     struct tpl_error *err) {
+  int rc = prepare_dir(dir, o->force, err);
+  if (rc != 0) return rc;
+  if (o->format == TPL_SYNTH_MLC) {
+    rc = write_mlc_files(dir, l, o, buf, nfiles, err);
+  } else {
+    rc = write_hf_files(dir, l, o, buf, err);
+    if (rc == 0)
+      rc = write_json(dir, "config.json", hf_config(o),
+                      JSON_INDENT(2) | JSON_SORT_KEYS, err);
+    *nfiles = (size_t)o->files;
+  }
+  if (rc == 0) rc = fsync_dir(dir, err);
+  if (rc != 0) {
+    /* No partial checkpoint: the dir held none of synth's files when we
+     * started (empty, or cleaned by --force), so all of them are ours. */
+    size_t left;
+    scan_dir(dir, 1, &left, NULL);
+  }
+  return rc;
+}
+
+int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
+                     struct tpl__synth_summary *sum, struct tpl_error *err) {
+  struct tlist l;
+  uint8_t *buf = NULL;
+  size_t nfiles = 0;
+  uint64_t total = 0;
+  int rc = build_list(o, &l);
+  if (rc != 0) {
+    free(l.v);
+    return tpl__fail(err, rc, "synth: cannot describe the model: %s",
+                     tpl_strerror(rc));
+  }
+  buf = malloc(CHUNK_BYTES);
+  if (buf == NULL)
+    rc = tpl__fail(err, -ENOMEM, "synth: out of memory");
+  if (rc == 0) rc = list_bytes(&l, &total);
+  if (rc == 0) rc = write_all(o, dir, &l, buf, &nfiles, err);
+  if (rc == 0) {
+    sum->files = nfiles;
+    sum->tensors = l.n;
+    sum->bytes = total;
+    sum->layers = o->layers;
+  }
+  free(buf);
+  free(l.v);
+  return rc;
+}
