@@ -54,6 +54,71 @@ int tpl_exit_code(int code);
 /* Returns the library version string, e.g. "0.1.0". */
 const char *tpl_version(void);
 
+/* ---- consumer API: attach to a running `tpload serve` ----
+ *
+ * Each rank of `mpirun -np N tpload serve MODEL --socket-dir DIR` serves
+ * its shard on DIR/rank{R}.sock.  An inference process attaches to the
+ * socket of the rank it pairs with and reads tensors in place: the daemon
+ * passes a sealed, read-only memfd that the client maps, so no byte is
+ * copied and the data cannot change under the reader.  Only processes of
+ * the daemon's own user (or root) may connect.
+ *
+ *   struct tpl_shard *s;
+ *   struct tpl_tensor_view v;
+ *   char msg[256];
+ *   if (tpl_attach("/run/tp/rank0.sock", &s, msg, sizeof msg) != 0) ...
+ *   if (tpl_shard_find(s, "lm_head.weight", &v) == 0)
+ *     use(v.data, v.nbytes);
+ *   tpl_detach(s);   // every pointer obtained from s is now invalid
+ *
+ * An attachment is immutable: it may be read from many threads at once.
+ * It outlives the daemon (the mapping stays valid after the daemon
+ * exits) until tpl_detach. */
+struct tpl_shard;
+
+/* One tensor as the attached rank holds it.  Every pointer is borrowed
+ * from the attachment and valid until tpl_detach. */
+struct tpl_tensor_view {
+  const char *name;
+  const char *dtype;      /* MLC name: "float16", "bfloat16", "float32", ... */
+  int ndim;
+  const uint64_t *shape;  /* ndim entries */
+  const void *data;       /* read-only; NULL only when nbytes is 0 */
+  uint64_t nbytes;
+  uint64_t xxh3;          /* XXH3-64 of the bytes, as the daemon computed */
+};
+
+/* Connects to `socket_path`, fetches the rank's manifest and its memfd,
+ * checks every entry against the mapping and maps it read-only.  Each
+ * socket operation waits at most 10 s.  On success *out is a new
+ * attachment (release with tpl_detach).  Returns 0, TPL_EUNREACHABLE
+ * (no daemon answers), TPL_EPROTO (the daemon's replies are not valid)
+ * or -errno; when `errbuf` is not NULL it receives one line saying why
+ * (truncated to `errlen` bytes). */
+int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
+               size_t errlen);
+
+/* Unmaps the shard and frees the attachment; NULL is accepted. */
+void tpl_detach(struct tpl_shard *s);
+
+/* The attached rank and the job's world size. */
+uint32_t tpl_shard_rank(const struct tpl_shard *s);
+uint32_t tpl_shard_world(const struct tpl_shard *s);
+
+/* Number of tensors, and the total size of the mapping in bytes. */
+size_t tpl_shard_count(const struct tpl_shard *s);
+uint64_t tpl_shard_bytes(const struct tpl_shard *s);
+
+/* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
+ * checkpoint's order).  Returns 0 or -ERANGE. */
+int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
+                     struct tpl_tensor_view *out);
+
+/* Fills *out with the tensor called `name` (O(log n)).  Returns 0 or
+ * -ENOENT. */
+int tpl_shard_find(const struct tpl_shard *s, const char *name,
+                   struct tpl_tensor_view *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,5 +10,3 @@ static int not_yet(const char *name) {
 
 int tpl__cmd_load(int argc, char **argv) { return not_yet(argv[0]); }
 int tpl__cmd_verify(int argc, char **argv) { return not_yet(argv[0]); }
-int tpl__cmd_status(int argc, char **argv) { return not_yet(argv[0]); }
-int tpl__cmd_dump(int argc, char **argv) { return not_yet(argv[0]); }

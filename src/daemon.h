@@ -26,12 +26,30 @@ struct tpl__daemon_config {
   /* Rank 0 only: tells every other rank to shut down. */
   void (*request_shutdown)(void *ctx);
   void *ctx;
+  /* Optional limits; 0 picks the default. */
+  unsigned timeout_ms;        /* each phase of a connection (waiting for a
+                                 request, receiving it, sending the reply);
+                                 default 10000 */
+  unsigned max_conns;         /* open connections; default 256, extra ones
+                                 get a "busy" error and are closed */
 };
 
 /* Serves until a shutdown request (rank 0), a job-wide shutdown
  * (poll_shutdown) or SIGTERM/SIGINT; then closes every connection,
  * unlinks its socket (and rank 0 the ready file) and returns 0, or a
- * negative code when it could not start (err says why). */
+ * negative code when it could not start (err says why).
+ *
+ * Start-up: creates socket_dir (mode 0700; an existing one must belong to
+ * this user and not be group/world accessible), replaces a stale socket
+ * left by a dead daemon (a live one is refused), listens, calls barrier,
+ * then rank 0 writes the ready file ({"socket_dir", "world_size", "pid"},
+ * via a temp file and rename).  barrier, poll_shutdown and
+ * request_shutdown may be NULL for a one-rank daemon.  Rank 0 calls
+ * request_shutdown once, on a SHUTDOWN request or on SIGTERM/SIGINT, so
+ * stopping rank 0 stops the job; other ranks stop when poll_shutdown says
+ * so or on their own signal.  Installs SIGTERM/SIGINT handlers for the
+ * duration of the call and leaves SIGPIPE ignored.  cfg and everything it
+ * points to must stay valid until the call returns. */
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                     struct tpl_error *err);
 

@@ -1,0 +1,41 @@
+/* client.h - the blocking client side of the daemon protocol: connect to
+ * a rank's socket, send one request, read one reply (and a passed fd).
+ * Used by the consumer API (tpl_attach), `tpload status` and `tpload
+ * dump`.  No libuv: plain sockets with timeouts. */
+#ifndef TPL_CLIENT_H
+#define TPL_CLIENT_H
+
+#include "common.h"
+#include "wire.h"
+
+#define TPL_CLIENT_TIMEOUT_MS 10000
+
+/* Connects to the daemon socket `path`, waiting at most timeout_ms.
+ * Stores a blocking, close-on-exec socket in *fd (caller closes).
+ * Returns 0, TPL_EUNREACHABLE (nothing answers; err names the path and
+ * the reason) or -ENAMETOOLONG. */
+int tpl__client_connect(const char *path, int timeout_ms, int *fd,
+                        struct tpl_error *err);
+
+/* Sends a request of `kind` on `fd` and reads its reply into *resp (free
+ * with tpl__wire_response_free).  When `passed_fd` is not NULL it receives
+ * a descriptor the daemon sent along with the reply, or -1 (caller
+ * closes); descriptors nobody asked for are closed.  Each step waits at
+ * most timeout_ms.  Returns 0 (also for a reply with ok == 0),
+ * TPL_EUNREACHABLE (timeout, connection closed before a reply) or
+ * TPL_EPROTO (oversized or undecodable reply). */
+int tpl__client_call(int fd, int kind, int timeout_ms,
+                     struct tpl__wire_response *resp, int *passed_fd,
+                     struct tpl_error *err);
+
+/* Connects, sends one request, reads the reply and disconnects. */
+int tpl__client_request(const char *path, int kind, int timeout_ms,
+                        struct tpl__wire_response *resp,
+                        struct tpl_error *err);
+
+/* tpl_attach with a timeout and a full error record. */
+struct tpl_shard;
+int tpl__client_attach(const char *path, int timeout_ms,
+                       struct tpl_shard **out, struct tpl_error *err);
+
+#endif

@@ -1,0 +1,159 @@
+/* cmd_dump.c - `tpload dump SOCKET --out FILE`: attaches to one rank of a
+ * running daemon (zero-copy, through the consumer API) and writes what it
+ * holds as a safetensors file: tensors in manifest (checkpoint) order,
+ * `__metadata__` {"tp_rank": R, "tp_size": N}, so the result is byte for
+ * byte the rank file `tpload preshard` writes.  Each tensor's checksum is
+ * verified on the way out.  The file appears atomically: temp name,
+ * fsync, rename, directory fsync. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cli.h"
+#include "client.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "st_writer.h"
+
+static const char dump_help[] =
+    "usage: tpload dump SOCKET --out FILE\n"
+    "\n"
+    "Attaches to one rank of a running `tpload serve` (SOCKET is its\n"
+    "DIR/rank{R}.sock) and writes the tensors it holds to FILE as\n"
+    "safetensors, in checkpoint order, with __metadata__ tp_rank and\n"
+    "tp_size: the same bytes `tpload preshard` writes for that rank.\n"
+    "Checksums are verified while writing; FILE appears only when complete.\n"
+    "\n"
+    "  --out FILE   where to write (replaced atomically)\n"
+    "  --help       show this help\n"
+    "\n"
+    "Exit codes: 0 ok, 64 usage, 65 checksum mismatch, 69 daemon\n"
+    "unreachable, 73 cannot create FILE, 74 I/O error.\n";
+
+/* The safetensors header for everything the attachment holds. */
+static int build_header(const struct tpl_shard *s, uint8_t **hdr,
+                        size_t *len, struct tpl_error *err) {
+  size_t n = tpl_shard_count(s);
+  struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
+  char rank[16], size[16];
+  const char *meta[4] = {"tp_rank", rank, "tp_size", size};
+  int rc;
+  if (out == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  snprintf(rank, sizeof(rank), "%u", tpl_shard_rank(s));
+  snprintf(size, sizeof(size), "%u", tpl_shard_world(s));
+  for (size_t i = 0; i < n; i++) {
+    struct tpl_tensor_view v;
+    tpl_shard_tensor(s, i, &v);
+    out[i].name = v.name;
+    out[i].dtype = tpl__dtype_from_mlc(v.dtype);
+    out[i].ndim = v.ndim;
+    out[i].shape = v.shape;
+    out[i].nbytes = v.nbytes;
+  }
+  rc = tpl__st_build_header(out, n, meta, 2, hdr, len);
+  free(out);
+  if (rc != 0)
+    return tpl__fail(err, rc, "cannot build the safetensors header: %s",
+                     tpl_strerror(rc));
+  return 0;
+}
+
+/* Writes the header and every tensor's bytes, checking each checksum. */
+static int write_body(int fd, const struct tpl_shard *s, const uint8_t *hdr,
+                      size_t hlen, const char *path, struct tpl_error *err) {
+  int rc = tpl__write_full(fd, hdr, hlen);
+  for (size_t i = 0; rc == 0 && i < tpl_shard_count(s); i++) {
+    struct tpl_tensor_view v;
+    tpl_shard_tensor(s, i, &v);
+    if (XXH3_64bits(v.data, (size_t)v.nbytes) != v.xxh3)
+      return tpl__fail(err, TPL_EMISMATCH,
+                       "tensor '%s': expected xxh3 %016llx, found other "
+                       "bytes in the daemon's store",
+                       v.name, (unsigned long long)v.xxh3);
+    rc = tpl__write_full(fd, v.data, (size_t)v.nbytes);
+  }
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: cannot write: %s", path, strerror(-rc));
+  return 0;
+}
+
+static void fsync_parent(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
+                    : strdup(".");
+  int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+  free(dir);
+}
+
+static int write_file(const struct tpl_shard *s, const char *path,
+                      struct tpl_error *err) {
+  char tmp[4096];
+  uint8_t *hdr = NULL;
+  size_t hlen;
+  int fd, rc = build_header(s, &hdr, &hlen, err);
+  if (rc != 0) return rc;
+  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    free(hdr);
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create: %s", tmp,
+                     strerror(e));
+  }
+  rc = write_body(fd, s, hdr, hlen, path, err);
+  free(hdr);
+  if (close(fd) != 0 && rc == 0)
+    rc = tpl__fail(err, -EIO, "%s: cannot write: %s", path, strerror(errno));
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = tpl__fail(err, TPL_EOUTPUT, "%s: cannot rename into place: %s",
+                   path, strerror(errno));
+  if (rc != 0) {
+    unlink(tmp);
+    return rc;
+  }
+  fsync_parent(path);
+  return 0;
+}
+
+int tpl__cmd_dump(int argc, char **argv) {
+  static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  struct tpl_error err = {0};
+  struct tpl_shard *s = NULL;
+  const char *out = NULL;
+  int c, rc;
+  optind = 0; /* full reset: commands may run more than once */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+    switch (c) {
+    case 'o':
+      out = optarg;
+      break;
+    case 'h':
+      fputs(dump_help, stdout);
+      return 0;
+    default:
+      return tpl__cli_usage_error("dump", "unknown option or missing value "
+                                          "'%s'",
+                                  argv[optind - 1]);
+    }
+  }
+  if (optind != argc - 1)
+    return tpl__cli_usage_error("dump", "expected one SOCKET argument");
+  if (out == NULL) return tpl__cli_usage_error("dump", "--out is required");
+  rc = tpl__client_attach(argv[optind], TPL_CLIENT_TIMEOUT_MS, &s, &err);
+  if (rc == 0) rc = write_file(s, out, &err);
+  tpl_detach(s);
+  return rc == 0 ? 0 : tpl__cli_report(rc, &err);
+}

@@ -1,0 +1,242 @@
+/* cmd_status.c - `tpload status SOCKET [--json] [--health] [--shutdown]`:
+ * asks a running daemon for the job's load report and prints it as a
+ * table or as JSON, probes it quietly (--health), or asks rank 0 to end
+ * the job (--shutdown).  The job-wide requests are answered by rank 0;
+ * given another rank's socket, the command asks rank0.sock in the same
+ * directory instead. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "client.h"
+#include "fileio.h"
+#include "report.h"
+
+static const char status_help[] =
+    "usage: tpload status SOCKET [--json | --health | --shutdown]\n"
+    "\n"
+    "Queries a running `tpload serve` through one rank's socket\n"
+    "(DIR/rank{R}.sock).  By default prints the job's load report: each\n"
+    "rank's host, bytes, timings, and every tensor's checksum per rank.\n"
+    "Job-wide requests go to rank 0 (rank0.sock next to SOCKET).\n"
+    "\n"
+    "  --json       print the load report as JSON (as `tpload load --json`)\n"
+    "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
+    "  --shutdown   ask rank 0 to stop every rank of the job\n"
+    "  --help       show this help\n"
+    "\n"
+    "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
+    "70 internal error.\n";
+
+enum mode { M_TABLE, M_JSON, M_HEALTH, M_SHUTDOWN };
+
+/* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
+static char *rank0_path(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir, *out;
+  if (slash == NULL) return strdup("rank0.sock");
+  dir = strndup(path, (size_t)(slash - path) + (slash == path));
+  if (dir == NULL) return NULL;
+  out = tpl__path_join(dir, "rank0.sock");
+  free(dir);
+  return out;
+}
+
+/* Sends a job-wide request; a rank other than 0 refers us to rank 0. */
+static int job_request(const char *path, int kind,
+                       struct tpl__wire_response *resp,
+                       struct tpl_error *err) {
+  char *r0;
+  int rc = tpl__client_request(path, kind, TPL_CLIENT_TIMEOUT_MS, resp, err);
+  if (rc != 0 || resp->ok || resp->rank == 0) return rc;
+  tpl__wire_response_free(resp);
+  r0 = rank0_path(path);
+  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__client_request(r0, kind, TPL_CLIENT_TIMEOUT_MS, resp, err);
+  free(r0);
+  return rc;
+}
+
+static int refused(const char *path, const struct tpl__wire_response *r) {
+  fprintf(stderr, "tpload: %s: daemon refused: %s\n", path,
+          r->error ? r->error : "no reason given");
+  return 69;
+}
+
+static int run_health(const char *path) {
+  struct tpl__wire_response r = {0};
+  int rc = tpl__client_request(path, TPL_REQ_HEALTH, TPL_CLIENT_TIMEOUT_MS,
+                               &r, NULL);
+  int ok = rc == 0 && r.ok;
+  tpl__wire_response_free(&r);
+  return ok ? 0 : 69;
+}
+
+static int run_shutdown(const char *path) {
+  struct tpl_error err = {0};
+  struct tpl__wire_response r = {0};
+  int rc = job_request(path, TPL_REQ_SHUTDOWN, &r, &err);
+  if (rc != 0) return tpl__cli_report(rc, &err);
+  if (!r.ok) rc = refused(path, &r);
+  else printf("shutdown requested: %u rank(s) stopping\n", r.world);
+  tpl__wire_response_free(&r);
+  return rc;
+}
+
+/* ---- the table, rendered from the report's JSON form ---- */
+
+static double num(const json_t *o, const char *key) {
+  return json_number_value(json_object_get(o, key));
+}
+
+static const char *str(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "";
+}
+
+static void print_ranks(const json_t *ranks) {
+  size_t i;
+  const json_t *r;
+  printf("%4s  %-20s %8s %8s %14s %8s %10s  %s\n", "RANK", "HOST", "PID",
+         "TENSORS", "BYTES", "SECONDS", "PEAK MiB",
+         "read/pack/send/receive/scale s");
+  json_array_foreach(ranks, i, r) {
+    const json_t *ph = json_object_get(r, "phases");
+    printf("%4.0f  %-20s %8.0f %8.0f %14.0f %8.3f %10.1f  "
+           "%.3f/%.3f/%.3f/%.3f/%.3f\n",
+           num(r, "rank"), str(r, "host"), num(r, "pid"),
+           num(r, "tensor_count"), num(r, "bytes"), num(r, "seconds"),
+           num(r, "peak_rss_bytes") / 1048576.0, num(ph, "read"),
+           num(ph, "pack"), num(ph, "send"), num(ph, "receive"),
+           num(ph, "scale"));
+  }
+}
+
+static void shape_text(const json_t *shape, char *buf, size_t len) {
+  size_t i, used = 0;
+  const json_t *d;
+  buf[0] = '\0';
+  used += (size_t)snprintf(buf, len, "[");
+  json_array_foreach(shape, i, d) {
+    if (used >= len) break;
+    used += (size_t)snprintf(buf + used, len - used, "%s%.0f", i ? "," : "",
+                             json_number_value(d));
+  }
+  if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* One line per tensor: name, dtype, shape held, checksum on each rank. */
+static void print_tensors(const json_t *ranks) {
+  const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
+  size_t i, r;
+  const json_t *t, *rk;
+  char shape[128];
+  printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
+         "XXH3 rank 0..N-1");
+  json_array_foreach(t0, i, t) {
+    shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
+    printf("%-56s %-9s %-20s", str(t, "name"), str(t, "dtype"), shape);
+    json_array_foreach(ranks, r, rk) {
+      const json_t *ti = json_array_get(json_object_get(rk, "tensors"), i);
+      printf(" %s", ti ? str(ti, "xxh3") : "-");
+    }
+    printf("\n");
+  }
+}
+
+static void print_table(const json_t *rep) {
+  const json_t *ranks = json_object_get(rep, "ranks");
+  double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
+  printf("model: %s\n", str(rep, "model"));
+  printf("tensor parallel shards: %.0f, bias scaling: %s\n",
+         num(rep, "tensor_parallel_shards"),
+         json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
+  printf("loaded %.0f bytes (read %.0f) in %.3f s, %.2f GiB/s\n\n", bytes,
+         num(rep, "bytes_read"), secs,
+         secs > 0 ? bytes / secs / 1073741824.0 : 0.0);
+  print_ranks(ranks);
+  print_tensors(ranks);
+}
+
+static int run_status(const char *path, int json) {
+  struct tpl_error err = {0};
+  struct tpl__wire_response r = {0};
+  json_t *rep;
+  int rc = job_request(path, TPL_REQ_STATUS, &r, &err);
+  if (rc != 0) return tpl__cli_report(rc, &err);
+  if (!r.ok || r.status == NULL) {
+    rc = refused(path, &r);
+    tpl__wire_response_free(&r);
+    return rc;
+  }
+  rep = tpl__report_json(r.status, r.status_len, 1);
+  tpl__wire_response_free(&r);
+  if (rep == NULL) {
+    fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
+            path);
+    return 69;
+  }
+  if (json) {
+    json_dumpf(rep, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+  } else {
+    print_table(rep);
+  }
+  json_decref(rep);
+  return 0;
+}
+
+static int set_mode(enum mode *m, enum mode want) {
+  if (*m != M_TABLE) return -1;
+  *m = want;
+  return 0;
+}
+
+int tpl__cmd_status(int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"health", no_argument, NULL, 'H'},
+                                       {"shutdown", no_argument, NULL, 'S'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+  enum mode m = M_TABLE;
+  int c;
+  optind = 0; /* full reset: commands may run more than once */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int rc = 0;
+    switch (c) {
+    case 'j':
+      rc = set_mode(&m, M_JSON);
+      break;
+    case 'H':
+      rc = set_mode(&m, M_HEALTH);
+      break;
+    case 'S':
+      rc = set_mode(&m, M_SHUTDOWN);
+      break;
+    case 'h':
+      fputs(status_help, stdout);
+      return 0;
+    default:
+      return tpl__cli_usage_error("status", "unknown option '%s'",
+                                  argv[optind - 1]);
+    }
+    if (rc != 0)
+      return tpl__cli_usage_error("status", "--json, --health and "
+                                            "--shutdown exclude each other");
+  }
+  if (optind != argc - 1)
+    return tpl__cli_usage_error("status", "expected one SOCKET argument");
+  switch (m) {
+  case M_HEALTH:
+    return run_health(argv[optind]);
+  case M_SHUTDOWN:
+    return run_shutdown(argv[optind]);
+  default:
+    return run_status(argv[optind], m == M_JSON);
+  }
+}

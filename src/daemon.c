@@ -1,0 +1,729 @@
+/* daemon.c - one rank's server for `tpload serve`: a libuv loop on
+ * DIR/rank{R}.sock that answers health, status, manifest, attach (the
+ * store's sealed memfd, passed with SCM_RIGHTS) and shutdown.
+ *
+ * Each connection is a small state machine driven by one callback per
+ * libuv event: READING (bytes go into the frame reader from wire.c),
+ * WRITING (exactly one reply in flight; reading is stopped, which is the
+ * backpressure: a client that does not read its replies is not read
+ * either), FD_RETRY (the attach reply could not be sent yet) and CLOSING.
+ * Every reply but the errors is a frame built once at start-up and shared
+ * by all connections, so a request storm costs no memory beyond a fixed
+ * per-connection buffer, at most one request body (capped at 64 KiB) and
+ * the connection limit.  A per-connection timer bounds each phase, so
+ * half-sent requests and clients that stop reading are dropped.
+ *
+ * The attach reply carries a file descriptor.  libuv sends handles only on
+ * IPC pipes, and making client pipes IPC would also let clients push fds
+ * into the daemon; instead, because nothing else is queued on the
+ * connection at that moment (one reply in flight at most), the reply is
+ * sent with sendmsg() on the connection's fd and any unsent remainder goes
+ * through uv_write as usual.  Nothing here calls MPI. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon.h"
+#include "dtype.h"
+#include "fileio.h"
+#include "wire.h"
+
+#define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_MAX_CONNS 256
+#define POLL_MS 100
+#define STOP_GRACE_MS 1000
+#define FD_RETRY_MS 10
+#define LISTEN_BACKLOG 511
+#define CONN_INBUF 4096
+
+enum frame_id { F_HEALTH, F_STATUS, F_MANIFEST, F_ATTACH, F_SHUTDOWN, F_BUSY,
+                F_COUNT };
+
+enum conn_state { C_READING, C_WRITING, C_FD_RETRY, C_CLOSING };
+
+struct server;
+
+struct conn {
+  uv_pipe_t pipe;
+  uv_timer_t timer;
+  struct server *srv;
+  struct conn *prev, *next;
+  enum conn_state state;
+  int reading;
+  int close_after;            /* close once the reply is written */
+  int open_handles;           /* freed when both handles are closed */
+  uint64_t fd_deadline;       /* FD_RETRY: give up after this (loop ms) */
+  uv_write_t wreq;
+  uint8_t *owned;             /* an error reply being written, or NULL */
+  struct tpl__frame_reader fr;
+  size_t in_off, in_len;
+  uint8_t in[CONN_INBUF];
+};
+
+struct server {
+  const struct tpl__daemon_config *cfg;
+  uv_loop_t loop;
+  uv_pipe_t listener;
+  uv_pipe_t sink;             /* takes a connection we cannot allocate for */
+  int sink_busy;
+  uv_timer_t poll_timer, stop_timer;
+  uv_signal_t sigterm, sigint;
+  char *dir;                  /* realpath of socket_dir */
+  char *sock_path;
+  uint8_t *frames[F_COUNT];
+  size_t frame_len[F_COUNT];
+  struct conn *conns;
+  size_t nconns;
+  unsigned timeout_ms, max_conns;
+  int bound;                  /* the socket file is ours to remove */
+  int stopping, shutdown_sent, stop_timer_open, ready_written;
+};
+
+static void drive(struct conn *c);
+static void close_conn(struct conn *c);
+static void send_attach(struct conn *c);
+static void start_read(struct conn *c);
+
+/* ---- start-up: directory, socket path, prebuilt replies ---- */
+
+static int refuse_dir(const char *dir, const char *why, struct tpl_error *err) {
+  return tpl__fail(err, TPL_EOUTPUT, "%s: socket directory %s", dir, why);
+}
+
+/* Creates DIR 0700 or checks an existing one is private to this user. */
+static int prepare_dir(const char *dir, struct tpl_error *err) {
+  struct stat st;
+  if (mkdir(dir, 0700) == 0) {
+    if (chmod(dir, 0700) == 0) return 0; /* whatever the umask */
+  } else if (errno != EEXIST) {
+    int e = errno;
+    return tpl__fail(err, -e, "%s: cannot create the socket directory: %s",
+                     dir, strerror(e));
+  }
+  if (stat(dir, &st) != 0) {
+    int e = errno;
+    return tpl__fail(err, -e, "%s: cannot stat: %s", dir, strerror(e));
+  }
+  if (!S_ISDIR(st.st_mode)) return refuse_dir(dir, "is not a directory", err);
+  if (st.st_uid != geteuid())
+    return refuse_dir(dir, "belongs to another user", err);
+  if ((st.st_mode & 077) != 0)
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: socket directory: expected mode 0700 (private), "
+                     "found %04o",
+                     dir, (unsigned)(st.st_mode & 07777));
+  return 0;
+}
+
+static int make_paths(struct server *s, struct tpl_error *err) {
+  char name[32];
+  struct sockaddr_un sa;
+  s->dir = realpath(s->cfg->socket_dir, NULL);
+  if (s->dir == NULL) {
+    int e = errno;
+    return tpl__fail(err, -e, "%s: %s", s->cfg->socket_dir, strerror(e));
+  }
+  snprintf(name, sizeof(name), "rank%u.sock", s->cfg->rank);
+  s->sock_path = tpl__path_join(s->dir, name);
+  if (s->sock_path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (strlen(s->sock_path) >= sizeof(sa.sun_path))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: socket path: expected at most %zu bytes, found %zu",
+                     s->sock_path, sizeof(sa.sun_path) - 1,
+                     strlen(s->sock_path));
+  return 0;
+}
+
+/* A socket file left behind: refuse when a daemon answers on it, remove
+ * it when nobody does; anything that is not a socket is left alone. */
+static int clear_stale_socket(const char *path, struct tpl_error *err) {
+  struct stat st;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd, rc;
+  if (lstat(path, &st) != 0) return 0;
+  if (!S_ISSOCK(st.st_mode))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: expected a socket or nothing, found another file",
+                     path);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    return tpl__fail(err, -e, "socket: %s", strerror(e));
+  }
+  memcpy(sa.sun_path, path, strlen(path) + 1);
+  rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+  close(fd);
+  if (rc == 0)
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: another daemon is serving this socket (stop it "
+                     "first, or pick another --socket-dir)",
+                     path);
+  if (unlink(path) != 0 && errno != ENOENT) {
+    int e = errno;
+    return tpl__fail(err, -e, "%s: cannot remove a stale socket: %s", path,
+                     strerror(e));
+  }
+  return 0;
+}
+
+static int build_frame(struct server *s, enum frame_id id,
+                       struct tpl__wire_response *r, struct tpl_error *err) {
+  r->rank = s->cfg->rank;
+  r->world = s->cfg->world;
+  r->store_bytes = s->cfg->store->size;
+  return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
+}
+
+static int build_manifest(struct server *s, struct tpl_error *err) {
+  const struct tpl__store *st = s->cfg->store;
+  struct tpl__wire_response r = {.ok = 1, .ntensors = st->ntensors};
+  int rc;
+  r.tensors = calloc(st->ntensors ? st->ntensors : 1, sizeof(*r.tensors));
+  if (r.tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < st->ntensors; i++) {
+    const struct tpl__held *h = &st->tensors[i];
+    struct tpl__wire_tensor *t = &r.tensors[i];
+    t->name = h->name;
+    t->dtype = tpl__dtype_mlc_name(h->dtype);
+    t->ndim = h->ndim;
+    memcpy(t->shape, h->shape, sizeof(t->shape));
+    t->offset = h->offset;
+    t->nbytes = h->nbytes;
+    t->xxh3 = h->xxh3;
+  }
+  rc = build_frame(s, F_MANIFEST, &r, err);
+  free(r.tensors);
+  return rc;
+}
+
+static int build_frames(struct server *s, struct tpl_error *err) {
+  char msg[PATH_MAX + 64];
+  struct tpl__wire_response ok = {.ok = 1}, st = {0}, sd = {.ok = 1},
+                            busy = {0};
+  int rc;
+  if (s->cfg->rank == 0) {
+    st.ok = s->cfg->status != NULL;
+    st.status = s->cfg->status;
+    st.status_len = s->cfg->status_len;
+    if (!st.ok) st.error = "rank 0 has no load report";
+  } else {
+    snprintf(msg, sizeof(msg),
+             "status is served by rank 0: ask %s/rank0.sock", s->dir);
+    st.error = msg;
+    sd.ok = 0;
+  }
+  busy.error = "daemon busy: too many connections, try again";
+  rc = build_frame(s, F_HEALTH, &ok, err);
+  if (rc == 0) rc = build_frame(s, F_ATTACH, &ok, err);
+  if (rc == 0) rc = build_frame(s, F_STATUS, &st, err);
+  if (rc == 0 && s->cfg->rank != 0) {
+    snprintf(msg, sizeof(msg),
+             "shutdown is served by rank 0: ask %s/rank0.sock", s->dir);
+    sd.error = msg;
+  }
+  if (rc == 0) rc = build_frame(s, F_SHUTDOWN, &sd, err);
+  if (rc == 0) rc = build_frame(s, F_BUSY, &busy, err);
+  if (rc == 0) rc = build_manifest(s, err);
+  return rc;
+}
+
+/* Rank 0's ready file: written to a temp name, then renamed. */
+static int write_ready(struct server *s, struct tpl_error *err) {
+  const char *path = s->cfg->ready_file;
+  char tmp[PATH_MAX];
+  json_t *o = json_object();
+  char *text;
+  int fd, rc;
+  json_object_set_new(o, "socket_dir", json_string(s->dir));
+  json_object_set_new(o, "world_size", json_integer(s->cfg->world));
+  json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
+  text = json_dumps(o, JSON_PRESERVE_ORDER);
+  json_decref(o);
+  if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  rc = fd < 0 ? -errno : tpl__write_full(fd, text, strlen(text));
+  if (rc == 0) rc = tpl__write_full(fd, "\n", 1);
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  free(text);
+  if (rc != 0) {
+    unlink(tmp);
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write the ready file: %s",
+                     path, strerror(-rc));
+  }
+  s->ready_written = 1;
+  return 0;
+}
+
+/* ---- connections ---- */
+
+static void arm_timer(struct conn *c, uint64_t ms);
+
+static void on_conn_closed(uv_handle_t *h) {
+  struct conn *c = h->data;
+  if (--c->open_handles > 0) return;
+  free(c->owned);
+  free(c);
+}
+
+static void maybe_finish_stop(struct server *s) {
+  if (s->stopping && s->nconns == 0 && s->stop_timer_open) {
+    s->stop_timer_open = 0;
+    uv_close((uv_handle_t *)&s->stop_timer, NULL);
+  }
+}
+
+static void close_conn(struct conn *c) {
+  struct server *s = c->srv;
+  if (c->state == C_CLOSING) return;
+  c->state = C_CLOSING;
+  if (c->prev != NULL) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next != NULL) c->next->prev = c->prev;
+  s->nconns--;
+  tpl__frame_reset(&c->fr);
+  uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+  uv_close((uv_handle_t *)&c->timer, on_conn_closed);
+  maybe_finish_stop(s);
+}
+
+static void stop_reading(struct conn *c) {
+  if (c->reading) uv_read_stop((uv_stream_t *)&c->pipe);
+  c->reading = 0;
+}
+
+/* The reply is out: wait for the next request. */
+static void finish_reply(struct conn *c) {
+  free(c->owned);
+  c->owned = NULL;
+  if (c->close_after || c->srv->stopping) {
+    close_conn(c);
+    return;
+  }
+  c->state = C_READING;
+  arm_timer(c, c->srv->timeout_ms);
+}
+
+static void on_write(uv_write_t *req, int status) {
+  struct conn *c = req->data;
+  if (c->state == C_CLOSING) return; /* cancelled by close_conn */
+  if (status < 0) {
+    close_conn(c);
+    return;
+  }
+  finish_reply(c);
+  if (c->state == C_READING) drive(c);
+}
+
+/* Queues `len` bytes of `buf` (shared, or c->owned) as the reply. */
+static void send_bytes(struct conn *c, const uint8_t *buf, size_t len) {
+  uv_buf_t b = uv_buf_init((char *)buf, (unsigned)len);
+  stop_reading(c);
+  c->state = C_WRITING;
+  arm_timer(c, c->srv->timeout_ms);
+  c->wreq.data = c;
+  if (uv_write(&c->wreq, (uv_stream_t *)&c->pipe, &b, 1, on_write) != 0)
+    close_conn(c);
+}
+
+static void send_frame(struct conn *c, enum frame_id id) {
+  send_bytes(c, c->srv->frames[id], c->srv->frame_len[id]);
+}
+
+/* Sends an error reply; the connection closes after it when `fatal`. */
+static void send_error(struct conn *c, int fatal, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
+  char msg[256];
+  struct tpl__wire_response r = {.error = msg};
+  size_t len;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  r.rank = c->srv->cfg->rank;
+  r.world = c->srv->cfg->world;
+  free(c->owned);
+  c->owned = NULL;
+  if (tpl__wire_encode_response(&r, &c->owned, &len, NULL) != 0) {
+    close_conn(c);
+    return;
+  }
+  c->close_after = fatal;
+  send_bytes(c, c->owned, len);
+}
+
+static void begin_stop(struct server *s);
+
+static void request_job_shutdown(struct server *s) {
+  if (s->cfg->rank != 0 || s->shutdown_sent) return;
+  s->shutdown_sent = 1;
+  if (s->cfg->request_shutdown != NULL)
+    s->cfg->request_shutdown(s->cfg->ctx);
+}
+
+static void handle_request(struct conn *c, int kind) {
+  struct server *s = c->srv;
+  switch (kind) {
+  case TPL_REQ_HEALTH:
+    send_frame(c, F_HEALTH);
+    break;
+  case TPL_REQ_STATUS:
+    send_frame(c, F_STATUS);
+    break;
+  case TPL_REQ_MANIFEST:
+    send_frame(c, F_MANIFEST);
+    break;
+  case TPL_REQ_ATTACH:
+    c->fd_deadline = uv_now(&s->loop) + s->timeout_ms;
+    send_attach(c);
+    break;
+  case TPL_REQ_SHUTDOWN:
+    send_frame(c, F_SHUTDOWN);
+    if (s->cfg->rank == 0) {
+      request_job_shutdown(s);
+      begin_stop(s);
+    }
+    break;
+  default:
+    send_error(c, 0, "unknown request kind %d", kind);
+  }
+}
+
+static void handle_frame(struct conn *c) {
+  struct tpl_error err = {0};
+  const uint8_t *body;
+  size_t len;
+  int kind, rc;
+  tpl__frame_body(&c->fr, &body, &len);
+  rc = tpl__wire_decode_request(body, len, &kind, &err);
+  tpl__frame_reset(&c->fr);
+  if (rc != 0)
+    send_error(c, 1, "malformed request: %s", err.msg);
+  else
+    handle_request(c, kind);
+}
+
+/* Feeds buffered input to the frame reader while the connection is
+ * reading; handles a complete frame; resumes reading when all is used. */
+static void drive(struct conn *c) {
+  while (c->state == C_READING && c->in_off < c->in_len) {
+    int started = tpl__frame_started(&c->fr), rc;
+    size_t used;
+    rc = tpl__frame_feed(&c->fr, c->in + c->in_off, c->in_len - c->in_off,
+                         &used);
+    c->in_off += used;
+    if (!started && tpl__frame_started(&c->fr))
+      arm_timer(c, c->srv->timeout_ms); /* a request has this long */
+    if (rc == TPL_ELIMIT)
+      send_error(c, 1, "request of %u bytes: expected at most %u",
+                 c->fr.len, TPL_WIRE_MAX_REQUEST);
+    else if (rc < 0)
+      send_error(c, 1, "out of memory");
+    else if (rc == 1)
+      handle_frame(c);
+  }
+  if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
+  if (c->state == C_READING && !c->reading) start_read(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  struct conn *c = h->data;
+  buf->base = (char *)c->in + c->in_len;
+  buf->len = sizeof(c->in) - c->in_len;
+}
+
+static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  struct conn *c = st->data;
+  if (c->state == C_CLOSING) return;
+  if (n < 0) {
+    close_conn(c); /* EOF or error: a half request gets no answer */
+    return;
+  }
+  c->in_len += (size_t)n;
+  drive(c);
+}
+
+static void start_read(struct conn *c) {
+  if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) != 0) {
+    close_conn(c);
+    return;
+  }
+  c->reading = 1;
+}
+
+/* The attach reply with the store's memfd in an SCM_RIGHTS message.  The
+ * fd travels with the first byte; whatever the kernel did not take goes
+ * through uv_write.  A full socket buffer (a client that has not read)
+ * is retried from the timer until the phase deadline. */
+static void send_attach(struct conn *c) {
+  struct server *s = c->srv;
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct iovec iov = {s->frames[F_ATTACH], s->frame_len[F_ATTACH]};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
+                     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+  struct cmsghdr *cm;
+  uv_os_fd_t fd;
+  ssize_t n;
+  memset(&ctl, 0, sizeof(ctl));
+  cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &s->cfg->store->fd, sizeof(int));
+  stop_reading(c);
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) {
+    close_conn(c);
+    return;
+  }
+  do
+    n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    c->state = C_FD_RETRY;
+    arm_timer(c, FD_RETRY_MS);
+  } else if (n < 0) {
+    close_conn(c);
+  } else if ((size_t)n < iov.iov_len) {
+    send_bytes(c, s->frames[F_ATTACH] + n, iov.iov_len - (size_t)n);
+  } else {
+    finish_reply(c);
+  }
+}
+
+static void on_conn_timer(uv_timer_t *t) {
+  struct conn *c = t->data;
+  if (c->state == C_FD_RETRY && uv_now(&c->srv->loop) < c->fd_deadline) {
+    send_attach(c);
+    if (c->state == C_READING) drive(c);
+    return;
+  }
+  close_conn(c); /* idle, half a request, or a reply nobody reads */
+}
+
+static void arm_timer(struct conn *c, uint64_t ms) {
+  uv_timer_start(&c->timer, on_conn_timer, ms, 0);
+}
+
+/* Only this user (or root) may talk to the daemon. */
+static int peer_allowed(struct conn *c) {
+  struct ucred cred;
+  socklen_t len = sizeof(cred);
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
+  return cred.uid == geteuid() || cred.uid == 0;
+}
+
+static void on_sink_closed(uv_handle_t *h) {
+  struct server *s = h->data;
+  s->sink_busy = 0;
+}
+
+/* Out of memory: the connection must still be accepted (libuv pauses the
+ * listener until it is), so take it into the sink and close it. */
+static void refuse_connection(struct server *s, uv_stream_t *listener) {
+  if (s->sink_busy) return;
+  uv_pipe_init(&s->loop, &s->sink, 0);
+  s->sink.data = s;
+  s->sink_busy = 1;
+  uv_accept(listener, (uv_stream_t *)&s->sink);
+  uv_close((uv_handle_t *)&s->sink, on_sink_closed);
+}
+
+static void on_connection(uv_stream_t *listener, int status) {
+  struct server *s = listener->data;
+  struct conn *c;
+  if (status < 0 || s->stopping) return;
+  c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    refuse_connection(s, listener);
+    return;
+  }
+  c->srv = s;
+  tpl__frame_reader_init(&c->fr, TPL_WIRE_MAX_REQUEST);
+  uv_pipe_init(&s->loop, &c->pipe, 0);
+  uv_timer_init(&s->loop, &c->timer);
+  c->pipe.data = c->timer.data = c;
+  c->open_handles = 2;
+  c->next = s->conns;
+  if (s->conns != NULL) s->conns->prev = c;
+  s->conns = c;
+  s->nconns++;
+  if (uv_accept(listener, (uv_stream_t *)&c->pipe) != 0 || !peer_allowed(c)) {
+    close_conn(c);
+    return;
+  }
+  if (s->nconns > s->max_conns) {
+    uv_buf_t b = uv_buf_init((char *)s->frames[F_BUSY],
+                             (unsigned)s->frame_len[F_BUSY]);
+    uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
+    close_conn(c);
+    return;
+  }
+  arm_timer(c, s->timeout_ms);
+  start_read(c);
+}
+
+/* ---- stopping ---- */
+
+static void close_if_open(uv_handle_t *h, void *arg) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_stop_timer(uv_timer_t *t) {
+  struct server *s = t->data;
+  while (s->conns != NULL) close_conn(s->conns);
+  maybe_finish_stop(s);
+}
+
+/* Stops accepting, removes the socket, closes idle connections and lets
+ * replies in flight finish (for at most STOP_GRACE_MS). */
+static void begin_stop(struct server *s) {
+  struct conn *c, *next;
+  if (s->stopping) return;
+  s->stopping = 1;
+  if (s->bound) unlink(s->sock_path);
+  s->bound = 0;
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  uv_close((uv_handle_t *)&s->poll_timer, NULL);
+  uv_close((uv_handle_t *)&s->sigterm, NULL);
+  uv_close((uv_handle_t *)&s->sigint, NULL);
+  s->stop_timer_open = 1;
+  uv_timer_start(&s->stop_timer, on_stop_timer, STOP_GRACE_MS, 0);
+  for (c = s->conns; c != NULL; c = next) {
+    next = c->next;
+    if (c->state == C_WRITING) c->close_after = 1;
+    else close_conn(c);
+  }
+  maybe_finish_stop(s);
+}
+
+static void on_poll(uv_timer_t *t) {
+  struct server *s = t->data;
+  if (s->cfg->poll_shutdown != NULL && s->cfg->poll_shutdown(s->cfg->ctx))
+    begin_stop(s);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  struct server *s = h->data;
+  request_job_shutdown(s);
+  begin_stop(s);
+}
+
+/* ---- the run ---- */
+
+static int listen_socket(struct server *s, struct tpl_error *err) {
+  int rc = clear_stale_socket(s->sock_path, err);
+  if (rc != 0) return rc;
+  uv_pipe_init(&s->loop, &s->listener, 0);
+  s->listener.data = s;
+  rc = uv_pipe_bind(&s->listener, s->sock_path);
+  s->bound = rc == 0;
+  if (rc == 0) chmod(s->sock_path, 0600);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (rc != 0)
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot listen: %s", s->sock_path,
+                     uv_strerror(rc));
+  return 0;
+}
+
+static int start_handles(struct server *s, struct tpl_error *err) {
+  int rc;
+  uv_timer_init(&s->loop, &s->poll_timer);
+  uv_timer_init(&s->loop, &s->stop_timer);
+  uv_signal_init(&s->loop, &s->sigterm);
+  uv_signal_init(&s->loop, &s->sigint);
+  s->poll_timer.data = s->stop_timer.data = s;
+  s->sigterm.data = s->sigint.data = s;
+  rc = uv_timer_start(&s->poll_timer, on_poll, POLL_MS, POLL_MS);
+  if (rc == 0) rc = uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+  if (rc == 0) rc = uv_signal_start(&s->sigint, on_signal, SIGINT);
+  if (rc != 0)
+    return tpl__fail(err, TPL_EINTERNAL, "daemon: cannot start: %s",
+                     uv_strerror(rc));
+  return 0;
+}
+
+static int check_config(const struct tpl__daemon_config *cfg,
+                        struct tpl_error *err) {
+  if (cfg->socket_dir == NULL || cfg->store == NULL || cfg->world == 0 ||
+      cfg->rank >= cfg->world)
+    return tpl__fail(err, TPL_EINTERNAL,
+                     "daemon: expected a socket dir, a store and rank < "
+                     "world, found an incomplete configuration");
+  if (!cfg->store->sealed || cfg->store->fd < 0)
+    return tpl__fail(err, TPL_EINTERNAL,
+                     "daemon: expected a sealed store, found an open one");
+  return 0;
+}
+
+/* Closes whatever handles remain and lets libuv finish closing them. */
+static void drain_loop(struct server *s) {
+  uv_walk(&s->loop, close_if_open, NULL);
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+static void free_server(struct server *s) {
+  for (int i = 0; i < F_COUNT; i++) free(s->frames[i]);
+  free(s->dir);
+  free(s->sock_path);
+}
+
+static int serve(struct server *s, struct tpl_error *err) {
+  const struct tpl__daemon_config *cfg = s->cfg;
+  int rc = listen_socket(s, err);
+  /* Signals are caught from here on, even while the barrier blocks; the
+   * loop acts on them once it runs. */
+  if (rc == 0) rc = start_handles(s, err);
+  if (rc == 0 && cfg->barrier != NULL && cfg->barrier(cfg->ctx) != 0)
+    rc = tpl__fail(err, TPL_EPEER, "daemon: the ranks failed to meet after "
+                                   "listening");
+  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL)
+    rc = write_ready(s, err);
+  if (rc == 0) uv_run(&s->loop, UV_RUN_DEFAULT);
+  return rc;
+}
+
+int tpl__daemon_run(const struct tpl__daemon_config *cfg,
+                    struct tpl_error *err) {
+  struct server s;
+  int rc;
+  memset(&s, 0, sizeof(s));
+  s.cfg = cfg;
+  s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
+  s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
+  signal(SIGPIPE, SIG_IGN);
+  rc = check_config(cfg, err);
+  if (rc == 0) rc = prepare_dir(cfg->socket_dir, err);
+  if (rc == 0) rc = make_paths(&s, err);
+  if (rc == 0) rc = build_frames(&s, err);
+  if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
+    rc = tpl__fail(err, TPL_EINTERNAL, "uv_loop_init: %s", uv_strerror(rc));
+  else if (rc == 0) {
+    rc = serve(&s, err);
+    drain_loop(&s);
+    uv_loop_close(&s.loop);
+    if (s.bound) unlink(s.sock_path);
+    if (s.ready_written) unlink(cfg->ready_file);
+  }
+  free_server(&s);
+  return rc;
+}

@@ -1,0 +1,290 @@
+/* wire.c - framing and protobuf for the daemon protocol.  A frame is a
+ * 4-byte big-endian length and a protobuf message.  The frame reader takes
+ * bytes as they come (one at a time if need be), checks the announced
+ * length against its cap before allocating, and hands out one frame at a
+ * time.  Request and Response are converted to and from plain C structs
+ * here, so only this file (and report.c) sees the generated protobuf
+ * code.  Nothing here touches a socket. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/tpload.pb-c.h"
+#include "wire.h"
+
+_Static_assert((int)TPL_REQ_HEALTH ==
+                   (int)TPLOAD__REQUEST__KIND__HEALTH,
+               "kind");
+_Static_assert((int)TPL_REQ_STATUS ==
+                   (int)TPLOAD__REQUEST__KIND__STATUS,
+               "kind");
+_Static_assert((int)TPL_REQ_MANIFEST ==
+                   (int)TPLOAD__REQUEST__KIND__MANIFEST,
+               "kind");
+_Static_assert((int)TPL_REQ_ATTACH ==
+                   (int)TPLOAD__REQUEST__KIND__ATTACH,
+               "kind");
+_Static_assert((int)TPL_REQ_SHUTDOWN ==
+                   (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
+               "kind");
+
+/* ---- frame reader ---- */
+
+void tpl__frame_reader_init(struct tpl__frame_reader *r, uint32_t cap) {
+  memset(r, 0, sizeof(*r));
+  r->cap = cap;
+}
+
+static uint32_t load_be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+         (uint32_t)p[3];
+}
+
+static void store_be32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+/* Takes header bytes; once all four are in, checks the cap and allocates
+ * the body. */
+static int feed_header(struct tpl__frame_reader *r, const uint8_t *data,
+                       size_t n, size_t *used) {
+  size_t take = TPL_WIRE_HEADER - r->hdr_have;
+  if (take > n) take = n;
+  memcpy(r->hdr + r->hdr_have, data, take);
+  r->hdr_have += (uint32_t)take;
+  *used = take;
+  if (r->hdr_have < TPL_WIRE_HEADER) return 0;
+  r->len = load_be32(r->hdr);
+  if (r->len > r->cap) return TPL_ELIMIT;
+  if (r->len == 0) return 1;
+  r->body = malloc(r->len);
+  return r->body == NULL ? -ENOMEM : 0;
+}
+
+int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data,
+                    size_t n, size_t *used) {
+  size_t h = 0, take;
+  *used = 0;
+  if (r->hdr_have < TPL_WIRE_HEADER) {
+    int rc = feed_header(r, data, n, &h);
+    *used = h;
+    if (rc != 0) return rc;
+    if (r->hdr_have < TPL_WIRE_HEADER) return 0;
+  }
+  take = r->len - r->have;
+  if (take > n - h) take = n - h;
+  if (take > 0) memcpy(r->body + r->have, data + h, take);
+  r->have += (uint32_t)take;
+  *used = h + take;
+  return r->have == r->len ? 1 : 0;
+}
+
+int tpl__frame_started(const struct tpl__frame_reader *r) {
+  return r->hdr_have > 0;
+}
+
+void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
+                     size_t *len) {
+  *body = r->body;
+  *len = r->len;
+}
+
+void tpl__frame_reset(struct tpl__frame_reader *r) {
+  free(r->body);
+  tpl__frame_reader_init(r, r->cap);
+}
+
+/* ---- requests ---- */
+
+int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
+                             struct tpl_error *err) {
+  Tpload__Request *m = tpload__request__unpack(NULL, len, body);
+  if (m == NULL)
+    return tpl__fail(err, TPL_EPROTO,
+                     "request: expected a tpload.Request message, found %zu "
+                     "bytes that do not decode",
+                     len);
+  *kind = (int)m->kind;
+  tpload__request__free_unpacked(m, NULL);
+  return 0;
+}
+
+/* Packs `msg` behind a 4-byte length into a malloc'd frame. */
+static int pack_frame(const ProtobufCMessage *msg, size_t cap, uint8_t **frame,
+                      size_t *len) {
+  size_t body = protobuf_c_message_get_packed_size(msg);
+  uint8_t *f;
+  if (body > cap) return TPL_ELIMIT;
+  f = malloc(TPL_WIRE_HEADER + body);
+  if (f == NULL) return -ENOMEM;
+  store_be32(f, (uint32_t)body);
+  protobuf_c_message_pack(msg, f + TPL_WIRE_HEADER);
+  *frame = f;
+  *len = TPL_WIRE_HEADER + body;
+  return 0;
+}
+
+int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len) {
+  Tpload__Request m = TPLOAD__REQUEST__INIT;
+  m.kind = (Tpload__Request__Kind)kind;
+  return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
+}
+
+/* ---- responses ---- */
+
+static void entry_from(Tpload__TensorEntry *e,
+                       const struct tpl__wire_tensor *t) {
+  tpload__tensor_entry__init(e);
+  e->name = (char *)t->name;
+  e->dtype = (char *)t->dtype;
+  e->n_shape = (size_t)t->ndim;
+  e->shape = (uint64_t *)t->shape;
+  e->offset = t->offset;
+  e->nbytes = t->nbytes;
+  e->xxh3 = t->xxh3;
+}
+
+/* Points m->tensors at entries built from r's tensors.  *store holds the
+ * entries; the caller frees *store and m->tensors. */
+static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
+                        Tpload__TensorEntry **store) {
+  Tpload__TensorEntry *es;
+  *store = NULL;
+  if (r->ntensors == 0) return 0;
+  es = calloc(r->ntensors, sizeof(*es));
+  m->tensors = calloc(r->ntensors, sizeof(*m->tensors));
+  if (es == NULL || m->tensors == NULL) {
+    free(es);
+    free(m->tensors);
+    m->tensors = NULL;
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < r->ntensors; i++) {
+    entry_from(&es[i], &r->tensors[i]);
+    m->tensors[i] = &es[i];
+  }
+  m->n_tensors = r->ntensors;
+  *store = es;
+  return 0;
+}
+
+int tpl__wire_encode_response(const struct tpl__wire_response *r,
+                              uint8_t **frame, size_t *len,
+                              struct tpl_error *err) {
+  Tpload__Response m = TPLOAD__RESPONSE__INIT;
+  Tpload__TensorEntry *entries = NULL;
+  int rc;
+  m.ok = r->ok ? 1 : 0;
+  m.error = (char *)(r->error ? r->error : "");
+  m.rank = r->rank;
+  m.world = r->world;
+  m.store_bytes = r->store_bytes;
+  if (r->status != NULL) {
+    m.status = tpload__load_report__unpack(NULL, r->status_len, r->status);
+    if (m.status == NULL)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "status: expected a packed tpload.LoadReport, found "
+                       "%zu bytes that do not decode",
+                       r->status_len);
+  }
+  rc = fill_entries(&m, r, &entries);
+  if (rc == 0) rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
+  if (rc == TPL_ELIMIT)
+    tpl__fail(err, rc, "response: expected at most %u bytes, found more",
+              TPL_WIRE_MAX_RESPONSE);
+  else if (rc != 0)
+    tpl__fail(err, rc, "response: out of memory");
+  free(entries);
+  free(m.tensors);
+  if (m.status != NULL) tpload__load_report__free_unpacked(m.status, NULL);
+  return rc;
+}
+
+static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
+                      size_t i, struct tpl_error *err) {
+  if (e->n_shape > TPL_MAX_DIMS)
+    return tpl__fail(err, TPL_EPROTO,
+                     "manifest: tensor '%s': expected at most %d dims, "
+                     "found %zu",
+                     e->name, TPL_MAX_DIMS, e->n_shape);
+  t->name = strdup(e->name);
+  t->dtype = strdup(e->dtype);
+  if (t->name == NULL || t->dtype == NULL)
+    return tpl__fail(err, -ENOMEM, "manifest: out of memory at entry %zu", i);
+  t->ndim = (int)e->n_shape;
+  for (size_t d = 0; d < e->n_shape; d++) t->shape[d] = e->shape[d];
+  t->offset = e->offset;
+  t->nbytes = e->nbytes;
+  t->xxh3 = e->xxh3;
+  return 0;
+}
+
+static int copy_status(struct tpl__wire_response *out,
+                       const Tpload__LoadReport *s) {
+  size_t n = protobuf_c_message_get_packed_size(&s->base);
+  uint8_t *b = malloc(n ? n : 1);
+  if (b == NULL) return -ENOMEM;
+  protobuf_c_message_pack(&s->base, b);
+  out->status = b;
+  out->status_len = n;
+  return 0;
+}
+
+static int copy_response(struct tpl__wire_response *out,
+                         const Tpload__Response *m, struct tpl_error *err) {
+  int rc = 0;
+  out->ok = m->ok ? 1 : 0;
+  out->rank = m->rank;
+  out->world = m->world;
+  out->store_bytes = m->store_bytes;
+  if (m->error != NULL && m->error[0] != '\0') {
+    out->error = strdup(m->error);
+    if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  if (m->status != NULL && copy_status(out, m->status) != 0)
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m->n_tensors > 0) {
+    out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));
+    if (out->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    out->ntensors = m->n_tensors;
+  }
+  for (size_t i = 0; rc == 0 && i < m->n_tensors; i++)
+    rc = copy_entry(&out->tensors[i], m->tensors[i], i, err);
+  return rc;
+}
+
+int tpl__wire_decode_response(const uint8_t *body, size_t len,
+                              struct tpl__wire_response *out,
+                              struct tpl_error *err) {
+  struct tpl__wire_response r = {0};
+  Tpload__Response *m = tpload__response__unpack(NULL, len, body);
+  int rc;
+  if (m == NULL)
+    return tpl__fail(err, TPL_EPROTO,
+                     "response: expected a tpload.Response message, found "
+                     "%zu bytes that do not decode",
+                     len);
+  rc = copy_response(&r, m, err);
+  tpload__response__free_unpacked(m, NULL);
+  if (rc != 0) {
+    tpl__wire_response_free(&r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void tpl__wire_response_free(struct tpl__wire_response *r) {
+  if (r == NULL) return;
+  for (size_t i = 0; r->tensors != NULL && i < r->ntensors; i++) {
+    free((char *)r->tensors[i].name);
+    free((char *)r->tensors[i].dtype);
+  }
+  free(r->tensors);
+  free((char *)r->error);
+  free((uint8_t *)r->status);
+  memset(r, 0, sizeof(*r));
+}

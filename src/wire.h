@@ -1,0 +1,110 @@
+/* wire.h - the daemon's wire format (DESIGN.md section 5): frames of a
+ * 4-byte big-endian length then one protobuf message, an incremental frame
+ * reader for bytes that arrive in pieces, and plain-C views of the Request
+ * and Response messages so the daemon and the client never see protobuf.
+ * Pure buffer functions: no sockets, no libuv, safe to fuzz. */
+#ifndef TPL_WIRE_H
+#define TPL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#define TPL_WIRE_HEADER 4                  /* big-endian body length */
+#define TPL_WIRE_MAX_REQUEST (64u << 10)   /* daemon refuses longer */
+#define TPL_WIRE_MAX_RESPONSE (256u << 20) /* client refuses longer */
+
+/* Request kinds; the same numbers as tpload.Request.Kind. */
+enum tpl__req_kind {
+  TPL_REQ_HEALTH = 0,
+  TPL_REQ_STATUS = 1,
+  TPL_REQ_MANIFEST = 2,
+  TPL_REQ_ATTACH = 3,
+  TPL_REQ_SHUTDOWN = 4
+};
+
+/* Assembles one frame at a time from input that arrives in pieces.  The
+ * body is allocated only once the length is known and within `cap`. */
+struct tpl__frame_reader {
+  uint32_t cap;
+  uint8_t hdr[TPL_WIRE_HEADER];
+  uint32_t hdr_have;
+  uint32_t len;       /* body length, valid once hdr_have == 4 */
+  uint32_t have;      /* body bytes received */
+  uint8_t *body;      /* owned */
+};
+
+/* Prepares an empty reader accepting bodies of at most `cap` bytes. */
+void tpl__frame_reader_init(struct tpl__frame_reader *r, uint32_t cap);
+
+/* Consumes bytes from `data` (n of them) up to the end of the current
+ * frame and stores how many it took in *used.  Returns 1 when a frame is
+ * complete (read it with tpl__frame_body, then tpl__frame_reset), 0 when
+ * every byte was taken and more are needed, TPL_ELIMIT when the announced
+ * length exceeds the cap (r->len holds it; nothing was allocated), or
+ * -ENOMEM.  After an error the reader must be reset before reuse. */
+int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data,
+                    size_t n, size_t *used);
+
+/* Returns 1 when part of a frame has been received, else 0. */
+int tpl__frame_started(const struct tpl__frame_reader *r);
+
+/* The completed frame's body; borrowed until tpl__frame_reset.  *body may
+ * be NULL for an empty body. */
+void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
+                     size_t *len);
+
+/* Drops the current frame (and its buffer); the reader starts over. */
+void tpl__frame_reset(struct tpl__frame_reader *r);
+
+/* Decodes a request body into its kind (any value protobuf carries, the
+ * caller refuses kinds it does not know).  Returns 0 or TPL_EPROTO. */
+int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
+                             struct tpl_error *err);
+
+/* Encodes a request of `kind` as a whole frame; *frame is malloc'd
+ * (caller frees).  Returns 0 or -ENOMEM. */
+int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len);
+
+/* One manifest entry. */
+struct tpl__wire_tensor {
+  const char *name;   /* owned by decoded responses */
+  const char *dtype;  /* MLC name; owned by decoded responses */
+  int ndim;
+  uint64_t shape[TPL_MAX_DIMS];
+  uint64_t offset, nbytes, xxh3;
+};
+
+/* A Response as plain C.  When encoding, every pointer is borrowed from
+ * the caller; when decoding, the response owns them all
+ * (tpl__wire_response_free). */
+struct tpl__wire_response {
+  int ok;
+  const char *error;          /* NULL or "" when none */
+  uint32_t rank, world;
+  const uint8_t *status;      /* packed tpload.LoadReport, or NULL */
+  size_t status_len;
+  struct tpl__wire_tensor *tensors;
+  size_t ntensors;
+  uint64_t store_bytes;
+};
+
+/* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
+ * Returns 0, -ENOMEM, TPL_EFORMAT when r->status is not a LoadReport, or
+ * TPL_ELIMIT when the frame would exceed TPL_WIRE_MAX_RESPONSE. */
+int tpl__wire_encode_response(const struct tpl__wire_response *r,
+                              uint8_t **frame, size_t *len,
+                              struct tpl_error *err);
+
+/* Decodes a response body into *out (owned, tpl__wire_response_free);
+ * refuses malformed protobuf and entries of more than TPL_MAX_DIMS dims.
+ * Returns 0 or TPL_EPROTO; *out is untouched on failure. */
+int tpl__wire_decode_response(const uint8_t *body, size_t len,
+                              struct tpl__wire_response *out,
+                              struct tpl_error *err);
+
+/* Frees what a decoded response owns and zeroes it; NULL is accepted. */
+void tpl__wire_response_free(struct tpl__wire_response *r);
+
+#endif

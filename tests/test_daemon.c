@@ -1,0 +1,712 @@
+/* test_daemon.c - the daemon without MPI: a forked child runs
+ * tpl__daemon_run (world 1) over a store built here, and the test talks
+ * to it as well-behaved clients (health, manifest, attach, status, the
+ * status and dump commands) and as hostile ones (random bytes, a 4 GiB
+ * length, a half frame held open, one byte per write, 300 connections),
+ * then checks every way of stopping leaves no socket or ready file.
+ * Expected bytes are the fill pattern below; checksums come from
+ * xxhash.h directly. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "cli.h"
+#include "client.h"
+#include "daemon.h"
+#include "dtype.h"
+#include "store.h"
+#include "tap.h"
+
+#define TEST_TIMEOUT_MS 1500 /* the daemon's per-phase timeout here */
+
+struct spec {
+  const char *name;
+  int dtype;
+  int ndim;
+  uint64_t shape[2];
+  uint64_t nbytes;
+};
+
+static const struct spec specs[] = {
+    {"model.embed.weight", TPL_DT_F32, 2, {4, 8}, 128},
+    {"model.norm.bias", TPL_DT_BF16, 1, {3}, 6},
+    {"lm_head.weight", TPL_DT_F64, 2, {2, 3}, 48},
+    {"scalar", TPL_DT_I8, 0, {0}, 1},
+};
+#define NT ARRAY_SIZE(specs)
+
+/* LoadReport{model: "m", tensor_parallel_shards: 1,
+ *            ranks: [RankReport{host: "h"}]}, encoded by hand. */
+static const uint8_t report[] = {0x0a, 0x01, 'm',  0x10, 0x01,
+                                 0x3a, 0x03, 0x12, 0x01, 'h'};
+
+static char tmp[256], sockdir[300], sock[320], ready[300];
+static struct tpl__store store;
+static uint64_t offsets[NT];
+static pid_t child = -1;
+static int stop_pipe[2] = {-1, -1};
+
+static uint8_t pattern(size_t t, size_t i) {
+  return (uint8_t)(i * 7 + t * 31 + 3);
+}
+
+static void build_store(void) {
+  uint64_t off = 0;
+  for (size_t t = 0; t < NT; t++) {
+    offsets[t] = off;
+    off = (off + specs[t].nbytes + TPL_STORE_ALIGN - 1) / TPL_STORE_ALIGN *
+          TPL_STORE_ALIGN;
+  }
+  if (tpl__store_create(&store, off, NT, NULL) != 0) abort();
+  for (size_t t = 0; t < NT; t++) {
+    struct tpl__held *h = &store.tensors[t];
+    h->name = strdup(specs[t].name);
+    h->dtype = specs[t].dtype;
+    h->ndim = specs[t].ndim;
+    memcpy(h->shape, specs[t].shape, sizeof(specs[t].shape));
+    h->offset = offsets[t];
+    h->nbytes = specs[t].nbytes;
+    for (size_t i = 0; i < h->nbytes; i++)
+      store.base[h->offset + i] = pattern(t, i);
+    h->xxh3 = XXH3_64bits(store.base + h->offset, h->nbytes);
+  }
+  if (tpl__store_seal(&store, NULL) != 0) abort();
+}
+
+/* The checksum of tensor t's expected bytes, computed from the pattern. */
+static uint64_t expected_xxh3(size_t t) {
+  uint8_t buf[256];
+  for (size_t i = 0; i < specs[t].nbytes; i++) buf[i] = pattern(t, i);
+  return XXH3_64bits(buf, specs[t].nbytes);
+}
+
+static int noop_barrier(void *ctx) { return 0; }
+
+static int pipe_says_stop(void *ctx) {
+  struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
+  return poll(&p, 1, 0) > 0;
+}
+
+/* Forks a daemon for `rank` of `world` (rank 0 writes the ready file and
+ * has the report); it stops when stop_pipe's write end is written to or
+ * closed.  exit(), not _exit(): under ASan the child's leaks count. */
+static pid_t spawn(uint32_t rank, uint32_t world) {
+  pid_t p;
+  if (pipe(stop_pipe) != 0) abort();
+  fflush(stdout);
+  p = fork();
+  if (p == 0) {
+    struct tpl_error err = {0};
+    struct tpl__daemon_config cfg = {
+        .socket_dir = sockdir, .rank = rank, .world = world,
+        .store = &store, .barrier = noop_barrier,
+        .poll_shutdown = pipe_says_stop, .timeout_ms = TEST_TIMEOUT_MS};
+    int rc;
+    if (rank == 0) {
+      cfg.ready_file = ready;
+      cfg.status = report;
+      cfg.status_len = sizeof(report);
+    }
+    close(stop_pipe[1]);
+    rc = tpl__daemon_run(&cfg, &err);
+    if (rc != 0) printf("# daemon: %s\n", err.msg);
+    fflush(stdout);
+    exit(rc == 0 ? 0 : 1);
+  }
+  close(stop_pipe[0]);
+  return p;
+}
+
+static void start_daemon(void) {
+  child = spawn(0, 1);
+  for (int i = 0; i < 500 && access(ready, F_OK) != 0; i++) usleep(10000);
+}
+
+/* Waits up to 5 s for the child; returns its exit status or -1. */
+static int wait_child(void) {
+  int st;
+  for (int i = 0; i < 500; i++) {
+    pid_t p = waitpid(child, &st, WNOHANG);
+    if (p == child) {
+      child = -1;
+      close(stop_pipe[1]);
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    usleep(10000);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &st, 0);
+  child = -1;
+  return -1;
+}
+
+/* ---- raw clients ---- */
+
+static int raw_connect(void) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  memcpy(sa.sun_path, sock, strlen(sock) + 1);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Reads n bytes within ms; returns bytes read (short on EOF/timeout). */
+static size_t read_for(int fd, uint8_t *buf, size_t n, int ms) {
+  size_t got = 0;
+  while (got < n) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ssize_t k;
+    if (poll(&p, 1, ms) <= 0) break;
+    k = read(fd, buf + got, n - got);
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  return got;
+}
+
+/* Reads one reply frame; returns 0 and fills *r, or -1. */
+static int raw_reply(int fd, struct tpl__wire_response *r, int ms) {
+  uint8_t hdr[4], *body;
+  uint32_t len;
+  int rc;
+  if (read_for(fd, hdr, 4, ms) != 4) return -1;
+  len = (uint32_t)hdr[0] << 24 | hdr[1] << 16 | hdr[2] << 8 | hdr[3];
+  if (len > (1u << 20)) return -1;
+  body = malloc(len + 1);
+  rc = read_for(fd, body, len, ms) == len
+           ? tpl__wire_decode_response(body, len, r, NULL)
+           : -1;
+  free(body);
+  return rc;
+}
+
+/* 1 when the daemon closes the connection within ms. */
+static int closed_within(int fd, int ms) {
+  uint8_t b[256];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    long el;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    el = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    if (el >= ms || poll(&p, 1, (int)(ms - el)) <= 0) return 0;
+    ssize_t k = read(fd, b, sizeof(b));
+    if (k == 0 || (k < 0 && errno == ECONNRESET)) return 1;
+  }
+}
+
+static int health_ok(void) {
+  struct tpl__wire_response r = {0};
+  int rc = tpl__client_request(sock, TPL_REQ_HEALTH, 3000, &r, NULL);
+  int ok = rc == 0 && r.ok;
+  tpl__wire_response_free(&r);
+  return ok;
+}
+
+/* ---- well-behaved clients ---- */
+
+static void test_start_and_ready_file(void) {
+  struct stat st;
+  json_t *j;
+  char real[PATH_MAX];
+  start_daemon();
+  CHECK(child > 0);
+  j = json_load_file(ready, 0, NULL);
+  CHECK(j != NULL);
+  CHECK(realpath(sockdir, real) != NULL);
+  CHECK_STR_CONTAINS(json_string_value(json_object_get(j, "socket_dir")),
+                     real);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "world_size")), 1);
+  CHECK_EQ_INT(json_integer_value(json_object_get(j, "pid")), child);
+  json_decref(j);
+  CHECK_EQ_INT(stat(sockdir, &st), 0);
+  CHECK_EQ_INT(st.st_mode & 0777, 0700);
+  CHECK_EQ_INT(lstat(sock, &st), 0);
+  CHECK(S_ISSOCK(st.st_mode));
+}
+
+static void test_health(void) {
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_HEALTH, 3000, &r, NULL), 0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK_EQ_U64(r.rank, 0);
+  CHECK_EQ_U64(r.world, 1);
+  CHECK_EQ_U64(r.store_bytes, store.size);
+  tpl__wire_response_free(&r);
+}
+
+static void test_manifest(void) {
+  static const char *mlc[] = {"float32", "bfloat16", "float64", "int8"};
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_MANIFEST, 3000, &r, NULL),
+               0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK_EQ_U64(r.ntensors, NT);
+  for (size_t t = 0; t < NT && t < r.ntensors; t++) {
+    CHECK(strcmp(r.tensors[t].name, specs[t].name) == 0);
+    CHECK(strcmp(r.tensors[t].dtype, mlc[t]) == 0);
+    CHECK_EQ_INT(r.tensors[t].ndim, specs[t].ndim);
+    CHECK_EQ_U64(r.tensors[t].shape[0], specs[t].shape[0]);
+    CHECK_EQ_U64(r.tensors[t].offset, offsets[t]);
+    CHECK_EQ_U64(r.tensors[t].nbytes, specs[t].nbytes);
+    CHECK_EQ_U64(r.tensors[t].xxh3, expected_xxh3(t));
+  }
+  tpl__wire_response_free(&r);
+}
+
+static void check_attached(void) {
+  struct tpl_shard *s = NULL;
+  struct tpl_tensor_view v;
+  char msg[256];
+  CHECK_EQ_INT(tpl_attach(sock, &s, msg, sizeof(msg)), 0);
+  if (s == NULL) {
+    printf("# attach: %s\n", msg);
+    return;
+  }
+  CHECK_EQ_U64(tpl_shard_count(s), NT);
+  CHECK_EQ_U64(tpl_shard_bytes(s), store.size);
+  CHECK_EQ_U64(tpl_shard_world(s), 1);
+  for (size_t t = 0; t < NT; t++) {
+    int same = 1;
+    CHECK_EQ_INT(tpl_shard_find(s, specs[t].name, &v), 0);
+    CHECK_EQ_U64(v.nbytes, specs[t].nbytes);
+    CHECK_EQ_INT(v.ndim, specs[t].ndim);
+    for (size_t i = 0; v.data != NULL && i < v.nbytes; i++)
+      same &= ((const uint8_t *)v.data)[i] == pattern(t, i);
+    CHECK(v.data != NULL && same);
+    CHECK(v.data != store.base + offsets[t]); /* our own mapping */
+    CHECK_EQ_U64(XXH3_64bits(v.data, v.nbytes), v.xxh3);
+    CHECK_EQ_INT(tpl_shard_tensor(s, t, &v), 0);
+    CHECK(strcmp(v.name, specs[t].name) == 0);
+  }
+  CHECK_EQ_INT(tpl_shard_find(s, "no.such.tensor", &v), -ENOENT);
+  CHECK_EQ_INT(tpl_shard_tensor(s, NT, &v), -ERANGE);
+  tpl_detach(s);
+}
+
+static void test_attach_lookup_every_tensor(void) { check_attached(); }
+
+static void test_status_report_bytes(void) {
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_STATUS, 3000, &r, NULL), 0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK_EQ_U64(r.status_len, sizeof(report));
+  CHECK(r.status != NULL && memcmp(r.status, report, sizeof(report)) == 0);
+  tpl__wire_response_free(&r);
+}
+
+/* Runs a command with stdout sent to `out`; returns its exit code. */
+static int run_cmd(int (*cmd)(int, char **), char **argv, const char *out) {
+  int saved, fd, rc, argc = 0;
+  while (argv[argc] != NULL) argc++;
+  fflush(stdout);
+  saved = dup(1);
+  fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  dup2(fd, 1);
+  close(fd);
+  rc = cmd(argc, argv);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  return rc;
+}
+
+static void test_status_command(void) {
+  char out[300], *text = NULL, missing[340];
+  char *json_argv[] = {"status", sock, "--json", NULL};
+  char *health_argv[] = {"status", sock, "--health", NULL};
+  char *table_argv[] = {"status", sock, NULL};
+  char *miss_argv[] = {"status", missing, "--health", NULL};
+  char *usage_argv[] = {"status", sock, "--health", "--json", NULL};
+  size_t n = 0;
+  FILE *f;
+  snprintf(out, sizeof(out), "%s/status.out", tmp);
+  snprintf(missing, sizeof(missing), "%s/rank7.sock", sockdir);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, json_argv, out), 0);
+  f = fopen(out, "r");
+  if (f != NULL) {
+    text = calloc(1, 65536);
+    n = fread(text, 1, 65535, f);
+    fclose(f);
+  }
+  CHECK(n > 0);
+  CHECK_STR_CONTAINS(text, "\"model\": \"m\"");
+  CHECK_STR_CONTAINS(text, "\"host\": \"h\"");
+  free(text);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, table_argv, out), 0);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, health_argv, out), 0);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, miss_argv, out), 69);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, usage_argv, out), 64);
+}
+
+static void test_dump_command(void) {
+  char out[300], file[300];
+  char *argv[] = {"dump", sock, "--out", file, NULL};
+  const char *meta = "{\"__metadata__\":{\"tp_rank\":\"0\",\"tp_size\":\"1\"}";
+  uint8_t *buf = NULL;
+  size_t got = 0, total = 0, hlen = 0, pos;
+  FILE *f;
+  snprintf(out, sizeof(out), "%s/dump.out", tmp);
+  snprintf(file, sizeof(file), "%s/rank0.safetensors", tmp);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_dump, argv, out), 0);
+  for (size_t t = 0; t < NT; t++) total += specs[t].nbytes;
+  f = fopen(file, "rb");
+  CHECK(f != NULL);
+  if (f == NULL) return;
+  buf = calloc(1, 8192);
+  got = fread(buf, 1, 8192, f);
+  fclose(f);
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+  CHECK_EQ_U64(got, 8 + hlen + total);
+  CHECK_EQ_U64((8 + hlen) % 8, 0);
+  CHECK(hlen < 8000 && memcmp(buf + 8, meta, strlen(meta)) == 0);
+  /* Tensor bytes back to back, in manifest order, after the header. */
+  pos = 8 + hlen;
+  for (size_t t = 0; t < NT && pos <= got; t++) {
+    int same = 1;
+    for (size_t i = 0; i < specs[t].nbytes && pos + i < got; i++)
+      same &= buf[pos + i] == pattern(t, i);
+    CHECK(same);
+    pos += specs[t].nbytes;
+  }
+  free(buf);
+}
+
+static void test_dump_needs_out(void) {
+  char out[300];
+  char *argv[] = {"dump", sock, NULL};
+  snprintf(out, sizeof(out), "%s/dump.out", tmp);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_dump, argv, out), 64);
+}
+
+/* A second daemon as rank 1 of 2 next to rank 0: job-wide requests are
+ * refused there with a pointer to rank 0, and `tpload status` follows it. */
+static void test_rank1_refers_to_rank0(void) {
+  char out[300], r1[340];
+  char *argv[] = {"status", r1, "--json", NULL};
+  struct tpl__wire_response r = {0};
+  int st, saved_pipe = stop_pipe[1];
+  pid_t p;
+  snprintf(r1, sizeof(r1), "%s/rank1.sock", sockdir);
+  snprintf(out, sizeof(out), "%s/status1.out", tmp);
+  p = spawn(1, 2);
+  for (int i = 0; i < 500 && access(r1, F_OK) != 0; i++) usleep(10000);
+  CHECK_EQ_INT(tpl__client_request(r1, TPL_REQ_STATUS, 3000, &r, NULL), 0);
+  CHECK_EQ_INT(r.ok, 0);
+  CHECK_EQ_U64(r.rank, 1);
+  CHECK_EQ_U64(r.world, 2);
+  CHECK_STR_CONTAINS(r.error, "rank0.sock");
+  tpl__wire_response_free(&r);
+  CHECK_EQ_INT(tpl__client_request(r1, TPL_REQ_SHUTDOWN, 3000, &r, NULL), 0);
+  CHECK_EQ_INT(r.ok, 0);
+  tpl__wire_response_free(&r);
+  CHECK_EQ_INT(run_cmd(tpl__cmd_status, argv, out), 0); /* via rank 0 */
+  close(stop_pipe[1]); /* the job says stop: rank 1 exits cleanly */
+  stop_pipe[1] = saved_pipe;
+  CHECK_EQ_INT(waitpid(p, &st, 0), p);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK(access(r1, F_OK) != 0);
+  CHECK(health_ok()); /* rank 0 untouched */
+}
+
+static void test_pipelined_requests(void) {
+  /* HEALTH (empty body) and MANIFEST (08 02) in one write. */
+  static const uint8_t two[] = {0, 0, 0, 0, 0, 0, 0, 2, 0x08, 0x02};
+  struct tpl__wire_response a = {0}, b = {0};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, two, sizeof(two)), sizeof(two));
+  CHECK_EQ_INT(raw_reply(fd, &a, 3000), 0);
+  CHECK_EQ_INT(raw_reply(fd, &b, 3000), 0);
+  CHECK_EQ_INT(a.ok, 1);
+  CHECK_EQ_U64(a.ntensors, 0);
+  CHECK_EQ_U64(b.ntensors, NT);
+  tpl__wire_response_free(&a);
+  tpl__wire_response_free(&b);
+  close(fd);
+}
+
+/* ---- hostile clients ---- */
+
+static void test_random_bytes(void) {
+  uint8_t junk[64];
+  uint32_t x = 12345;
+  int fd = raw_connect();
+  for (size_t i = 0; i < sizeof(junk); i++) {
+    x = x * 1103515245u + 12345u;
+    junk[i] = (uint8_t)(x >> 16);
+  }
+  junk[0] = 0x9c; /* a length far above the cap */
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, junk, sizeof(junk)), sizeof(junk));
+  CHECK(closed_within(fd, 3 * TEST_TIMEOUT_MS));
+  close(fd);
+  CHECK(health_ok());
+}
+
+static void test_four_gib_length(void) {
+  static const uint8_t hdr[] = {0xff, 0xff, 0xff, 0xff};
+  struct tpl__wire_response r = {0};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, hdr, 4), 4);
+  CHECK_EQ_INT(raw_reply(fd, &r, 3000), 0);
+  CHECK_EQ_INT(r.ok, 0);
+  CHECK_STR_CONTAINS(r.error, "request of 4294967295 bytes");
+  CHECK_STR_CONTAINS(r.error, "at most 65536");
+  CHECK(closed_within(fd, 3000));
+  tpl__wire_response_free(&r);
+  close(fd);
+  CHECK(health_ok());
+}
+
+static void test_malformed_protobuf(void) {
+  static const uint8_t fr[] = {0, 0, 0, 2, 0xff, 0xff};
+  struct tpl__wire_response r = {0};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, fr, sizeof(fr)), sizeof(fr));
+  CHECK_EQ_INT(raw_reply(fd, &r, 3000), 0);
+  CHECK_EQ_INT(r.ok, 0);
+  CHECK_STR_CONTAINS(r.error, "malformed request");
+  CHECK(closed_within(fd, 3000));
+  tpl__wire_response_free(&r);
+  close(fd);
+}
+
+static void test_unknown_kind_keeps_connection(void) {
+  static const uint8_t fr[] = {0, 0, 0, 2, 0x08, 0x63, 0, 0, 0, 0};
+  struct tpl__wire_response a = {0}, b = {0};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, fr, sizeof(fr)), sizeof(fr));
+  CHECK_EQ_INT(raw_reply(fd, &a, 3000), 0);
+  CHECK_EQ_INT(a.ok, 0);
+  CHECK_STR_CONTAINS(a.error, "unknown request kind 99");
+  CHECK_EQ_INT(raw_reply(fd, &b, 3000), 0);
+  CHECK_EQ_INT(b.ok, 1);
+  tpl__wire_response_free(&a);
+  tpl__wire_response_free(&b);
+  close(fd);
+}
+
+static void test_truncated_frame_times_out(void) {
+  static const uint8_t half[] = {0, 0, 0, 16, 0x08};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(write(fd, half, sizeof(half)), sizeof(half));
+  CHECK(health_ok()); /* others are served meanwhile */
+  CHECK(closed_within(fd, 3 * TEST_TIMEOUT_MS));
+  close(fd);
+}
+
+static void test_one_byte_per_write(void) {
+  static const uint8_t fr[] = {0, 0, 0, 2, 0x08, 0x02};
+  struct tpl__wire_response r = {0};
+  int fd = raw_connect();
+  CHECK(fd >= 0);
+  for (size_t i = 0; i < sizeof(fr); i++) {
+    CHECK_EQ_INT(write(fd, fr + i, 1), 1);
+    usleep(20000);
+  }
+  CHECK_EQ_INT(raw_reply(fd, &r, 3000), 0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK_EQ_U64(r.ntensors, NT);
+  tpl__wire_response_free(&r);
+  close(fd);
+}
+
+static void test_300_connections(void) {
+  enum { N = 300, LIMIT = 256 };
+  static const uint8_t health[] = {0, 0, 0, 0};
+  static int fds[N];
+  struct rlimit rl;
+  int ok = 0, busy = 0, other = 0;
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 1024 && rl.rlim_max >= 1024) rl.rlim_cur = 1024;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  for (int i = 0; i < N; i++) fds[i] = raw_connect();
+  for (int i = 0; i < N; i++)
+    if (fds[i] >= 0) send(fds[i], health, 4, MSG_NOSIGNAL);
+  for (int i = 0; i < N; i++) {
+    struct tpl__wire_response r = {0};
+    if (fds[i] >= 0 && raw_reply(fds[i], &r, 3000) == 0) {
+      if (r.ok) ok++;
+      else if (r.error && strstr(r.error, "busy")) busy++;
+      else other++;
+    } else {
+      other++;
+    }
+    tpl__wire_response_free(&r);
+  }
+  CHECK_EQ_INT(ok, LIMIT);
+  CHECK_EQ_INT(busy, N - LIMIT);
+  CHECK_EQ_INT(other, 0);
+  for (int i = 0; i < N; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  usleep(100000);
+  CHECK(health_ok());
+  check_attached();
+}
+
+static void test_other_uid_refused(void) {
+  pid_t p;
+  int st = -1;
+  if (geteuid() != 0) {
+    printf("# not root: cannot connect as another uid; own uid only\n");
+    CHECK(health_ok());
+    return;
+  }
+  /* Open the directory and socket to everyone for a moment, so only
+   * SO_PEERCRED stands between another user and the daemon. */
+  chmod(tmp, 0711);
+  chmod(sockdir, 0711);
+  chmod(sock, 0666);
+  fflush(stdout);
+  p = fork();
+  if (p == 0) {
+    static const uint8_t health[] = {0, 0, 0, 0};
+    struct tpl__wire_response r = {0};
+    int fd;
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    fd = raw_connect();
+    if (fd < 0) _exit(2);
+    send(fd, health, 4, MSG_NOSIGNAL);
+    if (raw_reply(fd, &r, 3000) == 0) _exit(1);
+    _exit(closed_within(fd, 3000) ? 0 : 4);
+  }
+  waitpid(p, &st, 0);
+  chmod(tmp, 0700);
+  chmod(sockdir, 0700);
+  chmod(sock, 0600);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0); /* connected, closed, no reply */
+  CHECK(health_ok());
+}
+
+static void test_live_socket_refused(void) {
+  struct tpl_error err = {0};
+  struct tpl__daemon_config cfg = {.socket_dir = sockdir, .rank = 0,
+                                   .world = 1, .store = &store};
+  alarm(20);
+  CHECK_EQ_INT(tpl__daemon_run(&cfg, &err), TPL_EOUTPUT);
+  alarm(0);
+  CHECK_STR_CONTAINS(err.msg, "another daemon is serving");
+  CHECK(health_ok());
+}
+
+static void test_open_dir_refused(void) {
+  struct tpl_error err = {0};
+  char dir[300];
+  struct tpl__daemon_config cfg = {.socket_dir = dir, .rank = 0, .world = 1,
+                                   .store = &store};
+  snprintf(dir, sizeof(dir), "%s/open", tmp);
+  mkdir(dir, 0755);
+  chmod(dir, 0755);
+  CHECK_EQ_INT(tpl__daemon_run(&cfg, &err), TPL_EOUTPUT);
+  CHECK_STR_CONTAINS(err.msg, "expected mode 0700");
+  rmdir(dir);
+}
+
+/* ---- stopping ---- */
+
+static void check_clean_exit(void) {
+  CHECK_EQ_INT(wait_child(), 0);
+  CHECK(access(sock, F_OK) != 0);
+  CHECK(access(ready, F_OK) != 0);
+}
+
+static void test_shutdown_request(void) {
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_SHUTDOWN, 3000, &r, NULL),
+               0);
+  CHECK_EQ_INT(r.ok, 1);
+  tpl__wire_response_free(&r);
+  check_clean_exit();
+}
+
+static void test_stale_socket_replaced(void) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  memcpy(sa.sun_path, sock, strlen(sock) + 1);
+  CHECK_EQ_INT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  close(fd); /* the file stays, nobody listens: a dead daemon's socket */
+  start_daemon();
+  CHECK(health_ok());
+}
+
+static void test_sigterm(void) {
+  CHECK(child > 0);
+  kill(child, SIGTERM);
+  check_clean_exit();
+}
+
+static void test_job_shutdown_poll(void) {
+  start_daemon();
+  CHECK(health_ok());
+  CHECK_EQ_INT(write(stop_pipe[1], "x", 1), 1);
+  check_clean_exit();
+}
+
+int main(void) {
+  char *base = getenv("TMPDIR");
+  snprintf(tmp, sizeof(tmp), "%s/tpl-daemon.XXXXXX", base ? base : "/tmp");
+  if (mkdtemp(tmp) == NULL) return 1;
+  snprintf(sockdir, sizeof(sockdir), "%s/sock", tmp);
+  snprintf(sock, sizeof(sock), "%s/rank0.sock", sockdir);
+  snprintf(ready, sizeof(ready), "%s/ready.json", tmp);
+  signal(SIGPIPE, SIG_IGN);
+  build_store();
+  RUN(test_start_and_ready_file);
+  RUN(test_health);
+  RUN(test_manifest);
+  RUN(test_attach_lookup_every_tensor);
+  RUN(test_status_report_bytes);
+  RUN(test_status_command);
+  RUN(test_dump_command);
+  RUN(test_dump_needs_out);
+  RUN(test_rank1_refers_to_rank0);
+  RUN(test_pipelined_requests);
+  RUN(test_random_bytes);
+  RUN(test_four_gib_length);
+  RUN(test_malformed_protobuf);
+  RUN(test_unknown_kind_keeps_connection);
+  RUN(test_truncated_frame_times_out);
+  RUN(test_one_byte_per_write);
+  RUN(test_300_connections);
+  RUN(test_other_uid_refused);
+  RUN(test_live_socket_refused);
+  RUN(test_open_dir_refused);
+  RUN(test_shutdown_request);
+  RUN(test_stale_socket_replaced);
+  RUN(test_sigterm);
+  RUN(test_job_shutdown_poll);
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+  }
+  tpl__store_free(&store);
+  {
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+    if (system(cmd) != 0) printf("# could not remove %s\n", tmp);
+  }
+  return tap_done();
+}

@@ -1,0 +1,295 @@
+/* test_wire.c - the daemon's framing and message codec: frames built by
+ * hand (4-byte big-endian length + protobuf bytes derived from the
+ * protobuf encoding rules), the cap checked before allocation, input that
+ * arrives in pieces, malformed protobuf, response round trips. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "wire.h"
+
+/* Feeds `n` bytes in pieces of `step`; returns the last feed result. */
+static int feed_steps(struct tpl__frame_reader *r, const uint8_t *p, size_t n,
+                      size_t step, size_t *total_used) {
+  int rc = 0;
+  *total_used = 0;
+  while (*total_used < n && rc == 0) {
+    size_t k = n - *total_used < step ? n - *total_used : step, used;
+    rc = tpl__frame_feed(r, p + *total_used, k, &used);
+    *total_used += used;
+  }
+  return rc;
+}
+
+static void test_encode_request_bytes(void) {
+  /* kind STATUS = 1: field 1 varint -> tag 0x08, value 0x01. */
+  static const uint8_t want_status[] = {0, 0, 0, 2, 0x08, 0x01};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_STATUS, &f, &len), 0);
+  CHECK_EQ_U64(len, sizeof(want_status));
+  CHECK(f != NULL && memcmp(f, want_status, sizeof(want_status)) == 0);
+  free(f);
+  /* HEALTH = 0 is proto3's default: an empty body. */
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_HEALTH, &f, &len), 0);
+  CHECK_EQ_U64(len, 4);
+  CHECK(f != NULL && f[0] == 0 && f[1] == 0 && f[2] == 0 && f[3] == 0);
+  free(f);
+}
+
+static void test_whole_frame(void) {
+  static const uint8_t fr[] = {0, 0, 0, 2, 0x08, 0x03};
+  struct tpl__frame_reader r;
+  const uint8_t *body;
+  size_t used, len;
+  int kind = -1;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(tpl__frame_feed(&r, fr, sizeof(fr), &used), 1);
+  CHECK_EQ_U64(used, 6);
+  tpl__frame_body(&r, &body, &len);
+  CHECK_EQ_U64(len, 2);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_ATTACH);
+  tpl__frame_reset(&r);
+  CHECK_EQ_INT(tpl__frame_started(&r), 0);
+}
+
+static void test_one_byte_at_a_time(void) {
+  static const uint8_t fr[] = {0, 0, 0, 2, 0x08, 0x04};
+  struct tpl__frame_reader r;
+  size_t used;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  for (size_t i = 0; i + 1 < sizeof(fr); i++) {
+    CHECK_EQ_INT(tpl__frame_feed(&r, fr + i, 1, &used), 0);
+    CHECK_EQ_U64(used, 1);
+    CHECK_EQ_INT(tpl__frame_started(&r), 1);
+  }
+  CHECK_EQ_INT(tpl__frame_feed(&r, fr + 5, 1, &used), 1);
+  CHECK_EQ_U64(r.len, 2);
+  CHECK_EQ_U64(r.body[1], 0x04);
+  tpl__frame_reset(&r);
+}
+
+static void test_two_frames_in_one_buffer(void) {
+  /* HEALTH (empty) then MANIFEST (08 02), back to back. */
+  static const uint8_t buf[] = {0, 0, 0, 0, 0, 0, 0, 2, 0x08, 0x02};
+  struct tpl__frame_reader r;
+  size_t used, used2;
+  const uint8_t *body;
+  size_t len;
+  int kind = -1;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(tpl__frame_feed(&r, buf, sizeof(buf), &used), 1);
+  CHECK_EQ_U64(used, 4);
+  tpl__frame_body(&r, &body, &len);
+  CHECK_EQ_U64(len, 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_HEALTH);
+  tpl__frame_reset(&r);
+  CHECK_EQ_INT(tpl__frame_feed(&r, buf + used, sizeof(buf) - used, &used2),
+               1);
+  CHECK_EQ_U64(used2, 6);
+  tpl__frame_body(&r, &body, &len);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_MANIFEST);
+  tpl__frame_reset(&r);
+}
+
+static void test_cap_exactly(void) {
+  /* 65536 = 0x00010000 is allowed; the body is allocated. */
+  static const uint8_t hdr[] = {0x00, 0x01, 0x00, 0x00};
+  struct tpl__frame_reader r;
+  size_t used;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(tpl__frame_feed(&r, hdr, 4, &used), 0);
+  CHECK(r.body != NULL);
+  CHECK_EQ_U64(r.len, 65536);
+  tpl__frame_reset(&r);
+}
+
+static void test_cap_plus_one(void) {
+  static const uint8_t hdr[] = {0x00, 0x01, 0x00, 0x01, 0x08};
+  struct tpl__frame_reader r;
+  size_t used;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(tpl__frame_feed(&r, hdr, sizeof(hdr), &used), TPL_ELIMIT);
+  CHECK_EQ_U64(r.len, 65537);
+  CHECK(r.body == NULL);
+  tpl__frame_reset(&r);
+}
+
+static void test_four_gib_prefix(void) {
+  static const uint8_t hdr[] = {0xff, 0xff, 0xff, 0xff};
+  struct tpl__frame_reader r;
+  size_t used;
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(feed_steps(&r, hdr, 4, 1, &used), TPL_ELIMIT);
+  CHECK_EQ_U64(r.len, 0xffffffffu);
+  CHECK(r.body == NULL);
+  tpl__frame_reset(&r);
+}
+
+static void test_partial_body_pieces(void) {
+  /* A 300-byte body (protobuf: 300 bytes of an unknown field) in
+   * pieces of 7: nothing completes early. */
+  uint8_t fr[304];
+  struct tpl__frame_reader r;
+  size_t used;
+  memset(fr, 0, sizeof(fr));
+  fr[2] = 0x01;
+  fr[3] = 0x2c; /* 0x012c = 300 */
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
+  CHECK_EQ_INT(feed_steps(&r, fr, 303, 7, &used), 0);
+  CHECK_EQ_U64(used, 303);
+  CHECK_EQ_INT(tpl__frame_feed(&r, fr + 303, 1, &used), 1);
+  CHECK_EQ_U64(r.have, 300);
+  tpl__frame_reset(&r);
+}
+
+static void test_malformed_truncated_varint(void) {
+  static const uint8_t body[] = {0x08}; /* tag, value missing */
+  struct tpl_error err = {0};
+  int kind = 7;
+  CHECK_EQ_INT(tpl__wire_decode_request(body, 1, &kind, &err), TPL_EPROTO);
+  CHECK_EQ_INT(kind, 7);
+  CHECK_STR_CONTAINS(err.msg, "tpload.Request");
+}
+
+static void test_malformed_garbage(void) {
+  static const uint8_t body[] = {0xff, 0xff, 0xff, 0xff, 0xff};
+  int kind;
+  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL),
+               TPL_EPROTO);
+}
+
+static void test_malformed_overlong_length(void) {
+  /* Field 2, length-delimited, announcing 100 bytes with 1 present. */
+  static const uint8_t body[] = {0x12, 0x64, 0x00};
+  int kind;
+  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL),
+               TPL_EPROTO);
+}
+
+static void test_unknown_kind_decodes(void) {
+  static const uint8_t body[] = {0x08, 0x63}; /* kind 99 */
+  int kind = -1;
+  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL), 0);
+  CHECK_EQ_INT(kind, 99);
+}
+
+/* LoadReport{model: "m", tensor_parallel_shards: 2}, by hand. */
+static const uint8_t load_report[] = {0x0a, 0x01, 'm', 0x10, 0x02};
+
+static void test_response_roundtrip(void) {
+  struct tpl__wire_tensor t[2] = {
+      {.name = "a.weight", .dtype = "float32", .ndim = 2, .shape = {4, 8},
+       .offset = 0, .nbytes = 128, .xxh3 = 0x0123456789abcdefull},
+      {.name = "b", .dtype = "bfloat16", .ndim = 0, .offset = 128,
+       .nbytes = 2, .xxh3 = 42}};
+  struct tpl__wire_response in = {.ok = 1, .rank = 3, .world = 4,
+                                  .status = load_report,
+                                  .status_len = sizeof(load_report),
+                                  .tensors = t, .ntensors = 2,
+                                  .store_bytes = 192},
+                            out = {0};
+  struct tpl__frame_reader r;
+  uint8_t *f = NULL;
+  size_t len = 0, used;
+  const uint8_t *body;
+  size_t blen;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  tpl__frame_reader_init(&r, TPL_WIRE_MAX_RESPONSE);
+  CHECK_EQ_INT(tpl__frame_feed(&r, f, len, &used), 1);
+  CHECK_EQ_U64(used, len);
+  tpl__frame_body(&r, &body, &blen);
+  CHECK_EQ_INT(tpl__wire_decode_response(body, blen, &out, NULL), 0);
+  CHECK_EQ_INT(out.ok, 1);
+  CHECK(out.error == NULL);
+  CHECK_EQ_U64(out.rank, 3);
+  CHECK_EQ_U64(out.world, 4);
+  CHECK_EQ_U64(out.store_bytes, 192);
+  CHECK_EQ_U64(out.ntensors, 2);
+  CHECK_EQ_U64(out.status_len, sizeof(load_report));
+  CHECK(out.status != NULL &&
+        memcmp(out.status, load_report, sizeof(load_report)) == 0);
+  if (out.ntensors == 2) {
+    CHECK_STR_CONTAINS(out.tensors[0].name, "a.weight");
+    CHECK_STR_CONTAINS(out.tensors[0].dtype, "float32");
+    CHECK_EQ_INT(out.tensors[0].ndim, 2);
+    CHECK_EQ_U64(out.tensors[0].shape[1], 8);
+    CHECK_EQ_U64(out.tensors[0].xxh3, 0x0123456789abcdefull);
+    CHECK_EQ_U64(out.tensors[1].offset, 128);
+    CHECK_EQ_INT(out.tensors[1].ndim, 0);
+  }
+  tpl__wire_response_free(&out);
+  tpl__frame_reset(&r);
+  free(f);
+}
+
+static void test_error_response(void) {
+  struct tpl__wire_response in = {.ok = 0, .error = "nope", .rank = 1},
+                            out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_response(f + 4, len - 4, &out, NULL), 0);
+  CHECK_EQ_INT(out.ok, 0);
+  CHECK_STR_CONTAINS(out.error, "nope");
+  CHECK_EQ_U64(out.rank, 1);
+  tpl__wire_response_free(&out);
+  free(f);
+}
+
+static void test_encode_bad_status(void) {
+  static const uint8_t junk[] = {0x0a, 0x05, 'm'}; /* string runs off */
+  struct tpl__wire_response in = {.ok = 1, .status = junk,
+                                  .status_len = sizeof(junk)};
+  struct tpl_error err = {0};
+  uint8_t *f = NULL;
+  size_t len;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, &err), TPL_EFORMAT);
+  CHECK(f == NULL);
+  CHECK_STR_CONTAINS(err.msg, "LoadReport");
+}
+
+static void test_decode_too_many_dims(void) {
+  /* Response{tensors: [TensorEntry{shape: [1 x 9] packed}]}:
+   * entry = 1a 09 01*9 (11 bytes); response = 32 0b entry. */
+  uint8_t body[13] = {0x32, 0x0b, 0x1a, 0x09};
+  struct tpl__wire_response out = {0};
+  struct tpl_error err = {0};
+  for (int i = 4; i < 13; i++) body[i] = 0x01;
+  CHECK_EQ_INT(tpl__wire_decode_response(body, sizeof(body), &out, &err),
+               TPL_EPROTO);
+  CHECK_STR_CONTAINS(err.msg, "at most 8 dims");
+  CHECK(out.tensors == NULL);
+}
+
+static void test_decode_response_garbage(void) {
+  static const uint8_t body[] = {0x32, 0x7f, 0x00};
+  struct tpl__wire_response out = {0};
+  CHECK_EQ_INT(tpl__wire_decode_response(body, sizeof(body), &out, NULL),
+               TPL_EPROTO);
+}
+
+int main(void) {
+  RUN(test_encode_request_bytes);
+  RUN(test_whole_frame);
+  RUN(test_one_byte_at_a_time);
+  RUN(test_two_frames_in_one_buffer);
+  RUN(test_cap_exactly);
+  RUN(test_cap_plus_one);
+  RUN(test_four_gib_prefix);
+  RUN(test_partial_body_pieces);
+  RUN(test_malformed_truncated_varint);
+  RUN(test_malformed_garbage);
+  RUN(test_malformed_overlong_length);
+  RUN(test_unknown_kind_decodes);
+  RUN(test_response_roundtrip);
+  RUN(test_error_response);
+  RUN(test_encode_bad_status);
+  RUN(test_decode_too_many_dims);
+  RUN(test_decode_response_garbage);
+  return tap_done();
+}
