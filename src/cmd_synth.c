@@ -187,7 +187,7 @@ static int parse_args(int argc, char **argv, struct synth_args *a) {
   a->o.dtype = TPL_DT_BF16;
   optind = 1;
   opterr = 0;
-  while ((c = getopt_long(argc, argv, "+h", synth_opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "h", synth_opts, NULL)) != -1) {
     int rc;
     if (c == 'h') c = OPT_HELP;
     if (c == '?' || c == ':')

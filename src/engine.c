@@ -1,0 +1,632 @@
+/* engine.c - the distributed load, and the only file that includes mpi.h.
+ *
+ * Rank 0 validates the model and plan before anything moves and
+ * broadcasts the verdict; on success it broadcasts the job table, from
+ * which every rank derives its store layout.  Rank 0 then reads each file
+ * sequentially in chunks (two slots, so one chunk is read while the
+ * previous one's sends complete), executes every rank's shard layout over
+ * the chunk and sends the bytes with MPI_Isend: a contiguous part straight
+ * from the read buffer, a strided part packed first.  A receiver gets its
+ * bytes in source order and so only needs byte counts: it receives each
+ * tensor's bytes straight into its store.  Messages never span tensors and
+ * never exceed the chunk, so MPI's int counts never matter. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "daemon.h"
+#include "dtype.h"
+#include "engine.h"
+#include "fileio.h"
+#include "job.h"
+#include "model.h"
+#include "plan.h"
+#include "preshard.h"
+#include "report.h"
+#include "shardinfo.h"
+#include "store.h"
+
+enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
+
+struct slot {
+  uint8_t *read;
+  uint8_t *pack;
+  MPI_Request *reqs;
+  size_t nreqs, cap;
+};
+
+struct engine {
+  const struct tpl__load_opts *o;
+  uint32_t rank, world;
+  struct tpl_model *model;         /* rank 0 */
+  struct tpl__plan *plan;          /* rank 0; strategies borrow from it */
+  struct tpl__strategy *strategies; /* rank 0 */
+  struct tpl__job *job;
+  struct tpl__store store;
+  struct tpl__rank_stats st;
+  uint64_t bytes_read, delivered;
+  uint8_t *report;                 /* rank 0: packed LoadReport */
+  size_t report_len;
+  struct slot slots[2];
+  uint64_t chunk;
+  MPI_Request shutdown_req;        /* serve, ranks > 0 */
+  int shutdown_flag, shutdown_sent;
+};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int mpi_fail(int mrc, const char *what, struct tpl_error *err) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(mrc, s, &len);
+  return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
+}
+
+#define MPI_TRY(call, what)                                \
+  do {                                                     \
+    int mrc_ = (call);                                     \
+    if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, what, err); \
+  } while (0)
+
+int tpl__engine_init(int *argc, char ***argv, uint32_t *rank,
+                     uint32_t *world, struct tpl_error *err) {
+  int provided, r, w;
+  MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+          "init");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  *rank = (uint32_t)r;
+  *world = (uint32_t)w;
+  return 0;
+}
+
+void tpl__engine_finalize(void) { MPI_Finalize(); }
+
+void tpl__engine_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+/* --- verdict and job table --- */
+
+static int validate(struct engine *e, struct tpl_error *err) {
+  const struct tpl__load_opts *o = e->o;
+  int rc = tpl__model_open(o->model, &e->model, err);
+  if (rc == 0)
+    rc = tpl__plan_resolve(o->plan, e->model, e->world, &e->plan, err);
+  if (rc == 0) {
+    e->strategies = calloc(e->model->ntensors + 1, sizeof(*e->strategies));
+    rc = e->strategies ? tpl__plan_apply(e->plan, e->model, e->world,
+                                         e->strategies, err)
+                       : tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  if (rc == 0)
+    rc = tpl__job_from_model(e->model, e->strategies, e->plan->source,
+                             o->model,
+                             e->world, o->bias_scaling, &e->job, err);
+  if (rc == 0 && o->sink == TPL_SINK_PRESHARD)
+    rc = tpl__preshard_prepare(o->out_dir, o->force, err);
+  return rc;
+}
+
+static int bcast_bytes(uint8_t **buf, size_t *len, uint32_t rank,
+                       struct tpl_error *err) {
+  uint64_t n = *len;
+  MPI_TRY(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
+  if (rank != 0) {
+    *buf = malloc(n ? n : 1);
+    if (*buf == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    *len = (size_t)n;
+  }
+  for (uint64_t off = 0; off < n;) {
+    int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
+    MPI_TRY(MPI_Bcast(*buf + off, part, MPI_BYTE, 0, MPI_COMM_WORLD),
+            "broadcast");
+    off += (uint64_t)part;
+  }
+  return 0;
+}
+
+/* Rank 0's verdict, then the job table: every rank returns the same code. */
+static int share_job(struct engine *e, struct tpl_error *err) {
+  int code = 0;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  if (e->rank == 0) code = validate(e, err);
+  MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), "broadcast");
+  if (code != 0) {
+    if (e->rank != 0) tpl__fail(err, code, "rank 0 refused the job");
+    return code;
+  }
+  if (e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
+    tpl__engine_abort(70);
+  code = bcast_bytes(&buf, &len, e->rank, err);
+  if (code == 0 && e->rank != 0)
+    code = tpl__job_unpack(buf, len, &e->job, err);
+  free(buf);
+  return code;
+}
+
+/* Every rank's local result in, the worst one out (codes are negative). */
+static int agree(int rc) {
+  int worst = rc;
+  if (MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) !=
+      MPI_SUCCESS)
+    return TPL_EPEER;
+  return worst;
+}
+
+/* --- the store --- */
+
+static int make_store(struct engine *e, struct tpl_error *err) {
+  const struct tpl__job *job = e->job;
+  int rc = tpl__store_create(&e->store, job->store_size, job->ntensors, err);
+  for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    struct tpl__held *h = &e->store.tensors[i];
+    h->name = strdup(t->name);
+    if (h->name == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+    h->dtype = t->dtype;
+    h->ndim = t->ndim;
+    memcpy(h->shape, t->rank_shape, sizeof(h->shape));
+    h->offset = t->store_offset;
+    h->nbytes = t->rank_bytes;
+  }
+  return rc;
+}
+
+/* --- rank 0: streaming and sending --- */
+
+static int slot_wait(struct slot *s, struct tpl_error *err) {
+  if (s->nreqs == 0) return 0;
+  MPI_TRY(MPI_Waitall((int)s->nreqs, s->reqs, MPI_STATUSES_IGNORE), "send");
+  s->nreqs = 0;
+  return 0;
+}
+
+static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
+                     struct tpl_error *err) {
+  if (s->nreqs == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    MPI_Request *r = realloc(s->reqs, cap * sizeof(*r));
+    if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    s->reqs = r;
+    s->cap = cap;
+  }
+  MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
+                    &s->reqs[s->nreqs]),
+          "send");
+  s->nreqs++;
+  return 0;
+}
+
+/* The part of tensor `i` inside the chunk: tensor-relative [b, e) and the
+ * chunk bytes holding it. */
+struct piece_of_chunk {
+  size_t i;
+  uint64_t b, e;
+  const uint8_t *src;
+};
+
+static int deliver_part(struct engine *e, struct slot *s,
+                        const struct piece_of_chunk *pc,
+                        const struct tpl__layout *layouts, uint64_t *own,
+                        uint64_t *packed, struct tpl_error *err) {
+  double t = now();
+  for (uint32_t r = 0; r < e->world; r++) {
+    const struct tpl__layout *l = &layouts[r];
+    uint64_t start, n;
+    int rc;
+    if (r == 0) {
+      *own += tpl__layout_gather(l, pc->b, pc->e, pc->src,
+                                 e->store.base +
+                                     e->job->tensors[pc->i].store_offset +
+                                     *own);
+      continue;
+    }
+    n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
+    if (n == 0) continue;
+    if (n != UINT64_MAX) {
+      rc = slot_send(s, pc->src + (start - pc->b), n, (int)r, err);
+    } else {
+      n = tpl__layout_gather(l, pc->b, pc->e, pc->src, s->pack + *packed);
+      rc = slot_send(s, s->pack + *packed, n, (int)r, err);
+      *packed += n;
+    }
+    if (rc != 0) return rc;
+  }
+  e->st.t_pack += now() - t;
+  return 0;
+}
+
+struct file_walk {
+  size_t first, end;   /* tensors [first, end) live in this file */
+  size_t cur;          /* tensor whose layouts are cached */
+  uint64_t own;        /* bytes of tensor `cur` rank 0 already holds */
+  struct tpl__layout *layouts; /* world entries */
+};
+
+static int cache_layouts(struct engine *e, struct file_walk *w, size_t i) {
+  if (w->cur == i) return 0;
+  for (uint32_t r = 0; r < e->world; r++) {
+    int rc = tpl__job_layout(e->job, i, r, &w->layouts[r]);
+    if (rc != 0) return rc;
+  }
+  w->cur = i;
+  w->own = 0;
+  return 0;
+}
+
+static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
+                         uint64_t pos, uint64_t len, struct tpl_error *err) {
+  uint64_t packed = 0;
+  for (size_t i = w->first; i < w->end; i++) {
+    const struct tpl__tensor *t = &e->model->tensors[i];
+    uint64_t tb = t->offset, te = t->offset + t->stored_bytes;
+    struct piece_of_chunk pc;
+    int rc;
+    if (te <= pos || t->stored_bytes == 0) continue;
+    if (tb >= pos + len) break;
+    pc.i = i;
+    pc.b = (pos > tb ? pos : tb) - tb;
+    pc.e = (pos + len < te ? pos + len : te) - tb;
+    pc.src = s->read + (tb + pc.b - pos);
+    rc = cache_layouts(e, w, i);
+    if (rc != 0) return tpl__fail(err, rc, "tensor '%s': layout", t->name);
+    rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+static int stream_file(struct engine *e, struct file_walk *w, int *k,
+                       uint64_t *done, struct tpl_error *err) {
+  const struct tpl__tensor *first = &e->model->tensors[w->first];
+  const struct tpl__tensor *last = &e->model->tensors[w->end - 1];
+  const char *path = e->model->files[first->file].path;
+  uint64_t pos = first->offset, end = last->offset + last->stored_bytes, size;
+  int fd, rc = tpl__open_regular(path, &fd, &size, err);
+  if (rc != 0) return rc;
+  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  while (rc == 0 && pos < end) {
+    struct slot *s = &e->slots[(*k)++ & 1];
+    uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
+    double t;
+    rc = slot_wait(s, err);
+    if (rc != 0) break;
+    t = now();
+    rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
+    e->st.t_read += now() - t;
+    if (rc != 0) {
+      rc = tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
+                     (unsigned long long)pos, tpl_strerror(rc),
+                     rc == -EIO ? " (file shrank while loading?)" : "");
+      break;
+    }
+    posix_fadvise(fd, (off_t)pos, (off_t)len, POSIX_FADV_DONTNEED);
+    e->bytes_read += len;
+    rc = deliver_chunk(e, s, w, pos, len, err);
+    pos += len;
+    *done += len;
+    if (e->o->progress) e->o->progress(e->o->ctx, *done, e->job->source_bytes);
+  }
+  close(fd);
+  return rc;
+}
+
+static int alloc_slots(struct engine *e, struct tpl_error *err) {
+  for (int i = 0; i < 2; i++) {
+    e->slots[i].read = malloc((size_t)e->chunk);
+    e->slots[i].pack = malloc((size_t)e->chunk);
+    if (e->slots[i].read == NULL || e->slots[i].pack == NULL)
+      return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
+  }
+  return 0;
+}
+
+static void free_slots(struct engine *e) {
+  for (int i = 0; i < 2; i++) {
+    free(e->slots[i].read);
+    free(e->slots[i].pack);
+    free(e->slots[i].reqs);
+  }
+}
+
+static int send_all(struct engine *e, struct tpl_error *err) {
+  struct file_walk w = {0};
+  uint64_t done = 0;
+  int k = 0, rc = alloc_slots(e, err);
+  w.layouts = calloc(e->world, sizeof(*w.layouts));
+  if (w.layouts == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < e->model->ntensors;) {
+    w.first = i;
+    w.end = i + 1;
+    while (w.end < e->model->ntensors &&
+           e->model->tensors[w.end].file == e->model->tensors[i].file)
+      w.end++;
+    w.cur = SIZE_MAX;
+    rc = stream_file(e, &w, &k, &done, err);
+    i = w.end;
+  }
+  if (rc == 0) {
+    double t = now();
+    rc = slot_wait(&e->slots[0], err);
+    if (rc == 0) rc = slot_wait(&e->slots[1], err);
+    e->st.t_send += now() - t;
+  }
+  free(w.layouts);
+  free_slots(e);
+  return rc;
+}
+
+/* --- ranks > 0: receiving --- */
+
+static int receive_all(struct engine *e, struct tpl_error *err) {
+  double t = now();
+  for (size_t i = 0; i < e->job->ntensors; i++) {
+    const struct tpl__job_tensor *jt = &e->job->tensors[i];
+    uint8_t *dst = e->store.base + jt->store_offset;
+    uint64_t got = 0;
+    while (got < jt->rank_stored) {
+      uint64_t want = jt->rank_stored - got;
+      MPI_Status status;
+      int n;
+      MPI_TRY(MPI_Recv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
+                       MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, &status),
+              "receive");
+      MPI_Get_count(&status, MPI_BYTE, &n);
+      if (n <= 0)
+        return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message",
+                         jt->name);
+      got += (uint64_t)n;
+    }
+  }
+  e->st.t_recv = now() - t;
+  return 0;
+}
+
+/* --- every rank: decode, scale, checksum --- */
+
+static int finish_store(struct engine *e, struct tpl_error *err) {
+  double t = now();
+  for (size_t i = 0; i < e->job->ntensors; i++) {
+    struct tpl__held *h = &e->store.tensors[i];
+    uint8_t *p = e->store.base + h->offset;
+    int rc = tpl__job_finish_bytes(e->job, i, p, err);
+    if (rc != 0) return rc;
+    h->xxh3 = XXH3_64bits(p, (size_t)h->nbytes);
+  }
+  e->st.t_scale = now() - t;
+  return 0;
+}
+
+/* --- reports --- */
+
+static void fill_stats(struct engine *e, double t0) {
+  struct rusage ru;
+  e->st.rank = e->rank;
+  e->st.pid = (int)getpid();
+  gethostname(e->st.host, sizeof(e->st.host) - 1);
+  getrusage(RUSAGE_SELF, &ru);
+  e->st.peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
+  e->st.seconds = now() - t0;
+}
+
+static int gather_reports(struct engine *e, double seconds,
+                          struct tpl_error *err) {
+  uint8_t *mine = NULL, *all = NULL, **parts = NULL;
+  size_t len = 0, *lens = NULL;
+  int *counts = NULL, *displs = NULL, n, rc;
+  rc = tpl__rank_report_pack(e->job, &e->store, &e->st, &mine, &len);
+  if (rc != 0) return tpl__fail(err, rc, "cannot build the rank report");
+  n = (int)len;
+  if (e->rank == 0) {
+    counts = calloc(e->world, sizeof(int));
+    displs = calloc(e->world, sizeof(int));
+    lens = calloc(e->world, sizeof(size_t));
+    parts = calloc(e->world, sizeof(uint8_t *));
+  }
+  MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (e->rank == 0) {
+    long total = 0;
+    for (uint32_t r = 0; r < e->world; r++) {
+      displs[r] = (int)total;
+      total += counts[r];
+    }
+    all = malloc((size_t)total + 1);
+  }
+  MPI_Gatherv(mine, n, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
+              MPI_COMM_WORLD);
+  if (e->rank == 0) {
+    for (uint32_t r = 0; r < e->world; r++) {
+      parts[r] = all + displs[r];
+      lens[r] = (size_t)counts[r];
+    }
+    rc = tpl__load_report_pack(e->job, parts, lens, seconds, e->bytes_read,
+                               &e->report, &e->report_len, err);
+  }
+  free(mine);
+  free(all);
+  free(parts);
+  free(lens);
+  free(counts);
+  free(displs);
+  return rc;
+}
+
+/* --- sinks --- */
+
+static int write_shard_info(struct engine *e, struct tpl_error *err) {
+  size_t n = e->model->ntensors * e->world;
+  struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
+  json_t *info = NULL;
+  char *text = NULL;
+  int rc = ranks ? tpl__report_rank_infos(e->report, e->report_len, e->world,
+                                          e->model->ntensors, ranks)
+                 : -ENOMEM;
+  if (rc == 0)
+    rc = tpl__shardinfo_build(e->model, e->strategies, e->world, ranks,
+                              e->job->bias_scaling, &info);
+  if (rc == 0) {
+    text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    rc = text ? 0 : -ENOMEM;
+  }
+  if (rc == 0)
+    rc = tpl__write_file_atomic(e->o->out_dir, "shard-info.json", text,
+                                strlen(text), err);
+  else
+    tpl__fail(err, rc, "%s/shard-info.json: cannot build: %s",
+              e->o->out_dir, tpl_strerror(rc));
+  free(text);
+  json_decref(info);
+  free(ranks);
+  return rc;
+}
+
+static int run_preshard(struct engine *e, struct tpl_error *err) {
+  const char *dir = e->o->out_dir;
+  int fd = -1, rc, all;
+  rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &fd, err);
+  all = agree(rc);
+  if (all == 0) {
+    rc = tpl__preshard_publish(dir, e->rank, fd, err);
+    fd = -1;
+    all = agree(rc);
+  }
+  if (fd >= 0) close(fd);
+  if (all == 0 && e->rank == 0) rc = write_shard_info(e, err);
+  all = agree(rc);
+  if (all != 0) tpl__preshard_unpublish(dir, e->rank);
+  if (rc == 0 && all != 0)
+    tpl__fail(err, all, "another rank failed to write its shard");
+  return all;
+}
+
+static int serve_barrier(void *ctx) {
+  (void)ctx;
+  return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : TPL_EPEER;
+}
+
+/* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
+static void serve_request_shutdown(void *ctx) {
+  struct engine *e = ctx;
+  int one = 1;
+  if (e->shutdown_sent) return;
+  e->shutdown_sent = 1;
+  if (e->rank != 0) {
+    MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD);
+    return;
+  }
+  for (uint32_t r = 1; r < e->world; r++)
+    MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD);
+}
+
+static int serve_poll_shutdown(void *ctx) {
+  struct engine *e = ctx;
+  int flag = 0;
+  MPI_Status st;
+  if (e->shutdown_flag) return 1;
+  if (e->rank != 0) {
+    MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st);
+    if (flag) {
+      int v;
+      MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      serve_request_shutdown(e);
+    }
+  }
+  e->shutdown_flag = flag;
+  return flag;
+}
+
+static int run_serve(struct engine *e, struct tpl_error *err) {
+  struct tpl__daemon_config cfg = {0};
+  static int incoming;
+  int rc = tpl__store_seal(&e->store, err);
+  if (agree(rc) != 0) return rc ? rc : TPL_EPEER;
+  if (e->rank != 0)
+    MPI_Irecv(&incoming, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
+              &e->shutdown_req);
+  cfg.socket_dir = e->o->socket_dir;
+  cfg.ready_file = e->o->ready_file;
+  cfg.rank = e->rank;
+  cfg.world = e->world;
+  cfg.store = &e->store;
+  cfg.status = e->report;
+  cfg.status_len = e->report_len;
+  cfg.barrier = serve_barrier;
+  cfg.poll_shutdown = serve_poll_shutdown;
+  cfg.request_shutdown = serve_request_shutdown;
+  cfg.ctx = e;
+  rc = tpl__daemon_run(&cfg, err);
+  if (e->rank != 0 && !e->shutdown_flag) {
+    MPI_Cancel(&e->shutdown_req);
+    MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE);
+  }
+  return rc;
+}
+
+/* --- the whole job --- */
+
+static int deliver(struct engine *e, struct tpl_error *err) {
+  int rc = make_store(e, err);
+  if (agree(rc) != 0) return rc ? rc : TPL_EPEER;
+  rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
+  if (rc != 0) return rc;
+  return finish_store(e, err);
+}
+
+static void engine_free(struct engine *e) {
+  tpl__store_free(&e->store);
+  tpl__job_free(e->job);
+  tpl__model_free(e->model);
+  free(e->strategies);
+  tpl__plan_free(e->plan);
+  free(e->report);
+}
+
+int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
+  struct engine e = {0};
+  double t0;
+  int rank, world, rc;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  e.o = o;
+  e.rank = (uint32_t)rank;
+  e.world = (uint32_t)world;
+  e.store.fd = -1;
+  e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
+  rc = share_job(&e, err);
+  if (rc != 0) goto out;
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = now();
+  rc = deliver(&e, err);
+  if (rc != 0) {
+    /* The other ranks are mid-transfer: no consistent return is possible,
+     * so say why once here and end the whole job. */
+    fprintf(stderr, "tpload: rank %u: %s\n", e.rank, err->msg);
+    tpl__engine_abort(tpl_exit_code(rc));
+  }
+  fill_stats(&e, t0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  rc = gather_reports(&e, now() - t0, err);
+  if (agree(rc) != 0) goto out;
+  if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
+  if (o->sink == TPL_SINK_PRESHARD) rc = run_preshard(&e, err);
+  if (o->sink == TPL_SINK_SERVE) rc = run_serve(&e, err);
+out:
+  engine_free(&e);
+  return rc;
+}

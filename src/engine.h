@@ -1,0 +1,51 @@
+/* engine.h - the distributed load (the only module that includes mpi.h):
+ * rank 0 validates model and plan and broadcasts the verdict and the job
+ * table, streams the checkpoint through a bounded window and delivers each
+ * rank its bytes; every rank finishes its store (decode, bias scaling,
+ * checksums) and reports; then the sink runs (preshard files or the
+ * daemon). */
+#ifndef TPL_ENGINE_H
+#define TPL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+enum tpl_sink { TPL_SINK_NONE = 0, TPL_SINK_PRESHARD, TPL_SINK_SERVE };
+
+struct tpl__load_opts {
+  int sink;                   /* enum tpl_sink */
+  const char *model;
+  const char *plan;           /* plan file, preset name or "auto" */
+  int bias_scaling;           /* 0 with --no-bias-scaling */
+  uint64_t chunk_bytes;       /* rank 0's streaming window */
+  const char *out_dir;        /* preshard */
+  int force;                  /* preshard: replace existing output */
+  const char *socket_dir;     /* serve */
+  const char *ready_file;     /* serve, may be NULL */
+  /* Rank 0 only: called after every chunk with bytes delivered so far. */
+  void (*progress)(void *ctx, uint64_t done, uint64_t total);
+  /* Rank 0 only: called once the LoadReport is assembled, before the
+   * sink runs (packed tpload.LoadReport, valid during the call). */
+  void (*report)(void *ctx, const uint8_t *packed, size_t len);
+  void *ctx;
+};
+
+/* Initializes MPI (threads: funneled). Stores rank and world size. */
+int tpl__engine_init(int *argc, char ***argv, uint32_t *rank,
+                     uint32_t *world, struct tpl_error *err);
+
+/* Runs the whole job on this rank.  Returns the same code on every rank
+ * for bad input (rank 0's err holds the one message to print) and for
+ * failures the ranks agreed on; a failure that strands the job mid-way
+ * aborts it through MPI instead. */
+int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err);
+
+/* Finalizes MPI. */
+void tpl__engine_finalize(void);
+
+/* Aborts the whole job with exit code `code` (after printing). */
+void tpl__engine_abort(int code);
+
+#endif

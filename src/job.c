@@ -1,0 +1,139 @@
+/* job.c - the job table: per tensor, the plan's verdict and what each rank
+ * holds; per rank, where each tensor lives in its store. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "job.h"
+#include "scope.h"
+#include "store.h"
+
+size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t) {
+  return t->encoding == TPL_ENC_F32_TO_BF16 ? 2 : tpl__dtype_size(t->dtype);
+}
+
+static uint64_t numel(const uint64_t *shape, int ndim) {
+  uint64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+static int finish_tensor(const struct tpl__job *job,
+                         struct tpl__job_tensor *t, struct tpl_error *err) {
+  uint64_t elems, stored;
+  memcpy(t->rank_shape, t->shape, sizeof(t->shape));
+  if (t->kind == TPL_RULE_SHARD)
+    tpl__shard_shape(t->shape, t->ndim, &t->spec, job->world, t->rank_shape);
+  elems = numel(t->rank_shape, t->ndim);
+  if (tpl__mul_u64(elems, tpl__job_stored_itemsize(t), &stored) != 0 ||
+      tpl__mul_u64(elems, tpl__dtype_size(t->dtype), &t->rank_bytes) != 0)
+    return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
+                     t->name);
+  t->rank_stored = stored;
+  return 0;
+}
+
+int tpl__job_finish(struct tpl__job *job, struct tpl_error *err) {
+  uint64_t off = 0, src = 0;
+  for (size_t i = 0; i < job->ntensors; i++) {
+    struct tpl__job_tensor *t = &job->tensors[i];
+    uint64_t full;
+    int rc = finish_tensor(job, t, err);
+    if (rc != 0) return rc;
+    off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
+    t->store_offset = off;
+    if (tpl__add_u64(off, t->rank_bytes, &off) != 0 ||
+        tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
+                     &full) != 0 ||
+        tpl__add_u64(src, full, &src) != 0)
+      return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
+                       t->name);
+  }
+  job->store_size = off;
+  job->source_bytes = src;
+  return 0;
+}
+
+static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
+                       const struct tpl__strategy *s) {
+  jt->name = strdup(t->name);
+  if (jt->name == NULL) return -ENOMEM;
+  jt->dtype = t->dtype;
+  jt->ndim = t->ndim;
+  memcpy(jt->shape, t->shape, sizeof(jt->shape));
+  jt->encoding = t->encoding;
+  jt->kind = s->kind;
+  if (s->kind == TPL_RULE_SHARD) {
+    jt->spec = s->spec;
+    jt->func_name = strdup(s->func_name ? s->func_name : "_shard");
+    if (jt->func_name == NULL) return -ENOMEM;
+  }
+  return 0;
+}
+
+int tpl__job_from_model(const struct tpl_model *m,
+                        const struct tpl__strategy *strategies,
+                        const char *plan_source, const char *model_arg,
+                        uint32_t world, int bias_scaling,
+                        struct tpl__job **out, struct tpl_error *err) {
+  struct tpl__job *job = calloc(1, sizeof(*job));
+  int rc;
+  if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  job->world = world;
+  job->bias_scaling = bias_scaling;
+  job->model = strdup(model_arg);
+  job->plan_source = strdup(plan_source ? plan_source : "");
+  job->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof(*job->tensors));
+  if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL)
+    goto nomem;
+  job->ntensors = m->ntensors;
+  for (size_t i = 0; i < m->ntensors; i++)
+    if (copy_tensor(&job->tensors[i], &m->tensors[i], &strategies[i]) != 0)
+      goto nomem;
+  rc = tpl__job_finish(job, err);
+  if (rc != 0) {
+    tpl__job_free(job);
+    return rc;
+  }
+  *out = job;
+  return 0;
+nomem:
+  tpl__job_free(job);
+  return tpl__fail(err, -ENOMEM, "out of memory");
+}
+
+int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
+                    struct tpl__layout *out) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  if (t->kind != TPL_RULE_SHARD) {
+    tpl__layout_whole(t->rank_stored, out);
+    return 0;
+  }
+  return tpl__shard_layout(t->shape, t->ndim, tpl__job_stored_itemsize(t),
+                           &t->spec, job->world, rank, out);
+}
+
+int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
+                          struct tpl_error *err) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  if (t->encoding == TPL_ENC_F32_TO_BF16)
+    tpl__bf16_expand_inplace(p, t->rank_stored / 2);
+  if (t->kind == TPL_RULE_SCALE_BIAS && job->bias_scaling &&
+      tpl__scale_bias(p, t->rank_bytes, t->dtype, job->world) != 0)
+    return tpl__fail(err, TPL_EDTYPE, "tensor '%s': cannot scale a %s bias",
+                     t->name, tpl__dtype_st_name(t->dtype));
+  return 0;
+}
+
+void tpl__job_free(struct tpl__job *job) {
+  if (job == NULL) return;
+  for (size_t i = 0; job->tensors != NULL && i < job->ntensors; i++) {
+    free(job->tensors[i].name);
+    free(job->tensors[i].func_name);
+  }
+  free(job->tensors);
+  free(job->model);
+  free(job->plan_source);
+  free(job);
+}

@@ -1,0 +1,74 @@
+/* job.h - the job table: what every rank needs to know about every tensor
+ * to take part in a load (name, dtype, full shape, storage encoding, the
+ * strategy of its plan rule) and what follows from it for each rank (its
+ * shape, its byte counts, where the tensor sits in its store).  Rank 0
+ * builds it from the model and plan; the other ranks get it by broadcast.
+ * Pure: no I/O, no MPI. */
+#ifndef TPL_JOB_H
+#define TPL_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "model.h"
+#include "plan.h"
+#include "shard.h"
+
+struct tpl__job_tensor {
+  char *name;                   /* owned */
+  int dtype;                    /* decoded dtype */
+  int ndim;
+  uint64_t shape[TPL_MAX_DIMS]; /* full shape */
+  int encoding;                 /* enum tpl_encoding */
+  int kind;                     /* enum tpl_rule_kind */
+  char *func_name;              /* owned; NULL unless SHARD */
+  struct tpl__shard_spec spec;  /* SHARD only */
+  /* derived by tpl__job_finish: */
+  uint64_t rank_shape[TPL_MAX_DIMS]; /* what each rank holds */
+  uint64_t rank_bytes;          /* decoded bytes each rank holds */
+  uint64_t rank_stored;         /* source bytes each rank receives */
+  uint64_t store_offset;        /* offset in every rank's store */
+};
+
+struct tpl__job {
+  uint32_t world;
+  int bias_scaling;
+  char *model;                  /* owned: the MODEL argument */
+  char *plan_source;            /* owned */
+  struct tpl__job_tensor *tensors;
+  size_t ntensors;
+  uint64_t store_size;          /* bytes of each rank's store */
+  uint64_t source_bytes;        /* stored bytes of the whole checkpoint */
+};
+
+/* Builds the job table for `m` under `strategies` (one per tensor) and
+ * finishes it.  *out is freed with tpl__job_free. */
+int tpl__job_from_model(const struct tpl_model *m,
+                        const struct tpl__strategy *strategies,
+                        const char *plan_source, const char *model_arg,
+                        uint32_t world, int bias_scaling,
+                        struct tpl__job **out, struct tpl_error *err);
+
+/* Computes the derived fields (per-rank shapes, bytes, store offsets,
+ * store size) after the tensors' own fields are set. */
+int tpl__job_finish(struct tpl__job *job, struct tpl_error *err);
+
+/* Element size as stored in the source (2 for f32-to-bf16 records). */
+size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t);
+
+/* Rank `rank`'s layout over the tensor's stored bytes. */
+int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
+                    struct tpl__layout *out);
+
+/* Turns the `rank_stored` bytes rank received of tensor `i` at `p` into
+ * what it holds (`rank_bytes` at `p`): decodes f32-to-bf16 storage and,
+ * for a scale_bias tensor with bias scaling on, divides by N.  Returns 0
+ * or TPL_EDTYPE (err names the tensor). */
+int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
+                          struct tpl_error *err);
+
+/* Frees a job; NULL accepted. */
+void tpl__job_free(struct tpl__job *job);
+
+#endif

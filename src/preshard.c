@@ -1,0 +1,193 @@
+/* preshard.c - one rank's shard as a safetensors file, written so that no
+ * partial file is ever visible: an unnamed O_TMPFILE in the target
+ * directory, fsynced, then linked under a temporary name and renamed into
+ * place, and the directory fsynced.  A rank killed mid-write leaves
+ * nothing behind: the kernel drops the unnamed file. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "preshard.h"
+#include "st_writer.h"
+
+static int is_output_name(const char *name) {
+  return strcmp(name, "shard-info.json") == 0 ||
+         (strncmp(name, "rank", 4) == 0 &&
+          strstr(name, ".safetensors") != NULL);
+}
+
+static int dir_has_output(const char *dir, char *found, size_t len) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int hit = 0;
+  if (d == NULL) return 0;
+  while (!hit && (e = readdir(d)) != NULL)
+    if (is_output_name(e->d_name)) {
+      snprintf(found, len, "%s", e->d_name);
+      hit = 1;
+    }
+  closedir(d);
+  return hit;
+}
+
+int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
+  char found[256];
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    int e = errno;
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s",
+                     dir, strerror(e));
+  }
+  if (!tpl__is_dir(dir))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: expected a directory, found another file", dir);
+  if (!force && dir_has_output(dir, found, sizeof(found)))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: already holds %s (pass --force to replace)", dir,
+                     found);
+  if (force) {
+    char *p = tpl__path_join(dir, "shard-info.json");
+    if (p != NULL) unlink(p);
+    free(p);
+  }
+  return 0;
+}
+
+static int open_unnamed(const char *dir, int *fd, struct tpl_error *err) {
+  int f = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (f < 0) {
+    int e = errno;
+    return tpl__fail(err, e == ENOSPC ? -ENOSPC : TPL_EOUTPUT,
+                     "%s: cannot create a file: %s", dir, strerror(e));
+  }
+  *fd = f;
+  return 0;
+}
+
+static int write_header(int fd, const struct tpl__job *job, uint32_t rank,
+                        struct tpl_error *err, const char *dir) {
+  struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
+  char r[16], n[16];
+  const char *meta[4] = {"tp_rank", r, "tp_size", n};
+  uint8_t *hdr = NULL;
+  size_t hlen = 0;
+  int rc;
+  if (outs == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  snprintf(r, sizeof(r), "%u", rank);
+  snprintf(n, sizeof(n), "%u", job->world);
+  for (size_t i = 0; i < job->ntensors; i++) {
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    outs[i].name = t->name;
+    outs[i].dtype = t->dtype;
+    outs[i].ndim = t->ndim;
+    outs[i].shape = t->rank_shape;
+    outs[i].nbytes = t->rank_bytes;
+  }
+  rc = tpl__st_build_header(outs, job->ntensors, meta, 2, &hdr, &hlen);
+  free(outs);
+  if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
+  free(hdr);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s/rank%u.safetensors: cannot write: %s", dir,
+                     rank, tpl_strerror(rc));
+  return 0;
+}
+
+int tpl__preshard_write(const char *dir, const struct tpl__job *job,
+                        const struct tpl__store *store, uint32_t rank,
+                        int *fd, struct tpl_error *err) {
+  int f = -1, rc = open_unnamed(dir, &f, err);
+  if (rc != 0) return rc;
+  rc = write_header(f, job, rank, err, dir);
+  for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
+    const struct tpl__held *h = &store->tensors[i];
+    rc = tpl__write_full(f, store->base + h->offset, (size_t)h->nbytes);
+    if (rc != 0)
+      rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
+                     rank, h->name, tpl_strerror(rc));
+  }
+  if (rc == 0 && fsync(f) != 0) {
+    int e = errno;
+    rc = tpl__fail(err, -e, "%s/rank%u.safetensors: fsync: %s", dir, rank,
+                   strerror(e));
+  }
+  if (rc != 0) {
+    close(f);
+    return rc;
+  }
+  *fd = f;
+  return 0;
+}
+
+static int fsync_dir(const char *dir) {
+  int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+  if (d < 0) return -errno;
+  if (fsync(d) != 0) rc = -errno;
+  close(d);
+  return rc;
+}
+
+int tpl__preshard_publish(const char *dir, uint32_t rank, int fd,
+                          struct tpl_error *err) {
+  char proc[64], tmp[64], final[64];
+  int d, rc = 0;
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+  snprintf(tmp, sizeof(tmp), ".rank%u.safetensors.tmp", rank);
+  snprintf(final, sizeof(final), "rank%u.safetensors", rank);
+  d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d < 0) rc = -errno;
+  if (rc == 0) unlinkat(d, tmp, 0);
+  if (rc == 0 && linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) != 0)
+    rc = -errno;
+  if (rc == 0 && renameat(d, tmp, d, final) != 0) {
+    rc = -errno;
+    unlinkat(d, tmp, 0);
+  }
+  if (d >= 0) close(d);
+  close(fd);
+  if (rc == 0) rc = fsync_dir(dir);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s/%s: cannot publish: %s", dir, final,
+                     tpl_strerror(rc));
+  return 0;
+}
+
+void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
+  char name[64], *p;
+  snprintf(name, sizeof(name), "rank%u.safetensors", rank);
+  p = tpl__path_join(dir, name);
+  if (p != NULL) unlink(p);
+  free(p);
+}
+
+int tpl__write_file_atomic(const char *dir, const char *name,
+                           const void *data, size_t len,
+                           struct tpl_error *err) {
+  char tmpname[300];
+  char *tmp, *final;
+  int fd, rc;
+  snprintf(tmpname, sizeof(tmpname), ".%s.tmp.%ld", name, (long)getpid());
+  tmp = tpl__path_join(dir, tmpname);
+  final = tpl__path_join(dir, name);
+  if (tmp == NULL || final == NULL) {
+    free(tmp);
+    free(final);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  rc = fd < 0 ? -errno : tpl__write_full(fd, data, len);
+  if (rc == 0 && fsync(fd) != 0) rc = -errno;
+  if (fd >= 0) close(fd);
+  if (rc == 0 && rename(tmp, final) != 0) rc = -errno;
+  if (rc != 0) unlink(tmp);
+  if (rc == 0) rc = fsync_dir(dir);
+  if (rc != 0) tpl__fail(err, rc, "%s: cannot write: %s", final, tpl_strerror(rc));
+  free(tmp);
+  free(final);
+  return rc;
+}

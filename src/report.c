@@ -1,0 +1,350 @@
+/* report.c - protobuf encodings of the job table, the per-rank reports and
+ * the job's LoadReport, and the LoadReport's JSON form. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "proto/tpload.pb-c.h"
+#include "report.h"
+
+double tpl__job_bias_scale(const struct tpl__job *job, size_t i) {
+  if (job->tensors[i].kind != TPL_RULE_SCALE_BIAS || !job->bias_scaling)
+    return 1.0;
+  return 1.0 / (double)job->world;
+}
+
+/* --- job table --- */
+
+static void job_tensor_to_msg(const struct tpl__job_tensor *t,
+                              Tpload__JobTensor *m) {
+  tpload__job_tensor__init(m);
+  m->name = t->name;
+  m->dtype = (uint32_t)t->dtype;
+  m->n_shape = (size_t)t->ndim;
+  m->shape = (uint64_t *)t->shape;
+  m->encoding = (uint32_t)t->encoding;
+  m->kind = (uint32_t)t->kind;
+  if (t->kind == TPL_RULE_SHARD) {
+    m->func_name = t->func_name;
+    m->dim = t->spec.dim;
+    m->n_segs = t->spec.nsegs;
+    m->segs = (uint64_t *)t->spec.segs;
+  }
+}
+
+int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
+  Tpload__JobTable table = TPLOAD__JOB_TABLE__INIT;
+  Tpload__JobTensor *msgs = calloc(job->ntensors + 1, sizeof(*msgs));
+  Tpload__JobTensor **ptrs = calloc(job->ntensors + 1, sizeof(*ptrs));
+  int rc = -ENOMEM;
+  if (msgs == NULL || ptrs == NULL) goto out;
+  for (size_t i = 0; i < job->ntensors; i++) {
+    job_tensor_to_msg(&job->tensors[i], &msgs[i]);
+    ptrs[i] = &msgs[i];
+  }
+  table.model = job->model;
+  table.world = job->world;
+  table.bias_scaling = job->bias_scaling;
+  table.plan_source = job->plan_source;
+  table.n_tensors = job->ntensors;
+  table.tensors = ptrs;
+  *len = tpload__job_table__get_packed_size(&table);
+  *buf = malloc(*len ? *len : 1);
+  if (*buf == NULL) goto out;
+  tpload__job_table__pack(&table, *buf);
+  rc = 0;
+out:
+  free(msgs);
+  free(ptrs);
+  return rc;
+}
+
+static int msg_to_job_tensor(const Tpload__JobTensor *m,
+                             struct tpl__job_tensor *t,
+                             struct tpl_error *err) {
+  if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
+      m->n_segs > TPL_MAX_SEGS || m->kind > TPL_RULE_SCALE_BIAS)
+    return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
+  t->name = strdup(m->name);
+  if (t->name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  t->dtype = (int)m->dtype;
+  t->ndim = (int)m->n_shape;
+  memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
+  t->encoding = (int)m->encoding;
+  t->kind = (int)m->kind;
+  if (t->kind == TPL_RULE_SHARD) {
+    t->func_name = strdup(m->func_name);
+    if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    t->spec.dim = m->dim;
+    t->spec.nsegs = m->n_segs;
+    memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
+  }
+  return 0;
+}
+
+int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
+                    struct tpl_error *err) {
+  Tpload__JobTable *table = tpload__job_table__unpack(NULL, len, buf);
+  struct tpl__job *job;
+  int rc = 0;
+  if (table == NULL)
+    return tpl__fail(err, TPL_EPEER, "job table: cannot decode");
+  job = calloc(1, sizeof(*job));
+  if (job == NULL) {
+    tpload__job_table__free_unpacked(table, NULL);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  job->world = table->world;
+  job->bias_scaling = table->bias_scaling;
+  job->model = strdup(table->model);
+  job->plan_source = strdup(table->plan_source);
+  job->tensors = calloc(table->n_tensors + 1, sizeof(*job->tensors));
+  job->ntensors = table->n_tensors;
+  if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < table->n_tensors; i++)
+    rc = msg_to_job_tensor(table->tensors[i], &job->tensors[i], err);
+  tpload__job_table__free_unpacked(table, NULL);
+  if (rc == 0) rc = tpl__job_finish(job, err);
+  if (rc != 0) {
+    tpl__job_free(job);
+    return rc;
+  }
+  *out = job;
+  return 0;
+}
+
+/* --- rank report --- */
+
+struct shard_msgs {
+  Tpload__ShardInfo *infos;
+  Tpload__ShardInfo **ptrs;
+  uint64_t *shapes; /* per tensor: out_shape (ndim + 1) and segs */
+};
+
+static void fill_shard_info(const struct tpl__job *job, size_t i,
+                            const struct tpl__held *h, Tpload__ShardInfo *m,
+                            uint64_t *scratch) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  tpload__shard_info__init(m);
+  m->name = t->name;
+  m->dtype = (char *)tpl__dtype_mlc_name(t->dtype);
+  m->n_shape = (size_t)t->ndim;
+  m->shape = (uint64_t *)t->rank_shape;
+  m->dim = -1;
+  m->bias_scale = tpl__job_bias_scale(job, i);
+  m->nbytes = h->nbytes;
+  m->xxh3 = h->xxh3;
+  m->offset = h->offset;
+  if (t->kind != TPL_RULE_SHARD) return;
+  m->func_name = t->func_name;
+  m->n_in_shape = (size_t)t->ndim;
+  m->in_shape = (uint64_t *)t->shape;
+  scratch[0] = job->world;
+  memcpy(scratch + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
+  m->n_out_shape = (size_t)t->ndim + 1;
+  m->out_shape = scratch;
+  m->dim = t->spec.dim;
+  m->n_segs = t->spec.nsegs ? t->spec.nsegs : 1;
+  m->segs = scratch + TPL_MAX_DIMS + 1;
+  for (size_t j = 0; j < m->n_segs; j++)
+    m->segs[j] = (t->spec.nsegs ? t->spec.segs[j]
+                                : t->shape[t->spec.dim]) / job->world;
+}
+
+static int build_shard_msgs(const struct tpl__job *job,
+                            const struct tpl__store *store,
+                            struct shard_msgs *s) {
+  const size_t per = TPL_MAX_DIMS + 1 + TPL_MAX_SEGS;
+  size_t n = job->ntensors + 1;
+  s->infos = calloc(n, sizeof(*s->infos));
+  s->ptrs = calloc(n, sizeof(*s->ptrs));
+  s->shapes = calloc(n * per, sizeof(uint64_t));
+  if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < job->ntensors; i++) {
+    fill_shard_info(job, i, &store->tensors[i], &s->infos[i],
+                    s->shapes + i * per);
+    s->ptrs[i] = &s->infos[i];
+  }
+  return 0;
+}
+
+static void free_shard_msgs(struct shard_msgs *s) {
+  free(s->infos);
+  free(s->ptrs);
+  free(s->shapes);
+}
+
+int tpl__rank_report_pack(const struct tpl__job *job,
+                          const struct tpl__store *store,
+                          const struct tpl__rank_stats *st, uint8_t **buf,
+                          size_t *len) {
+  Tpload__RankReport r = TPLOAD__RANK_REPORT__INIT;
+  Tpload__PhaseTimes times = TPLOAD__PHASE_TIMES__INIT;
+  struct shard_msgs s = {0};
+  int rc = build_shard_msgs(job, store, &s);
+  if (rc != 0) goto out;
+  times.read = st->t_read;
+  times.pack = st->t_pack;
+  times.send = st->t_send;
+  times.receive = st->t_recv;
+  times.scale = st->t_scale;
+  r.rank = st->rank;
+  r.host = (char *)st->host;
+  r.pid = st->pid;
+  r.n_tensors = job->ntensors;
+  r.tensors = s.ptrs;
+  for (size_t i = 0; i < job->ntensors; i++) r.bytes += store->tensors[i].nbytes;
+  r.peak_rss_bytes = st->peak_rss;
+  r.times = &times;
+  r.seconds = st->seconds;
+  *len = tpload__rank_report__get_packed_size(&r);
+  *buf = malloc(*len ? *len : 1);
+  rc = -ENOMEM;
+  if (*buf == NULL) goto out;
+  tpload__rank_report__pack(&r, *buf);
+  rc = 0;
+out:
+  free_shard_msgs(&s);
+  return rc;
+}
+
+int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
+                          const size_t *lens, double seconds,
+                          uint64_t bytes_read, uint8_t **buf, size_t *len,
+                          struct tpl_error *err) {
+  Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
+  Tpload__RankReport **rr = calloc(job->world, sizeof(*rr));
+  int rc = 0;
+  if (rr == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < job->world && rc == 0; i++) {
+    rr[i] = tpload__rank_report__unpack(NULL, lens[i], ranks[i]);
+    if (rr[i] == NULL)
+      rc = tpl__fail(err, TPL_EPEER, "rank %u sent a malformed report", i);
+    else
+      lr.bytes_delivered += rr[i]->bytes;
+  }
+  if (rc == 0) {
+    lr.model = job->model;
+    lr.tensor_parallel_shards = job->world;
+    lr.bias_scaling = job->bias_scaling;
+    lr.seconds = seconds;
+    lr.bytes_read = bytes_read;
+    lr.n_ranks = job->world;
+    lr.ranks = rr;
+    *len = tpload__load_report__get_packed_size(&lr);
+    *buf = malloc(*len ? *len : 1);
+    if (*buf == NULL)
+      rc = tpl__fail(err, -ENOMEM, "out of memory");
+    else
+      tpload__load_report__pack(&lr, *buf);
+  }
+  for (uint32_t i = 0; i < job->world; i++)
+    if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
+  free(rr);
+  return rc;
+}
+
+int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
+                           size_t ntensors, struct tpl__rank_info *out) {
+  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
+  int rc = 0;
+  if (lr == NULL) return TPL_EPEER;
+  if (lr->n_ranks != world) rc = TPL_EPEER;
+  for (size_t r = 0; rc == 0 && r < world; r++) {
+    const Tpload__RankReport *rr = lr->ranks[r];
+    if (rr->rank >= world || rr->n_tensors != ntensors) {
+      rc = TPL_EPEER;
+      break;
+    }
+    for (size_t i = 0; i < ntensors; i++) {
+      out[i * world + rr->rank].nbytes = rr->tensors[i]->nbytes;
+      out[i * world + rr->rank].xxh3 = rr->tensors[i]->xxh3;
+    }
+  }
+  tpload__load_report__free_unpacked(lr, NULL);
+  return rc;
+}
+
+/* --- JSON --- */
+
+static json_t *u64_array(const uint64_t *v, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(a, json_integer((json_int_t)v[i]));
+  return a;
+}
+
+static json_t *shard_info_json(const Tpload__ShardInfo *s) {
+  char hex[17];
+  json_t *o = json_object();
+  snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
+  json_object_set_new(o, "name", json_string(s->name));
+  json_object_set_new(o, "dtype", json_string(s->dtype));
+  json_object_set_new(o, "shape", u64_array(s->shape, s->n_shape));
+  if (s->func_name[0] != '\0') {
+    json_object_set_new(o, "func_name", json_string(s->func_name));
+    json_object_set_new(o, "in_shape", u64_array(s->in_shape, s->n_in_shape));
+    json_object_set_new(o, "out_shape",
+                        u64_array(s->out_shape, s->n_out_shape));
+    json_object_set_new(o, "dim", json_integer(s->dim));
+    json_object_set_new(o, "segs", u64_array(s->segs, s->n_segs));
+  }
+  json_object_set_new(o, "bias_scale", json_real(s->bias_scale));
+  json_object_set_new(o, "nbytes", json_integer((json_int_t)s->nbytes));
+  json_object_set_new(o, "offset", json_integer((json_int_t)s->offset));
+  json_object_set_new(o, "xxh3", json_string(hex));
+  return o;
+}
+
+static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
+  json_t *o = json_object(), *ph = json_object();
+  json_object_set_new(o, "rank", json_integer(r->rank));
+  json_object_set_new(o, "host", json_string(r->host));
+  json_object_set_new(o, "pid", json_integer(r->pid));
+  json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+  json_object_set_new(o, "tensor_count", json_integer((json_int_t)r->n_tensors));
+  json_object_set_new(o, "peak_rss_bytes",
+                      json_integer((json_int_t)r->peak_rss_bytes));
+  json_object_set_new(o, "seconds", json_real(r->seconds));
+  if (r->times != NULL) {
+    json_object_set_new(ph, "read", json_real(r->times->read));
+    json_object_set_new(ph, "pack", json_real(r->times->pack));
+    json_object_set_new(ph, "send", json_real(r->times->send));
+    json_object_set_new(ph, "receive", json_real(r->times->receive));
+    json_object_set_new(ph, "scale", json_real(r->times->scale));
+  }
+  json_object_set_new(o, "phases", ph);
+  if (with_tensors) {
+    json_t *ts = json_array();
+    for (size_t i = 0; i < r->n_tensors; i++)
+      json_array_append_new(ts, shard_info_json(r->tensors[i]));
+    json_object_set_new(o, "tensors", ts);
+  }
+  return o;
+}
+
+json_t *tpl__report_json(const uint8_t *packed, size_t len,
+                         int with_tensors) {
+  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
+  json_t *o, *ranks;
+  if (lr == NULL) return NULL;
+  o = json_object();
+  ranks = json_array();
+  json_object_set_new(o, "model", json_string(lr->model));
+  json_object_set_new(o, "tensor_parallel_shards",
+                      json_integer(lr->tensor_parallel_shards));
+  json_object_set_new(o, "bias_scaling", json_boolean(lr->bias_scaling));
+  json_object_set_new(o, "seconds", json_real(lr->seconds));
+  json_object_set_new(o, "bytes_read", json_integer((json_int_t)lr->bytes_read));
+  json_object_set_new(o, "bytes_delivered",
+                      json_integer((json_int_t)lr->bytes_delivered));
+  for (size_t i = 0; i < lr->n_ranks; i++)
+    json_array_append_new(ranks, rank_json(lr->ranks[i], with_tensors));
+  json_object_set_new(o, "ranks", ranks);
+  tpload__load_report__free_unpacked(lr, NULL);
+  return o;
+}

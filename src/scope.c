@@ -1,0 +1,129 @@
+/* scope.c - bias scaling: a rank divides its own copy of a row-parallel
+ * bias by N so that the all-reduce of N partial outputs adds the bias
+ * once.  Half-precision types go through float32 and round to nearest
+ * even, exactly as numpy's astype does. */
+#include <string.h>
+
+#include "common.h"
+#include "dtype.h"
+#include "scope.h"
+
+float tpl__f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, x;
+  float f;
+  if (exp == 0x1f) {
+    x = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    x = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    x = sign;
+  } else {
+    uint32_t shifts = 0;
+    while (!(man & 0x400u)) {
+      man <<= 1;
+      shifts++;
+    }
+    x = sign | ((113 - shifts) << 23) | ((man & 0x3ffu) << 13);
+  }
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+/* Rounds `v` right by `shift` bits to nearest, ties to even. */
+static uint32_t round_shift(uint32_t v, uint32_t shift) {
+  uint32_t q = v >> shift, rem = v & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) q++;
+  return q;
+}
+
+uint16_t tpl__f32_to_f16(float f) {
+  uint32_t x, sign, absx;
+  memcpy(&x, &f, 4);
+  sign = (x >> 16) & 0x8000u;
+  absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) /* NaN: keep it quiet and non-zero */
+    return (uint16_t)(sign | 0x7e00u | ((absx >> 13) & 0x3ffu));
+  if (absx >= 0x477ff000u) /* rounds past 65504: infinity */
+    return (uint16_t)(sign | 0x7c00u);
+  if (absx < 0x38800000u) { /* below 2^-14: subnormal half or zero */
+    uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u;
+    if (absx < 0x33000000u) return (uint16_t)sign;
+    return (uint16_t)(sign | round_shift(m, 126 - e));
+  }
+  return (uint16_t)(sign | round_shift(absx - (112u << 23), 13));
+}
+
+float tpl__bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+uint16_t tpl__f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static void scale_f32(uint8_t *p, uint64_t n, float d) {
+  for (uint64_t i = 0; i < n; i++) {
+    float v;
+    memcpy(&v, p + 4 * i, 4);
+    v /= d;
+    memcpy(p + 4 * i, &v, 4);
+  }
+}
+
+static void scale_f64(uint8_t *p, uint64_t n, double d) {
+  for (uint64_t i = 0; i < n; i++) {
+    double v;
+    memcpy(&v, p + 8 * i, 8);
+    v /= d;
+    memcpy(p + 8 * i, &v, 8);
+  }
+}
+
+static void scale_half(uint8_t *p, uint64_t n, float d, int bf16) {
+  for (uint64_t i = 0; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    h = bf16 ? tpl__f32_to_bf16(tpl__bf16_to_f32(h) / d)
+             : tpl__f32_to_f16(tpl__f16_to_f32(h) / d);
+    memcpy(p + 2 * i, &h, 2);
+  }
+}
+
+int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor) {
+  uint64_t n = nbytes / (dtype >= 0 && dtype < TPL_DT_COUNT
+                             ? tpl__dtype_size(dtype) : 1);
+  switch (dtype) {
+  case TPL_DT_F32:
+    if (divisor != 1) scale_f32(p, n, (float)divisor);
+    return 0;
+  case TPL_DT_F64:
+    if (divisor != 1) scale_f64(p, n, (double)divisor);
+    return 0;
+  case TPL_DT_F16:
+  case TPL_DT_BF16:
+    if (divisor != 1) scale_half(p, n, (float)divisor, dtype == TPL_DT_BF16);
+    return 0;
+  default:
+    return TPL_EDTYPE;
+  }
+}
+
+void tpl__bf16_expand_inplace(void *p, uint64_t count) {
+  uint8_t *b = p;
+  /* Backwards: f32 i (bytes 4i..4i+3) only overwrites bf16 values at index
+   * >= i, which have already been expanded. */
+  for (uint64_t i = count; i-- > 0;) {
+    uint16_t h;
+    uint32_t x;
+    memcpy(&h, b + 2 * i, 2);
+    x = (uint32_t)h << 16;
+    memcpy(b + 4 * i, &x, 4);
+  }
+}
