@@ -313,7 +313,9 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
                      rc == -EIO ? " (file shrank while loading?)" : "");
       break;
     }
-    posix_fadvise(fd, (off_t)pos, (off_t)len, POSIX_FADV_DONTNEED);
+    if (pos + len < end) /* start the kernel on the next chunk */
+      posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk,
+                    POSIX_FADV_WILLNEED);
     e->bytes_read += len;
     rc = deliver_chunk(e, s, w, pos, len, err);
     pos += len;
@@ -581,7 +583,9 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
 /* --- the whole job --- */
 
 static int deliver(struct engine *e, struct tpl_error *err) {
+  double t = now();
   int rc = make_store(e, err);
+  e->st.t_alloc = now() - t;
   if (agree(rc) != 0) return rc ? rc : TPL_EPEER;
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
   if (rc != 0) return rc;
