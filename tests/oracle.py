@@ -22,12 +22,44 @@ CLI (used by tests/shard_oracle.sh):
         recomputes every case and compares with what tests/shard_exec
         wrote (OUT: each case's rank outputs back to back; STATUS: one
         "ok" or "err CODE" line a case); prints mismatches, exits 1 on any.
+
+CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
+    oracle.py gen-model OUT --seed S [--layout single|index|mlc]
+                        [--tensors K] [--big-mib M]
+        writes a random model into directory OUT (model.safetensors; or
+        model-*.safetensors + model.safetensors.index.json; or
+        tensor-cache.json + params_shard_*.bin with f32-to-bf16 records)
+        and OUT/plan.json: every dtype, shard dims 0..3, fused segments
+        (multiples of 12, so N = 1..4 divide), replicated, scale_bias
+        (F16/BF16/F32/F64, special values) and zero-size tensors, scalars,
+        first-match and '?' globs; K tiny tensors under three glob rules;
+        two tensors of about M MiB (dim 0 with segments, dim 1 strided).
+    oracle.py check-preshard MODEL PLAN N DIR [--no-bias-scaling]
+        reads MODEL with its own readers, computes every rank's tensors
+        with shard()/scale_bias() and checks DIR/rank{r}.safetensors
+        (names, data order, dtype, shape, bytes, __metadata__) and
+        DIR/shard-info.json (shapes, preprocs, dim, segs, bias_scale,
+        per-rank nbytes and XXH3 from the system libxxhash) and that DIR
+        holds nothing else.  Exits 1 at the first mismatch, naming rank
+        and tensor on stderr ("# ..." lines).
+    oracle.py check-report MODEL PLAN N REPORT [--no-bias-scaling]
+        checks `tpload load --json` output: seconds, bytes_read (at least
+        the stored tensor bytes), bytes_delivered (= the oracle's total),
+        ranks[].rank/host/bytes/peak_rss_bytes/phases.
 """
+import argparse
+import ctypes
+import ctypes.util
+import json
 import os
 import random
+import re
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import npst  # noqa: E402  (tests/npst.py, the safetensors oracle)
 
 TPL_EPLAN = -10003
 TPL_EINDIVISIBLE = -10004
@@ -291,6 +323,608 @@ def check_cases(d, out_path, status_path):
     return bad
 
 
+# ------------------------------------------------------ whole-model oracle
+#
+# gen-model writes a random checkpoint in one of three layouts plus a
+# plan.json naming every tensor's strategy; check-preshard reads the model
+# back with its own readers (npst for safetensors, plain json for the index
+# and the MLC cache), applies the plan with its own glob, shard() and
+# scale_bias(), and compares a preshard output directory with that;
+# check-report does the same for `load --json`'s byte counts.
+
+ST_ITEM = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+           "I16": 2, "U16": 2, "F16": 2, "BF16": 2, "I32": 4, "U32": 4,
+           "F32": 4, "F64": 8, "I64": 8, "U64": 8}
+# DESIGN.md section 2's MLC dtype names.
+MLC_NAME = {"F16": "float16", "BF16": "bfloat16", "F32": "float32",
+            "F64": "float64", "I8": "int8", "U8": "uint8", "I16": "int16",
+            "U16": "uint16", "I32": "int32", "U32": "uint32", "I64": "int64",
+            "U64": "uint64", "BOOL": "bool", "F8_E4M3": "float8_e4m3fn",
+            "F8_E5M2": "float8_e5m2"}
+ST_FROM_MLC = {v: k for k, v in MLC_NAME.items()}
+
+# (name, dtype, shape, strategy) of the fixed part of every generated
+# model.  Strategy: ("shard", dim, segs or None, func_name or None),
+# ("scale",), ("rep",) (an explicit replicate rule) or None (no rule
+# matches: replicated).  Every segment is a multiple of 12, so N = 1, 2,
+# 3, 4 all divide.  "X" in a shape is a free extent drawn from the seed.
+CORE = [
+    ("model.layers.0.attn.qkv.weight", "BF16", [48, "X"],
+     ("shard", 0, [24, 12, 12], "_shard_qkv")),
+    ("model.layers.0.attn.o.weight", "F16", ["X", 24],
+     ("shard", 1, None, "_shard_o")),
+    ("model.layers.0.mlp.gate_up.weight", "F32", [48, "X"],
+     ("shard", 0, [24, 24], "_shard_gate_up")),
+    ("model.layers.0.mlp.down.weight", "F64", ["X", 36],
+     ("shard", 1, [12, 24], None)),
+    ("t.i8.d2", "I8", [3, "X", 24], ("shard", 2, [12, 12], None)),
+    ("t.u8.d0", "U8", [36], ("shard", 0, None, None)),
+    ("t.i16.d1", "I16", [2, 12, "X"], ("shard", 1, None, "_shard_i16")),
+    ("t.u16.d0", "U16", [12, "X"], ("shard", 0, [12], None)),
+    ("t.i32.d3", "I32", [2, "X", 2, 24], ("shard", 3, [12, 12], None)),
+    ("t.u32.d1", "U32", ["X", 24], ("shard", 1, [12, 12], None)),
+    ("t.i64.d0", "I64", [24, "X"], ("shard", 0, None, None)),
+    ("t.u64.d2", "U64", [2, "X", 12], ("shard", 2, None, None)),
+    ("t.bool.d1", "BOOL", ["X", 36], ("shard", 1, [12, 12, 12], None)),
+    ("t.f8e4m3.d0", "F8_E4M3", [24, "X"], ("shard", 0, [12, 12], None)),
+    ("t.f8e5m2.d1", "F8_E5M2", ["X", 24], ("shard", 1, None, None)),
+    ("t.qkv.bias", "F32", [48], ("shard", 0, [24, 12, 12], "_shard_qkv")),
+    ("t.manysegs", "F16", ["X", 120], ("shard", 1, [12] * 10, None)),
+    ("t.empty.rows", "F32", [0, 24], ("shard", 1, None, None)),
+    ("t.empty.d0", "BF16", [0], ("shard", 0, None, None)),
+    ("t.empty.mid", "I32", [12, 0, 2], ("shard", 0, [12], None)),
+    ("t.empty.segs", "F16", [24, 0], ("shard", 0, [12, 12], None)),
+    ("model.norm.weight", "BF16", [16], ("rep",)),
+    ("lm_head.weight", "F16", [24, "X"], ("rep",)),
+    ("t.f32.rep", "F32", ["X", 5], ("rep",)),
+    ("t.scalar.f64", "F64", [], ("rep",)),
+    ("t.scalar.i8", "I8", [], None),
+    ("t.odd", "U8", [7, 5], None),
+    ("t.empty.rep", "U16", [3, 0], None),
+    ("\u5c42.0.\u504f\u7f6e", "F32", [3], None),
+    ("b.f32", "F32", [24], ("scale",)),
+    ("b.f64", "F64", [7], ("scale",)),
+    ("b.f16", "F16", [13], ("scale",)),
+    ("b.bf16", "BF16", [12], ("scale",)),
+    ("b.empty", "F32", [0], ("scale",)),
+    ("b.scalar", "BF16", [], ("scale",)),
+    # first match wins: "g.first" meets its replicate rule before "g.*"
+    ("g.first", "F32", [12], ("rep",)),
+    ("g.second", "F32", [12, 2], ("glob",)),
+    ("g.x", "U8", [24], ("glob",)),
+    # '?' is one character: "q1.w" matches "q?.w", "q12.w" does not
+    ("q1.w", "I16", [2, 12], ("glob",)),
+    ("q12.w", "I16", [3, 5], None),
+]
+GLOB_RULES = [{"match": "g.*", "dim": 0, "name": "_shard_g"},
+              {"match": "q?.w", "dim": 1}]
+# Stored as "f32-to-bf16" in the MLC layout (bf16 values either way).
+F32_TO_BF16 = ("model.layers.0.mlp.gate_up.weight", "b.f32", "t.f32.rep")
+
+# Hand-picked bias values (bit patterns): ties, subnormals, quiet NaNs
+# with payloads, infinities, extremes; the rest of a bias is random.
+SPECIAL_BITS = {
+    "F16": ("<u2", [0x0001, 0x0003, 0x3C00, 0x3555, 0x7BFF, 0x7C00, 0xFC00,
+                    0x7E01, 0xFE00, 0x8001, 0x0400, 0x0000, 0x8000]),
+    "BF16": ("<u2", [0x0001, 0x0003, 0x3F80, 0x3F81, 0x3F83, 0x7FC1, 0xFF80,
+                     0x7F7F, 0x8001, 0x0080, 0x0000, 0x8000]),
+    "F32": ("<u4", [0x00000001, 0x00000003, 0x3F800000, 0x7F7FFFFF,
+                    0x7F800000, 0xFF800000, 0x7FC00001, 0x80000001,
+                    0x00800000, 0x00000000, 0x80000000, 0x40400000]),
+    "F64": ("<u8", [0x0000000000000001, 0x3FF0000000000000,
+                    0x7FF8000000000001, 0xFFF0000000000000,
+                    0x7FEFFFFFFFFFFFFF, 0x8000000000000000,
+                    0x4008000000000000]),
+}
+
+
+def _numel(shape):
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def _random_raw(rng, dtype, shape):
+    """Random bytes for a tensor (booleans are 0 or 1)."""
+    n = _numel(shape) * ST_ITEM[dtype]
+    if dtype == "BOOL":
+        return rng.integers(0, 2, n, dtype=np.uint8).tobytes()
+    return rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+def _bias_raw(rng, dtype, count):
+    """A bias: the special values first, then random normal values."""
+    npdt, bits = SPECIAL_BITS[dtype]
+    head = np.array(bits[:count], dtype=npdt).tobytes()
+    rest = count - min(count, len(bits))
+    vals = (rng.standard_normal(rest) * 10).astype(np.float32)
+    if dtype == "F16":
+        tail = vals.astype("<f2").tobytes()
+    elif dtype == "BF16":
+        tail = _bf16_round(vals).astype("<u2").tobytes()
+    elif dtype == "F32":
+        tail = vals.astype("<f4").tobytes()
+    else:
+        tail = (rng.standard_normal(rest) * 10).astype("<f8").tobytes()
+    return head + tail
+
+
+def _bf16_as_f32(u16_bytes):
+    """Decodes bf16 bit patterns to float32 bytes (f32 bits = u16 << 16)."""
+    u = np.frombuffer(u16_bytes, dtype="<u2").astype("<u4") << 16
+    return u.astype("<u4").tobytes()
+
+
+def _core_tensor(rng, name, dtype, shape, how):
+    """One tensor dict: name, dtype, shape, raw (decoded bytes), bf16 (the
+    bf16 bit patterns when the MLC layout stores it as f32-to-bf16)."""
+    shape = [int(rng.integers(1, 4)) if d == "X" else d for d in shape]
+    t = {"name": name, "dtype": dtype, "shape": shape, "bf16": None}
+    if name in F32_TO_BF16:
+        if how == ("scale",):
+            f = np.frombuffer(_bias_raw(rng, "F32", _numel(shape)), "<f4")
+            t["bf16"] = _bf16_round(f.copy()).astype("<u2").tobytes()
+        else:
+            t["bf16"] = _random_raw(rng, "BF16", shape)
+        t["raw"] = _bf16_as_f32(t["bf16"])
+    elif how == ("scale",):
+        t["raw"] = _bias_raw(rng, dtype, _numel(shape))
+    else:
+        t["raw"] = _random_raw(rng, dtype, shape)
+    return t
+
+
+def _rule_for(name, how):
+    if how is None or how == ("glob",):
+        return None
+    if how == ("rep",):
+        return {"match": name, "replicate": True}
+    if how == ("scale",):
+        return {"match": name, "scale_bias": True}
+    _, dim, segs, fname = how
+    rule = {"match": name, "dim": dim}
+    if segs:
+        rule["segs"] = segs
+    if fname:
+        rule["name"] = fname
+    return rule
+
+
+def _big_tensors(rng, mib):
+    """Two tensors of about `mib` MiB each: rows of BF16 sharded along
+    dim 0 with segments, and F32 sharded along dim 1 (strided rows of
+    4800 bytes, so window boundaries fall inside rows)."""
+    rows = max(48, (mib << 20) // (960 * 2) // 48 * 48)
+    r2 = max(1, (mib << 20) // (1200 * 4))
+    out = []
+    for name, dt, shape, how in (
+            ("big.rows", "BF16", [rows, 960],
+             ("shard", 0, [rows // 2, rows // 4, rows // 4], "_shard_big")),
+            ("big.cols", "F32", [r2, 1200],
+             ("shard", 1, [600, 300, 300], None))):
+        t = {"name": name, "dtype": dt, "shape": shape, "bf16": None,
+             "raw": _random_raw(rng, dt, shape)}
+        out.append((t, _rule_for(name, how)))
+    return out
+
+
+def _tiny_tensors(rng, count):
+    """`count` tiny tensors cycling through shard / replicate / scale_bias,
+    covered by three glob rules."""
+    data = rng.integers(0, 256, 24 * count, dtype=np.uint8).tobytes()
+    out = []
+    for i in range(count):
+        kind = i % 3
+        if kind == 0:
+            t = {"name": "tiny.%d.s" % i, "dtype": "F16", "shape": [12],
+                 "raw": data[24 * i:24 * i + 24]}
+        elif kind == 1:
+            t = {"name": "tiny.%d.r" % i, "dtype": "U8", "shape": [3],
+                 "raw": data[24 * i:24 * i + 3]}
+        else:
+            t = {"name": "tiny.%d.b" % i, "dtype": "BF16", "shape": [2],
+                 "raw": np.array([0x3F80 + i % 64, 0x0003],
+                                 "<u2").tobytes()}
+        t["bf16"] = None
+        out.append(t)
+    rules = [{"match": "tiny.*.s", "dim": 0, "name": "_shard_tiny"},
+             {"match": "tiny.*.r", "replicate": True},
+             {"match": "tiny.*.b", "scale_bias": True}] if count else []
+    return out, rules
+
+
+def make_model(seed, ntiny=0, big_mib=0):
+    """(tensors, rules): the tensor dicts of a random model and its plan."""
+    rng = np.random.default_rng(seed)
+    tensors, rules = [], []
+    for name, dtype, shape, how in CORE:
+        tensors.append(_core_tensor(rng, name, dtype, shape, how))
+        rule = _rule_for(name, how)
+        if rule is not None:
+            rules.append(rule)
+    rules.extend(GLOB_RULES)
+    for t, rule in _big_tensors(rng, big_mib) if big_mib else []:
+        tensors.append(t)
+        rules.append(rule)
+    tiny, tiny_rules = _tiny_tensors(rng, ntiny)
+    tensors.extend(tiny)
+    rules.extend(tiny_rules)
+    return tensors, rules
+
+
+def _st_dict(tensors):
+    return {t["name"]: (t["dtype"], t["shape"], t["raw"]) for t in tensors}
+
+
+def _write_single(out, tensors, rng):
+    names = [t["name"] for t in tensors]
+    rng.shuffle(names)
+    npst.write(os.path.join(out, "model.safetensors"), _st_dict(tensors),
+               metadata={"format": "pt"}, header_order=names)
+
+
+def _write_index(out, tensors, rng):
+    nfiles = 3
+    fname = "model-%05d-of-%05d.safetensors"
+    groups = [[] for _ in range(nfiles)]
+    for i, t in enumerate(tensors):
+        groups[int(rng.integers(0, nfiles)) if i >= nfiles else i].append(t)
+    wmap = {}
+    for k, g in enumerate(groups):
+        name = fname % (nfiles - k, nfiles)  # written out of sorted order
+        npst.write(os.path.join(out, name), _st_dict(g))
+        for t in g:
+            wmap[t["name"]] = name
+    keys = list(wmap)
+    rng.shuffle(keys)
+    total = sum(len(t["raw"]) for t in tensors)
+    with open(os.path.join(out, "model.safetensors.index.json"), "w",
+              encoding="utf-8") as f:
+        json.dump({"metadata": {"total_size": total},
+                   "weight_map": {k: wmap[k] for k in keys}}, f,
+                  ensure_ascii=False)
+
+
+def _write_mlc(out, tensors, rng):
+    nfiles = 2
+    files = []
+    for k in range(nfiles):
+        group = tensors[k::nfiles]
+        blob, recs = bytearray(), []
+        for t in group:
+            blob += b"\0" * int(rng.integers(0, 2) * rng.integers(1, 64))
+            stored = t["bf16"] if t["bf16"] is not None else t["raw"]
+            recs.append({"name": t["name"], "shape": t["shape"],
+                         "dtype": MLC_NAME[t["dtype"]],
+                         "format": "f32-to-bf16" if t["bf16"] is not None
+                         else "raw",
+                         "nbytes": len(stored), "byteOffset": len(blob)})
+            blob += stored
+        path = "params_shard_%d.bin" % k
+        with open(os.path.join(out, path), "wb") as f:
+            f.write(blob)
+        files.append({"dataPath": path, "format": "raw-shard",
+                      "nbytes": len(blob), "records": recs})
+    with open(os.path.join(out, "tensor-cache.json"), "w",
+              encoding="utf-8") as f:
+        json.dump({"metadata": {"ParamSize": len(tensors),
+                                "ParamBytes": 0, "BitsPerParam": 0},
+                   "records": files}, f, ensure_ascii=False)
+
+
+def gen_model(out, seed, layout, ntiny=0, big_mib=0):
+    """Writes the model in `layout` (single, index, mlc) and plan.json to
+    directory `out`."""
+    tensors, rules = make_model(seed, ntiny, big_mib)
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(seed + 1)
+    {"single": _write_single, "index": _write_index,
+     "mlc": _write_mlc}[layout](out, tensors, rng)
+    with open(os.path.join(out, "plan.json"), "w", encoding="utf-8") as f:
+        json.dump({"rules": rules}, f, ensure_ascii=False, indent=1)
+
+
+# --- reading a model back, independently of the generator's tables ---
+
+def _read_st_file(path):
+    """[(name, dtype, shape, decoded bytes, stored bytes)] in offset order."""
+    tensors, _, order = npst.read(path)
+    return [(n, tensors[n][0], list(tensors[n][1]), tensors[n][2],
+             len(tensors[n][2])) for n in order]
+
+
+def _read_index(d):
+    with open(os.path.join(d, "model.safetensors.index.json"),
+              encoding="utf-8") as f:
+        wmap = json.load(f)["weight_map"]
+    out = []
+    for fname in sorted(set(wmap.values())):
+        out.extend(_read_st_file(os.path.join(d, fname)))
+    return out
+
+
+def _read_mlc(d, cache):
+    with open(os.path.join(d, cache), encoding="utf-8") as f:
+        root = json.load(f)
+    out = []
+    for frec in root["records"]:
+        with open(os.path.join(d, frec["dataPath"]), "rb") as f:
+            blob = f.read()
+        recs = sorted(frec["records"], key=lambda r: (
+            r["byteOffset"], r["nbytes"], r["name"].encode("utf-8")))
+        for r in recs:
+            raw = blob[r["byteOffset"]:r["byteOffset"] + r["nbytes"]]
+            if r["format"] == "f32-to-bf16":
+                raw = _bf16_as_f32(raw)
+            out.append((r["name"], ST_FROM_MLC[r["dtype"]], list(r["shape"]),
+                        raw, r["nbytes"]))
+    return out
+
+
+def read_model(path):
+    """Every tensor of MODEL in checkpoint order, as (name, dtype, shape,
+    decoded bytes, stored bytes)."""
+    if os.path.isfile(path):
+        return _read_st_file(path)
+    if os.path.exists(os.path.join(path, "model.safetensors.index.json")):
+        return _read_index(path)
+    if os.path.exists(os.path.join(path, "model.safetensors")):
+        return _read_st_file(os.path.join(path, "model.safetensors"))
+    for cache in ("tensor-cache.json", "ndarray-cache.json"):
+        if os.path.exists(os.path.join(path, cache)):
+            return _read_mlc(path, cache)
+    raise ValueError("%s: not a model this oracle reads" % path)
+
+
+def glob_match(pattern, name):
+    """DESIGN.md section 3's glob: '*' any run (dots too), '?' one
+    character, everything else literal."""
+    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c)
+                 for c in pattern)
+    return re.fullmatch(rx, name, re.DOTALL) is not None
+
+
+def expected_shards(model, rules, n, bias_scaling=True):
+    """For every tensor of `model` (read_model's list) under `rules`: a dict
+    with name, dtype, full shape, kind (shard / scale / rep), rule,
+    rank_shape and ranks (n byte strings: what each rank must hold)."""
+    out = []
+    for name, dtype, shape, raw, stored in model:
+        rule = next((r for r in rules if glob_match(r["match"], name)), None)
+        e = {"name": name, "dtype": dtype, "shape": shape, "rule": rule,
+             "rank_shape": list(shape), "stored": stored}
+        if rule is not None and "dim" in rule:
+            arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
+            parts = shard(arr.reshape(shape), rule["dim"], rule.get("segs"),
+                          n)
+            e["kind"] = "shard"
+            e["rank_shape"] = list(parts[0].shape)
+            e["ranks"] = [p.tobytes() for p in parts]
+        elif rule is not None and rule.get("scale_bias"):
+            e["kind"] = "scale"
+            e["ranks"] = [scale_bias(raw, dtype, n if bias_scaling else 1)] * n
+        else:
+            e["kind"] = "rep"
+            e["ranks"] = [raw] * n
+        out.append(e)
+    return out
+
+
+_XXH = None
+
+
+def xxh3_hex(data):
+    """XXH3-64 of `data` as 16 lowercase hex digits, from the system's
+    reference libxxhash (not tpload's code)."""
+    global _XXH
+    if _XXH is None:
+        lib = ctypes.CDLL(ctypes.util.find_library("xxhash")
+                          or "libxxhash.so.0")
+        _XXH = lib.XXH3_64bits
+        _XXH.restype = ctypes.c_uint64
+        _XXH.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return "%016x" % _XXH(bytes(data), len(data))
+
+
+class Mismatch(Exception):
+    """The first difference found; its message names rank and tensor."""
+
+
+def _same(what, want, got):
+    if want != got:
+        raise Mismatch("%s: expected %r, found %r" % (what, want, got))
+
+
+def _check_rank_file(path, r, n, exp):
+    try:
+        tensors, meta, order = npst.read(path)
+    except (OSError, ValueError) as e:
+        raise Mismatch("rank %d: %s: unreadable: %s" % (r, path, e))
+    _same("rank %d: %s: __metadata__" % (r, path),
+          {"tp_rank": str(r), "tp_size": str(n)}, meta)
+    for i, e in enumerate(exp):
+        where = "rank %d: tensor '%s'" % (r, e["name"])
+        if i >= len(order) or order[i] != e["name"]:
+            raise Mismatch("%s: expected at position %d of the data, found "
+                           "%r" % (where, i, order[i] if i < len(order)
+                                   else "end of file"))
+        dtype, shape, raw = tensors[e["name"]]
+        _same(where + ": dtype", e["dtype"], dtype)
+        _same(where + ": shape", e["rank_shape"], list(shape))
+        if raw != e["ranks"][r]:
+            diff = next(k for k in range(min(len(raw), len(e["ranks"][r])))
+                        if raw[k] != e["ranks"][r][k]) \
+                if len(raw) == len(e["ranks"][r]) else -1
+            raise Mismatch("%s: bytes differ (%d expected, %d found, first "
+                           "difference at byte %d)"
+                           % (where, len(e["ranks"][r]), len(raw), diff))
+    _same("rank %d: tensor count" % r, len(exp), len(order))
+
+
+def _check_param(p, e, n, bias_scaling):
+    where = "shard-info.json: tensor '%s'" % e["name"]
+    _same(where + ": name", e["name"], p.get("name"))
+    _same(where + ": dtype", MLC_NAME[e["dtype"]], p.get("dtype"))
+    _same(where + ": shape", e["rank_shape"], p.get("shape"))
+    scale = 1.0
+    if e["kind"] == "scale" and bias_scaling and n > 1:
+        scale = 1.0 / n
+    got = p.get("bias_scale")
+    if not isinstance(got, (int, float)) or abs(got - scale) > 1e-12:
+        raise Mismatch("%s: bias_scale: expected %r, found %r"
+                       % (where, scale, got))
+    if e["kind"] == "shard":
+        rule = e["rule"]
+        pre = {"func_name": rule.get("name", "_shard_%d" % rule["dim"]),
+               "in_shape": e["shape"], "out_shape": [n] + e["rank_shape"],
+               "out_dtype": MLC_NAME[e["dtype"]]}
+        segs = rule.get("segs") or [e["shape"][rule["dim"]]]
+        _same(where + ": preprocs", [pre], p.get("preprocs"))
+        _same(where + ": dim", rule["dim"], p.get("dim"))
+        _same(where + ": segs", [s // n for s in segs], p.get("segs"))
+    else:
+        _same(where + ": preprocs", [], p.get("preprocs"))
+        _same(where + ": keys dim/segs", [], [k for k in ("dim", "segs")
+                                              if k in p])
+    ranks = p.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) != n:
+        raise Mismatch("%s: ranks: expected a list of %d, found %r"
+                       % (where, n, ranks))
+    for r, rk in enumerate(ranks):
+        _same(where + ": ranks[%d].rank" % r, r, rk.get("rank"))
+        _same(where + ": ranks[%d].nbytes" % r, len(e["ranks"][r]),
+              rk.get("nbytes"))
+        _same(where + ": ranks[%d].xxh3" % r, xxh3_hex(e["ranks"][r]),
+              rk.get("xxh3"))
+
+
+def _check_shard_info(path, exp, n, bias_scaling):
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Mismatch("%s: unreadable: %s" % (path, e))
+    _same("shard-info.json: tensor_parallel_shards", n,
+          info.get("tensor_parallel_shards"))
+    _same("shard-info.json: bias_scaling", bool(bias_scaling),
+          info.get("bias_scaling"))
+    params = info.get("params")
+    if not isinstance(params, list):
+        raise Mismatch("shard-info.json: params: expected a list")
+    for i, e in enumerate(exp):
+        if i >= len(params):
+            raise Mismatch("shard-info.json: tensor '%s': expected at params"
+                           "[%d], found the end of the list" % (e["name"], i))
+        _check_param(params[i], e, n, bias_scaling)
+    _same("shard-info.json: params count", len(exp), len(params))
+
+
+def check_preshard(model, plan, n, d, bias_scaling=True):
+    """Checks preshard output directory `d`; raises Mismatch."""
+    with open(plan, encoding="utf-8") as f:
+        rules = json.load(f)["rules"]
+    exp = expected_shards(read_model(model), rules, n, bias_scaling)
+    want = sorted(["rank%d.safetensors" % r for r in range(n)]
+                  + ["shard-info.json"])
+    _same("%s: files" % d, want, sorted(os.listdir(d)))
+    for r in range(n):
+        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r, n, exp)
+    _check_shard_info(os.path.join(d, "shard-info.json"), exp, n,
+                      bias_scaling)
+    return len(exp)
+
+
+def _num(obj, key, where, positive=False):
+    v = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+            (positive and v <= 0) or v < 0:
+        raise Mismatch("%s: %s: expected a %s number, found %r"
+                       % (where, key, "positive" if positive
+                          else "non-negative", v))
+    return v
+
+
+def check_report(model, plan, n, report, bias_scaling=True):
+    """Checks `load --json` output (file `report`); raises Mismatch."""
+    with open(plan, encoding="utf-8") as f:
+        rules = json.load(f)["rules"]
+    exp = expected_shards(read_model(model), rules, n, bias_scaling)
+    per_rank = [sum(len(e["ranks"][r]) for e in exp) for r in range(n)]
+    stored = sum(e["stored"] for e in exp)
+    try:
+        with open(report, encoding="utf-8") as f:
+            rep = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Mismatch("report: not JSON: %s" % e)
+    _num(rep, "seconds", "report", positive=True)
+    _same("report: bytes_delivered", sum(per_rank),
+          _num(rep, "bytes_delivered", "report"))
+    got = _num(rep, "bytes_read", "report")
+    if got < stored:
+        raise Mismatch("report: bytes_read: expected at least the %d stored "
+                       "tensor bytes, found %d" % (stored, got))
+    _same("report: tensor_parallel_shards", n,
+          rep.get("tensor_parallel_shards"))
+    ranks = rep.get("ranks")
+    if not isinstance(ranks, list) or len(ranks) != n:
+        raise Mismatch("report: ranks: expected %d entries, found %r"
+                       % (n, ranks if not isinstance(ranks, list)
+                          else len(ranks)))
+    for r, rk in enumerate(ranks):
+        where = "report: ranks[%d]" % r
+        _same(where + ".rank", r, rk.get("rank"))
+        host = rk.get("host")
+        if not isinstance(host, str) or not host:
+            raise Mismatch("%s.host: expected a name, found %r"
+                           % (where, host))
+        _same(where + ".bytes", per_rank[r], _num(rk, "bytes", where))
+        _num(rk, "peak_rss_bytes", where, positive=True)
+        ph = rk.get("phases")
+        if not isinstance(ph, dict) or not ph:
+            raise Mismatch("%s.phases: expected an object of timings, "
+                           "found %r" % (where, ph))
+        for k in ph:
+            _num(ph, k, where + ".phases")
+    return sum(per_rank)
+
+
+def model_cli(argv):
+    """gen-model / check-preshard / check-report; returns an exit code."""
+    ap = argparse.ArgumentParser(prog="oracle.py")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen-model")
+    g.add_argument("out")
+    g.add_argument("--seed", type=int, required=True)
+    g.add_argument("--layout", choices=("single", "index", "mlc"),
+                   default="single")
+    g.add_argument("--tensors", type=int, default=0)
+    g.add_argument("--big-mib", type=int, default=0)
+    for name in ("check-preshard", "check-report"):
+        c = sub.add_parser(name)
+        c.add_argument("model")
+        c.add_argument("plan")
+        c.add_argument("n", type=int)
+        c.add_argument("target")
+        c.add_argument("--no-bias-scaling", action="store_true")
+    a = ap.parse_args(argv)
+    if a.cmd == "gen-model":
+        gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
+        return 0
+    try:
+        if a.cmd == "check-preshard":
+            k = check_preshard(a.model, a.plan, a.n, a.target,
+                               not a.no_bias_scaling)
+            print("# %s: %d tensors x %d ranks match the oracle"
+                  % (a.target, k, a.n))
+        else:
+            k = check_report(a.model, a.plan, a.n, a.target,
+                             not a.no_bias_scaling)
+            print("# report: %d bytes delivered, as the oracle expects" % k)
+    except (Mismatch, OSError, ValueError, KeyError) as e:
+        sys.stderr.write("# %s: %s\n" % (type(e).__name__, e)
+                         if not isinstance(e, Mismatch) else "# %s\n" % e)
+        return 1
+    return 0
+
+
 def main(argv):
     if len(argv) >= 1 and argv[0] == "selftest":
         return selftest()
@@ -300,6 +934,9 @@ def main(argv):
         return 0
     if len(argv) == 4 and argv[0] == "check-shard":
         return 1 if check_cases(argv[1], argv[2], argv[3]) else 0
+    if len(argv) >= 1 and argv[0] in ("gen-model", "check-preshard",
+                                      "check-report"):
+        return model_cli(argv)
     sys.stderr.write(__doc__)
     return 64
 

@@ -1,0 +1,238 @@
+#!/bin/sh
+# mpi_failures.sh - DESIGN.md section 6 under mpirun: bad input is refused
+# with one exit code on every rank and one message (not one per rank), a
+# rank killed mid-load ends the job quickly with a non-zero code, a full
+# disk is exit 74, and no failure leaves rank*.safetensors, shard-info.json
+# or a temp file behind.  Every broken input is built here from a valid
+# model written by tests/oracle.py.
+. "$TESTS_SRCDIR/lib.sh"
+
+O="$TESTS_SRCDIR/oracle.py"
+# Under --enable-sanitizers: Open MPI's allocations need full stacks for
+# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+M="$T_TMP/models"
+mkdir -p "$M"
+
+mpi() {
+  local n=$1; shift
+  "$MPIRUN" --oversubscribe -np "$n" "$TPLOAD" "$@"
+}
+
+gen() {
+  local name=$1; shift
+  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
+    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
+}
+
+# messages FILE: stderr without mpirun's boxed notices (between lines of
+# dashes) and blank lines: what tpload itself printed.
+messages() {
+  awk '/^------------------------------/ { box = !box; next }
+       !box && NF' "$1"
+}
+
+# t_one_message NAME WORD: the last command's stderr holds exactly one
+# message of tpload's, and it mentions WORD.
+t_one_message() {
+  messages "$T_TMP/err" >"$T_TMP/msgs"
+  local n
+  n=$(grep -c . "$T_TMP/msgs")
+  if [ "$n" -eq 1 ] && grep -q "^tpload" "$T_TMP/msgs" &&
+      grep -qF -- "$2" "$T_TMP/msgs"; then
+    t_ok "$1"
+  else
+    t_fail "$1" "expected one 'tpload...' line naming '$2', got $n:" \
+      "$(head -c 1500 "$T_TMP/msgs")"
+  fi
+}
+
+# t_clean NAME DIR: DIR (if it exists) holds no output and no temp file.
+t_clean() {
+  local left=""
+  [ -d "$2" ] && left=$(ls -A "$2")
+  if [ -z "$left" ]; then t_ok "$1"
+  else t_fail "$1" "left in $2: $(echo $left)"; fi
+}
+
+gen good --seed 808 --layout single
+G="$M/good"
+
+# --- a corrupt model ----------------------------------------------------------
+mkdir -p "$M/trunc"
+cp "$G/plan.json" "$M/trunc/"
+head -c -3 "$G/model.safetensors" >"$M/trunc/model.safetensors"
+t_exit "truncated safetensors, N=3 preshard: exit 65" 65 \
+  mpi 3 preshard "$M/trunc" --plan "$G/plan.json" --out "$T_TMP/o1" --quiet
+t_one_message "truncated safetensors: one message, naming the file" \
+  "model.safetensors"
+t_clean "truncated safetensors: no output files" "$T_TMP/o1"
+
+mkdir -p "$M/hdr"
+"$ORACLE" - "$G/model.safetensors" "$M/hdr/model.safetensors" <<'EOF'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[8] = ord("[")  # the header must be a JSON object
+open(sys.argv[2], "wb").write(data)
+EOF
+t_exit "safetensors header not an object, N=4 load: exit 65" 65 \
+  mpi 4 load "$M/hdr" --plan "$G/plan.json" --quiet
+t_one_message "bad header: one message, naming the file" "model.safetensors"
+
+# --- a plan that does not fit N -------------------------------------------------
+# t.u8.d0 is [36]: segments [16, 20] divide by 2 and 4, not by 3.
+"$ORACLE" - "$G/plan.json" "$T_TMP/plan3.json" <<'EOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+rule = next(r for r in plan["rules"] if r["match"] == "t.u8.d0")
+rule["segs"] = [16, 20]
+json.dump(plan, open(sys.argv[2], "w"))
+EOF
+t_exit "indivisible segment for N=3: preshard exit 65" 65 \
+  mpi 3 preshard "$G" --plan "$T_TMP/plan3.json" --out "$T_TMP/o2" --quiet
+t_one_message "indivisible segment: one message, naming the tensor" "t.u8.d0"
+if grep -q "16" "$T_TMP/msgs" && grep -Eq "by 3|N ?= ?3|3 shards" "$T_TMP/msgs"
+then
+  t_ok "indivisible segment: the message names the segment and N"
+else t_fail "indivisible segment: the message names the segment and N" \
+  "$(cat "$T_TMP/msgs")"; fi
+t_clean "indivisible segment: no output files" "$T_TMP/o2"
+t_exit "the same plan with N=2 works" 0 \
+  mpi 2 preshard "$G" --plan "$T_TMP/plan3.json" --out "$T_TMP/o2b" --quiet
+t_exit "the same plan with N=4 load works" 0 \
+  mpi 4 load "$G" --plan "$T_TMP/plan3.json" --quiet
+
+# --- missing model, output that cannot be created ------------------------------
+t_exit "missing model: exit 66" 66 \
+  mpi 2 load "$T_TMP/no-such-model" --plan "$G/plan.json" --quiet
+t_one_message "missing model: one message" "no-such-model"
+: >"$T_TMP/plainfile"
+t_exit "--out under a regular file: exit 73" 73 \
+  mpi 2 preshard "$G" --plan "$G/plan.json" --out "$T_TMP/plainfile/d" \
+  --quiet
+t_one_message "--out under a regular file: one message" "plainfile"
+
+# --- a rank killed mid-load ------------------------------------------------------
+# With --progress rank 0 draws its bar after every chunk: once it shows,
+# every rank is inside the load.  All ranks are stopped, the load is
+# checked to be unfinished, rank 1 is killed with SIGKILL and the others
+# continue; mpirun must end the job, non-zero, within 10 s.
+gen big --seed 909 --layout single --big-mib 100
+K="$T_TMP/killed"
+mkdir -p "$K"
+"$MPIRUN" --oversubscribe -np 3 "$TPLOAD" preshard "$M/big" \
+  --plan "$M/big/plan.json" --out "$K" --chunk-mib 1 --progress \
+  >"$T_TMP/kout" 2>"$T_TMP/kerr" &
+MPID=$!
+
+# rank_pids: "RANK PID" for each tpload process of this job.
+rank_pids() {
+  local p r
+  for p in $(pgrep -f -- "$K"); do
+    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tpload ] || continue
+    r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+        sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    [ -n "$r" ] && echo "$r $p"
+  done
+}
+
+i=0
+while [ $i -lt 2000 ] && kill -0 $MPID 2>/dev/null &&
+    ! grep -q '\[' "$T_TMP/kerr"; do
+  sleep 0.01; i=$((i + 1))
+done
+PIDS=$(rank_pids)
+ALL=$(echo "$PIDS" | awk '{ print $2 }')
+[ -n "$ALL" ] && kill -STOP $ALL
+VICTIM=$(echo "$PIDS" | awk '$1 == 1 { print $2 }')
+# mid-load: the last bar drawn is not full and no summary was printed.
+LAST=$(tr '\r' '\n' <"$T_TMP/kerr" | grep '^\[' | tail -n 1)
+if [ -z "$LAST" ]; then
+  [ -n "$ALL" ] && kill -KILL $ALL 2>/dev/null
+  kill -0 $MPID 2>/dev/null && kill -KILL $MPID
+  wait $MPID
+  t_fail "the preshard reaches the load (a progress bar)" "exit $?" \
+    "$(messages "$T_TMP/kerr" | head -c 1000)"
+elif grep -q "delivered" "$T_TMP/kerr" || ! echo "$LAST" | grep -q '^\[=* '
+then
+  kill -CONT $ALL 2>/dev/null
+  wait $MPID
+  echo "ok $((T_COUNT + 1)) # SKIP the load finished before a rank could be killed"
+  T_COUNT=$((T_COUNT + 1))
+elif [ -z "$VICTIM" ] || [ "$(echo "$ALL" | wc -w)" -ne 3 ]; then
+  kill -CONT $ALL 2>/dev/null
+  kill $MPID 2>/dev/null
+  wait $MPID
+  t_fail "found the 3 ranks' pids mid-load" "found: $PIDS"
+else
+  t_ok "found the 3 ranks' pids mid-load (rank 1 is $VICTIM)"
+  T0=$(date +%s)
+  kill -KILL "$VICTIM"
+  kill -CONT $ALL 2>/dev/null
+  i=0
+  while [ $i -lt 300 ] && kill -0 $MPID 2>/dev/null; do
+    sleep 0.1; i=$((i + 1))
+  done
+  if kill -0 $MPID 2>/dev/null; then
+    t_fail "mpirun ends within 10 s of a rank's death" "still running at 30 s"
+    kill -KILL $ALL $MPID 2>/dev/null
+    wait $MPID
+  else
+    wait $MPID
+    RC=$?
+    EL=$(($(date +%s) - T0))
+    if [ "$EL" -le 10 ]; then t_ok "mpirun ends within 10 s (${EL} s)"
+    else t_fail "mpirun ends within 10 s of a rank's death" "took $EL s"; fi
+    if [ "$RC" -ne 0 ]; then t_ok "a rank's death is a non-zero exit ($RC)"
+    else t_fail "a rank's death is a non-zero exit" "mpirun exited 0"; fi
+  fi
+  sleep 0.5
+  LEFT=$(rank_pids)
+  if [ -z "$LEFT" ]; then t_ok "no rank process outlives the job"
+  else
+    t_fail "no rank process outlives the job" "still running: $LEFT"
+    kill -KILL $(echo "$LEFT" | awk '{ print $2 }') 2>/dev/null
+  fi
+fi
+t_clean "killed rank: no rank*.safetensors, shard-info.json or temp file" "$K"
+
+# --- disk full while writing ------------------------------------------------------
+# A 1 MiB tmpfs mounted over DIR in a private mount namespace (root:
+# unshare -m; otherwise an unprivileged user namespace, unshare -rm); the
+# two ranks' files need about 2 MiB.  DIR's listing is taken inside.
+gen two --seed 1001 --layout single --big-mib 1
+F="$T_TMP/full"
+mkdir -p "$F"
+cat >"$T_TMP/intmpfs.sh" <<'EOF'
+dir=$1 listing=$2; shift 2
+mount -t tmpfs -o size=1m tmpfs "$dir" || exit 125
+"$@"
+rc=$?
+ls -A "$dir" >"$listing"
+exit $rc
+EOF
+NS=""
+for try in "unshare -m" "unshare -rm"; do
+  if $try sh -c 'mount -t tmpfs -o size=1m tmpfs "$1"' sh "$F" 2>/dev/null
+  then NS=$try; break; fi
+done
+if [ -z "$NS" ]; then
+  for k in 1 2 3 4; do
+    T_COUNT=$((T_COUNT + 1))
+    echo "ok $T_COUNT # SKIP cannot mount a tmpfs here (no root, no user namespaces)"
+  done
+else
+  t_exit "disk full while writing rank files: exit 74" 74 \
+    $NS sh "$T_TMP/intmpfs.sh" "$F" "$T_TMP/full.ls" \
+    "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard "$M/two" \
+    --plan "$M/two/plan.json" --out "$F" --quiet
+  t_one_message "disk full: one message" "rank"
+  if grep -qi "space\|full" "$T_TMP/msgs"; then t_ok "disk full: says so"
+  else t_fail "disk full: says so" "$(cat "$T_TMP/msgs")"; fi
+  if [ -f "$T_TMP/full.ls" ] && [ ! -s "$T_TMP/full.ls" ]; then
+    t_ok "disk full: nothing left on the full filesystem"
+  else t_fail "disk full: nothing left on the full filesystem" \
+    "$(cat "$T_TMP/full.ls" 2>/dev/null || echo no listing)"; fi
+fi
+
+t_done
