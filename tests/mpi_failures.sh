@@ -102,6 +102,25 @@ t_exit "the same plan with N=2 works" 0 \
 t_exit "the same plan with N=4 load works" 0 \
   mpi 4 load "$G" --plan "$T_TMP/plan3.json" --quiet
 
+# scale_bias on an I32 tensor (first rule wins), and an unknown key.
+"$ORACLE" - "$G/plan.json" "$T_TMP" <<'EOF'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+bad = dict(plan, rules=[{"match": "t.i32.d3", "scale_bias": True}]
+           + plan["rules"])
+json.dump(bad, open(sys.argv[2] + "/plan_i32.json", "w"))
+bad = dict(plan, rules=plan["rules"] + [{"match": "x", "dim": 0,
+                                         "sges": [12]}])
+json.dump(bad, open(sys.argv[2] + "/plan_key.json", "w"))
+EOF
+t_exit "scale_bias on an I32 tensor, N=2: exit 65" 65 \
+  mpi 2 preshard "$G" --plan "$T_TMP/plan_i32.json" --out "$T_TMP/o3" --quiet
+t_one_message "scale_bias on I32: one message, naming the tensor" "t.i32.d3"
+t_clean "scale_bias on I32: no output files" "$T_TMP/o3"
+t_exit "a plan rule with an unknown key, N=3: exit 65" 65 \
+  mpi 3 load "$G" --plan "$T_TMP/plan_key.json" --quiet
+t_one_message "unknown plan key: one message, naming the key" "sges"
+
 # --- missing model, output that cannot be created ------------------------------
 t_exit "missing model: exit 66" 66 \
   mpi 2 load "$T_TMP/no-such-model" --plan "$G/plan.json" --quiet
@@ -138,7 +157,7 @@ rank_pids() {
 
 i=0
 while [ $i -lt 2000 ] && kill -0 $MPID 2>/dev/null &&
-    ! grep -q '\[' "$T_TMP/kerr"; do
+    ! grep -q 'ETA *[0-9]*s' "$T_TMP/kerr"; do
   sleep 0.01; i=$((i + 1))
 done
 PIDS=$(rank_pids)
@@ -146,7 +165,8 @@ ALL=$(echo "$PIDS" | awk '{ print $2 }')
 [ -n "$ALL" ] && kill -STOP $ALL
 VICTIM=$(echo "$PIDS" | awk '$1 == 1 { print $2 }')
 # mid-load: the last bar drawn is not full and no summary was printed.
-LAST=$(tr '\r' '\n' <"$T_TMP/kerr" | grep '^\[' | tail -n 1)
+# (Only whole bars count: the file may end inside one.)
+LAST=$(tr '\r' '\n' <"$T_TMP/kerr" | grep '^\[.*ETA *[0-9]*s$' | tail -n 1)
 if [ -z "$LAST" ]; then
   [ -n "$ALL" ] && kill -KILL $ALL 2>/dev/null
   kill -0 $MPID 2>/dev/null && kill -KILL $MPID
@@ -157,8 +177,9 @@ elif grep -q "delivered" "$T_TMP/kerr" || ! echo "$LAST" | grep -q '^\[=* '
 then
   kill -CONT $ALL 2>/dev/null
   wait $MPID
-  echo "ok $((T_COUNT + 1)) # SKIP the load finished before a rank could be killed"
   T_COUNT=$((T_COUNT + 1))
+  echo "ok $T_COUNT # SKIP the load finished before a rank could be killed"
+  rm -rf "$K"
 elif [ -z "$VICTIM" ] || [ "$(echo "$ALL" | wc -w)" -ne 3 ]; then
   kill -CONT $ALL 2>/dev/null
   kill $MPID 2>/dev/null
@@ -197,42 +218,56 @@ fi
 t_clean "killed rank: no rank*.safetensors, shard-info.json or temp file" "$K"
 
 # --- disk full while writing ------------------------------------------------------
-# A 1 MiB tmpfs mounted over DIR in a private mount namespace (root:
-# unshare -m; otherwise an unprivileged user namespace, unshare -rm); the
-# two ranks' files need about 2 MiB.  DIR's listing is taken inside.
-gen two --seed 1001 --layout single --big-mib 1
-F="$T_TMP/full"
-mkdir -p "$F"
+# A small tmpfs mounted over DIR in a private mount namespace (root:
+# unshare -m; otherwise an unprivileged user namespace, unshare -rm);
+# DIR's listing is taken inside, before the namespace goes away.
 cat >"$T_TMP/intmpfs.sh" <<'EOF'
-dir=$1 listing=$2; shift 2
-mount -t tmpfs -o size=1m tmpfs "$dir" || exit 125
+size=$1 dir=$2 listing=$3; shift 3
+mount -t tmpfs -o size="$size" tmpfs "$dir" || exit 125
 "$@"
 rc=$?
 ls -A "$dir" >"$listing"
 exit $rc
 EOF
+F="$T_TMP/full"
+mkdir -p "$F"
 NS=""
 for try in "unshare -m" "unshare -rm"; do
   if $try sh -c 'mount -t tmpfs -o size=1m tmpfs "$1"' sh "$F" 2>/dev/null
   then NS=$try; break; fi
 done
-if [ -z "$NS" ]; then
-  for k in 1 2 3 4; do
-    T_COUNT=$((T_COUNT + 1))
-    echo "ok $T_COUNT # SKIP cannot mount a tmpfs here (no root, no user namespaces)"
-  done
-else
-  t_exit "disk full while writing rank files: exit 74" 74 \
-    $NS sh "$T_TMP/intmpfs.sh" "$F" "$T_TMP/full.ls" \
-    "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard "$M/two" \
-    --plan "$M/two/plan.json" --out "$F" --quiet
-  t_one_message "disk full: one message" "rank"
-  if grep -qi "space\|full" "$T_TMP/msgs"; then t_ok "disk full: says so"
-  else t_fail "disk full: says so" "$(cat "$T_TMP/msgs")"; fi
+
+# full_case NAME SIZE MODEL WORD: preshard N=2 of MODEL onto a tmpfs of
+# SIZE: exit 74, one message naming WORD, nothing left behind.
+full_case() {
+  local name=$1 size=$2 model=$3 word=$4 k
+  if [ -z "$NS" ]; then
+    for k in 1 2 3 4; do
+      T_COUNT=$((T_COUNT + 1))
+      echo "ok $T_COUNT # SKIP $name: cannot mount a tmpfs (no root, no user namespaces)"
+    done
+    return
+  fi
+  rm -f "$T_TMP/full.ls"
+  t_exit "$name: exit 74" 74 \
+    $NS sh "$T_TMP/intmpfs.sh" "$size" "$F" "$T_TMP/full.ls" \
+    "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard "$model" \
+    --plan "$model/plan.json" --out "$F" --quiet
+  t_one_message "$name: one message" "$word"
+  if grep -qi "space\|full" "$T_TMP/msgs"; then t_ok "$name: says so"
+  else t_fail "$name: says so" "$(cat "$T_TMP/msgs")"; fi
   if [ -f "$T_TMP/full.ls" ] && [ ! -s "$T_TMP/full.ls" ]; then
-    t_ok "disk full: nothing left on the full filesystem"
-  else t_fail "disk full: nothing left on the full filesystem" \
+    t_ok "$name: nothing left on the full filesystem"
+  else t_fail "$name: nothing left on the full filesystem" \
     "$(cat "$T_TMP/full.ls" 2>/dev/null || echo no listing)"; fi
-fi
+}
+
+# Two ranks' files of about 1 MiB each on 1 MiB.
+gen two --seed 1001 --layout single --big-mib 1
+full_case "disk full writing rank files" 1m "$M/two" "rank"
+# Rank files of 0.45 MiB each fit in 2 MiB, the 2.1 MiB shard-info.json
+# does not: the published rank files must go again.
+gen six --seed 1002 --layout single --tensors 6000
+full_case "disk full writing shard-info.json" 2m "$M/six" "shard-info.json"
 
 t_done

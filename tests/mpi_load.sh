@@ -148,6 +148,15 @@ for n in 2 3; do
     "$M/big/plan.json" "$T_TMP/big$n" --chunk-mib 1
 done
 
+# the same across the files of an index, and in an MLC directory where
+# big.cols is an f32-to-bf16 record (2.5 MiB stored, 5 MiB delivered).
+gen bigidx --seed 515 --layout index --big-mib 3
+preshard_check "3 MiB tensors in an index, --chunk-mib 1, N=2" 2 \
+  "$M/bigidx" "$M/bigidx/plan.json" "$T_TMP/bigidx2" --chunk-mib 1
+gen bigmlc --seed 525 --layout mlc --big-mib 5
+preshard_check "5 MiB f32-to-bf16 record, --chunk-mib 1, N=3" 3 \
+  "$M/bigmlc" "$M/bigmlc/plan.json" "$T_TMP/bigmlc3" --chunk-mib 1
+
 # --- 20,000 tiny tensors ------------------------------------------------------
 gen many --seed 606 --layout single --tensors 20000
 preshard_check "20,000 tensors N=2" 2 "$M/many" "$M/many/plan.json" \

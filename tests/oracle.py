@@ -491,7 +491,8 @@ def _rule_for(name, how):
 def _big_tensors(rng, mib):
     """Two tensors of about `mib` MiB each: rows of BF16 sharded along
     dim 0 with segments, and F32 sharded along dim 1 (strided rows of
-    4800 bytes, so window boundaries fall inside rows)."""
+    4800 bytes, so window boundaries fall inside rows; bf16 values, so
+    the MLC layout stores it as f32-to-bf16, half the size)."""
     rows = max(48, (mib << 20) // (960 * 2) // 48 * 48)
     r2 = max(1, (mib << 20) // (1200 * 4))
     out = []
@@ -502,6 +503,9 @@ def _big_tensors(rng, mib):
              ("shard", 1, [600, 300, 300], None))):
         t = {"name": name, "dtype": dt, "shape": shape, "bf16": None,
              "raw": _random_raw(rng, dt, shape)}
+        if dt == "F32":
+            t["bf16"] = _random_raw(rng, "BF16", shape)
+            t["raw"] = _bf16_as_f32(t["bf16"])
         out.append((t, _rule_for(name, how)))
     return out
 
