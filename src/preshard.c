@@ -36,6 +36,35 @@ static int dir_has_output(const char *dir, char *found, size_t len) {
   return hit;
 }
 
+/* "rank<digits>.safetensors": the shard file of some earlier run. */
+static int is_rank_file(const char *name) {
+  const char *p = name + 4;
+  if (strncmp(name, "rank", 4) != 0 || *p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9') p++;
+  return strcmp(p, ".safetensors") == 0;
+}
+
+/* --force: shard-info.json goes first (a half-replaced directory never
+ * looks complete), then every old rank file, so that a run with fewer
+ * ranks than the last one leaves no stale rank{R}.safetensors behind. */
+static int remove_old_output(const char *dir, struct tpl_error *err) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int rc = 0;
+  if (d == NULL || (unlinkat(dirfd(d), "shard-info.json", 0) != 0 &&
+                    errno != ENOENT))
+    rc = -errno;
+  while (rc == 0 && (e = readdir(d)) != NULL)
+    if (is_rank_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
+        errno != ENOENT)
+      rc = -errno;
+  if (d != NULL) closedir(d);
+  if (rc != 0)
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot remove the old output: %s",
+                     dir, strerror(-rc));
+  return 0;
+}
+
 int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
   char found[256];
   if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
@@ -50,12 +79,7 @@ int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: already holds %s (pass --force to replace)", dir,
                      found);
-  if (force) {
-    char *p = tpl__path_join(dir, "shard-info.json");
-    if (p != NULL) unlink(p);
-    free(p);
-  }
-  return 0;
+  return force ? remove_old_output(dir, err) : 0;
 }
 
 static int open_unnamed(const char *dir, int *fd, struct tpl_error *err) {

@@ -14,8 +14,10 @@
 
 /* Rank 0's check before loading: DIR exists or can be created; without
  * `force`, it must hold no rank*.safetensors or shard-info.json.  With
- * `force`, removes an old shard-info.json so a half-replaced directory
- * never looks complete.  Returns 0 or TPL_EOUTPUT / -errno. */
+ * `force`, removes the old shard-info.json (so a half-replaced directory
+ * never looks complete) and every old rank<digits>.safetensors (so fewer
+ * ranks than last time leave no stale file).  Returns 0 or TPL_EOUTPUT /
+ * -errno. */
 int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err);
 
 /* Writes this rank's safetensors file (header with metadata tp_rank,

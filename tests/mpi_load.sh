@@ -228,6 +228,12 @@ for k in 1 2; do
 done
 t_oracle "after --force twice: still exactly what the oracle expects" \
   check-preshard "$M/s" "$P" 3 "$D"
+# Fewer ranks than last time: no stale rank2.safetensors may stay beside
+# the new files (the oracle wants exactly rank0, rank1, shard-info.json).
+t_exit "preshard --force with N=2 over N=3 output exits 0" 0 \
+  mpi 2 preshard "$M/s" --plan "$P" --out "$D" --quiet --force
+t_oracle "--force with fewer ranks: only the new files remain" \
+  check-preshard "$M/s" "$P" 2 "$D"
 
 # --- the source is never written ------------------------------------------------
 if [ "$(sum_model "$M/s")" = "$SUM" ]; then
