@@ -58,7 +58,7 @@ t_clean() {
 gen good --seed 808 --layout single
 G="$M/good"
 
-# --- a corrupt model ----------------------------------------------------------
+# --- a corrupt model --------------------------------------------------------
 mkdir -p "$M/trunc"
 cp "$G/plan.json" "$M/trunc/"
 head -c -3 "$G/model.safetensors" >"$M/trunc/model.safetensors"
@@ -79,7 +79,7 @@ t_exit "safetensors header not an object, N=4 load: exit 65" 65 \
   mpi 4 load "$M/hdr" --plan "$G/plan.json" --quiet
 t_one_message "bad header: one message, naming the file" "model.safetensors"
 
-# --- a plan that does not fit N -------------------------------------------------
+# --- a plan that does not fit N ---------------------------------------------
 # t.u8.d0 is [36]: segments [16, 20] divide by 2 and 4, not by 3.
 "$ORACLE" - "$G/plan.json" "$T_TMP/plan3.json" <<'EOF'
 import json, sys
@@ -121,7 +121,7 @@ t_exit "a plan rule with an unknown key, N=3: exit 65" 65 \
   mpi 3 load "$G" --plan "$T_TMP/plan_key.json" --quiet
 t_one_message "unknown plan key: one message, naming the key" "sges"
 
-# --- missing model, output that cannot be created ------------------------------
+# --- missing model, output that cannot be created ---------------------------
 t_exit "missing model: exit 66" 66 \
   mpi 2 load "$T_TMP/no-such-model" --plan "$G/plan.json" --quiet
 t_one_message "missing model: one message" "no-such-model"
@@ -131,7 +131,7 @@ t_exit "--out under a regular file: exit 73" 73 \
   --quiet
 t_one_message "--out under a regular file: one message" "plainfile"
 
-# --- a rank killed mid-load ------------------------------------------------------
+# --- a rank killed mid-load -------------------------------------------------
 # With --progress rank 0 draws its bar after every chunk: once it shows,
 # every rank is inside the load.  All ranks are stopped, the load is
 # checked to be unfinished, rank 1 is killed with SIGKILL and the others
@@ -217,7 +217,7 @@ else
 fi
 t_clean "killed rank: no rank*.safetensors, shard-info.json or temp file" "$K"
 
-# --- disk full while writing ------------------------------------------------------
+# --- disk full while writing ------------------------------------------------
 # A small tmpfs mounted over DIR in a private mount namespace (root:
 # unshare -m; otherwise an unprivileged user namespace, unshare -rm);
 # DIR's listing is taken inside, before the namespace goes away.
@@ -244,7 +244,8 @@ full_case() {
   if [ -z "$NS" ]; then
     for k in 1 2 3 4; do
       T_COUNT=$((T_COUNT + 1))
-      echo "ok $T_COUNT # SKIP $name: cannot mount a tmpfs (no root, no user namespaces)"
+      echo "ok $T_COUNT # SKIP $name: cannot mount a tmpfs" \
+        "(no root, no user namespaces)"
     done
     return
   fi

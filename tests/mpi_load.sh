@@ -118,7 +118,7 @@ for n in 2 3 4; do
   preshard_check "single N=$n" "$n" "$M/s" "$P" "$T_TMP/s$n"
 done
 
-# --- index and MLC layouts ---------------------------------------------------
+# --- index and MLC layouts --------------------------------------------------
 gen idx --seed 303 --layout index
 gen mlc --seed 404 --layout mlc
 for n in 2 3; do
@@ -157,12 +157,12 @@ gen bigmlc --seed 525 --layout mlc --big-mib 5
 preshard_check "5 MiB f32-to-bf16 record, --chunk-mib 1, N=3" 3 \
   "$M/bigmlc" "$M/bigmlc/plan.json" "$T_TMP/bigmlc3" --chunk-mib 1
 
-# --- 20,000 tiny tensors ------------------------------------------------------
+# --- 20,000 tiny tensors ----------------------------------------------------
 gen many --seed 606 --layout single --tensors 20000
 preshard_check "20,000 tensors N=2" 2 "$M/many" "$M/many/plan.json" \
   "$T_TMP/many2"
 
-# --- load --json ----------------------------------------------------------------
+# --- load --json ------------------------------------------------------------
 for n in 1 3; do
   t_exit "load --json N=$n exits 0" 0 \
     mpi "$n" load "$M/big" --plan "$M/big/plan.json" --json --quiet \
@@ -179,7 +179,7 @@ t_oracle "load --json (mlc): decoded bytes delivered" \
   check-report "$M/mlc" "$M/mlc/plan.json" 2 "$T_TMP/reportm.json" \
   --no-bias-scaling
 
-# --- rank 0's memory: its shard plus the window, not the model ---------------
+# --- rank 0's memory: its shard plus the window, not the model --------------
 # A ~96 MiB model, N=4, 1 MiB window: rank 0's peak RSS may exceed a tiny
 # model's by its own shard (~24 MiB) plus 8 windows, never by the model.
 gen mem --seed 707 --layout single --big-mib 48
@@ -191,7 +191,8 @@ t_exit "load N=4 of a 96 MiB model with --chunk-mib 1 exits 0" 0 \
 cp "$T_TMP/out" "$T_TMP/mem-big.json"
 if ldd "$TPLOAD" 2>/dev/null | grep -q libasan; then
   T_COUNT=$((T_COUNT + 1))
-  echo "ok $T_COUNT # SKIP rank 0 memory bound: ASan's quarantine holds freed windows"
+  echo "ok $T_COUNT # SKIP rank 0 memory bound:" \
+    "ASan's quarantine holds freed windows"
 elif "$ORACLE" - "$T_TMP/mem-small.json" "$T_TMP/mem-big.json" \
     >"$T_TMP/oerr" 2>&1 <<'EOF'
 import json, sys
@@ -206,7 +207,7 @@ then t_ok "rank 0 peak memory: baseline + its shard + 8 windows at most"
 else t_fail "rank 0 peak memory: baseline + its shard + 8 windows at most" \
   "$(cat "$T_TMP/oerr")"; fi
 
-# --- preshard into a directory that already holds output ----------------------
+# --- preshard into a directory that already holds output --------------------
 D="$T_TMP/s3"
 cp -r "$D" "$T_TMP/s3.first"
 t_exit "preshard into a used DIR without --force exits 73" 73 \
@@ -235,7 +236,7 @@ t_exit "preshard --force with N=2 over N=3 output exits 0" 0 \
 t_oracle "--force with fewer ranks: only the new files remain" \
   check-preshard "$M/s" "$P" 2 "$D"
 
-# --- the source is never written ------------------------------------------------
+# --- the source is never written --------------------------------------------
 if [ "$(sum_model "$M/s")" = "$SUM" ]; then
   t_ok "the model's files are unchanged after every run"
 else t_fail "the model's files are unchanged after every run"; fi
