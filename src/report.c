@@ -71,7 +71,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
   if (t->name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   t->dtype = (int)m->dtype;
   t->ndim = (int)m->n_shape;
-  memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
+  if (m->n_shape) /* protobuf-c leaves an empty array NULL */
+    memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
   if (t->kind == TPL_RULE_SHARD) {
@@ -79,7 +80,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
     t->spec.dim = m->dim;
     t->spec.nsegs = m->n_segs;
-    memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
+    if (m->n_segs)
+      memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
   }
   return 0;
 }
