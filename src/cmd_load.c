@@ -189,6 +189,19 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   json_decref(r);
 }
 
+/* One message per failure: rank 0 says why (or that another rank failed);
+ * another rank speaks only when the failure was its own. */
+static void report_failure(int rc, const struct tpl_error *err,
+                           uint32_t rank) {
+  if (rank == 0 && err->msg[0] != '\0')
+    tpl__cli_report(rc, err);
+  else if (rank == 0)
+    fprintf(stderr, "tpload: another rank failed (%s); see its message\n",
+            tpl_strerror(rc));
+  else if (err->msg[0] != '\0')
+    fprintf(stderr, "tpload: rank %u: %s\n", rank, err->msg);
+}
+
 int tpl__cmd_load(int argc, char **argv) {
   struct load_cli c = {0};
   struct tpl_error err = {0};
@@ -214,7 +227,7 @@ int tpl__cmd_load(int argc, char **argv) {
     c.o.ctx = &c;
   }
   rc = tpl__engine_run(&c.o, &err);
-  if (rc != 0 && rank == 0) tpl__cli_report(rc, &err);
+  if (rc != 0) report_failure(rc, &err, rank);
   if (rc == 0 && rank == 0 && !c.quiet && c.o.sink == TPL_SINK_PRESHARD)
     fprintf(stderr, "tpload preshard: wrote %u rank files and "
             "shard-info.json to %s\n", world, c.o.out_dir);

@@ -137,7 +137,31 @@ static int bcast_bytes(uint8_t **buf, size_t *len, uint32_t rank,
   return 0;
 }
 
-/* Rank 0's verdict, then the job table: every rank returns the same code. */
+/* Every rank's local result in, the worst one out (codes are negative).
+ * Only the lowest rank that failed with that code keeps its message, so a
+ * failure is told once, by the rank that saw it. */
+static int agree(int rc, struct tpl_error *err) {
+  struct {
+    int code, rank;
+  } mine, worst;
+  int me;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  mine.code = rc;
+  mine.rank = me;
+  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC,
+                    MPI_COMM_WORLD) != MPI_SUCCESS) {
+    worst.code = TPL_EPEER;
+    worst.rank = -1;
+  }
+  if (worst.code != 0 && worst.rank != me) {
+    err->code = worst.code;
+    err->msg[0] = '\0';
+  }
+  return worst.code;
+}
+
+/* Rank 0's verdict, then the job table: every rank returns the same code,
+ * and only rank 0 has a message for a refused job. */
 static int share_job(struct engine *e, struct tpl_error *err) {
   int code = 0;
   uint8_t *buf = NULL;
@@ -145,25 +169,16 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   if (e->rank == 0) code = validate(e, err);
   MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), "broadcast");
   if (code != 0) {
-    if (e->rank != 0) tpl__fail(err, code, "rank 0 refused the job");
+    if (e->rank != 0) err->msg[0] = '\0';
     return code;
   }
   if (e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
-    tpl__engine_abort(70);
-  code = bcast_bytes(&buf, &len, e->rank, err);
+    code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
+  if (code == 0) code = bcast_bytes(&buf, &len, e->rank, err);
   if (code == 0 && e->rank != 0)
     code = tpl__job_unpack(buf, len, &e->job, err);
   free(buf);
-  return code;
-}
-
-/* Every rank's local result in, the worst one out (codes are negative). */
-static int agree(int rc) {
-  int worst = rc;
-  if (MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) !=
-      MPI_SUCCESS)
-    return TPL_EPEER;
-  return worst;
+  return agree(code, err);
 }
 
 /* --- the store --- */
@@ -251,26 +266,61 @@ static int deliver_part(struct engine *e, struct slot *s,
 
 struct file_walk {
   size_t first, end;   /* tensors [first, end) live in this file */
+  size_t scan;         /* first tensor that may still have unread bytes */
   size_t cur;          /* tensor whose layouts are cached */
   uint64_t own;        /* bytes of tensor `cur` rank 0 already holds */
+  uint64_t done;       /* tensor bytes delivered so far (all files) */
   struct tpl__layout *layouts; /* world entries */
 };
 
-static int cache_layouts(struct engine *e, struct file_walk *w, size_t i) {
+/* Every byte of a tensor is gathered exactly once; a shortfall here would
+ * be a wrong shard, so it stops the job instead. */
+static int check_own(const struct engine *e, const struct file_walk *w,
+                     struct tpl_error *err) {
+  if (w->cur == SIZE_MAX || w->own == w->layouts[0].total) return 0;
+  return tpl__fail(err, TPL_EINTERNAL,
+                   "tensor '%s': rank 0 gathered %llu of its %llu bytes",
+                   e->model->tensors[w->cur].name,
+                   (unsigned long long)w->own,
+                   (unsigned long long)w->layouts[0].total);
+}
+
+static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
+                         struct tpl_error *err) {
+  int rc;
   if (w->cur == i) return 0;
-  for (uint32_t r = 0; r < e->world; r++) {
-    int rc = tpl__job_layout(e->job, i, r, &w->layouts[r]);
-    if (rc != 0) return rc;
+  rc = check_own(e, w, err);
+  for (uint32_t r = 0; rc == 0 && r < e->world; r++) {
+    rc = tpl__job_layout(e->job, i, r, &w->layouts[r]);
+    if (rc != 0)
+      rc = tpl__fail(err, rc, "tensor '%s': layout for rank %u: %s",
+                     e->model->tensors[i].name, r, tpl_strerror(rc));
   }
   w->cur = i;
   w->own = 0;
+  return rc;
+}
+
+/* Moves w->scan past tensors that end at or before *pos (and empty ones)
+ * and *pos over a gap to the next tensor's start.  Non-empty tensors of a
+ * file are sorted by offset and never overlap, so their ends increase.
+ * Returns 0 when the file has no bytes left to read. */
+static int next_extent(const struct engine *e, struct file_walk *w,
+                       uint64_t *pos) {
+  for (; w->scan < w->end; w->scan++) {
+    const struct tpl__tensor *t = &e->model->tensors[w->scan];
+    if (t->stored_bytes != 0 && t->offset + t->stored_bytes > *pos) {
+      if (t->offset > *pos) *pos = t->offset;
+      return 1;
+    }
+  }
   return 0;
 }
 
 static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
                          uint64_t pos, uint64_t len, struct tpl_error *err) {
   uint64_t packed = 0;
-  for (size_t i = w->first; i < w->end; i++) {
+  for (size_t i = w->scan; i < w->end; i++) {
     const struct tpl__tensor *t = &e->model->tensors[i];
     uint64_t tb = t->offset, te = t->offset + t->stored_bytes;
     struct piece_of_chunk pc;
@@ -281,49 +331,63 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     pc.b = (pos > tb ? pos : tb) - tb;
     pc.e = (pos + len < te ? pos + len : te) - tb;
     pc.src = s->read + (tb + pc.b - pos);
-    rc = cache_layouts(e, w, i);
-    if (rc != 0) return tpl__fail(err, rc, "tensor '%s': layout", t->name);
-    rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed, err);
+    rc = cache_layouts(e, w, i, err);
+    if (rc == 0) rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed,
+                                   err);
     if (rc != 0) return rc;
+    w->done += pc.e - pc.b;
   }
   return 0;
 }
 
-static int stream_file(struct engine *e, struct file_walk *w, int *k,
-                       uint64_t *done, struct tpl_error *err) {
-  const struct tpl__tensor *first = &e->model->tensors[w->first];
-  const struct tpl__tensor *last = &e->model->tensors[w->end - 1];
-  const char *path = e->model->files[first->file].path;
-  uint64_t pos = first->offset, end = last->offset + last->stored_bytes, size;
-  int fd, rc = tpl__open_regular(path, &fd, &size, err);
-  if (rc != 0) return rc;
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  while (rc == 0 && pos < end) {
-    struct slot *s = &e->slots[(*k)++ & 1];
-    uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
-    double t;
-    rc = slot_wait(s, err);
-    if (rc != 0) break;
-    t = now();
-    rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
-    e->st.t_read += now() - t;
-    if (rc != 0) {
-      rc = tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
+/* End of the last non-empty tensor of the file, 0 when there is none. */
+static uint64_t file_data_end(const struct engine *e,
+                              const struct file_walk *w) {
+  for (size_t i = w->end; i-- > w->first;) {
+    const struct tpl__tensor *t = &e->model->tensors[i];
+    if (t->stored_bytes != 0) return t->offset + t->stored_bytes;
+  }
+  return 0;
+}
+
+static int read_chunk(struct engine *e, int fd, const char *path,
+                      struct slot *s, uint64_t pos, uint64_t len,
+                      uint64_t end, struct tpl_error *err) {
+  double t = now();
+  int rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
+  e->st.t_read += now() - t;
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
                      (unsigned long long)pos, tpl_strerror(rc),
                      rc == -EIO ? " (file shrank while loading?)" : "");
-      break;
-    }
-    if (pos + len < end) /* start the kernel on the next chunk */
-      posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk,
-                    POSIX_FADV_WILLNEED);
-    e->bytes_read += len;
-    rc = deliver_chunk(e, s, w, pos, len, err);
+  if (pos + len < end) /* start the kernel on the next chunk */
+    posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk,
+                  POSIX_FADV_WILLNEED);
+  e->bytes_read += len;
+  return 0;
+}
+
+static int stream_file(struct engine *e, struct file_walk *w, int *k,
+                       struct tpl_error *err) {
+  const char *path = e->model->files[e->model->tensors[w->first].file].path;
+  uint64_t pos = 0, end = file_data_end(e, w), size;
+  int fd, rc;
+  if (end == 0) return 0;
+  rc = tpl__open_regular(path, &fd, &size, err);
+  if (rc != 0) return rc;
+  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  while (rc == 0 && next_extent(e, w, &pos)) {
+    struct slot *s = &e->slots[(*k)++ & 1];
+    uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
+    rc = slot_wait(s, err);
+    if (rc == 0) rc = read_chunk(e, fd, path, s, pos, len, end, err);
+    if (rc == 0) rc = deliver_chunk(e, s, w, pos, len, err);
     pos += len;
-    *done += len;
-    if (e->o->progress) e->o->progress(e->o->ctx, *done, e->job->source_bytes);
+    if (e->o->progress)
+      e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
   }
   close(fd);
-  return rc;
+  return rc == 0 ? check_own(e, w, err) : rc;
 }
 
 static int alloc_slots(struct engine *e, struct tpl_error *err) {
@@ -346,18 +410,17 @@ static void free_slots(struct engine *e) {
 
 static int send_all(struct engine *e, struct tpl_error *err) {
   struct file_walk w = {0};
-  uint64_t done = 0;
   int k = 0, rc = alloc_slots(e, err);
   w.layouts = calloc(e->world, sizeof(*w.layouts));
   if (w.layouts == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < e->model->ntensors;) {
-    w.first = i;
+    w.first = w.scan = i;
     w.end = i + 1;
     while (w.end < e->model->ntensors &&
            e->model->tensors[w.end].file == e->model->tensors[i].file)
       w.end++;
     w.cur = SIZE_MAX;
-    rc = stream_file(e, &w, &k, &done, err);
+    rc = stream_file(e, &w, &k, err);
     i = w.end;
   }
   if (rc == 0) {
@@ -424,45 +487,71 @@ static void fill_stats(struct engine *e, double t0) {
   e->st.seconds = now() - t0;
 }
 
+struct gathered {
+  int *counts, *displs;
+  uint8_t *all, **parts;
+  size_t *lens;
+};
+
+static int gathered_alloc(struct gathered *g, uint32_t world) {
+  g->counts = calloc(world, sizeof(int));
+  g->displs = calloc(world, sizeof(int));
+  g->lens = calloc(world, sizeof(size_t));
+  g->parts = calloc(world, sizeof(uint8_t *));
+  return g->counts && g->displs && g->lens && g->parts ? 0 : -ENOMEM;
+}
+
+static void gathered_free(struct gathered *g) {
+  free(g->counts);
+  free(g->displs);
+  free(g->lens);
+  free(g->parts);
+  free(g->all);
+}
+
+/* Rank 0: lays out the reports' places; 0 or -ENOMEM / TPL_ELIMIT. */
+static int gathered_layout(struct gathered *g, uint32_t world) {
+  long long total = 0;
+  for (uint32_t r = 0; r < world; r++) {
+    g->displs[r] = (int)total;
+    total += g->counts[r];
+    if (total > INT_MAX) return TPL_ELIMIT;
+  }
+  g->all = malloc((size_t)total + 1);
+  return g->all ? 0 : -ENOMEM;
+}
+
+/* Every rank's packed RankReport goes to rank 0, which assembles the
+ * job's LoadReport in e->report. Collective: every rank takes part. */
 static int gather_reports(struct engine *e, double seconds,
                           struct tpl_error *err) {
-  uint8_t *mine = NULL, *all = NULL, **parts = NULL;
-  size_t len = 0, *lens = NULL;
-  int *counts = NULL, *displs = NULL, n, rc;
+  struct gathered g = {0};
+  uint8_t *mine = NULL;
+  size_t len = 0;
+  int n = 0, rc;
   rc = tpl__rank_report_pack(e->job, &e->store, &e->st, &mine, &len);
-  if (rc != 0) return tpl__fail(err, rc, "cannot build the rank report");
+  if (rc == 0 && e->rank == 0) rc = gathered_alloc(&g, e->world);
+  if (rc != 0) tpl__fail(err, rc, "cannot build the rank report");
+  rc = agree(rc, err);
   n = (int)len;
-  if (e->rank == 0) {
-    counts = calloc(e->world, sizeof(int));
-    displs = calloc(e->world, sizeof(int));
-    lens = calloc(e->world, sizeof(size_t));
-    parts = calloc(e->world, sizeof(uint8_t *));
+  if (rc == 0)
+    rc = MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0,
+                    MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : TPL_EPEER;
+  if (rc == 0 && e->rank == 0) rc = gathered_layout(&g, e->world);
+  rc = agree(rc, err);
+  if (rc == 0 &&
+      MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs, MPI_BYTE, 0,
+                  MPI_COMM_WORLD) != MPI_SUCCESS)
+    rc = tpl__fail(err, TPL_EPEER, "gathering the rank reports failed");
+  for (uint32_t r = 0; rc == 0 && e->rank == 0 && r < e->world; r++) {
+    g.parts[r] = g.all + g.displs[r];
+    g.lens[r] = (size_t)g.counts[r];
   }
-  MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (e->rank == 0) {
-    long total = 0;
-    for (uint32_t r = 0; r < e->world; r++) {
-      displs[r] = (int)total;
-      total += counts[r];
-    }
-    all = malloc((size_t)total + 1);
-  }
-  MPI_Gatherv(mine, n, MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
-              MPI_COMM_WORLD);
-  if (e->rank == 0) {
-    for (uint32_t r = 0; r < e->world; r++) {
-      parts[r] = all + displs[r];
-      lens[r] = (size_t)counts[r];
-    }
-    rc = tpl__load_report_pack(e->job, parts, lens, seconds, e->bytes_read,
-                               &e->report, &e->report_len, err);
-  }
+  if (rc == 0 && e->rank == 0)
+    rc = tpl__load_report_pack(e->job, g.parts, g.lens, seconds,
+                               e->bytes_read, &e->report, &e->report_len, err);
   free(mine);
-  free(all);
-  free(parts);
-  free(lens);
-  free(counts);
-  free(displs);
+  gathered_free(&g);
   return rc;
 }
 
@@ -499,18 +588,16 @@ static int run_preshard(struct engine *e, struct tpl_error *err) {
   const char *dir = e->o->out_dir;
   int fd = -1, rc, all;
   rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &fd, err);
-  all = agree(rc);
+  all = agree(rc, err);
   if (all == 0) {
     rc = tpl__preshard_publish(dir, e->rank, fd, err);
     fd = -1;
-    all = agree(rc);
+    all = agree(rc, err);
   }
   if (fd >= 0) close(fd);
   if (all == 0 && e->rank == 0) rc = write_shard_info(e, err);
-  all = agree(rc);
+  all = agree(rc, err);
   if (all != 0) tpl__preshard_unpublish(dir, e->rank);
-  if (rc == 0 && all != 0)
-    tpl__fail(err, all, "another rank failed to write its shard");
   return all;
 }
 
@@ -556,8 +643,8 @@ static int serve_poll_shutdown(void *ctx) {
 static int run_serve(struct engine *e, struct tpl_error *err) {
   struct tpl__daemon_config cfg = {0};
   static int incoming;
-  int rc = tpl__store_seal(&e->store, err);
-  if (agree(rc) != 0) return rc ? rc : TPL_EPEER;
+  int rc = agree(tpl__store_seal(&e->store, err), err);
+  if (rc != 0) return rc;
   if (e->rank != 0)
     MPI_Irecv(&incoming, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
               &e->shutdown_req);
@@ -582,14 +669,21 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
 
 /* --- the whole job --- */
 
+/* Every rank builds its store; a failure there is agreed on and returned.
+ * A failure once bytes move strands the others mid-transfer: the rank
+ * says why and ends the whole job. */
 static int deliver(struct engine *e, struct tpl_error *err) {
   double t = now();
-  int rc = make_store(e, err);
+  int rc = agree(make_store(e, err), err);
   e->st.t_alloc = now() - t;
-  if (agree(rc) != 0) return rc ? rc : TPL_EPEER;
-  rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
   if (rc != 0) return rc;
-  return finish_store(e, err);
+  rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
+  if (rc == 0) rc = finish_store(e, err);
+  if (rc != 0) {
+    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
+    tpl__engine_abort(tpl_exit_code(rc));
+  }
+  return 0;
 }
 
 static void engine_free(struct engine *e) {
@@ -617,16 +711,10 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   MPI_Barrier(MPI_COMM_WORLD);
   t0 = now();
   rc = deliver(&e, err);
-  if (rc != 0) {
-    /* The other ranks are mid-transfer: no consistent return is possible,
-     * so say why once here and end the whole job. */
-    fprintf(stderr, "tpload: rank %u: %s\n", e.rank, err->msg);
-    tpl__engine_abort(tpl_exit_code(rc));
-  }
+  if (rc != 0) goto out;
   fill_stats(&e, t0);
-  MPI_Barrier(MPI_COMM_WORLD);
-  rc = gather_reports(&e, now() - t0, err);
-  if (agree(rc) != 0) goto out;
+  rc = agree(gather_reports(&e, now() - t0, err), err);
+  if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
   if (o->sink == TPL_SINK_PRESHARD) rc = run_preshard(&e, err);
   if (o->sink == TPL_SINK_SERVE) rc = run_serve(&e, err);
