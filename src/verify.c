@@ -1,6 +1,8 @@
 /* verify.c - recomputes every shard from the model and compares it, byte
  * for byte and by checksum, with what preshard wrote.  One tensor at a
- * time: memory is bounded by the largest tensor, not the model. */
+ * time: memory is about three times the largest tensor (source, expected
+ * and found bytes), not the model's size. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "job.h"
 #include "jsonu.h"
 #include "readers.h"
+#include "shardinfo.h"
 #include "verify.h"
 
 struct verify {
@@ -22,6 +25,7 @@ struct verify {
   struct tpl__strategy *strategies;
   struct tpl__job *job;
   json_t *info;                 /* shard-info.json */
+  json_t *expect;               /* shard info recomputed from the model */
   struct tpl_model **outs;      /* one per rank */
   int *fds;                     /* rank files, open */
   uint8_t *src, *want, *got;
@@ -89,6 +93,34 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i,
   return 0;
 }
 
+/* shard-info.json's params[i] must say what the model and plan say, apart
+ * from the per-rank checksums (checked against the files' bytes). */
+static int check_param(const struct verify *v, size_t i,
+                       struct tpl_error *err) {
+  json_t *want = json_array_get(json_object_get(v->expect, "params"), i);
+  json_t *got = json_deep_copy(
+      json_array_get(json_object_get(v->info, "params"), i));
+  json_t *ranks = json_object_get(got, "ranks");
+  int same = 1;
+  for (uint32_t r = 0; r < v->job->world; r++) {
+    json_t *rk = json_array_get(ranks, r);
+    json_t *nb = json_object_get(rk, "nbytes");
+    same = same && json_array_size(ranks) == v->job->world &&
+           json_integer_value(json_object_get(rk, "rank")) == r &&
+           json_is_integer(nb) &&
+           (uint64_t)json_integer_value(nb) == v->job->tensors[i].rank_bytes;
+  }
+  json_object_del(got, "ranks");
+  same = same && json_equal(want, got);
+  json_decref(got);
+  if (!same)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "shard-info.json: params[%zu] ('%s'): expected the "
+                     "shard info the model and plan give, found another",
+                     i, v->job->tensors[i].name);
+  return 0;
+}
+
 /* shard-info.json's recorded checksum of tensor i on rank r. */
 static int recorded_xxh3(const struct verify *v, size_t i, uint32_t r,
                          uint64_t *out) {
@@ -153,8 +185,38 @@ static int compare_tensor(struct verify *v, size_t i,
   if (rc != 0)
     return tpl__fail(err, rc, "%s: tensor '%s': %s",
                      v->model->files[t->file].path, t->name, tpl_strerror(rc));
+  rc = check_param(v, i, err);
   for (uint32_t r = 0; rc == 0 && r < v->job->world; r++)
     rc = compare_rank(v, i, r, res, err);
+  return rc;
+}
+
+/* The directory holds exactly rank0..rank{N-1}, and shard-info.json one
+ * params entry per tensor. */
+static int check_layout(const struct verify *v, uint32_t world,
+                        struct tpl_error *err) {
+  size_t n = json_array_size(json_object_get(v->info, "params"));
+  DIR *d;
+  struct dirent *de;
+  int rc = 0;
+  if (n != v->job->ntensors)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s/shard-info.json: expected %zu params, found %zu",
+                     v->dir, v->job->ntensors, n);
+  d = opendir(v->dir);
+  if (d == NULL)
+    return tpl__fail(err, -errno, "%s: cannot list: %s", v->dir,
+                     strerror(errno));
+  while (rc == 0 && (de = readdir(d)) != NULL) {
+    unsigned r;
+    char tail[32];
+    if (sscanf(de->d_name, "rank%u.safetensor%31s", &r, tail) == 2 &&
+        strcmp(tail, "s") == 0 && r >= world)
+      rc = tpl__fail(err, TPL_EMISMATCH,
+                     "%s: expected rank files 0..%u only, found %s", v->dir,
+                     world - 1, de->d_name);
+  }
+  closedir(d);
   return rc;
 }
 
@@ -170,6 +232,10 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   if (rc == 0)
     rc = tpl__job_from_model(v->model, v->strategies, v->plan->source, model,
                              world, scaling, &v->job, err);
+  if (rc == 0 && tpl__shardinfo_build(v->model, v->strategies, world, NULL,
+                                      scaling, &v->expect) != 0)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0) rc = check_layout(v, world, err);
   if (rc != 0) return rc;
   v->outs = calloc(world, sizeof(*v->outs));
   v->fds = calloc(world, sizeof(*v->fds));
@@ -192,6 +258,7 @@ static void verify_free(struct verify *v) {
   free(v->want);
   free(v->got);
   json_decref(v->info);
+  json_decref(v->expect);
   tpl__job_free(v->job);
   free(v->strategies);
   tpl__plan_free(v->plan);
