@@ -103,17 +103,12 @@ static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
   int rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)
-    rc = tpl__plan_resolve(o->plan, e->model, e->world, &e->plan, err);
-  if (rc == 0) {
-    e->strategies = calloc(e->model->ntensors + 1, sizeof(*e->strategies));
-    rc = e->strategies ? tpl__plan_apply(e->plan, e->model, e->world,
-                                         e->strategies, err)
-                       : tpl__fail(err, -ENOMEM, "out of memory");
-  }
+    rc = tpl__plan_for_model(o->plan, e->model, e->world, &e->plan,
+                             &e->strategies, err);
   if (rc == 0)
     rc = tpl__job_from_model(e->model, e->strategies, e->plan->source,
-                             o->model,
-                             e->world, o->bias_scaling, &e->job, err);
+                             o->model, e->world, o->bias_scaling, &e->job,
+                             err);
   if (rc == 0 && o->sink == TPL_SINK_PRESHARD)
     rc = tpl__preshard_prepare(o->out_dir, o->force, err);
   return rc;
@@ -586,15 +581,15 @@ static int write_shard_info(struct engine *e, struct tpl_error *err) {
 
 static int run_preshard(struct engine *e, struct tpl_error *err) {
   const char *dir = e->o->out_dir;
-  int fd = -1, rc, all;
-  rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &fd, err);
+  struct tpl__shard_file f = {-1, 0};
+  int rc, all;
+  rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &f, err);
   all = agree(rc, err);
   if (all == 0) {
-    rc = tpl__preshard_publish(dir, e->rank, fd, err);
-    fd = -1;
+    rc = tpl__preshard_publish(dir, e->rank, &f, err);
     all = agree(rc, err);
   }
-  if (fd >= 0) close(fd);
+  tpl__preshard_discard(dir, e->rank, &f);
   if (all == 0 && e->rank == 0) rc = write_shard_info(e, err);
   all = agree(rc, err);
   if (all != 0) tpl__preshard_unpublish(dir, e->rank);

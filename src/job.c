@@ -13,6 +13,8 @@ size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t) {
   return t->encoding == TPL_ENC_F32_TO_BF16 ? 2 : tpl__dtype_size(t->dtype);
 }
 
+/* Element count of a validated shape (cannot overflow: checked when the
+ * model was read). */
 static uint64_t numel(const uint64_t *shape, int ndim) {
   uint64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= shape[i];

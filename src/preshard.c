@@ -82,19 +82,56 @@ int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
   return force ? remove_old_output(dir, err) : 0;
 }
 
-static int open_unnamed(const char *dir, int *fd, struct tpl_error *err) {
-  int f = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (f < 0) {
-    int e = errno;
-    return tpl__fail(err, e == ENOSPC ? -ENOSPC : TPL_EOUTPUT,
-                     "%s: cannot create a file: %s", dir, strerror(e));
-  }
-  *fd = f;
-  return 0;
+static void temp_name(char *buf, size_t len, uint32_t rank) {
+  snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
 }
 
-static int write_header(int fd, const struct tpl__job *job, uint32_t rank,
-                        struct tpl_error *err, const char *dir) {
+/* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of
+ * these; they get a named temp file instead. */
+static int no_tmpfile(int e) {
+  return e == EOPNOTSUPP || e == EISDIR || e == EINVAL;
+}
+
+static int open_output(const char *dir, uint32_t rank,
+                       struct tpl__shard_file *f, struct tpl_error *err) {
+  char tmp[64];
+  int d = -1, e;
+  f->named = 0;
+  f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (f->fd < 0 && no_tmpfile(errno)) {
+    temp_name(tmp, sizeof(tmp), rank);
+    d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0) {
+      unlinkat(d, tmp, 0);
+      f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      f->named = 1;
+    }
+  }
+  e = errno;
+  if (d >= 0) close(d);
+  if (f->fd >= 0) return 0;
+  f->named = 0;
+  return tpl__fail(err, e == ENOSPC ? -ENOSPC : TPL_EOUTPUT,
+                   "%s: cannot create rank %u's file: %s", dir, rank,
+                   strerror(e));
+}
+
+void tpl__preshard_discard(const char *dir, uint32_t rank,
+                           struct tpl__shard_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  if (f->named) {
+    char tmp[64], *p;
+    temp_name(tmp, sizeof(tmp), rank);
+    p = tpl__path_join(dir, tmp);
+    if (p != NULL) unlink(p);
+    free(p);
+  }
+  f->fd = -1;
+  f->named = 0;
+}
+
+static int write_header(int fd, const char *dir, const struct tpl__job *job,
+                        uint32_t rank, struct tpl_error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
   char r[16], n[16];
   const char *meta[4] = {"tp_rank", r, "tp_size", n};
@@ -124,28 +161,24 @@ static int write_header(int fd, const struct tpl__job *job, uint32_t rank,
 
 int tpl__preshard_write(const char *dir, const struct tpl__job *job,
                         const struct tpl__store *store, uint32_t rank,
-                        int *fd, struct tpl_error *err) {
-  int f = -1, rc = open_unnamed(dir, &f, err);
+                        struct tpl__shard_file *f, struct tpl_error *err) {
+  int rc = open_output(dir, rank, f, err);
   if (rc != 0) return rc;
-  rc = write_header(f, job, rank, err, dir);
+  rc = write_header(f->fd, dir, job, rank, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__held *h = &store->tensors[i];
-    rc = tpl__write_full(f, store->base + h->offset, (size_t)h->nbytes);
+    rc = tpl__write_full(f->fd, store->base + h->offset, (size_t)h->nbytes);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
                      rank, h->name, tpl_strerror(rc));
   }
-  if (rc == 0 && fsync(f) != 0) {
+  if (rc == 0 && fsync(f->fd) != 0) {
     int e = errno;
     rc = tpl__fail(err, -e, "%s/rank%u.safetensors: fsync: %s", dir, rank,
                    strerror(e));
   }
-  if (rc != 0) {
-    close(f);
-    return rc;
-  }
-  *fd = f;
-  return 0;
+  if (rc != 0) tpl__preshard_discard(dir, rank, f);
+  return rc;
 }
 
 static int fsync_dir(const char *dir) {
@@ -156,24 +189,26 @@ static int fsync_dir(const char *dir) {
   return rc;
 }
 
-int tpl__preshard_publish(const char *dir, uint32_t rank, int fd,
-                          struct tpl_error *err) {
+/* An unnamed file first gets the temp name, then every file is renamed
+ * over the final one: readers see the old file or the new, never a part. */
+int tpl__preshard_publish(const char *dir, uint32_t rank,
+                          struct tpl__shard_file *f, struct tpl_error *err) {
   char proc[64], tmp[64], final[64];
   int d, rc = 0;
-  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-  snprintf(tmp, sizeof(tmp), ".rank%u.safetensors.tmp", rank);
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
+  temp_name(tmp, sizeof(tmp), rank);
   snprintf(final, sizeof(final), "rank%u.safetensors", rank);
   d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d < 0) rc = -errno;
-  if (rc == 0) unlinkat(d, tmp, 0);
-  if (rc == 0 && linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) != 0)
-    rc = -errno;
-  if (rc == 0 && renameat(d, tmp, d, final) != 0) {
-    rc = -errno;
+  if (rc == 0 && !f->named) {
     unlinkat(d, tmp, 0);
+    if (linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) != 0) rc = -errno;
+    else f->named = 1;
   }
+  if (rc == 0 && renameat(d, tmp, d, final) != 0) rc = -errno;
+  if (rc == 0) f->named = 0;
   if (d >= 0) close(d);
-  close(fd);
+  tpl__preshard_discard(dir, rank, f);
   if (rc == 0) rc = fsync_dir(dir);
   if (rc != 0)
     return tpl__fail(err, rc, "%s/%s: cannot publish: %s", dir, final,
@@ -209,7 +244,7 @@ int tpl__write_file_atomic(const char *dir, const char *name,
   if (fd >= 0) close(fd);
   if (rc == 0 && rename(tmp, final) != 0) rc = -errno;
   if (rc != 0) unlink(tmp);
-  if (rc == 0) rc = fsync_dir(dir);
+  if (rc == 0 && (rc = fsync_dir(dir)) != 0) unlink(final);
   if (rc != 0) tpl__fail(err, rc, "%s: cannot write: %s", final, tpl_strerror(rc));
   free(tmp);
   free(final);

@@ -20,17 +20,29 @@
  * -errno. */
 int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err);
 
+/* A rank file being written: unnamed (O_TMPFILE) where the filesystem
+ * allows it, else a hidden temp name that is removed on failure. */
+struct tpl__shard_file {
+  int fd;     /* -1 when none */
+  int named;  /* 1: lives at DIR/.rank{R}.safetensors.tmp */
+};
+
 /* Writes this rank's safetensors file (header with metadata tp_rank,
- * tp_size; tensors in checkpoint order) to an unnamed file in DIR and
- * fsyncs it; *fd receives it.  Disk full is -ENOSPC (exit 74). */
+ * tp_size; tensors in checkpoint order) to a file no reader will take for
+ * output and fsyncs it.  Disk full is -ENOSPC (exit 74).  On failure
+ * nothing is left in DIR and f->fd is -1. */
 int tpl__preshard_write(const char *dir, const struct tpl__job *job,
                         const struct tpl__store *store, uint32_t rank,
-                        int *fd, struct tpl_error *err);
+                        struct tpl__shard_file *f, struct tpl_error *err);
 
-/* Gives the file written by tpl__preshard_write its name
- * DIR/rank{R}.safetensors (replacing an old one), fsyncs DIR, closes fd. */
-int tpl__preshard_publish(const char *dir, uint32_t rank, int fd,
-                          struct tpl_error *err);
+/* Gives the written file its name DIR/rank{R}.safetensors (replacing an
+ * old one), fsyncs DIR and closes it.  On failure the file is gone. */
+int tpl__preshard_publish(const char *dir, uint32_t rank,
+                          struct tpl__shard_file *f, struct tpl_error *err);
+
+/* Drops a written but unpublished file (after a failure elsewhere). */
+void tpl__preshard_discard(const char *dir, uint32_t rank,
+                           struct tpl__shard_file *f);
 
 /* Removes DIR/rank{R}.safetensors (after a failure elsewhere). */
 void tpl__preshard_unpublish(const char *dir, uint32_t rank);

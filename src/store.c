@@ -64,7 +64,7 @@ int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
 
 void tpl__store_free(struct tpl__store *s) {
   if (s->base != NULL) munmap(s->base, (size_t)s->size);
-  if (s->fd > 0) close(s->fd);
+  if (s->fd >= 0) close(s->fd);
   for (size_t i = 0; s->tensors != NULL && i < s->ntensors; i++)
     free(s->tensors[i].name);
   free(s->tensors);

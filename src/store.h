@@ -32,7 +32,7 @@ struct tpl__store {
 };
 
 /* Creates a writable store of `size` bytes backed by a memfd named
- * "tpload-rank<R>" and an (initially empty) table of `ntensors` entries.
+ * "tpload-store" and an (initially empty) table of `ntensors` entries.
  * Returns 0 or -errno; *s is left valid for tpl__store_free either way. */
 int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
                       struct tpl_error *err);
