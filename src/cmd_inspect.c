@@ -61,7 +61,8 @@ static json_t *shape_json(const uint64_t *shape, int ndim) {
 static void shard_shape(const struct tpl__tensor *t,
                         const struct tpl__strategy *s, uint32_t nshards,
                         uint64_t *out) {
-  for (int i = 0; i < t->ndim; i++) out[i] = t->shape[i];
+  for (int i = 0; i < t->ndim; i++)
+    out[i] = t->shape[i];
   if (s->kind == TPL_RULE_SHARD)
     tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, out);
 }
@@ -105,7 +106,8 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
     json_object_set_new(root, "plan", json_string(v->plan->source));
   }
   json_object_set_new(root, "tensors", tensors);
-  json_object_set_new(root, "tensor_count", json_integer((json_int_t)m->ntensors));
+  json_object_set_new(root, "tensor_count",
+                      json_integer((json_int_t)m->ntensors));
   json_object_set_new(root, "file_count", json_integer((json_int_t)m->nfiles));
   json_object_set_new(root, "total_bytes",
                       json_integer((json_int_t)tpl__model_bytes(m)));
@@ -135,8 +137,8 @@ static void print_shard_table(const struct tpl_model *m,
                               const struct shard_view *v) {
   char shape[256], sshape[256];
   uint64_t ss[TPL_MAX_DIMS];
-  printf("%-56s %-8s %-22s %-22s %-22s %14s  %s\n", "NAME", "DTYPE",
-         "SHAPE", "SHARD SHAPE", "RULE", "BYTES", "FILE");
+  printf("%-56s %-8s %-22s %-22s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE",
+         "SHARD SHAPE", "RULE", "BYTES", "FILE");
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     shard_shape(t, &v->st[i], v->nshards, ss);
@@ -160,12 +162,11 @@ struct inspect_args {
 
 /* Returns -1 to go on, else the exit code (help or usage error). */
 static int parse_args(int argc, char **argv, struct inspect_args *a) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, 'j'},
-      {"shards", required_argument, NULL, 'n'},
-      {"plan", required_argument, NULL, 'p'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                       {"shards", required_argument, NULL, 'n'},
+                                       {"plan", required_argument, NULL, 'p'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   int c;
   optind = 1;
   opterr = 0;
@@ -177,8 +178,10 @@ static int parse_args(int argc, char **argv, struct inspect_args *a) {
     case 'n':
       if (tpl__cli_parse_uint(optarg, MAX_SHARDS, &a->nshards) != 0 ||
           a->nshards == 0)
-        return tpl__cli_usage_error("inspect", "--shards: expected 1..%d, "
-                                    "found '%s'", MAX_SHARDS, optarg);
+        return tpl__cli_usage_error("inspect",
+                                    "--shards: expected 1..%d, "
+                                    "found '%s'",
+                                    MAX_SHARDS, optarg);
       break;
     case 'p':
       a->plan = optarg;

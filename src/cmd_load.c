@@ -50,8 +50,17 @@ struct load_cli {
 };
 
 enum {
-  OPT_PLAN = 256, OPT_NO_BIAS, OPT_CHUNK, OPT_JSON, OPT_QUIET, OPT_PROGRESS,
-  OPT_OUT, OPT_FORCE, OPT_SOCKET_DIR, OPT_READY, OPT_HELP
+  OPT_PLAN = 256,
+  OPT_NO_BIAS,
+  OPT_CHUNK,
+  OPT_JSON,
+  OPT_QUIET,
+  OPT_PROGRESS,
+  OPT_OUT,
+  OPT_FORCE,
+  OPT_SOCKET_DIR,
+  OPT_READY,
+  OPT_HELP
 };
 
 static const struct option load_opts[] = {
@@ -91,18 +100,35 @@ static int usage(struct load_cli *c, const char *fmt, const char *arg) {
 
 static int parse_option(struct load_cli *c, int opt, const char *arg) {
   switch (opt) {
-  case OPT_PLAN: c->o.plan = arg; return 0;
-  case OPT_NO_BIAS: c->o.bias_scaling = 0; return 0;
-  case OPT_JSON: c->json = 1; return 0;
-  case OPT_QUIET: c->quiet = 1; return 0;
-  case OPT_PROGRESS: c->bar = 1; return 0;
-  case OPT_OUT: c->o.out_dir = arg; return 0;
-  case OPT_FORCE: c->o.force = 1; return 0;
-  case OPT_SOCKET_DIR: c->o.socket_dir = arg; return 0;
-  case OPT_READY: c->o.ready_file = arg; return 0;
+  case OPT_PLAN:
+    c->o.plan = arg;
+    return 0;
+  case OPT_NO_BIAS:
+    c->o.bias_scaling = 0;
+    return 0;
+  case OPT_JSON:
+    c->json = 1;
+    return 0;
+  case OPT_QUIET:
+    c->quiet = 1;
+    return 0;
+  case OPT_PROGRESS:
+    c->bar = 1;
+    return 0;
+  case OPT_OUT:
+    c->o.out_dir = arg;
+    return 0;
+  case OPT_FORCE:
+    c->o.force = 1;
+    return 0;
+  case OPT_SOCKET_DIR:
+    c->o.socket_dir = arg;
+    return 0;
+  case OPT_READY:
+    c->o.ready_file = arg;
+    return 0;
   case OPT_CHUNK:
-    if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 ||
-        c->chunk_mib == 0)
+    if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
       return usage(c, "--chunk-mib expects 1..4096, got '%s'", arg);
     return 0;
   default:
@@ -150,8 +176,8 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
   if (c->quiet) return;
   if (c->bar) {
-    fprintf(stderr, "\r[%.*s%*s] %6.2f/%.2f GiB %6.2f GiB/s ETA %4.0fs",
-            fill, "==============================", width - fill, "",
+    fprintf(stderr, "\r[%.*s%*s] %6.2f/%.2f GiB %6.2f GiB/s ETA %4.0fs", fill,
+            "==============================", width - fill, "",
             done / 1073741824.0, total / 1073741824.0, rate / 1073741824.0,
             eta);
     if (done >= total) fputc('\n', stderr);
@@ -165,9 +191,11 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
 
 static void print_summary(struct load_cli *c, json_t *r) {
   double secs = json_real_value(json_object_get(r, "seconds"));
-  double bytes = (double)json_integer_value(json_object_get(r, "bytes_delivered"));
+  double bytes =
+      (double)json_integer_value(json_object_get(r, "bytes_delivered"));
   json_t *r0 = json_array_get(json_object_get(r, "ranks"), 0);
-  double rss = (double)json_integer_value(json_object_get(r0, "peak_rss_bytes"));
+  double rss =
+      (double)json_integer_value(json_object_get(r0, "peak_rss_bytes"));
   fprintf(stderr,
           "tpload %s: %.3f GiB delivered to %zu ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
@@ -191,8 +219,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
 
 /* One message per failure: rank 0 says why (or that another rank failed);
  * another rank speaks only when the failure was its own. */
-static void report_failure(int rc, const struct tpl_error *err,
-                           uint32_t rank) {
+static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
   if (rank == 0 && err->msg[0] != '\0')
     tpl__cli_report(rc, err);
   else if (rank == 0)
@@ -229,8 +256,10 @@ int tpl__cmd_load(int argc, char **argv) {
   rc = tpl__engine_run(&c.o, &err);
   if (rc != 0) report_failure(rc, &err, rank);
   if (rc == 0 && rank == 0 && !c.quiet && c.o.sink == TPL_SINK_PRESHARD)
-    fprintf(stderr, "tpload preshard: wrote %u rank files and "
-            "shard-info.json to %s\n", world, c.o.out_dir);
+    fprintf(stderr,
+            "tpload preshard: wrote %u rank files and "
+            "shard-info.json to %s\n",
+            world, c.o.out_dir);
   tpl__engine_finalize();
   return tpl_exit_code(rc);
 }

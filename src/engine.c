@@ -46,18 +46,18 @@ struct slot {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl_model *model;         /* rank 0 */
-  struct tpl__plan *plan;          /* rank 0; strategies borrow from it */
+  struct tpl_model *model;          /* rank 0 */
+  struct tpl__plan *plan;           /* rank 0; strategies borrow from it */
   struct tpl__strategy *strategies; /* rank 0 */
   struct tpl__job *job;
   struct tpl__store store;
   struct tpl__rank_stats st;
   uint64_t bytes_read, delivered;
-  uint8_t *report;                 /* rank 0: packed LoadReport */
+  uint8_t *report; /* rank 0: packed LoadReport */
   size_t report_len;
   struct slot slots[2];
   uint64_t chunk;
-  MPI_Request shutdown_req;        /* serve, ranks > 0 */
+  MPI_Request shutdown_req; /* serve, ranks > 0 */
   int shutdown_flag, shutdown_sent;
 };
 
@@ -74,17 +74,16 @@ static int mpi_fail(int mrc, const char *what, struct tpl_error *err) {
   return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
 }
 
-#define MPI_TRY(call, what)                                \
-  do {                                                     \
-    int mrc_ = (call);                                     \
-    if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, what, err); \
+#define MPI_TRY(call, what)                                                    \
+  do {                                                                         \
+    int mrc_ = (call);                                                         \
+    if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, what, err);                 \
   } while (0)
 
-int tpl__engine_init(int *argc, char ***argv, uint32_t *rank,
-                     uint32_t *world, struct tpl_error *err) {
+int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
+                     struct tpl_error *err) {
   int provided, r, w;
-  MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
-          "init");
+  MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &w);
@@ -93,9 +92,13 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank,
   return 0;
 }
 
-void tpl__engine_finalize(void) { MPI_Finalize(); }
+void tpl__engine_finalize(void) {
+  MPI_Finalize();
+}
 
-void tpl__engine_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+void tpl__engine_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
 
 /* --- verdict and job table --- */
 
@@ -106,9 +109,8 @@ static int validate(struct engine *e, struct tpl_error *err) {
     rc = tpl__plan_for_model(o->plan, e->model, e->world, &e->plan,
                              &e->strategies, err);
   if (rc == 0)
-    rc = tpl__job_from_model(e->model, e->strategies, e->plan->source,
-                             o->model, e->world, o->bias_scaling, &e->job,
-                             err);
+    rc = tpl__job_from_model(e->model, e->strategies, e->plan->source, o->model,
+                             e->world, o->bias_scaling, &e->job, err);
   if (rc == 0 && o->sink == TPL_SINK_PRESHARD)
     rc = tpl__preshard_prepare(o->out_dir, o->force, err);
   return rc;
@@ -143,8 +145,8 @@ static int agree(int rc, struct tpl_error *err) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   mine.code = rc;
   mine.rank = me;
-  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC,
-                    MPI_COMM_WORLD) != MPI_SUCCESS) {
+  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD) !=
+      MPI_SUCCESS) {
     worst.code = TPL_EPEER;
     worst.rank = -1;
   }
@@ -170,8 +172,7 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   if (e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
   if (code == 0) code = bcast_bytes(&buf, &len, e->rank, err);
-  if (code == 0 && e->rank != 0)
-    code = tpl__job_unpack(buf, len, &e->job, err);
+  if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
   free(buf);
   return agree(code, err);
 }
@@ -238,10 +239,9 @@ static int deliver_part(struct engine *e, struct slot *s,
     uint64_t start, n;
     int rc;
     if (r == 0) {
-      *own += tpl__layout_gather(l, pc->b, pc->e, pc->src,
-                                 e->store.base +
-                                     e->job->tensors[pc->i].store_offset +
-                                     *own);
+      *own += tpl__layout_gather(
+          l, pc->b, pc->e, pc->src,
+          e->store.base + e->job->tensors[pc->i].store_offset + *own);
       continue;
     }
     n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
@@ -260,11 +260,11 @@ static int deliver_part(struct engine *e, struct slot *s,
 }
 
 struct file_walk {
-  size_t first, end;   /* tensors [first, end) live in this file */
-  size_t scan;         /* first tensor that may still have unread bytes */
-  size_t cur;          /* tensor whose layouts are cached */
-  uint64_t own;        /* bytes of tensor `cur` rank 0 already holds */
-  uint64_t done;       /* tensor bytes delivered so far (all files) */
+  size_t first, end; /* tensors [first, end) live in this file */
+  size_t scan;       /* first tensor that may still have unread bytes */
+  size_t cur;        /* tensor whose layouts are cached */
+  uint64_t own;      /* bytes of tensor `cur` rank 0 already holds */
+  uint64_t done;     /* tensor bytes delivered so far (all files) */
   struct tpl__layout *layouts; /* world entries */
 };
 
@@ -275,8 +275,7 @@ static int check_own(const struct engine *e, const struct file_walk *w,
   if (w->cur == SIZE_MAX || w->own == w->layouts[0].total) return 0;
   return tpl__fail(err, TPL_EINTERNAL,
                    "tensor '%s': rank 0 gathered %llu of its %llu bytes",
-                   e->model->tensors[w->cur].name,
-                   (unsigned long long)w->own,
+                   e->model->tensors[w->cur].name, (unsigned long long)w->own,
                    (unsigned long long)w->layouts[0].total);
 }
 
@@ -327,8 +326,8 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     pc.e = (pos + len < te ? pos + len : te) - tb;
     pc.src = s->read + (tb + pc.b - pos);
     rc = cache_layouts(e, w, i, err);
-    if (rc == 0) rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed,
-                                   err);
+    if (rc == 0)
+      rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed, err);
     if (rc != 0) return rc;
     w->done += pc.e - pc.b;
   }
@@ -346,8 +345,8 @@ static uint64_t file_data_end(const struct engine *e,
 }
 
 static int read_chunk(struct engine *e, int fd, const char *path,
-                      struct slot *s, uint64_t pos, uint64_t len,
-                      uint64_t end, struct tpl_error *err) {
+                      struct slot *s, uint64_t pos, uint64_t len, uint64_t end,
+                      struct tpl_error *err) {
   double t = now();
   int rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
   e->st.t_read += now() - t;
@@ -356,8 +355,7 @@ static int read_chunk(struct engine *e, int fd, const char *path,
                      (unsigned long long)pos, tpl_strerror(rc),
                      rc == -EIO ? " (file shrank while loading?)" : "");
   if (pos + len < end) /* start the kernel on the next chunk */
-    posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk,
-                  POSIX_FADV_WILLNEED);
+    posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk, POSIX_FADV_WILLNEED);
   e->bytes_read += len;
   return 0;
 }
@@ -530,21 +528,22 @@ static int gather_reports(struct engine *e, double seconds,
   rc = agree(rc, err);
   n = (int)len;
   if (rc == 0)
-    rc = MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0,
-                    MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : TPL_EPEER;
+    rc = MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD) ==
+                 MPI_SUCCESS
+             ? 0
+             : TPL_EPEER;
   if (rc == 0 && e->rank == 0) rc = gathered_layout(&g, e->world);
   rc = agree(rc, err);
-  if (rc == 0 &&
-      MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs, MPI_BYTE, 0,
-                  MPI_COMM_WORLD) != MPI_SUCCESS)
+  if (rc == 0 && MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
+                             MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
     rc = tpl__fail(err, TPL_EPEER, "gathering the rank reports failed");
   for (uint32_t r = 0; rc == 0 && e->rank == 0 && r < e->world; r++) {
     g.parts[r] = g.all + g.displs[r];
     g.lens[r] = (size_t)g.counts[r];
   }
   if (rc == 0 && e->rank == 0)
-    rc = tpl__load_report_pack(e->job, g.parts, g.lens, seconds,
-                               e->bytes_read, &e->report, &e->report_len, err);
+    rc = tpl__load_report_pack(e->job, g.parts, g.lens, seconds, e->bytes_read,
+                               &e->report, &e->report_len, err);
   free(mine);
   gathered_free(&g);
   return rc;
@@ -571,8 +570,8 @@ static int write_shard_info(struct engine *e, struct tpl_error *err) {
     rc = tpl__write_file_atomic(e->o->out_dir, "shard-info.json", text,
                                 strlen(text), err);
   else
-    tpl__fail(err, rc, "%s/shard-info.json: cannot build: %s",
-              e->o->out_dir, tpl_strerror(rc));
+    tpl__fail(err, rc, "%s/shard-info.json: cannot build: %s", e->o->out_dir,
+              tpl_strerror(rc));
   free(text);
   json_decref(info);
   free(ranks);

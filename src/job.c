@@ -17,12 +17,13 @@ size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t) {
  * model was read). */
 static uint64_t numel(const uint64_t *shape, int ndim) {
   uint64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
   return n;
 }
 
-static int finish_tensor(const struct tpl__job *job,
-                         struct tpl__job_tensor *t, struct tpl_error *err) {
+static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
+                         struct tpl_error *err) {
   uint64_t elems, stored;
   memcpy(t->rank_shape, t->shape, sizeof(t->shape));
   if (t->kind == TPL_RULE_SHARD)
@@ -77,8 +78,8 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
 int tpl__job_from_model(const struct tpl_model *m,
                         const struct tpl__strategy *strategies,
                         const char *plan_source, const char *model_arg,
-                        uint32_t world, int bias_scaling,
-                        struct tpl__job **out, struct tpl_error *err) {
+                        uint32_t world, int bias_scaling, struct tpl__job **out,
+                        struct tpl_error *err) {
   struct tpl__job *job = calloc(1, sizeof(*job));
   int rc;
   if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");

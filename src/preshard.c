@@ -40,7 +40,8 @@ static int dir_has_output(const char *dir, char *found, size_t len) {
 static int is_rank_file(const char *name) {
   const char *p = name + 4;
   if (strncmp(name, "rank", 4) != 0 || *p < '0' || *p > '9') return 0;
-  while (*p >= '0' && *p <= '9') p++;
+  while (*p >= '0' && *p <= '9')
+    p++;
   return strcmp(p, ".safetensors") == 0;
 }
 
@@ -51,8 +52,8 @@ static int remove_old_output(const char *dir, struct tpl_error *err) {
   DIR *d = opendir(dir);
   struct dirent *e;
   int rc = 0;
-  if (d == NULL || (unlinkat(dirfd(d), "shard-info.json", 0) != 0 &&
-                    errno != ENOENT))
+  if (d == NULL ||
+      (unlinkat(dirfd(d), "shard-info.json", 0) != 0 && errno != ENOENT))
     rc = -errno;
   while (rc == 0 && (e = readdir(d)) != NULL)
     if (is_rank_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
@@ -69,8 +70,8 @@ int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
   char found[256];
   if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
     int e = errno;
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s",
-                     dir, strerror(e));
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
+                     strerror(e));
   }
   if (!tpl__is_dir(dir))
     return tpl__fail(err, TPL_EOUTPUT,
@@ -202,8 +203,10 @@ int tpl__preshard_publish(const char *dir, uint32_t rank,
   if (d < 0) rc = -errno;
   if (rc == 0 && !f->named) {
     unlinkat(d, tmp, 0);
-    if (linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) != 0) rc = -errno;
-    else f->named = 1;
+    if (linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) != 0)
+      rc = -errno;
+    else
+      f->named = 1;
   }
   if (rc == 0 && renameat(d, tmp, d, final) != 0) rc = -errno;
   if (rc == 0) f->named = 0;
@@ -224,9 +227,8 @@ void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
   free(p);
 }
 
-int tpl__write_file_atomic(const char *dir, const char *name,
-                           const void *data, size_t len,
-                           struct tpl_error *err) {
+int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
+                           size_t len, struct tpl_error *err) {
   char tmpname[300];
   char *tmp, *final;
   int fd, rc;
@@ -245,7 +247,8 @@ int tpl__write_file_atomic(const char *dir, const char *name,
   if (rc == 0 && rename(tmp, final) != 0) rc = -errno;
   if (rc != 0) unlink(tmp);
   if (rc == 0 && (rc = fsync_dir(dir)) != 0) unlink(final);
-  if (rc != 0) tpl__fail(err, rc, "%s: cannot write: %s", final, tpl_strerror(rc));
+  if (rc != 0)
+    tpl__fail(err, rc, "%s: cannot write: %s", final, tpl_strerror(rc));
   free(tmp);
   free(final);
   return rc;

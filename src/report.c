@@ -62,8 +62,7 @@ out:
 }
 
 static int msg_to_job_tensor(const Tpload__JobTensor *m,
-                             struct tpl__job_tensor *t,
-                             struct tpl_error *err) {
+                             struct tpl__job_tensor *t, struct tpl_error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
       m->n_segs > TPL_MAX_SEGS || m->kind > TPL_RULE_SCALE_BIAS)
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
@@ -80,8 +79,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
     t->spec.dim = m->dim;
     t->spec.nsegs = m->n_segs;
-    if (m->n_segs)
-      memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
+    if (m->n_segs) memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
   }
   return 0;
 }
@@ -152,8 +150,8 @@ static void fill_shard_info(const struct tpl__job *job, size_t i,
   m->n_segs = t->spec.nsegs ? t->spec.nsegs : 1;
   m->segs = scratch + TPL_MAX_DIMS + 1;
   for (size_t j = 0; j < m->n_segs; j++)
-    m->segs[j] = (t->spec.nsegs ? t->spec.segs[j]
-                                : t->shape[t->spec.dim]) / job->world;
+    m->segs[j] =
+        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
 }
 
 static int build_shard_msgs(const struct tpl__job *job,
@@ -164,8 +162,7 @@ static int build_shard_msgs(const struct tpl__job *job,
   s->infos = calloc(n, sizeof(*s->infos));
   s->ptrs = calloc(n, sizeof(*s->ptrs));
   s->shapes = calloc(n * per, sizeof(uint64_t));
-  if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL)
-    return -ENOMEM;
+  if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL) return -ENOMEM;
   for (size_t i = 0; i < job->ntensors; i++) {
     fill_shard_info(job, i, &store->tensors[i], &s->infos[i],
                     s->shapes + i * per);
@@ -200,7 +197,8 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.pid = st->pid;
   r.n_tensors = job->ntensors;
   r.tensors = s.ptrs;
-  for (size_t i = 0; i < job->ntensors; i++) r.bytes += store->tensors[i].nbytes;
+  for (size_t i = 0; i < job->ntensors; i++)
+    r.bytes += store->tensors[i].nbytes;
   r.peak_rss_bytes = st->peak_rss;
   r.times = &times;
   r.seconds = st->seconds;
@@ -309,7 +307,8 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   json_object_set_new(o, "host", json_string(r->host));
   json_object_set_new(o, "pid", json_integer(r->pid));
   json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
-  json_object_set_new(o, "tensor_count", json_integer((json_int_t)r->n_tensors));
+  json_object_set_new(o, "tensor_count",
+                      json_integer((json_int_t)r->n_tensors));
   json_object_set_new(o, "peak_rss_bytes",
                       json_integer((json_int_t)r->peak_rss_bytes));
   json_object_set_new(o, "seconds", json_real(r->seconds));
@@ -331,8 +330,7 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   return o;
 }
 
-json_t *tpl__report_json(const uint8_t *packed, size_t len,
-                         int with_tensors) {
+json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
   json_t *o, *ranks;
   if (lr == NULL) return NULL;
@@ -343,7 +341,8 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len,
                       json_integer(lr->tensor_parallel_shards));
   json_object_set_new(o, "bias_scaling", json_boolean(lr->bias_scaling));
   json_object_set_new(o, "seconds", json_real(lr->seconds));
-  json_object_set_new(o, "bytes_read", json_integer((json_int_t)lr->bytes_read));
+  json_object_set_new(o, "bytes_read",
+                      json_integer((json_int_t)lr->bytes_read));
   json_object_set_new(o, "bytes_delivered",
                       json_integer((json_int_t)lr->bytes_delivered));
   for (size_t i = 0; i < lr->n_ranks; i++)

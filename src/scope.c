@@ -32,7 +32,8 @@ float tpl__f16_to_f32(uint16_t h) {
 
 /* Rounds `v` right by `shift` bits to nearest, ties to even. */
 static uint32_t round_shift(uint32_t v, uint32_t shift) {
-  uint32_t q = v >> shift, rem = v & ((1u << shift) - 1), half = 1u << (shift - 1);
+  uint32_t q = v >> shift, rem = v & ((1u << shift) - 1),
+           half = 1u << (shift - 1);
   if (rem > half || (rem == half && (q & 1))) q++;
   return q;
 }
@@ -97,8 +98,9 @@ static void scale_half(uint8_t *p, uint64_t n, float d, int bf16) {
 }
 
 int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor) {
-  uint64_t n = nbytes / (dtype >= 0 && dtype < TPL_DT_COUNT
-                             ? tpl__dtype_size(dtype) : 1);
+  uint64_t n =
+      nbytes /
+      (dtype >= 0 && dtype < TPL_DT_COUNT ? tpl__dtype_size(dtype) : 1);
   switch (dtype) {
   case TPL_DT_F32:
     if (divisor != 1) scale_f32(p, n, (float)divisor);

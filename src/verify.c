@@ -24,10 +24,10 @@ struct verify {
   struct tpl__plan *plan;
   struct tpl__strategy *strategies;
   struct tpl__job *job;
-  json_t *info;                 /* shard-info.json */
-  json_t *expect;               /* shard info recomputed from the model */
-  struct tpl_model **outs;      /* one per rank */
-  int *fds;                     /* rank files, open */
+  json_t *info;            /* shard-info.json */
+  json_t *expect;          /* shard info recomputed from the model */
+  struct tpl_model **outs; /* one per rank */
+  int *fds;                /* rank files, open */
   uint8_t *src, *want, *got;
 };
 
@@ -37,16 +37,18 @@ static int read_shard_info(struct verify *v, uint32_t *world, int *scaling,
   size_t len;
   uint64_t n = 0;
   json_t *bs;
-  int rc = path ? tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err)
-                : -ENOMEM;
+  int rc =
+      path ? tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err) : -ENOMEM;
   if (rc == 0) rc = tpl__json_parse_object(buf, len, path, &v->info, err);
   if (rc == 0) {
     bs = json_object_get(v->info, "bias_scaling");
-    if (tpl__json_u64(json_object_get(v->info, "tensor_parallel_shards"),
-                      &n) != 0 || n == 0 || n > 65536 || !json_is_boolean(bs))
+    if (tpl__json_u64(json_object_get(v->info, "tensor_parallel_shards"), &n) !=
+            0 ||
+        n == 0 || n > 65536 || !json_is_boolean(bs))
       rc = tpl__fail(err, TPL_EFORMAT,
                      "%s: expected tensor_parallel_shards (1..65536) and "
-                     "bias_scaling (boolean)", path);
+                     "bias_scaling (boolean)",
+                     path);
     *world = (uint32_t)n;
     *scaling = json_is_true(bs);
   }
@@ -55,8 +57,7 @@ static int read_shard_info(struct verify *v, uint32_t *world, int *scaling,
   return rc;
 }
 
-static int open_rank_file(struct verify *v, uint32_t r,
-                          struct tpl_error *err) {
+static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
   char name[64], *path;
   uint64_t size;
   int rc;
@@ -67,9 +68,8 @@ static int open_rank_file(struct verify *v, uint32_t r,
   rc = v->outs[r] ? tpl__st_load(path, name, v->outs[r], err) : -ENOMEM;
   if (rc == 0) rc = tpl__open_regular(path, &v->fds[r], &size, err);
   if (rc == 0 && v->outs[r]->ntensors != v->job->ntensors)
-    rc = tpl__fail(err, TPL_EMISMATCH,
-                   "%s: expected %zu tensors, found %zu", path,
-                   v->job->ntensors, v->outs[r]->ntensors);
+    rc = tpl__fail(err, TPL_EMISMATCH, "%s: expected %zu tensors, found %zu",
+                   path, v->job->ntensors, v->outs[r]->ntensors);
   free(path);
   return rc;
 }
@@ -81,12 +81,14 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i,
   if (strcmp(o->name, t->name) != 0)
     return tpl__fail(err, TPL_EMISMATCH,
                      "rank%u.safetensors: tensor %zu: expected '%s', found "
-                     "'%s'", r, i, t->name, o->name);
+                     "'%s'",
+                     r, i, t->name, o->name);
   if (o->dtype != t->dtype || o->ndim != t->ndim ||
       memcmp(o->shape, t->rank_shape, sizeof(uint64_t) * (size_t)t->ndim))
     return tpl__fail(err, TPL_EMISMATCH,
                      "rank%u.safetensors: tensor '%s': expected %s %s, "
-                     "found %s %s", r, t->name, tpl__dtype_st_name(t->dtype),
+                     "found %s %s",
+                     r, t->name, tpl__dtype_st_name(t->dtype),
                      tpl__shape_str(t->rank_shape, t->ndim, a, sizeof(a)),
                      tpl__dtype_st_name(o->dtype),
                      tpl__shape_str(o->shape, o->ndim, b, sizeof(b)));
@@ -98,8 +100,8 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i,
 static int check_param(const struct verify *v, size_t i,
                        struct tpl_error *err) {
   json_t *want = json_array_get(json_object_get(v->expect, "params"), i);
-  json_t *got = json_deep_copy(
-      json_array_get(json_object_get(v->info, "params"), i));
+  json_t *got =
+      json_deep_copy(json_array_get(json_object_get(v->info, "params"), i));
   json_t *ranks = json_object_get(got, "ranks");
   int same = 1;
   for (uint32_t r = 0; r < v->job->world; r++) {
@@ -134,8 +136,7 @@ static int recorded_xxh3(const struct verify *v, size_t i, uint32_t r,
 }
 
 static int compare_rank(struct verify *v, size_t i, uint32_t r,
-                        struct tpl__verify_result *res,
-                        struct tpl_error *err) {
+                        struct tpl__verify_result *res, struct tpl_error *err) {
   const struct tpl__job_tensor *t = &v->job->tensors[i];
   const struct tpl__tensor *o = &v->outs[r]->tensors[i];
   struct tpl__layout l;
@@ -145,19 +146,22 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
   if (rc != 0) return rc;
   tpl__layout_gather(&l, 0, full, v->src, v->want);
   rc = tpl__job_finish_bytes(v->job, i, v->want, err);
-  if (rc == 0) rc = tpl__pread_full(v->fds[r], v->got, (size_t)t->rank_bytes,
-                                    o->offset);
-  if (rc != 0) return tpl__fail(err, rc, "rank%u.safetensors: '%s': %s", r,
-                                t->name, tpl_strerror(rc));
+  if (rc == 0)
+    rc = tpl__pread_full(v->fds[r], v->got, (size_t)t->rank_bytes, o->offset);
+  if (rc != 0)
+    return tpl__fail(err, rc, "rank%u.safetensors: '%s': %s", r, t->name,
+                     tpl_strerror(rc));
   if (memcmp(v->want, v->got, (size_t)t->rank_bytes) != 0)
     return tpl__fail(err, TPL_EMISMATCH,
                      "rank%u.safetensors: tensor '%s': bytes differ from the "
-                     "shard recomputed from the model", r, t->name);
+                     "shard recomputed from the model",
+                     r, t->name);
   if (recorded_xxh3(v, i, r, &rec) != 0 ||
       rec != XXH3_64bits(v->got, (size_t)t->rank_bytes))
     return tpl__fail(err, TPL_EMISMATCH,
                      "shard-info.json: tensor '%s' rank %u: checksum missing "
-                     "or different from the file's bytes", t->name, r);
+                     "or different from the file's bytes",
+                     t->name, r);
   res->tensors++;
   res->bytes += t->rank_bytes;
   return 0;
@@ -227,8 +231,8 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int rc = read_shard_info(v, &world, &scaling, err);
   if (rc == 0) rc = tpl__model_open(model, &v->model, err);
   if (rc == 0)
-    rc = tpl__plan_for_model(plan, v->model, world, &v->plan,
-                             &v->strategies, err);
+    rc = tpl__plan_for_model(plan, v->model, world, &v->plan, &v->strategies,
+                             err);
   if (rc == 0)
     rc = tpl__job_from_model(v->model, v->strategies, v->plan->source, model,
                              world, scaling, &v->job, err);
@@ -241,7 +245,8 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   v->fds = calloc(world, sizeof(*v->fds));
   if (v->outs == NULL || v->fds == NULL)
     return tpl__fail(err, -ENOMEM, "out of memory");
-  for (uint32_t r = 0; r < world; r++) v->fds[r] = -1;
+  for (uint32_t r = 0; r < world; r++)
+    v->fds[r] = -1;
   for (uint32_t r = 0; rc == 0 && r < world; r++)
     rc = open_rank_file(v, r, err);
   return rc;
