@@ -368,8 +368,12 @@ static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
 
 static void begin_stop(struct server *s);
 
+/* Asks the whole job to stop, once.  On rank 0 request_shutdown tells
+ * every other rank; on another rank (its own SIGTERM/SIGINT) it asks rank
+ * 0 to, so a signal to any one rank ends the job instead of leaving that
+ * rank waiting in MPI_Finalize while the others serve. */
 static void request_job_shutdown(struct server *s) {
-  if (s->cfg->rank != 0 || s->shutdown_sent) return;
+  if (s->shutdown_sent) return;
   s->shutdown_sent = 1;
   if (s->cfg->request_shutdown != NULL)
     s->cfg->request_shutdown(s->cfg->ctx);
