@@ -87,6 +87,7 @@ struct server {
   size_t nconns;
   unsigned timeout_ms, max_conns;
   int bound;                  /* the socket file is ours to remove */
+  int loop_ready;             /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
 };
 
@@ -691,17 +692,26 @@ static void free_server(struct server *s) {
   free(s->sock_path);
 }
 
-static int serve(struct server *s, struct tpl_error *err) {
+/* Every rank's start-up result in, the job's worst out: a rank that could
+ * not start stops them all (none is left waiting in a barrier). */
+static int job_agree(const struct tpl__daemon_config *cfg, int rc,
+                     struct tpl_error *err) {
+  return cfg->agree != NULL ? cfg->agree(cfg->ctx, rc, err) : rc;
+}
+
+/* Listens, agrees with the other ranks, publishes the ready file (rank 0)
+ * and runs the loop.  `rc` is the result of the steps before; the
+ * agreements happen whatever it is. */
+static int serve(struct server *s, int rc, struct tpl_error *err) {
   const struct tpl__daemon_config *cfg = s->cfg;
-  int rc = listen_socket(s, err);
-  /* Signals are caught from here on, even while the barrier blocks; the
-   * loop acts on them once it runs. */
+  if (rc == 0) rc = listen_socket(s, err);
+  /* Signals are caught from here on, even while agreeing; the loop acts
+   * on them once it runs. */
   if (rc == 0) rc = start_handles(s, err);
-  if (rc == 0 && cfg->barrier != NULL && cfg->barrier(cfg->ctx) != 0)
-    rc = tpl__fail(err, TPL_EPEER, "daemon: the ranks failed to meet after "
-                                   "listening");
+  rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL)
     rc = write_ready(s, err);
+  rc = job_agree(cfg, rc, err);
   if (rc == 0) uv_run(&s->loop, UV_RUN_DEFAULT);
   return rc;
 }
@@ -721,13 +731,15 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
     rc = tpl__fail(err, TPL_EINTERNAL, "uv_loop_init: %s", uv_strerror(rc));
-  else if (rc == 0) {
-    rc = serve(&s, err);
+  else if (rc == 0)
+    s.loop_ready = 1;
+  rc = serve(&s, rc, err);
+  if (s.loop_ready) {
     drain_loop(&s);
     uv_loop_close(&s.loop);
-    if (s.bound) unlink(s.sock_path);
-    if (s.ready_written) unlink(cfg->ready_file);
   }
+  if (s.bound) unlink(s.sock_path);
+  if (s.ready_written) unlink(cfg->ready_file);
   free_server(&s);
   return rc;
 }

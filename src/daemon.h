@@ -19,11 +19,16 @@ struct tpl__daemon_config {
   const uint8_t *status;      /* packed tpload.LoadReport (rank 0), or NULL */
   size_t status_len;
   /* Job coordination, implemented by the engine over MPI: */
-  /* Returns once every rank has its socket listening (collective). */
-  int (*barrier)(void *ctx);
+  /* Collective: every rank passes its own start-up result (0 or a
+   * negative code) and gets the job's worst; `err` keeps its message only
+   * on the one rank that tells the failure.  Called twice by every rank,
+   * whatever happened: after listening, and after rank 0 wrote the ready
+   * file.  NULL for a one-rank daemon. */
+  int (*agree)(void *ctx, int rc, struct tpl_error *err);
   /* Non-blocking: 1 when the job was asked to shut down, else 0. */
   int (*poll_shutdown)(void *ctx);
-  /* Rank 0 only: tells every other rank to shut down. */
+  /* Ends the job: rank 0 tells every other rank; another rank asks rank
+   * 0 to (it then stops when poll_shutdown says so). */
   void (*request_shutdown)(void *ctx);
   void *ctx;
   /* Optional limits; 0 picks the default. */
@@ -41,13 +46,14 @@ struct tpl__daemon_config {
  *
  * Start-up: creates socket_dir (mode 0700; an existing one must belong to
  * this user and not be group/world accessible), replaces a stale socket
- * left by a dead daemon (a live one is refused), listens, calls barrier,
- * then rank 0 writes the ready file ({"socket_dir", "world_size", "pid"},
- * via a temp file and rename).  barrier, poll_shutdown and
- * request_shutdown may be NULL for a one-rank daemon.  Rank 0 calls
- * request_shutdown once, on a SHUTDOWN request or on SIGTERM/SIGINT, so
- * stopping rank 0 stops the job; other ranks stop when poll_shutdown says
- * so or on their own signal.  Installs SIGTERM/SIGINT handlers for the
+ * left by a dead daemon (a live one is refused), listens, agrees with the
+ * other ranks, then rank 0 writes the ready file ({"socket_dir",
+ * "world_size", "pid"}, via a temp file and rename) and they agree again:
+ * a rank that cannot start makes every rank return its code.  agree,
+ * poll_shutdown and request_shutdown may be NULL for a one-rank daemon.
+ * Every rank calls request_shutdown once, on a SHUTDOWN request (rank 0)
+ * or on SIGTERM/SIGINT, so stopping any rank stops the job; the others
+ * stop when poll_shutdown says so.  Installs SIGTERM/SIGINT handlers for the
  * duration of the call and leaves SIGPIPE ignored.  cfg and everything it
  * points to must stay valid until the call returns. */
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,

@@ -181,7 +181,11 @@ static int share_job(struct engine *e, struct tpl_error *err) {
 
 static int make_store(struct engine *e, struct tpl_error *err) {
   const struct tpl__job *job = e->job;
-  int rc = tpl__store_create(&e->store, job->store_size, job->ntensors, err);
+  int rc = e->o->sink == TPL_SINK_SERVE
+               ? tpl__store_create(&e->store, job->store_size, job->ntensors,
+                                   err)
+               : tpl__store_create_private(&e->store, job->store_size,
+                                           job->ntensors, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     struct tpl__held *h = &e->store.tensors[i];
@@ -595,9 +599,9 @@ static int run_preshard(struct engine *e, struct tpl_error *err) {
   return all;
 }
 
-static int serve_barrier(void *ctx) {
+static int serve_agree(void *ctx, int rc, struct tpl_error *err) {
   (void)ctx;
-  return MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : TPL_EPEER;
+  return agree(rc, err);
 }
 
 /* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
@@ -649,7 +653,7 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
   cfg.store = &e->store;
   cfg.status = e->report;
   cfg.status_len = e->report_len;
-  cfg.barrier = serve_barrier;
+  cfg.agree = serve_agree;
   cfg.poll_shutdown = serve_poll_shutdown;
   cfg.request_shutdown = serve_request_shutdown;
   cfg.ctx = e;

@@ -1,6 +1,9 @@
-/* store.c - a rank's shard store: one memfd-backed shared mapping that the
- * engine writes into, then seals read-only so the daemon can hand the same
- * bytes to consumers without copying. */
+/* store.c - a rank's shard store.  For `serve`, one memfd-backed shared
+ * mapping that the engine writes into, then seals read-only so the daemon
+ * can hand the same bytes to consumers without copying.  For `load` and
+ * `preshard`, plain private memory: nobody else maps it, and the kernel
+ * may back it with transparent huge pages, which makes it several times
+ * cheaper to fault in than shared memory. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +32,35 @@ static int map_store(struct tpl__store *s, int prot, struct tpl_error *err) {
   return 0;
 }
 
+static int alloc_table(struct tpl__store *s, size_t ntensors,
+                       struct tpl_error *err) {
+  s->tensors = calloc(ntensors ? ntensors : 1, sizeof(*s->tensors));
+  if (s->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  s->ntensors = ntensors;
+  return 0;
+}
+
+int tpl__store_create_private(struct tpl__store *s, uint64_t size,
+                              size_t ntensors, struct tpl_error *err) {
+  void *p;
+  memset(s, 0, sizeof(*s));
+  s->fd = -1;
+  if (alloc_table(s, ntensors, err) != 0) return -ENOMEM;
+  if (size == 0) return 0;
+  /* Faulted in as the shard arrives, not up front: the faults then overlap
+   * with rank 0's reading instead of delaying it. */
+  p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    return tpl__fail(err, -e, "cannot allocate a %llu-byte shard store: %s",
+                     (unsigned long long)size, strerror(e));
+  }
+  s->base = p;
+  s->size = size;
+  return 0;
+}
+
 int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
                       struct tpl_error *err) {
   memset(s, 0, sizeof(*s));
@@ -43,9 +75,7 @@ int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
                      (unsigned long long)size, strerror(e));
   }
   s->size = size;
-  s->tensors = calloc(ntensors ? ntensors : 1, sizeof(*s->tensors));
-  if (s->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->ntensors = ntensors;
+  if (alloc_table(s, ntensors, err) != 0) return -ENOMEM;
   return map_store(s, PROT_READ | PROT_WRITE, err);
 }
 

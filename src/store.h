@@ -37,6 +37,11 @@ struct tpl__store {
 int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
                       struct tpl_error *err);
 
+/* The same for a store only this process reads (load, preshard): private
+ * anonymous memory, fd -1, never sealed. */
+int tpl__store_create_private(struct tpl__store *s, uint64_t size,
+                              size_t ntensors, struct tpl_error *err);
+
 /* Makes the store read-only for good: unmaps the writable mapping, seals
  * the memfd (write, grow, shrink, seal) and maps it read-only again. */
 int tpl__store_seal(struct tpl__store *s, struct tpl_error *err);

@@ -93,7 +93,9 @@ static uint64_t expected_xxh3(size_t t) {
   return XXH3_64bits(buf, specs[t].nbytes);
 }
 
-static int noop_barrier(void *ctx) { return 0; }
+static int noop_agree(void *ctx, int rc, struct tpl_error *err) {
+  return rc;
+}
 
 static int pipe_says_stop(void *ctx) {
   struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
@@ -112,7 +114,7 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
     struct tpl_error err = {0};
     struct tpl__daemon_config cfg = {
         .socket_dir = sockdir, .rank = rank, .world = world,
-        .store = &store, .barrier = noop_barrier,
+        .store = &store, .agree = noop_agree,
         .poll_shutdown = pipe_says_stop, .timeout_ms = TEST_TIMEOUT_MS};
     int rc;
     if (rank == 0) {
