@@ -9,7 +9,8 @@
  * from the read buffer, a strided part packed first.  A receiver gets its
  * bytes in source order and so only needs byte counts: it receives each
  * tensor's bytes straight into its store.  Messages never span tensors and
- * never exceed the chunk, so MPI's int counts never matter. */
+ * never exceed the chunk, so MPI's int counts never matter.  Replicated
+ * tensors go down a chain of ranks instead (see chained()). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -238,12 +239,22 @@ struct piece_of_chunk {
   const uint8_t *src;
 };
 
+/* Replicated bytes travel down a chain, 0 -> 1 -> 2 -> ...: rank 0 sends
+ * each byte once whatever N (what a broadcast is for on a network), and
+ * each rank forwards its part from its own store as soon as it has it. */
+static int chained(const struct tpl__job_tensor *t) {
+  return t->kind != TPL_RULE_SHARD;
+}
+
 static int deliver_part(struct engine *e, struct slot *s,
                         const struct piece_of_chunk *pc,
                         const struct tpl__layout *layouts, uint64_t *own,
                         uint64_t *packed, struct tpl_error *err) {
   double t = now();
-  for (uint32_t r = 0; r < e->world; r++) {
+  uint32_t last = chained(&e->job->tensors[pc->i]) && e->world > 1
+                      ? 1
+                      : e->world - 1;
+  for (uint32_t r = 0; r <= last; r++) {
     const struct tpl__layout *l = &layouts[r];
     uint64_t start, n;
     int rc;
@@ -438,28 +449,46 @@ static int send_all(struct engine *e, struct tpl_error *err) {
 
 /* --- ranks > 0: receiving --- */
 
-static int receive_all(struct engine *e, struct tpl_error *err) {
-  double t = now();
-  for (size_t i = 0; i < e->job->ntensors; i++) {
-    const struct tpl__job_tensor *jt = &e->job->tensors[i];
-    uint8_t *dst = e->store.base + jt->store_offset;
-    uint64_t got = 0;
-    while (got < jt->rank_stored) {
-      uint64_t want = jt->rank_stored - got;
-      MPI_Status status;
-      int n;
-      MPI_TRY(MPI_Recv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
-                       MPI_BYTE, 0, TAG_DATA, MPI_COMM_WORLD, &status),
-              "receive");
-      MPI_Get_count(&status, MPI_BYTE, &n);
-      if (n <= 0)
-        return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message",
-                         jt->name);
-      got += (uint64_t)n;
-    }
+static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
+                          struct tpl_error *err) {
+  const struct tpl__job_tensor *jt = &e->job->tensors[i];
+  uint8_t *dst = e->store.base + jt->store_offset;
+  int from = chained(jt) ? (int)e->rank - 1 : 0;
+  int forward = chained(jt) && e->rank + 1 < e->world;
+  uint64_t got = 0;
+  while (got < jt->rank_stored) {
+    uint64_t want = jt->rank_stored - got;
+    MPI_Status status;
+    int n, rc;
+    MPI_TRY(MPI_Recv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
+                     MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &status),
+            "receive");
+    MPI_Get_count(&status, MPI_BYTE, &n);
+    if (n <= 0)
+      return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message",
+                       jt->name);
+    rc = forward ? slot_send(fwd, dst + got, (uint64_t)n, (int)e->rank + 1,
+                             err)
+                 : 0;
+    if (rc != 0) return rc;
+    got += (uint64_t)n;
   }
-  e->st.t_recv = now() - t;
   return 0;
+}
+
+static int receive_all(struct engine *e, struct tpl_error *err) {
+  struct slot fwd = {0};
+  double t = now();
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
+    rc = receive_tensor(e, i, &fwd, err);
+    /* Forwarded parts stay in the store, so only the requests pile up. */
+    if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(&fwd, err);
+  }
+  if (rc == 0) rc = slot_wait(&fwd, err);
+  free(fwd.reqs);
+  e->st.t_recv = now() - t;
+  return rc;
 }
 
 /* --- every rank: decode, scale, checksum --- */
