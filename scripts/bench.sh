@@ -6,9 +6,11 @@
 # warms the page cache, and prints for 1, 2 and 4 ranks: `cat` time of the
 # same files (the read bound), `tpload load` seconds and GiB/s, the ratio
 # to `cat`, rank 0 memory beyond its shard, and per-tensor overhead; then
-# the daemon's attach + lookup-all and status round-trip latencies.  Each
+# the daemon's attach + lookup-all and status round-trip latencies, and
+# the memory floor (faulting in fresh memory of rank 0's shard size).  Each
 # figure is compared with the previous run (bench-last.txt in the cache).
 # Usage: scripts/bench.sh [--gib X] [--runs R] [--ranks "1 2 4"]
+# Needs bc and python3 (scripts/install-deps.sh installs what is missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 gib=1
@@ -19,7 +21,7 @@ while [ $# -gt 0 ]; do
     --gib) gib=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
@@ -102,6 +104,17 @@ for n in $ranks; do
   record "load_gib_per_s_np$n" "$gibs" GiB/s
   record "load_over_cat_np$n" "$(echo "$secs / $cat_big" | bc -l)" x
   record "rank0_over_shard_mib_np$n" "$(echo "($rss - $shard) / 1048576" | bc -l)" MiB
+  # The memory floor: faulting in fresh memory the size of rank 0's shard,
+  # which any loader pays and `cat` does not.
+  floor=$(/usr/bin/python3 -c "
+import mmap, time
+n = $shard
+t = time.perf_counter(); m = mmap.mmap(-1, n)
+m[::4096] = b'\\x01' * ((n + 4095) // 4096)  # touch every page once
+print(time.perf_counter() - t)")
+  record "memory_floor_seconds_np$n" "$floor" s
+  record "load_over_cat_plus_floor_np$n" \
+    "$(echo "$secs / ($cat_big + $floor)" | bc -l)" x
   js=$(load_json "$n" "$small")
   ssecs=$(echo "$js" | field 'r["seconds"]')
   record "small_load_seconds_np$n" "$ssecs" s
