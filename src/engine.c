@@ -53,7 +53,7 @@ struct engine {
   struct tpl__job *job;
   struct tpl__store store;
   struct tpl__rank_stats st;
-  uint64_t bytes_read, delivered;
+  uint64_t bytes_read;
   uint8_t *report; /* rank 0: packed LoadReport */
   size_t report_len;
   struct slot slots[2];
@@ -122,18 +122,12 @@ static int validate(struct engine *e, struct tpl_error *err) {
   return rc;
 }
 
-static int bcast_bytes(uint8_t **buf, size_t *len, uint32_t rank,
-                       struct tpl_error *err) {
-  uint64_t n = *len;
-  MPI_TRY(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
-  if (rank != 0) {
-    *buf = malloc(n ? n : 1);
-    if (*buf == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-    *len = (size_t)n;
-  }
+/* Broadcasts `n` bytes at buf (allocated by every rank) in int-sized
+ * parts. */
+static int bcast_bytes(uint8_t *buf, uint64_t n, struct tpl_error *err) {
   for (uint64_t off = 0; off < n;) {
     int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
-    MPI_TRY(MPI_Bcast(*buf + off, part, MPI_BYTE, 0, MPI_COMM_WORLD),
+    MPI_TRY(MPI_Bcast(buf + off, part, MPI_BYTE, 0, MPI_COMM_WORLD),
             "broadcast");
     off += (uint64_t)part;
   }
@@ -169,16 +163,24 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   int code = 0;
   uint8_t *buf = NULL;
   size_t len = 0;
+  uint64_t n;
   if (e->rank == 0) code = validate(e, err);
   MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), "broadcast");
   if (code != 0) {
     if (e->rank != 0) err->msg[0] = '\0';
     return code;
   }
+  /* From here every rank takes every collective step, failed or not. */
   if (e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
-  if (code == 0) code = bcast_bytes(&buf, &len, e->rank, err);
-  if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
+  n = len;
+  MPI_TRY(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
+  if (e->rank != 0 && (buf = malloc(n ? n : 1)) == NULL)
+    code = tpl__fail(err, -ENOMEM, "no memory for the job table");
+  code = agree(code, err);
+  if (code == 0) code = agree(bcast_bytes(buf, n, err), err);
+  if (code == 0 && e->rank != 0)
+    code = tpl__job_unpack(buf, (size_t)n, &e->job, err);
   free(buf);
   return agree(code, err);
 }
