@@ -59,7 +59,7 @@ struct engine {
   struct slot slots[2];
   uint64_t chunk;
   MPI_Request shutdown_req; /* serve, ranks > 0 */
-  int shutdown_flag, shutdown_sent;
+  int shutdown_value, shutdown_flag, shutdown_sent;
 };
 
 static double now(void) {
@@ -674,13 +674,27 @@ static int serve_poll_shutdown(void *ctx) {
   return flag;
 }
 
+/* Rank 0: several ranks may have asked for the shutdown; leave no message
+ * unmatched at MPI_Finalize. */
+static void drain_shutdown_requests(void) {
+  int flag = 1, v;
+  MPI_Status st;
+  while (flag) {
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st) !=
+        MPI_SUCCESS)
+      break;
+    if (flag)
+      MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+  }
+}
+
 static int run_serve(struct engine *e, struct tpl_error *err) {
   struct tpl__daemon_config cfg = {0};
-  static int incoming;
   int rc = agree(tpl__store_seal(&e->store, err), err);
   if (rc != 0) return rc;
   if (e->rank != 0)
-    MPI_Irecv(&incoming, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
+    MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
               &e->shutdown_req);
   cfg.socket_dir = e->o->socket_dir;
   cfg.ready_file = e->o->ready_file;
@@ -698,6 +712,7 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
     MPI_Cancel(&e->shutdown_req);
     MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE);
   }
+  if (e->rank == 0) drain_shutdown_requests();
   return rc;
 }
 
