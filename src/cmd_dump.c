@@ -3,10 +3,9 @@
  * holds as a safetensors file: tensors in manifest (checkpoint) order,
  * `__metadata__` {"tp_rank": R, "tp_size": N}, so the result is byte for
  * byte the rank file `tpload preshard` writes.  Each tensor's checksum is
- * verified on the way out.  The file appears atomically: temp name,
- * fsync, rename, directory fsync. */
+ * verified on the way out.  The file appears atomically (fileio's
+ * tpl__atomic_*): temp name, fsync, rename, directory fsync. */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,52 +76,41 @@ static int write_body(int fd, const struct tpl_shard *s, const uint8_t *hdr,
                        v.name, (unsigned long long)v.xxh3);
     rc = tpl__write_full(fd, v.data, (size_t)v.nbytes);
   }
-  if (rc == 0 && fsync(fd) != 0) rc = -errno;
   if (rc != 0)
     return tpl__fail(err, rc, "%s: cannot write: %s", path, strerror(-rc));
   return 0;
 }
 
-static void fsync_parent(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
-                    : strdup(".");
-  int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(dir);
+/* Keeps err's message under TPL_EOUTPUT (exit 73). */
+static int output_error(struct tpl_error *err) {
+  err->code = TPL_EOUTPUT;
+  return TPL_EOUTPUT;
 }
 
+/* A FILE that cannot be created or put in place is exit 73; one that
+ * cannot be written or synced is an I/O error. */
 static int write_file(const struct tpl_shard *s, const char *path,
                       struct tpl_error *err) {
   char tmp[4096];
+  struct tpl__atomic a;
   uint8_t *hdr = NULL;
   size_t hlen;
-  int fd, rc = build_header(s, &hdr, &hlen, err);
+  int rc = build_header(s, &hdr, &hlen, err);
   if (rc != 0) return rc;
   snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    free(hdr);
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create: %s", tmp,
-                     strerror(e));
-  }
-  rc = write_body(fd, s, hdr, hlen, path, err);
-  free(hdr);
-  if (close(fd) != 0 && rc == 0)
-    rc = tpl__fail(err, -EIO, "%s: cannot write: %s", path, strerror(errno));
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = tpl__fail(err, TPL_EOUTPUT, "%s: cannot rename into place: %s",
-                   path, strerror(errno));
+  rc = tpl__atomic_open(path, tmp, &a, err);
   if (rc != 0) {
-    unlink(tmp);
+    free(hdr);
+    return rc == -ENOMEM ? rc : output_error(err);
+  }
+  rc = write_body(a.fd, s, hdr, hlen, path, err);
+  free(hdr);
+  if (rc != 0) {
+    tpl__atomic_abort(&a);
     return rc;
   }
-  fsync_parent(path);
-  return 0;
+  rc = tpl__atomic_commit(&a, err);
+  return rc != 0 && a.step == TPL__ATOMIC_RENAME ? output_error(err) : rc;
 }
 
 int tpl__cmd_dump(int argc, char **argv) {

@@ -239,13 +239,14 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   return rc;
 }
 
-/* Rank 0's ready file: written to a temp name, then renamed. */
+/* Rank 0's ready file: written to PATH.tmp.PID, then renamed. */
 static int write_ready(struct server *s, struct tpl_error *err) {
   const char *path = s->cfg->ready_file;
   char tmp[PATH_MAX];
+  struct tpl__atomic a;
   json_t *o = json_object();
   char *text;
-  int fd, rc;
+  int rc;
   json_object_set_new(o, "socket_dir", json_string(s->dir));
   json_object_set_new(o, "world_size", json_integer(s->cfg->world));
   json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
@@ -253,18 +254,17 @@ static int write_ready(struct server *s, struct tpl_error *err) {
   json_decref(o);
   if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  rc = fd < 0 ? -errno : tpl__write_full(fd, text, strlen(text));
-  if (rc == 0) rc = tpl__write_full(fd, "\n", 1);
-  if (rc == 0 && fsync(fd) != 0) rc = -errno;
-  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
-  if (rc == 0 && rename(tmp, path) != 0) rc = -errno;
+  rc = tpl__atomic_open(path, tmp, &a, err);
+  if (rc == 0) rc = tpl__write_full(a.fd, text, strlen(text));
+  if (rc == 0) rc = tpl__write_full(a.fd, "\n", 1);
+  if (rc == 0)
+    rc = tpl__atomic_commit(&a, err);
+  else
+    tpl__atomic_abort(&a); /* harmless after a failed open */
   free(text);
-  if (rc != 0) {
-    unlink(tmp);
+  if (rc != 0)
     return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write the ready file: %s",
                      path, strerror(-rc));
-  }
   s->ready_written = 1;
   return 0;
 }

@@ -1,8 +1,13 @@
 /* fileio.c - careful file access: regular-file checks, full preads and
- * writes, capped whole-file reads.  A short read is -EIO: a file that
- * shrank while we read it is an I/O error, never a crash. */
+ * writes, capped whole-file reads, atomic writes.  A short read is -EIO: a
+ * file that shrank while we read it is an I/O error, never a crash.  An
+ * atomic write goes to a temp file in the target's directory that is
+ * fsynced, renamed over the target, and the directory fsynced: a reader
+ * sees the old file or the whole new one, and a failure leaves neither the
+ * temp file nor a half-durable target. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -114,4 +119,118 @@ int tpl__is_dir(const char *path) {
 int tpl__exists(const char *path) {
   struct stat st;
   return lstat(path, &st) == 0;
+}
+
+int tpl__fsync_dir(const char *dir) {
+  int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+  if (d < 0) return -errno;
+  if (fsync(d) != 0) rc = -errno;
+  close(d);
+  return rc;
+}
+
+static void atomic_free(struct tpl__atomic *a) {
+  free(a->path);
+  free(a->tmp);
+  free(a->dir);
+  a->path = a->tmp = a->dir = NULL;
+}
+
+/* The directory part of `path` ("." for a bare name) and, when `tmp` is
+ * NULL, the default temp name DIR/.NAME.tmp.PID.  Returns 0 or -ENOMEM. */
+static int atomic_names(const char *path, const char *tmp,
+                        struct tpl__atomic *a) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  a->path = strdup(path);
+  a->dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
+                 : strdup(".");
+  if (tmp != NULL) {
+    a->tmp = strdup(tmp);
+  } else {
+    size_t n = strlen(path) + 32;
+    a->tmp = malloc(n);
+    if (a->tmp != NULL)
+      snprintf(a->tmp, n, "%.*s.%s.tmp.%ld", (int)(base - path), path, base,
+               (long)getpid());
+  }
+  if (a->path != NULL && a->dir != NULL && a->tmp != NULL) return 0;
+  atomic_free(a);
+  return -ENOMEM;
+}
+
+int tpl__atomic_open(const char *path, const char *tmp, struct tpl__atomic *a,
+                     struct tpl_error *err) {
+  int e;
+  a->fd = -1;
+  a->step = 0;
+  if (atomic_names(path, tmp, a) != 0)
+    return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
+  /* O_EXCL after the unlink: never write through a planted symlink. */
+  unlink(a->tmp);
+  a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (a->fd >= 0) return 0;
+  e = errno;
+  tpl__fail(err, -e, "%s: cannot create: %s", a->tmp, strerror(e));
+  atomic_free(a);
+  return -e;
+}
+
+static int atomic_finish(struct tpl__atomic *a) {
+  int rc = 0;
+  a->step = TPL__ATOMIC_SYNC;
+  if (fsync(a->fd) != 0) rc = -errno;
+  if (close(a->fd) != 0 && rc == 0) rc = -errno;
+  a->fd = -1;
+  if (rc != 0) return rc;
+  a->step = TPL__ATOMIC_RENAME;
+  if (rename(a->tmp, a->path) != 0) return -errno;
+  a->step = TPL__ATOMIC_DIRSYNC;
+  rc = tpl__fsync_dir(a->dir);
+  if (rc != 0) unlink(a->path);
+  return rc;
+}
+
+int tpl__atomic_commit(struct tpl__atomic *a, struct tpl_error *err) {
+  int rc = atomic_finish(a);
+  if (rc == 0) {
+    a->step = 0;
+  } else if (a->step == TPL__ATOMIC_DIRSYNC) {
+    tpl__fail(err, rc, "%s: cannot sync directory: %s", a->dir, strerror(-rc));
+  } else {
+    unlink(a->tmp);
+    tpl__fail(err, rc, "%s: %s: %s", a->path,
+              a->step == TPL__ATOMIC_SYNC ? "cannot write"
+                                          : "cannot rename into place",
+              strerror(-rc));
+  }
+  atomic_free(a);
+  return rc;
+}
+
+void tpl__atomic_abort(struct tpl__atomic *a) {
+  if (a->fd >= 0) close(a->fd);
+  a->fd = -1;
+  if (a->tmp != NULL) unlink(a->tmp);
+  atomic_free(a);
+}
+
+int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
+                           size_t len, struct tpl_error *err) {
+  struct tpl__atomic a;
+  char *path = tpl__path_join(dir, name);
+  int rc;
+  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__atomic_open(path, NULL, &a, err);
+  if (rc == 0) {
+    rc = tpl__write_full(a.fd, data, len);
+    if (rc != 0)
+      tpl__atomic_abort(&a);
+    else
+      rc = tpl__atomic_commit(&a, err);
+  }
+  if (rc != 0)
+    tpl__fail(err, rc, "%s: cannot write: %s", path, tpl_strerror(rc));
+  free(path);
+  return rc;
 }

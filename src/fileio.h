@@ -1,6 +1,8 @@
 /* fileio.h - careful file access for readers and writers: regular-file
  * checks, full preads where a short read is an I/O error (a file that
- * shrank), and whole-file reads with a hard cap. */
+ * shrank), whole-file reads with a hard cap, and atomic file writes (a
+ * temp file beside the target, fsynced, renamed over it, the directory
+ * fsynced) so that no reader ever sees a partial file. */
 #ifndef TPL_FILEIO_H
 #define TPL_FILEIO_H
 
@@ -35,5 +37,53 @@ int tpl__is_dir(const char *path);
 
 /* Returns 1 when `path` exists (any type, not following links), else 0. */
 int tpl__exists(const char *path);
+
+/* Fsyncs the directory `dir` so that a rename in it is durable.  Returns
+ * 0 or -errno. */
+int tpl__fsync_dir(const char *dir);
+
+/* Which step of tpl__atomic_commit failed. */
+enum tpl__atomic_step {
+  TPL__ATOMIC_SYNC = 1, /* fsync or close of the temp file */
+  TPL__ATOMIC_RENAME,   /* renaming it over the target */
+  TPL__ATOMIC_DIRSYNC   /* fsyncing the directory (the target is removed) */
+};
+
+/* A file being written under a temporary name beside its target. */
+struct tpl__atomic {
+  int fd;     /* the temp file, open for writing; -1 once closed */
+  int step;   /* after a failed commit, the enum tpl__atomic_step */
+  char *path; /* the target (owned) */
+  char *tmp;  /* the temp file, in the target's directory (owned) */
+  char *dir;  /* the target's directory (owned) */
+};
+
+/* Creates the temp file for writing `path` atomically and fills `a`; the
+ * caller writes to a->fd, then calls tpl__atomic_commit or
+ * tpl__atomic_abort.  `tmp` names the temp file, which must be in the same
+ * directory as `path`; NULL means DIR/.NAME.tmp.PID.  A stale file at the
+ * temp name is replaced.  Returns 0, -ENOMEM, or -errno with err naming
+ * the temp file ("TMP: cannot create: ..."); on failure `a` holds
+ * nothing. */
+int tpl__atomic_open(const char *path, const char *tmp, struct tpl__atomic *a,
+                     struct tpl_error *err);
+
+/* Fsyncs and closes the temp file, renames it over the target and fsyncs
+ * the directory.  Always releases `a`.  Returns 0 or -errno with a->step
+ * and err naming the step: "PATH: cannot write: ..." (fsync, close),
+ * "PATH: cannot rename into place: ..." or "DIR: cannot sync directory:
+ * ..."; on failure neither the temp file nor the target remains. */
+int tpl__atomic_commit(struct tpl__atomic *a, struct tpl_error *err);
+
+/* Closes and removes the temp file and releases `a`; the target is left
+ * as it was.  Safe on an `a` already released. */
+void tpl__atomic_abort(struct tpl__atomic *a);
+
+/* Writes `len` bytes to DIR/NAME atomically (temp DIR/.NAME.tmp.PID,
+ * fsync, rename, directory fsync).  Returns 0 or -errno with err reading
+ * "DIR/NAME: cannot write: ..."; on failure neither the temp file nor
+ * DIR/NAME remains (a failed directory fsync removes the new file). */
+int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
+                           size_t len, struct tpl_error *err);
 
 #endif

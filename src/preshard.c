@@ -182,14 +182,6 @@ int tpl__preshard_write(const char *dir, const struct tpl__job *job,
   return rc;
 }
 
-static int fsync_dir(const char *dir) {
-  int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-  if (d < 0) return -errno;
-  if (fsync(d) != 0) rc = -errno;
-  close(d);
-  return rc;
-}
-
 /* An unnamed file first gets the temp name, then every file is renamed
  * over the final one: readers see the old file or the new, never a part. */
 int tpl__preshard_publish(const char *dir, uint32_t rank,
@@ -212,7 +204,7 @@ int tpl__preshard_publish(const char *dir, uint32_t rank,
   if (rc == 0) f->named = 0;
   if (d >= 0) close(d);
   tpl__preshard_discard(dir, rank, f);
-  if (rc == 0) rc = fsync_dir(dir);
+  if (rc == 0) rc = tpl__fsync_dir(dir);
   if (rc != 0)
     return tpl__fail(err, rc, "%s/%s: cannot publish: %s", dir, final,
                      tpl_strerror(rc));
@@ -225,31 +217,4 @@ void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
   p = tpl__path_join(dir, name);
   if (p != NULL) unlink(p);
   free(p);
-}
-
-int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
-                           size_t len, struct tpl_error *err) {
-  char tmpname[300];
-  char *tmp, *final;
-  int fd, rc;
-  snprintf(tmpname, sizeof(tmpname), ".%s.tmp.%ld", name, (long)getpid());
-  tmp = tpl__path_join(dir, tmpname);
-  final = tpl__path_join(dir, name);
-  if (tmp == NULL || final == NULL) {
-    free(tmp);
-    free(final);
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  }
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  rc = fd < 0 ? -errno : tpl__write_full(fd, data, len);
-  if (rc == 0 && fsync(fd) != 0) rc = -errno;
-  if (fd >= 0) close(fd);
-  if (rc == 0 && rename(tmp, final) != 0) rc = -errno;
-  if (rc != 0) unlink(tmp);
-  if (rc == 0 && (rc = fsync_dir(dir)) != 0) unlink(final);
-  if (rc != 0)
-    tpl__fail(err, rc, "%s: cannot write: %s", final, tpl_strerror(rc));
-  free(tmp);
-  free(final);
-  return rc;
 }

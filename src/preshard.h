@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "fileio.h" /* tpl__write_file_atomic, used with these */
 #include "job.h"
 #include "store.h"
 
@@ -46,11 +47,5 @@ void tpl__preshard_discard(const char *dir, uint32_t rank,
 
 /* Removes DIR/rank{R}.safetensors (after a failure elsewhere). */
 void tpl__preshard_unpublish(const char *dir, uint32_t rank);
-
-/* Writes `len` bytes to DIR/NAME atomically (temp name, fsync, rename,
- * directory fsync). */
-int tpl__write_file_atomic(const char *dir, const char *name,
-                           const void *data, size_t len,
-                           struct tpl_error *err);
 
 #endif

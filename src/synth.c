@@ -11,10 +11,10 @@
  * Safetensors files follow the Rust writer's layout (data sorted by dtype
  * size descending then name, header padded to 8 bytes, `__metadata__`
  * {"format":"pt"}); every file is written to a temp name in bounded
- * chunks, fsynced and renamed, and a failed run removes what it wrote. */
+ * chunks, fsynced and renamed (fileio's atomic write, which also fsyncs
+ * the directory), and a failed run removes what it wrote. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <math.h>
@@ -497,36 +497,25 @@ static void fill(uint64_t *state, int dtype, uint8_t *buf, size_t len) {
 
 /* ---- atomic output files ---- */
 
-struct out_file {
-  int fd;
-  char *tmp;
-  char *path;
-};
-
-static int out_open(const char *dir, const char *name, struct out_file *f,
+/* Opens DIR/.NAME.synth-tmp for writing DIR/NAME (fileio's atomic write). */
+static int out_open(const char *dir, const char *name, struct tpl__atomic *f,
                     struct tpl_error *err) {
   char tmpname[NAME_MAX_LEN + 32];
+  char *path, *tmp;
+  int rc;
   snprintf(tmpname, sizeof(tmpname), ".%s.synth-tmp", name);
-  f->fd = -1;
-  f->path = tpl__path_join(dir, name);
-  f->tmp = tpl__path_join(dir, tmpname);
-  if (f->path == NULL || f->tmp == NULL) {
-    free(f->path);
-    free(f->tmp);
-    return tpl__fail(err, -ENOMEM, "%s/%s: out of memory", dir, name);
-  }
-  f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f->fd < 0) {
-    int e = errno;
-    tpl__fail(err, -e, "%s: cannot create: %s", f->tmp, strerror(e));
-    free(f->path);
-    free(f->tmp);
-    return -e;
-  }
-  return 0;
+  path = tpl__path_join(dir, name);
+  tmp = tpl__path_join(dir, tmpname);
+  if (path == NULL || tmp == NULL)
+    rc = tpl__fail(err, -ENOMEM, "%s/%s: out of memory", dir, name);
+  else
+    rc = tpl__atomic_open(path, tmp, f, err);
+  free(path);
+  free(tmp);
+  return rc;
 }
 
-static int out_write(struct out_file *f, const void *buf, size_t len,
+static int out_write(struct tpl__atomic *f, const void *buf, size_t len,
                      struct tpl_error *err) {
   int rc = tpl__write_full(f->fd, buf, len);
   if (rc != 0)
@@ -535,42 +524,29 @@ static int out_write(struct out_file *f, const void *buf, size_t len,
   return 0;
 }
 
-static void out_abort(struct out_file *f) {
-  if (f->fd >= 0) close(f->fd);
-  unlink(f->tmp);
-  free(f->tmp);
-  free(f->path);
-}
-
-/* fsync, close and rename into place; always releases `f`. */
-static int out_commit(struct out_file *f, struct tpl_error *err) {
-  int e = 0;
-  if (fsync(f->fd) != 0) e = errno;
-  if (close(f->fd) != 0 && e == 0) e = errno;
-  f->fd = -1;
-  if (e == 0 && rename(f->tmp, f->path) != 0) e = errno;
-  if (e != 0) {
-    tpl__fail(err, -e, "%s: cannot finish writing: %s", f->path, strerror(e));
-    out_abort(f);
-    return -e;
-  }
-  free(f->tmp);
-  free(f->path);
-  return 0;
+/* fsync, close, rename into place and fsync the directory; always
+ * releases `f`.  `dir` and `name` are what out_open was given. */
+static int out_commit(struct tpl__atomic *f, const char *dir, const char *name,
+                      struct tpl_error *err) {
+  int rc = tpl__atomic_commit(f, err);
+  if (rc != 0 && f->step != TPL__ATOMIC_DIRSYNC)
+    return tpl__fail(err, rc, "%s/%s: cannot finish writing: %s", dir, name,
+                     strerror(-rc));
+  return rc;
 }
 
 static int write_text(const char *dir, const char *name, const char *text,
                       struct tpl_error *err) {
-  struct out_file f;
+  struct tpl__atomic f;
   int rc = out_open(dir, name, &f, err);
   if (rc != 0) return rc;
   rc = out_write(&f, text, strlen(text), err);
   if (rc == 0) rc = out_write(&f, "\n", 1, err);
   if (rc != 0) {
-    out_abort(&f);
+    tpl__atomic_abort(&f);
     return rc;
   }
-  return out_commit(&f, err);
+  return out_commit(&f, dir, name, err);
 }
 
 /* Dumps `j` (stolen) the way HF does: indent 2, sorted keys. */
@@ -584,16 +560,6 @@ static int write_json(const char *dir, const char *name, json_t *j,
   rc = write_text(dir, name, text, err);
   free(text);
   return rc;
-}
-
-static int fsync_dir(const char *dir, struct tpl_error *err) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = 0;
-  if (fd < 0 || fsync(fd) != 0) e = errno;
-  if (fd >= 0) close(fd);
-  if (e != 0)
-    return tpl__fail(err, -e, "%s: cannot sync directory: %s", dir,
-                     strerror(e));
-  return 0;
 }
 
 /* ---- the output directory ---- */
@@ -682,7 +648,7 @@ static int cmp_data_order(const void *pa, const void *pb) {
   return strcmp(a->name, b->name);
 }
 
-static int write_tensor_data(struct out_file *f, const struct stensor *t,
+static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
                              const struct tpl__synth_opts *o, uint8_t *buf,
                              struct tpl_error *err) {
   uint64_t state = tensor_seed(o->seed, t->name), left = t->nbytes;
@@ -723,7 +689,7 @@ static int write_st_file(const char *dir, const char *name,
                          struct stensor **ts, size_t n,
                          const struct tpl__synth_opts *o, uint8_t *buf,
                          struct tpl_error *err) {
-  struct out_file f;
+  struct tpl__atomic f;
   uint8_t *hdr = NULL;
   size_t hlen;
   int rc;
@@ -740,10 +706,10 @@ static int write_st_file(const char *dir, const char *name,
   for (size_t i = 0; rc == 0 && i < n; i++)
     rc = write_tensor_data(&f, ts[i], o, buf, err);
   if (rc != 0) {
-    out_abort(&f);
+    tpl__atomic_abort(&f);
     return rc;
   }
-  return out_commit(&f, err);
+  return out_commit(&f, dir, name, err);
 }
 
 /* HF's split: tensors in state-dict order, files filled to about
@@ -955,7 +921,7 @@ static int write_mlc_shard(const char *dir, const struct tlist *l,
                            uint32_t f, const struct tpl__synth_opts *o,
                            uint8_t *buf, json_t *shards,
                            struct tpl_error *err) {
-  struct out_file out;
+  struct tpl__atomic out;
   char fname[64];
   json_t *recs;
   uint64_t bytes = 0;
@@ -971,12 +937,12 @@ static int write_mlc_shard(const char *dir, const struct tlist *l,
     rc = write_tensor_data(&out, &l->v[i], o, buf, err);
   }
   if (rc != 0) {
-    out_abort(&out);
+    tpl__atomic_abort(&out);
     json_decref(recs);
     return rc;
   }
   json_array_append_new(shards, mlc_shard_entry(fname, bytes, recs));
-  return out_commit(&out, err);
+  return out_commit(&out, dir, fname, err);
 }
 
 static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
@@ -1053,7 +1019,6 @@ static int write_all(const struct tpl__synth_opts *o, const char *dir,
                       JSON_INDENT(2) | JSON_SORT_KEYS, err);
     *nfiles = (size_t)o->files;
   }
-  if (rc == 0) rc = fsync_dir(dir, err);
   if (rc != 0) {
     /* No partial checkpoint: the dir held none of synth's files when we
      * started (empty, or cleaned by --force), so all of them are ours. */
