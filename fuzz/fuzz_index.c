@@ -4,14 +4,12 @@
  * files (a.safetensors: x, y; b.safetensors: z), a subdirectory and a
  * symlink leading outside.  The model is freed after each input.  Any
  * crash, leak or UB is a bug. */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "fixture.h"
 #include "model.h"
 #include "readers.h"
 
@@ -21,12 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static char dir[] = "/tmp/tpl-fuzz-index.XXXXXX";
 
 static void put_st(const char *name, const char *header, size_t data_len) {
-  char path[256];
   size_t hlen = strlen(header);
-  FILE *f;
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  f = fopen(path, "wb");
-  if (f == NULL) abort();
+  FILE *f = fixture_create(dir, name);
   for (int i = 0; i < 8; i++)
     fputc((int)(((uint64_t)hlen >> (8 * i)) & 0xff), f);
   fwrite(header, 1, hlen, f);
@@ -34,17 +28,8 @@ static void put_st(const char *name, const char *header, size_t data_len) {
   fclose(f);
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag,
-                  struct FTW *f) {
-  return remove(p);
-}
-
-static void cleanup(void) { nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  char path[256];
-  if (mkdtemp(dir) == NULL) abort();
-  atexit(cleanup);
+  fixture_make(dir);
   put_st("a.safetensors",
          "{\"x\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
          "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
@@ -52,10 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   put_st("b.safetensors",
          "{\"z\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]}}",
          6);
-  snprintf(path, sizeof(path), "%s/sub", dir);
-  mkdir(path, 0700);
-  snprintf(path, sizeof(path), "%s/evil.safetensors", dir);
-  if (symlink("/dev/null", path) != 0) abort();
+  fixture_add_traps(dir, "evil.safetensors");
   return 0;
 }
 

@@ -6,31 +6,7 @@
 # or a temp file behind.  Every broken input is built here from a valid
 # model written by tests/oracle.py.
 . "$TESTS_SRCDIR/lib.sh"
-
-O="$TESTS_SRCDIR/oracle.py"
-# Under --enable-sanitizers: Open MPI's allocations need full stacks for
-# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-M="$T_TMP/models"
-mkdir -p "$M"
-
-mpi() {
-  local n=$1; shift
-  "$MPIRUN" --oversubscribe -np "$n" "$TPLOAD" "$@"
-}
-
-gen() {
-  local name=$1; shift
-  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
-    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
-}
-
-# messages FILE: stderr without mpirun's boxed notices (between lines of
-# dashes) and blank lines: what tpload itself printed.
-messages() {
-  awk '/^------------------------------/ { box = !box; next }
-       !box && NF' "$1"
-}
+. "$TESTS_SRCDIR/mpi_lib.sh"
 
 # t_one_message NAME WORD: the last command's stderr holds exactly one
 # message of tpload's, and it mentions WORD.

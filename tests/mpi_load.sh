@@ -10,19 +10,7 @@
 # preshard into the same directory.  The first tests prove the oracle's
 # checks can fail.
 . "$TESTS_SRCDIR/lib.sh"
-
-O="$TESTS_SRCDIR/oracle.py"
-# Under --enable-sanitizers: Open MPI's allocations need full stacks for
-# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-M="$T_TMP/models"
-mkdir -p "$M"
-
-# mpi N ARGS...: tpload ARGS under mpirun with N ranks.
-mpi() {
-  local n=$1; shift
-  "$MPIRUN" --oversubscribe -np "$n" "$TPLOAD" "$@"
-}
+. "$TESTS_SRCDIR/mpi_lib.sh"
 
 # t_oracle NAME ARGS...: one TAP line for an oracle check; its diagnostics
 # (on stderr) become TAP comments.
@@ -47,13 +35,6 @@ t_oracle_fails() {
     t_fail "$name" "expected a message matching '$ORACLE_WANT', got:" \
       "$(head -c 1000 "$T_TMP/oerr")"
   fi
-}
-
-# gen NAME ARGS...: a model from the oracle in $M/NAME.
-gen() {
-  local name=$1; shift
-  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
-    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
 }
 
 # preshard_check NAME N MODEL PLAN OUT [tpload options...]: preshard, then

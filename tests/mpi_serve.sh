@@ -11,13 +11,8 @@
 # socket directory is refused and the first keeps serving; status and
 # --health on a dead socket exit 69.
 . "$TESTS_SRCDIR/lib.sh"
+. "$TESTS_SRCDIR/mpi_lib.sh"
 
-O="$TESTS_SRCDIR/oracle.py"
-# Under --enable-sanitizers: Open MPI's allocations need full stacks for
-# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-M="$T_TMP/models"
-mkdir -p "$M"
 READY_SECS=30   # start-up: mpirun, the load, every rank listening
 STOP_SECS=5     # any way of ending a job
 
@@ -62,12 +57,6 @@ gone_by() {
 # gone_within PID SECS: the same, SECS from now.
 gone_within() { gone_by "$1" $(($(ms) + $2 * 1000)); }
 
-gen() {
-  local name=$1; shift
-  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
-    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
-}
-
 # t_oracle NAME ARGS...: one TAP line for an oracle check.
 t_oracle() {
   local name=$1; shift
@@ -82,12 +71,6 @@ t_py() {
   if "$ORACLE" -c "$script" "$@" >"$T_TMP/pout" 2>"$T_TMP/perr"; then
     t_ok "$name"
   else t_fail "$name" "$(head -c 2000 "$T_TMP/perr")"; fi
-}
-
-# messages FILE: stderr without mpirun's boxed notices and blank lines.
-messages() {
-  awk '/^------------------------------/ { box = !box; next }
-       !box && NF' "$1"
 }
 
 # t_health NAME WANT SOCKET: `status --health` exits WANT, printing nothing.

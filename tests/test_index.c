@@ -3,7 +3,6 @@
  * a valid multi-file checkpoint whose order, file indices and absolute
  * offsets are derived by hand from the headers written below. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,35 +13,7 @@
 #include "model.h"
 #include "readers.h"
 #include "tap.h"
-
-static char *make_dir(void) {
-  const char *tmp = getenv("TMPDIR");
-  char buf[512];
-  snprintf(buf, sizeof(buf), "%s/tpl-index.XXXXXX", tmp ? tmp : "/tmp");
-  if (mkdtemp(buf) == NULL) return NULL;
-  return strdup(buf);
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag,
-                  struct FTW *f) {
-  return remove(p);
-}
-
-static void drop_dir(char *dir) {
-  if (dir != NULL) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-  free(dir);
-}
-
-static void write_bytes(const char *dir, const char *name, const void *buf,
-                        size_t len) {
-  char path[1024];
-  FILE *f;
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  f = fopen(path, "wb");
-  if (f == NULL) return;
-  if (len) fwrite(buf, 1, len, f);
-  fclose(f);
-}
+#include "tmpdir.h"
 
 /* A safetensors file: 8-byte little-endian header length, the header
  * (no padding), then `data_len` bytes of data (0, 1, 2, ...). */
@@ -67,7 +38,7 @@ static const char hdr_b[] =
 #define FB "model-00002-of-00002.safetensors"
 
 static char *make_two_files(void) {
-  char *dir = make_dir();
+  char *dir = make_dir("tpl-index");
   if (dir == NULL) return NULL;
   write_st(dir, FA, hdr_a, 16);
   write_st(dir, FB, hdr_b, 6);
@@ -226,7 +197,7 @@ static void test_name_dotdot(void) {
 }
 
 static void test_symlink_outside(void) {
-  char *dir = make_two_files(), *other = make_dir(), link[1024];
+  char *dir = make_two_files(), *other = make_dir("tpl-index"), link[1024];
   char target[1024];
   const char *json = "{\"weight_map\":{\"c\":\"evil.safetensors\"}}";
   write_st(other, "x.safetensors", hdr_b, 6);

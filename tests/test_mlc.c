@@ -4,7 +4,6 @@
  * files (one record f32-to-bf16) whose order, offsets and sizes are
  * derived by hand from the records written below. */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,24 +14,7 @@
 #include "model.h"
 #include "readers.h"
 #include "tap.h"
-
-static char *make_dir(void) {
-  const char *tmp = getenv("TMPDIR");
-  char buf[512];
-  snprintf(buf, sizeof(buf), "%s/tpl-mlc.XXXXXX", tmp ? tmp : "/tmp");
-  if (mkdtemp(buf) == NULL) return NULL;
-  return strdup(buf);
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag,
-                  struct FTW *f) {
-  return remove(p);
-}
-
-static void drop_dir(char *dir) {
-  if (dir != NULL) nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-  free(dir);
-}
+#include "tmpdir.h"
 
 /* Writes `size` bytes (0, 1, 2, ...) to dir/name. */
 static void write_bin(const char *dir, const char *name, size_t size) {
@@ -65,7 +47,7 @@ static int parse(const char *dir, const char *json, struct tpl_model **out) {
 #define S1 "params_shard_1.bin"
 
 static char *make_shards(void) {
-  char *dir = make_dir();
+  char *dir = make_dir("tpl-mlc");
   if (dir == NULL) return NULL;
   write_bin(dir, S0, 64);
   write_bin(dir, S1, 24);
@@ -266,7 +248,8 @@ static void test_data_path_dotdot(void) {
 }
 
 static void test_data_path_symlink_outside(void) {
-  char *dir = make_shards(), *other = make_dir(), link[1024], tgt[1024];
+  char *dir = make_shards(), *other = make_dir("tpl-mlc"), link[1024];
+  char tgt[1024];
   write_bin(other, "secret.bin", 64);
   snprintf(tgt, sizeof(tgt), "%s/secret.bin", other);
   snprintf(link, sizeof(link), "%s/evil.bin", dir);

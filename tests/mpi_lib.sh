@@ -1,0 +1,31 @@
+# mpi_lib.sh - what the mpirun tests share, sourced after lib.sh: the
+# oracle ($O), a models directory ($M), ASan settings that work with Open
+# MPI, and helpers to run tpload under mpirun, generate a model and read
+# tpload's own messages out of mpirun's stderr.
+
+O="$TESTS_SRCDIR/oracle.py"
+# Under --enable-sanitizers: Open MPI's allocations need full stacks for
+# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+M="$T_TMP/models"
+mkdir -p "$M"
+
+# mpi N ARGS...: tpload ARGS under mpirun with N ranks.
+mpi() {
+  local n=$1; shift
+  "$MPIRUN" --oversubscribe -np "$n" "$TPLOAD" "$@"
+}
+
+# gen NAME ARGS...: a model from the oracle in $M/NAME.
+gen() {
+  local name=$1; shift
+  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
+    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
+}
+
+# messages FILE: stderr without mpirun's boxed notices (between lines of
+# dashes) and blank lines: what tpload itself printed.
+messages() {
+  awk '/^------------------------------/ { box = !box; next }
+       !box && NF' "$1"
+}
