@@ -88,6 +88,7 @@ struct tpl__wire_response {
   struct tpl__wire_tensor *tensors;
   size_t ntensors;
   uint64_t store_bytes;
+  char *strings;              /* decoded: every tensor's name and dtype */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
