@@ -3,8 +3,9 @@
 # with large gaps between records and an empty record lying inside another
 # record's byte range (it must neither end the read early nor count).
 # Shards are checked against the numpy oracle and with `tpload verify`.
+# Then SIGTERM in the middle of a preshard: the job ends, nothing is left.
 . "$TESTS_SRCDIR/lib.sh"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+. "$TESTS_SRCDIR/mpi_lib.sh"
 
 model="$T_TMP/gappy"
 mkdir -p "$model"
@@ -50,4 +51,49 @@ for n in 1 2 3; do
   t_exit "np $n: tpload verify agrees" 0 "$TPLOAD" verify "$model" "$out" \
     --plan "$model/plan.json"
 done
+# --- SIGTERM to the job while rank 0 streams: the ranks are stopped once
+# the progress bar moves, so the load cannot finish first.
+big="$T_TMP/big"
+"$TPLOAD" synth --arch llama --out "$big" --hidden 512 --heads 8 \
+  --kv-heads 8 --intermediate 1024 --vocab 4096 --layers 24 --quiet
+out="$T_TMP/term-out"
+# mpirun itself in the background (not the mpi function, whose subshell
+# would stand between this script and the ranks)
+"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard "$big" --out "$out" \
+  --chunk-mib 1 --progress >/dev/null 2>"$T_TMP/term.err" &
+job=$!
+for _ in $(seq 500); do
+  grep -q "GiB/s" "$T_TMP/term.err" 2>/dev/null && break
+  sleep 0.01
+done
+ranks=$(pgrep -P "$job" -d ' ')
+kill -STOP $ranks 2>/dev/null
+if [ -e "$out/shard-info.json" ] || [ -z "$ranks" ]; then
+  kill -CONT $ranks 2>/dev/null; wait "$job"
+  echo "ok $((T_COUNT += 1)) - SIGTERM mid-load # SKIP the load finished first"
+else
+  start=$(date +%s)
+  # what mpirun does on SIGTERM, without its grace period in which the
+  # resumed ranks could finish the (short) job
+  kill -TERM "$job" $ranks
+  kill -CONT $ranks
+  wait "$job"; rc=$?
+  took=$(($(date +%s) - start))
+  if [ "$rc" -ne 0 ]; then t_ok "SIGTERM mid-load: the job exits non-zero"
+  else t_fail "SIGTERM mid-load: the job exits non-zero" "exit 0"; fi
+  if [ "$took" -le 10 ]; then t_ok "SIGTERM mid-load: within 10 s"
+  else t_fail "SIGTERM mid-load: within 10 s" "took $took s"; fi
+  left=""
+  sleep 0.5
+  for p in $ranks; do  # a zombie waiting for its reaper has ended
+    st=$(ps -o stat= -p "$p" 2>/dev/null)
+    case "$st" in ""|Z*) ;; *) left="$left $p($st)" ;; esac
+  done
+  if [ -z "$left" ]; then t_ok "SIGTERM mid-load: no rank left running"
+  else t_fail "SIGTERM mid-load: no rank left running" "$left"
+    kill -KILL $left; fi
+  files=$(ls -A "$out" 2>/dev/null | tr '\n' ' ')
+  if [ -z "$files" ]; then t_ok "SIGTERM mid-load: no output or temp file"
+  else t_fail "SIGTERM mid-load: no output or temp file" "found: $files"; fi
+fi
 t_done
