@@ -12,7 +12,7 @@ if [ ! -x configure ] || [ configure.ac -nt configure ] || \
   autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
 fi
 case "$kind" in
-  plain) dir=build; flags= ;;
+  plain|distcheck) dir=build; flags= ;;
   sanitizers) dir=build-san; flags=--enable-sanitizers ;;
   fuzzing) dir=build-fuzz; flags="--enable-fuzzing CC=clang" ;;
   *) echo "build.sh: unknown build kind '$kind'" >&2; exit 64 ;;

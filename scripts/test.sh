@@ -1,12 +1,20 @@
 #!/bin/sh
-# test.sh [plain|sanitizers|fuzzing] - builds tpload (see build.sh) and runs
-# the whole test suite (`make check`); with `fuzzing`, runs every fuzz
-# target briefly over its corpus instead.  Ends with "N passed, N failed".
+# test.sh [plain|sanitizers|fuzzing|distcheck] - builds tpload (see
+# build.sh) and runs the whole test suite (`make check`); with `fuzzing`,
+# runs every fuzz target briefly over its corpus instead; with `distcheck`,
+# checks the release tarball.  Ends with "N passed, N failed".
 set -u
 kind=${1:-plain}
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=$("$top/scripts/build.sh" "$kind") || { echo "0 passed, 1 failed"; exit 1; }
 cd "$dir" || exit 1
+if [ "$kind" = distcheck ]; then
+  # a tarball that builds out of tree and passes the whole suite
+  if make distcheck >distcheck.out 2>&1; then echo "1 passed, 0 failed"; exit 0
+  fi
+  grep -E '^(FAIL|ERROR)' distcheck.out | head -20; tail -n 20 distcheck.out
+  echo "0 passed, 1 failed"; exit 1
+fi
 if [ "$kind" = fuzzing ]; then
   make fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >fuzz.out 2>&1
   status=$?
