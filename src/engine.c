@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -622,8 +624,18 @@ static int run_preshard(struct engine *e, struct tpl_error *err) {
   const char *dir = e->o->out_dir;
   struct tpl__shard_file f = {-1, 0};
   int rc, all;
+  sigset_t stop, old;
   rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &f, err);
   all = agree(rc, err);
+  /* Once files get names, a SIGTERM or SIGINT waits until the directory
+   * is complete or cleaned (a few milliseconds): a signal between the
+   * renames and shard-info.json would otherwise leave rank files that no
+   * shard-info.json vouches for. */
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
   if (all == 0) {
     rc = tpl__preshard_publish(dir, e->rank, &f, err);
     all = agree(rc, err);
@@ -632,6 +644,7 @@ static int run_preshard(struct engine *e, struct tpl_error *err) {
   if (all == 0 && e->rank == 0) rc = write_shard_info(e, err);
   all = agree(rc, err);
   if (all != 0) tpl__preshard_unpublish(dir, e->rank);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   return all;
 }
 
