@@ -114,8 +114,8 @@ uint64_t tpl_shard_bytes(const struct tpl_shard *s);
 int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
                      struct tpl_tensor_view *out);
 
-/* Fills *out with the tensor called `name` (O(log n)).  Returns 0 or
- * -ENOENT. */
+/* Fills *out with the tensor called `name` (a hash lookup, O(1)
+ * expected).  Returns 0 or -ENOENT. */
 int tpl_shard_find(const struct tpl_shard *s, const char *name,
                    struct tpl_tensor_view *out);
 
