@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "dtype.h"
+#include "jsonu.h"
 #include "model.h"
 #include "plan.h"
 #include "shardinfo.h"
@@ -51,13 +52,6 @@ static const char *format_name(int format) {
   }
 }
 
-static json_t *shape_json(const uint64_t *shape, int ndim) {
-  json_t *a = json_array();
-  for (int i = 0; i < ndim; i++)
-    json_array_append_new(a, json_integer((json_int_t)shape[i]));
-  return a;
-}
-
 static void shard_shape(const struct tpl__tensor *t,
                         const struct tpl__strategy *s, uint32_t nshards,
                         uint64_t *out) {
@@ -74,7 +68,7 @@ static void add_shard_json(json_t *o, const struct tpl__tensor *t,
   json_t *info = tpl__shardinfo_param(t, s, nshards, NULL, 1);
   uint64_t shape[TPL_MAX_DIMS];
   shard_shape(t, s, nshards, shape);
-  json_object_set_new(o, "shard_shape", shape_json(shape, t->ndim));
+  json_object_set_new(o, "shard_shape", tpl__json_u64_array(shape, (size_t)t->ndim));
   json_object_set_new(o, "rule", json_string(tpl__strategy_rule_name(s)));
   if (info != NULL && s->kind == TPL_RULE_SHARD) {
     json_object_set(o, "dim", json_object_get(info, "dim"));
@@ -92,7 +86,7 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(t->name));
     json_object_set_new(o, "dtype", json_string(tpl__dtype_st_name(t->dtype)));
-    json_object_set_new(o, "shape", shape_json(t->shape, t->ndim));
+    json_object_set_new(o, "shape", tpl__json_u64_array(t->shape, (size_t)t->ndim));
     json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));
     json_object_set_new(o, "file", json_string(m->files[t->file].name));
     json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));

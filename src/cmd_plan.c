@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jsonu.h"
 #include "model.h"
 #include "plan.h"
 #include "shardinfo.h"
@@ -48,15 +49,11 @@ static json_t *plan_json(const struct tpl__plan *p) {
     const struct tpl__rule *r = &p->rules[i];
     json_t *o = json_pack("{s:s}", "match", r->match);
     if (r->kind == TPL_RULE_SHARD) {
-      json_t *segs = json_array();
-      for (size_t j = 0; j < r->spec.nsegs; j++)
-        json_array_append_new(segs, json_integer((json_int_t)r->spec.segs[j]));
       json_object_set_new(o, "name", json_string(r->name));
       json_object_set_new(o, "dim", json_integer(r->spec.dim));
       if (r->spec.nsegs)
-        json_object_set_new(o, "segs", segs);
-      else
-        json_decref(segs);
+        json_object_set_new(o, "segs",
+                            tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
     } else {
       json_object_set_new(o, r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias"
                                                             : "replicate",

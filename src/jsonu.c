@@ -33,6 +33,16 @@ int tpl__json_u64(const json_t *v, uint64_t *out) {
   return 0;
 }
 
+json_t *tpl__json_u64_array(const uint64_t *v, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a != NULL && i < n; i++)
+    if (json_array_append_new(a, json_integer((json_int_t)v[i])) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  return a;
+}
+
 int tpl__has_nul(const char *s, size_t len) {
   return memchr(s, '\0', len) != NULL;
 }

@@ -21,6 +21,10 @@ int tpl__json_parse_object(const char *buf, size_t len, const char *what,
  * for a negative, fractional, non-numeric value. */
 int tpl__json_u64(const json_t *v, uint64_t *out);
 
+/* A new JSON array of the `n` integers at `v` (shapes, segs, offsets), or
+ * NULL on ENOMEM. */
+json_t *tpl__json_u64_array(const uint64_t *v, size_t n);
+
 /* Returns 1 when `s` (len bytes) contains a NUL byte. */
 int tpl__has_nul(const char *s, size_t len);
 

@@ -6,14 +6,9 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "jsonu.h"
 #include "proto/tpload.pb-c.h"
 #include "report.h"
-
-double tpl__job_bias_scale(const struct tpl__job *job, size_t i) {
-  if (job->tensors[i].kind != TPL_RULE_SCALE_BIAS || !job->bias_scaling)
-    return 1.0;
-  return 1.0 / (double)job->world;
-}
 
 /* --- job table --- */
 
@@ -134,7 +129,7 @@ static void fill_shard_info(const struct tpl__job *job, size_t i,
   m->n_shape = (size_t)t->ndim;
   m->shape = (uint64_t *)t->rank_shape;
   m->dim = -1;
-  m->bias_scale = tpl__job_bias_scale(job, i);
+  m->bias_scale = tpl__bias_scale(t->kind, job->world, job->bias_scaling);
   m->nbytes = h->nbytes;
   m->xxh3 = h->xxh3;
   m->offset = h->offset;
@@ -272,27 +267,20 @@ int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
 
 /* --- JSON --- */
 
-static json_t *u64_array(const uint64_t *v, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; i < n; i++)
-    json_array_append_new(a, json_integer((json_int_t)v[i]));
-  return a;
-}
-
 static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   char hex[17];
   json_t *o = json_object();
   snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
   json_object_set_new(o, "name", json_string(s->name));
   json_object_set_new(o, "dtype", json_string(s->dtype));
-  json_object_set_new(o, "shape", u64_array(s->shape, s->n_shape));
+  json_object_set_new(o, "shape", tpl__json_u64_array(s->shape, s->n_shape));
   if (s->func_name[0] != '\0') {
     json_object_set_new(o, "func_name", json_string(s->func_name));
-    json_object_set_new(o, "in_shape", u64_array(s->in_shape, s->n_in_shape));
+    json_object_set_new(o, "in_shape", tpl__json_u64_array(s->in_shape, s->n_in_shape));
     json_object_set_new(o, "out_shape",
-                        u64_array(s->out_shape, s->n_out_shape));
+                        tpl__json_u64_array(s->out_shape, s->n_out_shape));
     json_object_set_new(o, "dim", json_integer(s->dim));
-    json_object_set_new(o, "segs", u64_array(s->segs, s->n_segs));
+    json_object_set_new(o, "segs", tpl__json_u64_array(s->segs, s->n_segs));
   }
   json_object_set_new(o, "bias_scale", json_real(s->bias_scale));
   json_object_set_new(o, "nbytes", json_integer((json_int_t)s->nbytes));

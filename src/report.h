@@ -60,8 +60,4 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len,
 int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
                            size_t ntensors, struct tpl__rank_info *out);
 
-/* The factor applied to a scale_bias tensor in this job (1/N, or 1 when
- * bias scaling is off or N == 1); 1.0 for every other tensor. */
-double tpl__job_bias_scale(const struct tpl__job *job, size_t i);
-
 #endif

@@ -7,23 +7,13 @@
 #include <stdio.h>
 
 #include "dtype.h"
+#include "jsonu.h"
 #include "shardinfo.h"
 
-double tpl__bias_scale(const struct tpl__strategy *s, uint32_t nshards,
-                       int bias_scaling) {
-  if (s->kind != TPL_RULE_SCALE_BIAS || !bias_scaling || nshards <= 1)
+double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling) {
+  if (kind != TPL_RULE_SCALE_BIAS || !bias_scaling || nshards <= 1)
     return 1.0;
   return 1.0 / (double)nshards;
-}
-
-static json_t *u64_array(const uint64_t *v, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a != NULL && i < n; i++)
-    if (json_array_append_new(a, json_integer((json_int_t)v[i])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
 }
 
 /* [N, *shard_shape] */
@@ -31,14 +21,14 @@ static json_t *out_shape(const uint64_t *shard, int ndim, uint32_t nshards) {
   uint64_t v[TPL_MAX_DIMS + 1];
   v[0] = nshards;
   for (int i = 0; i < ndim; i++) v[i + 1] = shard[i];
-  return u64_array(v, (size_t)ndim + 1);
+  return tpl__json_u64_array(v, (size_t)ndim + 1);
 }
 
 static json_t *preproc(const struct tpl__tensor *t,
                        const struct tpl__strategy *s, const uint64_t *shard,
                        uint32_t nshards) {
   return json_pack("{s:s, s:o, s:o, s:s}", "func_name", s->func_name,
-                   "in_shape", u64_array(t->shape, (size_t)t->ndim),
+                   "in_shape", tpl__json_u64_array(t->shape, (size_t)t->ndim),
                    "out_shape", out_shape(shard, t->ndim, nshards),
                    "out_dtype", tpl__dtype_mlc_name(t->dtype));
 }
@@ -52,7 +42,7 @@ static json_t *shard_segs(const struct tpl__tensor *t,
     v[0] = t->shape[s->spec.dim] / nshards;
   else
     for (size_t j = 0; j < n; j++) v[j] = s->spec.segs[j] / nshards;
-  return u64_array(v, n);
+  return tpl__json_u64_array(v, n);
 }
 
 static json_t *rank_list(const struct tpl__rank_info *ranks,
@@ -94,11 +84,11 @@ json_t *tpl__shardinfo_param(const struct tpl__tensor *t,
   if (sharded) tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, shard);
   o = json_pack("{s:s, s:s, s:o, s:[]}", "name", t->name, "dtype",
                 tpl__dtype_mlc_name(t->dtype), "shape",
-                u64_array(shard, (size_t)t->ndim), "preprocs");
+                tpl__json_u64_array(shard, (size_t)t->ndim), "preprocs");
   if (o == NULL) return NULL;
   if ((sharded && add_shard_fields(o, t, s, shard, nshards) != 0) ||
       json_object_set_new(o, "bias_scale",
-                          json_real(tpl__bias_scale(s, nshards,
+                          json_real(tpl__bias_scale(s->kind, nshards,
                                                     bias_scaling))) != 0 ||
       (ranks != NULL &&
        json_object_set_new(o, "ranks", rank_list(ranks, nshards)) != 0)) {

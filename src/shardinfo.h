@@ -17,10 +17,10 @@ struct tpl__rank_info {
   uint64_t xxh3; /* XXH3-64 of the delivered bytes (after bias scaling) */
 };
 
-/* The factor a rank applies to tensor strategy `s`: 1/N for a scale_bias
- * tensor when `bias_scaling` is on, else 1.0 (so always 1.0 for N = 1). */
-double tpl__bias_scale(const struct tpl__strategy *s, uint32_t nshards,
-                       int bias_scaling);
+/* The factor a rank applies to a tensor of rule kind `kind`: 1/N for a
+ * scale_bias tensor when `bias_scaling` is on, else 1.0 (so always 1.0 for
+ * N = 1).  The one definition: shard info and rank reports both use it. */
+double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling);
 
 /* Builds one `params` entry for tensor `t` under strategy `s`.  `ranks` is
  * NULL (no "ranks" key) or `nshards` entries, rank order.  Returns a new

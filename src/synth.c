@@ -27,6 +27,7 @@
 
 #include "dtype.h"
 #include "fileio.h"
+#include "jsonu.h"
 #include "st_writer.h"
 #include "synth.h"
 
@@ -894,11 +895,10 @@ static uint32_t assign_mlc_shards(struct tlist *l) {
 }
 
 static json_t *mlc_record(const struct stensor *t, int dtype) {
-  json_t *r = json_object(), *shape = json_array();
-  for (int k = 0; k < t->ndim; k++)
-    json_array_append_new(shape, json_integer((json_int_t)t->shape[k]));
+  json_t *r = json_object();
   put_str(r, "name", t->name);
-  json_object_set_new(r, "shape", shape);
+  json_object_set_new(r, "shape",
+                      tpl__json_u64_array(t->shape, (size_t)t->ndim));
   put_str(r, "dtype", tpl__dtype_mlc_name(dtype));
   put_str(r, "format", "raw");
   put_int(r, "nbytes", t->nbytes);

@@ -1295,10 +1295,10 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   add(m, "o.bias", TPL_DT_F16, 1, U(4));
   memset(st, 0, sizeof(st));
   st[0].kind = TPL_RULE_SCALE_BIAS;
-  CHECK(tpl__bias_scale(&st[0], 2, 1) == 0.5);
-  CHECK(tpl__bias_scale(&st[0], 4, 1) == 0.25);
-  CHECK(tpl__bias_scale(&st[0], 4, 0) == 1.0);
-  CHECK(tpl__bias_scale(&st[0], 1, 1) == 1.0);
+  CHECK(tpl__bias_scale(st[0].kind, 2, 1) == 0.5);
+  CHECK(tpl__bias_scale(st[0].kind, 4, 1) == 0.25);
+  CHECK(tpl__bias_scale(st[0].kind, 4, 0) == 1.0);
+  CHECK(tpl__bias_scale(st[0].kind, 1, 1) == 1.0);
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 4, ranks, 1, &root), 0);
   CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) ==
         0.25);
