@@ -29,6 +29,9 @@ struct verify {
   struct tpl_model **outs; /* one per rank */
   int *fds;                /* rank files, open */
   uint8_t *src, *want, *got;
+  size_t src_cap, want_cap, got_cap; /* their capacities */
+  int src_fd;              /* the model file being read, -1 when none */
+  uint32_t src_file;       /* its index in the model */
 };
 
 static int read_shard_info(struct verify *v, uint32_t *world, int *scaling,
@@ -167,25 +170,42 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
   return 0;
 }
 
+/* Makes *p hold at least `need` bytes, keeping the larger buffer. */
+static int reserve(uint8_t **p, size_t *cap, size_t need) {
+  uint8_t *n;
+  if (*p != NULL && *cap >= need) return 0;
+  n = realloc(*p, need ? need : 1);
+  if (n == NULL) return -ENOMEM;
+  *p = n;
+  *cap = need;
+  return 0;
+}
+
+/* Tensors come file by file, so each model file is opened once. */
+static int source_fd(struct verify *v, uint32_t file, struct tpl_error *err) {
+  uint64_t size;
+  int rc;
+  if (v->src_fd >= 0 && v->src_file == file) return 0;
+  if (v->src_fd >= 0) close(v->src_fd);
+  v->src_fd = -1;
+  rc = tpl__open_regular(v->model->files[file].path, &v->src_fd, &size, err);
+  if (rc == 0) v->src_file = file;
+  return rc;
+}
+
 static int compare_tensor(struct verify *v, size_t i,
                           struct tpl__verify_result *res,
                           struct tpl_error *err) {
   const struct tpl__tensor *t = &v->model->tensors[i];
   const struct tpl__job_tensor *jt = &v->job->tensors[i];
-  int fd, rc;
-  uint64_t size;
-  free(v->src);
-  free(v->want);
-  free(v->got);
-  v->src = malloc((size_t)t->stored_bytes + 1);
-  v->want = malloc((size_t)jt->rank_bytes + 1);
-  v->got = malloc((size_t)jt->rank_bytes + 1);
-  if (!v->src || !v->want || !v->got)
+  int rc;
+  if (reserve(&v->src, &v->src_cap, (size_t)t->stored_bytes) != 0 ||
+      reserve(&v->want, &v->want_cap, (size_t)jt->rank_bytes) != 0 ||
+      reserve(&v->got, &v->got_cap, (size_t)jt->rank_bytes) != 0)
     return tpl__fail(err, -ENOMEM, "tensor '%s': out of memory", t->name);
-  rc = tpl__open_regular(v->model->files[t->file].path, &fd, &size, err);
+  rc = source_fd(v, t->file, err);
   if (rc != 0) return rc;
-  rc = tpl__pread_full(fd, v->src, (size_t)t->stored_bytes, t->offset);
-  close(fd);
+  rc = tpl__pread_full(v->src_fd, v->src, (size_t)t->stored_bytes, t->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: tensor '%s': %s",
                      v->model->files[t->file].path, t->name, tpl_strerror(rc));
@@ -262,6 +282,7 @@ static void verify_free(struct verify *v) {
   free(v->src);
   free(v->want);
   free(v->got);
+  if (v->src_fd >= 0) close(v->src_fd);
   json_decref(v->info);
   json_decref(v->expect);
   tpl__job_free(v->job);
@@ -276,6 +297,7 @@ int tpl__verify(const char *model, const char *dir, const char *plan,
   struct tpl__verify_result res = {0};
   int rc;
   v.dir = dir;
+  v.src_fd = -1;
   rc = prepare(&v, model, plan, err);
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
     rc = compare_tensor(&v, i, &res, err);
