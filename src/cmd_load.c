@@ -77,12 +77,6 @@ static const struct option load_opts[] = {
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Before MPI is up, only the launcher's rank variable tells rank 0. */
 static int env_rank_is_zero(void) {
   const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"};
@@ -171,7 +165,7 @@ static int parse_args(struct load_cli *c, int argc, char **argv) {
 
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
   struct load_cli *c = ctx;
-  double t = now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
+  double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
   double eta = rate > 0 ? (double)(total - done) / rate : 0;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
   if (c->quiet) return;
@@ -246,7 +240,7 @@ int tpl__cmd_load(int argc, char **argv) {
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   c.bar = c.bar || isatty(STDERR_FILENO);
-  c.t0 = now();
+  c.t0 = tpl__now();
   c.last_line = c.t0;
   if (rank == 0) {
     c.o.progress = show_progress;

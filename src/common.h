@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "tpload.h"
 
@@ -47,6 +48,13 @@ static inline int tpl__mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
   if (__builtin_mul_overflow(a, b, &r)) return TPL_EOVERFLOW;
   *out = r;
   return 0;
+}
+
+/* Seconds on the monotonic clock, for timing phases. */
+static inline double tpl__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 #endif /* TPL_COMMON_H */

@@ -64,12 +64,6 @@ struct engine {
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int mpi_fail(int mrc, const char *what, struct tpl_error *err) {
   char s[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -254,7 +248,7 @@ static int deliver_part(struct engine *e, struct slot *s,
                         const struct piece_of_chunk *pc,
                         const struct tpl__layout *layouts, uint64_t *own,
                         uint64_t *packed, struct tpl_error *err) {
-  double t = now();
+  double t = tpl__now();
   uint32_t last = chained(&e->job->tensors[pc->i]) && e->world > 1
                       ? 1
                       : e->world - 1;
@@ -279,7 +273,7 @@ static int deliver_part(struct engine *e, struct slot *s,
     }
     if (rc != 0) return rc;
   }
-  e->st.t_pack += now() - t;
+  e->st.t_pack += tpl__now() - t;
   return 0;
 }
 
@@ -371,9 +365,9 @@ static uint64_t file_data_end(const struct engine *e,
 static int read_chunk(struct engine *e, int fd, const char *path,
                       struct slot *s, uint64_t pos, uint64_t len, uint64_t end,
                       struct tpl_error *err) {
-  double t = now();
+  double t = tpl__now();
   int rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
-  e->st.t_read += now() - t;
+  e->st.t_read += tpl__now() - t;
   if (rc != 0)
     return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
                      (unsigned long long)pos, tpl_strerror(rc),
@@ -441,10 +435,10 @@ static int send_all(struct engine *e, struct tpl_error *err) {
     i = w.end;
   }
   if (rc == 0) {
-    double t = now();
+    double t = tpl__now();
     rc = slot_wait(&e->slots[0], err);
     if (rc == 0) rc = slot_wait(&e->slots[1], err);
-    e->st.t_send += now() - t;
+    e->st.t_send += tpl__now() - t;
   }
   free(w.layouts);
   free_slots(e);
@@ -482,7 +476,7 @@ static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
 
 static int receive_all(struct engine *e, struct tpl_error *err) {
   struct slot fwd = {0};
-  double t = now();
+  double t = tpl__now();
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
     rc = receive_tensor(e, i, &fwd, err);
@@ -491,14 +485,14 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   }
   if (rc == 0) rc = slot_wait(&fwd, err);
   free(fwd.reqs);
-  e->st.t_recv = now() - t;
+  e->st.t_recv = tpl__now() - t;
   return rc;
 }
 
 /* --- every rank: decode, scale, checksum --- */
 
 static int finish_store(struct engine *e, struct tpl_error *err) {
-  double t = now();
+  double t = tpl__now();
   for (size_t i = 0; i < e->job->ntensors; i++) {
     struct tpl__held *h = &e->store.tensors[i];
     uint8_t *p = e->store.base + h->offset;
@@ -506,7 +500,7 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
     if (rc != 0) return rc;
     h->xxh3 = XXH3_64bits(p, (size_t)h->nbytes);
   }
-  e->st.t_scale = now() - t;
+  e->st.t_scale = tpl__now() - t;
   return 0;
 }
 
@@ -519,7 +513,7 @@ static void fill_stats(struct engine *e, double t0) {
   gethostname(e->st.host, sizeof(e->st.host) - 1);
   getrusage(RUSAGE_SELF, &ru);
   e->st.peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
-  e->st.seconds = now() - t0;
+  e->st.seconds = tpl__now() - t0;
 }
 
 struct gathered {
@@ -735,9 +729,9 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
  * A failure once bytes move strands the others mid-transfer: the rank
  * says why and ends the whole job. */
 static int deliver(struct engine *e, struct tpl_error *err) {
-  double t = now();
+  double t = tpl__now();
   int rc = agree(make_store(e, err), err);
-  e->st.t_alloc = now() - t;
+  e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
   if (rc == 0) rc = finish_store(e, err);
@@ -771,11 +765,11 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = share_job(&e, err);
   if (rc != 0) goto out;
   MPI_Barrier(MPI_COMM_WORLD);
-  t0 = now();
+  t0 = tpl__now();
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(gather_reports(&e, now() - t0, err), err);
+  rc = agree(gather_reports(&e, tpl__now() - t0, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
   if (o->sink == TPL_SINK_PRESHARD) rc = run_preshard(&e, err);
