@@ -39,3 +39,35 @@ t_exit() {
   fi
 }
 t_done() { echo "1..$T_COUNT"; [ "$T_FAILED" -eq 0 ]; }
+
+# Waits end on a condition, never on elapsed time; their one bound only
+# catches a hang (T_HANG_SECS, default 300 s), scaled by TPL_TEST_SLOWDOWN
+# (the sanitizer build exports 4, see Makefile.am).  A test never asserts
+# how fast something happened.
+T_HANG_SECS=$((${T_HANG_SECS:-300} * ${TPL_TEST_SLOWDOWN:-1}))
+
+# wait_for SECS CMD...: runs CMD until it succeeds; 1 when it still fails
+# after SECS.
+wait_for() {
+  local end=$(($(date +%s) + $1)); shift
+  until "$@"; do
+    [ "$(date +%s)" -lt "$end" ] || return 1
+    sleep 0.05
+  done
+}
+
+# wait_until CMD...: wait_for with the hang bound.
+wait_until() { wait_for "$T_HANG_SECS" "$@"; }
+
+# alive PID: the process exists and is not a zombie.
+alive() {
+  local st
+  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# gone PID...: none of the PIDs is alive.
+gone() {
+  local p
+  for p in "$@"; do ! alive "$p" || return 1; done
+}

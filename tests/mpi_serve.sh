@@ -6,15 +6,14 @@
 # `tpload dump` of every rank (byte for byte a preshard of the same model,
 # plan and N, and tensor by tensor what the oracle computes), and the ends
 # of a job: --shutdown, SIGTERM to rank 0, to rank 1 and to mpirun, each
-# checked for its exit code, its time, and what it leaves (no socket, no
-# ready file, no process, no /dev/shm segment).  A second serve on a live
-# socket directory is refused and the first keeps serving; status and
-# --health on a dead socket exit 69.
+# checked for its exit code and what it leaves (no socket, no ready file,
+# no process, no /dev/shm segment).  Every wait is for a condition (a file,
+# a process that exited), bounded only to catch a hang (lib.sh); how fast a
+# job ends is measured by scripts/bench-latency.sh, not asserted here.  A
+# second serve on a live socket directory is refused and the first keeps
+# serving; status and --health on a dead socket exit 69.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
-
-READY_SECS=30   # start-up: mpirun, the load, every rank listening
-STOP_SECS=5     # any way of ending a job
 
 # Every mpirun started in the background is remembered and, should the
 # script stop early, ended by pid, then any of its ranks still running
@@ -25,7 +24,7 @@ end_jobs() {
   for p in $JOBS; do
     ours "$p" && kill -TERM "$p" 2>/dev/null && left="$left $p"
   done
-  for p in $left; do gone_within "$p" 5; done
+  for p in $left; do wait_for 5 gone "$p"; done
   for p in $left $(pgrep -f -- "$T_TMP"); do
     ours "$p" && kill -KILL "$p" 2>/dev/null
   done
@@ -33,29 +32,10 @@ end_jobs() {
 }
 trap end_jobs EXIT
 
-# alive PID: the process exists and is not a zombie.
-alive() {
-  local st
-  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-
 # ours PID: PID is alive and its command line names $T_TMP.
 ours() { alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF "$T_TMP"; }
 
 ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# gone_by PID MS: waits until PID has ended; 1 when it still runs at
-# time MS (in ms()'s clock).
-gone_by() {
-  while alive "$1"; do
-    [ "$(ms)" -lt "$2" ] || return 1
-    sleep 0.05
-  done
-}
-
-# gone_within PID SECS: the same, SECS from now.
-gone_within() { gone_by "$1" $(($(ms) + $2 * 1000)); }
 
 # t_oracle NAME ARGS...: one TAP line for an oracle check.
 t_oracle() {
@@ -93,16 +73,16 @@ serve() {
   JOBS="$JOBS $JOB"
 }
 
-# t_ready NAME READY: the ready file appears within READY_SECS while the
-# job runs; 1 (after a failed TAP line and ending the job) when not.
+# ready_or_ended READY: the ready file exists or job JOB has ended.
+ready_or_ended() { [ -f "$1" ] || ! alive "$JOB"; }
+
+# t_ready NAME READY: the ready file appears while the job runs; 1 (after
+# a failed TAP line and ending the job) when the job ends or hangs first.
 t_ready() {
-  local end=$(($(ms) + READY_SECS * 1000))
-  while [ ! -f "$2" ] && alive "$JOB" && [ "$(ms)" -lt "$end" ]; do
-    sleep 0.05
-  done
+  wait_until ready_or_ended "$2"
   if [ -f "$2" ]; then t_ok "$1"; return 0; fi
   alive "$JOB" && kill -TERM "$JOB"
-  gone_within "$JOB" 10 || kill -KILL "$JOB"
+  wait_for 10 gone "$JOB" || kill -KILL "$JOB"
   wait "$JOB"
   t_fail "$1" "no ready file (mpirun: exit $?)" \
     "$(messages "$T_TMP/serve.err" | head -c 1500)"
@@ -119,19 +99,19 @@ rank_pids() {
   done
 }
 
-# t_ended NAME WANT: job JOB ends within STOP_SECS of STOP_T0 (taken just
-# before the job was told to stop) with exit WANT.
+# t_ended NAME WANT: job JOB, told to stop at STOP_T0, ends (a hang is a
+# failure) with exit WANT.  How long it took is a comment, not a verdict.
 t_ended() {
-  local rc el
-  if gone_by "$JOB" $((STOP_T0 + STOP_SECS * 1000)); then
+  local rc
+  if wait_until gone "$JOB"; then
     wait "$JOB"; rc=$?
-    el=$(($(ms) - STOP_T0))
-    t_ok "$1: mpirun ends within $STOP_SECS s ($el ms)"
+    echo "# $1: mpirun ended $(($(ms) - STOP_T0)) ms after the stop"
+    t_ok "$1: mpirun ends"
     if [ "$rc" -eq "$2" ]; then t_ok "$1: mpirun exits $2"
     else t_fail "$1: mpirun exits $2" "it exited $rc" \
       "$(messages "$T_TMP/serve.err" | head -c 1500)"; fi
   else
-    t_fail "$1: mpirun ends within $STOP_SECS s" "still running"
+    t_fail "$1: mpirun ends" "still running after $T_HANG_SECS s"
     kill -KILL "$JOB" $(rank_pids | awk '{ print $2 }') 2>/dev/null
     wait "$JOB" 2>/dev/null
     t_fail "$1: mpirun exits $2" "it had to be killed"
@@ -221,34 +201,31 @@ print("# %d tensors x %d ranks" % (len(params), n))
 # wider_serve DIR: a 3-rank serve on DIR, where a 2-rank job serves.
 # Ranks 0 and 1 find live sockets; rank 2 binds rank2.sock.  The ranks
 # agree on the outcome of listening, so all three give up with 73; were
-# they to hang, the job is ended here after 6 s and its stale rank2.sock
-# and /dev/shm segments removed.
+# they to hang, the job is ended here after the hang bound and its stale
+# rank2.sock and /dev/shm segments removed.
 wider_serve() {
-  local d=$1 end p f wjob rc
+  local d=$1 p f wjob rc
+  local name="a 3-rank serve over a live 2-rank job is refused (exit 73)"
   "$MPIRUN" --oversubscribe -np 3 "$TPLOAD" serve "$M/s" \
     --plan "$M/s/plan.json" --socket-dir "$d" \
     --ready-file "$T_TMP/ready-wider" --quiet >"$T_TMP/wider.out" \
     2>"$T_TMP/wider.err" &
   wjob=$!
   JOBS="$JOBS $wjob"
-  end=$(($(ms) + 6000))
-  while alive "$wjob" && [ "$(ms)" -lt "$end" ]; do sleep 0.1; done
-  if alive "$wjob"; then
+  if ! wait_until gone "$wjob"; then
     for p in $(pgrep -P "$wjob"); do
       awk '$6 ~ /^\/dev\/shm\// { print $6 }' "/proc/$p/maps"
     done | sort -u >"$T_TMP/shm-wider"
     kill -TERM "$wjob"
-    gone_within "$wjob" 10 || kill -KILL "$wjob"
+    wait_for 10 gone "$wjob" || kill -KILL "$wjob"
     wait "$wjob" 2>/dev/null
     for f in $(cat "$T_TMP/shm-wider"); do rm -f "$f"; done
-    t_fail "a 3-rank serve over a live 2-rank job is refused within 6 s" \
-      "still running after 6 s (the ranks did not agree on listening)"
+    t_fail "$name" "still running after $T_HANG_SECS s" \
+      "(the ranks did not agree on listening)"
   else
     wait "$wjob"; rc=$?
-    if [ "$rc" -eq 73 ]; then
-      t_ok "a 3-rank serve over a live 2-rank job is refused within 6 s"
-    else t_fail "a 3-rank serve over a live 2-rank job is refused within 6 s" \
-      "exit $rc, expected 73"; fi
+    if [ "$rc" -eq 73 ]; then t_ok "$name"
+    else t_fail "$name" "exit $rc, expected 73"; fi
   fi
   p=$(pgrep -f -- "$T_TMP/ready-wider" | tr '\n' ' ')
   if [ -z "$p" ]; then t_ok "the 3-rank job is gone"
@@ -351,7 +328,7 @@ for n in 2 3 4; do
   D="$T_TMP/sock$n"
   R="$T_TMP/ready$n.json"
   serve "$n" "$M/$m" "$D" "$R"
-  t_ready "N=$n ($m): the ready file appears within $READY_SECS s" "$R" ||
+  t_ready "N=$n ($m): the ready file appears" "$R" ||
     continue
   check_serving "$n" "$M/$m" "$D" "$R"
 
@@ -359,8 +336,8 @@ for n in 2 3 4; do
     # A second job on the live directory: refused, the first unharmed.
     cp "$R" "$T_TMP/ready.before"
     t_exit "a second serve on a live socket dir exits 73" 73 \
-      timeout -k 5 30 "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-      "$M/s" --plan "$M/s/plan.json" --socket-dir "$D" \
+      timeout -k 10 "$T_HANG_SECS" "$MPIRUN" --oversubscribe -np 2 \
+      "$TPLOAD" serve "$M/s" --plan "$M/s/plan.json" --socket-dir "$D" \
       --ready-file "$T_TMP/ready-second" --quiet
     # Every rank of the second job fails on its own socket; today each
     # says so (the ranks do not agree on the outcome of listening, see
@@ -419,9 +396,8 @@ for n in 2 3 4; do
     if [ -n "$TERM_RC" ]; then
       t_ended "N=4 SIGTERM to mpirun (Open MPI)" "$TERM_RC"
     else
-      if gone_by "$JOB" $((STOP_T0 + STOP_SECS * 1000)); then
-        t_ok "N=4 SIGTERM to mpirun: ends within $STOP_SECS s"
-      else t_fail "N=4 SIGTERM to mpirun: ends within $STOP_SECS s"; fi
+      if wait_until gone "$JOB"; then t_ok "N=4 SIGTERM to mpirun: it ends"
+      else t_fail "N=4 SIGTERM to mpirun: it ends" "still running"; fi
       wait "$JOB"
     fi
     t_left_nothing "N=4 SIGTERM to mpirun" "$D" "$R" "$T_TMP/shm4"
