@@ -140,3 +140,4 @@ if make -C "$build" tests/attach_bench >/dev/null 2>&1; then
   done
 fi
 cp "$now_file" "$last"
+"$top/scripts/bench-latency.sh" --runs "$runs"

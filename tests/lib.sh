@@ -41,10 +41,10 @@ t_exit() {
 t_done() { echo "1..$T_COUNT"; [ "$T_FAILED" -eq 0 ]; }
 
 # Waits end on a condition, never on elapsed time; their one bound only
-# catches a hang (T_HANG_SECS, default 300 s), scaled by TPL_TEST_SLOWDOWN
+# catches a hang (T_HANG_SECS, default 120 s), scaled by TPL_TEST_SLOWDOWN
 # (the sanitizer build exports 4, see Makefile.am).  A test never asserts
 # how fast something happened.
-T_HANG_SECS=$((${T_HANG_SECS:-300} * ${TPL_TEST_SLOWDOWN:-1}))
+T_HANG_SECS=$((${T_HANG_SECS:-120} * ${TPL_TEST_SLOWDOWN:-1}))
 
 # wait_for SECS CMD...: runs CMD until it succeeds; 1 when it still fails
 # after SECS.

@@ -42,7 +42,7 @@ static int slowdown(void) {
 }
 
 /* The bound on any wait, reply or child: only a hang reaches it. */
-#define HANG_MS (300000 * slowdown())
+#define HANG_MS (120000 * slowdown())
 /* The daemon's per-phase timeout here: a connection idle this long is
  * closed (the truncated-frame case waits for it), so it is well above any
  * stall of a busy machine between a client's steps. */

@@ -1,0 +1,116 @@
+#!/bin/bash
+# bench-latency.sh - the latencies a user of `tpload serve` waits for, which
+# the tests deliberately do not assert (their verdicts must not depend on
+# the machine's speed): for N = 2 and 3 ranks, the seconds from
+#   - `tpload status --shutdown` to mpirun's exit,
+#   - SIGTERM to rank 0, and to rank N-1 only, to mpirun's exit,
+#   - starting a second serve on a live socket directory to its refusal
+#     (exit 73; it includes that job's start-up),
+# each the median of R runs (default 5) on a small synthesized model
+# (plain build; cached in $TPLOAD_BENCH_DIR, default /tmp/tpload-bench).
+# Usage: scripts/bench-latency.sh [--runs R] [--ranks "2 3"]
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=5
+ranks="2 3"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "bench-latency.sh: unknown option $1" >&2; exit 64 ;;
+  esac
+done
+build=$("$top/scripts/build.sh" plain) || exit 1
+T="$build/tpload"
+cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
+mkdir -p "$cache"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+model="$cache/latency-model-6h"
+[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
+  --layers 4 --hidden 384 --heads 6 --kv-heads 6 --intermediate 768 \
+  --vocab 1536 --force --quiet || exit 1
+work=$(mktemp -d "${TMPDIR:-/tmp}/tpload-latency.XXXXXX")
+job=""
+cleanup() {
+  [ -n "$job" ] && kill -KILL "$job" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+
+# serve N: a job on $work/sock, its mpirun's pid in $job, once every rank
+# serves (the ready file is written); 1 when it does not start.
+serve() {
+  rm -rf "$work/sock" "$work/ready"
+  mpirun --oversubscribe -np "$1" "$T" serve "$model" \
+    --socket-dir "$work/sock" --ready-file "$work/ready" --quiet \
+    >"$work/serve.out" 2>&1 &
+  job=$!
+  for _ in $(seq 3000); do
+    [ -f "$work/ready" ] && return 0
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench-latency: serve -np $1 did not start:" >&2
+  tail -n 5 "$work/serve.out" >&2
+  return 1
+}
+
+# ended MEASURE T0: prints MEASURE and the seconds from T0 until job $job
+# has exited.
+ended() {
+  wait "$job"
+  job=""
+  echo "$1 $(since "$2")"
+}
+
+# rank_pid R: the pid of rank R of job $job.
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$job"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+        grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
+  done
+}
+
+# one_run N: one figure per measure, as "MEASURE SECONDS" lines.
+one_run() {
+  local n=$1 t0 rc
+  serve "$n" || return 1
+  t0=$(now)
+  mpirun --oversubscribe -np "$n" "$T" serve "$model" \
+    --socket-dir "$work/sock" --ready-file "$work/ready2" --quiet \
+    >/dev/null 2>&1
+  rc=$?
+  echo "refuse_second_serve $(since "$t0")"
+  [ "$rc" -eq 73 ] || echo "bench-latency: the second serve exited $rc" >&2
+  t0=$(now)
+  "$T" status "$work/sock/rank0.sock" --shutdown >/dev/null
+  ended status_shutdown "$t0"
+  serve "$n" || return 1
+  t0=$(now)
+  kill -TERM "$(rank_pid 0)"
+  ended sigterm_rank0 "$t0"
+  serve "$n" || return 1
+  t0=$(now)
+  kill -TERM "$(rank_pid $((n - 1)))"
+  ended "sigterm_rank$((n - 1))_only" "$t0"
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "latency (seconds, median of $runs runs; all runs in brackets):"
+for n in $ranks; do
+  : >"$work/figures"
+  for _ in $(seq "$runs"); do one_run "$n" >>"$work/figures" || exit 1; done
+  for m in $(awk '{ print $1 }' "$work/figures" | uniq | sort -u); do
+    all=$(awk -v m="$m" '$1 == m { print $2 }' "$work/figures")
+    printf '  N=%s %-24s %8.3f s  [%s]\n' "$n" "$m" \
+      "$(echo "$all" | median)" "$(echo $all)"
+  done
+done
