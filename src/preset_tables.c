@@ -88,13 +88,18 @@
  * olmo_model.py, olmo2_model.py, orion_model.py, ministral3_model.py;
  * llava_model.py wraps a llama under `language_model.`). ---- */
 
+/* Vision towers (llava, gemma3, llama4, qwen2_5_vl) have layers of
+ * their own, with names like the text model's: replicated, and listed
+ * first so that the text model's rules never match them. */
+#define VISION                                                       \
+  RP("*vision_tower.*"), RP("*vision_model.*"),                      \
+      RP("*multi_modal_projector.*"), RP("visual.*"), RP("*.visual.*")
+
 static const struct tpl__ptmpl hf_llama[] = {
-    HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
-    RP("*vision_tower.*"), RP("*multi_modal_projector.*"),
+    VISION, HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_llama[] = {
-    MLC_QKV_O("*.self_attn", "o_proj"), MLC_MLP("*.mlp"), MLC_TAIL,
-    RP("*vision_tower.*"), RP("*multi_modal_projector.*"),
+    VISION, MLC_QKV_O("*.self_attn", "o_proj"), MLC_MLP("*.mlp"), MLC_TAIL,
 };
 
 /* ---- mixtral: mixtral_model.py MixtralDecoderLayer._set_tp.  MLC stacks
@@ -138,11 +143,10 @@ static const struct tpl__ptmpl mlc_phi3[] = {
  * [head_dim], shared by every head: replicated. ---- */
 
 static const struct tpl__ptmpl hf_qwen2[] = {
-    HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL, RP("visual.*"), RP("*.visual.*"),
+    VISION, HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2[] = {
-    MLC_C_ATTN(TPL_REQ_LAYER), MLC_MLP("*.mlp"), MLC_TAIL,
-    RP("visual.*"), RP("*.visual.*"),
+    VISION, MLC_C_ATTN(TPL_REQ_LAYER), MLC_MLP("*.mlp"), MLC_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3[] = {
     MLC_C_ATTN(TPL_REQ_NO), MLC_MLP("*.mlp"), MLC_TAIL,
@@ -276,8 +280,7 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
       SC("*.self_attn.o_proj.bias")
 
 static const struct tpl__ptmpl mlc_gemma3[] = {
-    SEP_QKV_O, MLC_MLP("*.mlp"), MLC_TAIL,
-    RP("*vision_tower.*"), RP("*multi_modal_projector.*"),
+    VISION, SEP_QKV_O, MLC_MLP("*.mlp"), MLC_TAIL,
 };
 
 /* ---- llama4: llama4_model.py Llama4TextDecoderLayer._set_tp, sizes under
@@ -289,7 +292,7 @@ static const struct tpl__ptmpl mlc_gemma3[] = {
  * and the all-reduce would sum different experts; replicated here. ---- */
 
 static const struct tpl__ptmpl hf_llama4[] = {
-    SEP_QKV_O,
+    VISION, SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
     WM("*.feed_forward.shared_expert.gate_proj.weight", "_shard_shared_gate",
@@ -299,10 +302,10 @@ static const struct tpl__ptmpl hf_llama4[] = {
     WM("*.feed_forward.shared_expert.down_proj.weight", "_shard_shared_down",
        1, NONE),
     RP("*.feed_forward.router.weight"), HF_MLP(WD, "*.feed_forward"),
-    HF_TAIL, RP("*vision_model.*"), RP("*multi_modal_projector.*"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_llama4[] = {
-    SEP_QKV_O,
+    VISION, SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
     WM("*.feed_forward.shared_expert.gate_up_proj.weight", "_shard_mlp_up", 0,
@@ -312,8 +315,12 @@ static const struct tpl__ptmpl mlc_llama4[] = {
     RP("*.feed_forward.router.router.weight"),
     WD("*.feed_forward.gate_up_proj.weight", "_shard_mlp_up", 0, II),
     WD("*.feed_forward.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    MLC_TAIL, RP("*vision_model.*"), RP("*multi_modal_projector.*"),
+    MLC_TAIL,
 };
+
+/* Older HF checkpoints of GPT-2, GPT-J and GPT-NeoX store the causal
+ * mask (`attn.bias`, [1, 1, ctx, ctx]) and `masked_bias` per layer. */
+#define MASKS(b) RP(b ".bias"), RP(b ".masked_bias")
 
 /* ---- gpt2: gpt2_model.py GPT2Block._set_tp.  MLC's Linear weights are
  * [out, in]; HF's Conv1D stores [in, out], so the HF column-parallel
@@ -330,6 +337,7 @@ static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 0, NONE),
     SC("*.mlp.c_proj.bias"),
     RP("*wte.weight"), RP("*wpe.weight"), RP("*lm_head.weight"), RP("*ln_*"),
+    MASKS("*.attn"),
 };
 static const struct tpl__ptmpl mlc_gpt2[] = {
     W("*.attn.c_attn.weight", "_shard_qkv_weight", 0, EEE),
@@ -355,7 +363,8 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
       W("*.mlp.dense_h_to_4h.bias", "_shard_dense_h_to_4h_bias", 0, NONE), \
       W("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1, NONE), \
       SC("*.mlp.dense_4h_to_h.bias"), RP("*embed_in.weight"),        \
-      RP("*embed_out.weight"), RP("*layernorm*"), RP("*layer_norm*")
+      RP("*embed_out.weight"), RP("*layernorm*"), RP("*layer_norm*"), \
+      MASKS("*.attention")
 
 static const struct tpl__ptmpl hf_gpt_neox[] = {
     W("*.attention.query_key_value.weight", "_shard_qkv_interleaved_weight",
@@ -379,7 +388,7 @@ static const struct tpl__ptmpl mlc_gpt_neox[] = {
       O("*.mlp.fc_in.bias", "_shard_c_fc_bias", 0, NONE),            \
       W("*.mlp.fc_out.weight", "_shard_mlp_c_proj", 1, NONE),        \
       SC("*.mlp.fc_out.bias"), RP("*wte.weight"), RP("*lm_head.weight"), \
-      RP("*ln_*")
+      RP("*ln_*"), MASKS("*.attn")
 
 static const struct tpl__ptmpl hf_gpt_j[] = {
     HF_QKV_O("*.attn"), W("*.attn.out_proj.weight", "_shard_o", 1, NONE),
