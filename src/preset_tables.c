@@ -221,6 +221,12 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
     DS_ATTN,
     W("*.self_attn.w_uk", "_shard_kv_b_weight_w_uk", 0, NONE),
     W("*.self_attn.w_uv", "_shard_kv_b_weight_w_uv", 0, NONE),
+    /* Block-scale fp8 (deepseek_v2_loader.py): the scales of w_uk / w_uv
+     * are [heads, ., .] too; they have no `.weight` to derive from. */
+    O("*.self_attn.w_uk_scale_inv", "_shard_kv_b_weight_w_uk_scale_inv", 0,
+      NONE),
+    O("*.self_attn.w_uv_scale_inv", "_shard_kv_b_weight_w_uv_scale_inv", 0,
+      NONE),
     WM("*.mlp.shared_experts.gate_up_proj.weight",
        "_shard_shared_experts_gate_up", 0, SHR),
     WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down",

@@ -103,17 +103,17 @@ def mlc_mlp():
 
 # ---- HF layer pieces ----
 
-def hf_attn(bias=False, base="self_attn", o="o_proj"):
+def hf_attn(bias=False, base="self_attn", o="o_proj", k=K):
     d = {base + ".q_proj.weight": X([Q, E], "_shard_q", 0),
-         base + ".k_proj.weight": X([K, E], "_shard_k", 0),
-         base + ".v_proj.weight": X([K, E], "_shard_v", 0),
+         base + ".k_proj.weight": X([k, E], "_shard_k", 0),
+         base + ".v_proj.weight": X([k, E], "_shard_v", 0),
          base + "." + o + ".weight": X([E, Q], "_shard_o", 1),
          "input_layernorm.weight": R([E]),
          "post_attention_layernorm.weight": R([E])}
     if bias:
         d.update({base + ".q_proj.bias": X([Q], "_shard_q_bias", 0),
-                  base + ".k_proj.bias": X([K], "_shard_k_bias", 0),
-                  base + ".v_proj.bias": X([K], "_shard_v_bias", 0)})
+                  base + ".k_proj.bias": X([k], "_shard_k_bias", 0),
+                  base + ".v_proj.bias": X([k], "_shard_v_bias", 0)})
     return d
 
 
@@ -363,6 +363,30 @@ def arch_deepseek_v2():
                         model_type="deepseek_v3"))}
 
 
+def arch_deepseek_v2_q_proj():
+    # DeepseekV2DecoderLayer._set_tp with q_lora_rank None: q_proj
+    # ("_shard_q_weight") instead of q_a_proj / q_b_proj; all layers MoE.
+    d = arch_deepseek_v2()
+    for fmt in ("mlc", "hf"):
+        prefix, layers, top, cfg = d[fmt]
+        layer = dict(layers[1])
+        for k in ("self_attn.q_a_proj.weight", "self_attn.q_a_layernorm.weight",
+                  "self_attn.q_b_proj.weight"):
+            del layer[k]
+        layer["self_attn.q_proj.weight"] = X([H * (NOPE + ROPE), E],
+                                             "_shard_q_weight", 0)
+        if fmt == "mlc":
+            cfg = dict(cfg, model_type="deepseek_v2", model_config=dict(
+                cfg["model_config"], q_lora_rank=None,
+                first_k_dense_replace=0))
+        else:
+            cfg = dict(cfg, q_lora_rank=None, first_k_dense_replace=0,
+                       architectures=["DeepseekV2ForCausalLM"],
+                       model_type="deepseek_v2")
+        d[fmt] = (prefix, [layer, dict(layer)], top, cfg)
+    return d
+
+
 def sep_attn():
     # q/k/v/o kept apart (gemma3_model.py, llama4_model.py _set_tp)
     return {"self_attn.q_proj.weight": X([Q, E], "_shard_q", 0),
@@ -510,6 +534,14 @@ def mlc_only(mtype, prefix, layers, top, cfg=None):
                      dict(HF_CFG)})}
 
 
+def with_hf(d, hf_arch, prefix, layers, top, cfg=None):
+    """Adds the HF checkpoint to an mlc_only() description."""
+    c = dict(cfg or d["mlc"][3]["model_config"], architectures=[hf_arch],
+             model_type=d["mlc"][3]["model_type"])
+    d["hf"] = (prefix, layers, top, c)
+    return d
+
+
 def arch_gpt_j():
     # gpt_j_model.py GPTJBlock._set_tp.  Deviation: fc_in.bias sharded
     # with fc_in.weight; fc_out.bias scale_bias.
@@ -519,10 +551,18 @@ def arch_gpt_j():
              "mlp.fc_in.bias": X([4 * E], "_shard_c_fc_bias", 0),
              "mlp.fc_out.weight": X([E, 4 * E], "_shard_mlp_c_proj", 1),
              "mlp.fc_out.bias": S([E]), "ln_1.weight": R([E])}
-    return mlc_only("gptj", "transformer.h.", same_layers(layer),
-                    {"transformer.wte.weight": R([V, E]),
-                     "lm_head.weight": R([V, E]), "lm_head.bias": R([V])},
-                    {"n_embd": E, "n_head": H, "n_inner": None})
+    top = {"transformer.wte.weight": R([V, E]), "lm_head.weight": R([V, E]),
+           "lm_head.bias": R([V])}
+    d = mlc_only("gptj", "transformer.h.", same_layers(layer), top,
+                 {"n_embd": E, "n_head": H, "n_inner": None})
+    hf = {k: v for k, v in layer.items() if not k.startswith("attn.")}
+    hf.update({"attn.q_proj.weight": X([Q, E], "_shard_q", 0),
+               "attn.k_proj.weight": X([Q, E], "_shard_k", 0),
+               "attn.v_proj.weight": X([Q, E], "_shard_v", 0),
+               "attn.out_proj.weight": X([E, Q], "_shard_o", 1),
+               "attn.bias": R([1, 1, 8, 8]), "attn.masked_bias": R([1])})
+    return with_hf(d, "GPTJForCausalLM", "transformer.h.", same_layers(hf),
+                   top)
 
 
 def arch_phi():
@@ -538,10 +578,22 @@ def arch_phi():
              "mlp.fc2.bias": S([E]), "ln.weight": R([E])}
     cfg = {"hidden_size": E, "num_attention_heads": H,
            "num_key_value_heads": KV, "intermediate_size": None}
-    return mlc_only("phi", "transformer.h.", same_layers(layer),
-                    {"transformer.embd.wte.weight": R([V, E]),
-                     "lm_head.linear.weight": R([V, E]),
-                     "lm_head.ln.weight": R([E])}, cfg)
+    d = mlc_only("phi", "transformer.h.", same_layers(layer),
+                 {"transformer.embd.wte.weight": R([V, E]),
+                  "lm_head.linear.weight": R([V, E]),
+                  "lm_head.ln.weight": R([E])}, cfg)
+    # HF phi-2 layout: q/k/v apart, self_attn.dense
+    hf = {k: v for k, v in layer.items() if k.startswith("mlp.")}
+    hf.update(hf_attn(bias=True, o="dense"))
+    hf["self_attn.dense.weight"] = X([E, Q], "_shard_o_weight", 1)
+    hf.update({"self_attn.dense.bias": S([E]),
+               "input_layernorm.bias": R([E])})
+    del hf["post_attention_layernorm.weight"]
+    return with_hf(d, "PhiForCausalLM", "model.layers.", same_layers(hf),
+                   {"model.embed_tokens.weight": R([V, E]),
+                    "model.final_layernorm.weight": R([E]),
+                    "model.final_layernorm.bias": R([E]),
+                    "lm_head.weight": R([V, E]), "lm_head.bias": R([V])})
 
 
 def fused_qkv_layer(qkv, func_w, segs, o, func_o, up, func_up, down,
@@ -561,9 +613,19 @@ def arch_internlm2():
                             "feed_forward.gate_up_proj", "_shard_mlp_up",
                             "feed_forward.w2", "_shard_mlp_down",
                             {"attention_norm.weight": R([E])})
-    return mlc_only("internlm2", "model.layers.", same_layers(layer),
-                    {"model.tok_embeddings.weight": R([V, E]),
-                     "output.weight": R([V, E])})
+    top = {"model.tok_embeddings.weight": R([V, E]),
+           "output.weight": R([V, E])}
+    d = mlc_only("internlm2", "model.layers.", same_layers(layer), top)
+    # HF wqkv interleaves per kv group: whole groups per rank, no segs.
+    hf = {"attention.wqkv.weight": X([Q + 2 * K, E],
+                                     "_shard_qkv_grouped_weight", 0),
+          "attention.wo.weight": X([E, Q], "_shard_o", 1),
+          "feed_forward.w1.weight": X([I, E], "_shard_gate", 0),
+          "feed_forward.w3.weight": X([I, E], "_shard_up", 0),
+          "feed_forward.w2.weight": X([E, I], "_shard_mlp_down", 1),
+          "attention_norm.weight": R([E]), "ffn_norm.weight": R([E])}
+    return with_hf(d, "InternLM2ForCausalLM", "model.layers.",
+                   same_layers(hf), top)
 
 
 def arch_internlm():
@@ -576,8 +638,13 @@ def arch_internlm():
                             {"self_attn.wqkv_pack.bias":
                              X([3 * Q], "_shard_qkv_bias", 0, MHA),
                              "self_attn.o_proj.bias": S([E])})
-    return mlc_only("internlm", "model.layers.", same_layers(layer),
-                    mlc_llama_top(), dict(HF_CFG, num_key_value_heads=H))
+    d = mlc_only("internlm", "model.layers.", same_layers(layer),
+                 mlc_llama_top(), dict(HF_CFG, num_key_value_heads=H))
+    hf = hf_attn(bias=True, k=Q)
+    hf.update(hf_mlp())
+    hf["self_attn.o_proj.bias"] = S([E])
+    return with_hf(d, "InternLMForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_baichuan():
@@ -586,8 +653,17 @@ def arch_baichuan():
                             "self_attn.o_proj", "_shard_o",
                             "mlp.gate_up_proj", "_shard_mlp_gate_up",
                             "mlp.down_proj", "_shard_mlp_down_proj")
-    return mlc_only("baichuan", "model.layers.", same_layers(layer),
-                    mlc_llama_top(), dict(HF_CFG, num_key_value_heads=H))
+    d = mlc_only("baichuan", "model.layers.", same_layers(layer),
+                 mlc_llama_top(), dict(HF_CFG, num_key_value_heads=H))
+    # HF's W_pack is already [q; k; v]: MLC's tensor and func_name.
+    hf = {"self_attn.W_pack.weight": X([3 * Q, E], "_shard_qkv_weight", 0,
+                                       MHA),
+          "self_attn.o_proj.weight": X([E, Q], "_shard_o", 1),
+          "input_layernorm.weight": R([E])}
+    hf.update(hf_mlp(names=("_shard_gate", "_shard_up",
+                            "_shard_mlp_down_proj")))
+    return with_hf(d, "BaichuanForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_chatglm3():
@@ -605,12 +681,14 @@ def arch_chatglm3():
     cfg = {"hidden_size": E, "num_attention_heads": H,
            "multi_query_group_num": KV, "kv_channels": D,
            "ffn_hidden_size": I, "num_layers": LAYERS}
-    return mlc_only("chatglm", "transformer.encoder.layers.",
-                    same_layers(layer),
-                    {"transformer.embedding.word_embeddings.weight":
-                     R([V, E]),
-                     "transformer.encoder.final_layernorm.weight": R([E]),
-                     "transformer.output_layer.weight": R([V, E])}, cfg)
+    top = {"transformer.embedding.word_embeddings.weight": R([V, E]),
+           "transformer.encoder.final_layernorm.weight": R([E]),
+           "transformer.output_layer.weight": R([V, E])}
+    d = mlc_only("chatglm", "transformer.encoder.layers.",
+                 same_layers(layer), top, cfg)
+    # HF and MLC share the names and layouts.
+    return with_hf(d, "ChatGLMModel", "transformer.encoder.layers.",
+                   same_layers(layer), top)
 
 
 def arch_starcoder2():
@@ -628,8 +706,13 @@ def arch_starcoder2():
              "mlp.c_proj.bias": S([E]),
              "input_layernorm.weight": R([E]),
              "input_layernorm.bias": R([E])}
-    return mlc_only("starcoder2", "model.layers.", same_layers(layer),
-                    mlc_llama_top())
+    d = mlc_only("starcoder2", "model.layers.", same_layers(layer),
+                 mlc_llama_top())
+    hf = {k: v for k, v in layer.items() if not k.startswith("self_attn.")}
+    hf.update(hf_attn(bias=True))
+    hf["self_attn.o_proj.bias"] = S([E])
+    return with_hf(d, "Starcoder2ForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_cohere():
@@ -642,8 +725,12 @@ def arch_cohere():
              "mlp.up_proj.weight": X([I, E], "_shard_mlp_up", 0),
              "mlp.down_proj.weight": X([E, I], "_shard_mlp_down", 1),
              "input_layernorm.weight": R([E])}
-    return mlc_only("cohere", "model.layers.", same_layers(layer),
-                    mlc_llama_top())
+    d = mlc_only("cohere", "model.layers.", same_layers(layer),
+                 mlc_llama_top())
+    hf = hf_attn()
+    hf.update(hf_mlp())
+    return with_hf(d, "CohereForCausalLM", "model.layers.", same_layers(hf),
+                   mlc_llama_top())
 
 
 def arch_nemotron():
@@ -656,8 +743,14 @@ def arch_nemotron():
              "mlp.down_proj.weight": X([E, I], "_shard_mlp_down", 1),
              "input_layernorm.weight": R([E]),
              "input_layernorm.bias": R([E])}
-    return mlc_only("nemotron", "model.layers.", same_layers(layer),
-                    mlc_llama_top())
+    d = mlc_only("nemotron", "model.layers.", same_layers(layer),
+                 mlc_llama_top())
+    hf = hf_attn()
+    hf.update({"mlp.up_proj.weight": X([I, E], "_shard_mlp_up", 0),
+               "mlp.down_proj.weight": X([E, I], "_shard_mlp_down", 1),
+               "input_layernorm.bias": R([E])})
+    return with_hf(d, "NemotronForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_stable_lm():
@@ -670,8 +763,13 @@ def arch_stable_lm():
                              X([Q + 2 * K], "_shard_qkv_bias", 0, QKV),
                              "input_layernorm.weight": R([E]),
                              "input_layernorm.bias": R([E])})
-    return mlc_only("stablelm", "model.layers.", same_layers(layer),
-                    mlc_llama_top())
+    d = mlc_only("stablelm", "model.layers.", same_layers(layer),
+                 mlc_llama_top())
+    hf = hf_attn(bias=True)
+    hf.update(hf_mlp())
+    hf["input_layernorm.bias"] = R([E])
+    return with_hf(d, "StableLmForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_minicpm():
@@ -680,8 +778,36 @@ def arch_minicpm():
                             "self_attn.o_proj", "_shard_o",
                             "mlp.gate_up_proj", "_shard_mlp_up",
                             "mlp.down_proj", "_shard_mlp_down")
-    return mlc_only("minicpm", "model.layers.", same_layers(layer),
-                    mlc_llama_top(), dict(HF_CFG, num_experts=0))
+    d = mlc_only("minicpm", "model.layers.", same_layers(layer),
+                 mlc_llama_top(), dict(HF_CFG, num_experts=0))
+    hf = hf_attn()
+    hf.update(hf_mlp())
+    return with_hf(d, "MiniCPMForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
+
+
+def arch_minicpm_moe():
+    # minicpm_model.py MiniCPMDecoderLayer._set_tp with num_experts > 0:
+    # e1_e3 [experts, 2I, E] dim 1, e2 [experts, E, I] dim 2.
+    layer = {"self_attn.wqkv_pack.weight": X([Q + 2 * K, E],
+                                             "_shard_qkv_weight", 0, QKV),
+             "self_attn.o_proj.weight": X([E, Q], "_shard_o", 1),
+             "mlp.e1_e3.weight": X([NE, 2 * I, E], "_shard_mlp_up", 1,
+                                   [I, I]),
+             "mlp.e2.weight": X([NE, E, I], "_shard_mlp_down", 2),
+             "mlp.gate.weight": R([NE, E])}
+    cfg = dict(HF_CFG, num_experts=NE, num_experts_per_tok=1)
+    d = mlc_only("minicpm", "model.layers.", same_layers(layer),
+                 mlc_llama_top(), cfg)
+    hf = hf_attn()
+    for e in range(NE):
+        b = "mlp.experts.%d." % e
+        hf.update({b + "w1.weight": X([I, E], "_shard_w1", 0),
+                   b + "w3.weight": X([I, E], "_shard_w3", 0),
+                   b + "w2.weight": X([E, I], "_shard_w2", 1)})
+    hf["mlp.gate.weight"] = R([NE, E])
+    return with_hf(d, "MiniCPMForCausalLM", "model.layers.",
+                   same_layers(hf), mlc_llama_top())
 
 
 def arch_deepseek():
@@ -699,8 +825,16 @@ def arch_deepseek():
             X([E, SI], "_shard_shared_experts_down", 1)})
     cfg = dict(HF_CFG, moe_intermediate_size=MI, n_shared_experts=2,
                n_routed_experts=NE, first_k_dense_replace=1, moe_layer_freq=1)
-    return mlc_only("deepseek", "model.layers.", [dense, moe],
-                    mlc_llama_top(), cfg)
+    d = mlc_only("deepseek", "model.layers.", [dense, moe],
+                 mlc_llama_top(), cfg)
+    hf_dense = dict(hf_attn(), **hf_mlp())
+    hf_moe = dict(hf_attn(), **hf_experts())
+    hf_moe.update(hf_mlp("mlp.shared_experts", SI, ("_shard_shared_gate",
+                                                    "_shard_shared_up",
+                                                    "_shard_shared_down")))
+    hf_moe["mlp.gate.weight"] = R([NE, E])
+    return with_hf(d, "DeepseekForCausalLM", "model.layers.",
+                   [hf_dense, hf_moe], mlc_llama_top())
 
 
 def arch_qwen():
@@ -715,10 +849,15 @@ def arch_qwen():
              "ln_1.weight": R([E])}
     cfg = {"hidden_size": E, "num_attention_heads": H, "kv_channels": D,
            "intermediate_size": 2 * I}
-    return mlc_only("qwen", "transformer.h.", same_layers(layer),
-                    {"transformer.wte.weight": R([V, E]),
-                     "transformer.ln_f.weight": R([E]),
-                     "lm_head.weight": R([V, E])}, cfg)
+    top = {"transformer.wte.weight": R([V, E]),
+           "transformer.ln_f.weight": R([E]), "lm_head.weight": R([V, E])}
+    d = mlc_only("qwen", "transformer.h.", same_layers(layer), top, cfg)
+    hf = {k: v for k, v in layer.items() if k != "mlp.gate_up_proj.weight"}
+    hf.update({"mlp.w1.weight": X([I, E], "_shard_mlp_w1", 0),
+               "mlp.w2.weight": X([I, E], "_shard_mlp_w2", 0),
+               "ln_2.weight": R([E])})
+    return with_hf(d, "QWenLMHeadModel", "transformer.h.", same_layers(hf),
+                   top)
 
 
 def arch_llava():
@@ -764,6 +903,9 @@ ARCHS = {
     "cohere": arch_cohere, "nemotron": arch_nemotron,
     "stable_lm": arch_stable_lm, "minicpm": arch_minicpm,
     "deepseek": arch_deepseek, "qwen": arch_qwen,
+    # Variants: the preset is the name before "+".
+    "minicpm+moe": arch_minicpm_moe,
+    "deepseek_v2+q_proj": arch_deepseek_v2_q_proj,
 }
 
 
@@ -928,7 +1070,8 @@ def check_all(d):
                 continue
             with open(path) as fh:
                 src = json.load(fh).get("plan", {}).get("source", "")
-            want = "preset %s%s " % (a, " [mlc names]" if f == "mlc" else "")
+            want = "preset %s%s " % (a.split("+")[0],
+                                     " [mlc names]" if f == "mlc" else "")
             errs = [] if src.startswith(want) else [
                 "plan source %r, expected %r..." % (src, want)]
             import io
