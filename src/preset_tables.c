@@ -205,17 +205,22 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
       RP("*.self_attn.q_a_proj.weight"),                             \
       RP("*.self_attn.kv_a_proj_with_mqa.weight")
 
+/* HF DeepSeek MLPs (v1, v2, v3): experts and shared experts in MoE
+ * layers, gate/up/down in dense ones. */
+#define HF_DS_MLP                                                    \
+  WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE), \
+      WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE), \
+      WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE), \
+      WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0, \
+         NONE),                                                      \
+      WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE), \
+      WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1, \
+         NONE),                                                      \
+      RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL
+
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
     DS_ATTN,
-    WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),
-    WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),
-    WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE),
-    WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0,
-       NONE),
-    WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1,
-       NONE),
-    RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL,
+    HF_DS_MLP,
 };
 static const struct tpl__ptmpl mlc_deepseek_v2[] = {
     DS_ATTN,
@@ -246,15 +251,7 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
 
 static const struct tpl__ptmpl hf_deepseek[] = {
     HF_ATTN,
-    WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),
-    WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),
-    WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE),
-    WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0,
-       NONE),
-    WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1,
-       NONE),
-    RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL,
+    HF_DS_MLP,
 };
 static const struct tpl__ptmpl mlc_deepseek[] = {
     W("*.self_attn.wqkv_pack.weight", "_shard_qkv_weight", 0, QKV),

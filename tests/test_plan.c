@@ -825,7 +825,9 @@ static void test_preset_gpt2(void) {
   expect_kind(m, st, "transformer.wpe.weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "transformer.h.0.ln_1.bias", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "transformer.ln_f.weight", TPL_RULE_REPLICATE, 1);
-  expect_kind(m, st, "transformer.h.0.attn.bias", TPL_RULE_REPLICATE, 0);
+  /* The causal-mask buffer is named by a replicate rule: the preset check
+   * refuses layer tensors of 2+ dims that no rule names. */
+  expect_kind(m, st, "transformer.h.0.attn.bias", TPL_RULE_REPLICATE, 1);
   free(st);
   /* 3 shards: n_head 4 does not divide. */
   CHECK_EQ_INT(run_preset("gpt2", 0, "{\"n_embd\": 32, \"n_head\": 4}", m,
@@ -1164,10 +1166,12 @@ static void test_resolve_auto_mlc(void) {
   write_text(tmpdir, "mlc-chat-config.json", MLC_LLAMA_CFG);
   CHECK_EQ_INT(tpl__plan_resolve("auto", m, 2, &p, &err), 0);
   if (p != NULL) {
+    const char *qkv = "model.layers.3.self_attn.qkv_proj.weight";
+    size_t i = 0;
     CHECK_STR_CONTAINS(p->source, "mlc");
-    CHECK(tpl__glob_match(p->rules[0].match,
-                          "model.layers.3.self_attn.qkv_proj.weight"));
-    CHECK_EQ_U64(p->rules[0].spec.nsegs, 3);
+    while (i < p->nrules && !tpl__glob_match(p->rules[i].match, qkv)) i++;
+    CHECK(i < p->nrules);
+    if (i < p->nrules) CHECK_EQ_U64(p->rules[i].spec.nsegs, 3);
   }
   tpl__plan_free(p);
   remove_file(tmpdir, "config.json");
