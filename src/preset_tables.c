@@ -621,7 +621,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"olmo2", T(hf_llama), T(mlc_llama), 0},
     {"orion", T(hf_llama), T(mlc_llama), 0},
     {"llava", T(hf_llama), T(mlc_llama), TPL_P_TEXT},
-    {"llama4", T(hf_llama4), T(mlc_llama4), TPL_P_TEXT},
+    {"llama4", T(hf_llama4), T(mlc_llama4), TPL_P_TEXT | TPL_P_KIND_STEP},
     {"mixtral", T(hf_mixtral), T(mlc_mixtral), 0},
     {"phi3", T(hf_phi3), T(mlc_phi3), 0},
     {"phi", T(hf_phi), T(mlc_phi), TPL_P_4X},
@@ -633,9 +633,9 @@ const struct tpl__preset_def tpl__preset_defs[] = {
      TPL_P_MOE | TPL_P_SHARED},
     {"qwen3_moe", T(hf_qwen3_moe), T(mlc_qwen3_moe), TPL_P_MOE},
     {"deepseek_v2", T(hf_deepseek_v2), T(mlc_deepseek_v2),
-     TPL_P_MLA | TPL_P_MOE | TPL_P_SHARED_DS},
+     TPL_P_MLA | TPL_P_MOE | TPL_P_SHARED_DS | TPL_P_KIND_DS},
     {"deepseek", T(hf_deepseek), T(mlc_deepseek),
-     TPL_P_MOE | TPL_P_SHARED_DS},
+     TPL_P_MOE | TPL_P_SHARED_DS | TPL_P_KIND_DS},
     {"gpt2", T(hf_gpt2), T(mlc_gpt2), TPL_P_4X},
     {"gpt_neox", T(hf_gpt_neox), T(mlc_gpt_neox), TPL_P_4X},
     {"gpt_j", T(hf_gpt_j), T(mlc_gpt_j), TPL_P_4X},
@@ -647,7 +647,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"cohere", T(hf_cohere), T(mlc_cohere), 0},
     {"nemotron", T(hf_nemotron), T(mlc_nemotron), 0},
     {"stable_lm", T(hf_llama), T(mlc_stable_lm), 0},
-    {"minicpm", T(hf_minicpm), T(mlc_minicpm), 0},
+    {"minicpm", T(hf_minicpm), T(mlc_minicpm), TPL_P_KIND_EXPERTS},
 };
 const size_t tpl__npreset_defs = ARRAY_SIZE(tpl__preset_defs);
 

@@ -46,6 +46,10 @@ struct tpl__ptmpl {
 #define TPL_P_SHARED 0x10    /* shared_expert_intermediate_size */
 #define TPL_P_SHARED_DS 0x20 /* shared = moe_intermediate x n_shared */
 #define TPL_P_TEXT 0x40      /* sizes under "text_config" when present */
+/* Where the config puts MoE layers (else the tensors' names say): */
+#define TPL_P_KIND_DS 0x80       /* first_k_dense_replace, moe_layer_freq */
+#define TPL_P_KIND_STEP 0x100    /* moe_layers or interleave_moe_layer_step */
+#define TPL_P_KIND_EXPERTS 0x200 /* all when num_experts > 0 */
 
 struct tpl__preset_def {
   const char *name;

@@ -555,14 +555,93 @@ static const char *first_required(const struct tpl__ptmpl *t, size_t n) {
   return "(none)";
 }
 
+/* --- which layers are mixtures of experts, as the config says --- */
+
+/* How a preset's config places its MoE layers; a rule with every field 0
+ * knows nothing, and layers are judged by their tensors' names. */
+struct moe_layers {
+  int known;
+  uint64_t first_dense, freq; /* deepseek: MoE from first_k_dense_replace,
+                                 every moe_layer_freq-th */
+  uint64_t step;              /* llama4: every interleave_moe_layer_step-th */
+  const json_t *list;         /* llama4: an explicit "moe_layers" array */
+  int all;                    /* minicpm: every layer (num_experts > 0) */
+};
+
+static uint64_t cfg_u64(const json_t *cfg, const char *key, uint64_t dflt) {
+  uint64_t v;
+  return tpl__json_u64(json_object_get(cfg, key), &v) == 0 ? v : dflt;
+}
+
+static void read_moe_layers(const json_t *cfg, unsigned flags,
+                            struct moe_layers *k) {
+  memset(k, 0, sizeof(*k));
+  if (flags & TPL_P_KIND_DS) {
+    k->known = json_is_integer(json_object_get(cfg, "first_k_dense_replace"));
+    k->first_dense = cfg_u64(cfg, "first_k_dense_replace", 0);
+    k->freq = cfg_u64(cfg, "moe_layer_freq", 1);
+    if (json_is_null(json_object_get(cfg, "n_routed_experts")))
+      k->first_dense = UINT64_MAX; /* no experts: every layer dense */
+  } else if (flags & TPL_P_KIND_STEP) {
+    k->list = json_object_get(cfg, "moe_layers");
+    if (!json_is_array(k->list)) k->list = NULL;
+    k->step = cfg_u64(cfg, "interleave_moe_layer_step", 0);
+    k->known = k->list != NULL || k->step != 0;
+  } else if (flags & TPL_P_KIND_EXPERTS) {
+    k->known = 1;
+    k->all = cfg_u64(cfg, "num_experts", 0) > 0;
+  }
+}
+
+static int in_list(const json_t *list, size_t layer) {
+  for (size_t i = 0; i < json_array_size(list); i++) {
+    const json_t *v = json_array_get(list, i);
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        (uint64_t)json_integer_value(v) == layer)
+      return 1;
+  }
+  return 0;
+}
+
+/* 1 when the config makes `layer` a MoE layer, 0 dense, -1 unknown. */
+static int layer_is_moe(const struct moe_layers *k, size_t layer) {
+  if (!k->known) return -1;
+  if (k->list != NULL) return in_list(k->list, layer);
+  if (k->step != 0) return (layer + 1) % k->step == 0;
+  if (k->freq != 0) return layer >= k->first_dense && layer % k->freq == 0;
+  return k->all;
+}
+
+/* Reads where the config puts MoE layers into *k, which borrows from
+ * *cfg (the caller's, json_decref).  A config that cannot be read leaves
+ * them unknown: the tensors' names decide. */
+static void config_moe_layers(const struct tpl__preset_def *d, int mlc,
+                              const struct tpl_model *m, json_t **cfg,
+                              struct moe_layers *k) {
+  unsigned kinds = TPL_P_KIND_DS | TPL_P_KIND_STEP | TPL_P_KIND_EXPERTS;
+  struct tpl_error ignored;
+  const json_t *obj;
+  char *path = NULL;
+  memset(k, 0, sizeof(*k));
+  *cfg = NULL;
+  if ((d->flags & kinds) != 0 &&
+      load_config(m, "the preset check", &path, cfg, &ignored) == 0 &&
+      sizes_object(*cfg, mlc, d->flags, path, &obj, &ignored) == 0)
+    read_moe_layers(obj, d->flags, k);
+  free(path);
+}
+
 /* The template a layer lacks: every layer needs all TPL_REQ_LAYER ones
- * and, in a preset with dense and MoE layers, all of one kind. */
+ * and, in a preset with dense and MoE layers, all of the kind the config
+ * gives it (`moe` 1 or 0), or of either kind (`moe` -1). */
 static long layer_missing(const struct tpl__ptmpl *t, size_t n,
-                          const unsigned char *row) {
+                          const unsigned char *row, int moe_layer) {
   long j = first_missing(t, n, row, TPL_REQ_LAYER), dense, moe;
   if (j >= 0) return j;
   dense = first_missing(t, n, row, TPL_REQ_DENSE);
   moe = first_missing(t, n, row, TPL_REQ_MOE);
+  if (moe_layer == 1) return moe;
+  if (moe_layer == 0) return dense;
   if (dense < 0 || moe < 0) return -1;
   /* Neither kind complete: name what the layer started to be. */
   for (size_t k = 0; k < n; k++)
@@ -572,7 +651,7 @@ static long layer_missing(const struct tpl__ptmpl *t, size_t n,
 
 static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
                           size_t n, const struct tpl_model *m,
-                          struct tpl_error *err) {
+                          const struct moe_layers *k, struct tpl_error *err) {
   size_t cap = m->ntensors, nlayers = 0;
   unsigned char *seen;
   long miss = -1;
@@ -582,7 +661,7 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
   if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   mark_required(t, n, m, seen, cap, &nlayers);
   for (; layer < nlayers && miss < 0; layer++)
-    miss = layer_missing(t, n, seen + layer * n);
+    miss = layer_missing(t, n, seen + layer * n, layer_is_moe(k, layer));
   free(seen);
   if (nlayers == 0)
     return tpl__fail(err, TPL_EPLAN,
@@ -601,9 +680,14 @@ int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
                       const struct tpl__strategy *s, struct tpl_error *err) {
   int mlc = 0, rc;
   const struct tpl__preset_def *d = plan_preset(p, &mlc);
+  struct moe_layers k;
+  json_t *cfg = NULL;
   if (d == NULL) return 0;
   rc = check_unmatched(p, m, s, err);
   if (rc != 0) return rc;
-  return mlc ? check_required(p, d->mlc, d->nmlc, m, err)
-             : check_required(p, d->hf, d->nhf, m, err);
+  config_moe_layers(d, mlc, m, &cfg, &k);
+  rc = mlc ? check_required(p, d->mlc, d->nmlc, m, &k, err)
+           : check_required(p, d->hf, d->nhf, m, &k, err);
+  json_decref(cfg);
+  return rc;
 }

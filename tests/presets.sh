@@ -83,6 +83,16 @@ refused "qwen2 mlc under llama's qkv_proj" qwen2 mlc \
 refused "deepseek_v2 mlc MoE layer without moe_down_proj" deepseek_v2 mlc \
   "layer 1: expected a tensor matching '*.mlp.moe_down_proj.weight'" 2 \
   --drop model.layers.1.mlp.moe_down_proj.weight
+# Dense vs MoE layers as the config places them: with
+# first_k_dense_replace 0 layer 0 must be a MoE layer, but it holds a dense
+# MLP.
+refused "deepseek_v2 mlc layer 0 dense against first_k_dense_replace 0" \
+  deepseek_v2 mlc \
+  "layer 0: expected a tensor matching '*.mlp.shared_experts.gate_up_proj" 2 \
+  --set first_k_dense_replace=0
+refused "llama4 hf layer 0 dense against interleave_moe_layer_step 1" \
+  llama4 hf "layer 0: expected a tensor matching '*.feed_forward.experts" 2 \
+  --set interleave_moe_layer_step=1
 refused "llama4 hf MoE layer without the shared expert" llama4 hf \
   "'*.feed_forward.shared_expert.gate_proj.weight'" 2 \
   --drop language_model.model.layers.1.feed_forward.shared_expert.gate_proj.weight
