@@ -557,8 +557,8 @@ static const char *first_required(const struct tpl__ptmpl *t, size_t n) {
 
 /* --- which layers are mixtures of experts, as the config says --- */
 
-/* How a preset's config places its MoE layers; a rule with every field 0
- * knows nothing, and layers are judged by their tensors' names. */
+/* How a preset's config places its MoE layers.  When `known` is 0 the
+ * config says nothing, and each layer is judged by its tensors' names. */
 struct moe_layers {
   int known;
   uint64_t first_dense, freq; /* deepseek: MoE from first_k_dense_replace,
