@@ -2,7 +2,11 @@
  * file and, when valid, applied to a fixed small model (scalar, vector,
  * matrix, 3-D, int and float tensors) for 1, 2 and 3 shards, and the
  * shard info built from the result; the same input is also read as a
- * config.json for the phi3 and gpt2 presets.  Any crash, leak or UB is a
+ * config.json (and an mlc-chat-config.json) for a few presets whose sizes
+ * differ in kind (fused qkv, GPT defaults, MoE, latent attention,
+ * text_config, halved intermediate), detected as an architecture, and
+ * used as a tensor name that the preset check (layer number, quantized
+ * suffix, required tensors) must judge.  Any crash, leak or UB is a
  * bug. */
 #include <jansson.h>
 #include <stddef.h>
@@ -56,6 +60,7 @@ static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
   json_t *info = NULL;
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
+      tpl__preset_check(p, m, st, &err) <= 0 &&
       tpl__shardinfo_build(m, st, n, NULL, 1, &info) == 0)
     json_decref(info);
   free(st);
@@ -63,14 +68,18 @@ static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
 
 static void try_presets(const uint8_t *data, size_t size,
                         const struct tpl_model *m) {
-  static const char *const names[] = {"phi3", "gpt2"};
+  static const char *const names[] = {"phi3",   "gpt2",        "qwen2_moe",
+                                      "llama4", "deepseek_v2", "qwen"};
   json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
   struct tpl_error err;
+  const char *detected;
   if (!json_is_object(cfg)) {
     json_decref(cfg);
     return;
   }
-  for (size_t i = 0; i < 2; i++)
+  (void)tpl__preset_detect(cfg, 0, "fuzz", &detected, &err);
+  (void)tpl__preset_detect(cfg, 1, "fuzz", &detected, &err);
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
     for (uint32_t n = 1; n <= 2; n++) {
       struct tpl__plan *p = NULL;
       if (tpl__preset_from_config(names[i], (int)n - 1, cfg, "fuzz", n, &p,
@@ -79,6 +88,30 @@ static void try_presets(const uint8_t *data, size_t size,
       tpl__plan_free(p);
     }
   json_decref(cfg);
+}
+
+/* The input as a tensor name, checked against the llama preset. */
+static void try_name(const uint8_t *data, size_t size) {
+  static const char cfg_text[] =
+      "{\"hidden_size\": 32, \"num_attention_heads\": 4, "
+      "\"intermediate_size\": 48}";
+  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+  json_t *cfg = json_loads(cfg_text, 0, NULL);
+  struct tpl__plan *p = NULL;
+  struct tpl_error err;
+  char name[256];
+  size_t len = size < sizeof(name) - 1 ? size : sizeof(name) - 1;
+  memcpy(name, data, len);
+  name[len] = '\0';
+  if (m != NULL && cfg != NULL && name[0] != '\0' &&
+      tpl__preset_from_config("llama", 0, cfg, "fuzz", 2, &p, &err) == 0) {
+    add(m, name, TPL_DT_F16, 2, 4, 4, 0);
+    add(m, "model.layers.0.self_attn.q_proj.weight", TPL_DT_F16, 2, 32, 32, 0);
+    apply_all(p, m, 2);
+  }
+  tpl__plan_free(p);
+  json_decref(cfg);
+  tpl__model_free(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -90,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint32_t n = 1; n <= 3; n++) apply_all(p, m, n);
   tpl__plan_free(p);
   try_presets(data, size, m);
+  try_name(data, size);
   tpl__model_free(m);
   return 0;
 }

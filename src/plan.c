@@ -428,6 +428,7 @@ int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
     return tpl__fail(err, -ENOMEM, "out of memory");
   }
   rc = tpl__plan_apply(p, m, nshards, s, err);
+  if (rc == 0) rc = tpl__preset_check(p, m, s, err);
   if (rc != 0) {
     free(s);
     tpl__plan_free(p);

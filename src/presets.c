@@ -1,17 +1,19 @@
-/* presets.c - the built-in plans.  Each preset is a table of rule
- * templates over the tensor names of one architecture; the segment
- * lengths of fused weights (q/k/v, gate/up) are filled in from the model's
- * config, which is also checked against the shard count before anything
- * moves.
+/* presets.c - the built-in plans.  A preset is a table of rule
+ * templates over the tensor names of one architecture (preset_tables.c,
+ * written from MLC LLM's model files); the segment lengths of fused
+ * weights (q/k/v, gate/up) are filled in from the model's config, which is
+ * also checked against the shard count before anything moves.  After a
+ * preset's plan is applied, tpl__preset_check refuses a checkpoint that
+ * lacks a tensor the preset must shard in some layer, or has a layer
+ * tensor of two or more dims no rule names: a wrong shard must never pass
+ * silently.
  *
  * What is sharded follows MLC LLM and Megatron: column-parallel
- * projections (q, k, v, gate, up, fc) along their output features,
- * row-parallel ones (o, down, proj) along their input features, and the
- * row-parallel biases marked scale_bias.  Embeddings, lm_head and norms
- * are replicated (explicit `replicate` rules): MLC does not shard them by
- * default, and a vocab-parallel embedding needs engine support that a
- * plain loader cannot assume.  Tensors no rule names (rotary caches,
- * attention-mask buffers, routers) are replicated too. */
+ * projections along their output features, row-parallel ones along their
+ * input features, row-parallel biases marked scale_bias.  Embeddings,
+ * lm_head, norms and routers are replicated (explicit `replicate` rules):
+ * MLC does not shard embeddings by default, and a vocab-parallel
+ * embedding needs engine support a plain loader cannot assume. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,225 +22,58 @@
 #include "fileio.h"
 #include "jsonu.h"
 #include "model.h"
+#include "preset_tables.h"
 #include "presets.h"
 
-/* Which segment list a template wants, filled from the config. */
-enum seg_kind {
-  SEGS_NONE = 0,
-  SEGS_QKV, /* [heads*hd, kv*hd, kv*hd] */
-  SEGS_II,  /* [I, I] */
-  SEGS_EEE  /* [E, E, E] (hidden size, three times) */
-};
-
-struct tmpl {
-  const char *match;
-  int kind;
-  const char *name;
-  int dim;
-  int segs;
-};
-
-#define SHARD(m, n, d, s) {m, TPL_RULE_SHARD, n, d, s}
-#define SCALE(m) {m, TPL_RULE_SCALE_BIAS, NULL, 0, SEGS_NONE}
-#define REPL(m) {m, TPL_RULE_REPLICATE, NULL, 0, SEGS_NONE}
-
-/* --- HF names --- */
-
-#define HF_LLAMA_ATTN                                              \
-  SHARD("*.self_attn.q_proj.weight", "_shard_q", 0, SEGS_NONE),    \
-  SHARD("*.self_attn.k_proj.weight", "_shard_k", 0, SEGS_NONE),    \
-  SHARD("*.self_attn.v_proj.weight", "_shard_v", 0, SEGS_NONE),    \
-  SHARD("*.self_attn.q_proj.bias", "_shard_q_bias", 0, SEGS_NONE), \
-  SHARD("*.self_attn.k_proj.bias", "_shard_k_bias", 0, SEGS_NONE), \
-  SHARD("*.self_attn.v_proj.bias", "_shard_v_bias", 0, SEGS_NONE), \
-  SHARD("*.self_attn.o_proj.weight", "_shard_o", 1, SEGS_NONE),    \
-  SCALE("*.self_attn.o_proj.bias")
-
-#define HF_LLAMA_TAIL                                                      \
-  REPL("*embed_tokens.weight"), REPL("lm_head.weight"), REPL("*norm.weight")
-
-static const struct tmpl hf_llama[] = {
-    HF_LLAMA_ATTN,
-    SHARD("*.mlp.gate_proj.weight", "_shard_gate", 0, SEGS_NONE),
-    SHARD("*.mlp.up_proj.weight", "_shard_up", 0, SEGS_NONE),
-    SHARD("*.mlp.gate_proj.bias", "_shard_gate_bias", 0, SEGS_NONE),
-    SHARD("*.mlp.up_proj.bias", "_shard_up_bias", 0, SEGS_NONE),
-    SHARD("*.mlp.down_proj.weight", "_shard_down", 1, SEGS_NONE),
-    SCALE("*.mlp.down_proj.bias"),
-    HF_LLAMA_TAIL,
-};
-
-static const struct tmpl hf_mixtral[] = {
-    HF_LLAMA_ATTN,
-    SHARD("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0,
-          SEGS_NONE),
-    SHARD("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0,
-          SEGS_NONE),
-    SHARD("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1,
-          SEGS_NONE),
-    REPL("*.block_sparse_moe.gate.weight"),
-    HF_LLAMA_TAIL,
-};
-
-static const struct tmpl hf_phi3[] = {
-    SHARD("*.self_attn.qkv_proj.weight", "_shard_qkv", 0, SEGS_QKV),
-    SHARD("*.self_attn.o_proj.weight", "_shard_o", 1, SEGS_NONE),
-    SHARD("*.mlp.gate_up_proj.weight", "_shard_gate_up", 0, SEGS_II),
-    SHARD("*.mlp.down_proj.weight", "_shard_down", 1, SEGS_NONE),
-    HF_LLAMA_TAIL,
-};
-
-/* GPT-2's Conv1D stores weights as [in, out]: column-parallel layers cut
- * dim 1, row-parallel ones dim 0. */
-static const struct tmpl hf_gpt2[] = {
-    SHARD("*.attn.c_attn.weight", "_shard_c_attn_weight", 1, SEGS_EEE),
-    SHARD("*.attn.c_attn.bias", "_shard_c_attn_bias", 0, SEGS_EEE),
-    SHARD("*.attn.c_proj.weight", "_shard_c_proj", 0, SEGS_NONE),
-    SCALE("*.attn.c_proj.bias"),
-    SHARD("*.mlp.c_fc.weight", "_shard_mlp_c_fc_weight", 1, SEGS_NONE),
-    SHARD("*.mlp.c_fc.bias", "_shard_mlp_c_fc_bias", 0, SEGS_NONE),
-    SHARD("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 0, SEGS_NONE),
-    SCALE("*.mlp.c_proj.bias"),
-    REPL("*wte.weight"),
-    REPL("*wpe.weight"),
-    REPL("lm_head.weight"),
-    REPL("*ln_*"),
-};
-
-/* HF GPT-NeoX interleaves q, k, v per head in query_key_value, so an even
- * cut of dim 0 gives each rank whole heads: no segs. */
-static const struct tmpl hf_gpt_neox[] = {
-    SHARD("*.attention.query_key_value.weight", "_shard_qkv_weight", 0,
-          SEGS_NONE),
-    SHARD("*.attention.query_key_value.bias", "_shard_qkv_bias", 0,
-          SEGS_NONE),
-    SHARD("*.attention.dense.weight", "_shard_dense", 1, SEGS_NONE),
-    SCALE("*.attention.dense.bias"),
-    SHARD("*.mlp.dense_h_to_4h.weight", "_shard_dense_h_to_4h_weight", 0,
-          SEGS_NONE),
-    SHARD("*.mlp.dense_h_to_4h.bias", "_shard_dense_h_to_4h_bias", 0,
-          SEGS_NONE),
-    SHARD("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1,
-          SEGS_NONE),
-    SCALE("*.mlp.dense_4h_to_h.bias"),
-    REPL("*embed_in.weight"),
-    REPL("embed_out.weight"),
-    REPL("*layernorm*"),
-};
-
-/* --- MLC names: fused projections, Linear weights [out, in], and the
- * `.*` suffix also covers group-quantized q_weight / q_scale. --- */
-
-#define MLC_TAIL                                                    \
-  REPL("*embed_tokens.*"), REPL("lm_head.*"), REPL("*norm.weight")
-
-#define MLC_ATTN                                                   \
-  SHARD("*.self_attn.qkv_proj.*", "_shard_qkv", 0, SEGS_QKV),      \
-  SHARD("*.self_attn.c_attn.*", "_shard_qkv", 0, SEGS_QKV),        \
-  SCALE("*.self_attn.o_proj.bias"),                                \
-  SHARD("*.self_attn.o_proj.*", "_shard_o", 1, SEGS_NONE)
-
-static const struct tmpl mlc_llama[] = {
-    MLC_ATTN,
-    SHARD("*.mlp.gate_up_proj.*", "_shard_mlp_up", 0, SEGS_II),
-    SCALE("*.mlp.down_proj.bias"),
-    SHARD("*.mlp.down_proj.*", "_shard_mlp_down", 1, SEGS_NONE),
-    MLC_TAIL,
-};
-
-/* MLC stacks experts: e1_e3 is [experts, 2I, E], e2 is [experts, E, I]. */
-static const struct tmpl mlc_mixtral[] = {
-    MLC_ATTN,
-    SHARD("*.moe.e1_e3.*", "_shard_mlp_up", 1, SEGS_II),
-    SHARD("*.moe.e2.*", "_shard_mlp_down", 2, SEGS_NONE),
-    REPL("*.moe.gate.*"),
-    MLC_TAIL,
-};
-
-static const struct tmpl mlc_gpt2[] = {
-    SHARD("*.attn.c_attn.*", "_shard_c_attn", 0, SEGS_EEE),
-    SCALE("*.attn.c_proj.bias"),
-    SHARD("*.attn.c_proj.*", "_shard_c_proj", 1, SEGS_NONE),
-    SHARD("*.mlp.c_fc.*", "_shard_mlp_c_fc", 0, SEGS_NONE),
-    SCALE("*.mlp.c_proj.bias"),
-    SHARD("*.mlp.c_proj.*", "_shard_mlp_c_proj", 1, SEGS_NONE),
-    REPL("*wte.*"),
-    REPL("*wpe.*"),
-    REPL("lm_head.*"),
-    REPL("*ln_*"),
-};
-
-/* MLC's GPT-NeoX loader de-interleaves query_key_value into [q; k; v]. */
-static const struct tmpl mlc_gpt_neox[] = {
-    SHARD("*.attention.query_key_value.*", "_shard_qkv", 0, SEGS_EEE),
-    SCALE("*.attention.dense.bias"),
-    SHARD("*.attention.dense.*", "_shard_dense", 1, SEGS_NONE),
-    SHARD("*.mlp.dense_h_to_4h.*", "_shard_dense_h_to_4h", 0, SEGS_NONE),
-    SCALE("*.mlp.dense_4h_to_h.bias"),
-    SHARD("*.mlp.dense_4h_to_h.*", "_shard_dense_4h_to_h", 1, SEGS_NONE),
-    REPL("*embed_in.*"),
-    REPL("embed_out.*"),
-    REPL("*layernorm*"),
-};
-
-struct preset {
-  const char *name;
-  const struct tmpl *hf;
-  size_t nhf;
-  const struct tmpl *mlc;
-  size_t nmlc;
-  int mlp_default_4x; /* intermediate size defaults to 4 * hidden */
-};
-
-#define TABLE(t) t, ARRAY_SIZE(t)
-
-static const struct preset presets[] = {
-    {"llama", TABLE(hf_llama), TABLE(mlc_llama), 0},
-    {"mistral", TABLE(hf_llama), TABLE(mlc_llama), 0},
-    {"qwen2", TABLE(hf_llama), TABLE(mlc_llama), 0},
-    {"gemma", TABLE(hf_llama), TABLE(mlc_llama), 0},
-    {"mixtral", TABLE(hf_mixtral), TABLE(mlc_mixtral), 0},
-    {"phi3", TABLE(hf_phi3), TABLE(mlc_llama), 0},
-    {"gpt2", TABLE(hf_gpt2), TABLE(mlc_gpt2), 1},
-    {"gpt_neox", TABLE(hf_gpt_neox), TABLE(mlc_gpt_neox), 1},
-};
-
-/* HF "architectures" values and the preset each one means. */
-static const struct {
-  const char *arch;
-  const char *preset;
-} arch_map[] = {
-    {"LlamaForCausalLM", "llama"},     {"MistralForCausalLM", "mistral"},
-    {"Qwen2ForCausalLM", "qwen2"},     {"GemmaForCausalLM", "gemma"},
-    {"MixtralForCausalLM", "mixtral"}, {"Phi3ForCausalLM", "phi3"},
-    {"GPT2LMHeadModel", "gpt2"},       {"GPT2Model", "gpt2"},
-    {"GPTNeoXForCausalLM", "gpt_neox"},
-};
-
-static const struct preset *find_preset(const char *name) {
-  for (size_t i = 0; i < ARRAY_SIZE(presets); i++)
-    if (strcmp(presets[i].name, name) == 0) return &presets[i];
+static const struct tpl__preset_def *find_preset(const char *name) {
+  for (size_t i = 0; i < tpl__npreset_defs; i++)
+    if (strcmp(tpl__preset_defs[i].name, name) == 0)
+      return &tpl__preset_defs[i];
   return NULL;
 }
 
-int tpl__preset_known(const char *name) { return find_preset(name) != NULL; }
+/* A preset name or one of its model_type aliases ("deepseek_v3"). */
+static const struct tpl__preset_def *find_preset_or_alias(const char *name) {
+  for (size_t i = 0; i < tpl__npreset_types; i++)
+    if (strcmp(tpl__preset_types[i].from, name) == 0)
+      return find_preset(tpl__preset_types[i].to);
+  return find_preset(name);
+}
+
+int tpl__preset_known(const char *name) {
+  return find_preset_or_alias(name) != NULL;
+}
 
 const char *tpl__preset_names(void) {
-  return "llama, mistral, qwen2, gemma, mixtral, phi3, gpt2, gpt_neox";
+  static char names[1024];
+  size_t used = 0;
+  if (names[0] != '\0') return names;
+  for (size_t i = 0; i < tpl__npreset_defs && used < sizeof(names); i++)
+    used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+                             i ? ", " : "", tpl__preset_defs[i].name);
+  return names;
 }
 
 /* --- sizes from the config --- */
 
+#define MAX_CHECKS 6
+
 struct sizes {
-  uint64_t hidden, heads, kv_heads, head_dim, inter;
-  const char *heads_key, *kv_key, *inter_key; /* as named in the config */
+  uint64_t hidden, heads, kv_heads, head_dim, inter, moe, shared;
+  /* The numbers that must divide by the shard count, as the config
+   * names them. */
+  struct {
+    const char *label;
+    uint64_t value;
+  } checks[MAX_CHECKS];
+  size_t nchecks;
 };
 
 #define MAX_SIZE (1ull << 32) /* no model dimension is this large */
 
 /* Reads the first of `keys` present (and not null) as a positive integer
- * and stores which key it was in *key (may be NULL).  Returns 0, 1 when
- * none is present, or TPL_EFORMAT. */
+ * below 2^32 and stores which key it was in *key (may be NULL).  Returns
+ * 0, 1 when none is present, or TPL_EFORMAT. */
 static int get_size(const json_t *cfg, const char *const *keys,
                     const char *what, uint64_t *out, const char **key,
                     struct tpl_error *err) {
@@ -251,7 +86,7 @@ static int get_size(const json_t *cfg, const char *const *keys,
                        "%s: expected '%s' to be a positive integer, found "
                        "another JSON value",
                        what, *keys);
-    if (tpl__json_u64(v, &n) != 0 || n == 0 || n > MAX_SIZE)
+    if (tpl__json_u64(v, &n) != 0 || n == 0 || n >= MAX_SIZE)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: expected '%s' to be a positive integer below "
                        "2^32, found %lld",
@@ -274,43 +109,115 @@ static int need_size(const json_t *cfg, const char *const *keys,
   return rc;
 }
 
-static int read_sizes(const json_t *cfg, const struct preset *p,
-                      const char *what, struct sizes *s,
-                      struct tpl_error *err) {
-  static const char *const hidden[] = {"hidden_size", "n_embd", NULL};
-  static const char *const heads[] = {"num_attention_heads", "n_head", NULL};
-  static const char *const kv[] = {"num_key_value_heads", NULL};
-  static const char *const hd[] = {"head_dim", NULL};
-  static const char *const inter[] = {"intermediate_size", "n_inner", NULL};
+static void add_check(struct sizes *s, const char *label, uint64_t value) {
+  if (s->nchecks < MAX_CHECKS) {
+    s->checks[s->nchecks].label = label;
+    s->checks[s->nchecks].value = value;
+    s->nchecks++;
+  }
+}
+
+/* Attention: heads, kv heads (none for latent attention) and head_dim. */
+static int read_attention(const json_t *cfg, unsigned flags,
+                          const char *what, struct sizes *s,
+                          struct tpl_error *err) {
+  static const char *const hidden[] = {"hidden_size", "n_embd", "d_model",
+                                       NULL};
+  static const char *const heads[] = {"num_attention_heads", "n_head",
+                                      "num_heads", "n_heads", NULL};
+  static const char *const kv[] = {"num_key_value_heads",
+                                   "multi_query_group_num", "n_head_kv",
+                                   "num_kv_heads", "n_kv_heads", NULL};
+  static const char *const hd[] = {"head_dim", "kv_channels", NULL};
+  const char *heads_key = NULL, *kv_key = NULL;
   int rc;
   if ((rc = need_size(cfg, hidden, what, &s->hidden, NULL, err)) != 0 ||
-      (rc = need_size(cfg, heads, what, &s->heads, &s->heads_key, err)) != 0)
+      (rc = need_size(cfg, heads, what, &s->heads, &heads_key, err)) != 0)
     return rc;
-  if ((rc = get_size(cfg, kv, what, &s->kv_heads, &s->kv_key, err)) == 1) {
+  add_check(s, heads_key, s->heads);
+  if (flags & TPL_P_MLA) return 0;
+  if ((rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err)) == 1) {
     s->kv_heads = s->heads;
-    s->kv_key = s->heads_key;
+    kv_key = heads_key;
   } else if (rc != 0) {
     return rc;
   }
-  if ((rc = get_size(cfg, hd, what, &s->head_dim, NULL, err)) == 1) {
-    if (s->hidden % s->heads != 0)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: expected hidden size %llu to be a multiple of "
-                       "the %llu attention heads (or a 'head_dim'), found "
-                       "neither",
-                       what, (unsigned long long)s->hidden,
-                       (unsigned long long)s->heads);
-    s->head_dim = s->hidden / s->heads;
-  } else if (rc != 0) {
-    return rc;
-  }
-  rc = p->mlp_default_4x
-           ? get_size(cfg, inter, what, &s->inter, &s->inter_key, err)
-           : need_size(cfg, inter, what, &s->inter, &s->inter_key, err);
-  if (rc != 1) return rc;
-  s->inter = 4 * s->hidden; /* GPT-2 / NeoX default; hidden < 2^32 */
-  s->inter_key = "intermediate size (4 x hidden)";
+  add_check(s, kv_key, s->kv_heads);
+  if ((rc = get_size(cfg, hd, what, &s->head_dim, NULL, err)) != 1) return rc;
+  if (s->hidden % s->heads != 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected hidden size %llu to be a multiple of the "
+                     "%llu attention heads (or a 'head_dim'), found neither",
+                     what, (unsigned long long)s->hidden,
+                     (unsigned long long)s->heads);
+  s->head_dim = s->hidden / s->heads;
   return 0;
+}
+
+/* The MLP: intermediate size (4 x hidden by default for the GPTs; halved
+ * for qwen v1's fused halves). */
+static int read_mlp(const json_t *cfg, unsigned flags, const char *what,
+                    struct sizes *s, struct tpl_error *err) {
+  static const char *const inter[] = {"intermediate_size", "n_inner",
+                                      "ffn_hidden_size", NULL};
+  const char *key = NULL;
+  int rc = (flags & TPL_P_4X)
+               ? get_size(cfg, inter, what, &s->inter, &key, err)
+               : need_size(cfg, inter, what, &s->inter, &key, err);
+  if (rc == 1) {
+    s->inter = 4 * s->hidden; /* hidden < 2^32 */
+    key = "intermediate size (4 x hidden)";
+  } else if (rc != 0) {
+    return rc;
+  }
+  if (flags & TPL_P_HALF_I) {
+    if (s->inter % 2 != 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: expected '%s' = %llu to be even (both halves "
+                       "of gate_up_proj), found it odd",
+                       what, key, (unsigned long long)s->inter);
+    s->inter /= 2;
+    key = "intermediate_size / 2";
+  }
+  add_check(s, key, s->inter);
+  return 0;
+}
+
+/* Experts: moe_intermediate_size and the shared expert's size. */
+static int read_experts(const json_t *cfg, unsigned flags, const char *what,
+                        struct sizes *s, struct tpl_error *err) {
+  static const char *const moe[] = {"moe_intermediate_size", NULL};
+  static const char *const shared[] = {"shared_expert_intermediate_size",
+                                       NULL};
+  static const char *const nshared[] = {"n_shared_experts", NULL};
+  uint64_t n = 0;
+  int rc;
+  if (flags & TPL_P_MOE) {
+    if ((rc = need_size(cfg, moe, what, &s->moe, NULL, err)) != 0) return rc;
+    add_check(s, moe[0], s->moe);
+  }
+  if (flags & TPL_P_SHARED) {
+    if ((rc = need_size(cfg, shared, what, &s->shared, NULL, err)) != 0)
+      return rc;
+    add_check(s, shared[0], s->shared);
+  }
+  if (flags & TPL_P_SHARED_DS) {
+    if ((rc = get_size(cfg, nshared, what, &n, NULL, err)) > 0) return 0;
+    if (rc != 0) return rc;
+    s->shared = s->moe * n; /* both below 2^32 */
+    add_check(s, "moe_intermediate_size x n_shared_experts", s->shared);
+  }
+  return 0;
+}
+
+static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
+                      struct sizes *s, struct tpl_error *err) {
+  int rc;
+  memset(s, 0, sizeof(*s));
+  if ((rc = read_attention(cfg, flags, what, s, err)) != 0 ||
+      (rc = read_mlp(cfg, flags, what, s, err)) != 0)
+    return rc;
+  return read_experts(cfg, flags, what, s, err);
 }
 
 /* Lists the shard counts 1..64 that divide every checked size. */
@@ -318,7 +225,9 @@ static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
   size_t used = 0;
   buf[0] = '\0';
   for (uint64_t n = 1; n <= 64 && used < len; n++) {
-    if (s->heads % n || s->kv_heads % n || s->inter % n) continue;
+    size_t i = 0;
+    while (i < s->nchecks && s->checks[i].value % n == 0) i++;
+    if (i < s->nchecks) continue;
     used += (size_t)snprintf(buf + used, len - used, "%s%llu",
                              used ? ", " : "", (unsigned long long)n);
   }
@@ -326,55 +235,61 @@ static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
 
 static int check_divisible(const struct sizes *s, uint32_t nshards,
                            const char *what, struct tpl_error *err) {
-  const struct {
-    const char *label;
-    uint64_t value;
-  } checks[] = {{s->heads_key, s->heads},
-                {s->kv_key, s->kv_heads},
-                {s->inter_key, s->inter}};
   char good[256];
-  for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
-    if (checks[i].value % nshards == 0) continue;
+  for (size_t i = 0; i < s->nchecks; i++) {
+    uint64_t v = s->checks[i].value;
+    if (v % nshards == 0) continue;
     list_good_counts(s, good, sizeof(good));
     return tpl__fail(err, TPL_EINDIVISIBLE,
                      "%s: %s = %llu: expected a multiple of the %u shards, "
                      "found remainder %llu (shard counts 1..64 that work "
                      "for this model: %s)",
-                     what, checks[i].label,
-                     (unsigned long long)checks[i].value, nshards,
-                     (unsigned long long)(checks[i].value % nshards), good);
+                     what, s->checks[i].label, (unsigned long long)v, nshards,
+                     (unsigned long long)(v % nshards), good);
   }
   return 0;
 }
 
 /* --- building --- */
 
+static void two_segs(struct tpl__shard_spec *spec, uint64_t n) {
+  spec->nsegs = 2;
+  spec->segs[0] = spec->segs[1] = n;
+}
+
 static int fill_segs(int kind, const struct sizes *s, const char *what,
                      struct tpl__shard_spec *spec, struct tpl_error *err) {
-  uint64_t q, kv;
-  if (kind == SEGS_NONE) return 0;
-  if (kind == SEGS_II) {
-    spec->nsegs = 2;
-    spec->segs[0] = spec->segs[1] = s->inter;
+  switch (kind) {
+  case TPL_SEGS_II:
+    two_segs(spec, s->inter);
     return 0;
-  }
-  if (kind == SEGS_EEE) {
+  case TPL_SEGS_MOE:
+    two_segs(spec, s->moe);
+    return 0;
+  case TPL_SEGS_SHARED:
+    if (s->shared == 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: expected 'n_shared_experts' (the shared "
+                       "experts' size), found none",
+                       what);
+    two_segs(spec, s->shared);
+    return 0;
+  case TPL_SEGS_EEE:
     spec->nsegs = 3;
     spec->segs[0] = spec->segs[1] = spec->segs[2] = s->hidden;
     return 0;
+  case TPL_SEGS_QKV:
+    /* Each size is below 2^32, so the products fit in 64 bits. */
+    spec->nsegs = 3;
+    spec->segs[0] = s->heads * s->head_dim;
+    spec->segs[1] = spec->segs[2] = s->kv_heads * s->head_dim;
+    return 0;
+  default:
+    return 0;
   }
-  /* Sizes are below 2^32 each, so these products fit; check anyway. */
-  if (tpl__mul_u64(s->heads, s->head_dim, &q) != 0 ||
-      tpl__mul_u64(s->kv_heads, s->head_dim, &kv) != 0)
-    return tpl__fail(err, TPL_EOVERFLOW,
-                     "%s: heads x head_dim overflows 64 bits", what);
-  spec->nsegs = 3;
-  spec->segs[0] = q;
-  spec->segs[1] = spec->segs[2] = kv;
-  return 0;
 }
 
-static int add_templates(struct tpl__plan *plan, const struct tmpl *t,
+static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
                          size_t n, const struct sizes *s, const char *what,
                          struct tpl_error *err) {
   for (size_t i = 0; i < n; i++) {
@@ -382,35 +297,37 @@ static int add_templates(struct tpl__plan *plan, const struct tmpl *t,
     int rc;
     memset(&spec, 0, sizeof(spec));
     spec.dim = t[i].dim;
-    rc = fill_segs(t[i].segs, s, what, &spec, err);
-    if (rc != 0) return rc;
+    if (t[i].kind == TPL_RULE_SHARD &&
+        (rc = fill_segs(t[i].segs, s, what, &spec, err)) != 0)
+      return rc;
     if (tpl__plan_add_rule(plan, t[i].match, t[i].kind, t[i].name, &spec))
       return tpl__fail(err, -ENOMEM, "out of memory");
   }
   return 0;
 }
 
-/* MLC keeps the model's sizes under "model_config". */
-static int sizes_object(const json_t *config, int mlc, const char *what,
-                        const json_t **out, struct tpl_error *err) {
-  const json_t *mc;
-  if (!mlc) {
-    *out = config;
-    return 0;
+/* MLC keeps the model's sizes under "model_config"; multimodal models
+ * (gemma3, llama4, llava, ministral3) under "text_config" of either. */
+static int sizes_object(const json_t *config, int mlc, unsigned flags,
+                        const char *what, const json_t **out,
+                        struct tpl_error *err) {
+  const json_t *cfg = config, *text;
+  if (mlc) {
+    cfg = json_object_get(config, "model_config");
+    if (!json_is_object(cfg))
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: expected a 'model_config' object, found %s",
+                       what, cfg == NULL ? "none" : "another JSON value");
   }
-  mc = json_object_get(config, "model_config");
-  if (!json_is_object(mc))
-    return tpl__fail(err, TPL_EFORMAT,
-                     "%s: expected a 'model_config' object, found %s", what,
-                     mc == NULL ? "none" : "another JSON value");
-  *out = mc;
+  text = json_object_get(cfg, "text_config");
+  *out = (flags & TPL_P_TEXT) && json_is_object(text) ? text : cfg;
   return 0;
 }
 
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                             const char *what, uint32_t nshards,
                             struct tpl__plan **out, struct tpl_error *err) {
-  const struct preset *p = find_preset(name);
+  const struct tpl__preset_def *p = find_preset_or_alias(name);
   const json_t *cfg = NULL;
   struct tpl__plan *plan;
   struct sizes s;
@@ -422,8 +339,8 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                      name, tpl__preset_names());
   if (nshards == 0)
     return tpl__fail(err, TPL_EPLAN, "%s: expected at least 1 shard", what);
-  if ((rc = sizes_object(config, mlc, what, &cfg, err)) != 0 ||
-      (rc = read_sizes(cfg, p, what, &s, err)) != 0 ||
+  if ((rc = sizes_object(config, mlc, p->flags, what, &cfg, err)) != 0 ||
+      (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0 ||
       (rc = check_divisible(&s, nshards, what, err)) != 0)
     return rc;
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,
@@ -443,8 +360,9 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
 /* --- detecting the architecture --- */
 
 static const char *preset_for_arch(const char *arch) {
-  for (size_t i = 0; i < ARRAY_SIZE(arch_map); i++)
-    if (strcmp(arch_map[i].arch, arch) == 0) return arch_map[i].preset;
+  for (size_t i = 0; i < tpl__npreset_archs; i++)
+    if (strcmp(tpl__preset_archs[i].from, arch) == 0)
+      return tpl__preset_archs[i].to;
   return NULL;
 }
 
@@ -453,7 +371,7 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
   const json_t *archs = json_object_get(config, "architectures");
   const json_t *type = json_object_get(config, "model_type");
   const char *arch = NULL, *mt = NULL;
-  const struct preset *p;
+  const struct tpl__preset_def *p;
   if (!mlc && json_is_array(archs) && json_array_size(archs) > 0 &&
       json_is_string(json_array_get(archs, 0))) {
     arch = json_string_value(json_array_get(archs, 0));
@@ -461,7 +379,7 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
   }
   if (json_is_string(type)) {
     mt = json_string_value(type);
-    if ((p = find_preset(mt)) != NULL) {
+    if ((p = find_preset_or_alias(mt)) != NULL) {
       *name = p->name;
       return 0;
     }
@@ -530,4 +448,246 @@ int tpl__preset_build(const char *name, const struct tpl_model *m,
 int tpl__preset_auto(const struct tpl_model *m, uint32_t nshards,
                      struct tpl__plan **out, struct tpl_error *err) {
   return build_from_dir(NULL, m, nshards, out, err);
+}
+
+/* --- checking a model against its preset --- */
+
+/* The layer a tensor belongs to: its first dot-separated component made
+ * of digits ("model.layers.7.mlp..." is 7), or -1. */
+static long layer_of(const char *name) {
+  const char *p = name;
+  while (*p != '\0') {
+    const char *end = p;
+    while (*end >= '0' && *end <= '9') end++;
+    if (end > p && (*end == '.' || *end == '\0') && end - p < 9)
+      return strtol(p, NULL, 10);
+    p = strchr(p, '.');
+    if (p == NULL) break;
+    p++;
+  }
+  return -1;
+}
+
+/* The weight a quantized param stands for: "x.q_weight", "x.q_scale" and
+ * "x.weight_scale_inv" all say "x.weight" is there.  Writes into buf. */
+static const char *base_name(const char *name, char *buf, size_t len) {
+  static const char *const suffixes[] = {".q_weight", ".q_scale",
+                                         ".weight_scale_inv", NULL};
+  size_t n = strlen(name);
+  for (const char *const *s = suffixes; *s != NULL; s++) {
+    size_t k = strlen(*s);
+    if (n > k && n - k + 8 < len && strcmp(name + n - k, *s) == 0) {
+      memcpy(buf, name, n - k);
+      memcpy(buf + n - k, ".weight", 8);
+      return buf;
+    }
+  }
+  return name;
+}
+
+/* Which preset and naming a plan came from, from its source line
+ * ("preset NAME[ [mlc names]] (...)"); NULL for plan files. */
+static const struct tpl__preset_def *plan_preset(const struct tpl__plan *p,
+                                                 int *mlc) {
+  char name[64];
+  const char *s = p->source, *end;
+  if (strncmp(s, "preset ", 7) != 0) return NULL;
+  s += 7;
+  end = strchr(s, ' ');
+  if (end == NULL || (size_t)(end - s) >= sizeof(name)) return NULL;
+  memcpy(name, s, (size_t)(end - s));
+  name[end - s] = '\0';
+  *mlc = strncmp(end, " [mlc names]", 12) == 0;
+  return find_preset(name);
+}
+
+/* A tensor inside a layer, with two or more dims, that no rule names: a
+ * projection the preset does not know, which would go out unsharded. */
+static int check_unmatched(const struct tpl__plan *p, const struct tpl_model *m,
+                           const struct tpl__strategy *s,
+                           struct tpl_error *err) {
+  for (size_t i = 0; i < m->ntensors; i++) {
+    const struct tpl__tensor *t = &m->tensors[i];
+    if (s[i].rule >= 0 || t->ndim < 2 || layer_of(t->name) < 0) continue;
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: tensor '%s' (%d dims, in layer %ld): expected "
+                     "every layer tensor of 2 or more dims to be named by a "
+                     "rule, found none for it (another architecture, or a "
+                     "projection this preset does not know: pass --plan "
+                     "FILE)",
+                     p->source, t->name, t->ndim, layer_of(t->name));
+  }
+  return 0;
+}
+
+/* Marks seen[layer * n + j] for every required template j a tensor of
+ * that layer matches; *nlayers is one past the highest such layer. */
+static void mark_required(const struct tpl__ptmpl *t, size_t n,
+                          const struct tpl_model *m, unsigned char *seen,
+                          size_t cap, size_t *nlayers) {
+  char buf[TPL_MAX_NAME + 16];
+  *nlayers = 0;
+  for (size_t i = 0; i < m->ntensors; i++) {
+    const char *name = base_name(m->tensors[i].name, buf, sizeof(buf));
+    long layer = layer_of(name);
+    if (layer < 0 || (size_t)layer >= cap) continue;
+    for (size_t j = 0; j < n; j++) {
+      if (t[j].req == TPL_REQ_NO || !tpl__glob_match(t[j].match, name))
+        continue;
+      seen[(size_t)layer * n + j] = 1;
+      if ((size_t)layer + 1 > *nlayers) *nlayers = (size_t)layer + 1;
+    }
+  }
+}
+
+/* The first template of kind `req` layer row `row` lacks, or -1. */
+static long first_missing(const struct tpl__ptmpl *t, size_t n,
+                          const unsigned char *row, int req) {
+  for (size_t j = 0; j < n; j++)
+    if (t[j].req == req && !row[j]) return (long)j;
+  return -1;
+}
+
+/* The first template some layer must match (every table has one). */
+static const char *first_required(const struct tpl__ptmpl *t, size_t n) {
+  for (size_t j = 0; j < n; j++)
+    if (t[j].req != TPL_REQ_NO) return t[j].match;
+  return "(none)";
+}
+
+/* --- which layers are mixtures of experts, as the config says --- */
+
+/* How a preset's config places its MoE layers.  When `known` is 0 the
+ * config says nothing, and each layer is judged by its tensors' names. */
+struct moe_layers {
+  int known;
+  uint64_t first_dense, freq; /* deepseek: MoE from first_k_dense_replace,
+                                 every moe_layer_freq-th */
+  uint64_t step;              /* llama4: every interleave_moe_layer_step-th */
+  const json_t *list;         /* llama4: an explicit "moe_layers" array */
+  int all;                    /* minicpm: every layer (num_experts > 0) */
+};
+
+static uint64_t cfg_u64(const json_t *cfg, const char *key, uint64_t dflt) {
+  uint64_t v;
+  return tpl__json_u64(json_object_get(cfg, key), &v) == 0 ? v : dflt;
+}
+
+static void read_moe_layers(const json_t *cfg, unsigned flags,
+                            struct moe_layers *k) {
+  memset(k, 0, sizeof(*k));
+  if (flags & TPL_P_KIND_DS) {
+    k->known = json_is_integer(json_object_get(cfg, "first_k_dense_replace"));
+    k->first_dense = cfg_u64(cfg, "first_k_dense_replace", 0);
+    k->freq = cfg_u64(cfg, "moe_layer_freq", 1);
+    if (json_is_null(json_object_get(cfg, "n_routed_experts")))
+      k->first_dense = UINT64_MAX; /* no experts: every layer dense */
+  } else if (flags & TPL_P_KIND_STEP) {
+    k->list = json_object_get(cfg, "moe_layers");
+    if (!json_is_array(k->list)) k->list = NULL;
+    k->step = cfg_u64(cfg, "interleave_moe_layer_step", 0);
+    k->known = k->list != NULL || k->step != 0;
+  } else if (flags & TPL_P_KIND_EXPERTS) {
+    k->known = 1;
+    k->all = cfg_u64(cfg, "num_experts", 0) > 0;
+  }
+}
+
+static int in_list(const json_t *list, size_t layer) {
+  for (size_t i = 0; i < json_array_size(list); i++) {
+    const json_t *v = json_array_get(list, i);
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        (uint64_t)json_integer_value(v) == layer)
+      return 1;
+  }
+  return 0;
+}
+
+/* 1 when the config makes `layer` a MoE layer, 0 dense, -1 unknown. */
+static int layer_is_moe(const struct moe_layers *k, size_t layer) {
+  if (!k->known) return -1;
+  if (k->list != NULL) return in_list(k->list, layer);
+  if (k->step != 0) return (layer + 1) % k->step == 0;
+  if (k->freq != 0) return layer >= k->first_dense && layer % k->freq == 0;
+  return k->all;
+}
+
+/* Reads where the config puts MoE layers into *k, which borrows from
+ * *cfg (the caller's, json_decref).  A config that cannot be read leaves
+ * them unknown: the tensors' names decide. */
+static void config_moe_layers(const struct tpl__preset_def *d, int mlc,
+                              const struct tpl_model *m, json_t **cfg,
+                              struct moe_layers *k) {
+  unsigned kinds = TPL_P_KIND_DS | TPL_P_KIND_STEP | TPL_P_KIND_EXPERTS;
+  struct tpl_error ignored;
+  const json_t *obj;
+  char *path = NULL;
+  memset(k, 0, sizeof(*k));
+  *cfg = NULL;
+  if ((d->flags & kinds) != 0 &&
+      load_config(m, "the preset check", &path, cfg, &ignored) == 0 &&
+      sizes_object(*cfg, mlc, d->flags, path, &obj, &ignored) == 0)
+    read_moe_layers(obj, d->flags, k);
+  free(path);
+}
+
+/* The template a layer lacks: every layer needs all TPL_REQ_LAYER ones
+ * and, in a preset with dense and MoE layers, all of the kind the config
+ * gives it (`moe` 1 or 0), or of either kind (`moe` -1). */
+static long layer_missing(const struct tpl__ptmpl *t, size_t n,
+                          const unsigned char *row, int moe_layer) {
+  long j = first_missing(t, n, row, TPL_REQ_LAYER), dense, moe;
+  if (j >= 0) return j;
+  dense = first_missing(t, n, row, TPL_REQ_DENSE);
+  moe = first_missing(t, n, row, TPL_REQ_MOE);
+  if (moe_layer == 1) return moe;
+  if (moe_layer == 0) return dense;
+  if (dense < 0 || moe < 0) return -1;
+  /* Neither kind complete: name what the layer started to be. */
+  for (size_t k = 0; k < n; k++)
+    if (t[k].req == TPL_REQ_MOE && row[k]) return moe;
+  return dense;
+}
+
+static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
+                          size_t n, const struct tpl_model *m,
+                          const struct moe_layers *k, struct tpl_error *err) {
+  size_t cap = m->ntensors, nlayers = 0;
+  unsigned char *seen;
+  long miss = -1;
+  size_t layer = 0;
+  if (cap == 0 || n == 0) cap = 1;
+  seen = calloc(cap, n);
+  if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  mark_required(t, n, m, seen, cap, &nlayers);
+  for (; layer < nlayers && miss < 0; layer++)
+    miss = layer_missing(t, n, seen + layer * n, layer_is_moe(k, layer));
+  free(seen);
+  if (nlayers == 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: expected layer tensors such as '%s', found none "
+                     "(another architecture? pass --plan FILE or the "
+                     "right preset)",
+                     p->source, first_required(t, n));
+  if (miss < 0) return 0;
+  return tpl__fail(err, TPL_EPLAN,
+                   "%s: layer %zu: expected a tensor matching '%s' (one the "
+                   "preset must shard in every such layer), found none",
+                   p->source, layer - 1, t[miss].match);
+}
+
+int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
+                      const struct tpl__strategy *s, struct tpl_error *err) {
+  int mlc = 0, rc;
+  const struct tpl__preset_def *d = plan_preset(p, &mlc);
+  struct moe_layers k;
+  json_t *cfg = NULL;
+  if (d == NULL) return 0;
+  rc = check_unmatched(p, m, s, err);
+  if (rc != 0) return rc;
+  config_moe_layers(d, mlc, m, &cfg, &k);
+  rc = mlc ? check_required(p, d->mlc, d->nmlc, m, &k, err)
+           : check_required(p, d->hf, d->nhf, m, &k, err);
+  json_decref(cfg);
+  return rc;
 }

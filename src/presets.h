@@ -1,7 +1,8 @@
-/* presets.h - built-in shard plans for common architectures (llama,
- * mistral, qwen2, gemma, mixtral, phi3, gpt2, gpt_neox), with sizes and
- * divisibility checks taken from config.json (HF checkpoints) or
- * mlc-chat-config.json (MLC weight directories).  DESIGN.md section 3. */
+/* presets.h - built-in shard plans for every architecture MLC LLM shards
+ * (tables in preset_tables.c), with sizes and divisibility checks taken
+ * from config.json (HF checkpoints) or mlc-chat-config.json (MLC weight
+ * directories), and the check that a model has every tensor its preset
+ * must shard.  DESIGN.md section 3. */
 #ifndef TPL_PRESETS_H
 #define TPL_PRESETS_H
 
@@ -10,7 +11,8 @@
 
 #include "plan.h"
 
-/* Returns 1 when `name` is a preset name, else 0. */
+/* Returns 1 when `name` is a preset name or a model_type alias of one
+ * ("deepseek_v3", "stablelm", ...), else 0. */
 int tpl__preset_known(const char *name);
 
 /* Returns a static comma-separated list of the preset names. */
@@ -45,5 +47,16 @@ int tpl__preset_build(const char *name, const struct tpl_model *m,
 /* Like tpl__preset_build with the preset chosen by tpl__preset_detect. */
 int tpl__preset_auto(const struct tpl_model *m, uint32_t nshards,
                      struct tpl__plan **out, struct tpl_error *err);
+
+/* Checks model `m` against the preset plan `p` came from, after
+ * tpl__plan_apply filled `s` (one strategy per tensor); plans from files
+ * pass unchecked.  Refuses (TPL_EPLAN, naming the preset, the tensor or
+ * glob and the layer) a tensor of 2 or more dims inside a layer that no
+ * rule matched, a layer without a tensor the preset must shard there, and
+ * a model where no layer matches the preset at all.  Quantized params
+ * (".q_weight", ".q_scale", ".weight_scale_inv") count for their weight.
+ * Returns 0, TPL_EPLAN or -ENOMEM. */
+int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
+                      const struct tpl__strategy *s, struct tpl_error *err);
 
 #endif

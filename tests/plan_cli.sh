@@ -128,9 +128,9 @@ cat >"$T_TMP/phi3.2" <<'EOF'
  "model.layers.0.self_attn.o_proj.weight":
    ([16, 8], "_shard_o", [16, 16], [2, 16, 8], 1, [8], 1.0),
  "model.layers.0.mlp.gate_up_proj.weight":
-   ([24, 16], "_shard_gate_up", [48, 16], [2, 24, 16], 0, [12, 12], 1.0),
+   ([24, 16], "_shard_mlp_up", [48, 16], [2, 24, 16], 0, [12, 12], 1.0),
  "model.layers.0.mlp.down_proj.weight":
-   ([16, 12], "_shard_down", [16, 24], [2, 16, 12], 1, [12], 1.0),
+   ([16, 12], "_shard_mlp_down", [16, 24], [2, 16, 12], 1, [12], 1.0),
  "model.norm.weight": ([16], None, 0, 0, 0, 0, 1.0),
  "lm_head.weight": ([40, 16], None, 0, 0, 0, 0, 1.0),
 }
@@ -148,9 +148,9 @@ cat >"$T_TMP/phi3.1" <<'EOF'
  "model.layers.0.self_attn.o_proj.weight":
    ([16, 16], "_shard_o", [16, 16], [1, 16, 16], 1, [16], 1.0),
  "model.layers.0.mlp.gate_up_proj.weight":
-   ([48, 16], "_shard_gate_up", [48, 16], [1, 48, 16], 0, [24, 24], 1.0),
+   ([48, 16], "_shard_mlp_up", [48, 16], [1, 48, 16], 0, [24, 24], 1.0),
  "model.layers.0.mlp.down_proj.weight":
-   ([16, 24], "_shard_down", [16, 24], [1, 16, 24], 1, [24], 1.0),
+   ([16, 24], "_shard_mlp_down", [16, 24], [1, 16, 24], 1, [24], 1.0),
  "model.norm.weight": ([16], None, 0, 0, 0, 0, 1.0),
  "lm_head.weight": ([40, 16], None, 0, 0, 0, 0, 1.0),
 }

@@ -81,7 +81,10 @@ check_arch() {
 for arch in llama mistral qwen2 gemma mixtral phi3 gpt2 gpt_neox; do
   check_arch "$arch" hf
 done
-for arch in llama mistral qwen2 gemma phi3; do
+# synth --format mlc writes llama's qkv_proj for qwen2 and phi3 too, which
+# MLC never does (qwen2: c_attn; phi3: mixer.*): the presets refuse it.
+# tests/presets.sh covers those two on MLC-faithful fixtures.
+for arch in llama mistral gemma; do
   check_arch "$arch" mlc
 done
 t_done
