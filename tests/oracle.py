@@ -768,6 +768,7 @@ def _check_param(p, e, n, bias_scaling):
     _same(where + ": name", e["name"], p.get("name"))
     _same(where + ": dtype", MLC_NAME[e["dtype"]], p.get("dtype"))
     _same(where + ": shape", e["rank_shape"], p.get("shape"))
+    _same(where + ": pipeline_stages", [0], p.get("pipeline_stages"))
     scale = 1.0
     if e["kind"] == "scale" and bias_scaling and n > 1:
         scale = 1.0 / n
@@ -781,7 +782,8 @@ def _check_param(p, e, n, bias_scaling):
                "in_shape": e["shape"], "out_shape": [n] + e["rank_shape"],
                "out_dtype": MLC_NAME[e["dtype"]]}
         segs = rule.get("segs") or [e["shape"][rule["dim"]]]
-        _same(where + ": preprocs", [pre], p.get("preprocs"))
+        # MLC's compile.py adds the shard preproc only when N > 1.
+        _same(where + ": preprocs", [pre] if n > 1 else [], p.get("preprocs"))
         _same(where + ": dim", rule["dim"], p.get("dim"))
         _same(where + ": segs", [s // n for s in segs], p.get("segs"))
     else:

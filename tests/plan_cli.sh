@@ -74,9 +74,14 @@ for p in got["params"]:
     shape, func, ins, outs, dim, segs, scale = exp[name]
     want(name + " shape", p["shape"], shape)
     want(name + " bias_scale", p["bias_scale"], scale)
+    want(name + " pipeline_stages", p["pipeline_stages"], [0])
     if func is None:
         want(name + " preprocs", p["preprocs"], [])
         want(name + " dim", "dim" in p, False)
+        continue
+    if n == 1:  # MLC's compile.py: no shard preproc at N = 1
+        want(name + " preprocs", p["preprocs"], [])
+        want(name + " dim", p["dim"], dim)
         continue
     want(name + " preprocs", len(p["preprocs"]), 1)
     pre = p["preprocs"][0]

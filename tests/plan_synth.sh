@@ -19,8 +19,10 @@ layer = re.compile(r"\.(layers|h)\.\d+\.")
 norm = re.compile(r"(norm|ln_)")
 for p in d["params"]:
     name, pre = p["name"], p["preprocs"]
-    sharded = len(pre) == 1
-    if sharded:
+    sharded = "dim" in p
+    if sharded and n == 1 and pre:
+        errs.append("%s: a preproc at N = 1 (MLC emits none)" % name)
+    if sharded and n > 1:
         ins, outs, dim = pre[0]["in_shape"], pre[0]["out_shape"], p["dim"]
         want = list(ins)
         want[dim] //= n
@@ -44,7 +46,7 @@ for p in d["params"]:
         errs.append("%s: unexpected %s (bias_scale %r)" %
                     (name, "shard" if sharded else "replicate",
                      p["bias_scale"]))
-if not any(len(p["preprocs"]) for p in d["params"]):
+if not any("dim" in p for p in d["params"]):
     errs.append("nothing sharded")
 if errs:
     print("\n".join(errs[:20]))

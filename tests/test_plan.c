@@ -1260,6 +1260,37 @@ static void test_shardinfo_design_example(void) {
   tpl__model_free(m);
 }
 
+/* MLC's compile.py (_apply_preproc_to_params_and_check_pipeline) adds a
+ * shard preproc only when tensor_parallel_shards > 1, and _compile's
+ * _get_param_metadata writes pipeline_stages ([0] for one stage) on every
+ * param. */
+static void test_shardinfo_n1_no_preproc(void) {
+  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__strategy st[2];
+  json_t *root = NULL, *q, *ps;
+  add(m, "q.weight", TPL_DT_F16, 2, U(8), U(4));
+  add(m, "norm.weight", TPL_DT_F16, 1, U(4));
+  memset(st, 0, sizeof(st));
+  st[0].kind = TPL_RULE_SHARD;
+  st[0].func_name = "_shard_q";
+  st[1].kind = TPL_RULE_REPLICATE;
+  st[1].rule = -1;
+  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 1, NULL, 1, &root), 0);
+  if (root == NULL) return;
+  q = param(root, 0);
+  CHECK_EQ_U64(json_array_size(json_object_get(q, "preprocs")), 0);
+  check_ints(json_object_get(q, "shape"), 2, U(8), U(4));
+  CHECK_EQ_U64(json_integer_value(json_object_get(q, "dim")), 0);
+  for (size_t i = 0; i < 2; i++) {
+    ps = json_object_get(param(root, i), "pipeline_stages");
+    CHECK_EQ_U64(json_array_size(ps), 1);
+    CHECK(json_is_integer(json_array_get(ps, 0)) &&
+          json_integer_value(json_array_get(ps, 0)) == 0);
+  }
+  json_decref(root);
+  tpl__model_free(m);
+}
+
 /* The GQA row of DESIGN.md's table: [8, 2], segs [4, 2, 2], N 2. */
 static void test_shardinfo_fused_segs(void) {
   struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
@@ -1400,6 +1431,7 @@ int main(void) {
   RUN(test_resolve_auto_mlc);
   RUN(test_resolve_file);
   RUN(test_shardinfo_design_example);
+  RUN(test_shardinfo_n1_no_preproc);
   RUN(test_shardinfo_fused_segs);
   RUN(test_shardinfo_bias_scale_and_ranks);
   free_kept_plans();
