@@ -902,10 +902,12 @@ static void test_preset_mlc_llama(void) {
   add(m, P("input_layernorm.weight"), TPL_DT_F16, 1, U(32));
   add(m, "lm_head.q_weight", TPL_DT_U32, 2, U(64), U(4));
   CHECK_EQ_INT(run_preset("llama", 1, MLC_LLAMA_CFG, m, 2, &st, &err), 0);
-  expect_shard(m, st, P("self_attn.qkv_proj.q_weight"), "_shard_qkv", 0, 3,
-               U(32), U(16), U(16));
-  expect_shard(m, st, P("self_attn.qkv_proj.q_scale"), "_shard_qkv", 0, 3,
-               U(32), U(16), U(16));
+  /* group_quantization.py, GroupQuantizeLinear.from_linear: the weight's
+   * dim and segs, func_name "<name>_q_weight" / "<name>_q_scale". */
+  expect_shard(m, st, P("self_attn.qkv_proj.q_weight"), "_shard_qkv_q_weight",
+               0, 3, U(32), U(16), U(16));
+  expect_shard(m, st, P("self_attn.qkv_proj.q_scale"), "_shard_qkv_q_scale",
+               0, 3, U(32), U(16), U(16));
   expect_shard(m, st, P("self_attn.o_proj.weight"), "_shard_o", 1, 0);
   expect_shard(m, st, P("mlp.gate_up_proj.weight"), "_shard_mlp_up", 0, 2,
                U(48), U(48));
