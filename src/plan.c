@@ -464,7 +464,11 @@ static int apply_derived(const struct tpl__plan *p, const struct tpl_model *m,
   struct tpl__shard_spec spec;
   int replicate, rc;
   s->kind = TPL_RULE_REPLICATE;
-  if (r->kind != TPL_RULE_SHARD) return 0;
+  /* A KN layout is refused for N > 1 (tpl__quant_check_tp); at N = 1
+   * every rank gets all of it anyway. */
+  if (r->kind != TPL_RULE_SHARD ||
+      (p->quant.scheme != NULL && p->quant.scheme->kn_layout))
+    return 0;
   rc = tpl__quant_derive(qp, &p->quant, t, w >= 0 ? &m->tensors[w] : NULL,
                          &r->spec, nshards, &spec, &replicate, err);
   if (rc != 0) return blame_rule(p, s->rule, rc, err);

@@ -9,31 +9,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "fileio.h"
 #include "jsonu.h"
 #include "quant.h"
 
+#define F16 TPL_DT_F16
+#define BF16 TPL_DT_BF16
+#define F32 TPL_DT_F32
+#define E4M3 TPL_DT_F8_E4M3
+#define E5M2 TPL_DT_F8_E5M2
+#define GROUP(n, kn, gs, bits, dt, emb)                                      \
+  {n, TPL_QK_GROUP, kn, gs, bits, dt, 0, emb, emb, 0, 0, 0}
+#define PER_TENSOR(n, w, scale, calib)                                       \
+  {n, TPL_QK_PER_TENSOR, 0, 0, 0, F16, w, 0, 0, scale, calib, 0}
+#define BLOCK(n, act) {n, TPL_QK_BLOCK_SCALE, 0, 0, 0, BF16, E4M3, 0, 0, 0, 0, act}
+#define OTHER(n, kind, dt) {n, kind, 0, 0, 0, dt, 0, 0, 0, 0, 0, 0}
+
 static const struct tpl__quant_scheme schemes[] = {
-    {"q0f16", TPL_QK_NONE, 0, 0},
-    {"q0bf16", TPL_QK_NONE, 0, 0},
-    {"q0f32", TPL_QK_NONE, 0, 0},
-    {"q3f16_0", TPL_QK_GROUP, 1, 40},
-    {"q3f16_1", TPL_QK_GROUP, 0, 40},
-    {"q4f16_0", TPL_QK_GROUP, 1, 32},
-    {"q4f16_1", TPL_QK_GROUP, 0, 32},
-    {"q4bf16_0", TPL_QK_GROUP, 1, 32},
-    {"q4bf16_1", TPL_QK_GROUP, 0, 32},
-    {"q4f32_1", TPL_QK_GROUP, 0, 32},
-    {"q4f16_2", TPL_QK_GROUP, 0, 32},
-    {"q4f16_autoawq", TPL_QK_AWQ, 0, 128},
-    {"q4f16_ft", TPL_QK_FT, 0, 0},
-    {"e5m2_e5m2_f16", TPL_QK_PER_TENSOR, 0, 0},
-    {"e4m3_e4m3_f16", TPL_QK_PER_TENSOR, 0, 0},
-    {"e4m3_e4m3_f16_max_calibrate", TPL_QK_PER_TENSOR, 0, 0},
-    {"fp8_e4m3fn_bf16_block_scale", TPL_QK_BLOCK_SCALE, 0, 0},
-    {"fp8_e4m3fn_bf16_block_scale_static_activation", TPL_QK_BLOCK_SCALE, 0,
-     0},
+    OTHER("q0f16", TPL_QK_NONE, F16),
+    OTHER("q0bf16", TPL_QK_NONE, BF16),
+    OTHER("q0f32", TPL_QK_NONE, F32),
+    GROUP("q3f16_0", 1, 40, 3, F16, 1),
+    GROUP("q3f16_1", 0, 40, 3, F16, 1),
+    GROUP("q4f16_0", 1, 32, 4, F16, 1),
+    GROUP("q4f16_1", 0, 32, 4, F16, 1),
+    GROUP("q4bf16_0", 1, 32, 4, BF16, 1),
+    GROUP("q4bf16_1", 0, 32, 4, BF16, 1),
+    GROUP("q4f32_1", 0, 32, 4, F32, 1),
+    GROUP("q4f16_2", 0, 32, 4, F16, 0),
+    OTHER("q4f16_autoawq", TPL_QK_AWQ, F16),
+    OTHER("q4f16_ft", TPL_QK_FT, F16),
+    PER_TENSOR("e5m2_e5m2_f16", E5M2, 0, 0),
+    PER_TENSOR("e4m3_e4m3_f16", E4M3, 1, 1),
+    PER_TENSOR("e4m3_e4m3_f16_max_calibrate", E4M3, 1, 0),
+    BLOCK("fp8_e4m3fn_bf16_block_scale", 0),
+    BLOCK("fp8_e4m3fn_bf16_block_scale_static_activation", 1),
 };
+
 
 const struct tpl__quant_scheme *tpl__quant_find(const char *name) {
   for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)

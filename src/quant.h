@@ -27,9 +27,17 @@ enum tpl_quant_kind {
 /* One of MLC's schemes (quantization/quantization.py, QUANTIZATION). */
 struct tpl__quant_scheme {
   const char *name;
-  int kind;           /* enum tpl_quant_kind */
-  int kn_layout;      /* group-quant with linear_weight_layout "KN" */
-  uint32_t group_size;
+  int kind;             /* enum tpl_quant_kind */
+  int kn_layout;        /* group-quant with linear_weight_layout "KN" */
+  uint32_t group_size;  /* group-quant */
+  uint32_t bits;        /* group-quant: quantize_dtype int3 / int4 */
+  int model_dtype;      /* enum tpl_dtype of unquantized params and scales */
+  int weight_dtype;     /* fp8 kinds: the quantized weight's dtype */
+  unsigned embedding : 1; /* quantize_embedding */
+  unsigned final_fc : 1;  /* quantize_final_fc (lm_head) */
+  unsigned scale : 1;     /* per-tensor: use_scale (q_scale [1]) */
+  unsigned calib : 1;     /* per-tensor: q_calibration_scale [1] */
+  unsigned act_scale : 1; /* block-scale: static activation_scale */
 };
 
 /* What a model directory's config says about quantization. */
