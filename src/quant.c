@@ -19,12 +19,14 @@
 #define F32 TPL_DT_F32
 #define E4M3 TPL_DT_F8_E4M3
 #define E5M2 TPL_DT_F8_E5M2
-#define GROUP(n, kn, gs, bits, dt, emb)                                      \
-  {n, TPL_QK_GROUP, kn, gs, bits, dt, 0, emb, emb, 0, 0, 0}
-#define PER_TENSOR(n, w, scale, calib)                                       \
-  {n, TPL_QK_PER_TENSOR, 0, 0, 0, F16, w, 0, 0, scale, calib, 0}
-#define BLOCK(n, act) {n, TPL_QK_BLOCK_SCALE, 0, 0, 0, BF16, E4M3, 0, 0, 0, 0, act}
-#define OTHER(n, kind, dt) {n, kind, 0, 0, 0, dt, 0, 0, 0, 0, 0, 0}
+#define GROUP(n, kn, gs, bits, dt, emb)                                        \
+  { n, TPL_QK_GROUP, kn, gs, bits, dt, 0, emb, emb, 0, 0, 0 }
+#define PER_TENSOR(n, w, scale, calib)                                         \
+  { n, TPL_QK_PER_TENSOR, 0, 0, 0, F16, w, 0, 0, scale, calib, 0 }
+#define BLOCK(n, act)                                                          \
+  { n, TPL_QK_BLOCK_SCALE, 0, 0, 0, BF16, E4M3, 0, 0, 0, 0, act }
+#define OTHER(n, kind, dt)                                                     \
+  { n, kind, 0, 0, 0, dt, 0, 0, 0, 0, 0, 0 }
 
 static const struct tpl__quant_scheme schemes[] = {
     OTHER("q0f16", TPL_QK_NONE, F16),
@@ -46,7 +48,6 @@ static const struct tpl__quant_scheme schemes[] = {
     BLOCK("fp8_e4m3fn_bf16_block_scale", 0),
     BLOCK("fp8_e4m3fn_bf16_block_scale_static_activation", 1),
 };
-
 
 const struct tpl__quant_scheme *tpl__quant_find(const char *name) {
   for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
@@ -84,8 +85,7 @@ static int parse_scheme(const json_t *v, const char *what,
                         struct tpl__quant_info *q, struct tpl_error *err) {
   const char *s;
   if (v == NULL || json_is_null(v)) return 0;
-  if (!json_is_string(v) ||
-      json_string_length(v) >= sizeof(q->scheme_name) ||
+  if (!json_is_string(v) || json_string_length(v) >= sizeof(q->scheme_name) ||
       tpl__has_nul(json_string_value(v), json_string_length(v)))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected 'quantization' to be a scheme name such "
@@ -132,8 +132,8 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
   if (rc == 0 && mlc)
     rc = parse_scheme(json_object_get(cfg, "quantization"), what, &r, err);
   if (rc == 0 && mlc)
-    rc = parse_shards(json_object_get(cfg, "tensor_parallel_shards"), what,
-                      &r, err);
+    rc = parse_shards(json_object_get(cfg, "tensor_parallel_shards"), what, &r,
+                      err);
   if (rc == 0) *q = r;
   return rc;
 }
@@ -141,8 +141,8 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
 int tpl__quant_info_load(const struct tpl_model *m, struct tpl__quant_info *q,
                          struct tpl_error *err) {
   int mlc = m->format == TPL_FMT_MLC;
-  char *path = tpl__path_join(m->dir, mlc ? "mlc-chat-config.json"
-                                          : "config.json");
+  char *path =
+      tpl__path_join(m->dir, mlc ? "mlc-chat-config.json" : "config.json");
   char *buf = NULL;
   json_t *cfg = NULL;
   size_t len;
@@ -220,8 +220,8 @@ const char *tpl__quant_func_suffix(int qp) {
 }
 
 int tpl__quant_is_scale(const char *name, char *stem, size_t cap) {
-  static const char *const scales[] = {"q_scale", "weight_scale_inv",
-                                       "scales", "qzeros", "weight_scale"};
+  static const char *const scales[] = {"q_scale", "weight_scale_inv", "scales",
+                                       "qzeros", "weight_scale"};
   const char *dot = strrchr(name, '.');
   size_t n;
   if (dot == NULL) return 0;

@@ -16,23 +16,23 @@
 #include "shard.h"
 
 enum tpl_quant_kind {
-  TPL_QK_NONE = 0,     /* q0f16 ... (or no "quantization" key) */
-  TPL_QK_GROUP,        /* group-quant: q4f16_1, q3f16_0, ... */
-  TPL_QK_PER_TENSOR,   /* per-tensor-quant: e4m3_e4m3_f16, ... */
-  TPL_QK_BLOCK_SCALE,  /* block-scale-quant: fp8_e4m3fn_bf16_block_scale */
-  TPL_QK_FT,           /* ft-quant: q4f16_ft */
-  TPL_QK_AWQ           /* awq: q4f16_autoawq */
+  TPL_QK_NONE = 0,    /* q0f16 ... (or no "quantization" key) */
+  TPL_QK_GROUP,       /* group-quant: q4f16_1, q3f16_0, ... */
+  TPL_QK_PER_TENSOR,  /* per-tensor-quant: e4m3_e4m3_f16, ... */
+  TPL_QK_BLOCK_SCALE, /* block-scale-quant: fp8_e4m3fn_bf16_block_scale */
+  TPL_QK_FT,          /* ft-quant: q4f16_ft */
+  TPL_QK_AWQ          /* awq: q4f16_autoawq */
 };
 
 /* One of MLC's schemes (quantization/quantization.py, QUANTIZATION). */
 struct tpl__quant_scheme {
   const char *name;
-  int kind;             /* enum tpl_quant_kind */
-  int kn_layout;        /* group-quant with linear_weight_layout "KN" */
-  uint32_t group_size;  /* group-quant */
-  uint32_t bits;        /* group-quant: quantize_dtype int3 / int4 */
-  int model_dtype;      /* enum tpl_dtype of unquantized params and scales */
-  int weight_dtype;     /* fp8 kinds: the quantized weight's dtype */
+  int kind;               /* enum tpl_quant_kind */
+  int kn_layout;          /* group-quant with linear_weight_layout "KN" */
+  uint32_t group_size;    /* group-quant */
+  uint32_t bits;          /* group-quant: quantize_dtype int3 / int4 */
+  int model_dtype;        /* enum tpl_dtype of unquantized params and scales */
+  int weight_dtype;       /* fp8 kinds: the quantized weight's dtype */
   unsigned embedding : 1; /* quantize_embedding */
   unsigned final_fc : 1;  /* quantize_final_fc (lm_head) */
   unsigned scale : 1;     /* per-tensor: use_scale (q_scale [1]) */
@@ -51,11 +51,11 @@ struct tpl__quant_info {
 /* The quantized params MLC writes beside (or instead of) `<base>.weight`. */
 enum tpl_qparam {
   TPL_QP_NONE = 0,
-  TPL_QP_Q_WEIGHT,   /* <base>.q_weight: group / per-tensor packed weight */
-  TPL_QP_Q_SCALE,    /* <base>.q_scale: group scales, or per-tensor [1] */
-  TPL_QP_Q_CALIB,    /* <base>.q_calibration_scale: per-tensor [1] */
-  TPL_QP_SCALE_INV,  /* <base>.weight_scale_inv: fp8 block scales */
-  TPL_QP_ACT_SCALE,  /* <base>.activation_scale: fp8 static activation */
+  TPL_QP_Q_WEIGHT,  /* <base>.q_weight: group / per-tensor packed weight */
+  TPL_QP_Q_SCALE,   /* <base>.q_scale: group scales, or per-tensor [1] */
+  TPL_QP_Q_CALIB,   /* <base>.q_calibration_scale: per-tensor [1] */
+  TPL_QP_SCALE_INV, /* <base>.weight_scale_inv: fp8 block scales */
+  TPL_QP_ACT_SCALE, /* <base>.activation_scale: fp8 static activation */
   TPL_QP_COUNT
 };
 
