@@ -10,33 +10,27 @@
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
-# llama_plan Q KV I: MLC's llama_model.py _set_tp for q = Q, k = v = KV,
-# intermediate I.
-llama_plan() {
+# mlc_plan QKV FUNC BIAS Q KV I: the _set_tp of MLC's llama_model.py
+# (QKV self_attn.qkv_proj, FUNC _shard_qkv, no BIAS) or qwen2_model.py
+# (self_attn.c_attn, _shard_qkv_weight, bias _shard_qkv_bias), for q = Q,
+# k = v = KV, intermediate I.
+mlc_plan() {
+  local bias=""
+  [ "$3" = - ] || bias="{\"match\": \"*.$1.bias\", \"name\": \"$3\",
+  \"dim\": 0, \"segs\": [$4, $5, $5]},"
   cat <<JSON
 {"rules": [
- {"match": "*.self_attn.qkv_proj.weight", "name": "_shard_qkv", "dim": 0,
-  "segs": [$1, $2, $2]},
+ {"match": "*.$1.weight", "name": "$2", "dim": 0, "segs": [$4, $5, $5]},
+ $bias
  {"match": "*.self_attn.o_proj.weight", "name": "_shard_o", "dim": 1},
  {"match": "*.mlp.gate_up_proj.weight", "name": "_shard_mlp_up", "dim": 0,
-  "segs": [$3, $3]},
+  "segs": [$6, $6]},
  {"match": "*.mlp.down_proj.weight", "name": "_shard_mlp_down", "dim": 1}]}
 JSON
 }
-
-# qwen2_plan Q KV I: MLC's qwen2_model.py _set_tp (c_attn weight and bias).
+llama_plan() { mlc_plan self_attn.qkv_proj _shard_qkv - "$@"; }
 qwen2_plan() {
-  cat <<JSON
-{"rules": [
- {"match": "*.self_attn.c_attn.weight", "name": "_shard_qkv_weight",
-  "dim": 0, "segs": [$1, $2, $2]},
- {"match": "*.self_attn.c_attn.bias", "name": "_shard_qkv_bias", "dim": 0,
-  "segs": [$1, $2, $2]},
- {"match": "*.self_attn.o_proj.weight", "name": "_shard_o", "dim": 1},
- {"match": "*.mlp.gate_up_proj.weight", "name": "_shard_mlp_up", "dim": 0,
-  "segs": [$3, $3]},
- {"match": "*.mlp.down_proj.weight", "name": "_shard_mlp_down", "dim": 1}]}
-JSON
+  mlc_plan self_attn.c_attn _shard_qkv_weight _shard_qkv_bias "$@"
 }
 
 # case NAME N ARCH PLANFN Q KV I SYNTH-ARGS...

@@ -68,13 +68,27 @@ static void expect_fail(const char *json, int code, const char *frag) {
 }
 
 /* A cache with one file record for S0 holding the tensor records `recs`. */
-static void expect_fail_recs(const char *recs, int code, const char *frag) {
-  char json[4096];
-  snprintf(json, sizeof(json),
+static void recs_json(char *json, size_t len, const char *recs) {
+  snprintf(json, len,
            "{\"metadata\":{},\"records\":[{\"dataPath\":\"" S0 "\","
            "\"format\":\"raw-shard\",\"nbytes\":64,\"records\":[%s]}]}",
            recs);
+}
+
+static void expect_fail_recs(const char *recs, int code, const char *frag) {
+  char json[4096];
+  recs_json(json, sizeof(json), recs);
   expect_fail(json, code, frag);
+}
+
+/* Parses recs_json(recs) in a fresh directory; *out as parse(). */
+static int parse_recs(const char *recs, struct tpl_model **out) {
+  char *dir = make_shards(), json[4096];
+  int rc = -1;
+  recs_json(json, sizeof(json), recs);
+  if (dir != NULL) rc = parse(dir, json, out);
+  drop_dir(dir);
+  return rc;
 }
 
 /* A file record for S0 with the given fields and one valid tensor. */
@@ -387,17 +401,17 @@ static void test_format_unknown(void) {
  * loaders decode only dtype float32 with f32-to-bf16.  So a float16,
  * uint32 or bfloat16 record under f32-to-bf16 is raw, numel x itemsize. */
 static void test_bf16_format_on_other_dtypes_is_raw(void) {
-  char *dir = make_shards();
   struct tpl_model *m = NULL;
-  char json[4096];
-  snprintf(json, sizeof(json),
-           "{\"records\":[{\"dataPath\":\"" S0 "\",\"format\":"
-           "\"raw-shard\",\"nbytes\":64,\"records\":["
-           REC("h", "[4]", "float16", "f32-to-bf16", "8", "0") ","
-           REC("q", "[2,2]", "uint32", "f32-to-bf16", "16", "8") ","
-           REC("f", "[4]", "float32", "f32-to-bf16", "8", "24") ","
-           REC("b", "[4]", "bfloat16", "f32-to-bf16", "8", "32") "]}]}");
-  CHECK_EQ_INT(parse(dir, json, &m), 0);
+  CHECK_EQ_INT(parse_recs(REC("h", "[4]", "float16", "f32-to-bf16", "8",
+                              "0") ","
+                          REC("q", "[2,2]", "uint32", "f32-to-bf16", "16",
+                              "8") ","
+                          REC("f", "[4]", "float32", "f32-to-bf16", "8",
+                              "24") ","
+                          REC("b", "[4]", "bfloat16", "f32-to-bf16", "8",
+                              "32"),
+                          &m),
+               0);
   if (m != NULL && m->ntensors == 4) {
     const struct tpl__tensor *t = m->tensors;
     CHECK(strcmp(t[0].name, "h") == 0);
@@ -415,7 +429,6 @@ static void test_bf16_format_on_other_dtypes_is_raw(void) {
     CHECK(m != NULL && m->ntensors == 4);
   }
   tpl__model_free(m);
-  drop_dir(dir);
 }
 
 /* A raw float16 record's nbytes is numel x 2 even under f32-to-bf16. */
@@ -436,16 +449,13 @@ static void test_preshard_refused(void) {
 
 /* Names that merely contain the tag are ordinary tensors. */
 static void test_preshard_lookalike_accepted(void) {
-  char *dir = make_shards();
-  char json[2048];
-  snprintf(json, sizeof(json),
-           "{\"records\":[{\"dataPath\":\"" S0 "\",\"format\":"
-           "\"raw-shard\",\"nbytes\":64,\"records\":["
-           REC("a_shard-", "[4]", "float16", "raw", "8", "0") ","
-           REC("b_shard-1x", "[4]", "float16", "raw", "8", "8") ","
-           REC("_shard1", "[4]", "float16", "raw", "8", "16") "]}]}");
-  CHECK_EQ_INT(parse(dir, json, NULL), 0);
-  drop_dir(dir);
+  CHECK_EQ_INT(parse_recs(REC("a_shard-", "[4]", "float16", "raw", "8",
+                              "0") ","
+                          REC("b_shard-1x", "[4]", "float16", "raw", "8",
+                              "8") ","
+                          REC("_shard1", "[4]", "float16", "raw", "8", "16"),
+                          NULL),
+               0);
 }
 
 static void test_nbytes_raw_mismatch(void) {
