@@ -74,7 +74,8 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                           struct tpl__quant_info *q, struct tpl_error *err);
 
 /* Like tpl__quant_info_parse on m->dir's mlc-chat-config.json (MLC) or
- * config.json; a missing file leaves `q` at its defaults and returns 0. */
+ * config.json; a missing file, or any error in an HF config.json, leaves
+ * `q` at its defaults and returns 0. */
 int tpl__quant_info_load(const struct tpl_model *m, struct tpl__quant_info *q,
                          struct tpl_error *err);
 

@@ -580,6 +580,37 @@ static void test_config_reader(void) {
                TPL_EFORMAT);
 }
 
+/* A plan file on an HF checkpoint never needed config.json: a broken one
+ * is ignored.  An MLC directory's mlc-chat-config.json says how quantized
+ * params are cut: a broken one is refused, naming it. */
+static void test_config_load_errors(void) {
+  static const char rules[] =
+      "{\"rules\":[{\"match\":\"*\",\"replicate\":true}]}";
+  char *mlc = synth_dir("llama", "q4f16_1", 256, 512);
+  struct tpl__synth_opts o;
+  struct tpl__synth_summary sum;
+  struct tpl_error err;
+  char *hf = make_dir("tpl-quant"), plan[1024];
+  memset(&o, 0, sizeof(o));
+  o.arch = TPL_ARCH_LLAMA;
+  o.dtype = TPL_DT_BF16;
+  o.layers = 1;
+  o.force = 1;
+  CHECK(hf != NULL && mlc != NULL && tpl__synth_resolve(&o, &err) == 0 &&
+        tpl__synth_write(&o, hf, &sum, &err) == 0);
+  if (hf == NULL || mlc == NULL) goto out;
+  write_bytes(hf, "config.json", "{", 1);
+  write_bytes(hf, "plan.json", rules, strlen(rules));
+  snprintf(plan, sizeof(plan), "%s/plan.json", hf);
+  CHECK_EQ_INT(plan_n(hf, plan, 2, &err), 0);
+  write_bytes(mlc, "mlc-chat-config.json", "{\"quantization\":7}", 18);
+  CHECK_EQ_INT(plan_n(mlc, plan, 2, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, "mlc-chat-config.json");
+out:
+  drop_dir(hf);
+  drop_dir(mlc);
+}
+
 static void test_param_names(void) {
   char base[64];
   CHECK_EQ_INT(tpl__quant_param("a.b.q_weight", base, sizeof(base)),
@@ -615,6 +646,7 @@ int main(void) {
   RUN(test_refuse_segs_on_packed_dim);
   RUN(test_unused_rule);
   RUN(test_config_reader);
+  RUN(test_config_load_errors);
   RUN(test_param_names);
   return tap_done();
 }
