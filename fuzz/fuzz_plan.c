@@ -1,13 +1,14 @@
 /* fuzz_plan.c - libFuzzer target for plans: the input is parsed as a plan
  * file and, when valid, applied to a fixed small model (scalar, vector,
- * matrix, 3-D, int and float tensors) for 1, 2 and 3 shards, and the
- * shard info built from the result; the same input is also read as a
- * config.json (and an mlc-chat-config.json) for a few presets whose sizes
- * differ in kind (fused qkv, GPT defaults, MoE, latent attention,
- * text_config, halved intermediate), detected as an architecture, and
- * used as a tensor name that the preset check (layer number, quantized
- * suffix, required tensors) must judge.  Any crash, leak or UB is a
- * bug. */
+ * matrix, 3-D, int and float tensors, and MLC quantized params) for 1, 2
+ * and 3 shards, and the shard info built from the result; the same input
+ * is also read as a config.json (and an mlc-chat-config.json) for a few
+ * presets whose sizes differ in kind (fused qkv, GPT defaults, MoE, latent
+ * attention, text_config, halved intermediate), detected as an
+ * architecture, used as a tensor name that the preset check (layer
+ * number, quantized suffix, required tensors) must judge, and read as an
+ * mlc-chat-config.json whose quantization facts the quantized params are
+ * then derived under.  Any crash, leak or UB is a bug. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #include "model.h"
 #include "plan.h"
 #include "presets.h"
+#include "quant.h"
 #include "shardinfo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -50,6 +52,13 @@ static struct tpl_model *fixed_model(void) {
   add(m, "ids", TPL_DT_I64, 1, 6, 0, 0);
   add(m, "experts", TPL_DT_F16, 3, 2, 12, 4);
   add(m, "empty", TPL_DT_F32, 2, 0, 4, 0);
+  add(m, "h.0.mlp.c_fc.q_weight", TPL_DT_U32, 2, 96, 4, 0);
+  add(m, "h.0.mlp.c_fc.q_scale", TPL_DT_F16, 2, 96, 1, 0);
+  add(m, "h.0.mlp.c_fc.q_calibration_scale", TPL_DT_F32, 1, 1, 0, 0);
+  add(m, "h.0.attn.c_proj.weight", TPL_DT_F8_E4M3, 2, 32, 256, 0);
+  add(m, "h.0.attn.c_proj.weight_scale_inv", TPL_DT_F32, 2, 1, 2, 0);
+  add(m, "h.0.attn.c_proj.activation_scale", TPL_DT_F32, 1, 2, 0, 0);
+  add(m, "h.0.attn.c_proj.scales", TPL_DT_F16, 2, 2, 32, 0);
   return m;
 }
 
@@ -114,6 +123,28 @@ static void try_name(const uint8_t *data, size_t size) {
   tpl__model_free(m);
 }
 
+/* The input as an mlc-chat-config.json: a fixed plan over the quantized
+ * params, derived under whatever it says. */
+static void try_quant(const uint8_t *data, size_t size,
+                      const struct tpl_model *m) {
+  struct tpl__shard_spec row = {.dim = 1, .nsegs = 2, .segs = {128, 128}};
+  struct tpl__shard_spec col = {.dim = 0};
+  struct tpl__plan *p = tpl__plan_new("fuzz quant");
+  json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
+  struct tpl_error err;
+  if (p != NULL && json_is_object(cfg) &&
+      tpl__plan_add_rule(p, "*.c_fc.weight", TPL_RULE_SHARD, NULL, &col) ==
+          0 &&
+      tpl__plan_add_rule(p, "*.c_proj.weight", TPL_RULE_SHARD, NULL, &row) ==
+          0 &&
+      tpl__quant_info_parse(cfg, 1, "fuzz", &p->quant, &err) == 0)
+    for (uint32_t n = 1; n <= 2; n++)
+      if (tpl__quant_check_tp(&p->quant, n, "fuzz", &err) == 0)
+        apply_all(p, m, n);
+  json_decref(cfg);
+  tpl__plan_free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct tpl_model *m = fixed_model();
   struct tpl__plan *p = NULL;
@@ -122,6 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (tpl__plan_parse((const char *)data, size, "fuzz", &p, &err) == 0)
     for (uint32_t n = 1; n <= 3; n++) apply_all(p, m, n);
   tpl__plan_free(p);
+  try_quant(data, size, m);
   try_presets(data, size, m);
   try_name(data, size);
   tpl__model_free(m);

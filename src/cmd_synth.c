@@ -46,8 +46,17 @@ static const char synth_help[] =
     "  --format F         hf (default) or mlc: an MLC weight directory\n"
     "                     (tensor-cache.json, params_shard_*.bin of ~32 MiB,\n"
     "                     mlc-chat-config.json) with MLC's fused qkv_proj\n"
-    "                     [q;k;v] and gate_up_proj [gate;up]; llama, mistral,\n"
+    "                     [q;k;v] and gate_up_proj [gate;up] (qwen2:\n"
+    "                     c_attn; phi3: transformer.h.N.mixer.*), records\n"
+    "                     in format f32-to-bf16 (float32 stored as bf16), as\n"
+    "                     MLC's convert_weight writes; llama, mistral,\n"
     "                     qwen2, gemma and phi3 only\n"
+    "  --quant Q          with --format mlc: store the linears (and, for\n"
+    "                     group schemes, embedding and lm_head) as MLC's\n"
+    "                     scheme Q does: q4f16_1, q4bf16_1, q3f16_1, q4f32_1,\n"
+    "                     q4f16_0 (KN), e4m3_e4m3_f16, e5m2_e5m2_f16,\n"
+    "                     fp8_e4m3fn_bf16_block_scale[_static_activation];\n"
+    "                     Q's model dtype replaces --dtype\n"
     "  --force            overwrite DIR: removes the files synth writes\n"
     "                     (config.json, *.safetensors, index, MLC files)\n"
     "  --quiet            print nothing on success\n"
@@ -60,11 +69,12 @@ static const char synth_help[] =
 enum {
   OPT_ARCH = 256, OPT_OUT, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_KV,
   OPT_INTER, OPT_VOCAB, OPT_EXPERTS, OPT_DTYPE, OPT_SEED, OPT_FILES, OPT_GIB,
-  OPT_FORMAT, OPT_FORCE, OPT_QUIET, OPT_HELP
+  OPT_FORMAT, OPT_FORCE, OPT_QUIET, OPT_HELP, OPT_QUANT
 };
 
 static const struct option synth_opts[] = {
     {"arch", required_argument, NULL, OPT_ARCH},
+    {"quant", required_argument, NULL, OPT_QUANT},
     {"out", required_argument, NULL, OPT_OUT},
     {"layers", required_argument, NULL, OPT_LAYERS},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
@@ -171,6 +181,12 @@ static int parse_one(struct synth_args *a, int c, const char *arg,
       return tpl__cli_usage_error(
           "synth", "--format: expected hf or mlc, found '%s'", arg);
     return 0;
+  case OPT_QUANT:
+    a->o.quant = tpl__quant_find(arg);
+    if (a->o.quant != NULL) return 0;
+    return tpl__cli_usage_error(
+        "synth", "--quant: expected an MLC scheme such as q4f16_1, found "
+        "'%s'", arg);
   case OPT_FORCE: a->o.force = 1; return 0;
   case OPT_QUIET: a->quiet = 1; return 0;
   case OPT_HELP: a->help = 1; return 0;

@@ -5,9 +5,13 @@
  * "f32-to-bf16", "nbytes", "byteOffset"}).  This reader checks every record
  * strictly -- confined file names, file sizes, dtype and byte counts,
  * ranges inside the file, no overlaps, no duplicate names -- and appends
- * the tensors to the model in file order, then byteOffset order.  A
- * float32 record in "f32-to-bf16" format is stored as bf16 (numel x 2
- * bytes) and decoded to float32 (numel x 4). */
+ * the tensors to the model in file order, then byteOffset order.  Formats
+ * are read as TVM reads them: MLC converts with encode_format
+ * "f32-to-bf16", which TVM's dump_tensor_cache writes on every record;
+ * only a float32 record is then stored as bf16 (numel x 2 bytes, decoded
+ * to numel x 4), every other dtype is raw.  A cache presharded by MLC
+ * (MLC_INTERNAL_PRESHARD_NUM: records "X_shard-K", one per worker, already
+ * cut) is recognised and refused, since tpload shards full tensors. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,19 @@ static void shard_clear(struct shard *s) {
 
 /* --- one tensor record --- */
 
+/* MLC's preshard names worker K's piece of X "X_shard-K" (support/
+ * preshard.py, _sharded_param_name).  Returns 1 for such a name. */
+static int is_preshard_name(const char *name, size_t len) {
+  static const char tag[] = "_shard-";
+  size_t digits = 0;
+  while (digits < len && name[len - 1 - digits] >= '0' &&
+         name[len - 1 - digits] <= '9')
+    digits++;
+  if (digits == 0 || len < digits + sizeof(tag) - 1) return 0;
+  return memcmp(name + len - digits - (sizeof(tag) - 1), tag,
+                sizeof(tag) - 1) == 0;
+}
+
 static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
                     json_t *rec, const char **name, struct tpl_error *err) {
   json_t *v = json_object_get(rec, "name");
@@ -62,6 +79,15 @@ static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
                      "%s: file '%s': record %zu: expected a name of 1 to %d "
                      "bytes without NUL, found %zu bytes",
                      c->what, s->data_path, k, TPL_MAX_NAME, len);
+  if (is_preshard_name(*name, len))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expected a cache of full tensors, "
+                     "found one presharded by MLC (MLC_INTERNAL_PRESHARD_NUM "
+                     "at convert_weight: each 'NAME_shard-K' record is "
+                     "worker K's piece, already cut); tpload shards full "
+                     "tensors itself, so convert again without "
+                     "MLC_INTERNAL_PRESHARD_NUM",
+                     c->what, *name);
   prev = json_object_get(c->names, *name);
   if (prev != NULL)
     return tpl__fail(err, TPL_EFORMAT,
@@ -119,12 +145,11 @@ static int get_dtype(struct mlc_ctx *c, const char *name, json_t *rec,
   if (strcmp(f, "raw") == 0) {
     t->encoding = TPL_ENC_RAW;
   } else if (strcmp(f, "f32-to-bf16") == 0) {
-    if (t->dtype != TPL_DT_F32)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: tensor '%s': expected dtype float32 with format "
-                       "f32-to-bf16, found '%s'",
-                       c->what, name, json_string_value(dt));
-    t->encoding = TPL_ENC_F32_TO_BF16;
+    /* TVM's dump_tensor_cache stamps the cache's encode format on every
+     * record, but converts (and its loaders decode) float32 only: a
+     * float16 or uint32 record under "f32-to-bf16" is stored raw. */
+    t->encoding =
+        t->dtype == TPL_DT_F32 ? TPL_ENC_F32_TO_BF16 : TPL_ENC_RAW;
   } else {
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected format \"raw\" or "

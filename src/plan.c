@@ -53,6 +53,7 @@ struct tpl__plan *tpl__plan_new(const char *source) {
     free(p);
     return NULL;
   }
+  tpl__quant_info_init(&p->quant);
   return p;
 }
 
@@ -60,6 +61,26 @@ static char *default_name(int dim) {
   char buf[32];
   snprintf(buf, sizeof(buf), "_shard_%d", dim);
   return strdup(buf);
+}
+
+static void rule_clear(struct tpl__rule *r) {
+  free(r->match);
+  free(r->name);
+  for (int q = 0; q < TPL_QP_COUNT; q++) free(r->qnames[q]);
+}
+
+/* name + each quantization suffix MLC uses (quant.h). */
+static int make_qnames(struct tpl__rule *r) {
+  for (int q = 0; q < TPL_QP_COUNT; q++) {
+    const char *suffix = tpl__quant_func_suffix(q);
+    size_t len;
+    if (suffix == NULL) continue;
+    len = strlen(r->name) + strlen(suffix) + 1;
+    r->qnames[q] = malloc(len);
+    if (r->qnames[q] == NULL) return -ENOMEM;
+    snprintf(r->qnames[q], len, "%s%s", r->name, suffix);
+  }
+  return 0;
 }
 
 int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
@@ -76,9 +97,9 @@ int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
     r->spec = *spec;
     r->name = name != NULL ? strdup(name) : default_name(spec->dim);
   }
-  if (r->match == NULL || (kind == TPL_RULE_SHARD && r->name == NULL)) {
-    free(r->match);
-    free(r->name);
+  if (r->match == NULL || (kind == TPL_RULE_SHARD && r->name == NULL) ||
+      (kind == TPL_RULE_SHARD && make_qnames(r) != 0)) {
+    rule_clear(r);
     return -ENOMEM;
   }
   p->nrules++;
@@ -87,10 +108,7 @@ int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
 
 void tpl__plan_free(struct tpl__plan *p) {
   if (p == NULL) return;
-  for (size_t i = 0; i < p->nrules; i++) {
-    free(p->rules[i].match);
-    free(p->rules[i].name);
-  }
+  for (size_t i = 0; i < p->nrules; i++) rule_clear(&p->rules[i]);
   free(p->rules);
   free(p->source);
   free(p);
@@ -312,6 +330,7 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
     rc = tpl__fail(err, -ENOMEM, "%s: out of memory", what);
     goto fail;
   }
+  p->from_file = 1;
   rc = parse_rules(root, what, p, err);
   if (rc != 0) goto fail;
   json_decref(root);
@@ -341,14 +360,29 @@ static int load_plan_file(const char *path, struct tpl__plan **out,
   return rc;
 }
 
-int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err) {
+static int resolve_rules(const char *arg, const struct tpl_model *m,
+                         uint32_t nshards, struct tpl__plan **out,
+                         struct tpl_error *err) {
   if (arg == NULL || strcmp(arg, "auto") == 0)
     return tpl__preset_auto(m, nshards, out, err);
   if (tpl__preset_known(arg))
     return tpl__preset_build(arg, m, nshards, out, err);
   return load_plan_file(arg, out, err);
+}
+
+int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err) {
+  struct tpl__plan *p = NULL;
+  int rc = resolve_rules(arg, m, nshards, &p, err);
+  if (rc == 0) rc = tpl__quant_info_load(m, &p->quant, err);
+  if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
+  if (rc != 0) {
+    tpl__plan_free(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
 }
 
 /* --- applying a plan --- */
@@ -375,13 +409,11 @@ static int blame_rule(const struct tpl__plan *p, int rule, int rc,
                    p->rules[rule].match, msg);
 }
 
-static int apply_one(const struct tpl__plan *p, const struct tpl__tensor *t,
-                     uint32_t nshards, struct tpl__strategy *s,
-                     struct tpl_error *err) {
+static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
+                      uint32_t nshards, struct tpl__strategy *s,
+                      struct tpl_error *err) {
   const struct tpl__rule *r;
   int rc;
-  memset(s, 0, sizeof(*s));
-  s->rule = find_rule(p, t->name);
   s->kind = TPL_RULE_REPLICATE;
   if (s->rule < 0) return 0;
   r = &p->rules[s->rule];
@@ -401,17 +433,136 @@ static int apply_one(const struct tpl__plan *p, const struct tpl__tensor *t,
   return 0;
 }
 
+/* Tensor names -> index in the model, for a quantized param's weight and
+ * a scale's siblings. */
+static json_t *name_index(const struct tpl_model *m) {
+  json_t *idx = json_object();
+  for (size_t i = 0; idx != NULL && i < m->ntensors; i++) {
+    if (json_object_set_new_nocheck(idx, m->tensors[i].name,
+                                    json_integer((json_int_t)i)) != 0) {
+      json_decref(idx);
+      return NULL;
+    }
+  }
+  return idx;
+}
+
+/* Index of tensor `name` in the model, or -1. */
+static long find_tensor(const json_t *idx, const char *name) {
+  const json_t *v = json_object_get(idx, name);
+  return v != NULL ? (long)json_integer_value(v) : -1;
+}
+
+/* A quantized param takes its base weight's rule, transformed as MLC
+ * does (quant.h); a base that is not sharded leaves it replicated. */
+static int apply_derived(const struct tpl__plan *p, const struct tpl_model *m,
+                         const json_t *idx, const struct tpl__tensor *t,
+                         int qp, const char *base, uint32_t nshards,
+                         struct tpl__strategy *s, struct tpl_error *err) {
+  const struct tpl__rule *r = &p->rules[s->rule];
+  long w = find_tensor(idx, base);
+  struct tpl__shard_spec spec;
+  int replicate, rc;
+  s->kind = TPL_RULE_REPLICATE;
+  /* A KN layout is refused for N > 1 (tpl__quant_check_tp); at N = 1
+   * every rank gets all of it anyway. */
+  if (r->kind != TPL_RULE_SHARD ||
+      (p->quant.scheme != NULL && p->quant.scheme->kn_layout))
+    return 0;
+  rc = tpl__quant_derive(qp, &p->quant, t, w >= 0 ? &m->tensors[w] : NULL,
+                         &r->spec, nshards, &spec, &replicate, err);
+  if (rc != 0) return blame_rule(p, s->rule, rc, err);
+  if (replicate) return 0;
+  s->kind = TPL_RULE_SHARD;
+  s->spec = spec;
+  s->func_name = r->qnames[qp] != NULL ? r->qnames[qp] : r->name;
+  return 0;
+}
+
+static int apply_one(const struct tpl__plan *p, const struct tpl_model *m,
+                     const json_t *idx, size_t i, uint32_t nshards,
+                     struct tpl__strategy *s, struct tpl_error *err) {
+  const struct tpl__tensor *t = &m->tensors[i];
+  char base[TPL_MAX_NAME + 16];
+  int qp = tpl__quant_param(t->name, base, sizeof(base));
+  memset(s, 0, sizeof(*s));
+  if (qp != TPL_QP_NONE && (s->rule = find_rule(p, base)) >= 0)
+    return apply_derived(p, m, idx, t, qp, base, nshards, s, err);
+  s->rule = find_rule(p, t->name);
+  return apply_rule(p, t, nshards, s, err);
+}
+
+/* No silent mis-shard: a scale or zero-point of more than one element
+ * (a per-tensor scale is the same for every slice) must not reach every
+ * rank whole while its weight is cut. */
+static int check_scales(const struct tpl__plan *p, const struct tpl_model *m,
+                        const json_t *idx, const struct tpl__strategy *st,
+                        struct tpl_error *err) {
+  static const char *const weights[] = {"weight", "q_weight", "qweight"};
+  char stem[TPL_MAX_NAME + 2], wname[TPL_MAX_NAME + 16];
+  for (size_t i = 0; i < m->ntensors; i++) {
+    const struct tpl__tensor *t = &m->tensors[i];
+    if (st[i].kind != TPL_RULE_REPLICATE || tpl__tensor_numel(t) <= 1 ||
+        !tpl__quant_is_scale(t->name, stem, sizeof(stem)))
+      continue;
+    for (size_t k = 0; k < ARRAY_SIZE(weights); k++) {
+      long w;
+      snprintf(wname, sizeof(wname), "%s%s", stem, weights[k]);
+      w = find_tensor(idx, wname);
+      if (w < 0 || st[w].kind != TPL_RULE_SHARD) continue;
+      return tpl__fail(err, TPL_EPLAN,
+                       "%s: tensor '%s': expected it sharded like its "
+                       "weight '%s' (rule %d, '%s'), found it replicated: "
+                       "every rank would get scales that do not match its "
+                       "slice of the weight; add a rule for it",
+                       p->source, t->name, wname, st[w].rule,
+                       p->rules[st[w].rule].match);
+    }
+  }
+  return 0;
+}
+
 int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
                     uint32_t nshards, struct tpl__strategy *out,
                     struct tpl_error *err) {
+  json_t *idx;
+  int rc = 0;
   if (nshards == 0)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: expected at least 1 shard, found 0", p->source);
-  for (size_t i = 0; i < m->ntensors; i++) {
-    int rc = apply_one(p, &m->tensors[i], nshards, &out[i], err);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  idx = name_index(m);
+  if (idx == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
+    rc = apply_one(p, m, idx, i, nshards, &out[i], err);
+  if (rc == 0) rc = check_scales(p, m, idx, out, err);
+  json_decref(idx);
+  return rc;
+}
+
+int tpl__plan_check_unused(const struct tpl__plan *p,
+                           const struct tpl__strategy *st, size_t n,
+                           int strict, struct tpl_error *err) {
+  size_t unused = 0, first = 0;
+  unsigned char *used;
+  if (!p->from_file || p->nrules == 0) return 0;
+  used = calloc(p->nrules, 1);
+  if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++)
+    if (st[i].rule >= 0 && (size_t)st[i].rule < p->nrules)
+      used[st[i].rule] = 1;
+  for (size_t r = p->nrules; r-- > 0;)
+    if (!used[r]) {
+      unused++;
+      first = r;
+    }
+  free(used);
+  if (unused == 0) return 0;
+  tpl__fail(err, TPL_EPLAN,
+            "%s: rule %zu ('%s') matches no tensor of the model (%zu "
+            "unused rule%s): a typo in a glob leaves tensors replicated",
+            p->source, first, p->rules[first].match, unused,
+            unused == 1 ? "" : "s");
+  return strict ? TPL_EPLAN : 1;
 }
 
 int tpl__plan_for_model(const char *arg, const struct tpl_model *m,

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "model.h"
+#include "quant.h"
 #include "shard.h"
 
 enum tpl_rule_kind {
@@ -22,12 +23,18 @@ struct tpl__rule {
   int kind;                    /* enum tpl_rule_kind */
   char *name;                  /* owned func_name for SHARD ("_shard_<dim>") */
   struct tpl__shard_spec spec; /* SHARD only; nsegs 0 = one segment */
+  /* SHARD only, owned: the func_names MLC gives the quantized params
+   * derived from this rule, name + tpl__quant_func_suffix(qp); NULL where
+   * MLC has none. */
+  char *qnames[TPL_QP_COUNT];
 };
 
 struct tpl__plan {
   char *source;                /* owned: "file PATH", "preset llama", ... */
   struct tpl__rule *rules;
   size_t nrules;
+  int from_file;               /* a user's plan file (not a preset) */
+  struct tpl__quant_info quant; /* from the model's config, see quant.h */
 };
 
 /* What one tensor gets. `rule` is the index of the matching rule or -1
@@ -54,7 +61,9 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
  * gpt_neox) or "auto" (from m->dir's config.json / mlc-chat-config.json).
  * Presets read their sizes from the config and check that heads, kv heads
  * and intermediate size divide by nshards (TPL_EINDIVISIBLE naming the
- * number and the shard counts that would work). */
+ * number and the shard counts that would work).  The plan's `quant` is
+ * read from the same config (tpl__quant_info_load), and a scheme MLC
+ * cannot shard nshards ways is refused (tpl__quant_check_tp). */
 int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
                       uint32_t nshards, struct tpl__plan **out,
                       struct tpl_error *err);
@@ -62,10 +71,26 @@ int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
 /* Applies `p` to every tensor of `m`: out[i] for tensor i (caller allocates
  * m->ntensors entries).  Checks each SHARD spec against the tensor
  * (tpl__shard_check) and each SCALE_BIAS tensor's dtype (F16/BF16/F32/F64).
- * Returns 0, TPL_EPLAN, TPL_EINDIVISIBLE or TPL_EDTYPE. */
+ * A quantized param (`<base>.q_weight`, `.q_scale`, `.weight_scale_inv`,
+ * ... see quant.h) whose `<base>.weight` matches a rule takes its rule
+ * from that one, as MLC derives it (tpl__quant_derive; func_name
+ * `<name>_q_weight` etc.; rule = the base rule's index).  Refuses a
+ * scale or zero-point tensor left replicated while its weight is sharded
+ * (TPL_EPLAN naming both and the plan).  Returns 0, TPL_EPLAN,
+ * TPL_EINDIVISIBLE or TPL_EDTYPE. */
 int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
                     uint32_t nshards, struct tpl__strategy *out,
                     struct tpl_error *err);
+
+/* Checks that every rule of plan file `p` was used by some tensor of the
+ * strategies `st` (n entries, from tpl__plan_apply).  Presets are exempt
+ * (they name tensors an architecture may lack, such as biases).  Returns 0
+ * when all were used (or `p` is a preset); else fills err naming the
+ * first unused rule and how many there are, and returns TPL_EPLAN when
+ * `strict`, 1 (a warning for the caller to print) otherwise. */
+int tpl__plan_check_unused(const struct tpl__plan *p,
+                           const struct tpl__strategy *st, size_t n,
+                           int strict, struct tpl_error *err);
 
 /* Frees a plan; NULL accepted. */
 void tpl__plan_free(struct tpl__plan *p);

@@ -61,12 +61,15 @@ static json_t *rank_list(const struct tpl__rank_info *ranks,
   return a;
 }
 
-/* Adds the shard-only keys: preprocs entry, dim, segs. */
+/* Adds the shard-only keys: preprocs entry (none at N = 1: MLC's
+ * compile.py appends the shard preproc only when tensor_parallel_shards
+ * > 1), dim, segs. */
 static int add_shard_fields(json_t *o, const struct tpl__tensor *t,
                             const struct tpl__strategy *s,
                             const uint64_t *shard, uint32_t nshards) {
   json_t *pre = json_object_get(o, "preprocs");
-  if (json_array_append_new(pre, preproc(t, s, shard, nshards)) != 0 ||
+  if ((nshards > 1 &&
+       json_array_append_new(pre, preproc(t, s, shard, nshards)) != 0) ||
       json_object_set_new(o, "dim", json_integer(s->spec.dim)) != 0 ||
       json_object_set_new(o, "segs", shard_segs(t, s, nshards)) != 0)
     return -ENOMEM;
@@ -82,9 +85,12 @@ json_t *tpl__shardinfo_param(const struct tpl__tensor *t,
   json_t *o;
   for (int i = 0; i < t->ndim; i++) shard[i] = t->shape[i];
   if (sharded) tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, shard);
-  o = json_pack("{s:s, s:s, s:o, s:[]}", "name", t->name, "dtype",
-                tpl__dtype_mlc_name(t->dtype), "shape",
-                tpl__json_u64_array(shard, (size_t)t->ndim), "preprocs");
+  /* pipeline_stages: [0] for every param, as compile.py writes it for
+   * one pipeline stage (tpload has no pipeline parallelism). */
+  o = json_pack("{s:s, s:o, s:s, s:[], s:[i]}", "name", t->name, "shape",
+                tpl__json_u64_array(shard, (size_t)t->ndim), "dtype",
+                tpl__dtype_mlc_name(t->dtype), "preprocs", "pipeline_stages",
+                0);
   if (o == NULL) return NULL;
   if ((sharded && add_shard_fields(o, t, s, shard, nshards) != 0) ||
       json_object_set_new(o, "bias_scale",

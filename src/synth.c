@@ -90,7 +90,10 @@ struct stensor {
   char name[NAME_MAX_LEN];
   int ndim;
   uint64_t shape[2];
-  uint64_t nbytes;
+  int dtype;                   /* enum tpl_dtype, as recorded */
+  int gen;                     /* dtype of the stored values (see set_sizes) */
+  uint64_t numel;
+  uint64_t nbytes;             /* bytes stored in its file */
   uint64_t offset;             /* in its file, once laid out */
   uint32_t file;               /* index of its data file */
 };
@@ -99,19 +102,24 @@ struct stensor {
 struct tlist {
   struct stensor *v;
   size_t n, cap;
-  size_t esize;
+  int dtype;                   /* the model's dtype: add()'s default */
+  int mlc;                     /* MLC tensor cache: float32 stored as bf16 */
   int err;
 };
 
-static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
-                ...) __attribute__((format(printf, 4, 5)));
+/* Element count and stored bytes.  MLC converts with encode_format
+ * "f32-to-bf16": a float32 param is stored as bf16 (TVM's
+ * dump_tensor_cache), so synth generates bf16 values for it. */
+static void set_sizes(struct tlist *l, struct stensor *t) {
+  t->gen = l->mlc && t->dtype == TPL_DT_F32 ? TPL_DT_BF16 : t->dtype;
+  if (tpl__mul_u64(t->shape[0], t->ndim == 2 ? t->shape[1] : 1, &t->numel) ||
+      tpl__mul_u64(t->numel, tpl__dtype_size(t->gen), &t->nbytes))
+    l->err = TPL_EOVERFLOW;
+}
 
-/* Appends a tensor of shape [d0] (d1 == 0) or [d0, d1]. */
-static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
-                ...) {
+static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
+                 const char *fmt, va_list ap) {
   struct stensor *t;
-  va_list ap;
-  uint64_t nb;
   if (l->err != 0) return;
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 256;
@@ -130,18 +138,38 @@ static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
   }
   t = &l->v[l->n];
   memset(t, 0, sizeof(*t));
-  va_start(ap, fmt);
   vsnprintf(t->name, sizeof(t->name), fmt, ap);
-  va_end(ap);
   t->ndim = d1 == 0 ? 1 : 2;
   t->shape[0] = d0;
   t->shape[1] = d1;
-  if (tpl__mul_u64(d0, d1 == 0 ? 1 : d1, &nb) != 0 ||
-      tpl__mul_u64(nb, l->esize, &t->nbytes) != 0) {
-    l->err = TPL_EOVERFLOW;
-    return;
-  }
-  l->n++;
+  t->dtype = dtype;
+  set_sizes(l, t);
+  if (l->err == 0) l->n++;
+}
+
+static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
+                      const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Appends a tensor of the model's dtype, shape [d0] (d1 == 0) or
+ * [d0, d1]. */
+static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
+                ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vadd(l, l->dtype, d0, d1, fmt, ap);
+  va_end(ap);
+}
+
+/* Like add() with its own dtype (quantized params). */
+static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
+                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vadd(l, dtype, d0, d1, fmt, ap);
+  va_end(ap);
 }
 
 /* The model's sizes, derived once. */
@@ -162,13 +190,41 @@ static struct dims dims_of(const struct tpl__synth_opts *o) {
 
 typedef unsigned long long ull;
 
+/* Module names of a llama-like model.  HF names, and MLC's where its model
+ * file differs (mlc-llm python/mlc_llm/model/<arch>/<arch>_model.py):
+ * qwen2 fuses q/k/v as self_attn.c_attn; phi3 is transformer.h.{i} with
+ * mixer.qkv_proj / mixer.out_proj, ln, and transformer.embd. */
+struct names {
+  const char *model, *layers, *attn, *qkv, *o, *in_norm, *embed;
+};
+
+static const struct names hf_names = {"model",  "model.layers",
+                                      "self_attn", "qkv_proj",
+                                      "o_proj", "input_layernorm",
+                                      "embed_tokens"};
+static const struct names mlc_qwen2_names = {"model",  "model.layers",
+                                             "self_attn", "c_attn",
+                                             "o_proj", "input_layernorm",
+                                             "embed_tokens"};
+static const struct names mlc_phi3_names = {"transformer", "transformer.h",
+                                            "mixer",       "qkv_proj",
+                                            "out_proj",    "ln",
+                                            "embd"};
+
+static const struct names *names_of(int arch, int mlc) {
+  if (mlc && arch == TPL_ARCH_QWEN2) return &mlc_qwen2_names;
+  if (mlc && arch == TPL_ARCH_PHI3) return &mlc_phi3_names;
+  return &hf_names;
+}
+
 static void llama_attn(struct tlist *l, const struct arch_info *a,
-                       const struct dims *d, int mlc, ull i) {
-  const char *p = "model.layers";
+                       const struct names *nm, const struct dims *d, int mlc,
+                       ull i) {
+  const char *p = nm->layers, *at = nm->attn;
   if (a->fused || mlc) {
-    add(l, d->q + 2 * d->kv, d->E, "%s.%llu.self_attn.qkv_proj.weight", p, i);
+    add(l, d->q + 2 * d->kv, d->E, "%s.%llu.%s.%s.weight", p, i, at, nm->qkv);
     if (a->qkv_bias)
-      add(l, d->q + 2 * d->kv, 0, "%s.%llu.self_attn.qkv_proj.bias", p, i);
+      add(l, d->q + 2 * d->kv, 0, "%s.%llu.%s.%s.bias", p, i, at, nm->qkv);
   } else {
     static const char *const qkv[3] = {"q", "k", "v"};
     for (int j = 0; j < 3; j++) {
@@ -178,12 +234,13 @@ static void llama_attn(struct tlist *l, const struct arch_info *a,
         add(l, rows, 0, "%s.%llu.self_attn.%s_proj.bias", p, i, qkv[j]);
     }
   }
-  add(l, d->E, d->q, "%s.%llu.self_attn.o_proj.weight", p, i);
+  add(l, d->E, d->q, "%s.%llu.%s.%s.weight", p, i, at, nm->o);
 }
 
 static void llama_mlp(struct tlist *l, const struct arch_info *a,
-                      const struct dims *d, int mlc, ull i) {
-  const char *p = "model.layers";
+                      const struct names *nm, const struct dims *d, int mlc,
+                      ull i) {
+  const char *p = nm->layers;
   if (a->moe) {
     add(l, d->X, d->E, "%s.%llu.block_sparse_moe.gate.weight", p, i);
     for (ull e = 0; e < d->X; e++) {
@@ -201,16 +258,18 @@ static void llama_mlp(struct tlist *l, const struct arch_info *a,
   if (!a->moe) add(l, d->E, d->I, "%s.%llu.mlp.down_proj.weight", p, i);
 }
 
-static void build_llama(struct tlist *l, const struct arch_info *a,
-                        const struct dims *d, int mlc) {
-  add(l, d->V, d->E, "model.embed_tokens.weight");
+static void build_llama(struct tlist *l, int arch, const struct dims *d,
+                        int mlc) {
+  const struct arch_info *a = &archs[arch];
+  const struct names *nm = names_of(arch, mlc);
+  add(l, d->V, d->E, "%s.%s.weight", nm->model, nm->embed);
   for (ull i = 0; i < d->L && l->err == 0; i++) {
-    llama_attn(l, a, d, mlc, i);
-    llama_mlp(l, a, d, mlc, i);
-    add(l, d->E, 0, "model.layers.%llu.input_layernorm.weight", i);
-    add(l, d->E, 0, "model.layers.%llu.post_attention_layernorm.weight", i);
+    llama_attn(l, a, nm, d, mlc, i);
+    llama_mlp(l, a, nm, d, mlc, i);
+    add(l, d->E, 0, "%s.%llu.%s.weight", nm->layers, i, nm->in_norm);
+    add(l, d->E, 0, "%s.%llu.post_attention_layernorm.weight", nm->layers, i);
   }
-  add(l, d->E, 0, "model.norm.weight");
+  add(l, d->E, 0, "%s.norm.weight", nm->model);
   if (!a->tied) add(l, d->V, d->E, "lm_head.weight");
 }
 
@@ -259,17 +318,118 @@ static void build_neox(struct tlist *l, const struct dims *d) {
   add(l, d->V, d->E, "embed_out.weight");
 }
 
+/* ---- MLC quantization (mlc-llm python/mlc_llm/quantization/) ---- */
+
+enum param_role { ROLE_OTHER, ROLE_LINEAR, ROLE_EMBEDDING, ROLE_FINAL_FC };
+
+/* What a 2-D ".weight" is in MLC's model: an nn.Embedding, the final fc
+ * (utils.py is_final_fc: lm_head) or an nn.Linear. */
+static int param_role(const struct stensor *t) {
+  size_t n = strlen(t->name);
+  if (t->ndim != 2 || n < 7 || strcmp(t->name + n - 7, ".weight") != 0)
+    return ROLE_OTHER;
+  if (strcmp(t->name, "lm_head.weight") == 0) return ROLE_FINAL_FC;
+  if (strstr(t->name, "embed_tokens.weight") != NULL ||
+      strstr(t->name, ".embd.weight") != NULL)
+    return ROLE_EMBEDDING;
+  return ROLE_LINEAR;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* group_quantization.py (_quantize, GroupQuantizeLinear): NK layout
+ * q_weight [out, storage] uint32, q_scale [out, groups] model dtype; KN
+ * layouts store both transposed. */
+static void quant_group(struct tlist *l, const struct tpl__quant_scheme *q,
+                        const struct stensor *t, int blen) {
+  uint64_t out = t->shape[0], groups = ceil_div(t->shape[1], q->group_size);
+  uint64_t storage = groups * (q->group_size / (32 / q->bits));
+  if (q->kn_layout) {
+    add_typed(l, TPL_DT_U32, storage, out, "%.*s.q_weight", blen, t->name);
+    add_typed(l, q->model_dtype, groups, out, "%.*s.q_scale", blen, t->name);
+  } else {
+    add_typed(l, TPL_DT_U32, out, storage, "%.*s.q_weight", blen, t->name);
+    add_typed(l, q->model_dtype, out, groups, "%.*s.q_scale", blen, t->name);
+  }
+}
+
+/* per_tensor_quantization.py (PerTensorQuantizeLinear): q_weight [out, in]
+ * fp8, q_scale [1] and q_calibration_scale [1] float32. */
+static void quant_per_tensor(struct tlist *l,
+                             const struct tpl__quant_scheme *q,
+                             const struct stensor *t, int blen) {
+  add_typed(l, q->weight_dtype, t->shape[0], t->shape[1], "%.*s.q_weight",
+            blen, t->name);
+  if (q->scale) add_typed(l, TPL_DT_F32, 1, 0, "%.*s.q_scale", blen, t->name);
+  if (q->calib)
+    add_typed(l, TPL_DT_F32, 1, 0, "%.*s.q_calibration_scale", blen, t->name);
+}
+
+/* block_scale_quantization.py (BlockScaleQuantizeLinear): weight fp8,
+ * weight_scale_inv [ceil(out/b0), ceil(in/b1)] float32, static
+ * activation_scale [ceil(in/b1)] float32; MLC's default block 128 x 128. */
+static void quant_block(struct tlist *l, const struct tpl__quant_scheme *q,
+                        const struct stensor *t, int blen) {
+  uint64_t b = 128, in_blocks = ceil_div(t->shape[1], b);
+  add_typed(l, q->weight_dtype, t->shape[0], t->shape[1], "%s", t->name);
+  add_typed(l, TPL_DT_F32, ceil_div(t->shape[0], b), in_blocks,
+            "%.*s.weight_scale_inv", blen, t->name);
+  if (q->act_scale)
+    add_typed(l, TPL_DT_F32, in_blocks, 0, "%.*s.activation_scale", blen,
+              t->name);
+}
+
+/* Whether scheme `q` quantizes a param of `role`. */
+static int quantizes(const struct tpl__quant_scheme *q, int role) {
+  if (role == ROLE_LINEAR) return 1;
+  if (q->kind != TPL_QK_GROUP) return 0; /* fp8 kinds: linears only */
+  return role == ROLE_EMBEDDING ? q->embedding
+                                : role == ROLE_FINAL_FC && q->final_fc;
+}
+
+/* Rewrites the unquantized list `in` into `out` as scheme `q` stores it. */
+static void quantize_list(const struct tlist *in,
+                          const struct tpl__quant_scheme *q,
+                          struct tlist *out) {
+  for (size_t i = 0; i < in->n && out->err == 0; i++) {
+    const struct stensor *t = &in->v[i];
+    int role = param_role(t), blen = (int)strlen(t->name) - 7;
+    if (role == ROLE_OTHER || !quantizes(q, role))
+      add_typed(out, t->dtype, t->shape[0], t->ndim == 2 ? t->shape[1] : 0,
+                "%s", t->name);
+    else if (q->kind == TPL_QK_GROUP)
+      quant_group(out, q, t, blen);
+    else if (q->kind == TPL_QK_PER_TENSOR)
+      quant_per_tensor(out, q, t, blen);
+    else
+      quant_block(out, q, t, blen);
+  }
+}
+
+static void list_init(struct tlist *l, const struct tpl__synth_opts *o) {
+  memset(l, 0, sizeof(*l));
+  l->dtype = o->dtype;
+  l->mlc = o->format == TPL_SYNTH_MLC;
+}
+
 /* Builds the tensor list of `o` into *l (free l->v). */
 static int build_list(const struct tpl__synth_opts *o, struct tlist *l) {
   struct dims d = dims_of(o);
-  memset(l, 0, sizeof(*l));
-  l->esize = tpl__dtype_size(o->dtype);
+  struct tlist plain;
+  list_init(l, o);
   if (o->arch == TPL_ARCH_GPT2)
     build_gpt2(l, &d);
   else if (o->arch == TPL_ARCH_GPT_NEOX)
     build_neox(l, &d);
   else
-    build_llama(l, &archs[o->arch], &d, o->format == TPL_SYNTH_MLC);
+    build_llama(l, o->arch, &d, o->format == TPL_SYNTH_MLC);
+  if (l->err != 0 || o->quant == NULL ||
+      o->quant->kind == TPL_QK_NONE)
+    return l->err;
+  plain = *l;
+  list_init(l, o);
+  quantize_list(&plain, o->quant, l);
+  free(plain.v);
   return l->err;
 }
 
@@ -351,6 +511,16 @@ static int check_arch_options(const struct tpl__synth_opts *o,
     return tpl__fail(err, TPL_EUSAGE,
                      "synth: --files applies to safetensors output, not "
                      "--format mlc (which shards by size)");
+  if (o->quant != NULL && o->format != TPL_SYNTH_MLC)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --quant applies to --format mlc only");
+  if (o->quant != NULL && (o->quant->kind == TPL_QK_FT ||
+                           o->quant->kind == TPL_QK_AWQ))
+    return tpl__fail(err, TPL_EUSAGE,
+                     "synth: --quant %s: expected a group (q4f16_1, ...), "
+                     "per-tensor (e4m3_e4m3_f16, ...) or block-scale fp8 "
+                     "scheme",
+                     o->quant->name);
   if (o->gib != 0 && o->layers != 0)
     return tpl__fail(err, TPL_EUSAGE,
                      "synth: give --layers or --gib, not both");
@@ -424,6 +594,7 @@ int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err) {
                      "synth: --dtype: expected bf16, f16 or f32");
   rc = check_arch_options(o, err);
   if (rc != 0) return rc;
+  if (o->quant != NULL) o->dtype = o->quant->model_dtype;
   apply_defaults(o);
   rc = check_sizes(o, err);
   if (rc != 0) return rc;
@@ -470,11 +641,16 @@ static uint32_t rand_f32(uint64_t r) {
                     (r & 0x7fffff));
 }
 
-/* Turns one 64-bit draw into 8 little-endian bytes of values. */
+/* Turns one 64-bit draw into 8 little-endian bytes of values: floats as
+ * above, fp8 finite (exponent below all-ones), other dtypes raw bits. */
 static void word_bytes(uint64_t r, int dtype, uint8_t out[8]) {
   uint64_t v = 0;
   if (dtype == TPL_DT_F32) {
     v = rand_f32(r) | (uint64_t)rand_f32(r >> 32) << 32;
+  } else if (dtype == TPL_DT_F8_E4M3 || dtype == TPL_DT_F8_E5M2) {
+    v = r & 0xbfbfbfbfbfbfbfbfull;
+  } else if (dtype != TPL_DT_F16 && dtype != TPL_DT_BF16) {
+    v = r;
   } else {
     for (int k = 0; k < 4; k++) {
       uint64_t bits = r >> (16 * k);
@@ -656,7 +832,7 @@ static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
   while (left > 0) {
     size_t c = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
     int rc;
-    fill(&state, o->dtype, buf, c);
+    fill(&state, t->gen, buf, c);
     rc = out_write(f, buf, c, err);
     if (rc != 0) return rc;
     left -= c;
@@ -672,7 +848,7 @@ static int st_header(struct stensor **ts, size_t n, int dtype, uint8_t **hdr,
   if (outs == NULL) return tpl__fail(err, -ENOMEM, "synth: out of memory");
   for (size_t i = 0; i < n; i++) {
     outs[i].name = ts[i]->name;
-    outs[i].dtype = dtype;
+    outs[i].dtype = ts[i]->dtype;
     outs[i].ndim = ts[i]->ndim;
     outs[i].shape = ts[i]->shape;
     outs[i].nbytes = ts[i]->nbytes;
@@ -894,13 +1070,15 @@ static uint32_t assign_mlc_shards(struct tlist *l) {
   return l->n ? f + 1 : 0;
 }
 
-static json_t *mlc_record(const struct stensor *t, int dtype) {
+/* A record as TVM's dump_tensor_cache writes it for MLC's encode_format
+ * "f32-to-bf16": that format on every record, whatever the dtype. */
+static json_t *mlc_record(const struct stensor *t) {
   json_t *r = json_object();
   put_str(r, "name", t->name);
   json_object_set_new(r, "shape",
                       tpl__json_u64_array(t->shape, (size_t)t->ndim));
-  put_str(r, "dtype", tpl__dtype_mlc_name(dtype));
-  put_str(r, "format", "raw");
+  put_str(r, "dtype", tpl__dtype_mlc_name(t->dtype));
+  put_str(r, "format", "f32-to-bf16");
   put_int(r, "nbytes", t->nbytes);
   put_int(r, "byteOffset", t->offset);
   return r;
@@ -932,7 +1110,7 @@ static int write_mlc_shard(const char *dir, const struct tlist *l,
   recs = json_array();
   for (size_t i = 0; rc == 0 && i < l->n; i++) {
     if (l->v[i].file != f) continue;
-    json_array_append_new(recs, mlc_record(&l->v[i], o->dtype));
+    json_array_append_new(recs, mlc_record(&l->v[i]));
     bytes += l->v[i].nbytes;
     rc = write_tensor_data(&out, &l->v[i], o, buf, err);
   }
@@ -950,6 +1128,7 @@ static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
   json_t *c = json_object(), *m = json_object();
   static const char *const quant[] = {"q0bf16", "q0f16", "q0f32"};
   int q = o->dtype == TPL_DT_F16 ? 1 : o->dtype == TPL_DT_F32 ? 2 : 0;
+  static const uint64_t block[2] = {128, 128};
   put_int(m, "hidden_size", d.E);
   put_int(m, "num_attention_heads", d.H);
   put_int(m, "num_key_value_heads", d.KV);
@@ -959,8 +1138,11 @@ static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
   put_int(m, "vocab_size", d.V);
   put_int(m, "context_window_size", 4096);
   put_int(m, "tensor_parallel_shards", 1);
+  if (o->quant != NULL && o->quant->kind == TPL_QK_BLOCK_SCALE)
+    json_object_set_new(m, "weight_block_size",
+                        tpl__json_u64_array(block, 2));
   put_str(c, "model_type", archs[o->arch].name);
-  put_str(c, "quantization", quant[q]);
+  put_str(c, "quantization", o->quant != NULL ? o->quant->name : quant[q]);
   json_object_set_new(c, "model_config", m);
   put_int(c, "vocab_size", d.V);
   put_int(c, "context_window_size", 4096);
@@ -968,16 +1150,19 @@ static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
   return c;
 }
 
-static json_t *mlc_cache(const struct tlist *l, json_t *shards, int dtype) {
+/* convert_weight.py's metadata: ParamSize counts params (tensors),
+ * ParamBytes their bytes, BitsPerParam bits per element. */
+static json_t *mlc_cache(const struct tlist *l, json_t *shards) {
   json_t *c = json_object(), *meta = json_object();
-  uint64_t params = 0, bytes = 0;
+  uint64_t numel = 0, bytes = 0;
   for (size_t i = 0; i < l->n; i++) {
-    params += l->v[i].nbytes / l->esize;
+    numel += l->v[i].numel;
     bytes += l->v[i].nbytes;
   }
-  put_int(meta, "ParamSize", params);
+  put_int(meta, "ParamSize", l->n);
   put_int(meta, "ParamBytes", bytes);
-  put_real(meta, "BitsPerParam", 8.0 * (double)tpl__dtype_size(dtype));
+  put_real(meta, "BitsPerParam",
+           numel ? 8.0 * (double)bytes / (double)numel : 0.0);
   json_object_set_new(c, "metadata", meta);
   json_object_set_new(c, "records", shards);
   return c;
@@ -996,7 +1181,7 @@ static int write_mlc_files(const char *dir, struct tlist *l,
     return rc;
   }
   *nfiles = n;
-  rc = write_json(dir, "tensor-cache.json", mlc_cache(l, shards, o->dtype),
+  rc = write_json(dir, "tensor-cache.json", mlc_cache(l, shards),
                   JSON_INDENT(2) | JSON_PRESERVE_ORDER, err);
   if (rc != 0) return rc;
   return write_json(dir, "mlc-chat-config.json", mlc_chat_config(o),

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "quant.h"
 
 enum tpl_synth_arch {
   TPL_ARCH_LLAMA,
@@ -45,6 +46,10 @@ struct tpl__synth_opts {
   uint64_t files;             /* safetensors files (HF format) */
   double gib;                 /* > 0: choose layers to reach this size */
   int force;                  /* overwrite an existing non-empty dir */
+  /* MLC only: the scheme to store quantized params as (q4f16_1, q3f16_1,
+   * e4m3_e4m3_f16, fp8_e4m3fn_bf16_block_scale, ...), NULL for none;
+   * its model dtype replaces `dtype`. */
+  const struct tpl__quant_scheme *quant;
 };
 
 /* What tpl__synth_write wrote. */
@@ -65,8 +70,10 @@ const char *tpl__synth_arch_name(int arch);
 /* Fills the sizes left 0 in `o` with the arch's defaults (a model of a few
  * MiB), picks the layer count for o->gib, and checks every size (heads
  * divide hidden, kv heads divide heads, caps, --files against the tensor
- * count, --format mlc only for llama-like archs).  Returns 0 or TPL_EUSAGE
- * with a message naming the option. */
+ * count, --format mlc only for llama-like archs, --quant only with
+ * --format mlc and a scheme synth writes; the scheme's model dtype
+ * replaces o->dtype).  Returns 0 or TPL_EUSAGE with a message naming the
+ * option. */
 int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err);
 
 /* Writes the checkpoint described by a resolved `o` into `dir` (created

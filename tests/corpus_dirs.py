@@ -177,8 +177,11 @@ def mlc_cases(out):
          65),
         ("mlc_format_missing", one(drop("format", w)), 65),
         ("mlc_format_unknown", one(rec("w", [4], fmt="q4f16")), 65),
-        ("mlc_bf16_format_needs_f32",
-         one(rec("w", [4], "float16", "f32-to-bf16", 8)), 65),
+        # MLC stamps f32-to-bf16 on every record; only float32 is stored
+        # as bf16, so a uint32 record is raw: 16 bytes, not 8.
+        ("mlc_bf16_format_other_dtype_raw",
+         one(rec("w", [4], "uint32", "f32-to-bf16", 8)), 65),
+        ("mlc_presharded", one(rec("w_shard-0", [4])), 65),
         ("mlc_nbytes_raw_mismatch", one(rec("w", [4, 2], "float16",
                                             nbytes=8)), 65),
         ("mlc_nbytes_bf16_mismatch",

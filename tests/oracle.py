@@ -596,10 +596,12 @@ def _write_mlc(out, tensors, rng):
         for t in group:
             blob += b"\0" * int(rng.integers(0, 2) * rng.integers(1, 64))
             stored = t["bf16"] if t["bf16"] is not None else t["raw"]
+            # As MLC writes it: f32-to-bf16 on every record, float32 ones
+            # stored as bf16; "raw" (also legal) for the other float32s.
+            raw_f32 = t["bf16"] is None and t["dtype"] == "F32"
             recs.append({"name": t["name"], "shape": t["shape"],
                          "dtype": MLC_NAME[t["dtype"]],
-                         "format": "f32-to-bf16" if t["bf16"] is not None
-                         else "raw",
+                         "format": "raw" if raw_f32 else "f32-to-bf16",
                          "nbytes": len(stored), "byteOffset": len(blob)})
             blob += stored
         path = "params_shard_%d.bin" % k
@@ -656,7 +658,9 @@ def _read_mlc(d, cache):
             r["byteOffset"], r["nbytes"], r["name"].encode("utf-8")))
         for r in recs:
             raw = blob[r["byteOffset"]:r["byteOffset"] + r["nbytes"]]
-            if r["format"] == "f32-to-bf16":
+            # TVM's loaders decode only float32 records in f32-to-bf16;
+            # MLC stamps that format on every record of a cache.
+            if r["format"] == "f32-to-bf16" and r["dtype"] == "float32":
                 raw = _bf16_as_f32(raw)
             out.append((r["name"], ST_FROM_MLC[r["dtype"]], list(r["shape"]),
                         raw, r["nbytes"]))
@@ -686,13 +690,77 @@ def glob_match(pattern, name):
     return re.fullmatch(rx, name, re.DOTALL) is not None
 
 
-def expected_shards(model, rules, n, bias_scaling=True):
+def _first_rule(rules, name):
+    return next((r for r in rules if glob_match(r["match"], name)), None)
+
+
+# MLC's quantized params and the func_name suffix each one's shard
+# function gets (None: never sharded).
+QUANT_SUFFIX = {"q_weight": "_q_weight", "q_scale": "_q_scale",
+                "q_calibration_scale": None, "weight_scale_inv": "_scale_inv",
+                "activation_scale": "_activation_scale"}
+
+
+def quant_rule(name, shape, rules, shapes, block):
+    """The rule MLC gives quantized param `name` from its base weight's
+    rule ("<base>.weight"), or None when `name` is not one or no rule
+    names its base.  From mlc-llm python/mlc_llm/quantization/: utils.py
+    apply_sharding (same dim and segs, func "<name><suffix>");
+    per_tensor_quantization.py (q_scale [1], q_calibration_scale: not
+    sharded); block_scale_quantization.py (weight_scale_inv: segs in
+    units of weight_block_size[dim]; activation_scale [in / block]: cut
+    with a row-parallel weight, whole otherwise).  `shapes`: name -> full
+    shape of every tensor; `block`: weight_block_size."""
+    stem, _, suffix = name.rpartition(".")
+    if not stem or suffix not in QUANT_SUFFIX:
+        return None
+    base = stem + ".weight"
+    rule = _first_rule(rules, base)
+    if rule is None:
+        return None
+    whole = {"match": name, "replicate": True}
+    if "dim" not in rule or suffix == "q_calibration_scale" or \
+            (suffix == "q_scale" and _numel(shape) == 1):
+        return whole
+    dim, segs = rule["dim"], rule.get("segs")
+    func = rule.get("name", "_shard_%d" % dim) + QUANT_SUFFIX[suffix]
+    if suffix in ("weight_scale_inv", "activation_scale"):
+        in_dim = len(shapes[base]) - 1 if base in shapes else 1
+        unit = block[1] if dim == in_dim else block[0]
+        segs = [s // unit for s in segs] if segs else None
+        if suffix == "activation_scale":
+            if dim != in_dim:
+                return whole
+            dim = 0
+    out = {"match": name, "dim": dim, "name": func}
+    if segs:
+        out["segs"] = segs
+    return out
+
+
+def mlc_block_size(model):
+    """model_config.weight_block_size of an MLC directory (MLC's default
+    [128, 128] when absent)."""
+    path = os.path.join(model, "mlc-chat-config.json")
+    if not os.path.isfile(path):
+        return (128, 128)
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    return tuple(cfg.get("model_config", {}).get("weight_block_size",
+                                                 (128, 128)))
+
+
+def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
     """For every tensor of `model` (read_model's list) under `rules`: a dict
     with name, dtype, full shape, kind (shard / scale / rep), rule,
-    rank_shape and ranks (n byte strings: what each rank must hold)."""
+    rank_shape and ranks (n byte strings: what each rank must hold).
+    Quantized MLC params take their rule from their base weight's
+    (quant_rule)."""
     out = []
+    shapes = {t[0]: t[2] for t in model}
     for name, dtype, shape, raw, stored in model:
-        rule = next((r for r in rules if glob_match(r["match"], name)), None)
+        rule = quant_rule(name, shape, rules, shapes, block) or \
+            _first_rule(rules, name)
         e = {"name": name, "dtype": dtype, "shape": shape, "rule": rule,
              "rank_shape": list(shape), "stored": stored}
         if rule is not None and "dim" in rule:
@@ -768,6 +836,7 @@ def _check_param(p, e, n, bias_scaling):
     _same(where + ": name", e["name"], p.get("name"))
     _same(where + ": dtype", MLC_NAME[e["dtype"]], p.get("dtype"))
     _same(where + ": shape", e["rank_shape"], p.get("shape"))
+    _same(where + ": pipeline_stages", [0], p.get("pipeline_stages"))
     scale = 1.0
     if e["kind"] == "scale" and bias_scaling and n > 1:
         scale = 1.0 / n
@@ -781,7 +850,8 @@ def _check_param(p, e, n, bias_scaling):
                "in_shape": e["shape"], "out_shape": [n] + e["rank_shape"],
                "out_dtype": MLC_NAME[e["dtype"]]}
         segs = rule.get("segs") or [e["shape"][rule["dim"]]]
-        _same(where + ": preprocs", [pre], p.get("preprocs"))
+        # MLC's compile.py adds the shard preproc only when N > 1.
+        _same(where + ": preprocs", [pre] if n > 1 else [], p.get("preprocs"))
         _same(where + ": dim", rule["dim"], p.get("dim"))
         _same(where + ": segs", [s // n for s in segs], p.get("segs"))
     else:
@@ -825,7 +895,9 @@ def check_preshard(model, plan, n, d, bias_scaling=True):
     """Checks preshard output directory `d`; raises Mismatch."""
     with open(plan, encoding="utf-8") as f:
         rules = json.load(f)["rules"]
-    exp = expected_shards(read_model(model), rules, n, bias_scaling)
+    exp = expected_shards(read_model(model), rules, n, bias_scaling,
+                          mlc_block_size(model) if os.path.isdir(model)
+                          else (128, 128))
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
                   + ["shard-info.json"])
     _same("%s: files" % d, want, sorted(os.listdir(d)))

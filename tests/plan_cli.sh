@@ -74,9 +74,14 @@ for p in got["params"]:
     shape, func, ins, outs, dim, segs, scale = exp[name]
     want(name + " shape", p["shape"], shape)
     want(name + " bias_scale", p["bias_scale"], scale)
+    want(name + " pipeline_stages", p["pipeline_stages"], [0])
     if func is None:
         want(name + " preprocs", p["preprocs"], [])
         want(name + " dim", "dim" in p, False)
+        continue
+    if n == 1:  # MLC's compile.py: no shard preproc at N = 1
+        want(name + " preprocs", p["preprocs"], [])
+        want(name + " dim", p["dim"], dim)
         continue
     want(name + " preprocs", len(p["preprocs"]), 1)
     pre = p["preprocs"][0]
@@ -240,6 +245,37 @@ t_exit "auto without config.json" 66 "$TPLOAD" plan "$T_TMP/bare" --shards 2
 grep -q -- "--plan" "$T_TMP/err" && t_ok "missing config says --plan" ||
   t_fail "missing config says --plan" "$(cat "$T_TMP/err")"
 t_exit "model missing" 66 "$TPLOAD" plan "$T_TMP/nope" --shards 2
+
+# A plan-file rule that matches nothing: a warning, exit 65 with --strict.
+printf '{"rules": [{"match": "*.c_attn.weight", "dim": 1},
+ {"match": "*.c_atn.bias", "dim": 0}]}' >"$T_TMP/typo.json"
+t_exit "unused plan-file rule: a warning" 0 \
+  "$TPLOAD" plan "$T_TMP/gpt2" --shards 2 --plan "$T_TMP/typo.json"
+grep -q "warning: .*typo.json: rule 1 ('\*.c_atn.bias') matches no tensor" \
+  "$T_TMP/err" && t_ok "the warning names the rule" ||
+  t_fail "the warning names the rule" "$(cat "$T_TMP/err")"
+t_exit "unused plan-file rule: --strict refuses" 65 \
+  "$TPLOAD" plan "$T_TMP/gpt2" --shards 2 --plan "$T_TMP/typo.json" --strict
+
+# MLC directories: quantization read from mlc-chat-config.json.
+"$TPLOAD" synth --arch llama --format mlc --layers 1 --quant q4f16_0 \
+  --out "$T_TMP/kn" --quiet
+t_exit "KN layout (q4f16_0) refused for 2 shards" 65 \
+  "$TPLOAD" plan "$T_TMP/kn" --shards 2
+grep -q "quantization 'q4f16_0'.*KN weight layout" "$T_TMP/err" &&
+  t_ok "the refusal names the scheme and why" ||
+  t_fail "the refusal names the scheme and why" "$(cat "$T_TMP/err")"
+t_exit "KN layout at 1 shard" 0 "$TPLOAD" plan "$T_TMP/kn" --shards 1
+"$TPLOAD" synth --arch llama --format mlc --layers 1 --quant q4f16_1 \
+  --out "$T_TMP/q4" --quiet
+t_exit "q4f16_1 cache (tensor_parallel_shards 1) for 2 shards" 0 \
+  "$TPLOAD" plan "$T_TMP/q4" --shards 2
+grep -q "note: mlc-chat-config.json says tensor_parallel_shards 1, sharding 2" \
+  "$T_TMP/err" && grep -q '"quantization": "q4f16_1"' "$T_TMP/out" &&
+  grep -q '"func_name": "_shard_qkv_q_weight"' "$T_TMP/out" &&
+  t_ok "plan notes the configured N, reports the scheme and func_names" ||
+  t_fail "plan notes the configured N, reports the scheme and func_names" \
+    "$(cat "$T_TMP/err")"
 
 # Usage.
 t_exit "plan --help" 0 "$TPLOAD" plan --help

@@ -79,7 +79,17 @@ MLC_LLAMA_LAYER = [
     ("input_layernorm.weight", [64]),
     ("post_attention_layernorm.weight", [64]),
 ]
-MLC_QWEN2_LAYER = MLC_LLAMA_LAYER + [("self_attn.qkv_proj.bias", [128])]
+# mlc-llm python/mlc_llm/model/qwen2/qwen2_model.py: QWen2Attention.c_attn
+# (bias=True); phi3/phi3_model.py: Phi3ParallelBlock ln, mixer (PhiMHA:
+# qkv_proj, out_proj), mlp; Phi3Model embd, h, norm.
+MLC_QWEN2_LAYER = [
+    ("self_attn.c_attn.weight", [128, 64]), ("self_attn.c_attn.bias", [128]),
+] + MLC_LLAMA_LAYER[1:]
+MLC_PHI3_LAYER = [
+    ("mixer.qkv_proj.weight", [128, 64]), ("mixer.out_proj.weight", [64, 64]),
+    ("mlp.gate_up_proj.weight", [192, 64]), ("mlp.down_proj.weight", [64, 96]),
+    ("ln.weight", [64]), ("post_attention_layernorm.weight", [64]),
+]
 
 LLAMA_TOP = [("model.embed_tokens.weight", [80, 64]),
              ("model.norm.weight", [64]), ("lm_head.weight", [80, 64])]
@@ -102,7 +112,64 @@ EXPECT = {
                   ("embed_out.weight", [80, 64])]),
     "mlc-llama": ("model.layers", MLC_LLAMA_LAYER, LLAMA_TOP),
     "mlc-qwen2": ("model.layers", MLC_QWEN2_LAYER, LLAMA_TOP),
+    "mlc-phi3": ("transformer.h", MLC_PHI3_LAYER,
+                 [("transformer.embd.weight", [80, 64]),
+                  ("transformer.norm.weight", [64]),
+                  ("lm_head.weight", [80, 64])]),
 }
+
+# MLC's schemes as quantization/quantization.py defines them: kind, group
+# size, bits, model dtype, quantized weight dtype, embedding/final fc.
+SCHEMES = {
+    "q4f16_1": ("group", 32, 4, "float16", None, True),
+    "q3f16_1": ("group", 40, 3, "float16", None, True),
+    "q4bf16_1": ("group", 32, 4, "bfloat16", None, True),
+    "e4m3_e4m3_f16": ("per-tensor", 0, 0, "float16", "float8_e4m3fn", False),
+    "fp8_e4m3fn_bf16_block_scale_static_activation":
+        ("block", 0, 0, "bfloat16", "float8_e4m3fn", False),
+}
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def mlc_quantized(want, scheme):
+    """name -> (dtype, shape) as MLC's scheme stores `want` (unquantized
+    name -> shape): group_quantization.py GroupQuantizeLinear/Embedding
+    (NK: q_weight [out, groups * group/(32/bits)] uint32, q_scale [out,
+    groups]); per_tensor_quantization.py (q_weight fp8, q_scale and
+    q_calibration_scale [1] float32); block_scale_quantization.py (weight
+    fp8, weight_scale_inv [ceil(out/128), ceil(in/128)], activation_scale
+    [ceil(in/128)] float32).  Linears are the 2-D weights other than the
+    embedding and lm_head (quantized too by group schemes)."""
+    kind, gs, bits, mdt, wdt, emb = SCHEMES[scheme]
+    out = {}
+    for name, shape in want.items():
+        base = name[:-len(".weight")]
+        edge = "embed" in name or ".embd." in name or name == "lm_head.weight"
+        if len(shape) != 2 or not name.endswith(".weight") or \
+                (edge and not emb):
+            out[name] = (mdt, shape)
+            continue
+        o, i = shape
+        if kind == "group":
+            g = cdiv(i, gs)
+            out[base + ".q_weight"] = ("uint32", [o, g * gs // (32 // bits)])
+            out[base + ".q_scale"] = (mdt, [o, g])
+        elif kind == "per-tensor":
+            out[base + ".q_weight"] = (wdt, [o, i])
+            out[base + ".q_scale"] = ("float32", [1])
+            out[base + ".q_calibration_scale"] = ("float32", [1])
+        else:
+            out[name] = (wdt, [o, i])
+            out[base + ".weight_scale_inv"] = ("float32",
+                                               [cdiv(o, 128), cdiv(i, 128)])
+            out[base + ".activation_scale"] = ("float32", [cdiv(i, 128)])
+    return out
+
+ITEM = {"bfloat16": 2, "float16": 2, "float32": 2, "uint32": 4,
+        "float8_e4m3fn": 1}  # float32: stored as bf16 (f32-to-bf16)
 
 LLAMA_CFG = {"hidden_size": 64, "num_attention_heads": 4,
              "num_key_value_heads": 2, "intermediate_size": 96,
@@ -284,8 +351,11 @@ def cmd_same_tensors(a, b):
         fail("tensor bytes differ between %s and %s" % (a, b))
 
 
-def cmd_mlc(d, key, layers="2", shard_cap="0"):
-    """An MLC directory: records tile each params_shard file exactly."""
+def cmd_mlc(d, key, layers="2", shard_cap="0", scheme="q0bf16"):
+    """An MLC directory as convert_weight writes it: records tile each
+    params_shard file exactly; every record's format is f32-to-bf16 (TVM's
+    dump_tensor_cache stamps the encode format on all), float32 stored as
+    bf16, other dtypes raw."""
     cache = json.load(open(os.path.join(d, "tensor-cache.json")))
     got, shards = {}, cache["records"]
     for i, s in enumerate(shards):
@@ -302,18 +372,31 @@ def cmd_mlc(d, key, layers="2", shard_cap="0"):
             if r["byteOffset"] != off:
                 fail("%s: byteOffset %d, expected %d" % (r["name"],
                                                          r["byteOffset"], off))
-            if r["dtype"] != "bfloat16" or r["format"] != "raw":
-                fail("%s: dtype %s format %s" % (r["name"], r["dtype"],
-                                                 r["format"]))
-            got[r["name"]] = ("BF16", r["shape"], raw[off:off + r["nbytes"]])
+            if r["format"] != "f32-to-bf16":
+                fail("%s: format %s" % (r["name"], r["format"]))
+            n = int(np.prod(r["shape"])) * ITEM[r["dtype"]]
+            if r["nbytes"] != n:
+                fail("%s: nbytes %d, expected %d" % (r["name"], r["nbytes"], n))
+            got[r["name"]] = (r["dtype"], r["shape"],
+                              raw[off:off + r["nbytes"]])
             off += r["nbytes"]
         if off != len(raw):
             fail("%s: records cover %d of %d bytes" % (path, off, len(raw)))
         cap = int(shard_cap)
         if cap and len(raw) > cap and len(s["records"]) > 1:
             fail("%s: %d bytes over the %d cap" % (path, len(raw), cap))
-    if key != "-":
-        check_tensors(got, expected(key, int(layers)), "bf16")
+    if key != "-" and scheme == "q0bf16":
+        check_tensors({k: ("BF16", s, b) for k, (dt, s, b) in got.items()
+                       if dt == "bfloat16"}, expected(key, int(layers)),
+                      "bf16")
+    elif key != "-":
+        want = mlc_quantized(expected(key, int(layers)), scheme)
+        found = {k: (dt, s) for k, (dt, s, _) in got.items()}
+        if found != want:
+            fail("quantized params differ (name, found, expected): %s" %
+                 [(k, found.get(k), want.get(k)) for k in
+                  sorted(set(found) | set(want))
+                  if found.get(k) != want.get(k)][:6])
     if shard_cap != "0" and len(shards) < 2:
         fail("expected several shards, found %d" % len(shards))
     total = sum(len(v[2]) for v in got.values())
@@ -321,6 +404,9 @@ def cmd_mlc(d, key, layers="2", shard_cap="0"):
         fail("ParamBytes %s, expected %d" % (cache["metadata"]["ParamBytes"],
                                             total))
     m = json.load(open(os.path.join(d, "mlc-chat-config.json")))
+    if m["quantization"] != scheme or m["tensor_parallel_shards"] != 1:
+        fail("quantization %r tensor_parallel_shards %r" %
+             (m["quantization"], m["tensor_parallel_shards"]))
     if key != "-":
         want = {"hidden_size": 64, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "intermediate_size": 96,
@@ -426,7 +512,7 @@ t_exit "--files 5 phi3" 0 "$TPLOAD" synth --arch phi3 --out "$O/f5" $SMALL \
 t_py "--files 5 phi3: index and files agree" sharded "$O/f5" phi3 5
 
 # --format mlc
-for arch in llama qwen2; do
+for arch in llama qwen2 phi3; do
   # shellcheck disable=SC2086
   t_exit "mlc $arch" 0 "$TPLOAD" synth --arch "$arch" --format mlc \
     --out "$O/mlc-$arch" $SMALL --kv-heads 2
@@ -444,6 +530,19 @@ t_py "mlc: shards stay under 32 MiB and tile exactly" mlc "$O/mlc-big" - 8 \
 t_check "mlc: tpload inspect accepts several shards" "$TPLOAD" inspect \
   "$O/mlc-big"
 rm -rf "$O/mlc-big"
+for q in q4f16_1 q3f16_1 q4bf16_1 e4m3_e4m3_f16 \
+  fp8_e4m3fn_bf16_block_scale_static_activation; do
+  # shellcheck disable=SC2086
+  t_exit "mlc llama --quant $q" 0 "$TPLOAD" synth --arch llama --format mlc \
+    --out "$O/mlc-$q" $SMALL --kv-heads 2 --quant "$q"
+  t_py "mlc llama --quant $q: params, dtypes and shapes as MLC's scheme" \
+    mlc "$O/mlc-$q" mlc-llama 2 0 "$q"
+  rm -rf "$O/mlc-$q"
+done
+t_exit "--quant with --format hf" 64 "$TPLOAD" synth --arch llama \
+  --out "$O/nope" --quant q4f16_1
+t_exit "--quant unknown" 64 "$TPLOAD" synth --arch llama --format mlc \
+  --out "$O/nope" --quant q9f16_1
 
 # --gib: defaults are ~1.2 MiB per layer; 0.01 GiB is 10,737,418 bytes.
 t_exit "--gib 0.01" 0 "$TPLOAD" synth --arch llama --out "$O/gib" --gib 0.01

@@ -68,13 +68,27 @@ static void expect_fail(const char *json, int code, const char *frag) {
 }
 
 /* A cache with one file record for S0 holding the tensor records `recs`. */
-static void expect_fail_recs(const char *recs, int code, const char *frag) {
-  char json[4096];
-  snprintf(json, sizeof(json),
+static void recs_json(char *json, size_t len, const char *recs) {
+  snprintf(json, len,
            "{\"metadata\":{},\"records\":[{\"dataPath\":\"" S0 "\","
            "\"format\":\"raw-shard\",\"nbytes\":64,\"records\":[%s]}]}",
            recs);
+}
+
+static void expect_fail_recs(const char *recs, int code, const char *frag) {
+  char json[4096];
+  recs_json(json, sizeof(json), recs);
   expect_fail(json, code, frag);
+}
+
+/* Parses recs_json(recs) in a fresh directory; *out as parse(). */
+static int parse_recs(const char *recs, struct tpl_model **out) {
+  char *dir = make_shards(), json[4096];
+  int rc = -1;
+  recs_json(json, sizeof(json), recs);
+  if (dir != NULL) rc = parse(dir, json, out);
+  drop_dir(dir);
+  return rc;
 }
 
 /* A file record for S0 with the given fields and one valid tensor. */
@@ -382,10 +396,66 @@ static void test_format_unknown(void) {
                    "'q4f16'");
 }
 
-static void test_bf16_format_needs_f32(void) {
-  expect_fail_recs(REC("w", "[4]", "float16", "f32-to-bf16", "8", "0"),
-                   TPL_EFORMAT,
-                   "expected dtype float32 with format f32-to-bf16");
+/* TVM's dump_tensor_cache (python/tvm/contrib/tvmjs.py) writes the
+ * cache's encode_format on every record and converts float32 only; its
+ * loaders decode only dtype float32 with f32-to-bf16.  So a float16,
+ * uint32 or bfloat16 record under f32-to-bf16 is raw, numel x itemsize. */
+static void test_bf16_format_on_other_dtypes_is_raw(void) {
+  struct tpl_model *m = NULL;
+  CHECK_EQ_INT(parse_recs(REC("h", "[4]", "float16", "f32-to-bf16", "8",
+                              "0") ","
+                          REC("q", "[2,2]", "uint32", "f32-to-bf16", "16",
+                              "8") ","
+                          REC("f", "[4]", "float32", "f32-to-bf16", "8",
+                              "24") ","
+                          REC("b", "[4]", "bfloat16", "f32-to-bf16", "8",
+                              "32"),
+                          &m),
+               0);
+  if (m != NULL && m->ntensors == 4) {
+    const struct tpl__tensor *t = m->tensors;
+    CHECK(strcmp(t[0].name, "h") == 0);
+    CHECK_EQ_INT(t[0].encoding, TPL_ENC_RAW);
+    CHECK_EQ_U64(t[0].stored_bytes, 8);
+    CHECK_EQ_U64(t[0].nbytes, 8);
+    CHECK_EQ_INT(t[1].dtype, TPL_DT_U32);
+    CHECK_EQ_INT(t[1].encoding, TPL_ENC_RAW);
+    CHECK_EQ_U64(t[1].nbytes, 16);
+    CHECK_EQ_INT(t[2].encoding, TPL_ENC_F32_TO_BF16);
+    CHECK_EQ_U64(t[2].stored_bytes, 8);
+    CHECK_EQ_U64(t[2].nbytes, 16);
+    CHECK_EQ_INT(t[3].encoding, TPL_ENC_RAW);
+  } else {
+    CHECK(m != NULL && m->ntensors == 4);
+  }
+  tpl__model_free(m);
+}
+
+/* A raw float16 record's nbytes is numel x 2 even under f32-to-bf16. */
+static void test_bf16_format_other_dtype_nbytes(void) {
+  expect_fail_recs(REC("w", "[4]", "uint32", "f32-to-bf16", "8", "0"),
+                   TPL_EFORMAT, "tensor 'w': expected nbytes 16");
+}
+
+/* MLC_INTERNAL_PRESHARD_NUM caches (support/preshard.py) name worker K's
+ * piece "X_shard-K". */
+static void test_preshard_refused(void) {
+  expect_fail_recs(REC("w_shard-0", "[4]", "float16", "raw", "8", "0") ","
+                   REC("w_shard-1", "[4]", "float16", "raw", "8", "8"),
+                   TPL_EFORMAT, "presharded by MLC");
+  CHECK_STR_CONTAINS(err.msg, "w_shard-0");
+  CHECK_STR_CONTAINS(err.msg, "MLC_INTERNAL_PRESHARD_NUM");
+}
+
+/* Names that merely contain the tag are ordinary tensors. */
+static void test_preshard_lookalike_accepted(void) {
+  CHECK_EQ_INT(parse_recs(REC("a_shard-", "[4]", "float16", "raw", "8",
+                              "0") ","
+                          REC("b_shard-1x", "[4]", "float16", "raw", "8",
+                              "8") ","
+                          REC("_shard1", "[4]", "float16", "raw", "8", "16"),
+                          NULL),
+               0);
 }
 
 static void test_nbytes_raw_mismatch(void) {
@@ -481,7 +551,10 @@ int main(void) {
   RUN(test_dtype_unknown);
   RUN(test_format_missing);
   RUN(test_format_unknown);
-  RUN(test_bf16_format_needs_f32);
+  RUN(test_bf16_format_on_other_dtypes_is_raw);
+  RUN(test_bf16_format_other_dtype_nbytes);
+  RUN(test_preshard_refused);
+  RUN(test_preshard_lookalike_accepted);
   RUN(test_nbytes_raw_mismatch);
   RUN(test_nbytes_bf16_mismatch);
   RUN(test_nbytes_missing);

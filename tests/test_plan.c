@@ -899,24 +899,27 @@ static void test_preset_mlc_llama(void) {
   struct tpl__strategy *st;
   struct tpl_error err;
 #define P(s) (snprintf(n, sizeof(n), "%s%s", p, s), n)
-  add(m, "model.embed_tokens.weight", TPL_DT_F16, 2, U(64), U(32));
-  add(m, P("self_attn.qkv_proj.weight"), TPL_DT_F16, 2, U(64), U(32));
+  add(m, "model.embed_tokens.q_weight", TPL_DT_U32, 2, U(64), U(4));
+  add(m, P("self_attn.qkv_proj.q_weight"), TPL_DT_U32, 2, U(64), U(4));
+  add(m, P("self_attn.qkv_proj.q_scale"), TPL_DT_F16, 2, U(64), U(1));
   add(m, P("self_attn.o_proj.weight"), TPL_DT_F16, 2, U(32), U(32));
   add(m, P("mlp.gate_up_proj.weight"), TPL_DT_F16, 2, U(96), U(32));
   add(m, P("mlp.down_proj.weight"), TPL_DT_F16, 2, U(32), U(48));
   add(m, P("input_layernorm.weight"), TPL_DT_F16, 1, U(32));
-  add(m, "lm_head.weight", TPL_DT_F16, 2, U(64), U(32));
+  add(m, "lm_head.q_weight", TPL_DT_U32, 2, U(64), U(4));
   CHECK_EQ_INT(run_preset("llama", 1, MLC_LLAMA_CFG, m, 2, &st, &err), 0);
-  /* Presets name .weight / .bias; quantized params follow their .weight
-   * rule in plan.c. */
-  expect_shard(m, st, P("self_attn.qkv_proj.weight"), "_shard_qkv", 0, 3,
-               U(32), U(16), U(16));
+  /* group_quantization.py, GroupQuantizeLinear.from_linear: the weight's
+   * dim and segs, func_name "<name>_q_weight" / "<name>_q_scale". */
+  expect_shard(m, st, P("self_attn.qkv_proj.q_weight"), "_shard_qkv_q_weight",
+               0, 3, U(32), U(16), U(16));
+  expect_shard(m, st, P("self_attn.qkv_proj.q_scale"), "_shard_qkv_q_scale",
+               0, 3, U(32), U(16), U(16));
   expect_shard(m, st, P("self_attn.o_proj.weight"), "_shard_o", 1, 0);
   expect_shard(m, st, P("mlp.gate_up_proj.weight"), "_shard_mlp_up", 0, 2,
                U(48), U(48));
   expect_shard(m, st, P("mlp.down_proj.weight"), "_shard_mlp_down", 1, 0);
-  expect_kind(m, st, "model.embed_tokens.weight", TPL_RULE_REPLICATE, 1);
-  expect_kind(m, st, "lm_head.weight", TPL_RULE_REPLICATE, 1);
+  expect_kind(m, st, "model.embed_tokens.q_weight", TPL_RULE_REPLICATE, 1);
+  expect_kind(m, st, "lm_head.q_weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, P("input_layernorm.weight"), TPL_RULE_REPLICATE, 1);
   free(st);
   tpl__model_free(m);
@@ -1269,6 +1272,37 @@ static void test_shardinfo_design_example(void) {
   tpl__model_free(m);
 }
 
+/* MLC's compile.py (_apply_preproc_to_params_and_check_pipeline) adds a
+ * shard preproc only when tensor_parallel_shards > 1, and _compile's
+ * _get_param_metadata writes pipeline_stages ([0] for one stage) on every
+ * param. */
+static void test_shardinfo_n1_no_preproc(void) {
+  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__strategy st[2];
+  json_t *root = NULL, *q, *ps;
+  add(m, "q.weight", TPL_DT_F16, 2, U(8), U(4));
+  add(m, "norm.weight", TPL_DT_F16, 1, U(4));
+  memset(st, 0, sizeof(st));
+  st[0].kind = TPL_RULE_SHARD;
+  st[0].func_name = "_shard_q";
+  st[1].kind = TPL_RULE_REPLICATE;
+  st[1].rule = -1;
+  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 1, NULL, 1, &root), 0);
+  if (root == NULL) return;
+  q = param(root, 0);
+  CHECK_EQ_U64(json_array_size(json_object_get(q, "preprocs")), 0);
+  check_ints(json_object_get(q, "shape"), 2, U(8), U(4));
+  CHECK_EQ_U64(json_integer_value(json_object_get(q, "dim")), 0);
+  for (size_t i = 0; i < 2; i++) {
+    ps = json_object_get(param(root, i), "pipeline_stages");
+    CHECK_EQ_U64(json_array_size(ps), 1);
+    CHECK(json_is_integer(json_array_get(ps, 0)) &&
+          json_integer_value(json_array_get(ps, 0)) == 0);
+  }
+  json_decref(root);
+  tpl__model_free(m);
+}
+
 /* The GQA row of DESIGN.md's table: [8, 2], segs [4, 2, 2], N 2. */
 static void test_shardinfo_fused_segs(void) {
   struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
@@ -1409,6 +1443,7 @@ int main(void) {
   RUN(test_resolve_auto_mlc);
   RUN(test_resolve_file);
   RUN(test_shardinfo_design_example);
+  RUN(test_shardinfo_n1_no_preproc);
   RUN(test_shardinfo_fused_segs);
   RUN(test_shardinfo_bias_scale_and_ranks);
   free_kept_plans();
