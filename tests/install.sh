@@ -33,6 +33,26 @@ done
 if [ -z "$missing" ]; then t_ok "installed: header, libtpload (.so, .a), tpload.pc, tpload, man pages"
 else t_fail "installed files" "missing:$missing"; fi
 
+# tpload(1) has a section for every command `tpload --help` lists, and
+# both pages render without warnings.
+MAN1=$DEST$TPL_MANDIR/man1/tpload.1
+cmds=$("$TPLOAD" --help | awk '/^commands:/ { on = 1; next }
+  on && /^  [a-z]/ { print $1 } on && /^$/ { on = 0 }')
+nosec=""
+for c in $cmds; do
+  grep -Eq "^\.SS .*\b$c\b" "$MAN1" || nosec="$nosec $c"
+done
+if [ -n "$cmds" ] && [ -z "$nosec" ]; then
+  t_ok "tpload.1 has a section for each command: $(echo $cmds)"
+else t_fail "tpload.1 has a section per command" "none for:$nosec"; fi
+if command -v groff >/dev/null 2>&1; then
+  groff -man -Tutf8 -ww -z "$MAN1" "$DEST$TPL_MANDIR/man3/libtpload.3" \
+    >"$T_TMP/groff.log" 2>&1
+  if [ ! -s "$T_TMP/groff.log" ]; then t_ok "man pages render without warnings"
+  else t_fail "man pages render without warnings" "$(head "$T_TMP/groff.log")"
+  fi
+fi
+
 # Only the public API leaves the shared library (-fvisibility=hidden).
 nm -D --defined-only "$LIBDIR/libtpload.so.0" | awk '{ print $3 }' |
   sort >"$T_TMP/exports"
