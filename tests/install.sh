@@ -90,14 +90,7 @@ else t_fail "the consumer loads the installed libtpload" \
 t_exit "no daemon: exit 69 and one message" 69 \
   "$WORK/consumer" "$T_TMP/none/rank0.sock" "$T_TMP/none.txt"
 
-gen m --seed 11 --layout single
-SOCK=$T_TMP/sock
-serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "$M/m" --plan "$M/m/plan.json" --socket-dir "$SOCK" \
-  --ready-file "$T_TMP/ready" --quiet
-if wait_for "$WAIT_SECS" test -f "$T_TMP/ready"; then t_ok "serve -np 2 is ready"
-else t_fail "serve is ready" "$(messages "$T_TMP/serve.err" | head -c 1500)"
-fi
+serve_two_ranks 11 single
 for r in 0 1; do
   t_check "consumer reads rank $r" "$WORK/consumer" "$SOCK/rank$r.sock" \
     "$T_TMP/rank$r.txt"

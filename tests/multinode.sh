@@ -65,10 +65,8 @@ READY=$T_TMP/ready
 # shellcheck disable=SC2086
 serve_start "$T_TMP/serve" "$MPIRUN" $TWO_NODES "$TPLOAD" serve "$MODEL" \
   --plan "$PLAN" --socket-dir "$SOCK" --ready-file "$READY" --quiet
-if wait_for "$WAIT_SECS" test -f "$READY"; then
-  t_ok "serve on two nodes: the ready file appears on rank 0's node"
-else t_fail "serve: ready file" "$(messages "$T_TMP/serve.err" | head -c 1500)"
-fi
+t_serve_ready "serve on two nodes: the ready file appears on rank 0's node" \
+  "$READY"
 for r in 0 1; do
   t_exit "node of rank $r: status rank$r.sock --health exits 0" 0 \
     "$TPLOAD" status "$SOCK/rank$r.sock" --health

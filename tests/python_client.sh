@@ -19,14 +19,7 @@ fi
 export TPLOAD_LIBRARY="$TPL_BUILDDIR/.libs/libtpload.so.0"
 export PYTHONPATH="$TESTS_SRCDIR/../python:$TESTS_SRCDIR"
 
-gen m --seed 23 --layout index
-SOCK=$T_TMP/sock
-serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "$M/m" --plan "$M/m/plan.json" --socket-dir "$SOCK" \
-  --ready-file "$T_TMP/ready" --quiet
-if wait_for "$WAIT_SECS" test -f "$T_TMP/ready"; then t_ok "serve -np 2 is ready"
-else t_fail "serve is ready" "$(messages "$T_TMP/serve.err" | head -c 1500)"
-fi
+serve_two_ranks 23 index
 
 CHECK_PY='
 import gc, json, sys

@@ -18,8 +18,8 @@ alive() {
 # serve_start LOG CMD...: runs CMD (a launcher and `tpload serve ...`) in
 # the background with its output in LOG.out / LOG.err.
 serve_start() {
-  local log=$1; shift
-  "$@" >"$log.out" 2>"$log.err" &
+  SERVE_LOG=$1; shift
+  "$@" >"$SERVE_LOG.out" 2>"$SERVE_LOG.err" &
   SERVE_PID=$!
 }
 
@@ -32,6 +32,24 @@ wait_for() {
     [ "$(date +%s)" -lt "$end" ] || return 1
     sleep 0.1
   done
+}
+
+# t_serve_ready NAME READY: one TAP line: the ready file READY appears
+# while the job runs (its stderr, LOG.err of serve_start, says why not).
+t_serve_ready() {
+  if wait_for "$WAIT_SECS" test -f "$2"; then t_ok "$1"
+  else t_fail "$1" "$(messages "$SERVE_LOG.err" | head -c 1500)"; fi
+}
+
+# serve_two_ranks SEED LAYOUT: a 2-rank serve of an oracle model $M/m on
+# socket directory $SOCK, ready (one TAP line).
+serve_two_ranks() {
+  gen m --seed "$1" --layout "$2"
+  SOCK=$T_TMP/sock
+  serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" \
+    serve "$M/m" --plan "$M/m/plan.json" --socket-dir "$SOCK" \
+    --ready-file "$T_TMP/ready" --quiet
+  t_serve_ready "serve -np 2 is ready" "$T_TMP/ready"
 }
 
 # serve_end: waits (at most WAIT_SECS) for the job to end; SERVE_RC is
