@@ -3,10 +3,13 @@
 # then a consumer program (tests/consumer.c) compiled outside the build
 # tree with `pkg-config --cflags --libs tpload` against the installed tree
 # only, run against a live 2-rank `tpload serve`; what it reads from each
-# rank is checked against the numpy oracle.  Also: the installed files
-# (header, shared and static library, tpload.pc, man pages), the shared
-# library exports only the public tpl_ API, the version, an unreachable
-# socket (exit 69 with a message), and `make uninstall` leaves no file.
+# rank is checked against the numpy oracle, and the installed Python
+# module (over the installed .so) reads the same bytes.  Also: the
+# installed files (header, shared and static library, tpload.pc, man
+# pages), tpload(1) has a section per command and both pages render and
+# carry the version, the shared library exports only the public tpl_ API,
+# an unreachable socket (exit 69 with a message), and `make uninstall`
+# leaves no file.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 . "$TESTS_SRCDIR/serve_lib.sh"
@@ -33,6 +36,9 @@ done
 if [ -z "$missing" ]; then t_ok "installed: header, libtpload (.so, .a), tpload.pc, tpload, man pages"
 else t_fail "installed files" "missing:$missing"; fi
 
+want=$(sed -n 's/^#define TPL_VERSION_STRING "\(.*\)"$/\1/p' \
+  "$DEST$TPL_INCLUDEDIR/tpload.h")
+
 # tpload(1) has a section for every command `tpload --help` lists, and
 # both pages render without warnings.
 MAN1=$DEST$TPL_MANDIR/man1/tpload.1
@@ -53,6 +59,13 @@ if command -v groff >/dev/null 2>&1; then
   fi
 fi
 
+stale=""
+for f in "$MAN1" "$DEST$TPL_MANDIR/man3/libtpload.3"; do
+  grep -q "^\.TH .*\"tpload $want\"" "$f" || stale="$stale ${f##*/}"
+done
+if [ -z "$stale" ]; then t_ok "man pages carry TPL_VERSION_STRING ($want)"
+else t_fail "man pages carry the version" "stale:$stale"; fi
+
 # Only the public API leaves the shared library (-fvisibility=hidden).
 nm -D --defined-only "$LIBDIR/libtpload.so.0" | awk '{ print $3 }' |
   sort >"$T_TMP/exports"
@@ -70,8 +83,6 @@ WORK=$T_TMP/consumer
 mkdir -p "$WORK"
 cp "$TESTS_SRCDIR/consumer.c" "$WORK/"
 ver=$(pkg-config --modversion tpload)
-want=$(sed -n 's/^#define TPL_VERSION_STRING "\(.*\)"$/\1/p' \
-  "$DEST$TPL_INCLUDEDIR/tpload.h")
 if [ -n "$ver" ] && [ "$ver" = "$want" ]; then
   t_ok "pkg-config --modversion tpload = TPL_VERSION_STRING ($ver)"
 else t_fail "pkg-config version" "pkg-config '$ver', header '$want'"; fi
@@ -98,6 +109,23 @@ for r in 0 1; do
     "$TESTS_SRCDIR/consumer_check.py" "$M/m" "$M/m/plan.json" 2 "$r" \
     "$T_TMP/rank$r.txt"
 done
+# The installed Python module over the installed libtpload.so: the same
+# bytes as the consumer read (checked against the oracle above).
+INST_PY='
+import sys, tpload
+s = tpload.attach(sys.argv[1])
+got = b"".join(s.tensor(i).tobytes() for i in range(len(s)))
+if got != open(sys.argv[2], "rb").read():
+    sys.exit("the arrays differ from what consumer.c read")
+'
+if [ -z "$SAN_CFLAGS" ]; then
+  for r in 0 1; do
+    t_check "installed tpload.py + libtpload.so read rank $r as consumer.c did" \
+      env PYTHONPATH="$DEST$TPL_PYTHONDIR" \
+      TPLOAD_LIBRARY="$LIBDIR/libtpload.so.0" "$ORACLE" -c "$INST_PY" \
+      "$SOCK/rank$r.sock" "$T_TMP/rank$r.txt.bin"
+  done
+fi
 t_check "tpload status --shutdown (installed binary)" "$DEST$TPL_BINDIR/tpload" \
   status "$SOCK/rank0.sock" --shutdown
 serve_end
