@@ -21,6 +21,20 @@
 extern "C" {
 #endif
 
+/* The version of this header; tpl_version() returns the library's. */
+#define TPL_VERSION_MAJOR 0
+#define TPL_VERSION_MINOR 1
+#define TPL_VERSION_PATCH 0
+#define TPL_VERSION_STRING "0.1.0"
+
+/* Marks the public API.  libtpload is built with -fvisibility=hidden, so
+ * these declarations are the only symbols its shared library exports. */
+#if defined(__GNUC__)
+#define TPL_API __attribute__((visibility("default")))
+#else
+#define TPL_API
+#endif
+
 /* X-macro: name, value, message, sysexits exit code. */
 #define TPL_ERRNO_MAP(XX)                                                   \
   XX(EFORMAT, -10001, "malformed input", 65)                                \
@@ -46,13 +60,13 @@ enum tpl_errno {
 };
 
 /* Returns a static string describing `code` (a TPL_E* code or -errno). */
-const char *tpl_strerror(int code);
+TPL_API const char *tpl_strerror(int code);
 
 /* Returns the sysexits-style process exit code for `code` (0 for 0). */
-int tpl_exit_code(int code);
+TPL_API int tpl_exit_code(int code);
 
 /* Returns the library version string, e.g. "0.1.0". */
-const char *tpl_version(void);
+TPL_API const char *tpl_version(void);
 
 /* ---- consumer API: attach to a running `tpload serve` ----
  *
@@ -95,29 +109,54 @@ struct tpl_tensor_view {
  * (no daemon answers), TPL_EPROTO (the daemon's replies are not valid)
  * or -errno; when `errbuf` is not NULL it receives one line saying why
  * (truncated to `errlen` bytes). */
-int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
-               size_t errlen);
+TPL_API int tpl_attach(const char *socket_path, struct tpl_shard **out,
+                       char *errbuf, size_t errlen);
 
 /* Unmaps the shard and frees the attachment; NULL is accepted. */
-void tpl_detach(struct tpl_shard *s);
+TPL_API void tpl_detach(struct tpl_shard *s);
 
 /* The attached rank and the job's world size. */
-uint32_t tpl_shard_rank(const struct tpl_shard *s);
-uint32_t tpl_shard_world(const struct tpl_shard *s);
+TPL_API uint32_t tpl_shard_rank(const struct tpl_shard *s);
+TPL_API uint32_t tpl_shard_world(const struct tpl_shard *s);
 
 /* Number of tensors, and the total size of the mapping in bytes. */
-size_t tpl_shard_count(const struct tpl_shard *s);
-uint64_t tpl_shard_bytes(const struct tpl_shard *s);
+TPL_API size_t tpl_shard_count(const struct tpl_shard *s);
+TPL_API uint64_t tpl_shard_bytes(const struct tpl_shard *s);
 
 /* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
  * checkpoint's order).  Returns 0 or -ERANGE. */
-int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
-                     struct tpl_tensor_view *out);
+TPL_API int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
+                             struct tpl_tensor_view *out);
 
 /* Fills *out with the tensor called `name` (a hash lookup, O(1)
  * expected).  Returns 0 or -ENOENT. */
-int tpl_shard_find(const struct tpl_shard *s, const char *name,
-                   struct tpl_tensor_view *out);
+TPL_API int tpl_shard_find(const struct tpl_shard *s, const char *name,
+                           struct tpl_tensor_view *out);
+
+/* ---- probing and stopping a running `tpload serve` ---- */
+
+/* What one rank says about itself when probed. */
+struct tpl_health {
+  uint32_t rank;   /* the rank answering on this socket */
+  uint32_t world;  /* the job's world size */
+  uint64_t bytes;  /* the size of the rank's shard store */
+};
+
+/* Asks the rank serving `socket_path` whether it serves (what `tpload
+ * status SOCKET --health` does; one request, at most 10 s).  Returns 0
+ * and fills *out (when not NULL) if it does; TPL_EUNREACHABLE when
+ * nothing answers or the rank refuses, TPL_EPROTO on an invalid reply.
+ * `errbuf` as for tpl_attach. */
+TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
+                       char *errbuf, size_t errlen);
+
+/* Asks the job to stop (what `tpload status SOCKET --shutdown` does).
+ * Only rank 0 ends the job, so `socket_path` must be DIR/rank0.sock; any
+ * other rank refuses and the call returns TPL_EPEER with the daemon's
+ * reason in `errbuf`.  Returns 0 once rank 0 has accepted the request;
+ * the ranks then exit within seconds and remove their sockets. */
+TPL_API int tpl_shutdown(const char *socket_path, char *errbuf,
+                         size_t errlen);
 
 #ifdef __cplusplus
 }

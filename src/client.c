@@ -338,9 +338,7 @@ int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
                size_t errlen) {
   struct tpl_error err = {0};
   int rc = tpl__client_attach(socket_path, TPL_CLIENT_TIMEOUT_MS, out, &err);
-  if (errbuf != NULL && errlen > 0)
-    snprintf(errbuf, errlen, "%s",
-             rc == 0 ? "" : err.msg[0] ? err.msg : tpl_strerror(rc));
+  tpl__error_text(&err, rc, errbuf, errlen);
   return rc;
 }
 

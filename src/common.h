@@ -34,6 +34,12 @@ struct tpl_error {
 int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Copies the text of a failure into a caller's buffer of `len` bytes (the
+ * public API's errbuf convention): "" when rc is 0, else err->msg, or
+ * tpl_strerror(rc) when no message was recorded.  buf may be NULL. */
+void tpl__error_text(const struct tpl_error *err, int rc, char *buf,
+                     size_t len);
+
 /* Overflow-checked arithmetic: return 0 and store the result, or return
  * TPL_EOVERFLOW and leave *out untouched. */
 static inline int tpl__add_u64(uint64_t a, uint64_t b, uint64_t *out) {

@@ -71,3 +71,10 @@ int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
   }
   return code;
 }
+
+void tpl__error_text(const struct tpl_error *err, int rc, char *buf,
+                     size_t len) {
+  if (buf == NULL || len == 0) return;
+  snprintf(buf, len, "%s",
+           rc == 0 ? "" : err->msg[0] ? err->msg : tpl_strerror(rc));
+}

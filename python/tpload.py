@@ -1,0 +1,241 @@
+"""tpload - Python bindings for libtpload, the consumer API of `tpload serve`.
+
+Each rank of `mpirun -np N tpload serve MODEL --socket-dir DIR` keeps its
+shard in a sealed, read-only memfd and serves it on DIR/rank{R}.sock.  This
+module attaches to one rank through libtpload.so (ctypes, no compiled code
+of its own) and hands out every tensor as a read-only numpy array over the
+shared mapping: no byte is copied.
+
+    import tpload
+    with tpload.attach("/run/tp/rank0.sock") as shard:
+        print(shard.rank, shard.world, len(shard))
+        w = shard["model.layers.0.self_attn.q_proj.weight"]  # numpy array
+        for name, arr in shard.items():
+            ...
+
+dtypes: float16/32/64, (u)int8..64 and bool map to numpy's.  bfloat16 and
+the float8 types map to ml_dtypes' types when the `ml_dtypes` package is
+importable, else to raw views of the same width (uint16 for bfloat16, uint8
+for float8): the bits are exact, the arithmetic is the caller's business.
+
+Lifetime: an array keeps the attachment alive, so arrays stay valid after
+the Shard is closed or collected (and after the daemon exits); the mapping
+is released when the Shard and every array from it are gone.
+
+The library is found through $TPLOAD_LIBRARY (a path to libtpload.so),
+else the system's linker search (ctypes.util.find_library), else
+libtpload.so.0 on the default path.
+"""
+import ctypes
+import ctypes.util
+import os
+
+import numpy as np
+
+__all__ = ["attach", "health", "shutdown", "Shard", "Error", "version"]
+
+try:  # optional: real bfloat16 / float8 dtypes
+    import ml_dtypes as _ml
+except ImportError:  # Debian 12 does not package it
+    _ml = None
+
+_NUMPY = {
+    "float16": np.float16, "float32": np.float32, "float64": np.float64,
+    "int8": np.int8, "uint8": np.uint8, "int16": np.int16,
+    "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
+    "int64": np.int64, "uint64": np.uint64, "bool": np.bool_,
+    "bfloat16": _ml.bfloat16 if _ml else np.uint16,
+    "float8_e4m3fn": _ml.float8_e4m3fn if _ml else np.uint8,
+    "float8_e5m2": _ml.float8_e5m2 if _ml else np.uint8,
+}
+
+
+class Error(OSError):
+    """A libtpload call failed: `code` is its (negative) return value,
+    `exit_code` the sysexits code tpload would exit with."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.exit_code = _lib().tpl_exit_code(code)
+
+
+class _View(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p),
+                ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_uint64)),
+                ("data", ctypes.c_void_p), ("nbytes", ctypes.c_uint64),
+                ("xxh3", ctypes.c_uint64)]
+
+
+class _Health(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_uint32), ("world", ctypes.c_uint32),
+                ("bytes", ctypes.c_uint64)]
+
+
+_LIB = None
+_ERRLEN = 1024
+
+
+def _declare(lib):
+    p, c = ctypes.POINTER, ctypes
+    sigs = {
+        "tpl_version": (c.c_char_p, []),
+        "tpl_strerror": (c.c_char_p, [c.c_int]),
+        "tpl_exit_code": (c.c_int, [c.c_int]),
+        "tpl_attach": (c.c_int, [c.c_char_p, p(c.c_void_p), c.c_char_p,
+                                 c.c_size_t]),
+        "tpl_detach": (None, [c.c_void_p]),
+        "tpl_shard_rank": (c.c_uint32, [c.c_void_p]),
+        "tpl_shard_world": (c.c_uint32, [c.c_void_p]),
+        "tpl_shard_count": (c.c_size_t, [c.c_void_p]),
+        "tpl_shard_bytes": (c.c_uint64, [c.c_void_p]),
+        "tpl_shard_tensor": (c.c_int, [c.c_void_p, c.c_size_t, p(_View)]),
+        "tpl_shard_find": (c.c_int, [c.c_void_p, c.c_char_p, p(_View)]),
+        "tpl_health": (c.c_int, [c.c_char_p, p(_Health), c.c_char_p,
+                                 c.c_size_t]),
+        "tpl_shutdown": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+def _lib():
+    global _LIB
+    if _LIB is None:
+        path = (os.environ.get("TPLOAD_LIBRARY")
+                or ctypes.util.find_library("tpload") or "libtpload.so.0")
+        _LIB = _declare(ctypes.CDLL(path))
+    return _LIB
+
+
+def _check(rc, errbuf):
+    if rc != 0:
+        text = errbuf.value.decode(errors="replace") if errbuf else ""
+        raise Error(rc, text or _lib().tpl_strerror(rc).decode())
+
+
+def version():
+    """The library's version string, e.g. "0.1.0"."""
+    return _lib().tpl_version().decode()
+
+
+def health(socket_path):
+    """Probes the rank serving `socket_path`; returns a dict with rank,
+    world and bytes (its shard's size).  Raises Error when it does not
+    serve (exit_code 69)."""
+    h, err = _Health(), ctypes.create_string_buffer(_ERRLEN)
+    _check(_lib().tpl_health(os.fsencode(socket_path), ctypes.byref(h), err,
+                             _ERRLEN), err)
+    return {"rank": h.rank, "world": h.world, "bytes": h.bytes}
+
+
+def shutdown(socket_path):
+    """Asks the job to stop; `socket_path` must be DIR/rank0.sock."""
+    err = ctypes.create_string_buffer(_ERRLEN)
+    _check(_lib().tpl_shutdown(os.fsencode(socket_path), err, _ERRLEN), err)
+
+
+class _Attachment:
+    """Owns one tpl_shard handle; detached when the last reference (the
+    Shard or any array over its mapping) goes away."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        if self.handle:
+            _lib().tpl_detach(self.handle)
+            self.handle = None
+
+
+class Shard:
+    """One rank's shard, attached.  len(shard) tensors in checkpoint
+    order; shard[name] or shard.tensor(i) gives a read-only numpy array."""
+
+    def __init__(self, socket_path):
+        handle, err = ctypes.c_void_p(), ctypes.create_string_buffer(_ERRLEN)
+        _check(_lib().tpl_attach(os.fsencode(socket_path),
+                                 ctypes.byref(handle), err, _ERRLEN), err)
+        self._att = _Attachment(handle.value)
+        lib = _lib()
+        self.rank = lib.tpl_shard_rank(handle)
+        self.world = lib.tpl_shard_world(handle)
+        self.nbytes = lib.tpl_shard_bytes(handle)
+        self._count = lib.tpl_shard_count(handle)
+
+    def _handle(self):
+        if self._att is None:
+            raise ValueError("shard is closed")
+        return self._att.handle
+
+    def __len__(self):
+        return self._count
+
+    def _array(self, v):
+        dtype = np.dtype(_NUMPY.get(v.dtype.decode(), np.uint8))
+        shape = tuple(v.shape[i] for i in range(v.ndim))
+        if v.nbytes == 0:
+            arr = np.empty(shape, dtype)
+        else:
+            buf = (ctypes.c_uint8 * v.nbytes).from_address(v.data)
+            buf._attachment = self._att  # the array keeps the mapping
+            arr = np.frombuffer(buf, dtype).reshape(shape)
+        arr.flags.writeable = False
+        return arr
+
+    def info(self, i):
+        """Tensor i's name, MLC dtype name, shape, nbytes and xxh3 (int)."""
+        v = _View()
+        rc = _lib().tpl_shard_tensor(self._handle(), i, ctypes.byref(v))
+        if rc != 0:
+            raise IndexError("tensor index %d out of range" % i)
+        return {"name": v.name.decode(), "dtype": v.dtype.decode(),
+                "shape": [v.shape[k] for k in range(v.ndim)],
+                "nbytes": v.nbytes, "xxh3": v.xxh3}
+
+    def tensor(self, i):
+        """Tensor i (checkpoint order) as a read-only numpy array."""
+        v = _View()
+        if _lib().tpl_shard_tensor(self._handle(), i, ctypes.byref(v)) != 0:
+            raise IndexError("tensor index %d out of range" % i)
+        return self._array(v)
+
+    def __getitem__(self, name):
+        v = _View()
+        rc = _lib().tpl_shard_find(self._handle(), name.encode(),
+                                   ctypes.byref(v))
+        if rc != 0:
+            raise KeyError(name)
+        return self._array(v)
+
+    def __contains__(self, name):
+        v = _View()
+        return _lib().tpl_shard_find(self._handle(), name.encode(),
+                                     ctypes.byref(v)) == 0
+
+    def names(self):
+        """Every tensor name, in checkpoint order."""
+        return [self.info(i)["name"] for i in range(self._count)]
+
+    def items(self):
+        """(name, array) for every tensor, in checkpoint order."""
+        for i in range(self._count):
+            yield self.info(i)["name"], self.tensor(i)
+
+    def close(self):
+        """Drops this Shard's hold on the mapping (arrays keep theirs)."""
+        self._att = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def attach(socket_path):
+    """Attaches to the rank serving `socket_path` (DIR/rank{R}.sock)."""
+    return Shard(socket_path)

@@ -1,0 +1,78 @@
+/* consumer.c - a consumer as a user writes it, against the installed
+ * libtpload only (tests/install.sh builds it with `pkg-config --cflags
+ * --libs tpload`, outside the build tree).
+ *
+ *   consumer SOCKET OUT
+ *
+ * Probes the rank serving SOCKET (tpl_health), attaches, and writes what
+ * it holds: OUT gets one line a tensor, "name<TAB>dtype<TAB>shape<TAB>
+ * nbytes<TAB>xxh3" (shape as d0,d1,... or "-" for a scalar), OUT.bin the
+ * tensors' bytes back to back, for tests/consumer_check.py to compare with
+ * the numpy oracle.  Exits tpl_exit_code() of the first failure, with one
+ * line on stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tpload.h>
+
+static int fail(int rc, const char *what, const char *msg) {
+  fprintf(stderr, "consumer: %s: %s\n", what, msg[0] ? msg : tpl_strerror(rc));
+  return tpl_exit_code(rc) ? tpl_exit_code(rc) : 1;
+}
+
+static void write_entry(FILE *list, FILE *bin,
+                        const struct tpl_tensor_view *v) {
+  fprintf(list, "%s\t%s\t", v->name, v->dtype);
+  if (v->ndim == 0) fputc('-', list);
+  for (int d = 0; d < v->ndim; d++)
+    fprintf(list, "%s%llu", d ? "," : "", (unsigned long long)v->shape[d]);
+  fprintf(list, "\t%llu\t%016llx\n", (unsigned long long)v->nbytes,
+          (unsigned long long)v->xxh3);
+  if (v->nbytes > 0) fwrite(v->data, 1, (size_t)v->nbytes, bin);
+}
+
+/* Every tensor by index, and found again by name at the same address. */
+static int write_all(const struct tpl_shard *s, FILE *list, FILE *bin) {
+  struct tpl_tensor_view v, w;
+  for (size_t i = 0; i < tpl_shard_count(s); i++) {
+    if (tpl_shard_tensor(s, i, &v) != 0) return fail(-1, "tensor", "index");
+    if (tpl_shard_find(s, v.name, &w) != 0 || w.data != v.data)
+      return fail(-1, v.name, "tpl_shard_find disagrees with the index");
+    write_entry(list, bin, &v);
+  }
+  if (tpl_shard_tensor(s, tpl_shard_count(s), &v) == 0 ||
+      tpl_shard_find(s, "no such tensor", &w) == 0)
+    return fail(-1, "lookup", "a missing tensor was found");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct tpl_health h;
+  struct tpl_shard *s;
+  char msg[512], bin_path[4096];
+  FILE *list, *bin;
+  int rc;
+  if (argc != 3) {
+    fprintf(stderr, "usage: consumer SOCKET OUT\n");
+    return 64;
+  }
+  if (strcmp(tpl_version(), TPL_VERSION_STRING) != 0)
+    return fail(-1, "version", "header and library disagree");
+  if ((rc = tpl_health(argv[1], &h, msg, sizeof msg)) != 0)
+    return fail(rc, "health", msg);
+  if ((rc = tpl_attach(argv[1], &s, msg, sizeof msg)) != 0)
+    return fail(rc, "attach", msg);
+  if (tpl_shard_rank(s) != h.rank || tpl_shard_world(s) != h.world ||
+      tpl_shard_bytes(s) != h.bytes)
+    return fail(-1, "attach", "rank, world or bytes differ from health");
+  snprintf(bin_path, sizeof bin_path, "%s.bin", argv[2]);
+  list = fopen(argv[2], "w");
+  bin = fopen(bin_path, "wb");
+  if (list == NULL || bin == NULL) return fail(-1, argv[2], "cannot write");
+  rc = write_all(s, list, bin);
+  tpl_detach(s);
+  if (fclose(list) != 0 || fclose(bin) != 0)
+    return fail(-1, argv[2], "cannot write");
+  printf("rank %u of %u: %zu bytes\n", h.rank, h.world, (size_t)h.bytes);
+  return rc;
+}
