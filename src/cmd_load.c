@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "report.h"
+#include "store.h"
 
 static const char load_help[] =
     "usage: mpirun -np N tpload load MODEL [options]\n"
@@ -36,6 +37,8 @@ static const char load_help[] =
     "  --force             preshard: replace existing output\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
     "  --ready-file F      serve: written once every rank is serving\n"
+    "  --hugetlb W         serve: shard store in hugetlb pages: auto (when\n"
+    "                      vm.nr_hugepages reserves enough), on or off\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
     "missing, 69 a rank or MPI failed, 73 cannot create output, 74 I/O\n"
@@ -60,6 +63,7 @@ enum {
   OPT_FORCE,
   OPT_SOCKET_DIR,
   OPT_READY,
+  OPT_HUGETLB,
   OPT_HELP
 };
 
@@ -74,6 +78,7 @@ static const struct option load_opts[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"socket-dir", required_argument, NULL, OPT_SOCKET_DIR},
     {"ready-file", required_argument, NULL, OPT_READY},
+    {"hugetlb", required_argument, NULL, OPT_HUGETLB},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -120,6 +125,12 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
     return 0;
   case OPT_READY:
     c->o.ready_file = arg;
+    return 0;
+  case OPT_HUGETLB:
+    if (strcmp(arg, "auto") == 0) c->o.huge = TPL_HUGE_AUTO;
+    else if (strcmp(arg, "on") == 0) c->o.huge = TPL_HUGE_HUGETLB;
+    else if (strcmp(arg, "off") == 0) c->o.huge = TPL_HUGE_OFF;
+    else return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
     return 0;
   case OPT_CHUNK:
     if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
