@@ -201,6 +201,7 @@ static int make_store(struct engine *e, struct tpl_error *err) {
     h->offset = t->store_offset;
     h->nbytes = t->rank_bytes;
   }
+  if (rc == 0) tpl__store_prefault(&e->store);
   return rc;
 }
 

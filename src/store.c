@@ -14,6 +14,8 @@
  * one write fault per 4 KiB page. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,39 +117,80 @@ static int map_store(struct tpl__store *s, int prot, struct tpl_error *err) {
   return 0;
 }
 
-/* How far ahead of the writer a memfd store is prepared: large enough to
- * amortize the calls, small enough to overlap with the transfer. */
+/* The step in which a store is prefaulted: large enough to amortize the
+ * calls, small enough for the writer to follow closely. */
 #define PREPARE_STEP ((uint64_t)32 << 20)
 
-/* Puts [from, to) of the writable memfd mapping (`from` 2 MiB aligned) in
- * huge pages where it can and populates it writable in one pass: a
- * shared mapping would otherwise take one write fault per 4 KiB page. */
-static int populate(struct tpl__store *s, uint64_t from, uint64_t to,
-                    struct tpl_error *err) {
+/* Puts [from, to) of the writable mapping (`from` 2 MiB aligned) in huge
+ * pages where it can (a memfd needs MADV_COLLAPSE; private memory is
+ * advised already) and populates it writable in one pass: a shared
+ * mapping would otherwise take one write fault per 4 KiB page.  Returns 0
+ * or -errno; EINVAL (an old kernel) is not an error: pages fault in. */
+static int populate(struct tpl__store *s, uint64_t from, uint64_t to) {
   uint8_t *p = s->base + from;
-  if (!s->hugetlb) collapse_huge(p, to - from);
+  if (s->fd >= 0 && !s->hugetlb) collapse_huge(p, to - from);
   if (madvise(p, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 &&
-      errno != EINVAL) { /* EINVAL: an old kernel; pages fault in */
-    int e = errno;
-    return tpl__fail(err, -e,
-                     "cannot populate bytes %llu..%llu of the shard store: %s",
-                     (unsigned long long)from, (unsigned long long)to,
-                     strerror(e));
-  }
+      errno != EINVAL)
+    return -errno;
   return 0;
+}
+
+/* The prefault thread: populates the store from the start, step by step,
+ * publishing how far it got, so that the page clearing runs beside the
+ * transfer (on another core when one is free) instead of inside it. */
+static void *prefault_main(void *arg) {
+  struct tpl__store *s = arg;
+  uint64_t off = 0;
+  while (off < s->size && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+    uint64_t to = s->size - off > PREPARE_STEP ? off + PREPARE_STEP : s->size;
+    int rc = populate(s, off, to);
+    if (rc != 0) {
+      __atomic_store_n(&s->prefault_rc, rc, __ATOMIC_RELEASE);
+      break;
+    }
+    off = to;
+    __atomic_store_n(&s->ready, off, __ATOMIC_RELEASE);
+  }
+  return NULL;
+}
+
+void tpl__store_prefault(struct tpl__store *s) {
+  if (s->size == 0 || s->prefaulting || s->sealed) return;
+  s->prefaulting = pthread_create(&s->prefaulter, NULL, prefault_main, s) == 0;
+}
+
+static void prefault_join(struct tpl__store *s) {
+  if (!s->prefaulting) return;
+  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(s->prefaulter, NULL);
+  s->prefaulting = 0;
+}
+
+/* A memfd store's writer waits for the prefault thread: a write ahead of
+ * it would take 4 KiB pages that the collapse must then copy. */
+static int wait_prefault(struct tpl__store *s, uint64_t end) {
+  for (;;) {
+    int rc = __atomic_load_n(&s->prefault_rc, __ATOMIC_ACQUIRE);
+    if (rc != 0) return rc;
+    if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) >= end) return 0;
+    sched_yield();
+  }
 }
 
 int tpl__store_prepare(struct tpl__store *s, uint64_t end,
                        struct tpl_error *err) {
   uint64_t to;
-  int rc;
+  int rc = 0;
   if (s->fd < 0 || s->sealed || end <= s->prepared) return 0;
   to = end < s->size - s->size % PREPARE_STEP
            ? (end + PREPARE_STEP - 1) / PREPARE_STEP * PREPARE_STEP
            : s->size;
-  rc = populate(s, s->prepared, to, err);
-  if (rc == 0) s->prepared = to;
-  return rc;
+  rc = s->prefaulting ? wait_prefault(s, end) : populate(s, s->prepared, to);
+  if (rc != 0)
+    return tpl__fail(err, rc, "cannot populate the %llu-byte shard store: %s",
+                     (unsigned long long)s->size, strerror(-rc));
+  s->prepared = s->prefaulting ? end : to;
+  return 0;
 }
 
 static int alloc_table(struct tpl__store *s, size_t ntensors,
@@ -233,6 +276,7 @@ int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
 int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
   const int seals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
   if (s->sealed) return 0;
+  prefault_join(s);
   if (s->base != NULL) munmap(s->base, (size_t)s->mapped);
   s->base = NULL;
   if (fcntl(s->fd, F_ADD_SEALS, seals) != 0) {
@@ -244,6 +288,7 @@ int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
 }
 
 void tpl__store_free(struct tpl__store *s) {
+  prefault_join(s);
   if (s->base != NULL && s->fd < 0)
     tpl__huge_free(s->base, (size_t)s->size);
   else if (s->base != NULL)

@@ -5,6 +5,7 @@
 #ifndef TPL_STORE_H
 #define TPL_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,11 @@ struct tpl__store {
   uint64_t size;
   uint64_t mapped;              /* bytes reserved at base (memfd) */
   uint64_t prepared;            /* memfd: [0, prepared) is populated */
+  pthread_t prefaulter;         /* see tpl__store_prefault */
+  int prefaulting;              /* 1 while the thread is to be joined */
+  int stop;                     /* atomic: asks the thread to stop */
+  int prefault_rc;              /* atomic: the thread's -errno */
+  uint64_t ready;               /* atomic: [0, ready) populated by it */
   int sealed;                   /* 1 once read-only and sealed */
   int hugetlb;                  /* 1 when the memfd is in hugetlb pages */
   struct tpl__held *tensors;    /* owned */
@@ -56,6 +62,13 @@ int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
  * faulted in as it is written, fd -1, never sealed. */
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                               size_t ntensors, struct tpl_error *err);
+
+/* Starts a thread that populates the whole store (huge pages where the
+ * kernel allows) from the start, ahead of the writer; tpl__store_prepare
+ * then waits for it instead of populating.  Best effort: without a thread
+ * the store is populated as it is written.  Joined by tpl__store_seal and
+ * tpl__store_free; the store must not move meanwhile. */
+void tpl__store_prefault(struct tpl__store *s);
 
 /* Prepares a memfd store's bytes [0, end) for writing, in huge pages
  * where the kernel allows (hugetlb, or MADV_COLLAPSE of shared memory)
