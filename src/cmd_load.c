@@ -47,7 +47,7 @@ static const char load_help[] =
 struct load_cli {
   struct tpl__load_opts o;
   const char *command;
-  int json, quiet, bar;
+  int json, quiet, bar, huge_set;
   double t0, last_line;
   unsigned long long chunk_mib;
 };
@@ -131,6 +131,7 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
     else if (strcmp(arg, "on") == 0) c->o.huge = TPL_HUGE_HUGETLB;
     else if (strcmp(arg, "off") == 0) c->o.huge = TPL_HUGE_OFF;
     else return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
+    c->huge_set = 1;
     return 0;
   case OPT_CHUNK:
     if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
@@ -150,9 +151,9 @@ static int check_sink_options(struct load_cli *c) {
     return usage(c, "%s: --out and --force are for preshard", c->command);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
-  if (!serve && (c->o.socket_dir || c->o.ready_file))
-    return usage(c, "%s: --socket-dir and --ready-file are for serve",
-                 c->command);
+  if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set))
+    return usage(c, "%s: --socket-dir, --ready-file and --hugetlb are for "
+                 "serve", c->command);
   return 0;
 }
 
