@@ -127,10 +127,14 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
     c->o.ready_file = arg;
     return 0;
   case OPT_HUGETLB:
-    if (strcmp(arg, "auto") == 0) c->o.huge = TPL_HUGE_AUTO;
-    else if (strcmp(arg, "on") == 0) c->o.huge = TPL_HUGE_HUGETLB;
-    else if (strcmp(arg, "off") == 0) c->o.huge = TPL_HUGE_OFF;
-    else return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
+    if (strcmp(arg, "auto") == 0)
+      c->o.huge = TPL_HUGE_AUTO;
+    else if (strcmp(arg, "on") == 0)
+      c->o.huge = TPL_HUGE_HUGETLB;
+    else if (strcmp(arg, "off") == 0)
+      c->o.huge = TPL_HUGE_OFF;
+    else
+      return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
     c->huge_set = 1;
     return 0;
   case OPT_CHUNK:
@@ -152,8 +156,10 @@ static int check_sink_options(struct load_cli *c) {
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
   if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set))
-    return usage(c, "%s: --socket-dir, --ready-file and --hugetlb are for "
-                 "serve", c->command);
+    return usage(c,
+                 "%s: --socket-dir, --ready-file and --hugetlb are for "
+                 "serve",
+                 c->command);
   return 0;
 }
 

@@ -259,8 +259,8 @@ static int deliver_part(struct engine *e, struct slot *s,
     int rc;
     if (r == 0) {
       const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
-      rc = tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes,
-                              err);
+      rc =
+          tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
       if (rc != 0) return rc;
       *own += tpl__layout_gather(
           l, pc->b, pc->e, pc->src,
@@ -493,8 +493,8 @@ static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
   int from = chained(jt) ? (int)e->rank - 1 : 0;
   int forward = chained(jt) && e->rank + 1 < e->world;
   uint64_t got = 0;
-  int rc = tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes,
-                              err);
+  int rc =
+      tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
   if (rc != 0) return rc;
   while (got < jt->rank_stored) {
     uint64_t want = jt->rank_stored - got;

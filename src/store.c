@@ -46,8 +46,8 @@ static uint64_t round_huge(uint64_t n) {
  * a larger mapping is kept, so every huge page lies wholly inside. */
 static uint8_t *map_aligned(size_t len, int prot) {
   size_t extra = (size_t)HUGE_PAGE;
-  uint8_t *p = mmap(NULL, len + extra, prot,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0), *q;
+  uint8_t *q, *p = mmap(NULL, len + extra, prot,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return NULL;
   q = (uint8_t *)(((uintptr_t)p + extra - 1) & ~(uintptr_t)(extra - 1));
   if (q > p) munmap(p, (size_t)(q - p));
@@ -86,7 +86,8 @@ static uint64_t hugetlb_free_bytes(void) {
  * holes.  Best effort: on failure the 4 KiB pages stay. */
 static void collapse_huge(uint8_t *p, uint64_t size) {
   uint64_t whole = size & ~(HUGE_PAGE - 1);
-  for (uint64_t off = 0; off < whole; off += HUGE_PAGE) p[off] = 0;
+  for (uint64_t off = 0; off < whole; off += HUGE_PAGE)
+    p[off] = 0;
   if (whole > 0) madvise(p, (size_t)whole, MADV_COLLAPSE);
 }
 
@@ -248,8 +249,8 @@ static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
   return 0;
 }
 
-int tpl__store_create_huge(struct tpl__store *s, uint64_t size,
-                           size_t ntensors, int huge, struct tpl_error *err) {
+int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
+                           int huge, struct tpl_error *err) {
   int rc;
   memset(s, 0, sizeof(*s));
   s->fd = -1;
