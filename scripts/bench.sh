@@ -1,143 +1,212 @@
 #!/bin/bash
-# bench.sh - measures tpload's load speed and memory (not a test).
+# bench.sh - measures tpload side by side with its peers (not a test).
 #
 # Synthesizes once (cached in $TPLOAD_BENCH_DIR, default /tmp/tpload-bench)
 # a ~1 GiB Llama-shaped bf16 checkpoint and a 20,000-small-tensor one,
-# warms the page cache, and prints for 1, 2 and 4 ranks: `cat` time of the
-# same files (the read bound), `tpload load` seconds and GiB/s, the ratio
-# to `cat`, rank 0 memory beyond its shard, and per-tensor overhead; then
-# the daemon's attach + lookup-all and status round-trip latencies, and
-# the memory floor (faulting in fresh memory of rank 0's shard size).  Each
-# figure is compared with the previous run (bench-last.txt in the cache).
-# Usage: scripts/bench.sh [--gib X] [--runs R] [--ranks "1 2 4"]
-# Needs bc and python3 (scripts/install-deps.sh installs what is missing).
+# warms the page cache, then for each rank count runs, alternated run by
+# run: `tpload load`, the rank-read peer (every rank maps the files and
+# copies out its slices with numpy), the scatter peer (numpy + mpi4py:
+# rank 0 reads and Scatters), `tpload serve` until its ready file exists,
+# and the memory floor (every rank writes fresh memory of its shard size
+# once, in parallel, with the best page size the kernel gives).  It prints
+# medians, the ratios the performance goals are stated in (goal in
+# brackets), and each figure's previous value (bench-last.txt beside the
+# build).  Wall times are whole-process; "job" is the load's own reported
+# time (the slowest rank's).  Then per-tensor cost on the small model (its
+# load less `cat` of it and its own memory floor, per tensor), the
+# daemon's attach + lookup-all and status round trip, and fresh-memory
+# throughput at 4 KiB and 2 MiB pages (what this machine's faults cost).
+# Usage: scripts/bench.sh [--gib X] [--runs R] [--ranks "2 4"] [--scaling]
+#   --scaling  also loads 1, 2 and 4 GiB models at 2 ranks (slow: ~8 GiB
+#              of page cache and synthesis) and prints each doubling's ratio
+# Needs bc, /usr/bin/python3 with numpy and mpi4py (install-deps.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 gib=1
 runs=3
-ranks="1 2 4"
+ranks="2 4"
+scaling=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --gib) gib=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --scaling) scaling=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
 build=$("$top/scripts/build.sh" plain)
 T="$build/tpload"
+PY=/usr/bin/python3
+PEERS="$top/scripts/bench-peers.py"
 cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
 mkdir -p "$cache"
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-big="$cache/llama-${gib}g"
+MPIRUN="mpirun --oversubscribe"
+synth_llama() { # GiB -> model directory
+  local d="$cache/llama-${1}g"
+  [ -f "$d/config.json" ] || "$T" synth --arch llama --out "$d" \
+    --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
+    --gib "$1" --files 2 --force --quiet
+  echo "$d"
+}
+big=$(synth_llama "$gib")
 small="$cache/small-20k"
-[ -f "$big/config.json" ] || "$T" synth --arch llama --out "$big" \
-  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-  --gib "$gib" --files 2 --force --quiet
 # 9 tensors per llama layer + 3: 2222 layers of tiny tensors ~ 20,000.
 [ -f "$small/config.json" ] || "$T" synth --arch llama --out "$small" \
   --layers 2222 --hidden 64 --heads 4 --kv-heads 4 --intermediate 128 \
   --vocab 256 --force --quiet
 
-last="$cache/bench-last.txt"
-now_file="$cache/bench-now.txt"
+last="$build/bench-last.txt"
+now_file="$build/bench-now.txt"
 : >"$now_file"
 
 files_of() { ls "$1"/*.safetensors; }
 bytes_of() { cat $(files_of "$1") | wc -c; }
-best_time() { # best wall time in seconds of R runs of "$@"
-  local best=
-  for _ in $(seq "$runs"); do
-    local s e t
-    s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N)
-    t=$(echo "$e - $s" | bc -l)
-    if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
-  done
-  echo "$best"
+calc() { echo "$1" | bc -l; }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1}
+  END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+wall() { # seconds "$@" takes, its output discarded
+  local s e
+  s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N)
+  calc "$e - $s"
 }
-record() { # key value unit
+record() { # key value unit [goal]
   local prev=
   [ -f "$last" ] && prev=$(awk -v k="$1" '$1 == k {print $2}' "$last")
   echo "$1 $2" >>"$now_file"
-  if [ -n "$prev" ] && [ "$(echo "$prev > 0" | bc -l)" = 1 ]; then
-    printf '  %-34s %12.4f %-6s (previous %.4f, x%.2f)\n' "$1" "$2" "$3" \
-      "$prev" "$(echo "$2 / $prev" | bc -l)"
-  else
-    printf '  %-34s %12.4f %-6s\n' "$1" "$2" "$3"
+  printf '  %-34s %10.4f %-5s %-8s' "$1" "$2" "$3" "${4:-}"
+  if [ -n "$prev" ] && [ "$(calc "$prev > 0")" = 1 ]; then
+    printf ' (previous %.4f, x%.2f)' "$prev" "$(calc "$2 / $prev")"
   fi
+  echo
 }
-load_json() { # ranks model -> JSON report of the best of R runs
-  local n=$1 model=$2 best= out=
-  for _ in $(seq "$runs"); do
-    local j s
-    j=$(mpirun --oversubscribe -np "$n" "$T" load "$model" --json --quiet)
-    s=$(echo "$j" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
-    if [ -z "$best" ] || [ "$(echo "$s < $best" | bc -l)" = 1 ]; then
-      best=$s; out=$j
-    fi
+field() { $PY -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
+serve_ready() { # ranks model -> seconds until the ready file exists
+  local n=$1 m=$2 d="$cache/serve-$$" s e pid
+  rm -rf "$d"
+  mkdir -p "$d"
+  s=$(date +%s.%N)
+  $MPIRUN -np "$n" "$T" serve "$m" --socket-dir "$d/sock" \
+    --ready-file "$d/ready" --quiet >/dev/null 2>&1 &
+  pid=$!
+  until [ -f "$d/ready" ]; do
+    kill -0 "$pid" 2>/dev/null || { echo "serve died" >&2; return 1; }
+    sleep 0.005
   done
-  echo "$out"
+  e=$(date +%s.%N)
+  "$T" status "$d/sock/rank0.sock" --shutdown >/dev/null
+  wait "$pid" || true
+  rm -rf "$d"
+  calc "$e - $s"
 }
-field() { /usr/bin/python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
+
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "THP $(grep -o '\[[a-z+]*\]' /sys/kernel/mm/transparent_hugepage/enabled)," \
+  "shmem THP $(grep -o '\[[a-z_+]*\]' /sys/kernel/mm/transparent_hugepage/shmem_enabled)," \
+  "vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
+pages=$($PY "$PEERS" pages 256)
+record fresh_memory_4k_gib_per_s "$(echo "$pages" | awk '{print $2}')" GiB/s
+record fresh_memory_2m_gib_per_s "$(echo "$pages" | awk '{print $4}')" GiB/s
 
 for m in "$big" "$small"; do cat $(files_of "$m") >/dev/null; done
 big_bytes=$(bytes_of "$big")
 small_tensors=$("$T" inspect --json "$small" | field 'r["tensor_count"]')
-cat_big=$(best_time sh -c "cat $(files_of "$big" | tr '\n' ' ') >/dev/null")
-cat_small=$(best_time sh -c "cat $(files_of "$small" | tr '\n' ' ') >/dev/null")
-echo "model: $big ($(echo "$big_bytes / 1073741824" | bc -l | cut -c1-5) GiB)"
-echo "small: $small ($small_tensors tensors)"
+cats=
+for _ in $(seq "$runs"); do
+  cats="$cats $(wall sh -c "cat $(files_of "$big" | tr '\n' ' ') >/dev/null")"
+done
+cat_big=$(echo "$cats" | median)
+cat_small=$(wall sh -c "cat $(files_of "$small" | tr '\n' ' ') >/dev/null")
+echo "model: $big ($(calc "$big_bytes / 1073741824" | cut -c1-5) GiB)," \
+  "small: $small ($small_tensors tensors), $runs runs each, medians"
 record cat_seconds "$cat_big" s
-record cat_gib_per_s "$(echo "$big_bytes / 1073741824 / $cat_big" | bc -l)" GiB/s
+record cat_gib_per_s "$(calc "$big_bytes / 1073741824 / $cat_big")" GiB/s
 
 for n in $ranks; do
   echo "ranks: $n"
-  j=$(load_json "$n" "$big")
-  secs=$(echo "$j" | field 'r["seconds"]')
-  gibs=$(echo "$j" | field 'r["bytes_read"] / r["seconds"] / 2**30')
-  shard=$(echo "$j" | field 'r["ranks"][0]["bytes"]')
-  rss=$(echo "$j" | field 'r["ranks"][0]["peak_rss_bytes"]')
-  record "load_seconds_np$n" "$secs" s
-  record "load_gib_per_s_np$n" "$gibs" GiB/s
-  record "load_over_cat_np$n" "$(echo "$secs / $cat_big" | bc -l)" x
-  record "rank0_over_shard_mib_np$n" "$(echo "($rss - $shard) / 1048576" | bc -l)" MiB
-  # The memory floor: faulting in fresh memory the size of rank 0's shard,
-  # which any loader pays and `cat` does not.
-  floor=$(/usr/bin/python3 -c "
-import mmap, time
-n = $shard
-t = time.perf_counter(); m = mmap.mmap(-1, n)
-m[::4096] = b'\\x01' * ((n + 4095) // 4096)  # touch every page once
-print(time.perf_counter() - t)")
+  plan="$cache/plan-$(basename "$big")-$n.json"
+  "$T" plan "$big" --shards "$n" >"$plan"
+  lw= jobs= rd= sc= sv= fl= j=
+  for _ in $(seq "$runs"); do
+    s=$(date +%s.%N)
+    j=$($MPIRUN -np "$n" "$T" load "$big" --json --quiet)
+    e=$(date +%s.%N)
+    lw="$lw $(calc "$e - $s")"
+    jobs="$jobs $(echo "$j" | field 'r["seconds"]')"
+    rd="$rd $(wall $MPIRUN -np "$n" $PY "$PEERS" read "$plan" "$big")"
+    sc="$sc $(wall $MPIRUN -np "$n" $PY "$PEERS" scatter "$plan" "$big")"
+    sv="$sv $(serve_ready "$n" "$big")"
+    shard=$(echo "$j" | field 'max(x["bytes"] for x in r["ranks"])')
+    fl="$fl $($MPIRUN -np "$n" $PY "$PEERS" floor "$shard" | awk '{print $1}')"
+  done
+  load=$(echo "$lw" | median) job=$(echo "$jobs" | median)
+  read_peer=$(echo "$rd" | median) scatter=$(echo "$sc" | median)
+  serve=$(echo "$sv" | median) floor=$(echo "$fl" | median)
+  rss=$(echo "$j" | field 'r["ranks"][0]["peak_rss_bytes"] - r["ranks"][0]["bytes"]')
+  record "load_wall_seconds_np$n" "$load" s
+  record "load_job_seconds_np$n" "$job" s
+  record "load_gib_per_s_np$n" "$(calc "$big_bytes / 1073741824 / $job")" GiB/s
+  record "rank_read_peer_seconds_np$n" "$read_peer" s
+  record "scatter_peer_seconds_np$n" "$scatter" s
+  record "serve_to_ready_seconds_np$n" "$serve" s
   record "memory_floor_seconds_np$n" "$floor" s
+  record "load_over_rank_read_np$n" "$(calc "$load / $read_peer")" x "[<=0.6]"
+  record "scatter_over_load_np$n" "$(calc "$scatter / $load")" x "[>=4]"
+  record "serve_over_load_np$n" "$(calc "$serve / $load")" x "[<=1.2]"
   record "load_over_cat_plus_floor_np$n" \
-    "$(echo "$secs / ($cat_big + $floor)" | bc -l)" x
-  js=$(load_json "$n" "$small")
-  ssecs=$(echo "$js" | field 'r["seconds"]')
+    "$(calc "$job / ($cat_big + $floor)")" x "[<=1.5]"
+  record "rank0_over_shard_mib_np$n" "$(calc "$rss / 1048576")" MiB "[<=64]"
+  # Per-tensor cost: what the small model's load costs beyond reading its
+  # bytes and filling that much fresh memory (its own floor).
+  ss= sf=
+  for _ in $(seq "$runs"); do
+    js=$($MPIRUN -np "$n" "$T" load "$small" --json --quiet)
+    ss="$ss $(echo "$js" | field 'r["seconds"]')"
+    sshard=$(echo "$js" | field 'max(x["bytes"] for x in r["ranks"])')
+    sf="$sf $($MPIRUN -np "$n" $PY "$PEERS" floor "$sshard" | awk '{print $1}')"
+  done
+  ssecs=$(echo "$ss" | median) sfloor=$(echo "$sf" | median)
   record "small_load_seconds_np$n" "$ssecs" s
+  record "small_memory_floor_seconds_np$n" "$sfloor" s
   record "per_tensor_us_np$n" \
-    "$(echo "($ssecs - $cat_small) * 1000000 / $small_tensors" | bc -l)" us
+    "$(calc "($ssecs - $cat_small - $sfloor) * 1000000 / $small_tensors")" us "[<=10]"
 done
 
-if make -C "$build" tests/attach_bench >/dev/null 2>&1; then
-  for m in "$small" "$big"; do
-    name=$(basename "$m")
-    sock="$cache/sock-$name"
-    ready="$cache/ready-$name"
-    rm -f "$ready"
-    mpirun --oversubscribe -np 2 "$T" serve "$m" --socket-dir "$sock" \
-      --ready-file "$ready" --quiet &
-    pid=$!
-    for _ in $(seq 600); do [ -f "$ready" ] && break; sleep 0.1; done
-    out=$("$build/tests/attach_bench" "$sock/rank0.sock" 20)
-    record "attach_lookup_all_ms_$name" "$(echo "$out" | awk '/attach/ {print $2}')" ms
-    record "status_roundtrip_ms_$name" "$(echo "$out" | awk '/status/ {print $2}')" ms
-    "$T" status "$sock/rank0.sock" --shutdown >/dev/null
-    wait "$pid" || true
+if [ "$scaling" = 1 ]; then
+  echo "scaling: load at 2 ranks"
+  prev=
+  for g in 1 2 4; do
+    m=$(synth_llama "$g")
+    cat $(files_of "$m") >/dev/null
+    ts=
+    for _ in $(seq "$runs"); do
+      ts="$ts $($MPIRUN -np 2 "$T" load "$m" --json --quiet | field 'r["seconds"]')"
+    done
+    t=$(echo "$ts" | median)
+    record "load_job_seconds_${g}gib_np2" "$t" s
+    [ -n "$prev" ] && record "doubling_${g}gib_np2" "$(calc "$t / $prev")" x "[<=2.1]"
+    prev=$t
   done
 fi
+
+if make -C "$build" tests/attach_bench >/dev/null 2>&1; then
+  sock="$cache/sock-small"
+  ready="$cache/ready-small"
+  rm -f "$ready"
+  $MPIRUN -np 2 "$T" serve "$small" --socket-dir "$sock" \
+    --ready-file "$ready" --quiet &
+  pid=$!
+  for _ in $(seq 600); do [ -f "$ready" ] && break; sleep 0.1; done
+  out=$("$build/tests/attach_bench" "$sock/rank0.sock" 20)
+  record attach_lookup_all_ms_small "$(echo "$out" | awk '/attach/ {print $2}')" ms "[<=2]"
+  record status_roundtrip_ms_small "$(echo "$out" | awk '/status/ {print $2}')" ms "[<=5]"
+  "$T" status "$sock/rank0.sock" --shutdown >/dev/null
+  wait "$pid" || true
+fi
+echo "load average now $(cut -d' ' -f1-3 /proc/loadavg)"
 cp "$now_file" "$last"
 "$top/scripts/bench-latency.sh" --runs "$runs"

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "report.h"
+#include "store.h"
 
 static const char load_help[] =
     "usage: mpirun -np N tpload load MODEL [options]\n"
@@ -36,6 +37,8 @@ static const char load_help[] =
     "  --force             preshard: replace existing output\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
     "  --ready-file F      serve: written once every rank is serving\n"
+    "  --hugetlb W         serve: shard store in hugetlb pages: auto (when\n"
+    "                      vm.nr_hugepages reserves enough), on or off\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
     "missing, 69 a rank or MPI failed, 73 cannot create output, 74 I/O\n"
@@ -44,7 +47,7 @@ static const char load_help[] =
 struct load_cli {
   struct tpl__load_opts o;
   const char *command;
-  int json, quiet, bar;
+  int json, quiet, bar, huge_set;
   double t0, last_line;
   unsigned long long chunk_mib;
 };
@@ -60,6 +63,7 @@ enum {
   OPT_FORCE,
   OPT_SOCKET_DIR,
   OPT_READY,
+  OPT_HUGETLB,
   OPT_HELP
 };
 
@@ -74,6 +78,7 @@ static const struct option load_opts[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"socket-dir", required_argument, NULL, OPT_SOCKET_DIR},
     {"ready-file", required_argument, NULL, OPT_READY},
+    {"hugetlb", required_argument, NULL, OPT_HUGETLB},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -121,6 +126,17 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
   case OPT_READY:
     c->o.ready_file = arg;
     return 0;
+  case OPT_HUGETLB:
+    if (strcmp(arg, "auto") == 0)
+      c->o.huge = TPL_HUGE_AUTO;
+    else if (strcmp(arg, "on") == 0)
+      c->o.huge = TPL_HUGE_HUGETLB;
+    else if (strcmp(arg, "off") == 0)
+      c->o.huge = TPL_HUGE_OFF;
+    else
+      return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
+    c->huge_set = 1;
+    return 0;
   case OPT_CHUNK:
     if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
       return usage(c, "--chunk-mib expects 1..4096, got '%s'", arg);
@@ -139,8 +155,10 @@ static int check_sink_options(struct load_cli *c) {
     return usage(c, "%s: --out and --force are for preshard", c->command);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
-  if (!serve && (c->o.socket_dir || c->o.ready_file))
-    return usage(c, "%s: --socket-dir and --ready-file are for serve",
+  if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set))
+    return usage(c,
+                 "%s: --socket-dir, --ready-file and --hugetlb are for "
+                 "serve",
                  c->command);
   return 0;
 }

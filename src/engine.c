@@ -186,8 +186,8 @@ static int share_job(struct engine *e, struct tpl_error *err) {
 static int make_store(struct engine *e, struct tpl_error *err) {
   const struct tpl__job *job = e->job;
   int rc = e->o->sink == TPL_SINK_SERVE
-               ? tpl__store_create(&e->store, job->store_size, job->ntensors,
-                                   err)
+               ? tpl__store_create_huge(&e->store, job->store_size,
+                                        job->ntensors, e->o->huge, err)
                : tpl__store_create_private(&e->store, job->store_size,
                                            job->ntensors, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
@@ -201,6 +201,7 @@ static int make_store(struct engine *e, struct tpl_error *err) {
     h->offset = t->store_offset;
     h->nbytes = t->rank_bytes;
   }
+  if (rc == 0) tpl__store_prefault(&e->store);
   return rc;
 }
 
@@ -257,6 +258,10 @@ static int deliver_part(struct engine *e, struct slot *s,
     uint64_t start, n;
     int rc;
     if (r == 0) {
+      const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
+      rc =
+          tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
+      if (rc != 0) return rc;
       *own += tpl__layout_gather(
           l, pc->b, pc->e, pc->src,
           e->store.base + e->job->tensors[pc->i].store_offset + *own);
@@ -403,8 +408,8 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
 
 static int alloc_slots(struct engine *e, struct tpl_error *err) {
   for (int i = 0; i < 2; i++) {
-    e->slots[i].read = malloc((size_t)e->chunk);
-    e->slots[i].pack = malloc((size_t)e->chunk);
+    e->slots[i].read = tpl__huge_alloc((size_t)e->chunk);
+    e->slots[i].pack = tpl__huge_alloc((size_t)e->chunk);
     if (e->slots[i].read == NULL || e->slots[i].pack == NULL)
       return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
   }
@@ -413,8 +418,8 @@ static int alloc_slots(struct engine *e, struct tpl_error *err) {
 
 static void free_slots(struct engine *e) {
   for (int i = 0; i < 2; i++) {
-    free(e->slots[i].read);
-    free(e->slots[i].pack);
+    tpl__huge_free(e->slots[i].read, (size_t)e->chunk);
+    tpl__huge_free(e->slots[i].pack, (size_t)e->chunk);
     free(e->slots[i].reqs);
   }
 }
@@ -445,6 +450,40 @@ static int send_all(struct engine *e, struct tpl_error *err) {
   return rc;
 }
 
+/* --- every rank: decode, scale, checksum --- */
+
+/* Decodes and scales tensor i in place, then hashes it (each its own
+ * phase). */
+static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
+  struct tpl__held *h = &e->store.tensors[i];
+  uint8_t *p = e->store.base + h->offset;
+  double t = tpl__now(), t2;
+  int rc = tpl__job_finish_bytes(e->job, i, p, err);
+  t2 = tpl__now();
+  e->st.t_scale += t2 - t;
+  if (rc != 0) return rc;
+  h->xxh3 = XXH3_64bits(p, (size_t)h->nbytes);
+  e->st.t_hash += tpl__now() - t2;
+  return 0;
+}
+
+/* A receiver finishes a tensor as soon as it has it, while its bytes are
+ * fresh in cache and rank 0 is still sending, unless it forwards the
+ * tensor down the chain: those bytes must stay as received until the
+ * forwarding sends complete.  Rank 0 finishes everything after sending. */
+static int finished_on_receipt(const struct engine *e, size_t i) {
+  return e->rank != 0 &&
+         !(chained(&e->job->tensors[i]) && e->rank + 1 < e->world);
+}
+
+static int finish_store(struct engine *e, struct tpl_error *err) {
+  for (size_t i = 0; i < e->job->ntensors; i++) {
+    int rc = finished_on_receipt(e, i) ? 0 : finish_tensor(e, i, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 /* --- ranks > 0: receiving --- */
 
 static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
@@ -454,10 +493,13 @@ static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
   int from = chained(jt) ? (int)e->rank - 1 : 0;
   int forward = chained(jt) && e->rank + 1 < e->world;
   uint64_t got = 0;
+  int rc =
+      tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
+  if (rc != 0) return rc;
   while (got < jt->rank_stored) {
     uint64_t want = jt->rank_stored - got;
     MPI_Status status;
-    int n, rc;
+    int n;
     MPI_TRY(MPI_Recv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
                      MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &status),
             "receive");
@@ -480,28 +522,14 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
     rc = receive_tensor(e, i, &fwd, err);
+    if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(&fwd, err);
   }
   if (rc == 0) rc = slot_wait(&fwd, err);
   free(fwd.reqs);
-  e->st.t_recv = tpl__now() - t;
+  e->st.t_recv = tpl__now() - t - e->st.t_scale - e->st.t_hash;
   return rc;
-}
-
-/* --- every rank: decode, scale, checksum --- */
-
-static int finish_store(struct engine *e, struct tpl_error *err) {
-  double t = tpl__now();
-  for (size_t i = 0; i < e->job->ntensors; i++) {
-    struct tpl__held *h = &e->store.tensors[i];
-    uint8_t *p = e->store.base + h->offset;
-    int rc = tpl__job_finish_bytes(e->job, i, p, err);
-    if (rc != 0) return rc;
-    h->xxh3 = XXH3_64bits(p, (size_t)h->nbytes);
-  }
-  e->st.t_scale = tpl__now() - t;
-  return 0;
 }
 
 /* --- reports --- */
@@ -742,6 +770,13 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   return 0;
 }
 
+/* The job's time: the slowest rank's (on rank 0; collective). */
+static double slowest(double mine) {
+  double max = mine;
+  MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  return max;
+}
+
 static void engine_free(struct engine *e) {
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
@@ -769,7 +804,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(gather_reports(&e, tpl__now() - t0, err), err);
+  rc = agree(gather_reports(&e, slowest(e.st.seconds), err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
   if (o->sink == TPL_SINK_PRESHARD) rc = run_preshard(&e, err);

@@ -187,6 +187,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   times.receive = st->t_recv;
   times.scale = st->t_scale;
   times.allocate = st->t_alloc;
+  times.hash = st->t_hash;
   r.rank = st->rank;
   r.host = (char *)st->host;
   r.pid = st->pid;
@@ -307,6 +308,7 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
     json_object_set_new(ph, "receive", json_real(r->times->receive));
     json_object_set_new(ph, "scale", json_real(r->times->scale));
     json_object_set_new(ph, "allocate", json_real(r->times->allocate));
+    json_object_set_new(ph, "hash", json_real(r->times->hash));
   }
   json_object_set_new(o, "phases", ph);
   if (with_tensors) {

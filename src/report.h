@@ -28,7 +28,7 @@ struct tpl__rank_stats {
   char host[256];
   uint64_t peak_rss;
   double seconds;   /* first read (rank 0) / first receive to done */
-  double t_alloc, t_read, t_pack, t_send, t_recv, t_scale;
+  double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
 };
 
 /* Packs this rank's RankReport: each held tensor's shard info (from the

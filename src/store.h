@@ -5,6 +5,7 @@
 #ifndef TPL_STORE_H
 #define TPL_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,21 +27,56 @@ struct tpl__store {
   int fd;                       /* memfd, -1 when closed */
   uint8_t *base;                /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
+  uint64_t mapped;              /* bytes reserved at base (memfd) */
+  uint64_t prepared;            /* memfd: [0, prepared) is populated */
+  pthread_t prefaulter;         /* see tpl__store_prefault */
+  int prefaulting;              /* 1 while the thread is to be joined */
+  int stop;                     /* atomic: asks the thread to stop */
+  int prefault_rc;              /* atomic: the thread's -errno */
+  uint64_t ready;               /* atomic: [0, ready) populated by it */
   int sealed;                   /* 1 once read-only and sealed */
+  int hugetlb;                  /* 1 when the memfd is in hugetlb pages */
   struct tpl__held *tensors;    /* owned */
   size_t ntensors;
 };
 
-/* Creates a writable store of `size` bytes backed by a memfd named
- * "tpload-store" and an (initially empty) table of `ntensors` entries.
- * Returns 0 or -errno; *s is left valid for tpl__store_free either way. */
+/* Where `serve` keeps its memfd: hugetlb pages when the reserved pool
+ * (vm.nr_hugepages) holds the store, else shared memory (auto); always
+ * hugetlb (an error when none are free); never hugetlb. */
+enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
+
+/* Creates a writable store of `size` bytes (rounded up to 2 MiB in
+ * hugetlb pages) backed by a memfd named "tpload-store", populated, and an
+ * (initially empty) table of `ntensors` entries.  `huge` is an enum
+ * tpl_huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
+ * either way. */
+int tpl__store_create_huge(struct tpl__store *s, uint64_t size,
+                           size_t ntensors, int huge, struct tpl_error *err);
+
+/* tpl__store_create_huge with TPL_HUGE_AUTO. */
 int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
                       struct tpl_error *err);
 
 /* The same for a store only this process reads (load, preshard): private
- * anonymous memory, fd -1, never sealed. */
+ * anonymous memory advised for transparent huge pages (tpl__huge_alloc),
+ * faulted in as it is written, fd -1, never sealed. */
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                               size_t ntensors, struct tpl_error *err);
+
+/* Starts a thread that populates the whole store (huge pages where the
+ * kernel allows) from the start, ahead of the writer; tpl__store_prepare
+ * then waits for it instead of populating.  Best effort: without a thread
+ * the store is populated as it is written.  Joined by tpl__store_seal and
+ * tpl__store_free; the store must not move meanwhile. */
+void tpl__store_prefault(struct tpl__store *s);
+
+/* Prepares a memfd store's bytes [0, end) for writing, in huge pages
+ * where the kernel allows (hugetlb, or MADV_COLLAPSE of shared memory)
+ * and populated, a step ahead of `end`; call before writing below `end`
+ * (bytes written without it are still correct, only slower to fault in).
+ * A no-op for private and sealed stores.  Returns 0 or -errno. */
+int tpl__store_prepare(struct tpl__store *s, uint64_t end,
+                       struct tpl_error *err);
 
 /* Makes the store read-only for good: unmaps the writable mapping, seals
  * the memfd (write, grow, shrink, seal) and maps it read-only again. */
@@ -48,5 +84,13 @@ int tpl__store_seal(struct tpl__store *s, struct tpl_error *err);
 
 /* Releases mapping, fd and table; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);
+
+/* `size` bytes (> 0) of private memory, 2 MiB aligned and advised for
+ * transparent huge pages, faulted in on first touch; NULL when out of
+ * memory or size is 0.  Free with tpl__huge_free and the same size. */
+void *tpl__huge_alloc(size_t size);
+
+/* Frees a tpl__huge_alloc buffer; NULL is ignored. */
+void tpl__huge_free(void *p, size_t size);
 
 #endif

@@ -12,4 +12,7 @@ t_exit "inspect --help" 0 "$TPLOAD" inspect --help
 t_exit "inspect without MODEL" 64 "$TPLOAD" inspect
 t_exit "inspect bad option" 64 "$TPLOAD" inspect --bogus x
 t_exit "inspect missing model" 66 "$TPLOAD" inspect "$T_TMP/does-not-exist"
+t_exit "serve --hugetlb takes auto, on or off" 64 "$TPLOAD" serve \
+  "$T_TMP/m" --socket-dir "$T_TMP/s" --hugetlb bogus
+t_exit "--hugetlb is for serve" 64 "$TPLOAD" load "$T_TMP/m" --hugetlb on
 t_done
