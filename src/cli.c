@@ -84,6 +84,16 @@ int tpl__cli_usage_error(const char *command, const char *fmt, ...) {
   return 64;
 }
 
+int tpl__cli_daemon_uid(const char *command, const char *arg) {
+  unsigned long long uid;
+  if (tpl__cli_parse_uint(arg, 0xfffffffeull, &uid) != 0)
+    return tpl__cli_usage_error(command, "--daemon-uid expects a numeric "
+                                         "uid, got '%s'",
+                                arg);
+  setenv("TPLOAD_DAEMON_UID", arg, 1);
+  return 0;
+}
+
 int tpl__cli_parse_uint(const char *s, unsigned long long max,
                         unsigned long long *out) {
   char *end;

@@ -29,4 +29,9 @@ int tpl__cli_usage_error(const char *command, const char *fmt, ...)
 int tpl__cli_parse_uint(const char *s, unsigned long long max,
                         unsigned long long *out);
 
+/* --daemon-uid UID of status and dump: the uid a client trusts its daemon
+ * to run as (TPLOAD_DAEMON_UID for the rest of the process).  Returns 0,
+ * or 64 after printing a usage error for `command`. */
+int tpl__cli_daemon_uid(const char *command, const char *arg);
+
 #endif

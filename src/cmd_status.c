@@ -27,6 +27,9 @@ static const char status_help[] =
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
+    "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
+    "               or TPLOAD_DAEMON_UID); its socket directory must be\n"
+    "               private to that uid\n"
     "  --help       show this help\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
@@ -200,6 +203,8 @@ int tpl__cmd_status(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                        {"health", no_argument, NULL, 'H'},
                                        {"shutdown", no_argument, NULL, 'S'},
+                                       {"daemon-uid", required_argument,
+                                        NULL, 'u'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   enum mode m = M_TABLE;
@@ -217,6 +222,9 @@ int tpl__cmd_status(int argc, char **argv) {
       break;
     case 'S':
       rc = set_mode(&m, M_SHUTDOWN);
+      break;
+    case 'u':
+      if (tpl__cli_daemon_uid("status", optarg) != 0) return 64;
       break;
     case 'h':
       fputs(status_help, stdout);

@@ -37,6 +37,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "trust.h"
 #include "wire.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
@@ -98,43 +99,32 @@ static void start_read(struct conn *c);
 
 /* ---- start-up: directory, socket path, prebuilt replies ---- */
 
-static int refuse_dir(const char *dir, const char *why, struct tpl_error *err) {
-  return tpl__fail(err, TPL_EOUTPUT, "%s: socket directory %s", dir, why);
-}
-
-/* Creates DIR 0700 or checks an existing one is private to this user. */
-static int prepare_dir(const char *dir, struct tpl_error *err) {
-  struct stat st;
+/* Creates DIR 0700 (whatever the umask) if it is missing, then checks it
+ * the way clients will (trust.c): no symbolic link, ours, private, and
+ * under directories only root or we can change, so nobody else can have
+ * prepared it or swap it later.  Stores its resolved path in s->dir. */
+static int prepare_dir(struct server *s, struct tpl_error *err) {
+  const char *dir = s->cfg->socket_dir;
+  int rc;
   if (mkdir(dir, 0700) == 0) {
-    if (chmod(dir, 0700) == 0) return 0; /* whatever the umask */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      fchmod(fd, 0700);
+      close(fd);
+    }
   } else if (errno != EEXIST) {
     int e = errno;
     return tpl__fail(err, -e, "%s: cannot create the socket directory: %s",
                      dir, strerror(e));
   }
-  if (stat(dir, &st) != 0) {
-    int e = errno;
-    return tpl__fail(err, -e, "%s: cannot stat: %s", dir, strerror(e));
-  }
-  if (!S_ISDIR(st.st_mode)) return refuse_dir(dir, "is not a directory", err);
-  if (st.st_uid != geteuid())
-    return refuse_dir(dir, "belongs to another user", err);
-  if ((st.st_mode & 077) != 0)
-    return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: socket directory: expected mode 0700 (private), "
-                     "found %04o",
-                     dir, (unsigned)(st.st_mode & 07777));
-  return 0;
+  rc = tpl__check_private_dir(dir, geteuid(), &s->dir, err);
+  if (rc != 0 && err != NULL) err->code = TPL_EOUTPUT;
+  return rc != 0 ? TPL_EOUTPUT : 0;
 }
 
 static int make_paths(struct server *s, struct tpl_error *err) {
   char name[32];
   struct sockaddr_un sa;
-  s->dir = realpath(s->cfg->socket_dir, NULL);
-  if (s->dir == NULL) {
-    int e = errno;
-    return tpl__fail(err, -e, "%s: %s", s->cfg->socket_dir, strerror(e));
-  }
   snprintf(name, sizeof(name), "rank%u.sock", s->cfg->rank);
   s->sock_path = tpl__path_join(s->dir, name);
   if (s->sock_path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -183,6 +173,8 @@ static int build_frame(struct server *s, enum frame_id id,
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
   r->store_bytes = s->cfg->store->size;
+  r->job_id = s->cfg->job_id;
+  r->model = s->cfg->model;
   return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
 }
 
@@ -250,6 +242,7 @@ static int write_ready(struct server *s, struct tpl_error *err) {
   json_object_set_new(o, "socket_dir", json_string(s->dir));
   json_object_set_new(o, "world_size", json_integer(s->cfg->world));
   json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
+  json_object_set_new(o, "job_id", json_string(s->cfg->job_id ? s->cfg->job_id : ""));
   text = json_dumps(o, JSON_PRESERVE_ORDER);
   json_decref(o);
   if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -528,12 +521,11 @@ static void arm_timer(struct conn *c, uint64_t ms) {
 
 /* Only this user (or root) may talk to the daemon. */
 static int peer_allowed(struct conn *c) {
-  struct ucred cred;
-  socklen_t len = sizeof(cred);
   uv_os_fd_t fd;
+  uid_t uid;
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-  return cred.uid == geteuid() || cred.uid == 0;
+  if (tpl__peer_uid(fd, &uid) != 0) return 0;
+  return uid == geteuid() || uid == 0;
 }
 
 static void on_sink_closed(uv_handle_t *h) {
@@ -726,7 +718,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);
   rc = check_config(cfg, err);
-  if (rc == 0) rc = prepare_dir(cfg->socket_dir, err);
+  if (rc == 0) rc = prepare_dir(&s, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)

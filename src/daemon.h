@@ -17,6 +17,8 @@ struct tpl__daemon_config {
   uint32_t rank, world;
   const struct tpl__store *store;     /* sealed */
   const uint8_t *status;      /* packed tpload.LoadReport (rank 0), or NULL */
+  const char *job_id;         /* the job's random id (every rank the same) */
+  const char *model;          /* the model the job loaded */
   size_t status_len;
   /* Job coordination, implemented by the engine over MPI: */
   /* Collective: every rank passes its own start-up result (0 or a

@@ -36,6 +36,7 @@
 #include "report.h"
 #include "shardinfo.h"
 #include "store.h"
+#include "trust.h"
 
 enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
 
@@ -698,8 +699,16 @@ static void drain_shutdown_requests(void) {
 
 static int run_serve(struct engine *e, struct tpl_error *err) {
   struct tpl__daemon_config cfg = {0};
-  int rc = agree(tpl__store_seal(&e->store, err), err);
+  char job_id[TPL_JOB_ID_LEN + 1] = "";
+  int rc = tpl__store_seal(&e->store, err);
+  if (rc == 0 && e->rank == 0 && (rc = tpl__new_job_id(job_id)) != 0)
+    tpl__fail(err, rc, "cannot draw a job id: %s", tpl_strerror(rc));
+  rc = agree(rc, err);
   if (rc != 0) return rc;
+  MPI_TRY(MPI_Bcast(job_id, sizeof(job_id), MPI_CHAR, 0, MPI_COMM_WORLD),
+          "broadcast");
+  cfg.job_id = job_id;
+  cfg.model = e->job->model;
   if (e->rank != 0)
     MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
               &e->shutdown_req);
