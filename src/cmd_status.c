@@ -65,8 +65,10 @@ static int job_request(const char *path, int kind,
 }
 
 static int refused(const char *path, const struct tpl__wire_response *r) {
+  char safe[TPL_SAFE_LEN(256)];
   fprintf(stderr, "tpload: %s: daemon refused: %s\n", path,
-          r->error ? r->error : "no reason given");
+          tpl__cli_safe(r->error ? r->error : "no reason given", safe,
+                        sizeof(safe)));
   return 69;
 }
 
@@ -137,12 +139,13 @@ static void print_tensors(const json_t *ranks) {
   const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
   size_t i, r;
   const json_t *t, *rk;
-  char shape[128];
+  char shape[128], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
          "XXH3 rank 0..N-1");
   json_array_foreach(t0, i, t) {
     shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
-    printf("%-56s %-9s %-20s", str(t, "name"), str(t, "dtype"), shape);
+    printf("%-56s %-9s %-20s", tpl__cli_safe(str(t, "name"), name, sizeof(name)),
+           str(t, "dtype"), shape);
     json_array_foreach(ranks, r, rk) {
       const json_t *ti = json_array_get(json_object_get(rk, "tensors"), i);
       printf(" %s", ti ? str(ti, "xxh3") : "-");
@@ -154,7 +157,8 @@ static void print_tensors(const json_t *ranks) {
 static void print_table(const json_t *rep) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
-  printf("model: %s\n", str(rep, "model"));
+  char model[TPL_SAFE_LEN(4096)];
+  printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");

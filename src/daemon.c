@@ -21,7 +21,6 @@
  * through uv_write as usual.  Nothing here calls MPI. */
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,6 +36,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "ready.h"
 #include "trust.h"
 #include "wire.h"
 
@@ -99,25 +99,22 @@ static void start_read(struct conn *c);
 
 /* ---- start-up: directory, socket path, prebuilt replies ---- */
 
-/* Creates DIR 0700 (whatever the umask) if it is missing, then checks it
- * the way clients will (trust.c): no symbolic link, ours, private, and
- * under directories only root or we can change, so nobody else can have
- * prepared it or swap it later.  Stores its resolved path in s->dir. */
-static int prepare_dir(struct server *s, struct tpl_error *err) {
-  const char *dir = s->cfg->socket_dir;
+int tpl__daemon_prepare_dir(const char *dir, char **resolved,
+                            struct tpl_error *err) {
   int rc;
   if (mkdir(dir, 0700) == 0) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
-      fchmod(fd, 0700);
+      fchmod(fd, 0700); /* whatever the umask */
       close(fd);
     }
   } else if (errno != EEXIST) {
     int e = errno;
-    return tpl__fail(err, -e, "%s: cannot create the socket directory: %s",
-                     dir, strerror(e));
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: cannot create the socket directory: %s", dir,
+                     strerror(e));
   }
-  rc = tpl__check_private_dir(dir, geteuid(), &s->dir, err);
+  rc = tpl__check_private_dir(dir, geteuid(), resolved, err);
   if (rc != 0 && err != NULL) err->code = TPL_EOUTPUT;
   return rc != 0 ? TPL_EOUTPUT : 0;
 }
@@ -231,35 +228,12 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   return rc;
 }
 
-/* Rank 0's ready file: written to PATH.tmp.PID, then renamed. */
+/* Rank 0's ready file (ready.c), carrying the job id. */
 static int write_ready(struct server *s, struct tpl_error *err) {
-  const char *path = s->cfg->ready_file;
-  char tmp[PATH_MAX];
-  struct tpl__atomic a;
-  json_t *o = json_object();
-  char *text;
-  int rc;
-  json_object_set_new(o, "socket_dir", json_string(s->dir));
-  json_object_set_new(o, "world_size", json_integer(s->cfg->world));
-  json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
-  json_object_set_new(o, "job_id", json_string(s->cfg->job_id ? s->cfg->job_id : ""));
-  text = json_dumps(o, JSON_PRESERVE_ORDER);
-  json_decref(o);
-  if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  rc = tpl__atomic_open(path, tmp, &a, err);
-  if (rc == 0) rc = tpl__write_full(a.fd, text, strlen(text));
-  if (rc == 0) rc = tpl__write_full(a.fd, "\n", 1);
-  if (rc == 0)
-    rc = tpl__atomic_commit(&a, err);
-  else
-    tpl__atomic_abort(&a); /* harmless after a failed open */
-  free(text);
-  if (rc != 0)
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write the ready file: %s",
-                     path, strerror(-rc));
-  s->ready_written = 1;
-  return 0;
+  int rc = tpl__ready_write(s->cfg->ready_file, s->dir, s->cfg->world,
+                            s->cfg->job_id, err);
+  s->ready_written = rc == 0;
+  return rc;
 }
 
 /* ---- connections ---- */
@@ -718,7 +692,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);
   rc = check_config(cfg, err);
-  if (rc == 0) rc = prepare_dir(&s, err);
+  if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
@@ -731,7 +705,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
     uv_loop_close(&s.loop);
   }
   if (s.bound) unlink(s.sock_path);
-  if (s.ready_written) unlink(cfg->ready_file);
+  if (s.ready_written) tpl__ready_release(cfg->ready_file, cfg->job_id);
   free_server(&s);
   return rc;
 }

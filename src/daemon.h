@@ -41,6 +41,15 @@ struct tpl__daemon_config {
                                  get a "busy" error and are closed */
 };
 
+/* Creates the socket directory `dir` (mode 0700) if it is missing and
+ * checks it as clients will (trust.c: no symbolic link, owned by this
+ * user, private, under directories no other user can change), so that no
+ * one else can have prepared it or swap it later.  Stores its resolved
+ * path in *resolved (malloc'd, caller frees).  Used before the load, then
+ * again by tpl__daemon_run.  Returns 0 or TPL_EOUTPUT. */
+int tpl__daemon_prepare_dir(const char *dir, char **resolved,
+                            struct tpl_error *err);
+
 /* Serves until a shutdown request (rank 0), a job-wide shutdown
  * (poll_shutdown) or SIGTERM/SIGINT; then closes every connection,
  * unlinks its socket (and rank 0 the ready file) and returns 0, or a

@@ -1,11 +1,38 @@
-/* jsonu.c - strict JSON helpers over jansson. */
+/* jsonu.c - strict JSON helpers over jansson.  Strings may carry
+ * "\u0000" through jansson (JSON_ALLOW_NUL, so that a key with a NUL is
+ * seen whole and refused by its reader with its own message), but no
+ * string value with a NUL reaches a reader: C code would see it cut at
+ * the NUL (a weight_map file "a.safetensors\u0000x" read as
+ * "a.safetensors"), so such a document is refused here. */
 #include <string.h>
 
 #include "jsonu.h"
 
+/* The first string value (at any depth) holding a NUL byte; its key, or
+ * the enclosing key for array items, in *key.  NULL when none. */
+static const json_t *find_nul_value(const json_t *v, const char *in_key,
+                                    const char **key) {
+  const char *k;
+  const json_t *item, *hit;
+  size_t i;
+  if (json_is_string(v) &&
+      tpl__has_nul(json_string_value(v), json_string_length(v))) {
+    *key = in_key;
+    return v;
+  }
+  if (json_is_array(v))
+    json_array_foreach(v, i, item)
+      if ((hit = find_nul_value(item, in_key, key)) != NULL) return hit;
+  if (json_is_object(v))
+    json_object_foreach((json_t *)v, k, item)
+      if ((hit = find_nul_value(item, k, key)) != NULL) return hit;
+  return NULL;
+}
+
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                            json_t **out, struct tpl_error *err) {
   json_error_t je;
+  const char *key;
   json_t *root =
       json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
   if (root == NULL)
@@ -19,6 +46,14 @@ int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                      "%s: expected a JSON object at top level, found another "
                      "JSON value",
                      what);
+  }
+  if (find_nul_value(root, "", &key) != NULL) {
+    int rc = tpl__fail(err, TPL_EFORMAT,
+                       "%s: key '%s': expected a string without NUL bytes, "
+                       "found \\u0000 in its value",
+                       what, key);
+    json_decref(root);
+    return rc;
   }
   *out = root;
   return 0;

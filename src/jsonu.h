@@ -10,9 +10,10 @@
 #include "common.h"
 
 /* Parses `len` bytes of `buf` as one JSON value that must be an object,
- * rejecting duplicate keys, invalid UTF-8 and anything but whitespace
- * after the value; "\u0000" inside strings is allowed (callers that care
- * check with json_string_length).  `what` names the input in messages.
+ * rejecting duplicate keys, invalid UTF-8, anything but whitespace after
+ * the value and a "\u0000" in any string value (TPL_EFORMAT, naming the
+ * key); keys may hold "\u0000" (callers check them with their own
+ * messages, using json_object_iter_key_len or tpl__has_nul).  `what` names the input in messages.
  * On success *out is a new reference the caller json_decref's. */
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                            json_t **out, struct tpl_error *err);
