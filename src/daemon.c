@@ -42,6 +42,8 @@
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_CONNS 256
+#define HEALTH_SLOTS 32       /* beyond max_conns: one health reply each */
+#define HEALTH_SLOT_MS 1000   /* ... and this long to ask for it */
 #define POLL_MS 100
 #define STOP_GRACE_MS 1000
 #define FD_RETRY_MS 10
@@ -63,6 +65,7 @@ struct conn {
   enum conn_state state;
   int reading;
   int close_after;            /* close once the reply is written */
+  int health_only;            /* a reserved slot: one health reply */
   int open_handles;           /* freed when both handles are closed */
   uint64_t fd_deadline;       /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
@@ -349,6 +352,11 @@ static void request_job_shutdown(struct server *s) {
 
 static void handle_request(struct conn *c, int kind) {
   struct server *s = c->srv;
+  if (c->health_only && kind != TPL_REQ_HEALTH) {
+    send_error(c, 1, "daemon busy: too many connections, try again");
+    return;
+  }
+  c->close_after |= c->health_only;
   switch (kind) {
   case TPL_REQ_HEALTH:
     send_frame(c, F_HEALTH);
@@ -398,8 +406,8 @@ static void drive(struct conn *c) {
     rc = tpl__frame_feed(&c->fr, c->in + c->in_off, c->in_len - c->in_off,
                          &used);
     c->in_off += used;
-    if (!started && tpl__frame_started(&c->fr))
-      arm_timer(c, c->srv->timeout_ms); /* a request has this long */
+    if (!started && tpl__frame_started(&c->fr)) /* a request has this long */
+      arm_timer(c, c->health_only ? HEALTH_SLOT_MS : c->srv->timeout_ms);
     if (rc == TPL_ELIMIT)
       send_error(c, 1, "request of %u bytes: expected at most %u",
                  c->fr.len, TPL_WIRE_MAX_REQUEST);
@@ -541,14 +549,18 @@ static void on_connection(uv_stream_t *listener, int status) {
     close_conn(c);
     return;
   }
-  if (s->nconns > s->max_conns) {
+  if (s->nconns > s->max_conns + HEALTH_SLOTS) {
     uv_buf_t b = uv_buf_init((char *)s->frames[F_BUSY],
                              (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
     close_conn(c);
     return;
   }
-  arm_timer(c, s->timeout_ms);
+  /* Clients holding every slot must not make the daemon look dead: a
+   * few more connections get one health reply each, then close, and
+   * have little time to ask, so nobody can hold them. */
+  c->health_only = s->nconns > s->max_conns;
+  arm_timer(c, c->health_only ? HEALTH_SLOT_MS : s->timeout_ms);
   start_read(c);
 }
 

@@ -37,8 +37,10 @@ struct tpl__daemon_config {
   unsigned timeout_ms;        /* each phase of a connection (waiting for a
                                  request, receiving it, sending the reply);
                                  default 10000 */
-  unsigned max_conns;         /* open connections; default 256, extra ones
-                                 get a "busy" error and are closed */
+  unsigned max_conns;         /* open connections; default 256; 32 more
+                                 answer one health request within 1 s and
+                                 close (health stays answerable), the
+                                 rest get a "busy" error and are closed */
 };
 
 /* Creates the socket directory `dir` (mode 0700) if it is missing and

@@ -452,10 +452,12 @@ static int read_chunk(struct engine *e, int fd, const char *path,
 static int stream_file(struct engine *e, struct file_walk *w, int *k,
                        struct tpl_error *err) {
   const char *path = e->model->files[e->model->tensors[w->first].file].path;
-  uint64_t pos = 0, end = file_data_end(e, w), size;
-  int fd, rc;
+  uint32_t file = e->model->tensors[w->first].file;
+  uint64_t pos = 0, end = file_data_end(e, w);
+  int fd = e->model->files[file].fd, rc;
   if (end == 0) return 0;
-  rc = tpl__open_regular(path, &fd, &size, err);
+  /* The descriptor validated at start, never the path again. */
+  rc = tpl__model_file_unchanged(e->model, file, err);
   if (rc != 0) return rc;
   posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   while (rc == 0 && next_extent(e, w, &pos)) {
@@ -468,7 +470,7 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
     if (e->o->progress)
       e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
   }
-  close(fd);
+  if (rc == 0) rc = tpl__model_file_unchanged(e->model, file, err);
   return rc == 0 ? check_own(e, w, err) : rc;
 }
 

@@ -59,6 +59,39 @@ int tpl__json_parse_object(const char *buf, size_t len, const char *what,
   return 0;
 }
 
+void tpl__json_top_members(const char *buf, size_t len, size_t *members,
+                           size_t *key_bytes) {
+  size_t depth = 0, n = 0, kb = 0;
+  int in_str = 0, esc = 0, want_key = 0, in_key = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = buf[i];
+    if (in_str) {
+      if (in_key) kb++;
+      if (esc)
+        esc = 0;
+      else if (c == '\\')
+        esc = 1;
+      else if (c == '"')
+        in_str = in_key = 0;
+      continue;
+    }
+    if (c == '"') {
+      in_str = 1;
+      in_key = depth == 1 && want_key;
+      n += (size_t)in_key;
+      want_key = 0;
+    } else if (c == '{' || c == '[') {
+      want_key = depth++ == 0 && c == '{';
+    } else if (c == '}' || c == ']') {
+      depth -= depth > 0;
+    } else if (c == ',' && depth == 1) {
+      want_key = 1;
+    }
+  }
+  *members = n;
+  *key_bytes = kb;
+}
+
 int tpl__json_u64(const json_t *v, uint64_t *out) {
   json_int_t i;
   if (!json_is_integer(v)) return TPL_EFORMAT;

@@ -18,6 +18,15 @@
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                            json_t **out, struct tpl_error *err);
 
+/* Counts the members of the top-level object in `len` bytes of `buf`
+ * and the raw bytes of their keys without building anything (a linear
+ * scan that follows strings, escapes and nesting), so that a reader can
+ * hold them against its caps before the parser allocates a node per
+ * value.  Malformed text gives some counts; the parser refuses it
+ * afterwards. */
+void tpl__json_top_members(const char *buf, size_t len, size_t *members,
+                           size_t *key_bytes);
+
 /* Stores a JSON integer that is >= 0 in *out; returns 0, or TPL_EFORMAT
  * for a negative, fractional, non-numeric value. */
 int tpl__json_u64(const json_t *v, uint64_t *out);

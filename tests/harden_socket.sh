@@ -11,8 +11,9 @@
 #   first, and one under a directory another user can change, before
 #   anything listens;
 # - a real one-rank daemon is trusted, its manifest carries the job id
-#   of its ready file and the model, and `dump` refuses to overwrite a
-#   file without --force.
+#   of its ready file and the model, `dump` refuses to overwrite a file
+#   without --force, and --health answers while another client holds
+#   every connection slot.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
@@ -155,6 +156,22 @@ else t_fail "the existing file is untouched"; fi
 t_exit "dump over an existing file with --force: 0" 0 \
   "$TPLOAD" dump "$T_TMP/real/rank0.sock" --out "$T_TMP/old.st" --force
 t_check "the forced dump is the same bytes" cmp "$T_TMP/r0.st" "$T_TMP/old.st"
+# Same-uid clients holding all 256 connection slots: health still
+# answers (a reserved slot, one reply, then closed); other requests there
+# are told the daemon is busy.
+"$ORACLE" "$TESTS_SRCDIR/conn_holder.py" "$T_TMP/real/rank0.sock" 256 \
+  "$T_TMP/held" 2>"$T_TMP/holder.err" &
+HOLDER=$!
+PIDS="$PIDS $HOLDER"
+if wait_file "$T_TMP/held"; then t_ok "a client holds all 256 slots"
+else t_fail "a client holds all 256 slots" "$(cat "$T_TMP/holder.err")"; fi
+t_exit "every slot held: --health still 0" 0 \
+  "$TPLOAD" status "$T_TMP/real/rank0.sock" --health
+t_exit "every slot held: status is told busy (69)" 69 \
+  "$TPLOAD" status "$T_TMP/real/rank0.sock"
+if grep -q busy "$T_TMP/err"; then t_ok "every slot held: the message says busy"
+else t_fail "every slot held: the message says busy" "$(cat "$T_TMP/err")"; fi
+kill -KILL "$HOLDER"
 t_exit "the real daemon stops on --shutdown" 0 \
   "$TPLOAD" status "$T_TMP/real/rank0.sock" --shutdown
 wait "$JOB"

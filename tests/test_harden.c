@@ -183,6 +183,53 @@ static void test_private_dir(void) {
   drop_dir(dir);
 }
 
+static void test_top_members_counted(void) {
+  static const char doc[] =
+      "{\"a\": 1, \"b\\\"x,{\": {\"c\": [1, {\"d\": \"}\"}]}, "
+      "\"__metadata__\": {}}";
+  size_t n = 0, kb = 0;
+  tpl__json_top_members(doc, strlen(doc), &n, &kb);
+  CHECK_EQ_U64(n, 3); /* a, b"x,{ and __metadata__; not c or d */
+  CHECK(kb >= 1 + 6 + 12);
+}
+
+/* A header with more entries than TPL_MAX_TENSORS is refused before it
+ * is parsed (65, naming the cap). */
+static void test_tensor_count_cap(void) {
+  size_t n = (size_t)TPL_MAX_TENSORS + 2, cap = n * 16 + 16, len = 8;
+  char *buf = malloc(cap);
+  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
+  uint64_t hlen;
+  CHECK(buf != NULL && m != NULL);
+  if (buf == NULL || m == NULL) return;
+  len += (size_t)snprintf(buf + len, cap - len, "{");
+  for (size_t i = 0; i < n; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s\"t%zu\":0",
+                            i ? "," : "", i);
+  len += (size_t)snprintf(buf + len, cap - len, "}");
+  hlen = len - 8;
+  for (int i = 0; i < 8; i++) buf[i] = (char)(hlen >> (8 * i));
+  memset(&err, 0, sizeof(err));
+  CHECK_EQ_INT(tpl__st_parse(buf, len, len, "big.safetensors", 0, m, &err),
+               TPL_ELIMIT);
+  CHECK_STR_CONTAINS(err.msg, "expected at most 1048576 tensors");
+  tpl__model_free(m);
+  free(buf);
+}
+
+static void test_name_bytes_cap(void) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
+  struct tpl__tensor t;
+  memset(&t, 0, sizeof(t));
+  t.name = "ab";
+  CHECK(m != NULL);
+  if (m == NULL) return;
+  m->name_bytes = TPL_MAX_NAME_BYTES - 1;
+  CHECK_EQ_INT(tpl__model_add_tensor(m, &t), TPL_ELIMIT);
+  CHECK_EQ_U64(m->ntensors, 0);
+  tpl__model_free(m);
+}
+
 int main(void) {
   RUN(test_json_nul_in_value_refused);
   RUN(test_json_nul_deep_in_arrays_refused);
@@ -196,5 +243,8 @@ int main(void) {
   RUN(test_stall_fires_past_deadline);
   RUN(test_ready_claim);
   RUN(test_private_dir);
+  RUN(test_top_members_counted);
+  RUN(test_tensor_count_cap);
+  RUN(test_name_bytes_cap);
   return tap_done();
 }
