@@ -10,15 +10,8 @@
 #   directory, and gives byte for byte the rank files of the plain copy.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/harden_lib.sh"
 
-WAIT_SECS=120   # generous: only catches hangs
-JOB=""
-cleanup() {
-  [ -n "$JOB" ] && kill -KILL "$JOB" 2>/dev/null
-  rm -rf "$T_TMP"
-}
-trap cleanup EXIT
-ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # stopped_rank1: the pid of job JOB's rank 1 once it is stopped (state
 # T); empty after WAIT_SECS.
@@ -46,15 +39,16 @@ t_changed() {
     --plan "$T_TMP/c/plan.json" --chunk-mib 1 --stall-timeout 0 --quiet \
     >"$T_TMP/out" 2>"$T_TMP/err" &
   JOB=$!
+  PIDS="$PIDS $JOB"
   p=$(stopped_rank1)
   if [ -z "$p" ]; then
     t_fail "$name: rank 1 stopped" "$(cat "$T_TMP/err")"
-    kill -KILL "$JOB"; wait "$JOB"; JOB=""
+    kill -KILL "$JOB"; wait "$JOB"
     return
   fi
   "$@"
   kill -CONT "$p"
-  wait "$JOB"; rc=$?; JOB=""
+  wait "$JOB"; rc=$?
   if [ $rc -eq 74 ]; then t_ok "$name: exit 74"
   else t_fail "$name: exit 74" "exit $rc" "$(messages "$T_TMP/err")"; fi
   if messages "$T_TMP/err" | grep -q "model.safetensors: changed while loading ($words)"; then

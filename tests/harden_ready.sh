@@ -11,16 +11,9 @@
 #   early, writes it with the job id, and at exit removes only its own.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/harden_lib.sh"
 
-WAIT_SECS=60    # generous: only catches hangs
 NOBODY=65534
-JOB=""
-cleanup() {
-  [ -n "$JOB" ] && kill -KILL "$JOB" 2>/dev/null
-  rm -rf "$T_TMP"
-}
-trap cleanup EXIT
-ms() { echo $(($(date +%s%N) / 1000000)); }
 
 gen m --seed 7101 --layout single
 
@@ -75,8 +68,8 @@ RA="$T_TMP/ready-a"
   --socket-dir "$sd" --ready-file "$RA" --quiet >"$T_TMP/serve.out" \
   2>"$T_TMP/serve.err" &
 JOB=$!
-end=$(($(ms) + WAIT_SECS * 1000))
-while [ ! -s "$RA" ] && [ "$(ms)" -lt "$end" ]; do sleep 0.05; done
+PIDS="$PIDS $JOB"
+wait_file "$RA"
 if grep -q '"job_id": "[0-9a-f]\{32\}"' "$RA" 2>/dev/null; then
   t_ok "the ready file carries the job id"
 else t_fail "the ready file carries the job id" \
@@ -102,7 +95,7 @@ sed 's/"job_id": "[0-9a-f]*"/"job_id": "another"/' "$RA" >"$RA.new"
 mv "$RA.new" "$RA"
 t_exit "job A stops on --shutdown" 0 "$TPLOAD" status "$sd/rank0.sock" \
   --shutdown
-wait "$JOB"; JOB=""
+wait "$JOB"
 if grep -q another "$RA" 2>/dev/null; then
   t_ok "at exit a ready file that is not its own is left alone"
 else t_fail "at exit a ready file that is not its own is left alone"; fi

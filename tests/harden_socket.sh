@@ -16,35 +16,11 @@
 #   every connection slot.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/harden_lib.sh"
 
 FAKE="$TESTS_SRCDIR/fake_daemon.py"
 ATTACH="$TESTS_BUILDDIR/harden_attach"
 NOBODY=65534
-WAIT_SECS=60    # generous: only catches hangs
-PIDS=""
-cleanup() {
-  for p in $PIDS; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$T_TMP"
-}
-trap cleanup EXIT
-
-ms() { echo $(($(date +%s%N) / 1000000)); }
-# wait_file FILE: 0 once FILE is non-empty, 1 after WAIT_SECS.
-wait_file() {
-  local end=$(($(ms) + WAIT_SECS * 1000))
-  while [ ! -s "$1" ]; do
-    [ "$(ms)" -lt "$end" ] || return 1
-    sleep 0.05
-  done
-}
-# t_py NAME SCRIPT ARGS...: a check in Python that exits non-zero (saying
-# why on stderr) when it fails.
-t_py() {
-  local name=$1 script=$2; shift 2
-  if "$ORACLE" -c "$script" "$@" >"$T_TMP/pout" 2>"$T_TMP/perr"; then
-    t_ok "$name"
-  else t_fail "$name" "$(head -c 2000 "$T_TMP/perr")"; fi
-}
 # fake NAME SOCKET [UID]: starts an impostor (as the caller, or dropping
 # to UID before it listens) and waits until it listens.
 fake() {

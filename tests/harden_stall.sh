@@ -8,10 +8,10 @@
 # TAP comment.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/harden_lib.sh"
 
 BOUND_SECS=120
 STALL_SECS=2
-ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # The big tensor (8 MiB) travels in messages far above any eager limit, so
 # rank 0 must wait for the stopped rank to take them.
