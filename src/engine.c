@@ -243,10 +243,12 @@ static void stall_abort(const struct engine *e, int peer,
   MPI_Abort(MPI_COMM_WORLD, tpl_exit_code(TPL_EPEER));
 }
 
-/* Polls `n` requests until all completed (any completion is progress),
- * backing off while none does; `status` (NULL to ignore) receives the
- * status of a single request.  After --stall-timeout without progress,
- * ends the job naming peers[] of the first request still pending. */
+/* Polls `n` requests in order until all completed, backing off while
+ * the oldest pending one does not complete; `status` (NULL to ignore)
+ * receives the status of a single request.  Testing only the oldest
+ * keeps a wait on a million requests linear (any MPI_Test drives all of
+ * them), and when it stalls, its peer is the one to name: after
+ * --stall-timeout without progress the job ends. */
 static int wait_reqs(const struct engine *e, MPI_Request *reqs,
                      const int *peers, size_t n, MPI_Status *status,
                      struct tpl_error *err) {
@@ -254,20 +256,16 @@ static int wait_reqs(const struct engine *e, MPI_Request *reqs,
   size_t first = 0;
   tpl__stall_start(&st, e->o->stall_timeout);
   while (first < n) {
-    int moved = 0;
-    for (size_t i = first; i < n; i++) {
-      int done = 0;
-      if (reqs[i] == MPI_REQUEST_NULL) continue;
-      MPI_TRY(MPI_Test(&reqs[i], &done,
-                       n == 1 && status ? status : MPI_STATUS_IGNORE),
-              "wait");
-      moved |= done;
-    }
-    while (first < n && reqs[first] == MPI_REQUEST_NULL) first++;
-    if (moved)
+    int done = 0;
+    MPI_TRY(MPI_Test(&reqs[first], &done,
+                     n == 1 && status ? status : MPI_STATUS_IGNORE),
+            "wait");
+    if (done) {
+      first++;
       tpl__stall_progress(&st);
-    else if (first < n && tpl__stall_idle(&st))
+    } else if (tpl__stall_idle(&st)) {
       stall_abort(e, peers ? peers[first] : -1, &st);
+    }
   }
   return 0;
 }
