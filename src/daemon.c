@@ -528,6 +528,7 @@ static void refuse_connection(struct server *s, uv_stream_t *listener) {
 
 static void on_connection(uv_stream_t *listener, int status) {
   struct server *s = listener->data;
+  size_t reserved = s->cfg->reserve_health ? HEALTH_SLOTS : 0;
   struct conn *c;
   if (status < 0 || s->stopping) return;
   c = calloc(1, sizeof(*c));
@@ -549,7 +550,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     close_conn(c);
     return;
   }
-  if (s->nconns > s->max_conns + HEALTH_SLOTS) {
+  if (s->nconns > s->max_conns + reserved) {
     uv_buf_t b = uv_buf_init((char *)s->frames[F_BUSY],
                              (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
@@ -612,16 +613,38 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 /* ---- the run ---- */
 
+/* Binds and listens under a temporary name, then links the socket to
+ * its real name: whoever sees DIR/rank{R}.sock can connect (a client
+ * that waits for the file never meets "connection refused"), and link()
+ * never replaces a socket another daemon published meanwhile.  A path
+ * too long for the temporary name binds in place. */
+static int bind_and_listen(struct server *s, char *tmp, size_t len) {
+  struct sockaddr_un sa;
+  int rc;
+  snprintf(tmp, len, "%s/.rank%u.sock.%ld", s->dir, s->cfg->rank,
+           (long)getpid());
+  if (strlen(tmp) >= sizeof(sa.sun_path))
+    snprintf(tmp, len, "%s", s->sock_path);
+  unlink(tmp);
+  rc = uv_pipe_bind(&s->listener, tmp);
+  if (rc == 0) chmod(tmp, 0600);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (rc == 0 && strcmp(tmp, s->sock_path) != 0 &&
+      link(tmp, s->sock_path) != 0)
+    rc = -errno;
+  return rc;
+}
+
 static int listen_socket(struct server *s, struct tpl_error *err) {
+  char tmp[PATH_MAX];
   int rc = clear_stale_socket(s->sock_path, err);
   if (rc != 0) return rc;
   uv_pipe_init(&s->loop, &s->listener, 0);
   s->listener.data = s;
-  rc = uv_pipe_bind(&s->listener, s->sock_path);
+  rc = bind_and_listen(s, tmp, sizeof(tmp));
   s->bound = rc == 0;
-  if (rc == 0) chmod(s->sock_path, 0600);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (strcmp(tmp, s->sock_path) != 0) unlink(tmp);
   if (rc != 0)
     return tpl__fail(err, TPL_EOUTPUT, "%s: cannot listen: %s", s->sock_path,
                      uv_strerror(rc));

@@ -37,10 +37,12 @@ struct tpl__daemon_config {
   unsigned timeout_ms;        /* each phase of a connection (waiting for a
                                  request, receiving it, sending the reply);
                                  default 10000 */
-  unsigned max_conns;         /* open connections; default 256; 32 more
+  unsigned max_conns;         /* open connections; default 256, extra ones
+                                 get a "busy" error and are closed ... */
+  int reserve_health;         /* ... except, when set, 32 more that each
                                  answer one health request within 1 s and
-                                 close (health stays answerable), the
-                                 rest get a "busy" error and are closed */
+                                 close: health stays answerable while
+                                 clients hold every slot (tpload serve) */
 };
 
 /* Creates the socket directory `dir` (mode 0700) if it is missing and

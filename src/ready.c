@@ -115,6 +115,6 @@ int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
 void tpl__ready_release(const char *path, const char *job_id) {
   json_t *o = read_ready(path);
   const char *id = json_string_value(json_object_get(o, "job_id"));
-  if (id != NULL && job_id != NULL && strcmp(id, job_id) == 0) unlink(path);
+  if (id != NULL && strcmp(id, job_id ? job_id : "") == 0) unlink(path);
   json_decref(o);
 }
