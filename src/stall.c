@@ -2,9 +2,11 @@
  * waits spin (or yield in a loop) at full CPU and never give up, so one
  * stopped rank hung a job forever with its peers burning the allocation.
  * The engine instead polls its requests and, when nothing completed,
- * calls tpl__stall_idle: a few yields keep the latency of a busy transfer
- * low, then the waiter sleeps with a growing interval (capped at 1 ms, so
- * a transfer that resumes is noticed quickly), and once no request has
+ * calls tpl__stall_idle: for the first 10 ms without progress it only
+ * yields the CPU (a busy transfer of many small tensors waits that long
+ * now and then, and a sleep per tensor would cost more than the tensor),
+ * then it sleeps with a growing interval (capped at 1 ms, so a transfer
+ * that resumes is noticed quickly), and once no request has
  * completed for the stall timeout the engine ends the job naming the
  * rank it was waiting for. */
 #include <errno.h>
@@ -16,7 +18,7 @@
 #include "common.h"
 #include "stall.h"
 
-#define YIELD_POLLS 64
+#define YIELD_SECONDS 0.01
 #define FIRST_SLEEP_NS 10000L
 #define MAX_SLEEP_NS 1000000L
 
@@ -35,17 +37,18 @@ double tpl__stall_quiet_for(const struct tpl__stall *s) {
   return tpl__now() - s->last;
 }
 
-static long sleep_ns(unsigned polls) {
+/* The n-th sleep of a quiet spell: 10 us doubling up to 1 ms. */
+static long sleep_ns(unsigned n) {
   long ns = FIRST_SLEEP_NS;
-  for (unsigned i = YIELD_POLLS; i < polls && ns < MAX_SLEEP_NS; i++) ns *= 2;
+  for (unsigned i = 0; i < n && ns < MAX_SLEEP_NS; i++) ns *= 2;
   return ns < MAX_SLEEP_NS ? ns : MAX_SLEEP_NS;
 }
 
 int tpl__stall_idle(struct tpl__stall *s) {
   struct timespec ts = {0, 0};
-  if (s->timeout > 0 && tpl__stall_quiet_for(s) >= s->timeout) return 1;
-  if (s->polls < YIELD_POLLS) {
-    s->polls++;
+  double quiet = tpl__stall_quiet_for(s);
+  if (s->timeout > 0 && quiet >= s->timeout) return 1;
+  if (quiet < YIELD_SECONDS) {
     sched_yield();
     return 0;
   }
