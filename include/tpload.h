@@ -75,7 +75,9 @@ TPL_API const char *tpl_version(void);
  * socket of the rank it pairs with and reads tensors in place: the daemon
  * passes a sealed, read-only memfd that the client maps, so no byte is
  * copied and the data cannot change under the reader.  Only processes of
- * the daemon's own user (or root) may connect.
+ * the daemon's own user (or root) may connect; in turn a client trusts
+ * only a daemon of its own effective uid (or of TPLOAD_DAEMON_UID), whose
+ * socket directory is private to that uid and cannot be swapped.
  *
  *   struct tpl_shard *s;
  *   struct tpl_tensor_view v;
@@ -122,6 +124,12 @@ TPL_API uint32_t tpl_shard_world(const struct tpl_shard *s);
 /* Number of tensors, and the total size of the mapping in bytes. */
 TPL_API size_t tpl_shard_count(const struct tpl_shard *s);
 TPL_API uint64_t tpl_shard_bytes(const struct tpl_shard *s);
+
+/* The serving job's identity: its random id (32 hex digits, drawn once
+ * per `tpload serve` and the same on every rank, also in the ready file)
+ * and the MODEL it loaded.  Borrowed until tpl_detach. */
+const char *tpl_shard_job_id(const struct tpl_shard *s);
+const char *tpl_shard_model(const struct tpl_shard *s);
 
 /* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
  * checkpoint's order).  Returns 0 or -ERANGE. */

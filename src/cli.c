@@ -66,9 +66,26 @@ int tpl__cli_main(int argc, char **argv) {
   return 64;
 }
 
+const char *tpl__cli_safe(const char *s, char *buf, size_t len) {
+  size_t o = 0;
+  if (len == 0) return buf;
+  for (; *s != '\0'; s++) {
+    unsigned char ch = (unsigned char)*s;
+    int plain = ch >= 0x20 && ch < 0x7f;
+    if (o + (plain ? 1 : 4) >= len) break;
+    if (plain)
+      buf[o++] = (char)ch;
+    else
+      o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
 int tpl__cli_report(int code, const struct tpl_error *err) {
+  char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (err != NULL && err->msg[0] != '\0')
-    fprintf(stderr, "tpload: %s\n", err->msg);
+    fprintf(stderr, "tpload: %s\n", tpl__cli_safe(err->msg, safe, sizeof(safe)));
   else
     fprintf(stderr, "tpload: %s\n", tpl_strerror(code));
   return tpl_exit_code(code);
@@ -82,6 +99,16 @@ int tpl__cli_usage_error(const char *command, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, " (see tpload %s --help)\n", command);
   return 64;
+}
+
+int tpl__cli_daemon_uid(const char *command, const char *arg) {
+  unsigned long long uid;
+  if (tpl__cli_parse_uint(arg, 0xfffffffeull, &uid) != 0)
+    return tpl__cli_usage_error(command, "--daemon-uid expects a numeric "
+                                         "uid, got '%s'",
+                                arg);
+  setenv("TPLOAD_DAEMON_UID", arg, 1);
+  return 0;
 }
 
 int tpl__cli_parse_uint(const char *s, unsigned long long max,

@@ -5,6 +5,8 @@
 #ifndef TPL_CLI_H
 #define TPL_CLI_H
 
+#include <stddef.h>
+
 /* Dispatches `tpload COMMAND ...`; returns the exit code. */
 int tpl__cli_main(int argc, char **argv);
 
@@ -28,5 +30,20 @@ int tpl__cli_usage_error(const char *command, const char *fmt, ...)
 /* Parses a positive decimal integer no larger than `max`; 0 on success. */
 int tpl__cli_parse_uint(const char *s, unsigned long long max,
                         unsigned long long *out);
+
+/* Room for any text of up to n bytes once escaped by tpl__cli_safe. */
+#define TPL_SAFE_LEN(n) (4 * (n) + 1)
+
+/* Copies `s` into buf (`len` bytes, always NUL-terminated, cut at a whole
+ * escape when too long) with every byte that is not printable ASCII
+ * (controls, DEL, bytes >= 0x80) written as \xNN, so that names read
+ * from a file cannot drive the terminal (escape sequences, newlines).
+ * Returns buf. */
+const char *tpl__cli_safe(const char *s, char *buf, size_t len);
+
+/* --daemon-uid UID of status and dump: the uid a client trusts its daemon
+ * to run as (TPLOAD_DAEMON_UID for the rest of the process).  Returns 0,
+ * or 64 after printing a usage error for `command`. */
+int tpl__cli_daemon_uid(const char *command, const char *arg);
 
 #endif

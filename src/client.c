@@ -22,6 +22,8 @@
 
 #include "client.h"
 #include "dtype.h"
+#include "fileio.h"
+#include "trust.h"
 
 struct tpl_shard {
   int fd;
@@ -41,17 +43,75 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int tpl__client_connect(const char *path, int timeout_ms, int *fd,
+/* The directory part of a socket path ("." when there is none). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) return strdup(".");
+  return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+static int untrusted(const char *path, const char *why,
+                     struct tpl_error *err) {
+  return tpl__fail(err, TPL_EUNREACHABLE,
+                   "%s: refusing to talk to this daemon: %s", path, why);
+}
+
+/* Checks the socket's directory, and the socket file in it, against the
+ * trusted uid; stores the socket's path under the resolved directory
+ * (malloc'd), which is what gets connected to. */
+static int trusted_path(const char *path, uid_t uid, char **out,
                         struct tpl_error *err) {
+  struct tpl_error why = {0};
+  const char *base = strrchr(path, '/');
+  char *dir = dir_of(path), *real = NULL, *full = NULL;
+  struct stat st;
+  int rc;
+  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__check_private_dir(dir, uid, &real, &why);
+  free(dir);
+  if (rc != 0) return untrusted(path, why.msg, err);
+  full = tpl__path_join(real, base ? base + 1 : path);
+  free(real);
+  if (full == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (lstat(full, &st) == 0 && (!S_ISSOCK(st.st_mode) || st.st_uid != uid)) {
+    snprintf(why.msg, sizeof(why.msg),
+             "expected a socket of uid %u, found %s of uid %u", (unsigned)uid,
+             S_ISSOCK(st.st_mode) ? "a socket" : "another file type",
+             (unsigned)st.st_uid);
+    free(full);
+    return untrusted(path, why.msg, err);
+  }
+  *out = full;
+  return 0;
+}
+
+/* The process listening must run as the trusted uid. */
+static int check_peer(int s, const char *path, uid_t uid,
+                      struct tpl_error *err) {
+  char why[96];
+  uid_t peer;
+  int rc = tpl__peer_uid(s, &peer);
+  if (rc == 0 && peer == uid) return 0;
+  if (rc != 0)
+    snprintf(why, sizeof(why), "cannot read its credentials: %s",
+             strerror(-rc));
+  else
+    snprintf(why, sizeof(why), "expected a daemon of uid %u, found uid %u",
+             (unsigned)uid, (unsigned)peer);
+  return untrusted(path, why, err);
+}
+
+static int connect_to(const char *path, const char *real, int timeout_ms,
+                      int *fd, struct tpl_error *err) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  size_t n = strlen(path);
+  size_t n = strlen(real);
   int s, e;
   if (n >= sizeof(sa.sun_path))
     return tpl__fail(err, -ENAMETOOLONG,
                      "%s: socket path: expected at most %zu bytes, found %zu",
-                     path, sizeof(sa.sun_path) - 1, n);
-  memcpy(sa.sun_path, path, n + 1);
+                     real, sizeof(sa.sun_path) - 1, n);
+  memcpy(sa.sun_path, real, n + 1);
   s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
     e = errno;
@@ -65,6 +125,23 @@ int tpl__client_connect(const char *path, int timeout_ms, int *fd,
     return tpl__fail(err, TPL_EUNREACHABLE,
                      "%s: cannot connect: %s (is `tpload serve` running?)",
                      path, strerror(e));
+  }
+  *fd = s;
+  return 0;
+}
+
+int tpl__client_connect(const char *path, int timeout_ms, int *fd,
+                        struct tpl_error *err) {
+  char *real = NULL;
+  uid_t uid;
+  int s = -1, rc = tpl__trusted_uid(&uid, err);
+  if (rc == 0) rc = trusted_path(path, uid, &real, err);
+  if (rc == 0) rc = connect_to(path, real, timeout_ms, &s, err);
+  if (rc == 0) rc = check_peer(s, path, uid, err);
+  free(real);
+  if (rc != 0) {
+    if (s >= 0) close(s);
+    return rc;
   }
   *fd = s;
   return 0;
@@ -355,6 +432,12 @@ uint32_t tpl_shard_rank(const struct tpl_shard *s) { return s->rank; }
 uint32_t tpl_shard_world(const struct tpl_shard *s) { return s->world; }
 size_t tpl_shard_count(const struct tpl_shard *s) { return s->man.ntensors; }
 uint64_t tpl_shard_bytes(const struct tpl_shard *s) { return s->size; }
+const char *tpl_shard_job_id(const struct tpl_shard *s) {
+  return s->man.job_id ? s->man.job_id : "";
+}
+const char *tpl_shard_model(const struct tpl_shard *s) {
+  return s->man.model ? s->man.model : "";
+}
 
 static void fill_view(const struct tpl_shard *s, size_t i,
                       struct tpl_tensor_view *v) {

@@ -20,7 +20,7 @@
 #include "st_writer.h"
 
 static const char dump_help[] =
-    "usage: tpload dump SOCKET --out FILE\n"
+    "usage: tpload dump SOCKET --out FILE [--force] [--daemon-uid UID]\n"
     "\n"
     "Attaches to one rank of a running `tpload serve` (SOCKET is its\n"
     "DIR/rank{R}.sock) and writes the tensors it holds to FILE as\n"
@@ -28,7 +28,10 @@ static const char dump_help[] =
     "tp_size: the same bytes `tpload preshard` writes for that rank.\n"
     "Checksums are verified while writing; FILE appears only when complete.\n"
     "\n"
-    "  --out FILE   where to write (replaced atomically)\n"
+    "  --out FILE   where to write; an existing FILE is refused (73)\n"
+    "  --force      replace an existing FILE (atomically)\n"
+    "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
+    "               or TPLOAD_DAEMON_UID)\n"
     "  --help       show this help\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 checksum mismatch, 69 daemon\n"
@@ -115,18 +118,27 @@ static int write_file(const struct tpl_shard *s, const char *path,
 
 int tpl__cmd_dump(int argc, char **argv) {
   static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
+                                       {"force", no_argument, NULL, 'f'},
+                                       {"daemon-uid", required_argument,
+                                        NULL, 'u'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   struct tpl_error err = {0};
   struct tpl_shard *s = NULL;
   const char *out = NULL;
-  int c, rc;
+  int c, rc, force = 0;
   optind = 0; /* full reset: commands may run more than once */
   opterr = 0;
   while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
     switch (c) {
     case 'o':
       out = optarg;
+      break;
+    case 'f':
+      force = 1;
+      break;
+    case 'u':
+      if (tpl__cli_daemon_uid("dump", optarg) != 0) return 64;
       break;
     case 'h':
       fputs(dump_help, stdout);
@@ -140,6 +152,11 @@ int tpl__cmd_dump(int argc, char **argv) {
   if (optind != argc - 1)
     return tpl__cli_usage_error("dump", "expected one SOCKET argument");
   if (out == NULL) return tpl__cli_usage_error("dump", "--out is required");
+  if (!force && tpl__exists(out)) {
+    tpl__fail(&err, TPL_EOUTPUT, "%s: exists (use --force to replace it)",
+              out);
+    return tpl__cli_report(TPL_EOUTPUT, &err);
+  }
   rc = tpl__client_attach(argv[optind], TPL_CLIENT_TIMEOUT_MS, &s, &err);
   if (rc == 0) rc = write_file(s, out, &err);
   tpl_detach(s);

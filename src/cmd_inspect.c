@@ -112,15 +112,17 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
 }
 
 static void print_table(const struct tpl_model *m) {
-  char shape[256];
+  char shape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)], file[TPL_SAFE_LEN(256)];
   printf("%-56s %-8s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE", "BYTES",
          "FILE");
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
-    printf("%-56s %-8s %-22s %14llu  %s\n", t->name,
+    printf("%-56s %-8s %-22s %14llu  %s\n",
+           tpl__cli_safe(t->name, name, sizeof(name)),
            tpl__dtype_st_name(t->dtype),
            tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
-           (unsigned long long)t->nbytes, m->files[t->file].name);
+           (unsigned long long)t->nbytes,
+           tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
   printf("%zu tensors, %zu files, %llu bytes (%s)\n", m->ntensors, m->nfiles,
          (unsigned long long)tpl__model_bytes(m), format_name(m->format));
@@ -129,19 +131,21 @@ static void print_table(const struct tpl_model *m) {
 /* The table with two more columns: each rank's shape and the rule. */
 static void print_shard_table(const struct tpl_model *m,
                               const struct shard_view *v) {
-  char shape[256], sshape[256];
+  char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
+  char file[TPL_SAFE_LEN(256)];
   uint64_t ss[TPL_MAX_DIMS];
   printf("%-56s %-8s %-22s %-22s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE",
          "SHARD SHAPE", "RULE", "BYTES", "FILE");
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     shard_shape(t, &v->st[i], v->nshards, ss);
-    printf("%-56s %-8s %-22s %-22s %-22s %14llu  %s\n", t->name,
+    printf("%-56s %-8s %-22s %-22s %-22s %14llu  %s\n",
+           tpl__cli_safe(t->name, name, sizeof(name)),
            tpl__dtype_st_name(t->dtype),
            tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
            tpl__shape_str(ss, t->ndim, sshape, sizeof(sshape)),
            tpl__strategy_rule_name(&v->st[i]), (unsigned long long)t->nbytes,
-           m->files[t->file].name);
+           tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
   printf("%zu tensors, %zu files, %llu bytes (%s); %u shards, plan: %s\n",
          m->ntensors, m->nfiles, (unsigned long long)tpl__model_bytes(m),

@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "report.h"
 #include "store.h"
+#include "stall.h"
 
 static const char load_help[] =
     "usage: mpirun -np N tpload load MODEL [options]\n"
@@ -33,6 +34,9 @@ static const char load_help[] =
     "  --json              print the LoadReport as JSON on stdout\n"
     "  --quiet             no progress and no summary\n"
     "  --progress          show the progress bar even off a terminal\n"
+    "  --stall-timeout S   end the job (69) when a rank sees no progress\n"
+    "                      for S seconds, naming the rank it waited for\n"
+    "                      (default 300; 0 waits forever)\n"
     "  --out DIR           preshard: output directory\n"
     "  --force             preshard: replace existing output\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
@@ -64,6 +68,7 @@ enum {
   OPT_SOCKET_DIR,
   OPT_READY,
   OPT_HUGETLB,
+  OPT_STALL,
   OPT_HELP
 };
 
@@ -79,6 +84,7 @@ static const struct option load_opts[] = {
     {"socket-dir", required_argument, NULL, OPT_SOCKET_DIR},
     {"ready-file", required_argument, NULL, OPT_READY},
     {"hugetlb", required_argument, NULL, OPT_HUGETLB},
+    {"stall-timeout", required_argument, NULL, OPT_STALL},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -137,6 +143,15 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
       return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
     c->huge_set = 1;
     return 0;
+  case OPT_STALL: {
+    unsigned long long s;
+    if (tpl__cli_parse_uint(arg, 86400 * 365, &s) != 0)
+      return usage(c, "--stall-timeout expects seconds (0 disables), got "
+                      "'%s'",
+                   arg);
+    c->o.stall_timeout = (double)s;
+    return 0;
+  }
   case OPT_CHUNK:
     if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
       return usage(c, "--chunk-mib expects 1..4096, got '%s'", arg);
@@ -232,13 +247,15 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
 /* One message per failure: rank 0 says why (or that another rank failed);
  * another rank speaks only when the failure was its own. */
 static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
+  char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (rank == 0 && err->msg[0] != '\0')
     tpl__cli_report(rc, err);
   else if (rank == 0)
     fprintf(stderr, "tpload: another rank failed (%s); see its message\n",
             tpl_strerror(rc));
   else if (err->msg[0] != '\0')
-    fprintf(stderr, "tpload: rank %u: %s\n", rank, err->msg);
+    fprintf(stderr, "tpload: rank %u: %s\n", rank,
+            tpl__cli_safe(err->msg, safe, sizeof(safe)));
 }
 
 int tpl__cmd_load(int argc, char **argv) {
@@ -252,6 +269,7 @@ int tpl__cmd_load(int argc, char **argv) {
                                               : TPL_SINK_NONE;
   c.o.plan = "auto";
   c.o.bias_scaling = 1;
+  c.o.stall_timeout = TPL_STALL_DEFAULT_S;
   c.chunk_mib = 64;
   rc = parse_args(&c, argc, argv);
   if (rc != 0) return rc < 0 ? 0 : rc;

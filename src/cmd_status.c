@@ -27,6 +27,9 @@ static const char status_help[] =
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
+    "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
+    "               or TPLOAD_DAEMON_UID); its socket directory must be\n"
+    "               private to that uid\n"
     "  --help       show this help\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
@@ -62,8 +65,10 @@ static int job_request(const char *path, int kind,
 }
 
 static int refused(const char *path, const struct tpl__wire_response *r) {
+  char safe[TPL_SAFE_LEN(256)];
   fprintf(stderr, "tpload: %s: daemon refused: %s\n", path,
-          r->error ? r->error : "no reason given");
+          tpl__cli_safe(r->error ? r->error : "no reason given", safe,
+                        sizeof(safe)));
   return 69;
 }
 
@@ -134,12 +139,13 @@ static void print_tensors(const json_t *ranks) {
   const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
   size_t i, r;
   const json_t *t, *rk;
-  char shape[128];
+  char shape[128], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
          "XXH3 rank 0..N-1");
   json_array_foreach(t0, i, t) {
     shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
-    printf("%-56s %-9s %-20s", str(t, "name"), str(t, "dtype"), shape);
+    printf("%-56s %-9s %-20s", tpl__cli_safe(str(t, "name"), name, sizeof(name)),
+           str(t, "dtype"), shape);
     json_array_foreach(ranks, r, rk) {
       const json_t *ti = json_array_get(json_object_get(rk, "tensors"), i);
       printf(" %s", ti ? str(ti, "xxh3") : "-");
@@ -151,7 +157,8 @@ static void print_tensors(const json_t *ranks) {
 static void print_table(const json_t *rep) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
-  printf("model: %s\n", str(rep, "model"));
+  char model[TPL_SAFE_LEN(4096)];
+  printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
@@ -200,6 +207,8 @@ int tpl__cmd_status(int argc, char **argv) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
                                        {"health", no_argument, NULL, 'H'},
                                        {"shutdown", no_argument, NULL, 'S'},
+                                       {"daemon-uid", required_argument,
+                                        NULL, 'u'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
   enum mode m = M_TABLE;
@@ -217,6 +226,9 @@ int tpl__cmd_status(int argc, char **argv) {
       break;
     case 'S':
       rc = set_mode(&m, M_SHUTDOWN);
+      break;
+    case 'u':
+      if (tpl__cli_daemon_uid("status", optarg) != 0) return 64;
       break;
     case 'h':
       fputs(status_help, stdout);

@@ -19,6 +19,8 @@
 #define TPL_MAX_NAME 1024          /* bytes in a tensor name */
 #define TPL_MAX_ST_HEADER 100000000u /* safetensors header cap (bytes) */
 #define TPL_MAX_JSON_FILE (256u << 20) /* index / config / plan JSON cap */
+#define TPL_MAX_TENSORS (1u << 20)     /* tensors in one model */
+#define TPL_MAX_NAME_BYTES (64u << 20) /* all tensor names of a model */
 
 /* An error as library code reports it: a code and one line of text naming
  * the file, the tensor, what was expected and what was found.  Functions

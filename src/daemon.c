@@ -21,7 +21,6 @@
  * through uv_write as usual.  Nothing here calls MPI. */
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -37,10 +36,14 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "ready.h"
+#include "trust.h"
 #include "wire.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_CONNS 256
+#define HEALTH_SLOTS 32       /* beyond max_conns: one health reply each */
+#define HEALTH_SLOT_MS 1000   /* ... and this long to ask for it */
 #define POLL_MS 100
 #define STOP_GRACE_MS 1000
 #define FD_RETRY_MS 10
@@ -62,6 +65,7 @@ struct conn {
   enum conn_state state;
   int reading;
   int close_after;            /* close once the reply is written */
+  int health_only;            /* a reserved slot: one health reply */
   int open_handles;           /* freed when both handles are closed */
   uint64_t fd_deadline;       /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
@@ -98,43 +102,29 @@ static void start_read(struct conn *c);
 
 /* ---- start-up: directory, socket path, prebuilt replies ---- */
 
-static int refuse_dir(const char *dir, const char *why, struct tpl_error *err) {
-  return tpl__fail(err, TPL_EOUTPUT, "%s: socket directory %s", dir, why);
-}
-
-/* Creates DIR 0700 or checks an existing one is private to this user. */
-static int prepare_dir(const char *dir, struct tpl_error *err) {
-  struct stat st;
+int tpl__daemon_prepare_dir(const char *dir, char **resolved,
+                            struct tpl_error *err) {
+  int rc;
   if (mkdir(dir, 0700) == 0) {
-    if (chmod(dir, 0700) == 0) return 0; /* whatever the umask */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      fchmod(fd, 0700); /* whatever the umask */
+      close(fd);
+    }
   } else if (errno != EEXIST) {
     int e = errno;
-    return tpl__fail(err, -e, "%s: cannot create the socket directory: %s",
-                     dir, strerror(e));
-  }
-  if (stat(dir, &st) != 0) {
-    int e = errno;
-    return tpl__fail(err, -e, "%s: cannot stat: %s", dir, strerror(e));
-  }
-  if (!S_ISDIR(st.st_mode)) return refuse_dir(dir, "is not a directory", err);
-  if (st.st_uid != geteuid())
-    return refuse_dir(dir, "belongs to another user", err);
-  if ((st.st_mode & 077) != 0)
     return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: socket directory: expected mode 0700 (private), "
-                     "found %04o",
-                     dir, (unsigned)(st.st_mode & 07777));
-  return 0;
+                     "%s: cannot create the socket directory: %s", dir,
+                     strerror(e));
+  }
+  rc = tpl__check_private_dir(dir, geteuid(), resolved, err);
+  if (rc != 0 && err != NULL) err->code = TPL_EOUTPUT;
+  return rc != 0 ? TPL_EOUTPUT : 0;
 }
 
 static int make_paths(struct server *s, struct tpl_error *err) {
   char name[32];
   struct sockaddr_un sa;
-  s->dir = realpath(s->cfg->socket_dir, NULL);
-  if (s->dir == NULL) {
-    int e = errno;
-    return tpl__fail(err, -e, "%s: %s", s->cfg->socket_dir, strerror(e));
-  }
   snprintf(name, sizeof(name), "rank%u.sock", s->cfg->rank);
   s->sock_path = tpl__path_join(s->dir, name);
   if (s->sock_path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -183,6 +173,8 @@ static int build_frame(struct server *s, enum frame_id id,
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
   r->store_bytes = s->cfg->store->size;
+  r->job_id = s->cfg->job_id;
+  r->model = s->cfg->model;
   return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
 }
 
@@ -239,34 +231,12 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   return rc;
 }
 
-/* Rank 0's ready file: written to PATH.tmp.PID, then renamed. */
+/* Rank 0's ready file (ready.c), carrying the job id. */
 static int write_ready(struct server *s, struct tpl_error *err) {
-  const char *path = s->cfg->ready_file;
-  char tmp[PATH_MAX];
-  struct tpl__atomic a;
-  json_t *o = json_object();
-  char *text;
-  int rc;
-  json_object_set_new(o, "socket_dir", json_string(s->dir));
-  json_object_set_new(o, "world_size", json_integer(s->cfg->world));
-  json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
-  text = json_dumps(o, JSON_PRESERVE_ORDER);
-  json_decref(o);
-  if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  rc = tpl__atomic_open(path, tmp, &a, err);
-  if (rc == 0) rc = tpl__write_full(a.fd, text, strlen(text));
-  if (rc == 0) rc = tpl__write_full(a.fd, "\n", 1);
-  if (rc == 0)
-    rc = tpl__atomic_commit(&a, err);
-  else
-    tpl__atomic_abort(&a); /* harmless after a failed open */
-  free(text);
-  if (rc != 0)
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write the ready file: %s",
-                     path, strerror(-rc));
-  s->ready_written = 1;
-  return 0;
+  int rc = tpl__ready_write(s->cfg->ready_file, s->dir, s->cfg->world,
+                            s->cfg->job_id, err);
+  s->ready_written = rc == 0;
+  return rc;
 }
 
 /* ---- connections ---- */
@@ -382,6 +352,11 @@ static void request_job_shutdown(struct server *s) {
 
 static void handle_request(struct conn *c, int kind) {
   struct server *s = c->srv;
+  if (c->health_only && kind != TPL_REQ_HEALTH) {
+    send_error(c, 1, "daemon busy: too many connections, try again");
+    return;
+  }
+  c->close_after |= c->health_only;
   switch (kind) {
   case TPL_REQ_HEALTH:
     send_frame(c, F_HEALTH);
@@ -431,8 +406,8 @@ static void drive(struct conn *c) {
     rc = tpl__frame_feed(&c->fr, c->in + c->in_off, c->in_len - c->in_off,
                          &used);
     c->in_off += used;
-    if (!started && tpl__frame_started(&c->fr))
-      arm_timer(c, c->srv->timeout_ms); /* a request has this long */
+    if (!started && tpl__frame_started(&c->fr)) /* a request has this long */
+      arm_timer(c, c->health_only ? HEALTH_SLOT_MS : c->srv->timeout_ms);
     if (rc == TPL_ELIMIT)
       send_error(c, 1, "request of %u bytes: expected at most %u",
                  c->fr.len, TPL_WIRE_MAX_REQUEST);
@@ -528,12 +503,11 @@ static void arm_timer(struct conn *c, uint64_t ms) {
 
 /* Only this user (or root) may talk to the daemon. */
 static int peer_allowed(struct conn *c) {
-  struct ucred cred;
-  socklen_t len = sizeof(cred);
   uv_os_fd_t fd;
+  uid_t uid;
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return 0;
-  return cred.uid == geteuid() || cred.uid == 0;
+  if (tpl__peer_uid(fd, &uid) != 0) return 0;
+  return uid == geteuid() || uid == 0;
 }
 
 static void on_sink_closed(uv_handle_t *h) {
@@ -554,6 +528,7 @@ static void refuse_connection(struct server *s, uv_stream_t *listener) {
 
 static void on_connection(uv_stream_t *listener, int status) {
   struct server *s = listener->data;
+  size_t reserved = s->cfg->reserve_health ? HEALTH_SLOTS : 0;
   struct conn *c;
   if (status < 0 || s->stopping) return;
   c = calloc(1, sizeof(*c));
@@ -575,14 +550,18 @@ static void on_connection(uv_stream_t *listener, int status) {
     close_conn(c);
     return;
   }
-  if (s->nconns > s->max_conns) {
+  if (s->nconns > s->max_conns + reserved) {
     uv_buf_t b = uv_buf_init((char *)s->frames[F_BUSY],
                              (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
     close_conn(c);
     return;
   }
-  arm_timer(c, s->timeout_ms);
+  /* Clients holding every slot must not make the daemon look dead: a
+   * few more connections get one health reply each, then close, and
+   * have little time to ask, so nobody can hold them. */
+  c->health_only = s->nconns > s->max_conns;
+  arm_timer(c, c->health_only ? HEALTH_SLOT_MS : s->timeout_ms);
   start_read(c);
 }
 
@@ -634,16 +613,38 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 /* ---- the run ---- */
 
+/* Binds and listens under a temporary name, then links the socket to
+ * its real name: whoever sees DIR/rank{R}.sock can connect (a client
+ * that waits for the file never meets "connection refused"), and link()
+ * never replaces a socket another daemon published meanwhile.  A path
+ * too long for the temporary name binds in place. */
+static int bind_and_listen(struct server *s, char *tmp, size_t len) {
+  struct sockaddr_un sa;
+  int rc;
+  snprintf(tmp, len, "%s/.rank%u.sock.%ld", s->dir, s->cfg->rank,
+           (long)getpid());
+  if (strlen(tmp) >= sizeof(sa.sun_path))
+    snprintf(tmp, len, "%s", s->sock_path);
+  unlink(tmp);
+  rc = uv_pipe_bind(&s->listener, tmp);
+  if (rc == 0) chmod(tmp, 0600);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (rc == 0 && strcmp(tmp, s->sock_path) != 0 &&
+      link(tmp, s->sock_path) != 0)
+    rc = -errno;
+  return rc;
+}
+
 static int listen_socket(struct server *s, struct tpl_error *err) {
+  char tmp[PATH_MAX];
   int rc = clear_stale_socket(s->sock_path, err);
   if (rc != 0) return rc;
   uv_pipe_init(&s->loop, &s->listener, 0);
   s->listener.data = s;
-  rc = uv_pipe_bind(&s->listener, s->sock_path);
+  rc = bind_and_listen(s, tmp, sizeof(tmp));
   s->bound = rc == 0;
-  if (rc == 0) chmod(s->sock_path, 0600);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (strcmp(tmp, s->sock_path) != 0) unlink(tmp);
   if (rc != 0)
     return tpl__fail(err, TPL_EOUTPUT, "%s: cannot listen: %s", s->sock_path,
                      uv_strerror(rc));
@@ -726,7 +727,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);
   rc = check_config(cfg, err);
-  if (rc == 0) rc = prepare_dir(cfg->socket_dir, err);
+  if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
@@ -739,7 +740,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
     uv_loop_close(&s.loop);
   }
   if (s.bound) unlink(s.sock_path);
-  if (s.ready_written) unlink(cfg->ready_file);
+  if (s.ready_written) tpl__ready_release(cfg->ready_file, cfg->job_id);
   free_server(&s);
   return rc;
 }

@@ -17,6 +17,8 @@ struct tpl__daemon_config {
   uint32_t rank, world;
   const struct tpl__store *store;     /* sealed */
   const uint8_t *status;      /* packed tpload.LoadReport (rank 0), or NULL */
+  const char *job_id;         /* the job's random id (every rank the same) */
+  const char *model;          /* the model the job loaded */
   size_t status_len;
   /* Job coordination, implemented by the engine over MPI: */
   /* Collective: every rank passes its own start-up result (0 or a
@@ -36,8 +38,21 @@ struct tpl__daemon_config {
                                  request, receiving it, sending the reply);
                                  default 10000 */
   unsigned max_conns;         /* open connections; default 256, extra ones
-                                 get a "busy" error and are closed */
+                                 get a "busy" error and are closed ... */
+  int reserve_health;         /* ... except, when set, 32 more that each
+                                 answer one health request within 1 s and
+                                 close: health stays answerable while
+                                 clients hold every slot (tpload serve) */
 };
+
+/* Creates the socket directory `dir` (mode 0700) if it is missing and
+ * checks it as clients will (trust.c: no symbolic link, owned by this
+ * user, private, under directories no other user can change), so that no
+ * one else can have prepared it or swap it later.  Stores its resolved
+ * path in *resolved (malloc'd, caller frees).  Used before the load, then
+ * again by tpl__daemon_run.  Returns 0 or TPL_EOUTPUT. */
+int tpl__daemon_prepare_dir(const char *dir, char **resolved,
+                            struct tpl_error *err);
 
 /* Serves until a shutdown request (rank 0), a job-wide shutdown
  * (poll_shutdown) or SIGTERM/SIGINT; then closes every connection,

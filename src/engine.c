@@ -33,9 +33,12 @@
 #include "model.h"
 #include "plan.h"
 #include "preshard.h"
+#include "ready.h"
 #include "report.h"
 #include "shardinfo.h"
+#include "stall.h"
 #include "store.h"
+#include "trust.h"
 
 enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
 
@@ -43,6 +46,7 @@ struct slot {
   uint8_t *read;
   uint8_t *pack;
   MPI_Request *reqs;
+  int *peers; /* the rank each request talks to */
   size_t nreqs, cap;
 };
 
@@ -181,6 +185,22 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   return agree(code, err);
 }
 
+/* Where the output goes, checked by every rank (its own node's view)
+ * before any byte moves; rank 0 also claims the ready file. */
+static int check_sink(const struct engine *e, struct tpl_error *err) {
+  const struct tpl__load_opts *o = e->o;
+  char *dir = NULL;
+  int rc = 0;
+  if (o->sink == TPL_SINK_PRESHARD)
+    rc = tpl__preshard_check_dir(o->out_dir, err);
+  if (o->sink == TPL_SINK_SERVE)
+    rc = tpl__daemon_prepare_dir(o->socket_dir, &dir, err);
+  free(dir);
+  if (rc == 0 && o->sink == TPL_SINK_SERVE && e->rank == 0 && o->ready_file)
+    rc = tpl__ready_claim(o->ready_file, err);
+  return rc;
+}
+
 /* --- the store --- */
 
 static int make_store(struct engine *e, struct tpl_error *err) {
@@ -205,13 +225,59 @@ static int make_store(struct engine *e, struct tpl_error *err) {
   return rc;
 }
 
+/* --- waiting with a progress deadline (stall.c) --- */
+
+/* Nothing moved for --stall-timeout: say who this rank was waiting for
+ * and end the whole job (the peer may never answer a collective). */
+static void stall_abort(const struct engine *e, int peer,
+                        const struct tpl__stall *st) {
+  if (peer >= 0)
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
+            "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st), peer, peer);
+  else
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s; ending the job "
+            "(--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st));
+  MPI_Abort(MPI_COMM_WORLD, tpl_exit_code(TPL_EPEER));
+}
+
+/* Polls `n` requests in order until all completed, backing off while
+ * the oldest pending one does not complete; `status` (NULL to ignore)
+ * receives the status of a single request.  Testing only the oldest
+ * keeps a wait on a million requests linear (any MPI_Test drives all of
+ * them), and when it stalls, its peer is the one to name: after
+ * --stall-timeout without progress the job ends. */
+static int wait_reqs(const struct engine *e, MPI_Request *reqs,
+                     const int *peers, size_t n, MPI_Status *status,
+                     struct tpl_error *err) {
+  struct tpl__stall st;
+  size_t first = 0;
+  tpl__stall_start(&st, e->o->stall_timeout);
+  while (first < n) {
+    int done = 0;
+    MPI_TRY(MPI_Test(&reqs[first], &done,
+                     n == 1 && status ? status : MPI_STATUS_IGNORE),
+            "wait");
+    if (done) {
+      first++;
+      tpl__stall_progress(&st);
+    } else if (tpl__stall_idle(&st)) {
+      stall_abort(e, peers ? peers[first] : -1, &st);
+    }
+  }
+  return 0;
+}
+
 /* --- rank 0: streaming and sending --- */
 
-static int slot_wait(struct slot *s, struct tpl_error *err) {
-  if (s->nreqs == 0) return 0;
-  MPI_TRY(MPI_Waitall((int)s->nreqs, s->reqs, MPI_STATUSES_IGNORE), "send");
+static int slot_wait(const struct engine *e, struct slot *s,
+                     struct tpl_error *err) {
+  int rc = wait_reqs(e, s->reqs, s->peers, s->nreqs, NULL, err);
   s->nreqs = 0;
-  return 0;
+  return rc;
 }
 
 static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
@@ -219,10 +285,13 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     MPI_Request *r = realloc(s->reqs, cap * sizeof(*r));
-    if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-    s->reqs = r;
+    int *peers = r ? realloc(s->peers, cap * sizeof(*peers)) : NULL;
+    if (r != NULL) s->reqs = r;
+    if (peers == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    s->peers = peers;
     s->cap = cap;
   }
+  s->peers[s->nreqs] = dest;
   MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
                     &s->reqs[s->nreqs]),
           "send");
@@ -386,23 +455,25 @@ static int read_chunk(struct engine *e, int fd, const char *path,
 static int stream_file(struct engine *e, struct file_walk *w, int *k,
                        struct tpl_error *err) {
   const char *path = e->model->files[e->model->tensors[w->first].file].path;
-  uint64_t pos = 0, end = file_data_end(e, w), size;
-  int fd, rc;
+  uint32_t file = e->model->tensors[w->first].file;
+  uint64_t pos = 0, end = file_data_end(e, w);
+  int fd = e->model->files[file].fd, rc;
   if (end == 0) return 0;
-  rc = tpl__open_regular(path, &fd, &size, err);
+  /* The descriptor validated at start, never the path again. */
+  rc = tpl__model_file_unchanged(e->model, file, err);
   if (rc != 0) return rc;
   posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   while (rc == 0 && next_extent(e, w, &pos)) {
     struct slot *s = &e->slots[(*k)++ & 1];
     uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
-    rc = slot_wait(s, err);
+    rc = slot_wait(e, s, err);
     if (rc == 0) rc = read_chunk(e, fd, path, s, pos, len, end, err);
     if (rc == 0) rc = deliver_chunk(e, s, w, pos, len, err);
     pos += len;
     if (e->o->progress)
       e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
   }
-  close(fd);
+  if (rc == 0) rc = tpl__model_file_unchanged(e->model, file, err);
   return rc == 0 ? check_own(e, w, err) : rc;
 }
 
@@ -421,6 +492,7 @@ static void free_slots(struct engine *e) {
     tpl__huge_free(e->slots[i].read, (size_t)e->chunk);
     tpl__huge_free(e->slots[i].pack, (size_t)e->chunk);
     free(e->slots[i].reqs);
+    free(e->slots[i].peers);
   }
 }
 
@@ -441,8 +513,8 @@ static int send_all(struct engine *e, struct tpl_error *err) {
   }
   if (rc == 0) {
     double t = tpl__now();
-    rc = slot_wait(&e->slots[0], err);
-    if (rc == 0) rc = slot_wait(&e->slots[1], err);
+    rc = slot_wait(e, &e->slots[0], err);
+    if (rc == 0) rc = slot_wait(e, &e->slots[1], err);
     e->st.t_send += tpl__now() - t;
   }
   free(w.layouts);
@@ -499,10 +571,13 @@ static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
   while (got < jt->rank_stored) {
     uint64_t want = jt->rank_stored - got;
     MPI_Status status;
+    MPI_Request req;
     int n;
-    MPI_TRY(MPI_Recv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
-                     MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &status),
+    MPI_TRY(MPI_Irecv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
+                      MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &req),
             "receive");
+    rc = wait_reqs(e, &req, &from, 1, &status, err);
+    if (rc != 0) return rc;
     MPI_Get_count(&status, MPI_BYTE, &n);
     if (n <= 0)
       return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message",
@@ -520,14 +595,16 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   struct slot fwd = {0};
   double t = tpl__now();
   int rc = 0;
+  tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
     rc = receive_tensor(e, i, &fwd, err);
     if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
-    if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(&fwd, err);
+    if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
-  if (rc == 0) rc = slot_wait(&fwd, err);
+  if (rc == 0) rc = slot_wait(e, &fwd, err);
   free(fwd.reqs);
+  free(fwd.peers);
   e->st.t_recv = tpl__now() - t - e->st.t_scale - e->st.t_hash;
   return rc;
 }
@@ -726,8 +803,17 @@ static void drain_shutdown_requests(void) {
 
 static int run_serve(struct engine *e, struct tpl_error *err) {
   struct tpl__daemon_config cfg = {0};
-  int rc = agree(tpl__store_seal(&e->store, err), err);
+  char job_id[TPL_JOB_ID_LEN + 1] = "";
+  int rc = tpl__store_seal(&e->store, err);
+  if (rc == 0 && e->rank == 0 && (rc = tpl__new_job_id(job_id)) != 0)
+    tpl__fail(err, rc, "cannot draw a job id: %s", tpl_strerror(rc));
+  rc = agree(rc, err);
   if (rc != 0) return rc;
+  MPI_TRY(MPI_Bcast(job_id, sizeof(job_id), MPI_CHAR, 0, MPI_COMM_WORLD),
+          "broadcast");
+  cfg.job_id = job_id;
+  cfg.model = e->job->model;
+  cfg.reserve_health = 1;
   if (e->rank != 0)
     MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
               &e->shutdown_req);
@@ -798,6 +884,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   e.store.fd = -1;
   e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
   rc = share_job(&e, err);
+  if (rc == 0) rc = agree(check_sink(&e, err), err);
   if (rc != 0) goto out;
   MPI_Barrier(MPI_COMM_WORLD);
   t0 = tpl__now();

@@ -19,6 +19,8 @@ struct tpl__load_opts {
   const char *model;
   const char *plan;           /* plan file, preset name or "auto" */
   int bias_scaling;           /* 0 with --no-bias-scaling */
+  double stall_timeout;       /* seconds without progress that end the
+                                 job (exit 69); 0 waits forever */
   uint64_t chunk_bytes;       /* rank 0's streaming window */
   const char *out_dir;        /* preshard */
   int force;                  /* preshard: replace existing output */

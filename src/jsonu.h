@@ -10,12 +10,22 @@
 #include "common.h"
 
 /* Parses `len` bytes of `buf` as one JSON value that must be an object,
- * rejecting duplicate keys, invalid UTF-8 and anything but whitespace
- * after the value; "\u0000" inside strings is allowed (callers that care
- * check with json_string_length).  `what` names the input in messages.
+ * rejecting duplicate keys, invalid UTF-8, anything but whitespace after
+ * the value and a "\u0000" in any string value (TPL_EFORMAT, naming the
+ * key); keys may hold "\u0000" (callers check them with their own
+ * messages, using json_object_iter_key_len or tpl__has_nul).  `what` names the input in messages.
  * On success *out is a new reference the caller json_decref's. */
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                            json_t **out, struct tpl_error *err);
+
+/* Counts the members of the top-level object in `len` bytes of `buf`
+ * and the raw bytes of their keys without building anything (a linear
+ * scan that follows strings, escapes and nesting), so that a reader can
+ * hold them against its caps before the parser allocates a node per
+ * value.  Malformed text gives some counts; the parser refuses it
+ * afterwards. */
+void tpl__json_top_members(const char *buf, size_t len, size_t *members,
+                           size_t *key_bytes);
 
 /* Stores a JSON integer that is >= 0 in *out; returns 0, or TPL_EFORMAT
  * for a negative, fractional, non-numeric value. */

@@ -306,9 +306,10 @@ static int open_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                    "another file type",
                    c->what, ctx, s->data_path);
   if (rc == 0) {
-    close(fd);
     rc = tpl__model_add_file(m, path, s->data_path, s->size, &s->file);
-    if (rc != 0) rc = tpl__fail(err, rc, "out of memory");
+    if (rc != 0) close(fd);
+    if (rc == 0) rc = tpl__model_hold_fd(m, s->file, fd); /* read once */
+    if (rc != 0) rc = tpl__fail(err, rc, "%s: %s", path, tpl_strerror(rc));
   }
   free(path);
   if (rc == 0 && json_object_set_new(c->paths, s->data_path, json_true()))
@@ -372,7 +373,7 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
   for (k = 0; rc == 0 && k < s.n; k++) {
     rc = tpl__model_add_tensor(m, &s.t[k]);
     if (rc != 0)
-      rc = tpl__fail(err, rc, "out of memory");
+      rc = tpl__model_add_failed(rc, s.data_path, err);
     else
       s.t[k].name = NULL; /* the model owns it now */
   }

@@ -1,6 +1,9 @@
 /* model.c - the tensor table every reader fills, and tpl__model_open, which
  * decides what kind of checkpoint a path holds and runs its reader. */
 #include <errno.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@ void tpl__model_free(struct tpl_model *m) {
   for (size_t i = 0; i < m->nfiles; i++) {
     free(m->files[i].path);
     free(m->files[i].name);
+    if (m->files[i].fd >= 0) close(m->files[i].fd);
   }
   free(m->tensors);
   free(m->files);
@@ -53,11 +57,16 @@ int tpl__model_add_file(struct tpl_model *m, const char *path,
   f[m->nfiles].path = p;
   f[m->nfiles].name = n;
   f[m->nfiles].size = size;
+  f[m->nfiles].fd = -1;
   *idx = (uint32_t)m->nfiles++;
   return 0;
 }
 
 int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t) {
+  size_t len = strlen(t->name);
+  if (m->ntensors >= TPL_MAX_TENSORS ||
+      len > TPL_MAX_NAME_BYTES - m->name_bytes)
+    return TPL_ELIMIT;
   if (m->ntensors == m->cap_tensors) {
     size_t cap = m->cap_tensors ? m->cap_tensors * 2 : 64;
     struct tpl__tensor *n = realloc(m->tensors, cap * sizeof(*n));
@@ -66,7 +75,62 @@ int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t) {
     m->cap_tensors = cap;
   }
   m->tensors[m->ntensors++] = *t;
+  m->name_bytes += len;
   return 0;
+}
+
+static int64_t mtime_ns(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd) {
+  struct tpl__file *f = &m->files[idx];
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  if (f->fd >= 0) close(f->fd);
+  f->fd = fd;
+  f->dev = (uint64_t)st.st_dev;
+  f->ino = (uint64_t)st.st_ino;
+  f->size = (uint64_t)st.st_size;
+  f->mtime_ns = mtime_ns(&st);
+  return 0;
+}
+
+int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
+                              struct tpl_error *err) {
+  const struct tpl__file *f = &m->files[idx];
+  struct stat st, at_path;
+  const char *what = NULL;
+  if (f->fd < 0) return 0;
+  /* The bytes come from the held descriptor whatever the path names now,
+   * but a path that names another file means the model was replaced
+   * under the load: say so rather than deliver the old one silently. */
+  if (fstat(f->fd, &st) != 0 || stat(f->path, &at_path) != 0)
+    what = "it can no longer be examined";
+  else if ((uint64_t)at_path.st_dev != f->dev ||
+           (uint64_t)at_path.st_ino != f->ino)
+    what = "another file took its place";
+  else if ((uint64_t)st.st_size != f->size)
+    what = "its size changed";
+  else if (mtime_ns(&st) != f->mtime_ns)
+    what = "it was modified";
+  if (what == NULL) return 0;
+  return tpl__fail(err, -EIO,
+                   "%s: changed while loading (%s); expected the file "
+                   "validated at start",
+                   f->path, what);
+}
+
+int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err) {
+  if (rc != TPL_ELIMIT) return tpl__fail(err, rc, "%s: out of memory", what);
+  return tpl__fail(err, rc,
+                   "%s: expected at most %u tensors and %u bytes of tensor "
+                   "names in a model, found more",
+                   what, TPL_MAX_TENSORS, TPL_MAX_NAME_BYTES);
 }
 
 uint64_t tpl__tensor_numel(const struct tpl__tensor *t) {
@@ -193,8 +257,20 @@ static int open_directory(const char *dir, struct tpl_model **out,
   return rc;
 }
 
+/* Every member stays open from validation to the end of the load (see
+ * tpl__model_hold_fd); a model of more files than the soft descriptor
+ * limit (1024 by default) must not fail for that, so take the hard one. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err) {
+  raise_fd_limit();
   if (!tpl__exists(path))
     return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory",
                      path);

@@ -38,6 +38,10 @@ struct tpl__file {
   char *path;                   /* owned; as opened (dir + name) */
   char *name;                   /* owned; as named in the index/model */
   uint64_t size;                /* bytes, from fstat when opened */
+  int fd;                       /* owned: the descriptor validated, which
+                                   the engine reads; -1 when none */
+  uint64_t dev, ino;            /* its identity when validated ... */
+  int64_t mtime_ns;             /* ... and modification time */
 };
 
 struct tpl_model {
@@ -48,11 +52,15 @@ struct tpl_model {
   struct tpl__tensor *tensors;  /* checkpoint order */
   size_t ntensors;
   size_t cap_tensors;
+  size_t name_bytes;            /* all tensor names, for the cap */
 };
 
 /* Opens MODEL (a .safetensors file, a directory with model.safetensors or
  * model.safetensors.index.json, or an MLC weight directory), validates it
  * strictly and returns the table in *out (free with tpl__model_free).
+ * Every member file is opened once and stays open in the model (raising
+ * the soft RLIMIT_NOFILE to the hard limit) so that readers use the
+ * descriptors validated here, never the paths again.
  * Returns 0, TPL_E* for bad data, or -errno. */
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err);
@@ -67,9 +75,28 @@ struct tpl_model *tpl__model_new(int format, const char *dir);
 int tpl__model_add_file(struct tpl_model *m, const char *path,
                         const char *name, uint64_t size, uint32_t *idx);
 
+/* Keeps `fd` (open on file `idx`, now owned by the model) with its
+ * identity (device, inode, size, mtime from fstat), so that the bytes the
+ * engine reads come from the very file that was validated.  Closes fd
+ * and returns -errno when fstat fails. */
+int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd);
+
+/* Checks that file `idx`'s path still names the held file (device and
+ * inode) and that the file still has the size and mtime recorded when it
+ * was validated.  Returns 0, or -EIO
+ * (exit 74) with err naming the file and what changed. */
+int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
+                              struct tpl_error *err);
+
 /* Appends a tensor, taking ownership of t->name on success only.
- * Returns 0 or -ENOMEM. */
+ * Returns 0, -ENOMEM, or TPL_ELIMIT when the model would exceed
+ * TPL_MAX_TENSORS tensors or TPL_MAX_NAME_BYTES of names (checked before
+ * growing the table). */
 int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t);
+
+/* The message for a failed tpl__model_add_tensor while reading `what`
+ * (a file name): the cap that was hit, or out of memory.  Returns rc. */
+int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err);
 
 /* Number of elements of `t` (shape product; 1 for a scalar). Overflow is
  * impossible for a validated tensor. */

@@ -16,19 +16,15 @@
 #include "preshard.h"
 #include "st_writer.h"
 
-static int is_output_name(const char *name) {
-  return strcmp(name, "shard-info.json") == 0 ||
-         (strncmp(name, "rank", 4) == 0 &&
-          strstr(name, ".safetensors") != NULL);
-}
-
-static int dir_has_output(const char *dir, char *found, size_t len) {
+/* Without --force the output directory must be empty: output of an
+ * earlier run, the model's own files or anything else is refused. */
+static int dir_has_entries(const char *dir, char *found, size_t len) {
   DIR *d = opendir(dir);
   struct dirent *e;
   int hit = 0;
   if (d == NULL) return 0;
   while (!hit && (e = readdir(d)) != NULL)
-    if (is_output_name(e->d_name)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
       snprintf(found, len, "%s", e->d_name);
       hit = 1;
     }
@@ -76,11 +72,57 @@ int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
   if (!tpl__is_dir(dir))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: expected a directory, found another file", dir);
-  if (!force && dir_has_output(dir, found, sizeof(found)))
+  if (!force && dir_has_entries(dir, found, sizeof(found)))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: already holds %s (pass --force to replace)", dir,
                      found);
   return force ? remove_old_output(dir, err) : 0;
+}
+
+/* Creates a file in `dir` that never gets a name (or, where O_TMPFILE is
+ * missing, a named one removed at once): the only sure test that this
+ * process may write there (a read-only mount, ACLs, root squash). */
+static int probe_writable(const char *dir) {
+  char name[64];
+  int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    snprintf(name, sizeof(name), "%s/.tpload-probe.%ld", dir, (long)getpid());
+    fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) unlink(name);
+  }
+  if (fd < 0) return -errno;
+  close(fd);
+  return 0;
+}
+
+int tpl__preshard_check_dir(const char *dir, struct tpl_error *err) {
+  struct stat st;
+  int rc;
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    int e = errno;
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
+                     strerror(e));
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: expected a directory, found another file", dir);
+  if (st.st_uid != geteuid())
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: output directory: expected owner uid %u, found uid "
+                     "%u (another user could replace the rank files)",
+                     dir, (unsigned)geteuid(), (unsigned)st.st_uid);
+  /* Sticky (as a fresh tmpfs is): others may add files, never replace
+   * or remove ours. */
+  if ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: output directory: expected no group or other write "
+                     "permission (unless sticky), found mode %04o",
+                     dir, (unsigned)(st.st_mode & 07777));
+  rc = probe_writable(dir);
+  if (rc != 0)
+    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write in the output "
+                     "directory: %s", dir, strerror(-rc));
+  return 0;
 }
 
 static void temp_name(char *buf, size_t len, uint32_t rank) {

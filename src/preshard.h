@@ -14,12 +14,20 @@
 #include "store.h"
 
 /* Rank 0's check before loading: DIR exists or can be created; without
- * `force`, it must hold no rank*.safetensors or shard-info.json.  With
+ * `force`, it must be empty (old output, the model's own files or
+ * anything else is refused).  With
  * `force`, removes the old shard-info.json (so a half-replaced directory
  * never looks complete) and every old rank<digits>.safetensors (so fewer
  * ranks than last time leave no stale file).  Returns 0 or TPL_EOUTPUT /
  * -errno. */
 int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err);
+
+/* Every rank's check of DIR before any byte moves (what its own node
+ * sees): creates it if missing; it must be a directory owned by this
+ * user, writable by no one else (or sticky), and this process must be
+ * able to create files in it (tested by creating one).  Returns 0 or
+ * TPL_EOUTPUT. */
+int tpl__preshard_check_dir(const char *dir, struct tpl_error *err);
 
 /* A rank file being written: unnamed (O_TMPFILE) where the filesystem
  * allows it, else a hidden temp name that is removed on failure. */

@@ -134,6 +134,22 @@ static int check_utf8(const uint8_t *s, size_t len, const char *fname,
   return 0;
 }
 
+/* Tensor count and name bytes against the model caps, before the JSON
+ * parser allocates a node per value (1.7 M empty tensors under the
+ * header cap once took 3.9 GB).  __metadata__ is one member more. */
+static int check_counts(const char *s, size_t len, const char *fname,
+                        struct tpl_error *err) {
+  size_t members, key_bytes;
+  tpl__json_top_members(s, len, &members, &key_bytes);
+  if (members > (size_t)TPL_MAX_TENSORS + 1 || key_bytes > TPL_MAX_NAME_BYTES)
+    return tpl__fail(err, TPL_ELIMIT,
+                     "%s: header: expected at most %u tensors and %u bytes of "
+                     "names, found %zu entries and %zu bytes of keys",
+                     fname, TPL_MAX_TENSORS, TPL_MAX_NAME_BYTES, members,
+                     key_bytes);
+  return 0;
+}
+
 /* Parses the header text with tpl__json_parse_object and turns jansson's
  * terse texts for duplicate keys, NUL in keys and integers beyond 64 bits
  * into clear messages. */
@@ -480,9 +496,10 @@ static int append_tensors(const struct st_entry *es, size_t n,
     t.encoding = TPL_ENC_RAW;
     t.offset = data_start + es[i].begin;
     t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
-    if (tpl__model_add_tensor(m, &t) != 0) {
+    int rc = tpl__model_add_tensor(m, &t);
+    if (rc != 0) {
       free(t.name);
-      return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
+      return tpl__model_add_failed(rc, fname, err);
     }
   }
   return 0;
@@ -503,6 +520,8 @@ int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
                      "%s: expected %llu header bytes in memory, found %zu",
                      fname, (unsigned long long)hlen, len - 8);
   if ((rc = check_utf8(b + 8, (size_t)hlen, fname, err)) != 0) return rc;
+  if ((rc = check_counts((const char *)b + 8, (size_t)hlen, fname, err)) != 0)
+    return rc;
   if ((rc = parse_json((const char *)b + 8, (size_t)hlen, fname, &root,
                        err)) != 0)
     return rc;
@@ -567,13 +586,20 @@ int tpl__st_load(const char *path, const char *name, struct tpl_model *m,
   int fd, rc = tpl__open_regular(path, &fd, &size, err);
   if (rc != 0) return rc;
   rc = read_header(fd, size, path, &buf, &len, err);
-  close(fd);
-  if (rc != 0) return rc;
+  if (rc != 0) {
+    close(fd);
+    return rc;
+  }
+  /* The model keeps this descriptor: the engine reads what was checked. */
   rc = tpl__model_add_file(m, path, name, size, &idx);
-  if (rc != 0)
+  if (rc != 0) {
+    close(fd);
     rc = tpl__fail(err, rc, "%s: out of memory", path);
-  else
+  } else if ((rc = tpl__model_hold_fd(m, idx, fd)) != 0) {
+    rc = tpl__fail(err, rc, "%s: cannot stat: %s", path, strerror(-rc));
+  } else {
     rc = tpl__st_parse(buf, len, size, path, idx, m, err);
+  }
   free(buf);
   return rc;
 }

@@ -58,7 +58,36 @@ static int path_inside(const char *path, const char *root) {
   return strncmp(path, root, n) == 0 && path[n] == '/';
 }
 
-/* A symlink is followed only when it resolves inside the directory. */
+/* The HF hub cache keeps a model as REPO/snapshots/REV/NAME -> symlinks
+ * into REPO/blobs/HASH.  When the resolved model directory is such a
+ * snapshot, returns REPO/blobs (malloc'd), else NULL. */
+static char *hub_blobs(const char *rdir) {
+  const char *rev = strrchr(rdir, '/'), *snaps;
+  size_t repo_len;
+  char *out;
+  if (rev == NULL || rev == rdir) return NULL;
+  for (snaps = rev - 1; snaps > rdir && *snaps != '/'; snaps--) {
+  }
+  if ((size_t)(rev - snaps) != strlen("/snapshots") ||
+      strncmp(snaps, "/snapshots", strlen("/snapshots")) != 0)
+    return NULL;
+  repo_len = (size_t)(snaps - rdir);
+  out = malloc(repo_len + sizeof("/blobs"));
+  if (out == NULL) return NULL;
+  memcpy(out, rdir, repo_len);
+  memcpy(out + repo_len, "/blobs", sizeof("/blobs"));
+  return out;
+}
+
+static int inside_hub_blobs(const char *rpath, const char *rdir) {
+  char *blobs = hub_blobs(rdir);
+  int in = blobs != NULL && path_inside(rpath, blobs);
+  free(blobs);
+  return in;
+}
+
+/* A symlink is followed only when it resolves inside the directory, or,
+ * for a snapshot of the HF hub cache, inside its repository's blobs. */
 static int check_symlink(const char *dir, const char *path, const char *name,
                          const char *what, const char *ctx,
                          struct tpl_error *err) {
@@ -76,7 +105,7 @@ static int check_symlink(const char *dir, const char *path, const char *name,
                    "%s: %s: expected file '%s' (a symlink) to resolve, "
                    "found: %s",
                    what, ctx, name, strerror(e));
-  } else if (!path_inside(rpath, rdir)) {
+  } else if (!path_inside(rpath, rdir) && !inside_hub_blobs(rpath, rdir)) {
     rc = tpl__fail(err, TPL_EFORMAT,
                    "%s: %s: expected file '%s' inside the model directory, "
                    "found a symlink to '%s' outside it",

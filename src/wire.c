@@ -182,6 +182,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.rank = r->rank;
   m.world = r->world;
   m.store_bytes = r->store_bytes;
+  m.job_id = (char *)(r->job_id ? r->job_id : "");
+  m.model = (char *)(r->model ? r->model : "");
   if (r->status != NULL) {
     m.status = tpload__load_report__unpack(NULL, r->status_len, r->status);
     if (m.status == NULL)
@@ -256,6 +258,10 @@ static int copy_response(struct tpl__wire_response *out,
     out->error = strdup(m->error);
     if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   }
+  out->job_id = strdup(m->job_id ? m->job_id : "");
+  out->model = strdup(m->model ? m->model : "");
+  if (out->job_id == NULL || out->model == NULL)
+    return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->status != NULL && copy_status(out, m->status) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->n_tensors > 0) {
@@ -296,6 +302,8 @@ void tpl__wire_response_free(struct tpl__wire_response *r) {
   free(r->strings);
   free(r->tensors);
   free((char *)r->error);
+  free((char *)r->job_id);
+  free((char *)r->model);
   free((uint8_t *)r->status);
   memset(r, 0, sizeof(*r));
 }

@@ -89,6 +89,8 @@ struct tpl__wire_response {
   size_t ntensors;
   uint64_t store_bytes;
   char *strings;              /* decoded: every tensor's name and dtype */
+  const char *job_id;         /* the serving job's random id, or NULL */
+  const char *model;          /* the model it loaded, or NULL */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).

@@ -1,0 +1,69 @@
+/* stall.c - what a waiting rank does while nothing arrives.  Blocking MPI
+ * waits spin (or yield in a loop) at full CPU and never give up, so one
+ * stopped rank hung a job forever with its peers burning the allocation.
+ * The engine instead polls its requests and, when nothing completed,
+ * calls tpl__stall_idle: for the first 10 ms without progress it only
+ * yields the CPU (a busy transfer of many small tensors waits that long
+ * now and then, and a sleep per tensor would cost more than the tensor),
+ * then it sleeps with a growing interval (capped at 1 ms, so a transfer
+ * that resumes is noticed quickly), and once no request has
+ * completed for the stall timeout the engine ends the job naming the
+ * rank it was waiting for. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common.h"
+#include "stall.h"
+
+#define YIELD_SECONDS 0.01
+#define FIRST_SLEEP_NS 10000L
+#define MAX_SLEEP_NS 1000000L
+
+void tpl__stall_start(struct tpl__stall *s, double timeout) {
+  s->timeout = timeout;
+  s->last = tpl__now();
+  s->polls = 0;
+}
+
+void tpl__stall_progress(struct tpl__stall *s) {
+  s->last = tpl__now();
+  s->polls = 0;
+}
+
+double tpl__stall_quiet_for(const struct tpl__stall *s) {
+  return tpl__now() - s->last;
+}
+
+/* The n-th sleep of a quiet spell: 10 us doubling up to 1 ms. */
+static long sleep_ns(unsigned n) {
+  long ns = FIRST_SLEEP_NS;
+  for (unsigned i = 0; i < n && ns < MAX_SLEEP_NS; i++) ns *= 2;
+  return ns < MAX_SLEEP_NS ? ns : MAX_SLEEP_NS;
+}
+
+int tpl__stall_idle(struct tpl__stall *s) {
+  struct timespec ts = {0, 0};
+  double quiet = tpl__stall_quiet_for(s);
+  if (s->timeout > 0 && quiet >= s->timeout) return 1;
+  if (quiet < YIELD_SECONDS) {
+    sched_yield();
+    return 0;
+  }
+  ts.tv_nsec = sleep_ns(s->polls);
+  if (s->polls < UINT32_MAX) s->polls++;
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+void tpl__stall_test_stop(uint32_t rank) {
+  const char *v = getenv("TPLOAD_TEST_SIGSTOP_RANK");
+  char *end;
+  unsigned long r;
+  if (v == NULL || *v < '0' || *v > '9') return;
+  errno = 0;
+  r = strtoul(v, &end, 10);
+  if (errno == 0 && *end == '\0' && r == rank) raise(SIGSTOP);
+}

@@ -1,0 +1,39 @@
+/* stall.h - the progress deadline of the MPI commands (--stall-timeout):
+ * a waiter that polls for completion asks this module what to do while
+ * nothing completes.  It backs off (yields, then sleeps growing to 1 ms)
+ * instead of spinning, and says when nothing has progressed for the
+ * timeout.  No MPI here: the engine polls its requests and calls in. */
+#ifndef TPL_STALL_H
+#define TPL_STALL_H
+
+#include <stdint.h>
+
+#define TPL_STALL_DEFAULT_S 300 /* --stall-timeout default, seconds */
+
+struct tpl__stall {
+  double timeout;   /* seconds without progress that end the job; 0 never */
+  double last;      /* monotonic time of the last progress */
+  unsigned polls;   /* sleeps since then */
+};
+
+/* Starts a wait: progress "now", no idle polls yet. */
+void tpl__stall_start(struct tpl__stall *s, double timeout);
+
+/* Something completed: the deadline moves and the backoff restarts. */
+void tpl__stall_progress(struct tpl__stall *s);
+
+/* Nothing completed on this poll.  Returns 1 when the deadline has
+ * passed (the caller ends the job), else waits a little (yields the CPU
+ * during the first 10 ms without progress, then sleeps, 10 us doubling
+ * up to 1 ms) and returns 0. */
+int tpl__stall_idle(struct tpl__stall *s);
+
+/* Seconds since the last progress. */
+double tpl__stall_quiet_for(const struct tpl__stall *s);
+
+/* For tests only: stops this process with SIGSTOP when the environment
+ * variable TPLOAD_TEST_SIGSTOP_RANK holds `rank` (a stuck rank, made on
+ * purpose at a known point).  Does nothing otherwise. */
+void tpl__stall_test_stop(uint32_t rank);
+
+#endif
