@@ -72,11 +72,6 @@ check_arch() {
     if ! "$TPLOAD" plan "$dir" --shards "$n" >"$T_TMP/plan.json" \
       2>"$T_TMP/err"; then
       t_fail "$name" "$(head -c 2000 "$T_TMP/err")"
-    elif [ "$arch-$format" = phi3-mlc ] &&
-      ! grep -q '"match": "[^"]*mixer' "$T_TMP/plan.json"; then
-      # MLC's phi3 is transformer.h.N.mixer.*; the preset learns those
-      # names on the presets branch (issue 8).  Until then, say so.
-      t_ok "$name # SKIP the phi3 preset has no mixer.* rule yet"
     elif "$ORACLE" "$T_TMP/check.py" "$T_TMP/plan.json" "$arch" "$n" \
       "$format" >"$T_TMP/check.out" 2>&1; then
       t_ok "$name"
@@ -94,10 +89,8 @@ check_arch() {
 for arch in llama mistral qwen2 gemma mixtral phi3 gpt2 gpt_neox; do
   check_arch "$arch" hf
 done
-# synth --format mlc writes llama's qkv_proj for qwen2 and phi3 too, which
-# MLC never does (qwen2: c_attn; phi3: mixer.*): the presets refuse it.
-# tests/presets.sh covers those two on MLC-faithful fixtures.
-for arch in llama mistral gemma; do
+# synth --format mlc writes MLC's names (qwen2: c_attn; phi3: mixer.*).
+for arch in llama mistral qwen2 gemma phi3; do
   check_arch "$arch" mlc
 done
 # Quantized MLC directories (sizes with whole 128-blocks for fp8).
