@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "engine.h"
+#include "log.h"
 #include "report.h"
 #include "store.h"
 #include "stall.h"
@@ -43,6 +44,9 @@ static const char load_help[] =
     "  --ready-file F      serve: written once every rank is serving\n"
     "  --hugetlb W         serve: shard store in hugetlb pages: auto (when\n"
     "                      vm.nr_hugepages reserves enough), on or off\n"
+    "  --log-level L       serve: quiet, info (default: start, ready, client\n"
+    "                      attach/detach with pid, shutdown on stderr) or\n"
+    "                      debug (also one line per request)\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
     "missing, 69 a rank or MPI failed, 73 cannot create output, 74 I/O\n"
@@ -51,7 +55,7 @@ static const char load_help[] =
 struct load_cli {
   struct tpl__load_opts o;
   const char *command;
-  int json, quiet, bar, huge_set;
+  int json, quiet, bar, huge_set, log_set;
   double t0, last_line;
   unsigned long long chunk_mib;
 };
@@ -69,6 +73,7 @@ enum {
   OPT_READY,
   OPT_HUGETLB,
   OPT_STALL,
+  OPT_LOG_LEVEL,
   OPT_HELP
 };
 
@@ -85,6 +90,7 @@ static const struct option load_opts[] = {
     {"ready-file", required_argument, NULL, OPT_READY},
     {"hugetlb", required_argument, NULL, OPT_HUGETLB},
     {"stall-timeout", required_argument, NULL, OPT_STALL},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0}};
 
@@ -152,6 +158,12 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
     c->o.stall_timeout = (double)s;
     return 0;
   }
+  case OPT_LOG_LEVEL:
+    if (tpl__log_level_parse(arg, &c->o.log_level) != 0)
+      return usage(c, "--log-level expects quiet, info or debug, got '%s'",
+                   arg);
+    c->log_set = 1;
+    return 0;
   case OPT_CHUNK:
     if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
       return usage(c, "--chunk-mib expects 1..4096, got '%s'", arg);
@@ -170,10 +182,11 @@ static int check_sink_options(struct load_cli *c) {
     return usage(c, "%s: --out and --force are for preshard", c->command);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
-  if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set))
+  if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set ||
+                 c->log_set))
     return usage(c,
-                 "%s: --socket-dir, --ready-file and --hugetlb are for "
-                 "serve",
+                 "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
+                 "are for serve",
                  c->command);
   return 0;
 }
@@ -270,6 +283,7 @@ int tpl__cmd_load(int argc, char **argv) {
   c.o.plan = "auto";
   c.o.bias_scaling = 1;
   c.o.stall_timeout = TPL_STALL_DEFAULT_S;
+  c.o.log_level = TPL_LOG_INFO;
   c.chunk_mib = 64;
   rc = parse_args(&c, argc, argv);
   if (rc != 0) return rc < 0 ? 0 : rc;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,22 @@ static void print_table(const json_t *rep) {
   print_tensors(ranks);
 }
 
+/* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
+ * uptime rounded to milliseconds. */
+static json_t *daemon_json(const struct tpl__wire_response *r) {
+  return json_pack("{s:f, s:I, s:I}", "uptime_seconds",
+                   round(r->uptime_seconds * 1000.0) / 1000.0,
+                   "clients_connected", (json_int_t)r->clients,
+                   "attaches_served", (json_int_t)r->attaches);
+}
+
+static void print_daemon(const json_t *d) {
+  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
+         "served\n",
+         num(d, "uptime_seconds"), num(d, "clients_connected"),
+         num(d, "attaches_served"));
+}
+
 static int run_status(const char *path, int json) {
   struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
@@ -181,6 +198,7 @@ static int run_status(const char *path, int json) {
     return rc;
   }
   rep = tpl__report_json(r.status, r.status_len, 1);
+  if (rep != NULL) json_object_set_new(rep, "daemon", daemon_json(&r));
   tpl__wire_response_free(&r);
   if (rep == NULL) {
     fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
@@ -191,6 +209,7 @@ static int run_status(const char *path, int json) {
     json_dumpf(rep, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     fputc('\n', stdout);
   } else {
+    print_daemon(json_object_get(rep, "daemon"));
     print_table(rep);
   }
   json_decref(rep);

@@ -36,6 +36,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "log.h"
 #include "ready.h"
 #include "trust.h"
 #include "wire.h"
@@ -49,6 +50,12 @@
 #define FD_RETRY_MS 10
 #define LISTEN_BACKLOG 511
 #define CONN_INBUF 4096
+
+/* One log line when the daemon's --log-level is at least `level`. */
+#define LOG_AT(s, level, ...)                                                \
+  do {                                                                       \
+    if ((s)->cfg->log_level >= (level)) tpl__log((s)->cfg->rank, __VA_ARGS__); \
+  } while (0)
 
 enum frame_id { F_HEALTH, F_STATUS, F_MANIFEST, F_ATTACH, F_SHUTDOWN, F_BUSY,
                 F_COUNT };
@@ -67,6 +74,8 @@ struct conn {
   int close_after;            /* close once the reply is written */
   int health_only;            /* a reserved slot: one health reply */
   int open_handles;           /* freed when both handles are closed */
+  pid_t pid;                  /* the client's, for the log (0: unknown) */
+  int attached;               /* it asked for the store at least once */
   uint64_t fd_deadline;       /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
   uint8_t *owned;             /* an error reply being written, or NULL */
@@ -93,6 +102,8 @@ struct server {
   int bound;                  /* the socket file is ours to remove */
   int loop_ready;             /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
+  uint64_t started_ns;        /* uv_hrtime() when serving began */
+  uint64_t attaches;          /* attach requests served */
 };
 
 static void drive(struct conn *c);
@@ -168,13 +179,17 @@ static int clear_stale_socket(const char *path, struct tpl_error *err) {
   return 0;
 }
 
-static int build_frame(struct server *s, enum frame_id id,
-                       struct tpl__wire_response *r, struct tpl_error *err) {
+static void fill_identity(struct server *s, struct tpl__wire_response *r) {
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
   r->store_bytes = s->cfg->store->size;
   r->job_id = s->cfg->job_id;
   r->model = s->cfg->model;
+}
+
+static int build_frame(struct server *s, enum frame_id id,
+                       struct tpl__wire_response *r, struct tpl_error *err) {
+  fill_identity(s, r);
   return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
 }
 
@@ -265,6 +280,10 @@ static void close_conn(struct conn *c) {
   else s->conns = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   s->nconns--;
+  if (c->attached)
+    LOG_AT(s, TPL_LOG_INFO, "client detached (pid %ld)", (long)c->pid);
+  else
+    LOG_AT(s, TPL_LOG_DEBUG, "client disconnected (pid %ld)", (long)c->pid);
   tpl__frame_reset(&c->fr);
   uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
   uv_close((uv_handle_t *)&c->timer, on_conn_closed);
@@ -339,6 +358,41 @@ static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
 
 static void begin_stop(struct server *s);
 
+/* Rank 0's status reply: the load report and this rank's counters, built
+ * per request since uptime and clients change.  Other ranks (and a rank 0
+ * without a report) send the prebuilt refusal. */
+static void send_status(struct conn *c) {
+  struct server *s = c->srv;
+  struct tpl__wire_response r = {.ok = 1};
+  size_t len;
+  if (s->cfg->rank != 0 || s->cfg->status == NULL) {
+    send_frame(c, F_STATUS);
+    return;
+  }
+  fill_identity(s, &r);
+  r.status = s->cfg->status;
+  r.status_len = s->cfg->status_len;
+  r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
+  r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
+  r.attaches = s->attaches;
+  free(c->owned);
+  c->owned = NULL;
+  if (tpl__wire_encode_response(&r, &c->owned, &len, NULL) != 0) {
+    close_conn(c);
+    return;
+  }
+  send_bytes(c, c->owned, len);
+}
+
+/* The client asked for the store: count it, and log its first time. */
+static void note_attach(struct conn *c) {
+  struct server *s = c->srv;
+  s->attaches++;
+  if (!c->attached)
+    LOG_AT(s, TPL_LOG_INFO, "client attached (pid %ld)", (long)c->pid);
+  c->attached = 1;
+}
+
 /* Asks the whole job to stop, once.  On rank 0 request_shutdown tells
  * every other rank; on another rank (its own SIGTERM/SIGINT) it asks rank
  * 0 to, so a signal to any one rank ends the job instead of leaving that
@@ -357,18 +411,20 @@ static void handle_request(struct conn *c, int kind) {
     return;
   }
   c->close_after |= c->health_only;
+  LOG_AT(s, TPL_LOG_DEBUG, "request %d from pid %ld", kind, (long)c->pid);
   switch (kind) {
   case TPL_REQ_HEALTH:
     send_frame(c, F_HEALTH);
     break;
   case TPL_REQ_STATUS:
-    send_frame(c, F_STATUS);
+    send_status(c);
     break;
   case TPL_REQ_MANIFEST:
     send_frame(c, F_MANIFEST);
     break;
   case TPL_REQ_ATTACH:
     c->fd_deadline = uv_now(&s->loop) + s->timeout_ms;
+    note_attach(c);
     send_attach(c);
     break;
   case TPL_REQ_SHUTDOWN:
@@ -507,6 +563,7 @@ static int peer_allowed(struct conn *c) {
   uid_t uid;
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
   if (tpl__peer_uid(fd, &uid) != 0) return 0;
+  if (tpl__peer_pid(fd, &c->pid) != 0) c->pid = 0;
   return uid == geteuid() || uid == 0;
 }
 
@@ -561,6 +618,7 @@ static void on_connection(uv_stream_t *listener, int status) {
    * few more connections get one health reply each, then close, and
    * have little time to ask, so nobody can hold them. */
   c->health_only = s->nconns > s->max_conns;
+  LOG_AT(s, TPL_LOG_DEBUG, "client connected (pid %ld)", (long)c->pid);
   arm_timer(c, c->health_only ? HEALTH_SLOT_MS : s->timeout_ms);
   start_read(c);
 }
@@ -583,6 +641,8 @@ static void begin_stop(struct server *s) {
   struct conn *c, *next;
   if (s->stopping) return;
   s->stopping = 1;
+  LOG_AT(s, TPL_LOG_INFO, "shutdown: stopping, %zu connection(s) open",
+         s->nconns);
   if (s->bound) unlink(s->sock_path);
   s->bound = 0;
   uv_close((uv_handle_t *)&s->listener, NULL);
@@ -706,6 +766,9 @@ static int job_agree(const struct tpl__daemon_config *cfg, int rc,
 static int serve(struct server *s, int rc, struct tpl_error *err) {
   const struct tpl__daemon_config *cfg = s->cfg;
   if (rc == 0) rc = listen_socket(s, err);
+  if (rc == 0)
+    LOG_AT(s, TPL_LOG_INFO, "start: listening on %s (pid %ld)", s->sock_path,
+           (long)getpid());
   /* Signals are caught from here on, even while agreeing; the loop acts
    * on them once it runs. */
   if (rc == 0) rc = start_handles(s, err);
@@ -713,6 +776,9 @@ static int serve(struct server *s, int rc, struct tpl_error *err) {
   if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL)
     rc = write_ready(s, err);
   rc = job_agree(cfg, rc, err);
+  if (rc == 0 && cfg->rank == 0)
+    LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
+  s->started_ns = uv_hrtime();
   if (rc == 0) uv_run(&s->loop, UV_RUN_DEFAULT);
   return rc;
 }

@@ -20,6 +20,7 @@ struct tpl__daemon_config {
   const char *job_id;         /* the job's random id (every rank the same) */
   const char *model;          /* the model the job loaded */
   size_t status_len;
+  int log_level;              /* enum tpl_log_level (log.h): 0 is quiet */
   /* Job coordination, implemented by the engine over MPI: */
   /* Collective: every rank passes its own start-up result (0 or a
    * negative code) and gets the job's worst; `err` keeps its message only

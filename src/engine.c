@@ -814,6 +814,7 @@ static int run_serve(struct engine *e, struct tpl_error *err) {
   cfg.job_id = job_id;
   cfg.model = e->job->model;
   cfg.reserve_health = 1;
+  cfg.log_level = e->o->log_level;
   if (e->rank != 0)
     MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
               &e->shutdown_req);

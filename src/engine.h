@@ -27,6 +27,7 @@ struct tpl__load_opts {
   const char *socket_dir;     /* serve */
   const char *ready_file;     /* serve, may be NULL */
   int huge;                   /* serve: enum tpl_huge (store.h) */
+  int log_level;              /* serve: enum tpl_log_level (log.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

@@ -33,6 +33,10 @@ int tpl__check_private_dir(const char *dir, uid_t uid, char **resolved,
  * Returns 0 or -errno. */
 int tpl__peer_uid(int fd, uid_t *uid);
 
+/* The pid of the process at the other end of the Unix socket `fd`
+ * (SO_PEERCRED, as it was when it connected).  Returns 0 or -errno. */
+int tpl__peer_pid(int fd, pid_t *pid);
+
 /* Bytes of a job id in hex, without the NUL. */
 #define TPL_JOB_ID_LEN 32
 

@@ -184,6 +184,9 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.store_bytes = r->store_bytes;
   m.job_id = (char *)(r->job_id ? r->job_id : "");
   m.model = (char *)(r->model ? r->model : "");
+  m.uptime_seconds = r->uptime_seconds;
+  m.clients = r->clients;
+  m.attaches = r->attaches;
   if (r->status != NULL) {
     m.status = tpload__load_report__unpack(NULL, r->status_len, r->status);
     if (m.status == NULL)
@@ -254,6 +257,9 @@ static int copy_response(struct tpl__wire_response *out,
   out->rank = m->rank;
   out->world = m->world;
   out->store_bytes = m->store_bytes;
+  out->uptime_seconds = m->uptime_seconds;
+  out->clients = m->clients;
+  out->attaches = m->attaches;
   if (m->error != NULL && m->error[0] != '\0') {
     out->error = strdup(m->error);
     if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");

@@ -91,6 +91,9 @@ struct tpl__wire_response {
   char *strings;              /* decoded: every tensor's name and dtype */
   const char *job_id;         /* the serving job's random id, or NULL */
   const char *model;          /* the model it loaded, or NULL */
+  double uptime_seconds;      /* status: seconds since the rank serves */
+  uint32_t clients;           /* status: other connections open now */
+  uint64_t attaches;          /* status: attach requests served */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
