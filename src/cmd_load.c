@@ -1,6 +1,7 @@
 /* cmd_load.c - `tpload load|preshard|serve MODEL`: the MPI commands.
  * Parses the command line, runs the engine, and on rank 0 shows progress,
  * the one-line summary and (--json) the LoadReport. */
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,10 @@ static const char load_help[] =
     "  --chunk-mib M       rank 0's streaming window in MiB (default 64)\n"
     "  --json              print the LoadReport as JSON on stdout\n"
     "  --quiet             no progress and no summary\n"
-    "  --progress          show the progress bar even off a terminal\n"
+    "  --progress[=W]      the progress bar: auto (default: when stderr,\n"
+    "                      or the stderr of the mpirun/srun that started\n"
+    "                      rank 0, is a terminal), always (plain\n"
+    "                      --progress) or never (no progress at all)\n"
     "  --stall-timeout S   end the job (69) when a rank sees no progress\n"
     "                      for S seconds, naming the rank it waited for\n"
     "                      (default 300; 0 waits forever)\n"
@@ -56,6 +60,7 @@ struct load_cli {
   struct tpl__load_opts o;
   const char *command;
   int json, quiet, bar, huge_set, log_set;
+  int progress;               /* enum progress_mode */
   double t0, last_line;
   unsigned long long chunk_mib;
 };
@@ -83,7 +88,7 @@ static const struct option load_opts[] = {
     {"chunk-mib", required_argument, NULL, OPT_CHUNK},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
-    {"progress", no_argument, NULL, OPT_PROGRESS},
+    {"progress", optional_argument, NULL, OPT_PROGRESS},
     {"out", required_argument, NULL, OPT_OUT},
     {"force", no_argument, NULL, OPT_FORCE},
     {"socket-dir", required_argument, NULL, OPT_SOCKET_DIR},
@@ -109,6 +114,40 @@ static int usage(struct load_cli *c, const char *fmt, const char *arg) {
   return tpl__cli_usage_error(c->command, fmt, arg);
 }
 
+enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
+
+/* --progress[=auto|always|never]; a bare --progress means always. */
+static int parse_progress(const char *arg, int *mode) {
+  if (arg == NULL || strcmp(arg, "always") == 0) *mode = PROGRESS_ALWAYS;
+  else if (strcmp(arg, "auto") == 0) *mode = PROGRESS_AUTO;
+  else if (strcmp(arg, "never") == 0) *mode = PROGRESS_NEVER;
+  else return -1;
+  return 0;
+}
+
+/* Under mpirun (or srun) rank 0's stderr is a pipe to the launcher, which
+ * forwards it to its own stderr.  When the launcher is our parent (ranks
+ * on the launching node: Open MPI's mpirun/prterun start them directly),
+ * its stderr is what the user sees: a terminal there is an honest reason
+ * for the bar.  Opened without becoming our controlling terminal; a
+ * remote daemon's stderr is not a terminal, so that case stays off. */
+static int launcher_stderr_is_tty(void) {
+  char path[64];
+  int fd, tty;
+  snprintf(path, sizeof(path), "/proc/%ld/fd/2", (long)getppid());
+  fd = open(path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  tty = isatty(fd);
+  close(fd);
+  return tty;
+}
+
+/* Whether rank 0 draws the bar (else a line every 5 s). */
+static int want_bar(int mode) {
+  if (mode != PROGRESS_AUTO) return mode == PROGRESS_ALWAYS;
+  return isatty(STDERR_FILENO) || launcher_stderr_is_tty();
+}
+
 static int parse_option(struct load_cli *c, int opt, const char *arg) {
   switch (opt) {
   case OPT_PLAN:
@@ -124,7 +163,9 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
     c->quiet = 1;
     return 0;
   case OPT_PROGRESS:
-    c->bar = 1;
+    if (parse_progress(arg, &c->progress) != 0)
+      return usage(c, "--progress expects auto, always or never, got '%s'",
+                   arg);
     return 0;
   case OPT_OUT:
     c->o.out_dir = arg;
@@ -214,7 +255,7 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
   double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
   double eta = rate > 0 ? (double)(total - done) / rate : 0;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
-  if (c->quiet) return;
+  if (c->quiet || c->progress == PROGRESS_NEVER) return;
   if (c->bar) {
     fprintf(stderr, "\r[%.*s%*s] %6.2f/%.2f GiB %6.2f GiB/s ETA %4.0fs", fill,
             "==============================", width - fill, "",
@@ -289,7 +330,7 @@ int tpl__cmd_load(int argc, char **argv) {
   if (rc != 0) return rc < 0 ? 0 : rc;
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
-  c.bar = c.bar || isatty(STDERR_FILENO);
+  c.bar = want_bar(c.progress);
   c.t0 = tpl__now();
   c.last_line = c.t0;
   if (rank == 0) {
