@@ -86,4 +86,34 @@ t_exit "--log-level loud is a usage error" 64 \
 t_exit "--log-level is for serve only" 64 \
   "$TPLOAD" load "$M/m" --log-level info
 
+# bars FILE: how many progress bars (rank 0's "GiB/s ETA") FILE shows.
+bars() { grep -c 'GiB/s ETA' "$1"; }
+
+# Progress under mpirun: rank 0's stderr is a pipe to mpirun; with
+# --progress=auto the bar follows whether mpirun's stderr is a terminal
+# (a pty from script(1) here).
+t_bars() {
+  local name=$1 want=$2 got
+  got=$(bars "$3")
+  if [ "$got" -ge "$want" ] && { [ "$want" -gt 0 ] || [ "$got" -eq 0 ]; }
+  then t_ok "$name"
+  else t_fail "$name" "expected $want bar(s) or more (0: none), found $got:" \
+    "$(head -c 1500 "$3")"; fi
+}
+"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" load "$M/m" \
+  --plan "$M/m/plan.json" --progress=auto >/dev/null 2>"$T_TMP/pipe.err"
+t_bars "--progress=auto off a terminal draws no bar" 0 "$T_TMP/pipe.err"
+if command -v script >/dev/null; then
+  for mode in auto never; do
+    script -qec "'$MPIRUN' --oversubscribe -np 2 '$TPLOAD' load '$M/m' \
+      --plan '$M/m/plan.json' --progress=$mode" /dev/null \
+      >"$T_TMP/pty-$mode.out" 2>&1
+  done
+  t_bars "--progress=auto with mpirun on a terminal draws the bar" 1 \
+    "$T_TMP/pty-auto.out"
+  t_bars "--progress=never draws none on a terminal" 0 "$T_TMP/pty-never.out"
+else
+  echo "ok $((T_COUNT += 1)) # SKIP script(1) missing: no pty for mpirun"
+fi
+
 t_done
