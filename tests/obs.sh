@@ -4,6 +4,8 @@
 # client's pid (attach and detach) and shutdown, one timestamped line each
 # on stderr; `tpload status --json` gives rank 0's uptime, clients
 # connected and attaches served; --log-level quiet logs none of it.
+# `load --progress=auto` draws the bar when mpirun's stderr is a terminal
+# (script(1) gives it a pty), not through a pipe; --progress=never never.
 # Contents are asserted, never timing; every wait is for a condition.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
