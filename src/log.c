@@ -46,9 +46,10 @@ void tpl__log(uint32_t rank, const char *fmt, ...) {
   advance(&n, snprintf(line + n, LOG_LINE_MAX - n, " rank %u: ", rank),
           LOG_LINE_MAX - n);
   va_start(ap, fmt);
-  advance(&n, vsnprintf(line + n, LOG_LINE_MAX - n, fmt, ap),
-          LOG_LINE_MAX - n);
+  advance(&n, vsnprintf(line + n, LOG_LINE_MAX - n, fmt, ap), LOG_LINE_MAX - n);
   va_end(ap);
   line[n++] = '\n';
-  if (write(STDERR_FILENO, line, n) < 0) { /* nowhere left to say it */ }
+  /* A failed write has nowhere left to be reported. */
+  ssize_t wrote = write(STDERR_FILENO, line, n);
+  (void)wrote;
 }

@@ -6,9 +6,9 @@
 
 /* --log-level of `tpload serve`: what the daemon writes to stderr. */
 enum tpl_log_level {
-  TPL_LOG_QUIET = 0,          /* nothing */
-  TPL_LOG_INFO = 1,           /* start, ready, attach/detach, shutdown */
-  TPL_LOG_DEBUG = 2           /* ... and one line per request */
+  TPL_LOG_QUIET = 0, /* nothing */
+  TPL_LOG_INFO = 1,  /* start, ready, attach/detach, shutdown */
+  TPL_LOG_DEBUG = 2  /* ... and one line per request */
 };
 
 /* Parses "quiet", "info" or "debug" into *level.  Returns 0, or -1 (and
