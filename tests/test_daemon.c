@@ -369,6 +369,18 @@ static void test_status_report_bytes(void) {
   tpl__wire_response_free(&r);
 }
 
+/* After test_attach_lookup_every_tensor: one attach counted and an
+ * uptime.  (Clients connected is not checked: the attaching client's
+ * close may reach the daemon after this request.) */
+static void test_status_counters(void) {
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_STATUS, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK(r.uptime_seconds >= 0);
+  CHECK_EQ_U64(r.attaches, 1);
+  tpl__wire_response_free(&r);
+}
+
 /* Runs a command with stdout sent to `out`; returns its exit code. */
 static int run_cmd(int (*cmd)(int, char **), char **argv, const char *out) {
   int saved, fd, rc, argc = 0;
@@ -735,6 +747,7 @@ int main(void) {
   RUN(test_manifest);
   RUN(test_attach_lookup_every_tensor);
   RUN(test_status_report_bytes);
+  RUN(test_status_counters);
   RUN(test_status_command);
   RUN(test_dump_command);
   RUN(test_dump_needs_out);
