@@ -132,7 +132,7 @@ static char *synth_dir(const char *arch, const char *quant, uint64_t hidden,
  * params must get theirs by derivation. */
 static char *write_plan(const char *dir, const struct arch_table *a,
                         const struct sizes *s) {
-  json_t *rules = json_array();
+  json_t *rules = json_array(), *root;
   char path[1024], match[256];
   for (size_t i = 0; i < ARRAY_SIZE(a->mods) && a->mods[i].module; i++) {
     const struct mod *m = &a->mods[i];
@@ -146,7 +146,9 @@ static char *write_plan(const char *dir, const struct arch_table *a,
     json_array_append_new(rules, r);
   }
   snprintf(path, sizeof(path), "%s/mlc-plan.json", dir);
-  json_dump_file(json_pack("{s:o}", "rules", rules), path, 0);
+  root = json_pack("{s:o}", "rules", rules);
+  json_dump_file(root, path, 0);
+  json_decref(root);
   return strdup(path);
 }
 
