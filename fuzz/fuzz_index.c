@@ -24,7 +24,8 @@ static void put_st(const char *name, const char *header, size_t data_len) {
   for (int i = 0; i < 8; i++)
     fputc((int)(((uint64_t)hlen >> (8 * i)) & 0xff), f);
   fwrite(header, 1, hlen, f);
-  for (size_t i = 0; i < data_len; i++) fputc((int)i, f);
+  for (size_t i = 0; i < data_len; i++)
+    fputc((int)i, f);
   fclose(f);
 }
 

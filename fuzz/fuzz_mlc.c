@@ -19,7 +19,8 @@ static char dir[] = "/tmp/tpl-fuzz-mlc.XXXXXX";
 
 static void put_bin(const char *name, size_t size) {
   FILE *f = fixture_create(dir, name);
-  for (size_t i = 0; i < size; i++) fputc((int)(i & 0xff), f);
+  for (size_t i = 0; i < size; i++)
+    fputc((int)(i & 0xff), f);
   fclose(f);
 }
 

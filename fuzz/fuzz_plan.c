@@ -44,8 +44,7 @@ static struct tpl_model *fixed_model(void) {
   if (m == NULL) return NULL;
   tpl__model_add_file(m, "fuzz", "fuzz", 0, &idx);
   add(m, "scalar", TPL_DT_F32, 0, 0, 0, 0);
-  add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_BF16, 2, 64, 32,
-      0);
+  add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_BF16, 2, 64, 32, 0);
   add(m, "model.layers.0.mlp.gate_up_proj.weight", TPL_DT_BF16, 2, 96, 32, 0);
   add(m, "h.0.attn.c_attn.weight", TPL_DT_F32, 2, 32, 96, 0);
   add(m, "h.0.attn.c_proj.bias", TPL_DT_F16, 1, 32, 0, 0);
@@ -133,8 +132,7 @@ static void try_quant(const uint8_t *data, size_t size,
   json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
   struct tpl_error err;
   if (p != NULL && json_is_object(cfg) &&
-      tpl__plan_add_rule(p, "*.c_fc.weight", TPL_RULE_SHARD, NULL, &col) ==
-          0 &&
+      tpl__plan_add_rule(p, "*.c_fc.weight", TPL_RULE_SHARD, NULL, &col) == 0 &&
       tpl__plan_add_rule(p, "*.c_proj.weight", TPL_RULE_SHARD, NULL, &row) ==
           0 &&
       tpl__quant_info_parse(cfg, 1, "fuzz", &p->quant, &err) == 0)
@@ -151,7 +149,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct tpl_error err;
   if (m == NULL) return 0;
   if (tpl__plan_parse((const char *)data, size, "fuzz", &p, &err) == 0)
-    for (uint32_t n = 1; n <= 3; n++) apply_all(p, m, n);
+    for (uint32_t n = 1; n <= 3; n++)
+      apply_all(p, m, n);
   tpl__plan_free(p);
   try_quant(data, size, m);
   try_presets(data, size, m);

@@ -15,8 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct tpl_model *m;
   uint64_t hlen;
   uint32_t idx;
-  if (tpl__st_header_len(data, size, size, "fuzz", &hlen, &err) != 0)
-    return 0;
+  if (tpl__st_header_len(data, size, size, "fuzz", &hlen, &err) != 0) return 0;
   m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
   if (m == NULL) return 0;
   if (tpl__model_add_file(m, "fuzz", "fuzz", size, &idx) == 0)

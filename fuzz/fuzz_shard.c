@@ -44,7 +44,8 @@ static void parse_spec(const uint8_t *data, size_t size, struct fuzz_spec *f) {
   struct reader r = {data, size};
   memset(f, 0, sizeof(*f));
   f->ndim = 1 + take(&r) % TPL_MAX_DIMS;
-  for (int i = 0; i < f->ndim; i++) f->shape[i] = take(&r) % 9;
+  for (int i = 0; i < f->ndim; i++)
+    f->shape[i] = take(&r) % 9;
   f->itemsize = (size_t)1 << (take(&r) % 4);
   f->spec.dim = take(&r) % f->ndim;
   f->nshards = 1 + take(&r) % 8;
@@ -88,15 +89,16 @@ static void check_pieces(const struct tpl__layout *l) {
 }
 
 /* Rank r's bytes element by element from the closed form. */
-static uint64_t naive(const struct fuzz_spec *f, uint32_t r,
-                      const uint8_t *src, uint8_t *dst) {
+static uint64_t naive(const struct fuzz_spec *f, uint32_t r, const uint8_t *src,
+                      uint8_t *dst) {
   uint64_t oshape[TPL_MAX_DIMS], idx[TPL_MAX_DIMS], count = 1, one;
   const struct tpl__shard_spec *sp = &f->spec;
   one = f->shape[sp->dim];
   const uint64_t *segs = sp->nsegs ? sp->segs : &one;
   uint32_t n = f->nshards;
   tpl__shard_shape(f->shape, f->ndim, sp, n, oshape);
-  for (int d = 0; d < f->ndim; d++) count *= oshape[d];
+  for (int d = 0; d < f->ndim; d++)
+    count *= oshape[d];
   for (uint64_t e = 0; e < count; e++) {
     uint64_t rem = e, sj = 0, at = 0;
     size_t j = 0;
@@ -105,7 +107,8 @@ static uint64_t naive(const struct fuzz_spec *f, uint32_t r,
       rem /= oshape[d];
     }
     uint64_t c = idx[sp->dim];
-    while (c >= sj + segs[j] / n) sj += segs[j++] / n;
+    while (c >= sj + segs[j] / n)
+      sj += segs[j++] / n;
     for (int d = 0; d < f->ndim; d++)
       at = at * f->shape[d] +
            (d == sp->dim ? n * sj + r * (segs[j] / n) + c - sj : idx[d]);
@@ -170,8 +173,8 @@ static void check_small(const struct fuzz_spec *f, uint64_t nbytes) {
     src[i] = (uint8_t)((i * 2654435761u) >> 13);
   for (uint32_t r = 0; r < f->nshards; r++) {
     struct tpl__layout l;
-    if (tpl__shard_layout(f->shape, f->ndim, f->itemsize, &f->spec,
-                          f->nshards, r, &l) != 0)
+    if (tpl__shard_layout(f->shape, f->ndim, f->itemsize, &f->spec, f->nshards,
+                          r, &l) != 0)
       abort();
     check_pieces(&l);
     mark_owned(&l, owners);
@@ -197,8 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct tpl_error err = {0};
   uint64_t nbytes;
   parse_spec(data, size, &f);
-  int rc = tpl__shard_check(f.shape, f.ndim, &f.spec, f.nshards, "fuzz",
-                            &err);
+  int rc = tpl__shard_check(f.shape, f.ndim, &f.spec, f.nshards, "fuzz", &err);
   if (rc != 0) {
     if (rc != TPL_EPLAN && rc != TPL_EINDIVISIBLE) abort();
     if (err.code != rc || strstr(err.msg, "tensor 'fuzz'") == NULL) abort();

@@ -36,27 +36,27 @@ extern "C" {
 #endif
 
 /* X-macro: name, value, message, sysexits exit code. */
-#define TPL_ERRNO_MAP(XX)                                                   \
-  XX(EFORMAT, -10001, "malformed input", 65)                                \
-  XX(EDTYPE, -10002, "unsupported dtype", 65)                               \
-  XX(EPLAN, -10003, "invalid plan", 65)                                     \
-  XX(EINDIVISIBLE, -10004, "shape not divisible by shard count", 65)        \
-  XX(EOVERFLOW, -10005, "size overflows 64 bits", 65)                       \
-  XX(ELIMIT, -10006, "input exceeds a hard limit", 65)                      \
-  XX(EUSAGE, -10007, "bad command line", 64)                                \
-  XX(ENOMODEL, -10008, "model not found", 66)                               \
-  XX(EPEER, -10009, "peer or MPI failure", 69)                              \
-  XX(EINTERNAL, -10010, "internal error", 70)                               \
-  XX(EOUTPUT, -10011, "cannot create output", 73)                           \
-  XX(EMISMATCH, -10012, "verification mismatch", 65)                        \
-  XX(EUNREACHABLE, -10013, "daemon unreachable", 69)                        \
+#define TPL_ERRNO_MAP(XX)                                                      \
+  XX(EFORMAT, -10001, "malformed input", 65)                                   \
+  XX(EDTYPE, -10002, "unsupported dtype", 65)                                  \
+  XX(EPLAN, -10003, "invalid plan", 65)                                        \
+  XX(EINDIVISIBLE, -10004, "shape not divisible by shard count", 65)           \
+  XX(EOVERFLOW, -10005, "size overflows 64 bits", 65)                          \
+  XX(ELIMIT, -10006, "input exceeds a hard limit", 65)                         \
+  XX(EUSAGE, -10007, "bad command line", 64)                                   \
+  XX(ENOMODEL, -10008, "model not found", 66)                                  \
+  XX(EPEER, -10009, "peer or MPI failure", 69)                                 \
+  XX(EINTERNAL, -10010, "internal error", 70)                                  \
+  XX(EOUTPUT, -10011, "cannot create output", 73)                              \
+  XX(EMISMATCH, -10012, "verification mismatch", 65)                           \
+  XX(EUNREACHABLE, -10013, "daemon unreachable", 69)                           \
   XX(EPROTO, -10014, "protocol error", 69)
 
 enum tpl_errno {
 #define TPL_ERRNO_ENUM(name, val, msg, ex) TPL_##name = (val),
   TPL_ERRNO_MAP(TPL_ERRNO_ENUM)
 #undef TPL_ERRNO_ENUM
-  TPL_ERRNO_LAST_ = -10000
+      TPL_ERRNO_LAST_ = -10000
 };
 
 /* Returns a static string describing `code` (a TPL_E* code or -errno). */
@@ -96,12 +96,12 @@ struct tpl_shard;
  * from the attachment and valid until tpl_detach. */
 struct tpl_tensor_view {
   const char *name;
-  const char *dtype;      /* MLC name: "float16", "bfloat16", "float32", ... */
+  const char *dtype; /* MLC name: "float16", "bfloat16", "float32", ... */
   int ndim;
-  const uint64_t *shape;  /* ndim entries */
-  const void *data;       /* read-only; NULL only when nbytes is 0 */
+  const uint64_t *shape; /* ndim entries */
+  const void *data;      /* read-only; NULL only when nbytes is 0 */
   uint64_t nbytes;
-  uint64_t xxh3;          /* XXH3-64 of the bytes, as the daemon computed */
+  uint64_t xxh3; /* XXH3-64 of the bytes, as the daemon computed */
 };
 
 /* Connects to `socket_path`, fetches the rank's manifest and its memfd,
@@ -145,9 +145,9 @@ TPL_API int tpl_shard_find(const struct tpl_shard *s, const char *name,
 
 /* What one rank says about itself when probed. */
 struct tpl_health {
-  uint32_t rank;   /* the rank answering on this socket */
-  uint32_t world;  /* the job's world size */
-  uint64_t bytes;  /* the size of the rank's shard store */
+  uint32_t rank;  /* the rank answering on this socket */
+  uint32_t world; /* the job's world size */
+  uint64_t bytes; /* the size of the rank's shard store */
 };
 
 /* Asks the rank serving `socket_path` whether it serves (what `tpload
@@ -163,8 +163,7 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
  * other rank refuses and the call returns TPL_EPEER with the daemon's
  * reason in `errbuf`.  Returns 0 once rank 0 has accepted the request;
  * the ranks then exit within seconds and remove their sockets. */
-TPL_API int tpl_shutdown(const char *socket_path, char *errbuf,
-                         size_t errlen);
+TPL_API int tpl_shutdown(const char *socket_path, char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
 }

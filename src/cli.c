@@ -28,13 +28,12 @@ static const struct command commands[] = {
 };
 
 static void print_help(FILE *out) {
-  fprintf(out,
-          "usage: tpload COMMAND [OPTIONS]\n"
-          "\n"
-          "Tensor-parallel weight loader: rank 0 reads a checkpoint once, "
-          "cuts every\ntensor into per-rank shards exactly as MLC LLM's "
-          "ShardSingleDim does, and\ndelivers each rank its slice over "
-          "MPI.\n\ncommands:\n");
+  fprintf(out, "usage: tpload COMMAND [OPTIONS]\n"
+               "\n"
+               "Tensor-parallel weight loader: rank 0 reads a checkpoint once, "
+               "cuts every\ntensor into per-rank shards exactly as MLC LLM's "
+               "ShardSingleDim does, and\ndelivers each rank its slice over "
+               "MPI.\n\ncommands:\n");
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
     fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
   fprintf(out,
@@ -85,7 +84,8 @@ const char *tpl__cli_safe(const char *s, char *buf, size_t len) {
 int tpl__cli_report(int code, const struct tpl_error *err) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (err != NULL && err->msg[0] != '\0')
-    fprintf(stderr, "tpload: %s\n", tpl__cli_safe(err->msg, safe, sizeof(safe)));
+    fprintf(stderr, "tpload: %s\n",
+            tpl__cli_safe(err->msg, safe, sizeof(safe)));
   else
     fprintf(stderr, "tpload: %s\n", tpl_strerror(code));
   return tpl_exit_code(code);
@@ -104,8 +104,9 @@ int tpl__cli_usage_error(const char *command, const char *fmt, ...) {
 int tpl__cli_daemon_uid(const char *command, const char *arg) {
   unsigned long long uid;
   if (tpl__cli_parse_uint(arg, 0xfffffffeull, &uid) != 0)
-    return tpl__cli_usage_error(command, "--daemon-uid expects a numeric "
-                                         "uid, got '%s'",
+    return tpl__cli_usage_error(command,
+                                "--daemon-uid expects a numeric "
+                                "uid, got '%s'",
                                 arg);
   setenv("TPLOAD_DAEMON_UID", arg, 1);
   return 0;

@@ -13,7 +13,7 @@ int tpl__cli_main(int argc, char **argv);
 int tpl__cmd_inspect(int argc, char **argv);
 int tpl__cmd_plan(int argc, char **argv);
 int tpl__cmd_synth(int argc, char **argv);
-int tpl__cmd_load(int argc, char **argv);     /* load, preshard, serve */
+int tpl__cmd_load(int argc, char **argv); /* load, preshard, serve */
 int tpl__cmd_verify(int argc, char **argv);
 int tpl__cmd_status(int argc, char **argv);
 int tpl__cmd_dump(int argc, char **argv);

@@ -30,9 +30,9 @@ struct tpl_shard {
   const uint8_t *base;
   uint64_t size;
   uint32_t rank, world;
-  struct tpl__wire_response man;  /* owns names and shapes */
-  size_t *by_name;                /* hash table: entry index + 1, 0 free */
-  size_t mask;                    /* table size - 1 (a power of two) */
+  struct tpl__wire_response man; /* owns names and shapes */
+  size_t *by_name;               /* hash table: entry index + 1, 0 free */
+  size_t mask;                   /* table size - 1 (a power of two) */
 };
 
 /* ---- sockets with deadlines ---- */
@@ -50,8 +50,7 @@ static char *dir_of(const char *path) {
   return strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
-static int untrusted(const char *path, const char *why,
-                     struct tpl_error *err) {
+static int untrusted(const char *path, const char *why, struct tpl_error *err) {
   return tpl__fail(err, TPL_EUNREACHABLE,
                    "%s: refusing to talk to this daemon: %s", path, why);
 }
@@ -203,8 +202,10 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
       char b[CMSG_SPACE(8 * sizeof(int))];
     } ctl;
     struct iovec iov = {buf, len};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
-                       .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.b,
+                       .msg_controllen = sizeof(ctl.b)};
     ssize_t n;
     int rc = wait_readable(fd, deadline, err);
     if (rc != 0) return rc;
@@ -281,8 +282,9 @@ static int check_entry(const struct tpl__wire_tensor *t, uint64_t size,
   int dt = tpl__dtype_from_mlc(t->dtype);
   uint64_t n, end;
   if (t->name[0] == '\0')
-    return tpl__fail(err, TPL_EPROTO, "manifest: expected a tensor name, "
-                                      "found an empty one");
+    return tpl__fail(err, TPL_EPROTO,
+                     "manifest: expected a tensor name, "
+                     "found an empty one");
   if (dt < 0)
     return tpl__fail(err, TPL_EPROTO,
                      "manifest: tensor '%s': expected a known dtype, found "
@@ -317,7 +319,8 @@ static size_t name_slot(const char *name, size_t mask) {
 static int index_names(struct tpl_shard *s, struct tpl_error *err) {
   size_t n = s->man.ntensors, cap = 16;
   const struct tpl__wire_tensor *t = s->man.tensors;
-  while (cap < 2 * n) cap *= 2;
+  while (cap < 2 * n)
+    cap *= 2;
   s->by_name = calloc(cap, sizeof(*s->by_name));
   if (s->by_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   s->mask = cap - 1;
@@ -343,8 +346,8 @@ static int map_store(struct tpl_shard *s, const char *path,
   void *p;
   if (fstat(s->fd, &st) != 0 || (uint64_t)st.st_size != s->size)
     return tpl__fail(err, TPL_EPROTO,
-                     "%s: expected a %llu-byte store, found another size",
-                     path, (unsigned long long)s->size);
+                     "%s: expected a %llu-byte store, found another size", path,
+                     (unsigned long long)s->size);
   if (seals < 0 || (seals & need) != need)
     return tpl__fail(err, TPL_EPROTO,
                      "%s: expected a sealed read-only store, found an "
@@ -364,14 +367,12 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
   struct tpl__wire_response att = {0};
   int sock, rc = tpl__client_connect(path, timeout_ms, &sock, err);
   if (rc != 0) return rc;
-  rc = tpl__client_call(sock, TPL_REQ_MANIFEST, timeout_ms, &s->man, NULL,
-                        err);
+  rc = tpl__client_call(sock, TPL_REQ_MANIFEST, timeout_ms, &s->man, NULL, err);
   if (rc == 0 && !s->man.ok)
     rc = tpl__fail(err, TPL_EPROTO, "%s: manifest refused: %s", path,
                    s->man.error ? s->man.error : "no reason given");
   if (rc == 0)
-    rc = tpl__client_call(sock, TPL_REQ_ATTACH, timeout_ms, &att, &s->fd,
-                          err);
+    rc = tpl__client_call(sock, TPL_REQ_ATTACH, timeout_ms, &att, &s->fd, err);
   close(sock);
   if (rc == 0 && (!att.ok || s->fd < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
@@ -390,8 +391,8 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
   return rc;
 }
 
-int tpl__client_attach(const char *path, int timeout_ms,
-                       struct tpl_shard **out, struct tpl_error *err) {
+int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
+                       struct tpl_error *err) {
   struct tpl_shard *s = calloc(1, sizeof(*s));
   int rc;
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -428,10 +429,18 @@ void tpl_detach(struct tpl_shard *s) {
   free(s);
 }
 
-uint32_t tpl_shard_rank(const struct tpl_shard *s) { return s->rank; }
-uint32_t tpl_shard_world(const struct tpl_shard *s) { return s->world; }
-size_t tpl_shard_count(const struct tpl_shard *s) { return s->man.ntensors; }
-uint64_t tpl_shard_bytes(const struct tpl_shard *s) { return s->size; }
+uint32_t tpl_shard_rank(const struct tpl_shard *s) {
+  return s->rank;
+}
+uint32_t tpl_shard_world(const struct tpl_shard *s) {
+  return s->world;
+}
+size_t tpl_shard_count(const struct tpl_shard *s) {
+  return s->man.ntensors;
+}
+uint64_t tpl_shard_bytes(const struct tpl_shard *s) {
+  return s->size;
+}
 const char *tpl_shard_job_id(const struct tpl_shard *s) {
   return s->man.job_id ? s->man.job_id : "";
 }
@@ -462,8 +471,7 @@ int tpl_shard_find(const struct tpl_shard *s, const char *name,
                    struct tpl_tensor_view *out) {
   size_t j;
   if (s->by_name == NULL) return -ENOENT;
-  for (j = name_slot(name, s->mask); s->by_name[j] != 0;
-       j = (j + 1) & s->mask)
+  for (j = name_slot(name, s->mask); s->by_name[j] != 0; j = (j + 1) & s->mask)
     if (strcmp(s->man.tensors[s->by_name[j] - 1].name, name) == 0) {
       fill_view(s, s->by_name[j] - 1, out);
       return 0;

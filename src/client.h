@@ -30,12 +30,11 @@ int tpl__client_call(int fd, int kind, int timeout_ms,
 
 /* Connects, sends one request, reads the reply and disconnects. */
 int tpl__client_request(const char *path, int kind, int timeout_ms,
-                        struct tpl__wire_response *resp,
-                        struct tpl_error *err);
+                        struct tpl__wire_response *resp, struct tpl_error *err);
 
 /* tpl_attach with a timeout and a full error record. */
 struct tpl_shard;
-int tpl__client_attach(const char *path, int timeout_ms,
-                       struct tpl_shard **out, struct tpl_error *err);
+int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
+                       struct tpl_error *err);
 
 #endif

@@ -38,8 +38,8 @@ static const char dump_help[] =
     "unreachable, 73 cannot create FILE, 74 I/O error.\n";
 
 /* The safetensors header for everything the attachment holds. */
-static int build_header(const struct tpl_shard *s, uint8_t **hdr,
-                        size_t *len, struct tpl_error *err) {
+static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
+                        struct tpl_error *err) {
   size_t n = tpl_shard_count(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
   char rank[16], size[16];
@@ -117,12 +117,12 @@ static int write_file(const struct tpl_shard *s, const char *path,
 }
 
 int tpl__cmd_dump(int argc, char **argv) {
-  static const struct option opts[] = {{"out", required_argument, NULL, 'o'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {"daemon-uid", required_argument,
-                                        NULL, 'u'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"out", required_argument, NULL, 'o'},
+      {"force", no_argument, NULL, 'f'},
+      {"daemon-uid", required_argument, NULL, 'u'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   struct tpl_error err = {0};
   struct tpl_shard *s = NULL;
   const char *out = NULL;
@@ -144,8 +144,9 @@ int tpl__cmd_dump(int argc, char **argv) {
       fputs(dump_help, stdout);
       return 0;
     default:
-      return tpl__cli_usage_error("dump", "unknown option or missing value "
-                                          "'%s'",
+      return tpl__cli_usage_error("dump",
+                                  "unknown option or missing value "
+                                  "'%s'",
                                   argv[optind - 1]);
     }
   }
@@ -153,8 +154,7 @@ int tpl__cmd_dump(int argc, char **argv) {
     return tpl__cli_usage_error("dump", "expected one SOCKET argument");
   if (out == NULL) return tpl__cli_usage_error("dump", "--out is required");
   if (!force && tpl__exists(out)) {
-    tpl__fail(&err, TPL_EOUTPUT, "%s: exists (use --force to replace it)",
-              out);
+    tpl__fail(&err, TPL_EOUTPUT, "%s: exists (use --force to replace it)", out);
     return tpl__cli_report(TPL_EOUTPUT, &err);
   }
   rc = tpl__client_attach(argv[optind], TPL_CLIENT_TIMEOUT_MS, &s, &err);

@@ -68,7 +68,8 @@ static void add_shard_json(json_t *o, const struct tpl__tensor *t,
   json_t *info = tpl__shardinfo_param(t, s, nshards, NULL, 1);
   uint64_t shape[TPL_MAX_DIMS];
   shard_shape(t, s, nshards, shape);
-  json_object_set_new(o, "shard_shape", tpl__json_u64_array(shape, (size_t)t->ndim));
+  json_object_set_new(o, "shard_shape",
+                      tpl__json_u64_array(shape, (size_t)t->ndim));
   json_object_set_new(o, "rule", json_string(tpl__strategy_rule_name(s)));
   if (info != NULL && s->kind == TPL_RULE_SHARD) {
     json_object_set(o, "dim", json_object_get(info, "dim"));
@@ -86,7 +87,8 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(t->name));
     json_object_set_new(o, "dtype", json_string(tpl__dtype_st_name(t->dtype)));
-    json_object_set_new(o, "shape", tpl__json_u64_array(t->shape, (size_t)t->ndim));
+    json_object_set_new(o, "shape",
+                        tpl__json_u64_array(t->shape, (size_t)t->ndim));
     json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));
     json_object_set_new(o, "file", json_string(m->files[t->file].name));
     json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));

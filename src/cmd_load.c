@@ -13,8 +13,8 @@
 #include "engine.h"
 #include "log.h"
 #include "report.h"
-#include "store.h"
 #include "stall.h"
+#include "store.h"
 
 static const char load_help[] =
     "usage: mpirun -np N tpload load MODEL [options]\n"
@@ -60,7 +60,7 @@ struct load_cli {
   struct tpl__load_opts o;
   const char *command;
   int json, quiet, bar, huge_set, log_set;
-  int progress;               /* enum progress_mode */
+  int progress; /* enum progress_mode */
   double t0, last_line;
   unsigned long long chunk_mib;
 };
@@ -118,10 +118,14 @@ enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
 
 /* --progress[=auto|always|never]; a bare --progress means always. */
 static int parse_progress(const char *arg, int *mode) {
-  if (arg == NULL || strcmp(arg, "always") == 0) *mode = PROGRESS_ALWAYS;
-  else if (strcmp(arg, "auto") == 0) *mode = PROGRESS_AUTO;
-  else if (strcmp(arg, "never") == 0) *mode = PROGRESS_NEVER;
-  else return -1;
+  if (arg == NULL || strcmp(arg, "always") == 0)
+    *mode = PROGRESS_ALWAYS;
+  else if (strcmp(arg, "auto") == 0)
+    *mode = PROGRESS_AUTO;
+  else if (strcmp(arg, "never") == 0)
+    *mode = PROGRESS_NEVER;
+  else
+    return -1;
   return 0;
 }
 
@@ -193,8 +197,9 @@ static int parse_option(struct load_cli *c, int opt, const char *arg) {
   case OPT_STALL: {
     unsigned long long s;
     if (tpl__cli_parse_uint(arg, 86400 * 365, &s) != 0)
-      return usage(c, "--stall-timeout expects seconds (0 disables), got "
-                      "'%s'",
+      return usage(c,
+                   "--stall-timeout expects seconds (0 disables), got "
+                   "'%s'",
                    arg);
     c->o.stall_timeout = (double)s;
     return 0;
@@ -223,8 +228,8 @@ static int check_sink_options(struct load_cli *c) {
     return usage(c, "%s: --out and --force are for preshard", c->command);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
-  if (!serve && (c->o.socket_dir || c->o.ready_file || c->huge_set ||
-                 c->log_set))
+  if (!serve &&
+      (c->o.socket_dir || c->o.ready_file || c->huge_set || c->log_set))
     return usage(c,
                  "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
                  "are for serve",

@@ -52,8 +52,7 @@ static const char plan_help[] =
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
   json_t *o = json_pack("{s:s, s:o}", "quantization", q->scheme_name,
-                        "weight_block_size",
-                        tpl__json_u64_array(q->block, 2));
+                        "weight_block_size", tpl__json_u64_array(q->block, 2));
   if (o != NULL && q->config_shards != 0)
     json_object_set_new(o, "config_tensor_parallel_shards",
                         json_integer(q->config_shards));
@@ -73,9 +72,9 @@ static json_t *plan_json(const struct tpl__plan *p) {
         json_object_set_new(o, "segs",
                             tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
     } else {
-      json_object_set_new(o, r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias"
-                                                            : "replicate",
-                          json_true());
+      json_object_set_new(
+          o, r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias" : "replicate",
+          json_true());
     }
     json_array_append_new(rules, o);
   }
@@ -142,8 +141,10 @@ static int parse_args(int argc, char **argv, struct plan_args *a) {
     switch (c) {
     case 'n':
       if (tpl__cli_parse_uint(optarg, MAX_SHARDS, &n) != 0 || n == 0)
-        return tpl__cli_usage_error("plan", "--shards: expected 1..%d, "
-                                    "found '%s'", MAX_SHARDS, optarg);
+        return tpl__cli_usage_error("plan",
+                                    "--shards: expected 1..%d, "
+                                    "found '%s'",
+                                    MAX_SHARDS, optarg);
       break;
     case 'p':
       a->plan = optarg;

@@ -55,8 +55,7 @@ static char *rank0_path(const char *path) {
 
 /* Sends a job-wide request; a rank other than 0 refers us to rank 0. */
 static int job_request(const char *path, int kind,
-                       struct tpl__wire_response *resp,
-                       struct tpl_error *err) {
+                       struct tpl__wire_response *resp, struct tpl_error *err) {
   char *r0;
   int rc = tpl__client_request(path, kind, TPL_CLIENT_TIMEOUT_MS, resp, err);
   if (rc != 0 || resp->ok || resp->rank == 0) return rc;
@@ -78,8 +77,8 @@ static int refused(const char *path, const struct tpl__wire_response *r) {
 
 static int run_health(const char *path) {
   struct tpl__wire_response r = {0};
-  int rc = tpl__client_request(path, TPL_REQ_HEALTH, TPL_CLIENT_TIMEOUT_MS,
-                               &r, NULL);
+  int rc = tpl__client_request(path, TPL_REQ_HEALTH, TPL_CLIENT_TIMEOUT_MS, &r,
+                               NULL);
   int ok = rc == 0 && r.ok;
   tpl__wire_response_free(&r);
   return ok ? 0 : 69;
@@ -90,8 +89,10 @@ static int run_shutdown(const char *path) {
   struct tpl__wire_response r = {0};
   int rc = job_request(path, TPL_REQ_SHUTDOWN, &r, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
-  if (!r.ok) rc = refused(path, &r);
-  else printf("shutdown requested: %u rank(s) stopping\n", r.world);
+  if (!r.ok)
+    rc = refused(path, &r);
+  else
+    printf("shutdown requested: %u rank(s) stopping\n", r.world);
   tpl__wire_response_free(&r);
   return rc;
 }
@@ -148,8 +149,9 @@ static void print_tensors(const json_t *ranks) {
          "XXH3 rank 0..N-1");
   json_array_foreach(t0, i, t) {
     shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
-    printf("%-56s %-9s %-20s", tpl__cli_safe(str(t, "name"), name, sizeof(name)),
-           str(t, "dtype"), shape);
+    printf("%-56s %-9s %-20s",
+           tpl__cli_safe(str(t, "name"), name, sizeof(name)), str(t, "dtype"),
+           shape);
     json_array_foreach(ranks, r, rk) {
       const json_t *ti = json_array_get(json_object_get(rk, "tensors"), i);
       printf(" %s", ti ? str(ti, "xxh3") : "-");
@@ -226,13 +228,13 @@ static int set_mode(enum mode *m, enum mode want) {
 }
 
 int tpl__cmd_status(int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                       {"health", no_argument, NULL, 'H'},
-                                       {"shutdown", no_argument, NULL, 'S'},
-                                       {"daemon-uid", required_argument,
-                                        NULL, 'u'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'},
+      {"health", no_argument, NULL, 'H'},
+      {"shutdown", no_argument, NULL, 'S'},
+      {"daemon-uid", required_argument, NULL, 'u'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   enum mode m = M_TABLE;
   int c;
   optind = 0; /* full reset: commands may run more than once */

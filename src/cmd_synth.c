@@ -67,9 +67,24 @@ static const char synth_help[] =
     "and is not empty or cannot be created, 74 I/O error.\n";
 
 enum {
-  OPT_ARCH = 256, OPT_OUT, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_KV,
-  OPT_INTER, OPT_VOCAB, OPT_EXPERTS, OPT_DTYPE, OPT_SEED, OPT_FILES, OPT_GIB,
-  OPT_FORMAT, OPT_FORCE, OPT_QUIET, OPT_HELP, OPT_QUANT
+  OPT_ARCH = 256,
+  OPT_OUT,
+  OPT_LAYERS,
+  OPT_HIDDEN,
+  OPT_HEADS,
+  OPT_KV,
+  OPT_INTER,
+  OPT_VOCAB,
+  OPT_EXPERTS,
+  OPT_DTYPE,
+  OPT_SEED,
+  OPT_FILES,
+  OPT_GIB,
+  OPT_FORMAT,
+  OPT_FORCE,
+  OPT_QUIET,
+  OPT_HELP,
+  OPT_QUANT
 };
 
 static const struct option synth_opts[] = {
@@ -101,8 +116,7 @@ struct synth_args {
 };
 
 static int parse_dtype(const char *s) {
-  if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0)
-    return TPL_DT_BF16;
+  if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0) return TPL_DT_BF16;
   if (strcmp(s, "f16") == 0 || strcmp(s, "float16") == 0) return TPL_DT_F16;
   if (strcmp(s, "f32") == 0 || strcmp(s, "float32") == 0) return TPL_DT_F32;
   return -1;
@@ -119,16 +133,26 @@ static int parse_gib(const char *s, double *out) {
 /* Options with a positive integer (the seed may be 0). */
 static uint64_t *uint_slot(struct tpl__synth_opts *o, int c) {
   switch (c) {
-  case OPT_LAYERS: return &o->layers;
-  case OPT_HIDDEN: return &o->hidden;
-  case OPT_HEADS: return &o->heads;
-  case OPT_KV: return &o->kv_heads;
-  case OPT_INTER: return &o->intermediate;
-  case OPT_VOCAB: return &o->vocab;
-  case OPT_EXPERTS: return &o->experts;
-  case OPT_FILES: return &o->files;
-  case OPT_SEED: return &o->seed;
-  default: return NULL;
+  case OPT_LAYERS:
+    return &o->layers;
+  case OPT_HIDDEN:
+    return &o->hidden;
+  case OPT_HEADS:
+    return &o->heads;
+  case OPT_KV:
+    return &o->kv_heads;
+  case OPT_INTER:
+    return &o->intermediate;
+  case OPT_VOCAB:
+    return &o->vocab;
+  case OPT_EXPERTS:
+    return &o->experts;
+  case OPT_FILES:
+    return &o->files;
+  case OPT_SEED:
+    return &o->seed;
+  default:
+    return NULL;
   }
 }
 
@@ -142,11 +166,9 @@ static int parse_uint_opt(struct synth_args *a, int c, const char *arg) {
   unsigned long long v;
   if (tpl__cli_parse_uint(arg, UINT64_MAX, &v) != 0 ||
       (v == 0 && c != OPT_SEED))
-    return tpl__cli_usage_error("synth",
-                                "--%s: expected a %s integer, found '%s'",
-                                opt_name(c),
-                                c == OPT_SEED ? "non-negative" : "positive",
-                                arg);
+    return tpl__cli_usage_error(
+        "synth", "--%s: expected a %s integer, found '%s'", opt_name(c),
+        c == OPT_SEED ? "non-negative" : "positive", arg);
   *uint_slot(&a->o, c) = v;
   return 0;
 }
@@ -162,7 +184,9 @@ static int parse_one(struct synth_args *a, int c, const char *arg,
                                 "gemma, mixtral, phi3, gpt2 or gpt_neox, "
                                 "found '%s'",
                                 arg);
-  case OPT_OUT: a->out = arg; return 0;
+  case OPT_OUT:
+    a->out = arg;
+    return 0;
   case OPT_DTYPE:
     a->o.dtype = parse_dtype(arg);
     if (a->o.dtype >= 0) return 0;
@@ -185,11 +209,19 @@ static int parse_one(struct synth_args *a, int c, const char *arg,
     a->o.quant = tpl__quant_find(arg);
     if (a->o.quant != NULL) return 0;
     return tpl__cli_usage_error(
-        "synth", "--quant: expected an MLC scheme such as q4f16_1, found "
-        "'%s'", arg);
-  case OPT_FORCE: a->o.force = 1; return 0;
-  case OPT_QUIET: a->quiet = 1; return 0;
-  case OPT_HELP: a->help = 1; return 0;
+        "synth",
+        "--quant: expected an MLC scheme such as q4f16_1, found "
+        "'%s'",
+        arg);
+  case OPT_FORCE:
+    a->o.force = 1;
+    return 0;
+  case OPT_QUIET:
+    a->quiet = 1;
+    return 0;
+  case OPT_HELP:
+    a->help = 1;
+    return 0;
   default:
     if (uint_slot(&a->o, c) != NULL) return parse_uint_opt(a, c, arg);
     return tpl__cli_usage_error("synth", "unknown option '%s'", opt);
@@ -207,8 +239,10 @@ static int parse_args(int argc, char **argv, struct synth_args *a) {
     int rc;
     if (c == 'h') c = OPT_HELP;
     if (c == '?' || c == ':')
-      return tpl__cli_usage_error("synth", "unknown option or missing "
-                                  "value: '%s'", argv[optind - 1]);
+      return tpl__cli_usage_error("synth",
+                                  "unknown option or missing "
+                                  "value: '%s'",
+                                  argv[optind - 1]);
     rc = parse_one(a, c, optarg, argv[optind - 1]);
     if (rc != 0) return rc;
   }
@@ -216,8 +250,7 @@ static int parse_args(int argc, char **argv, struct synth_args *a) {
   if (optind != argc)
     return tpl__cli_usage_error("synth", "unexpected argument '%s'",
                                 argv[optind]);
-  if (a->o.arch < 0)
-    return tpl__cli_usage_error("synth", "--arch is required");
+  if (a->o.arch < 0) return tpl__cli_usage_error("synth", "--arch is required");
   if (a->out == NULL)
     return tpl__cli_usage_error("synth", "--out DIR is required");
   return 0;
@@ -225,8 +258,8 @@ static int parse_args(int argc, char **argv, struct synth_args *a) {
 
 static void print_summary(const struct synth_args *a,
                           const struct tpl__synth_summary *s) {
-  const char *kind = a->o.format == TPL_SYNTH_MLC ? "params_shard" :
-                     "safetensors";
+  const char *kind =
+      a->o.format == TPL_SYNTH_MLC ? "params_shard" : "safetensors";
   printf("synth: %s: %s, %llu layers, %zu %s file%s, %zu tensors, %llu bytes "
          "(%.2f MiB)\n",
          a->out, tpl__synth_arch_name(a->o.arch), (unsigned long long)s->layers,

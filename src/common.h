@@ -14,10 +14,10 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-#define TPL_MAX_DIMS 8             /* tensors of higher rank are refused */
-#define TPL_MAX_SEGS 64            /* segments of one fused weight */
-#define TPL_MAX_NAME 1024          /* bytes in a tensor name */
-#define TPL_MAX_ST_HEADER 100000000u /* safetensors header cap (bytes) */
+#define TPL_MAX_DIMS 8                 /* tensors of higher rank are refused */
+#define TPL_MAX_SEGS 64                /* segments of one fused weight */
+#define TPL_MAX_NAME 1024              /* bytes in a tensor name */
+#define TPL_MAX_ST_HEADER 100000000u   /* safetensors header cap (bytes) */
 #define TPL_MAX_JSON_FILE (256u << 20) /* index / config / plan JSON cap */
 #define TPL_MAX_TENSORS (1u << 20)     /* tensors in one model */
 #define TPL_MAX_NAME_BYTES (64u << 20) /* all tensor names of a model */

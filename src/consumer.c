@@ -12,8 +12,8 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
   int rc = tpl__client_request(socket_path, TPL_REQ_HEALTH,
                                TPL_CLIENT_TIMEOUT_MS, &r, &err);
   if (rc == 0 && !r.ok)
-    rc = tpl__fail(&err, TPL_EUNREACHABLE, "%s: not serving: %s",
-                   socket_path, r.error ? r.error : "no reason given");
+    rc = tpl__fail(&err, TPL_EUNREACHABLE, "%s: not serving: %s", socket_path,
+                   r.error ? r.error : "no reason given");
   if (rc == 0 && out != NULL) {
     out->rank = r.rank;
     out->world = r.world;
@@ -24,8 +24,7 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
   return rc;
 }
 
-TPL_API int tpl_shutdown(const char *socket_path, char *errbuf,
-                         size_t errlen) {
+TPL_API int tpl_shutdown(const char *socket_path, char *errbuf, size_t errlen) {
   struct tpl__wire_response r = {0};
   struct tpl_error err = {0};
   int rc = tpl__client_request(socket_path, TPL_REQ_SHUTDOWN,

@@ -43,8 +43,8 @@
 
 #define DEFAULT_TIMEOUT_MS 10000
 #define DEFAULT_MAX_CONNS 256
-#define HEALTH_SLOTS 32       /* beyond max_conns: one health reply each */
-#define HEALTH_SLOT_MS 1000   /* ... and this long to ask for it */
+#define HEALTH_SLOTS 32     /* beyond max_conns: one health reply each */
+#define HEALTH_SLOT_MS 1000 /* ... and this long to ask for it */
 #define POLL_MS 100
 #define STOP_GRACE_MS 1000
 #define FD_RETRY_MS 10
@@ -52,13 +52,20 @@
 #define CONN_INBUF 4096
 
 /* One log line when the daemon's --log-level is at least `level`. */
-#define LOG_AT(s, level, ...)                                                \
-  do {                                                                       \
+#define LOG_AT(s, level, ...)                                                  \
+  do {                                                                         \
     if ((s)->cfg->log_level >= (level)) tpl__log((s)->cfg->rank, __VA_ARGS__); \
   } while (0)
 
-enum frame_id { F_HEALTH, F_STATUS, F_MANIFEST, F_ATTACH, F_SHUTDOWN, F_BUSY,
-                F_COUNT };
+enum frame_id {
+  F_HEALTH,
+  F_STATUS,
+  F_MANIFEST,
+  F_ATTACH,
+  F_SHUTDOWN,
+  F_BUSY,
+  F_COUNT
+};
 
 enum conn_state { C_READING, C_WRITING, C_FD_RETRY, C_CLOSING };
 
@@ -71,14 +78,14 @@ struct conn {
   struct conn *prev, *next;
   enum conn_state state;
   int reading;
-  int close_after;            /* close once the reply is written */
-  int health_only;            /* a reserved slot: one health reply */
-  int open_handles;           /* freed when both handles are closed */
-  pid_t pid;                  /* the client's, for the log (0: unknown) */
-  int attached;               /* it asked for the store at least once */
-  uint64_t fd_deadline;       /* FD_RETRY: give up after this (loop ms) */
+  int close_after;      /* close once the reply is written */
+  int health_only;      /* a reserved slot: one health reply */
+  int open_handles;     /* freed when both handles are closed */
+  pid_t pid;            /* the client's, for the log (0: unknown) */
+  int attached;         /* it asked for the store at least once */
+  uint64_t fd_deadline; /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
-  uint8_t *owned;             /* an error reply being written, or NULL */
+  uint8_t *owned; /* an error reply being written, or NULL */
   struct tpl__frame_reader fr;
   size_t in_off, in_len;
   uint8_t in[CONN_INBUF];
@@ -88,22 +95,22 @@ struct server {
   const struct tpl__daemon_config *cfg;
   uv_loop_t loop;
   uv_pipe_t listener;
-  uv_pipe_t sink;             /* takes a connection we cannot allocate for */
+  uv_pipe_t sink; /* takes a connection we cannot allocate for */
   int sink_busy;
   uv_timer_t poll_timer, stop_timer;
   uv_signal_t sigterm, sigint;
-  char *dir;                  /* realpath of socket_dir */
+  char *dir; /* realpath of socket_dir */
   char *sock_path;
   uint8_t *frames[F_COUNT];
   size_t frame_len[F_COUNT];
   struct conn *conns;
   size_t nconns;
   unsigned timeout_ms, max_conns;
-  int bound;                  /* the socket file is ours to remove */
-  int loop_ready;             /* uv_loop_init succeeded */
+  int bound;      /* the socket file is ours to remove */
+  int loop_ready; /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
-  uint64_t started_ns;        /* uv_hrtime() when serving began */
-  uint64_t attaches;          /* attach requests served */
+  uint64_t started_ns; /* uv_hrtime() when serving began */
+  uint64_t attaches;   /* attach requests served */
 };
 
 static void drive(struct conn *c);
@@ -226,8 +233,8 @@ static int build_frames(struct server *s, struct tpl_error *err) {
     st.status_len = s->cfg->status_len;
     if (!st.ok) st.error = "rank 0 has no load report";
   } else {
-    snprintf(msg, sizeof(msg),
-             "status is served by rank 0: ask %s/rank0.sock", s->dir);
+    snprintf(msg, sizeof(msg), "status is served by rank 0: ask %s/rank0.sock",
+             s->dir);
     st.error = msg;
     sd.ok = 0;
   }
@@ -276,8 +283,10 @@ static void close_conn(struct conn *c) {
   struct server *s = c->srv;
   if (c->state == C_CLOSING) return;
   c->state = C_CLOSING;
-  if (c->prev != NULL) c->prev->next = c->next;
-  else s->conns = c->next;
+  if (c->prev != NULL)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
   if (c->next != NULL) c->next->prev = c->prev;
   s->nconns--;
   if (c->attached)
@@ -400,8 +409,7 @@ static void note_attach(struct conn *c) {
 static void request_job_shutdown(struct server *s) {
   if (s->shutdown_sent) return;
   s->shutdown_sent = 1;
-  if (s->cfg->request_shutdown != NULL)
-    s->cfg->request_shutdown(s->cfg->ctx);
+  if (s->cfg->request_shutdown != NULL) s->cfg->request_shutdown(s->cfg->ctx);
 }
 
 static void handle_request(struct conn *c, int kind) {
@@ -465,8 +473,8 @@ static void drive(struct conn *c) {
     if (!started && tpl__frame_started(&c->fr)) /* a request has this long */
       arm_timer(c, c->health_only ? HEALTH_SLOT_MS : c->srv->timeout_ms);
     if (rc == TPL_ELIMIT)
-      send_error(c, 1, "request of %u bytes: expected at most %u",
-                 c->fr.len, TPL_WIRE_MAX_REQUEST);
+      send_error(c, 1, "request of %u bytes: expected at most %u", c->fr.len,
+                 TPL_WIRE_MAX_REQUEST);
     else if (rc < 0)
       send_error(c, 1, "out of memory");
     else if (rc == 1)
@@ -512,8 +520,10 @@ static void send_attach(struct conn *c) {
     char buf[CMSG_SPACE(sizeof(int))];
   } ctl;
   struct iovec iov = {s->frames[F_ATTACH], s->frame_len[F_ATTACH]};
-  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
-                     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+  struct msghdr m = {.msg_iov = &iov,
+                     .msg_iovlen = 1,
+                     .msg_control = ctl.buf,
+                     .msg_controllen = sizeof(ctl.buf)};
   struct cmsghdr *cm;
   uv_os_fd_t fd;
   ssize_t n;
@@ -608,8 +618,8 @@ static void on_connection(uv_stream_t *listener, int status) {
     return;
   }
   if (s->nconns > s->max_conns + reserved) {
-    uv_buf_t b = uv_buf_init((char *)s->frames[F_BUSY],
-                             (unsigned)s->frame_len[F_BUSY]);
+    uv_buf_t b =
+        uv_buf_init((char *)s->frames[F_BUSY], (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
     close_conn(c);
     return;
@@ -631,7 +641,8 @@ static void close_if_open(uv_handle_t *h, void *arg) {
 
 static void on_stop_timer(uv_timer_t *t) {
   struct server *s = t->data;
-  while (s->conns != NULL) close_conn(s->conns);
+  while (s->conns != NULL)
+    close_conn(s->conns);
   maybe_finish_stop(s);
 }
 
@@ -653,8 +664,10 @@ static void begin_stop(struct server *s) {
   uv_timer_start(&s->stop_timer, on_stop_timer, STOP_GRACE_MS, 0);
   for (c = s->conns; c != NULL; c = next) {
     next = c->next;
-    if (c->state == C_WRITING) c->close_after = 1;
-    else close_conn(c);
+    if (c->state == C_WRITING)
+      c->close_after = 1;
+    else
+      close_conn(c);
   }
   maybe_finish_stop(s);
 }
@@ -690,8 +703,7 @@ static int bind_and_listen(struct server *s, char *tmp, size_t len) {
   if (rc == 0) chmod(tmp, 0600);
   if (rc == 0)
     rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
-  if (rc == 0 && strcmp(tmp, s->sock_path) != 0 &&
-      link(tmp, s->sock_path) != 0)
+  if (rc == 0 && strcmp(tmp, s->sock_path) != 0 && link(tmp, s->sock_path) != 0)
     rc = -errno;
   return rc;
 }
@@ -748,7 +760,8 @@ static void drain_loop(struct server *s) {
 }
 
 static void free_server(struct server *s) {
-  for (int i = 0; i < F_COUNT; i++) free(s->frames[i]);
+  for (int i = 0; i < F_COUNT; i++)
+    free(s->frames[i]);
   free(s->dir);
   free(s->sock_path);
 }

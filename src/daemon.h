@@ -12,15 +12,15 @@
 #include "store.h"
 
 struct tpl__daemon_config {
-  const char *socket_dir;     /* created 0700 if missing */
-  const char *ready_file;     /* may be NULL; rank 0 writes it atomically */
+  const char *socket_dir; /* created 0700 if missing */
+  const char *ready_file; /* may be NULL; rank 0 writes it atomically */
   uint32_t rank, world;
-  const struct tpl__store *store;     /* sealed */
-  const uint8_t *status;      /* packed tpload.LoadReport (rank 0), or NULL */
-  const char *job_id;         /* the job's random id (every rank the same) */
-  const char *model;          /* the model the job loaded */
+  const struct tpl__store *store; /* sealed */
+  const uint8_t *status; /* packed tpload.LoadReport (rank 0), or NULL */
+  const char *job_id;    /* the job's random id (every rank the same) */
+  const char *model;     /* the model the job loaded */
   size_t status_len;
-  int log_level;              /* enum tpl_log_level (log.h): 0 is quiet */
+  int log_level; /* enum tpl_log_level (log.h): 0 is quiet */
   /* Job coordination, implemented by the engine over MPI: */
   /* Collective: every rank passes its own start-up result (0 or a
    * negative code) and gets the job's worst; `err` keeps its message only
@@ -35,15 +35,15 @@ struct tpl__daemon_config {
   void (*request_shutdown)(void *ctx);
   void *ctx;
   /* Optional limits; 0 picks the default. */
-  unsigned timeout_ms;        /* each phase of a connection (waiting for a
-                                 request, receiving it, sending the reply);
-                                 default 10000 */
-  unsigned max_conns;         /* open connections; default 256, extra ones
-                                 get a "busy" error and are closed ... */
-  int reserve_health;         /* ... except, when set, 32 more that each
-                                 answer one health request within 1 s and
-                                 close: health stays answerable while
-                                 clients hold every slot (tpload serve) */
+  unsigned timeout_ms; /* each phase of a connection (waiting for a
+                          request, receiving it, sending the reply);
+                          default 10000 */
+  unsigned max_conns;  /* open connections; default 256, extra ones
+                          get a "busy" error and are closed ... */
+  int reserve_health;  /* ... except, when set, 32 more that each
+                          answer one health request within 1 s and
+                          close: health stays answerable while
+                          clients hold every slot (tpload serve) */
 };
 
 /* Creates the socket directory `dir` (mode 0700) if it is missing and

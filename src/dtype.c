@@ -28,8 +28,8 @@ static const struct dtype_info dtypes[TPL_DT_COUNT] = {
 };
 
 static const char *const refused_by_name[] = {
-    "F4", "F6_E2M3", "F6_E3M2", "F8_E8M0", "E8M0", "C64", "C128",
-    "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I4", "U4", "BOOL1"};
+    "F4",   "F6_E2M3",     "F6_E3M2",     "F8_E8M0", "E8M0", "C64",
+    "C128", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I4",      "U4",   "BOOL1"};
 
 int tpl__dtype_from_st(const char *name, size_t len) {
   for (int i = 0; i < TPL_DT_COUNT; i++)
@@ -51,6 +51,12 @@ int tpl__dtype_is_known_unsupported(const char *name) {
   return 0;
 }
 
-const char *tpl__dtype_st_name(int dtype) { return dtypes[dtype].st; }
-const char *tpl__dtype_mlc_name(int dtype) { return dtypes[dtype].mlc; }
-size_t tpl__dtype_size(int dtype) { return dtypes[dtype].size; }
+const char *tpl__dtype_st_name(int dtype) {
+  return dtypes[dtype].st;
+}
+const char *tpl__dtype_mlc_name(int dtype) {
+  return dtypes[dtype].mlc;
+}
+size_t tpl__dtype_size(int dtype) {
+  return dtypes[dtype].size;
+}

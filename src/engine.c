@@ -319,9 +319,8 @@ static int deliver_part(struct engine *e, struct slot *s,
                         const struct tpl__layout *layouts, uint64_t *own,
                         uint64_t *packed, struct tpl_error *err) {
   double t = tpl__now();
-  uint32_t last = chained(&e->job->tensors[pc->i]) && e->world > 1
-                      ? 1
-                      : e->world - 1;
+  uint32_t last =
+      chained(&e->job->tensors[pc->i]) && e->world > 1 ? 1 : e->world - 1;
   for (uint32_t r = 0; r <= last; r++) {
     const struct tpl__layout *l = &layouts[r];
     uint64_t start, n;
@@ -580,10 +579,8 @@ static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
     if (rc != 0) return rc;
     MPI_Get_count(&status, MPI_BYTE, &n);
     if (n <= 0)
-      return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message",
-                       jt->name);
-    rc = forward ? slot_send(fwd, dst + got, (uint64_t)n, (int)e->rank + 1,
-                             err)
+      return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
+    rc = forward ? slot_send(fwd, dst + got, (uint64_t)n, (int)e->rank + 1, err)
                  : 0;
     if (rc != 0) return rc;
     got += (uint64_t)n;

@@ -15,19 +15,19 @@
 enum tpl_sink { TPL_SINK_NONE = 0, TPL_SINK_PRESHARD, TPL_SINK_SERVE };
 
 struct tpl__load_opts {
-  int sink;                   /* enum tpl_sink */
+  int sink; /* enum tpl_sink */
   const char *model;
-  const char *plan;           /* plan file, preset name or "auto" */
-  int bias_scaling;           /* 0 with --no-bias-scaling */
-  double stall_timeout;       /* seconds without progress that end the
-                                 job (exit 69); 0 waits forever */
-  uint64_t chunk_bytes;       /* rank 0's streaming window */
-  const char *out_dir;        /* preshard */
-  int force;                  /* preshard: replace existing output */
-  const char *socket_dir;     /* serve */
-  const char *ready_file;     /* serve, may be NULL */
-  int huge;                   /* serve: enum tpl_huge (store.h) */
-  int log_level;              /* serve: enum tpl_log_level (log.h) */
+  const char *plan;       /* plan file, preset name or "auto" */
+  int bias_scaling;       /* 0 with --no-bias-scaling */
+  double stall_timeout;   /* seconds without progress that end the
+                             job (exit 69); 0 waits forever */
+  uint64_t chunk_bytes;   /* rank 0's streaming window */
+  const char *out_dir;    /* preshard */
+  int force;              /* preshard: replace existing output */
+  const char *socket_dir; /* serve */
+  const char *ready_file; /* serve, may be NULL */
+  int huge;               /* serve: enum tpl_huge (store.h) */
+  int log_level;          /* serve: enum tpl_log_level (log.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the
@@ -37,8 +37,8 @@ struct tpl__load_opts {
 };
 
 /* Initializes MPI (threads: funneled). Stores rank and world size. */
-int tpl__engine_init(int *argc, char ***argv, uint32_t *rank,
-                     uint32_t *world, struct tpl_error *err);
+int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
+                     struct tpl_error *err);
 
 /* Runs the whole job on this rank.  Returns the same code on every rank
  * for bad input (rank 0's err holds the one message to print) and for

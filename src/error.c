@@ -8,8 +8,8 @@
 
 const char *tpl_strerror(int code) {
   switch (code) {
-#define TPL_STRERROR_CASE(name, val, msg, ex) \
-  case TPL_##name:                            \
+#define TPL_STRERROR_CASE(name, val, msg, ex)                                  \
+  case TPL_##name:                                                             \
     return msg;
     TPL_ERRNO_MAP(TPL_STRERROR_CASE)
 #undef TPL_STRERROR_CASE
@@ -47,8 +47,8 @@ int tpl_exit_code(int code) {
   switch (code) {
   case 0:
     return 0;
-#define TPL_EXIT_CASE(name, val, msg, ex) \
-  case TPL_##name:                        \
+#define TPL_EXIT_CASE(name, val, msg, ex)                                      \
+  case TPL_##name:                                                             \
     return ex;
     TPL_ERRNO_MAP(TPL_EXIT_CASE)
 #undef TPL_EXIT_CASE
@@ -59,7 +59,9 @@ int tpl_exit_code(int code) {
   return 70;
 }
 
-const char *tpl_version(void) { return PACKAGE_VERSION; }
+const char *tpl_version(void) {
+  return PACKAGE_VERSION;
+}
 
 int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
   if (err != NULL) {
@@ -76,5 +78,7 @@ void tpl__error_text(const struct tpl_error *err, int rc, char *buf,
                      size_t len) {
   if (buf == NULL || len == 0) return;
   snprintf(buf, len, "%s",
-           rc == 0 ? "" : err->msg[0] ? err->msg : tpl_strerror(rc));
+           rc == 0       ? ""
+           : err->msg[0] ? err->msg
+                         : tpl_strerror(rc));
 }

@@ -16,8 +16,8 @@
 #include "shard.h"
 
 struct tpl__job_tensor {
-  char *name;                   /* owned */
-  int dtype;                    /* decoded dtype */
+  char *name; /* owned */
+  int dtype;  /* decoded dtype */
   int ndim;
   uint64_t shape[TPL_MAX_DIMS]; /* full shape */
   int encoding;                 /* enum tpl_encoding */
@@ -26,20 +26,20 @@ struct tpl__job_tensor {
   struct tpl__shard_spec spec;  /* SHARD only */
   /* derived by tpl__job_finish: */
   uint64_t rank_shape[TPL_MAX_DIMS]; /* what each rank holds */
-  uint64_t rank_bytes;          /* decoded bytes each rank holds */
-  uint64_t rank_stored;         /* source bytes each rank receives */
-  uint64_t store_offset;        /* offset in every rank's store */
+  uint64_t rank_bytes;               /* decoded bytes each rank holds */
+  uint64_t rank_stored;              /* source bytes each rank receives */
+  uint64_t store_offset;             /* offset in every rank's store */
 };
 
 struct tpl__job {
   uint32_t world;
   int bias_scaling;
-  char *model;                  /* owned: the MODEL argument */
-  char *plan_source;            /* owned */
+  char *model;       /* owned: the MODEL argument */
+  char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;
   size_t ntensors;
-  uint64_t store_size;          /* bytes of each rank's store */
-  uint64_t source_bytes;        /* stored bytes of the whole checkpoint */
+  uint64_t store_size;   /* bytes of each rank's store */
+  uint64_t source_bytes; /* stored bytes of the whole checkpoint */
 };
 
 /* Builds the job table for `m` under `strategies` (one per tensor) and
@@ -47,8 +47,8 @@ struct tpl__job {
 int tpl__job_from_model(const struct tpl_model *m,
                         const struct tpl__strategy *strategies,
                         const char *plan_source, const char *model_arg,
-                        uint32_t world, int bias_scaling,
-                        struct tpl__job **out, struct tpl_error *err);
+                        uint32_t world, int bias_scaling, struct tpl__job **out,
+                        struct tpl_error *err);
 
 /* Computes the derived fields (per-rank shapes, bytes, store offsets,
  * store size) after the tensors' own fields are set. */

@@ -13,8 +13,9 @@
  * rejecting duplicate keys, invalid UTF-8, anything but whitespace after
  * the value and a "\u0000" in any string value (TPL_EFORMAT, naming the
  * key); keys may hold "\u0000" (callers check them with their own
- * messages, using json_object_iter_key_len or tpl__has_nul).  `what` names the input in messages.
- * On success *out is a new reference the caller json_decref's. */
+ * messages, using json_object_iter_key_len or tpl__has_nul).  `what` names the
+ * input in messages. On success *out is a new reference the caller
+ * json_decref's. */
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
                            json_t **out, struct tpl_error *err);
 

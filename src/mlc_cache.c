@@ -40,7 +40,8 @@ struct shard {
 };
 
 static void shard_clear(struct shard *s) {
-  for (size_t i = 0; i < s->n; i++) free(s->t[i].name);
+  for (size_t i = 0; i < s->n; i++)
+    free(s->t[i].name);
   free(s->t);
   s->t = NULL;
   s->n = 0;
@@ -148,8 +149,7 @@ static int get_dtype(struct mlc_ctx *c, const char *name, json_t *rec,
     /* TVM's dump_tensor_cache stamps the cache's encode format on every
      * record, but converts (and its loaders decode) float32 only: a
      * float16 or uint32 record under "f32-to-bf16" is stored raw. */
-    t->encoding =
-        t->dtype == TPL_DT_F32 ? TPL_ENC_F32_TO_BF16 : TPL_ENC_RAW;
+    t->encoding = t->dtype == TPL_DT_F32 ? TPL_ENC_F32_TO_BF16 : TPL_ENC_RAW;
   } else {
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected format \"raw\" or "

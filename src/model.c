@@ -1,12 +1,12 @@
 /* model.c - the tensor table every reader fills, and tpl__model_open, which
  * decides what kind of checkpoint a path holds and runs its reader. */
 #include <errno.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dtype.h"
 #include "fileio.h"
@@ -27,7 +27,8 @@ struct tpl_model *tpl__model_new(int format, const char *dir) {
 
 void tpl__model_free(struct tpl_model *m) {
   if (m == NULL) return;
-  for (size_t i = 0; i < m->ntensors; i++) free(m->tensors[i].name);
+  for (size_t i = 0; i < m->ntensors; i++)
+    free(m->tensors[i].name);
   for (size_t i = 0; i < m->nfiles; i++) {
     free(m->files[i].path);
     free(m->files[i].name);
@@ -39,8 +40,8 @@ void tpl__model_free(struct tpl_model *m) {
   free(m);
 }
 
-int tpl__model_add_file(struct tpl_model *m, const char *path,
-                        const char *name, uint64_t size, uint32_t *idx) {
+int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
+                        uint64_t size, uint32_t *idx) {
   struct tpl__file *f;
   char *p, *n;
   if (m->nfiles >= UINT32_MAX) return -ENOMEM;
@@ -135,13 +136,15 @@ int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err) {
 
 uint64_t tpl__tensor_numel(const struct tpl__tensor *t) {
   uint64_t n = 1;
-  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  for (int i = 0; i < t->ndim; i++)
+    n *= t->shape[i];
   return n;
 }
 
 uint64_t tpl__model_bytes(const struct tpl_model *m) {
   uint64_t total = 0;
-  for (size_t i = 0; i < m->ntensors; i++) total += m->tensors[i].nbytes;
+  for (size_t i = 0; i < m->ntensors; i++)
+    total += m->tensors[i].nbytes;
   return total;
 }
 
@@ -167,8 +170,10 @@ static int open_single_file(const char *path, struct tpl_model **out,
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   slash = strrchr(dir, '/');
   base = slash ? slash + 1 : dir;
-  if (slash == dir) slash[1] = '\0';
-  else if (slash) *slash = '\0';
+  if (slash == dir)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
   m = tpl__model_new(TPL_FMT_SAFETENSORS, slash ? dir : ".");
   if (m == NULL) {
     free(dir);
@@ -231,8 +236,7 @@ static int open_directory(const char *dir, struct tpl_model **out,
     int found = p != NULL && tpl__exists(p);
     free(p);
     if (found)
-      return open_json_driven(dir, probes[i].name, probes[i].format, out,
-                              err);
+      return open_json_driven(dir, probes[i].name, probes[i].format, out, err);
   }
   single = tpl__path_join(dir, "model.safetensors");
   if (single == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -272,8 +276,7 @@ int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err) {
   raise_fd_limit();
   if (!tpl__exists(path))
-    return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory",
-                     path);
+    return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);
   if (tpl__is_dir(path)) return open_directory(path, out, err);
   return open_single_file(path, out, err);
 }

@@ -18,41 +18,41 @@ enum tpl_model_format {
 
 /* How a tensor's bytes are stored in its file. */
 enum tpl_encoding {
-  TPL_ENC_RAW = 0,         /* stored exactly as the dtype says */
-  TPL_ENC_F32_TO_BF16 = 1  /* dtype F32, stored as the upper 16 bits (bf16) */
+  TPL_ENC_RAW = 0,        /* stored exactly as the dtype says */
+  TPL_ENC_F32_TO_BF16 = 1 /* dtype F32, stored as the upper 16 bits (bf16) */
 };
 
 struct tpl__tensor {
-  char *name;                   /* owned, NUL-terminated */
-  int dtype;                    /* enum tpl_dtype (the decoded dtype) */
-  int ndim;                     /* 0..TPL_MAX_DIMS */
+  char *name; /* owned, NUL-terminated */
+  int dtype;  /* enum tpl_dtype (the decoded dtype) */
+  int ndim;   /* 0..TPL_MAX_DIMS */
   uint64_t shape[TPL_MAX_DIMS];
-  uint32_t file;                /* index into model->files */
-  int encoding;                 /* enum tpl_encoding */
-  uint64_t offset;              /* absolute byte offset in the file */
-  uint64_t stored_bytes;        /* bytes in the file */
-  uint64_t nbytes;              /* decoded bytes: numel x dtype size */
+  uint32_t file;         /* index into model->files */
+  int encoding;          /* enum tpl_encoding */
+  uint64_t offset;       /* absolute byte offset in the file */
+  uint64_t stored_bytes; /* bytes in the file */
+  uint64_t nbytes;       /* decoded bytes: numel x dtype size */
 };
 
 struct tpl__file {
-  char *path;                   /* owned; as opened (dir + name) */
-  char *name;                   /* owned; as named in the index/model */
-  uint64_t size;                /* bytes, from fstat when opened */
-  int fd;                       /* owned: the descriptor validated, which
-                                   the engine reads; -1 when none */
-  uint64_t dev, ino;            /* its identity when validated ... */
-  int64_t mtime_ns;             /* ... and modification time */
+  char *path;        /* owned; as opened (dir + name) */
+  char *name;        /* owned; as named in the index/model */
+  uint64_t size;     /* bytes, from fstat when opened */
+  int fd;            /* owned: the descriptor validated, which
+                        the engine reads; -1 when none */
+  uint64_t dev, ino; /* its identity when validated ... */
+  int64_t mtime_ns;  /* ... and modification time */
 };
 
 struct tpl_model {
-  int format;                   /* enum tpl_model_format */
-  char *dir;                    /* owned; directory holding the model */
+  int format; /* enum tpl_model_format */
+  char *dir;  /* owned; directory holding the model */
   struct tpl__file *files;
   size_t nfiles;
-  struct tpl__tensor *tensors;  /* checkpoint order */
+  struct tpl__tensor *tensors; /* checkpoint order */
   size_t ntensors;
   size_t cap_tensors;
-  size_t name_bytes;            /* all tensor names, for the cap */
+  size_t name_bytes; /* all tensor names, for the cap */
 };
 
 /* Opens MODEL (a .safetensors file, a directory with model.safetensors or
@@ -72,8 +72,8 @@ void tpl__model_free(struct tpl_model *m);
 struct tpl_model *tpl__model_new(int format, const char *dir);
 
 /* Appends a file (path and name copied); returns its index in *idx. */
-int tpl__model_add_file(struct tpl_model *m, const char *path,
-                        const char *name, uint64_t size, uint32_t *idx);
+int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
+                        uint64_t size, uint32_t *idx);
 
 /* Keeps `fd` (open on file `idx`, now owned by the model) with its
  * identity (device, inode, size, mtime from fstat), so that the bytes the

@@ -14,8 +14,8 @@
 #include "plan.h"
 #include "presets.h"
 
-#define MAX_RULES 65536     /* rules in one plan file */
-#define MAX_FUNC_NAME 256   /* bytes in a rule's func_name */
+#define MAX_RULES 65536   /* rules in one plan file */
+#define MAX_FUNC_NAME 256 /* bytes in a rule's func_name */
 
 /* --- glob --- */
 
@@ -39,7 +39,8 @@ int tpl__glob_match(const char *pattern, const char *name) {
       return 0;
     }
   }
-  while (*p == '*') p++;
+  while (*p == '*')
+    p++;
   return *p == '\0';
 }
 
@@ -66,7 +67,8 @@ static char *default_name(int dim) {
 static void rule_clear(struct tpl__rule *r) {
   free(r->match);
   free(r->name);
-  for (int q = 0; q < TPL_QP_COUNT; q++) free(r->qnames[q]);
+  for (int q = 0; q < TPL_QP_COUNT; q++)
+    free(r->qnames[q]);
 }
 
 /* name + each quantization suffix MLC uses (quant.h). */
@@ -108,7 +110,8 @@ int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
 
 void tpl__plan_free(struct tpl__plan *p) {
   if (p == NULL) return;
-  for (size_t i = 0; i < p->nrules; i++) rule_clear(&p->rules[i]);
+  for (size_t i = 0; i < p->nrules; i++)
+    rule_clear(&p->rules[i]);
   free(p->rules);
   free(p->source);
   free(p);
@@ -245,8 +248,8 @@ static int check_fields(const struct rule_fields *f, int has_segs,
   int actions = f->has_dim + f->has_scale + f->has_replicate;
   if (f->match == NULL)
     return tpl__fail(err, TPL_EPLAN,
-                     "%s: rule %zu: expected a 'match' glob, found none",
-                     what, idx);
+                     "%s: rule %zu: expected a 'match' glob, found none", what,
+                     idx);
   if (actions != 1)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected exactly one of 'dim', "
@@ -456,8 +459,8 @@ static long find_tensor(const json_t *idx, const char *name) {
 /* A quantized param takes its base weight's rule, transformed as MLC
  * does (quant.h); a base that is not sharded leaves it replicated. */
 static int apply_derived(const struct tpl__plan *p, const struct tpl_model *m,
-                         const json_t *idx, const struct tpl__tensor *t,
-                         int qp, const char *base, uint32_t nshards,
+                         const json_t *idx, const struct tpl__tensor *t, int qp,
+                         const char *base, uint32_t nshards,
                          struct tpl__strategy *s, struct tpl_error *err) {
   const struct tpl__rule *r = &p->rules[s->rule];
   long w = find_tensor(idx, base);
@@ -528,8 +531,8 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
   json_t *idx;
   int rc = 0;
   if (nshards == 0)
-    return tpl__fail(err, TPL_EPLAN,
-                     "%s: expected at least 1 shard, found 0", p->source);
+    return tpl__fail(err, TPL_EPLAN, "%s: expected at least 1 shard, found 0",
+                     p->source);
   idx = name_index(m);
   if (idx == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
@@ -540,16 +543,15 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
 }
 
 int tpl__plan_check_unused(const struct tpl__plan *p,
-                           const struct tpl__strategy *st, size_t n,
-                           int strict, struct tpl_error *err) {
+                           const struct tpl__strategy *st, size_t n, int strict,
+                           struct tpl_error *err) {
   size_t unused = 0, first = 0;
   unsigned char *used;
   if (!p->from_file || p->nrules == 0) return 0;
   used = calloc(p->nrules, 1);
   if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++)
-    if (st[i].rule >= 0 && (size_t)st[i].rule < p->nrules)
-      used[st[i].rule] = 1;
+    if (st[i].rule >= 0 && (size_t)st[i].rule < p->nrules) used[st[i].rule] = 1;
   for (size_t r = p->nrules; r-- > 0;)
     if (!used[r]) {
       unused++;

@@ -30,10 +30,10 @@ struct tpl__rule {
 };
 
 struct tpl__plan {
-  char *source;                /* owned: "file PATH", "preset llama", ... */
+  char *source; /* owned: "file PATH", "preset llama", ... */
   struct tpl__rule *rules;
   size_t nrules;
-  int from_file;               /* a user's plan file (not a preset) */
+  int from_file;                /* a user's plan file (not a preset) */
   struct tpl__quant_info quant; /* from the model's config, see quant.h */
 };
 
@@ -89,8 +89,8 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
  * first unused rule and how many there are, and returns TPL_EPLAN when
  * `strict`, 1 (a warning for the caller to print) otherwise. */
 int tpl__plan_check_unused(const struct tpl__plan *p,
-                           const struct tpl__strategy *st, size_t n,
-                           int strict, struct tpl_error *err);
+                           const struct tpl__strategy *st, size_t n, int strict,
+                           struct tpl_error *err);
 
 /* Frees a plan; NULL accepted. */
 void tpl__plan_free(struct tpl__plan *p);

@@ -21,15 +21,18 @@
 #include "common.h"
 #include "plan.h"
 
-#define SH(m, n, d, s, r) {m, TPL_RULE_SHARD, d, s, r, n}
+#define SH(m, n, d, s, r)                                                      \
+  { m, TPL_RULE_SHARD, d, s, r, n }
 /* A weight every layer must have; an optional shard (a bias); a weight of
  * every dense or every MoE layer. */
 #define W(m, n, d, s) SH(m, n, d, s, TPL_REQ_LAYER)
 #define O(m, n, d, s) SH(m, n, d, s, TPL_REQ_NO)
 #define WD(m, n, d, s) SH(m, n, d, s, TPL_REQ_DENSE)
 #define WM(m, n, d, s) SH(m, n, d, s, TPL_REQ_MOE)
-#define SC(m) {m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL}
-#define RP(m) {m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL}
+#define SC(m)                                                                  \
+  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL }
+#define RP(m)                                                                  \
+  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL }
 
 #define NONE TPL_SEGS_NONE
 #define QKV TPL_SEGS_QKV
@@ -41,45 +44,46 @@
 /* ---- shared pieces ---- */
 
 /* HF llama-style attention: q/k/v column-parallel, o row-parallel. */
-#define HF_QKV_O(b)                                                  \
-  W(b ".q_proj.weight", "_shard_q", 0, NONE),                        \
-      W(b ".k_proj.weight", "_shard_k", 0, NONE),                    \
-      W(b ".v_proj.weight", "_shard_v", 0, NONE),                    \
-      O(b ".q_proj.bias", "_shard_q_bias", 0, NONE),                 \
-      O(b ".k_proj.bias", "_shard_k_bias", 0, NONE),                 \
+#define HF_QKV_O(b)                                                            \
+  W(b ".q_proj.weight", "_shard_q", 0, NONE),                                  \
+      W(b ".k_proj.weight", "_shard_k", 0, NONE),                              \
+      W(b ".v_proj.weight", "_shard_v", 0, NONE),                              \
+      O(b ".q_proj.bias", "_shard_q_bias", 0, NONE),                           \
+      O(b ".k_proj.bias", "_shard_k_bias", 0, NONE),                           \
       O(b ".v_proj.bias", "_shard_v_bias", 0, NONE)
-#define HF_ATTN                                                      \
-  HF_QKV_O("*.self_attn"), W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE), \
+#define HF_ATTN                                                                \
+  HF_QKV_O("*.self_attn"),                                                     \
+      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
       SC("*.self_attn.o_proj.bias")
 
 /* HF gate/up/down MLP under `b`, with a required-kind macro `R`. */
-#define HF_MLP(R, b)                                                  \
-  R(b ".gate_proj.weight", "_shard_gate", 0, NONE),                   \
-      R(b ".up_proj.weight", "_shard_up", 0, NONE),                   \
-      R(b ".down_proj.weight", "_shard_down", 1, NONE),               \
-      O(b ".gate_proj.bias", "_shard_gate_bias", 0, NONE),            \
+#define HF_MLP(R, b)                                                           \
+  R(b ".gate_proj.weight", "_shard_gate", 0, NONE),                            \
+      R(b ".up_proj.weight", "_shard_up", 0, NONE),                            \
+      R(b ".down_proj.weight", "_shard_down", 1, NONE),                        \
+      O(b ".gate_proj.bias", "_shard_gate_bias", 0, NONE),                     \
       O(b ".up_proj.bias", "_shard_up_bias", 0, NONE), SC(b ".down_proj.bias")
 
-#define HF_TAIL                                                      \
+#define HF_TAIL                                                                \
   RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
 
 /* MLC llama-style layer (llama_model.py LlamaDecoderLayer._set_tp): MLC
  * sets only the weights; a checkpoint with attention biases gets them
  * sharded / scaled as the weights need. */
-#define MLC_QKV_O(b, o)                                              \
-  W(b ".qkv_proj.weight", "_shard_qkv", 0, QKV),                     \
-      O(b ".qkv_proj.bias", "_shard_qkv_bias", 0, QKV),              \
+#define MLC_QKV_O(b, o)                                                        \
+  W(b ".qkv_proj.weight", "_shard_qkv", 0, QKV),                               \
+      O(b ".qkv_proj.bias", "_shard_qkv_bias", 0, QKV),                        \
       W(b "." o ".weight", "_shard_o", 1, NONE), SC(b "." o ".bias")
-#define MLC_MLP(b)                                                   \
-  W(b ".gate_up_proj.weight", "_shard_mlp_up", 0, II),               \
+#define MLC_MLP(b)                                                             \
+  W(b ".gate_up_proj.weight", "_shard_mlp_up", 0, II),                         \
       W(b ".down_proj.weight", "_shard_mlp_down", 1, NONE)
-#define MLC_TAIL                                                     \
+#define MLC_TAIL                                                               \
   RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
 
 /* MLC qwen2-style attention (qwen2_model.py QWen2DecoderLayer._set_tp). */
-#define MLC_C_ATTN(rb)                                               \
-  W("*.self_attn.c_attn.weight", "_shard_qkv_weight", 0, QKV),       \
-      SH("*.self_attn.c_attn.bias", "_shard_qkv_bias", 0, QKV, rb),  \
+#define MLC_C_ATTN(rb)                                                         \
+  W("*.self_attn.c_attn.weight", "_shard_qkv_weight", 0, QKV),                 \
+      SH("*.self_attn.c_attn.bias", "_shard_qkv_bias", 0, QKV, rb),            \
       W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE)
 
 /* ---- llama, mistral, gemma, gemma2, olmo, olmo2, orion, ministral3,
@@ -91,15 +95,21 @@
 /* Vision towers (llava, gemma3, llama4, qwen2_5_vl) have layers of
  * their own, with names like the text model's: replicated, and listed
  * first so that the text model's rules never match them. */
-#define VISION                                                       \
-  RP("*vision_tower.*"), RP("*vision_model.*"),                      \
+#define VISION                                                                 \
+  RP("*vision_tower.*"), RP("*vision_model.*"),                                \
       RP("*multi_modal_projector.*"), RP("visual.*"), RP("*.visual.*")
 
 static const struct tpl__ptmpl hf_llama[] = {
-    VISION, HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
+    VISION,
+    HF_ATTN,
+    HF_MLP(W, "*.mlp"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_llama[] = {
-    VISION, MLC_QKV_O("*.self_attn", "o_proj"), MLC_MLP("*.mlp"), MLC_TAIL,
+    VISION,
+    MLC_QKV_O("*.self_attn", "o_proj"),
+    MLC_MLP("*.mlp"),
+    MLC_TAIL,
 };
 
 /* ---- mixtral: mixtral_model.py MixtralDecoderLayer._set_tp.  MLC stacks
@@ -111,13 +121,15 @@ static const struct tpl__ptmpl hf_mixtral[] = {
     W("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0, NONE),
     W("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, NONE),
     W("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, NONE),
-    RP("*.block_sparse_moe.gate.weight"), HF_TAIL,
+    RP("*.block_sparse_moe.gate.weight"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_mixtral[] = {
     MLC_QKV_O("*.self_attn", "o_proj"),
     W("*.moe.e1_e3.weight", "_shard_mlp_up", 1, II),
     W("*.moe.e2.weight", "_shard_mlp_down", 2, NONE),
-    RP("*.moe.gate.weight"), MLC_TAIL,
+    RP("*.moe.gate.weight"),
+    MLC_TAIL,
 };
 
 /* ---- phi3: phi3_model.py Phi3ParallelBlock._set_tp.  MLC names the
@@ -128,11 +140,15 @@ static const struct tpl__ptmpl mlc_mixtral[] = {
 static const struct tpl__ptmpl hf_phi3[] = {
     W("*.self_attn.qkv_proj.weight", "_shard_qkv", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
-    MLC_MLP("*.mlp"), HF_TAIL,
+    MLC_MLP("*.mlp"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_phi3[] = {
-    MLC_QKV_O("*.mixer", "out_proj"), MLC_MLP("*.mlp"),
-    RP("*embd.weight"), RP("*lm_head.weight"), RP("*norm.weight"),
+    MLC_QKV_O("*.mixer", "out_proj"),
+    MLC_MLP("*.mlp"),
+    RP("*embd.weight"),
+    RP("*lm_head.weight"),
+    RP("*norm.weight"),
     RP("*.ln.weight"),
 };
 
@@ -143,13 +159,21 @@ static const struct tpl__ptmpl mlc_phi3[] = {
  * [head_dim], shared by every head: replicated. ---- */
 
 static const struct tpl__ptmpl hf_qwen2[] = {
-    VISION, HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
+    VISION,
+    HF_ATTN,
+    HF_MLP(W, "*.mlp"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2[] = {
-    VISION, MLC_C_ATTN(TPL_REQ_LAYER), MLC_MLP("*.mlp"), MLC_TAIL,
+    VISION,
+    MLC_C_ATTN(TPL_REQ_LAYER),
+    MLC_MLP("*.mlp"),
+    MLC_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3[] = {
-    MLC_C_ATTN(TPL_REQ_NO), MLC_MLP("*.mlp"), MLC_TAIL,
+    MLC_C_ATTN(TPL_REQ_NO),
+    MLC_MLP("*.mlp"),
+    MLC_TAIL,
 };
 
 /* ---- qwen2_moe: qwen2_moe_model.py Qwen2MoeDecoderLayer._set_tp (shared
@@ -157,20 +181,23 @@ static const struct tpl__ptmpl mlc_qwen3[] = {
  * moe_down_proj dim 2); qwen3_moe: qwen3_moe_model.py, no shared
  * expert.  Routers and the shared expert's gate are replicated. ---- */
 
-#define HF_EXPERTS(b)                                                \
-  W(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE), \
-      W(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, NONE), \
+#define HF_EXPERTS(b)                                                          \
+  W(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),           \
+      W(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),           \
       W(b ".experts.*.down_proj.weight", "_shard_expert_down", 1, NONE)
-#define MLC_EXPERTS(up, down)                                        \
-  W("*.mlp.moe_gate_up_proj.weight", up, 1, MOE),                    \
+#define MLC_EXPERTS(up, down)                                                  \
+  W("*.mlp.moe_gate_up_proj.weight", up, 1, MOE),                              \
       W("*.mlp.moe_down_proj.weight", down, 2, NONE)
 
 static const struct tpl__ptmpl hf_qwen2_moe[] = {
-    HF_ATTN, HF_EXPERTS("*.mlp"),
+    HF_ATTN,
+    HF_EXPERTS("*.mlp"),
     W("*.mlp.shared_expert.gate_proj.weight", "_shard_shared_gate", 0, NONE),
     W("*.mlp.shared_expert.up_proj.weight", "_shard_shared_up", 0, NONE),
     W("*.mlp.shared_expert.down_proj.weight", "_shard_shared_down", 1, NONE),
-    RP("*.mlp.gate.weight"), RP("*.mlp.shared_expert_gate.weight"), HF_TAIL,
+    RP("*.mlp.gate.weight"),
+    RP("*.mlp.shared_expert_gate.weight"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2_moe[] = {
     MLC_C_ATTN(TPL_REQ_LAYER),
@@ -179,15 +206,21 @@ static const struct tpl__ptmpl mlc_qwen2_moe[] = {
     W("*.mlp.shared_expert.down_proj.weight", "_shard_shared_mlp_down", 1,
       NONE),
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
-    RP("*.mlp.gate.weight"), RP("*.mlp.shared_expert_gate.weight"), MLC_TAIL,
+    RP("*.mlp.gate.weight"),
+    RP("*.mlp.shared_expert_gate.weight"),
+    MLC_TAIL,
 };
 static const struct tpl__ptmpl hf_qwen3_moe[] = {
-    HF_ATTN, HF_EXPERTS("*.mlp"), RP("*.mlp.gate.weight"), HF_TAIL,
+    HF_ATTN,
+    HF_EXPERTS("*.mlp"),
+    RP("*.mlp.gate.weight"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3_moe[] = {
     MLC_C_ATTN(TPL_REQ_NO),
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
-    RP("*.mlp.gate.weight"), MLC_TAIL,
+    RP("*.mlp.gate.weight"),
+    MLC_TAIL,
 };
 
 /* ---- deepseek_v2 / v3: deepseek_v2_model.py DeepseekV2DecoderLayer
@@ -197,25 +230,25 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
  * first_k_dense_replace are dense (mlp.gate_up_proj), the rest MoE
  * (shared experts, stacked experts, router). ---- */
 
-#define DS_ATTN                                                      \
-  O("*.self_attn.q_proj.weight", "_shard_q_weight", 0, NONE),        \
-      O("*.self_attn.q_b_proj.weight", "_shard_q_b_weight", 0, NONE), \
-      W("*.self_attn.kv_b_proj.weight", "_shard_kv_b_weight", 0, NONE), \
-      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),           \
-      RP("*.self_attn.q_a_proj.weight"),                             \
+#define DS_ATTN                                                                \
+  O("*.self_attn.q_proj.weight", "_shard_q_weight", 0, NONE),                  \
+      O("*.self_attn.q_b_proj.weight", "_shard_q_b_weight", 0, NONE),          \
+      W("*.self_attn.kv_b_proj.weight", "_shard_kv_b_weight", 0, NONE),        \
+      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
+      RP("*.self_attn.q_a_proj.weight"),                                       \
       RP("*.self_attn.kv_a_proj_with_mqa.weight")
 
 /* HF DeepSeek MLPs (v1, v2, v3): experts and shared experts in MoE
  * layers, gate/up/down in dense ones. */
-#define HF_DS_MLP                                                    \
-  WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE), \
-      WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE), \
-      WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE), \
-      WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0, \
-         NONE),                                                      \
-      WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE), \
-      WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1, \
-         NONE),                                                      \
+#define HF_DS_MLP                                                              \
+  WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),       \
+      WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),       \
+      WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE),   \
+      WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0,     \
+         NONE),                                                                \
+      WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE),  \
+      WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1,     \
+         NONE),                                                                \
       RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL
 
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
@@ -234,13 +267,14 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
       NONE),
     WM("*.mlp.shared_experts.gate_up_proj.weight",
        "_shard_shared_experts_gate_up", 0, SHR),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down",
-       1, NONE),
+    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down", 1,
+       NONE),
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_moe_gate_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_moe_mlp_down", 2, NONE),
     RP("*.mlp.gate.weight"),
     WD("*.mlp.gate_up_proj.weight", "_shard_gate_up", 0, II),
-    WD("*.mlp.down_proj.weight", "_shard_down", 1, NONE), MLC_TAIL,
+    WD("*.mlp.down_proj.weight", "_shard_down", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- deepseek (v1): deepseek_model.py DeepseekDecoderLayer._set_tp.
@@ -260,11 +294,12 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
     WM("*.mlp.moe_down_proj.weight", "_shard_mlp_down", 2, NONE),
     WM("*.mlp.shared_experts.gate_up_proj.weight",
        "_shard_shared_experts_gate_up", 0, SHR),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down",
-       1, NONE),
+    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down", 1,
+       NONE),
     RP("*.mlp.gate.weight"),
     WD("*.mlp.gate_up_proj.weight", "_shard_mlp_up", 0, II),
-    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE), MLC_TAIL,
+    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- gemma3: gemma3_model.py Gemma3DecoderLayer._set_tp, sizes under
@@ -272,18 +307,21 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
  * are sharded along dim 0, but they are [head_dim] and every head needs
  * all of it; replicated here. ---- */
 
-#define SEP_QKV_O                                                    \
-  W("*.self_attn.q_proj.weight", "_shard_q", 0, NONE),               \
-      W("*.self_attn.k_proj.weight", "_shard_k", 0, NONE),           \
-      W("*.self_attn.v_proj.weight", "_shard_v", 0, NONE),           \
-      O("*.self_attn.q_proj.bias", "_shard_q_bias", 0, NONE),        \
-      O("*.self_attn.k_proj.bias", "_shard_k_bias", 0, NONE),        \
-      O("*.self_attn.v_proj.bias", "_shard_v_bias", 0, NONE),        \
-      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),           \
+#define SEP_QKV_O                                                              \
+  W("*.self_attn.q_proj.weight", "_shard_q", 0, NONE),                         \
+      W("*.self_attn.k_proj.weight", "_shard_k", 0, NONE),                     \
+      W("*.self_attn.v_proj.weight", "_shard_v", 0, NONE),                     \
+      O("*.self_attn.q_proj.bias", "_shard_q_bias", 0, NONE),                  \
+      O("*.self_attn.k_proj.bias", "_shard_k_bias", 0, NONE),                  \
+      O("*.self_attn.v_proj.bias", "_shard_v_bias", 0, NONE),                  \
+      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
       SC("*.self_attn.o_proj.bias")
 
 static const struct tpl__ptmpl mlc_gemma3[] = {
-    VISION, SEP_QKV_O, MLC_MLP("*.mlp"), MLC_TAIL,
+    VISION,
+    SEP_QKV_O,
+    MLC_MLP("*.mlp"),
+    MLC_TAIL,
 };
 
 /* ---- llama4: llama4_model.py Llama4TextDecoderLayer._set_tp, sizes under
@@ -295,20 +333,23 @@ static const struct tpl__ptmpl mlc_gemma3[] = {
  * and the all-reduce would sum different experts; replicated here. ---- */
 
 static const struct tpl__ptmpl hf_llama4[] = {
-    VISION, SEP_QKV_O,
+    VISION,
+    SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
-    WM("*.feed_forward.shared_expert.gate_proj.weight", "_shard_shared_gate",
-       0, NONE),
+    WM("*.feed_forward.shared_expert.gate_proj.weight", "_shard_shared_gate", 0,
+       NONE),
     WM("*.feed_forward.shared_expert.up_proj.weight", "_shard_shared_up", 0,
        NONE),
-    WM("*.feed_forward.shared_expert.down_proj.weight", "_shard_shared_down",
-       1, NONE),
-    RP("*.feed_forward.router.weight"), HF_MLP(WD, "*.feed_forward"),
+    WM("*.feed_forward.shared_expert.down_proj.weight", "_shard_shared_down", 1,
+       NONE),
+    RP("*.feed_forward.router.weight"),
+    HF_MLP(WD, "*.feed_forward"),
     HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_llama4[] = {
-    VISION, SEP_QKV_O,
+    VISION,
+    SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
     WM("*.feed_forward.shared_expert.gate_up_proj.weight", "_shard_mlp_up", 0,
@@ -339,7 +380,10 @@ static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_mlp_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 0, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"), RP("*wpe.weight"), RP("*lm_head.weight"), RP("*ln_*"),
+    RP("*wte.weight"),
+    RP("*wpe.weight"),
+    RP("*lm_head.weight"),
+    RP("*ln_*"),
     MASKS("*.attn"),
 };
 static const struct tpl__ptmpl mlc_gpt2[] = {
@@ -351,7 +395,10 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"), RP("*wpe.weight"), RP("*lm_head.weight"), RP("*ln_*"),
+    RP("*wte.weight"),
+    RP("*wpe.weight"),
+    RP("*lm_head.weight"),
+    RP("*ln_*"),
 };
 
 /* ---- gpt_neox: gpt_neox_model.py GPTNeoXLayer._set_tp.  HF interleaves
@@ -359,19 +406,19 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
  * rank whole heads (no segs); MLC's loader de-interleaves it into
  * [q; k; v] (segs [E, E, E]). ---- */
 
-#define NEOX_REST                                                    \
-  W("*.attention.dense.weight", "_shard_dense", 1, NONE),            \
-      SC("*.attention.dense.bias"),                                  \
+#define NEOX_REST                                                              \
+  W("*.attention.dense.weight", "_shard_dense", 1, NONE),                      \
+      SC("*.attention.dense.bias"),                                            \
       W("*.mlp.dense_h_to_4h.weight", "_shard_dense_h_to_4h_weight", 0, NONE), \
-      W("*.mlp.dense_h_to_4h.bias", "_shard_dense_h_to_4h_bias", 0, NONE), \
-      W("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1, NONE), \
-      SC("*.mlp.dense_4h_to_h.bias"), RP("*embed_in.weight"),        \
-      RP("*embed_out.weight"), RP("*layernorm*"), RP("*layer_norm*"), \
+      W("*.mlp.dense_h_to_4h.bias", "_shard_dense_h_to_4h_bias", 0, NONE),     \
+      W("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1, NONE),        \
+      SC("*.mlp.dense_4h_to_h.bias"), RP("*embed_in.weight"),                  \
+      RP("*embed_out.weight"), RP("*layernorm*"), RP("*layer_norm*"),          \
       MASKS("*.attention")
 
 static const struct tpl__ptmpl hf_gpt_neox[] = {
-    W("*.attention.query_key_value.weight", "_shard_qkv_interleaved_weight",
-      0, NONE),
+    W("*.attention.query_key_value.weight", "_shard_qkv_interleaved_weight", 0,
+      NONE),
     W("*.attention.query_key_value.bias", "_shard_qkv_interleaved_bias", 0,
       NONE),
     NEOX_REST,
@@ -386,44 +433,52 @@ static const struct tpl__ptmpl mlc_gpt_neox[] = {
  * rule although fc_in.weight is cut along its outputs; sharded here with
  * the weight.  fc_out.bias is row-parallel: scale_bias. ---- */
 
-#define GPTJ_MLP                                                     \
-  W("*.mlp.fc_in.weight", "_shard_c_fc_weight", 0, NONE),            \
-      O("*.mlp.fc_in.bias", "_shard_c_fc_bias", 0, NONE),            \
-      W("*.mlp.fc_out.weight", "_shard_mlp_c_proj", 1, NONE),        \
-      SC("*.mlp.fc_out.bias"), RP("*wte.weight"), RP("*lm_head.weight"), \
+#define GPTJ_MLP                                                               \
+  W("*.mlp.fc_in.weight", "_shard_c_fc_weight", 0, NONE),                      \
+      O("*.mlp.fc_in.bias", "_shard_c_fc_bias", 0, NONE),                      \
+      W("*.mlp.fc_out.weight", "_shard_mlp_c_proj", 1, NONE),                  \
+      SC("*.mlp.fc_out.bias"), RP("*wte.weight"), RP("*lm_head.weight"),       \
       RP("*ln_*"), MASKS("*.attn")
 
 static const struct tpl__ptmpl hf_gpt_j[] = {
-    HF_QKV_O("*.attn"), W("*.attn.out_proj.weight", "_shard_o", 1, NONE),
+    HF_QKV_O("*.attn"),
+    W("*.attn.out_proj.weight", "_shard_o", 1, NONE),
     GPTJ_MLP,
 };
 static const struct tpl__ptmpl mlc_gpt_j[] = {
     W("*.attn.c_attn.weight", "_shard_qkv_weight", 0, QKV),
-    W("*.attn.out_proj.weight", "_shard_o", 1, NONE), GPTJ_MLP,
+    W("*.attn.out_proj.weight", "_shard_o", 1, NONE),
+    GPTJ_MLP,
 };
 
 /* ---- phi (phi-1, 1.5, 2): phi_model.py PhiParallelBlock._set_tp.  MLC
  * names transformer.h.{i}.mixer.Wqkv / out_proj; HF (phi-2 layout)
  * self_attn.q/k/v_proj and dense. ---- */
 
-#define PHI_MLP                                                      \
-  W("*.mlp.fc1.weight", "_shard_mlp_fc1_weight", 0, NONE),           \
-      W("*.mlp.fc1.bias", "_shard_mlp_fc1_bias", 0, NONE),           \
-      W("*.mlp.fc2.weight", "_shard_mlp_fc2_weight", 1, NONE),       \
+#define PHI_MLP                                                                \
+  W("*.mlp.fc1.weight", "_shard_mlp_fc1_weight", 0, NONE),                     \
+      W("*.mlp.fc1.bias", "_shard_mlp_fc1_bias", 0, NONE),                     \
+      W("*.mlp.fc2.weight", "_shard_mlp_fc2_weight", 1, NONE),                 \
       SC("*.mlp.fc2.bias")
 
 static const struct tpl__ptmpl hf_phi[] = {
     HF_QKV_O("*.self_attn"),
     W("*.self_attn.dense.weight", "_shard_o_weight", 1, NONE),
-    SC("*.self_attn.dense.bias"), PHI_MLP, HF_TAIL,
-    RP("*final_layernorm.*"), RP("*input_layernorm.*"),
+    SC("*.self_attn.dense.bias"),
+    PHI_MLP,
+    HF_TAIL,
+    RP("*final_layernorm.*"),
+    RP("*input_layernorm.*"),
 };
 static const struct tpl__ptmpl mlc_phi[] = {
     W("*.mixer.Wqkv.weight", "_shard_qkv_weight", 0, QKV),
     W("*.mixer.Wqkv.bias", "_shard_qkv_bias", 0, QKV),
     W("*.mixer.out_proj.weight", "_shard_o_weight", 1, NONE),
-    SC("*.mixer.out_proj.bias"), PHI_MLP,
-    RP("*embd.wte.weight"), RP("lm_head.*"), RP("*.ln.*"),
+    SC("*.mixer.out_proj.bias"),
+    PHI_MLP,
+    RP("*embd.wte.weight"),
+    RP("lm_head.*"),
+    RP("*.ln.*"),
 };
 
 /* ---- internlm2: internlm2_model.py InternLM2DecoderLayer._set_tp.  HF's
@@ -431,11 +486,10 @@ static const struct tpl__ptmpl mlc_phi[] = {
  * cut of dim 0 gives each rank whole groups; MLC's loader reorders it
  * into [q; k; v]. ---- */
 
-#define INTERNLM2_REST(b)                                            \
-  W("*.attention.wo.weight", "_shard_o", 1, NONE),                   \
-      SC("*.attention.wo.bias"),                                     \
-      W("*.feed_forward." b, "_shard_mlp_up", 0, II),                \
-      W("*.feed_forward.w2.weight", "_shard_mlp_down", 1, NONE),     \
+#define INTERNLM2_REST(b)                                                      \
+  W("*.attention.wo.weight", "_shard_o", 1, NONE), SC("*.attention.wo.bias"),  \
+      W("*.feed_forward." b, "_shard_mlp_up", 0, II),                          \
+      W("*.feed_forward.w2.weight", "_shard_mlp_down", 1, NONE),               \
       RP("*tok_embeddings.weight"), RP("output.weight"), RP("*norm.weight")
 
 static const struct tpl__ptmpl hf_internlm2[] = {
@@ -443,9 +497,12 @@ static const struct tpl__ptmpl hf_internlm2[] = {
     O("*.attention.wqkv.bias", "_shard_qkv_grouped_bias", 0, NONE),
     W("*.feed_forward.w1.weight", "_shard_gate", 0, NONE),
     W("*.feed_forward.w3.weight", "_shard_up", 0, NONE),
-    W("*.attention.wo.weight", "_shard_o", 1, NONE), SC("*.attention.wo.bias"),
+    W("*.attention.wo.weight", "_shard_o", 1, NONE),
+    SC("*.attention.wo.bias"),
     W("*.feed_forward.w2.weight", "_shard_mlp_down", 1, NONE),
-    RP("*tok_embeddings.weight"), RP("output.weight"), RP("*norm.weight"),
+    RP("*tok_embeddings.weight"),
+    RP("output.weight"),
+    RP("*norm.weight"),
 };
 static const struct tpl__ptmpl mlc_internlm2[] = {
     W("*.attention.wqkv.weight", "_shard_qkv_weight", 0, QKV),
@@ -464,7 +521,8 @@ static const struct tpl__ptmpl mlc_internlm[] = {
     W("*.self_attn.o_proj.weight", "_shard_o_weight", 1, NONE),
     SC("*.self_attn.o_proj.bias"),
     W("*.mlp.gate_up_proj.weight", "_shard_mlp_gate_up", 0, II),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE), MLC_TAIL,
+    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- baichuan: baichuan_model.py BaichuanDecoderLayer._set_tp.  HF's
@@ -475,13 +533,15 @@ static const struct tpl__ptmpl hf_baichuan[] = {
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     W("*.mlp.gate_proj.weight", "_shard_gate", 0, NONE),
     W("*.mlp.up_proj.weight", "_shard_up", 0, NONE),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE), HF_TAIL,
+    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_baichuan[] = {
     W("*.self_attn.W_pack.weight", "_shard_qkv_weight", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     W("*.mlp.gate_up_proj.weight", "_shard_mlp_gate_up", 0, II),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE), MLC_TAIL,
+    W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- chatglm3: chatglm3_model.py GLMBlock._set_tp; HF and MLC share the
@@ -500,7 +560,8 @@ static const struct tpl__ptmpl chatglm3[] = {
     O("*.mlp.dense_h_to_4h.bias", "_shard_dense_h_to_4h_bias", 0, II),
     W("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1, NONE),
     SC("*.mlp.dense_4h_to_h.bias"),
-    RP("*word_embeddings.weight"), RP("*output_layer.weight"),
+    RP("*word_embeddings.weight"),
+    RP("*output_layer.weight"),
     RP("*layernorm.weight"),
 };
 
@@ -508,10 +569,10 @@ static const struct tpl__ptmpl chatglm3[] = {
  * MLC: c_proj.bias is sharded along dim 0 and o_proj.bias replicated, but
  * both are added to all-reduced [E] outputs: scale_bias here. ---- */
 
-#define SC2_MLP                                                      \
-  W("*.mlp.c_fc.weight", "_shard_c_fc_weight", 0, NONE),             \
-      O("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),             \
-      W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),        \
+#define SC2_MLP                                                                \
+  W("*.mlp.c_fc.weight", "_shard_c_fc_weight", 0, NONE),                       \
+      O("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),                       \
+      W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),                  \
       SC("*.mlp.c_proj.bias"), HF_TAIL, RP("*norm.bias")
 
 static const struct tpl__ptmpl hf_starcoder2[] = {HF_ATTN, SC2_MLP};
@@ -519,7 +580,8 @@ static const struct tpl__ptmpl mlc_starcoder2[] = {
     W("*.self_attn.wqkv_pack.weight", "_shard_qkv_weight", 0, QKV),
     O("*.self_attn.wqkv_pack.bias", "_shard_qkv_bias", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
-    SC("*.self_attn.o_proj.bias"), SC2_MLP,
+    SC("*.self_attn.o_proj.bias"),
+    SC2_MLP,
 };
 
 /* ---- cohere: cohere_model.py CohereDecoderLayer._set_tp.  MLC: gate_proj
@@ -527,13 +589,16 @@ static const struct tpl__ptmpl mlc_starcoder2[] = {
  * segment, so no segs here. ---- */
 
 static const struct tpl__ptmpl hf_cohere[] = {
-    HF_ATTN, HF_MLP(W, "*.mlp"), HF_TAIL,
+    HF_ATTN,
+    HF_MLP(W, "*.mlp"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_cohere[] = {
     MLC_QKV_O("*.self_attn", "out_proj"),
     W("*.mlp.gate_proj.weight", "_shard_mlp_gate", 0, NONE),
     W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE), MLC_TAIL,
+    W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- nemotron: nemotron_model.py NemotronDecoderLayer._set_tp.  MLC:
@@ -542,17 +607,22 @@ static const struct tpl__ptmpl mlc_cohere[] = {
  * as here. ---- */
 
 static const struct tpl__ptmpl hf_nemotron[] = {
-    HF_ATTN, W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
+    HF_ATTN,
+    W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
     O("*.mlp.up_proj.bias", "_shard_mlp_up_bias", 0, NONE),
     W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    SC("*.mlp.down_proj.bias"), HF_TAIL, RP("*norm.bias"),
+    SC("*.mlp.down_proj.bias"),
+    HF_TAIL,
+    RP("*norm.bias"),
 };
 static const struct tpl__ptmpl mlc_nemotron[] = {
     MLC_QKV_O("*.self_attn", "o_proj"),
     W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
     O("*.mlp.up_proj.bias", "_shard_mlp_up_bias", 0, NONE),
     W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    SC("*.mlp.down_proj.bias"), MLC_TAIL, RP("*norm.bias"),
+    SC("*.mlp.down_proj.bias"),
+    MLC_TAIL,
+    RP("*norm.bias"),
 };
 
 /* ---- stable_lm: stablelm_model.py StableLMDecoderLayer._set_tp. ---- */
@@ -560,8 +630,10 @@ static const struct tpl__ptmpl mlc_nemotron[] = {
 static const struct tpl__ptmpl mlc_stable_lm[] = {
     W("*.self_attn.qkv_proj.weight", "_shard_qkv_weight", 0, QKV),
     O("*.self_attn.qkv_proj.bias", "_shard_qkv_bias", 0, QKV),
-    W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE), MLC_MLP("*.mlp"),
-    MLC_TAIL, RP("*norm.bias"),
+    W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
+    MLC_MLP("*.mlp"),
+    MLC_TAIL,
+    RP("*norm.bias"),
 };
 
 /* ---- minicpm: minicpm_model.py MiniCPMDecoderLayer._set_tp: dense
@@ -573,7 +645,9 @@ static const struct tpl__ptmpl hf_minicpm[] = {
     WM("*.mlp.experts.*.w1.weight", "_shard_w1", 0, NONE),
     WM("*.mlp.experts.*.w3.weight", "_shard_w3", 0, NONE),
     WM("*.mlp.experts.*.w2.weight", "_shard_w2", 1, NONE),
-    RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL,
+    RP("*.mlp.gate.weight"),
+    HF_MLP(WD, "*.mlp"),
+    HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_minicpm[] = {
     W("*.self_attn.wqkv_pack.weight", "_shard_qkv_weight", 0, QKV),
@@ -582,25 +656,28 @@ static const struct tpl__ptmpl mlc_minicpm[] = {
     WM("*.mlp.e2.weight", "_shard_mlp_down", 2, NONE),
     RP("*.mlp.gate.weight"),
     WD("*.mlp.gate_up_proj.weight", "_shard_mlp_up", 0, II),
-    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE), MLC_TAIL,
+    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_TAIL,
 };
 
 /* ---- qwen (v1): qwen_model.py QWenBlock._set_tp.  config.json's
  * intermediate_size is both halves of gate_up_proj, so segs are
  * [I/2, I/2]; HF keeps w1 and w2 apart. ---- */
 
-#define QWEN_ATTN                                                    \
-  W("*.attn.c_attn.weight", "_shard_qkv_weight", 0, QKV),            \
-      W("*.attn.c_attn.bias", "_shard_qkv_bias", 0, QKV),            \
-      W("*.attn.c_proj.weight", "_shard_attn_c_proj", 1, NONE),      \
+#define QWEN_ATTN                                                              \
+  W("*.attn.c_attn.weight", "_shard_qkv_weight", 0, QKV),                      \
+      W("*.attn.c_attn.bias", "_shard_qkv_bias", 0, QKV),                      \
+      W("*.attn.c_proj.weight", "_shard_attn_c_proj", 1, NONE),                \
       SC("*.attn.c_proj.bias")
-#define QWEN_TAIL                                                    \
-  W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),            \
-      RP("*wte.weight"), RP("lm_head.weight"), RP("*ln_*")
+#define QWEN_TAIL                                                              \
+  W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE), RP("*wte.weight"),   \
+      RP("lm_head.weight"), RP("*ln_*")
 
 static const struct tpl__ptmpl hf_qwen[] = {
-    QWEN_ATTN, W("*.mlp.w1.weight", "_shard_mlp_w1", 0, NONE),
-    W("*.mlp.w2.weight", "_shard_mlp_w2", 0, NONE), QWEN_TAIL,
+    QWEN_ATTN,
+    W("*.mlp.w1.weight", "_shard_mlp_w1", 0, NONE),
+    W("*.mlp.w2.weight", "_shard_mlp_w2", 0, NONE),
+    QWEN_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen[] = {
     QWEN_ATTN,
@@ -629,8 +706,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"qwen2", T(hf_qwen2), T(mlc_qwen2), 0},
     {"qwen2_5_vl", T(hf_qwen2), T(mlc_qwen2), 0},
     {"qwen3", T(hf_qwen2), T(mlc_qwen3), 0},
-    {"qwen2_moe", T(hf_qwen2_moe), T(mlc_qwen2_moe),
-     TPL_P_MOE | TPL_P_SHARED},
+    {"qwen2_moe", T(hf_qwen2_moe), T(mlc_qwen2_moe), TPL_P_MOE | TPL_P_SHARED},
     {"qwen3_moe", T(hf_qwen3_moe), T(mlc_qwen3_moe), TPL_P_MOE},
     {"deepseek_v2", T(hf_deepseek_v2), T(mlc_deepseek_v2),
      TPL_P_MLA | TPL_P_MOE | TPL_P_SHARED_DS | TPL_P_KIND_DS},
@@ -697,10 +773,14 @@ const struct tpl__name_map tpl__preset_archs[] = {
 const size_t tpl__npreset_archs = ARRAY_SIZE(tpl__preset_archs);
 
 const struct tpl__name_map tpl__preset_types[] = {
-    {"mistral3", "ministral3"}, {"gemma3_text", "gemma3"},
-    {"llama4_text", "llama4"},  {"deepseek_v3", "deepseek_v2"},
-    {"gptj", "gpt_j"},          {"stablelm", "stable_lm"},
-    {"stablelm_epoch", "stable_lm"}, {"chatglm", "chatglm3"},
+    {"mistral3", "ministral3"},
+    {"gemma3_text", "gemma3"},
+    {"llama4_text", "llama4"},
+    {"deepseek_v3", "deepseek_v2"},
+    {"gptj", "gpt_j"},
+    {"stablelm", "stable_lm"},
+    {"stablelm_epoch", "stable_lm"},
+    {"chatglm", "chatglm3"},
     {"phi-msft", "phi"},
 };
 const size_t tpl__npreset_types = ARRAY_SIZE(tpl__preset_types);

@@ -104,8 +104,8 @@ static int need_size(const json_t *cfg, const char *const *keys,
   int rc = get_size(cfg, keys, what, out, key, err);
   if (rc == 1)
     return tpl__fail(err, TPL_EFORMAT,
-                     "%s: expected '%s' (a positive integer), found none",
-                     what, keys[0]);
+                     "%s: expected '%s' (a positive integer), found none", what,
+                     keys[0]);
   return rc;
 }
 
@@ -118,16 +118,16 @@ static void add_check(struct sizes *s, const char *label, uint64_t value) {
 }
 
 /* Attention: heads, kv heads (none for latent attention) and head_dim. */
-static int read_attention(const json_t *cfg, unsigned flags,
-                          const char *what, struct sizes *s,
-                          struct tpl_error *err) {
+static int read_attention(const json_t *cfg, unsigned flags, const char *what,
+                          struct sizes *s, struct tpl_error *err) {
   static const char *const hidden[] = {"hidden_size", "n_embd", "d_model",
                                        NULL};
   static const char *const heads[] = {"num_attention_heads", "n_head",
                                       "num_heads", "n_heads", NULL};
-  static const char *const kv[] = {"num_key_value_heads",
-                                   "multi_query_group_num", "n_head_kv",
-                                   "num_kv_heads", "n_kv_heads", NULL};
+  static const char *const kv[] = {
+      "num_key_value_heads", "multi_query_group_num",
+      "n_head_kv",           "num_kv_heads",
+      "n_kv_heads",          NULL};
   static const char *const hd[] = {"head_dim", "kv_channels", NULL};
   const char *heads_key = NULL, *kv_key = NULL;
   int rc;
@@ -187,8 +187,7 @@ static int read_mlp(const json_t *cfg, unsigned flags, const char *what,
 static int read_experts(const json_t *cfg, unsigned flags, const char *what,
                         struct sizes *s, struct tpl_error *err) {
   static const char *const moe[] = {"moe_intermediate_size", NULL};
-  static const char *const shared[] = {"shared_expert_intermediate_size",
-                                       NULL};
+  static const char *const shared[] = {"shared_expert_intermediate_size", NULL};
   static const char *const nshared[] = {"n_shared_experts", NULL};
   uint64_t n = 0;
   int rc;
@@ -226,10 +225,11 @@ static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
   buf[0] = '\0';
   for (uint64_t n = 1; n <= 64 && used < len; n++) {
     size_t i = 0;
-    while (i < s->nchecks && s->checks[i].value % n == 0) i++;
+    while (i < s->nchecks && s->checks[i].value % n == 0)
+      i++;
     if (i < s->nchecks) continue;
-    used += (size_t)snprintf(buf + used, len - used, "%s%llu",
-                             used ? ", " : "", (unsigned long long)n);
+    used += (size_t)snprintf(buf + used, len - used, "%s%llu", used ? ", " : "",
+                             (unsigned long long)n);
   }
 }
 
@@ -316,8 +316,8 @@ static int sizes_object(const json_t *config, int mlc, unsigned flags,
     cfg = json_object_get(config, "model_config");
     if (!json_is_object(cfg))
       return tpl__fail(err, TPL_EFORMAT,
-                       "%s: expected a 'model_config' object, found %s",
-                       what, cfg == NULL ? "none" : "another JSON value");
+                       "%s: expected a 'model_config' object, found %s", what,
+                       cfg == NULL ? "none" : "another JSON value");
   }
   text = json_object_get(cfg, "text_config");
   *out = (flags & TPL_P_TEXT) && json_is_object(text) ? text : cfg;
@@ -394,10 +394,10 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
 
 /* --- reading the config from the model's directory --- */
 
-static int load_config(const struct tpl_model *m, const char *why,
-                       char **path, json_t **out, struct tpl_error *err) {
-  const char *fname = m->format == TPL_FMT_MLC ? "mlc-chat-config.json"
-                                               : "config.json";
+static int load_config(const struct tpl_model *m, const char *why, char **path,
+                       json_t **out, struct tpl_error *err) {
+  const char *fname =
+      m->format == TPL_FMT_MLC ? "mlc-chat-config.json" : "config.json";
   char *buf = NULL;
   size_t len;
   int rc;
@@ -458,7 +458,8 @@ static long layer_of(const char *name) {
   const char *p = name;
   while (*p != '\0') {
     const char *end = p;
-    while (*end >= '0' && *end <= '9') end++;
+    while (*end >= '0' && *end <= '9')
+      end++;
     if (end > p && (*end == '.' || *end == '\0') && end - p < 9)
       return strtol(p, NULL, 10);
     p = strchr(p, '.');

@@ -120,8 +120,10 @@ int tpl__preshard_check_dir(const char *dir, struct tpl_error *err) {
                      dir, (unsigned)(st.st_mode & 07777));
   rc = probe_writable(dir);
   if (rc != 0)
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot write in the output "
-                     "directory: %s", dir, strerror(-rc));
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: cannot write in the output "
+                     "directory: %s",
+                     dir, strerror(-rc));
   return 0;
 }
 

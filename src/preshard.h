@@ -32,8 +32,8 @@ int tpl__preshard_check_dir(const char *dir, struct tpl_error *err);
 /* A rank file being written: unnamed (O_TMPFILE) where the filesystem
  * allows it, else a hidden temp name that is removed on failure. */
 struct tpl__shard_file {
-  int fd;     /* -1 when none */
-  int named;  /* 1: lives at DIR/.rank{R}.safetensors.tmp */
+  int fd;    /* -1 when none */
+  int named; /* 1: lives at DIR/.rank{R}.safetensors.tmp */
 };
 
 /* Writes this rank's safetensors file (header with metadata tp_rank,

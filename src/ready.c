@@ -61,11 +61,11 @@ int tpl__ready_claim(const char *path, struct tpl_error *err) {
   int rc = check_parent(path, err);
   if (rc != 0 || lstat(path, &st) != 0) return rc;
   if (!S_ISREG(st.st_mode))
-    return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: ready file: expected a regular file or nothing, "
-                     "found %s",
-                     path, S_ISLNK(st.st_mode) ? "a symbolic link"
-                                               : "another file type");
+    return tpl__fail(
+        err, TPL_EOUTPUT,
+        "%s: ready file: expected a regular file or nothing, "
+        "found %s",
+        path, S_ISLNK(st.st_mode) ? "a symbolic link" : "another file type");
   old = read_ready(path);
   pid = json_integer_value(json_object_get(old, "pid"));
   json_decref(old);

@@ -277,7 +277,8 @@ static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   json_object_set_new(o, "shape", tpl__json_u64_array(s->shape, s->n_shape));
   if (s->func_name[0] != '\0') {
     json_object_set_new(o, "func_name", json_string(s->func_name));
-    json_object_set_new(o, "in_shape", tpl__json_u64_array(s->in_shape, s->n_in_shape));
+    json_object_set_new(o, "in_shape",
+                        tpl__json_u64_array(s->in_shape, s->n_in_shape));
     json_object_set_new(o, "out_shape",
                         tpl__json_u64_array(s->out_shape, s->n_out_shape));
     json_object_set_new(o, "dim", json_integer(s->dim));

@@ -27,7 +27,7 @@ struct tpl__rank_stats {
   int pid;
   char host[256];
   uint64_t peak_rss;
-  double seconds;   /* first read (rank 0) / first receive to done */
+  double seconds; /* first read (rank 0) / first receive to done */
   double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
 };
 
@@ -51,8 +51,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
  * bytes_read, bytes_delivered, ranks[] {rank, host, pid, bytes,
  * peak_rss_bytes, seconds, phases {read, pack, send, receive, scale},
  * tensors[] when `with_tensors`}.  NULL when `packed` is malformed. */
-json_t *tpl__report_json(const uint8_t *packed, size_t len,
-                         int with_tensors);
+json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors);
 
 /* Fills out[i * world + r] with rank r's bytes and checksum of tensor i
  * from a packed LoadReport.  Returns 0 or TPL_EPEER when it does not

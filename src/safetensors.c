@@ -59,7 +59,8 @@ static const char *show(const char *s, char *buf, size_t cap) {
 
 static uint64_t read_le64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 
@@ -324,8 +325,7 @@ static int parse_offsets(const json_t *v, const char *name, const char *fname,
                      "%s: tensor '%s': expected data_offsets begin <= end, "
                      "found begin %llu > end %llu",
                      fname, show(name, sb, sizeof(sb)),
-                     (unsigned long long)e->begin,
-                     (unsigned long long)e->end);
+                     (unsigned long long)e->begin, (unsigned long long)e->end);
   return 0;
 }
 
@@ -366,8 +366,7 @@ static int parse_entry(const char *name, size_t seq, const json_t *v,
   if ((rc = parse_dtype(json_object_get(v, "dtype"), name, fname, &e->dtype,
                         err)) != 0)
     return rc;
-  if ((rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err)) !=
-      0)
+  if ((rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err)) != 0)
     return rc;
   if ((rc = parse_offsets(json_object_get(v, "data_offsets"), name, fname, e,
                           err)) != 0)
@@ -425,24 +424,22 @@ static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
                        fname, show(e->name, sb, sizeof(sb)),
                        (unsigned long long)e->begin);
     if (e->begin > at)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: tensor '%s': expected data to begin at %llu "
-                       "(where '%s' ends), found %llu: a gap of %llu bytes",
-                       fname, show(e->name, sb, sizeof(sb)),
-                       (unsigned long long)at,
-                       show(es[i - 1].name, pb, sizeof(pb)),
-                       (unsigned long long)e->begin,
-                       (unsigned long long)(e->begin - at));
+      return tpl__fail(
+          err, TPL_EFORMAT,
+          "%s: tensor '%s': expected data to begin at %llu "
+          "(where '%s' ends), found %llu: a gap of %llu bytes",
+          fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
+          show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
+          (unsigned long long)(e->begin - at));
     if (e->begin < at)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: tensor '%s': expected data to begin at %llu "
-                       "(where '%s' ends), found %llu: overlaps it by %llu "
-                       "bytes",
-                       fname, show(e->name, sb, sizeof(sb)),
-                       (unsigned long long)at,
-                       show(es[i - 1].name, pb, sizeof(pb)),
-                       (unsigned long long)e->begin,
-                       (unsigned long long)(at - e->begin));
+      return tpl__fail(
+          err, TPL_EFORMAT,
+          "%s: tensor '%s': expected data to begin at %llu "
+          "(where '%s' ends), found %llu: overlaps it by %llu "
+          "bytes",
+          fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
+          show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
+          (unsigned long long)(at - e->begin));
     at = e->end;
   }
   *data_len = at;
@@ -459,23 +456,21 @@ static int check_file_size(uint64_t header_len, uint64_t data_len,
                      "data_offsets ending at %llu",
                      fname, (unsigned long long)data_len);
   if (file_size > want)
-    return tpl__fail(err, TPL_EFORMAT,
-                     "%s: expected %llu bytes (8 + header %llu + data %llu), "
-                     "found %llu: %llu trailing bytes after the last tensor",
-                     fname, (unsigned long long)want,
-                     (unsigned long long)header_len,
-                     (unsigned long long)data_len,
-                     (unsigned long long)file_size,
-                     (unsigned long long)(file_size - want));
+    return tpl__fail(
+        err, TPL_EFORMAT,
+        "%s: expected %llu bytes (8 + header %llu + data %llu), "
+        "found %llu: %llu trailing bytes after the last tensor",
+        fname, (unsigned long long)want, (unsigned long long)header_len,
+        (unsigned long long)data_len, (unsigned long long)file_size,
+        (unsigned long long)(file_size - want));
   if (file_size < want)
-    return tpl__fail(err, TPL_EFORMAT,
-                     "%s: expected %llu bytes (8 + header %llu + data %llu), "
-                     "found %llu: file truncated by %llu bytes",
-                     fname, (unsigned long long)want,
-                     (unsigned long long)header_len,
-                     (unsigned long long)data_len,
-                     (unsigned long long)file_size,
-                     (unsigned long long)(want - file_size));
+    return tpl__fail(
+        err, TPL_EFORMAT,
+        "%s: expected %llu bytes (8 + header %llu + data %llu), "
+        "found %llu: file truncated by %llu bytes",
+        fname, (unsigned long long)want, (unsigned long long)header_len,
+        (unsigned long long)data_len, (unsigned long long)file_size,
+        (unsigned long long)(want - file_size));
   return 0;
 }
 
@@ -522,8 +517,8 @@ int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
   if ((rc = check_utf8(b + 8, (size_t)hlen, fname, err)) != 0) return rc;
   if ((rc = check_counts((const char *)b + 8, (size_t)hlen, fname, err)) != 0)
     return rc;
-  if ((rc = parse_json((const char *)b + 8, (size_t)hlen, fname, &root,
-                       err)) != 0)
+  if ((rc = parse_json((const char *)b + 8, (size_t)hlen, fname, &root, err)) !=
+      0)
     return rc;
   if ((rc = collect_entries(root, fname, &es, &n, err)) != 0) goto fail;
   qsort(es, n, sizeof(*es), cmp_entry);
@@ -569,8 +564,8 @@ static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
   }
   if (rc != 0) {
     free(b);
-    return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s",
-                     path, (unsigned long long)hlen, tpl_strerror(rc));
+    return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s", path,
+                     (unsigned long long)hlen, tpl_strerror(rc));
   }
   *out = b;
   *out_len = (size_t)hlen + 8;

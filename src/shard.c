@@ -155,9 +155,8 @@ static int check_segs(const uint64_t *shape, const struct tpl__shard_spec *spec,
 }
 
 static int check_divisible(const uint64_t *shape,
-                           const struct tpl__shard_spec *spec,
-                           uint32_t nshards, const char *tname,
-                           struct tpl_error *err) {
+                           const struct tpl__shard_spec *spec, uint32_t nshards,
+                           const char *tname, struct tpl_error *err) {
   const uint64_t *segs;
   uint64_t one, g = 0;
   size_t n = spec_segs(spec, shape[spec->dim], &segs, &one);
@@ -223,7 +222,8 @@ static int split_shape(const uint64_t *shape, int ndim, int dim,
 /* Bytes of the layout per row. */
 static uint64_t row_bytes(const struct tpl__layout *l) {
   uint64_t sum = 0;
-  for (size_t i = 0; i < l->npieces; i++) sum += l->pieces[i].length;
+  for (size_t i = 0; i < l->npieces; i++)
+    sum += l->pieces[i].length;
   return sum;
 }
 
@@ -262,8 +262,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
   int empty;
   if (!spec_is_sane(shape, ndim, itemsize, spec, nshards, rank))
     return TPL_EINTERNAL;
-  int rc = split_shape(shape, ndim, spec->dim, itemsize, &rows, &inner,
-                       &empty);
+  int rc = split_shape(shape, ndim, spec->dim, itemsize, &rows, &inner, &empty);
   if (rc != 0) return rc;
   if (empty) {
     layout_empty(out);
@@ -306,7 +305,8 @@ void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
 void tpl__shard_shape(const uint64_t *shape, int ndim,
                       const struct tpl__shard_spec *spec, uint32_t nshards,
                       uint64_t *out) {
-  for (int i = 0; i < ndim; i++) out[i] = shape[i];
+  for (int i = 0; i < ndim; i++)
+    out[i] = shape[i];
   if (nshards != 0 && spec->dim >= 0 && spec->dim < ndim)
     out[spec->dim] = shape[spec->dim] / nshards;
 }

@@ -11,8 +11,7 @@
 #include "shardinfo.h"
 
 double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling) {
-  if (kind != TPL_RULE_SCALE_BIAS || !bias_scaling || nshards <= 1)
-    return 1.0;
+  if (kind != TPL_RULE_SCALE_BIAS || !bias_scaling || nshards <= 1) return 1.0;
   return 1.0 / (double)nshards;
 }
 
@@ -20,7 +19,8 @@ double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling) {
 static json_t *out_shape(const uint64_t *shard, int ndim, uint32_t nshards) {
   uint64_t v[TPL_MAX_DIMS + 1];
   v[0] = nshards;
-  for (int i = 0; i < ndim; i++) v[i + 1] = shard[i];
+  for (int i = 0; i < ndim; i++)
+    v[i + 1] = shard[i];
   return tpl__json_u64_array(v, (size_t)ndim + 1);
 }
 
@@ -29,8 +29,8 @@ static json_t *preproc(const struct tpl__tensor *t,
                        uint32_t nshards) {
   return json_pack("{s:s, s:o, s:o, s:s}", "func_name", s->func_name,
                    "in_shape", tpl__json_u64_array(t->shape, (size_t)t->ndim),
-                   "out_shape", out_shape(shard, t->ndim, nshards),
-                   "out_dtype", tpl__dtype_mlc_name(t->dtype));
+                   "out_shape", out_shape(shard, t->ndim, nshards), "out_dtype",
+                   tpl__dtype_mlc_name(t->dtype));
 }
 
 /* Per-shard segment lengths, MLC's units: segs[j] / N. */
@@ -41,12 +41,12 @@ static json_t *shard_segs(const struct tpl__tensor *t,
   if (s->spec.nsegs == 0)
     v[0] = t->shape[s->spec.dim] / nshards;
   else
-    for (size_t j = 0; j < n; j++) v[j] = s->spec.segs[j] / nshards;
+    for (size_t j = 0; j < n; j++)
+      v[j] = s->spec.segs[j] / nshards;
   return tpl__json_u64_array(v, n);
 }
 
-static json_t *rank_list(const struct tpl__rank_info *ranks,
-                         uint32_t nshards) {
+static json_t *rank_list(const struct tpl__rank_info *ranks, uint32_t nshards) {
   json_t *a = json_array();
   for (uint32_t r = 0; a != NULL && r < nshards; r++) {
     char hex[17];
@@ -83,7 +83,8 @@ json_t *tpl__shardinfo_param(const struct tpl__tensor *t,
   uint64_t shard[TPL_MAX_DIMS];
   int sharded = s->kind == TPL_RULE_SHARD;
   json_t *o;
-  for (int i = 0; i < t->ndim; i++) shard[i] = t->shape[i];
+  for (int i = 0; i < t->ndim; i++)
+    shard[i] = t->shape[i];
   if (sharded) tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, shard);
   /* pipeline_stages: [0] for every param, as compile.py writes it for
    * one pipeline stage (tpload has no pipeline parallelism). */
@@ -93,9 +94,9 @@ json_t *tpl__shardinfo_param(const struct tpl__tensor *t,
                 0);
   if (o == NULL) return NULL;
   if ((sharded && add_shard_fields(o, t, s, shard, nshards) != 0) ||
-      json_object_set_new(o, "bias_scale",
-                          json_real(tpl__bias_scale(s->kind, nshards,
-                                                    bias_scaling))) != 0 ||
+      json_object_set_new(
+          o, "bias_scale",
+          json_real(tpl__bias_scale(s->kind, nshards, bias_scaling))) != 0 ||
       (ranks != NULL &&
        json_object_set_new(o, "ranks", rank_list(ranks, nshards)) != 0)) {
     json_decref(o);
@@ -116,10 +117,9 @@ int tpl__shardinfo_build(const struct tpl_model *m,
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__rank_info *r =
         ranks != NULL ? &ranks[i * (size_t)nshards] : NULL;
-    if (json_array_append_new(params,
-                              tpl__shardinfo_param(&m->tensors[i], &st[i],
-                                                   nshards, r,
-                                                   bias_scaling)) != 0) {
+    if (json_array_append_new(
+            params, tpl__shardinfo_param(&m->tensors[i], &st[i], nshards, r,
+                                         bias_scaling)) != 0) {
       json_decref(root);
       return -ENOMEM;
     }

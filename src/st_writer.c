@@ -126,7 +126,8 @@ static int frame_header(const char *json, uint8_t **out, size_t *out_len) {
   if (padded > TPL_MAX_ST_HEADER) return TPL_ELIMIT;
   buf = malloc(8 + padded);
   if (buf == NULL) return -ENOMEM;
-  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
   memcpy(buf + 8, json, jlen);
   memset(buf + 8 + jlen, ' ', padded - jlen);
   *out = buf;

@@ -10,10 +10,10 @@
 
 struct tpl__st_out {
   const char *name;
-  int dtype;                  /* enum tpl_dtype */
+  int dtype; /* enum tpl_dtype */
   int ndim;
   const uint64_t *shape;
-  uint64_t nbytes;            /* must equal numel x itemsize */
+  uint64_t nbytes; /* must equal numel x itemsize */
 };
 
 /* Builds the 8-byte little-endian length plus the JSON header for

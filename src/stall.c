@@ -40,7 +40,8 @@ double tpl__stall_quiet_for(const struct tpl__stall *s) {
 /* The n-th sleep of a quiet spell: 10 us doubling up to 1 ms. */
 static long sleep_ns(unsigned n) {
   long ns = FIRST_SLEEP_NS;
-  for (unsigned i = 0; i < n && ns < MAX_SLEEP_NS; i++) ns *= 2;
+  for (unsigned i = 0; i < n && ns < MAX_SLEEP_NS; i++)
+    ns *= 2;
   return ns < MAX_SLEEP_NS ? ns : MAX_SLEEP_NS;
 }
 

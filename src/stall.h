@@ -11,9 +11,9 @@
 #define TPL_STALL_DEFAULT_S 300 /* --stall-timeout default, seconds */
 
 struct tpl__stall {
-  double timeout;   /* seconds without progress that end the job; 0 never */
-  double last;      /* monotonic time of the last progress */
-  unsigned polls;   /* sleeps since then */
+  double timeout; /* seconds without progress that end the job; 0 never */
+  double last;    /* monotonic time of the last progress */
+  unsigned polls; /* sleeps since then */
 };
 
 /* Starts a wait: progress "now", no idle polls yet. */

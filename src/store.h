@@ -14,29 +14,29 @@
 #define TPL_STORE_ALIGN 64
 
 struct tpl__held {
-  char *name;                   /* owned */
-  int dtype;                    /* enum tpl_dtype */
+  char *name; /* owned */
+  int dtype;  /* enum tpl_dtype */
   int ndim;
   uint64_t shape[TPL_MAX_DIMS]; /* what this rank holds */
   uint64_t offset;              /* in the store, TPL_STORE_ALIGN aligned */
   uint64_t nbytes;
-  uint64_t xxh3;                /* XXH3-64 of the bytes (after scaling) */
+  uint64_t xxh3; /* XXH3-64 of the bytes (after scaling) */
 };
 
 struct tpl__store {
-  int fd;                       /* memfd, -1 when closed */
-  uint8_t *base;                /* mapping of `size` bytes (NULL if 0) */
+  int fd;        /* memfd, -1 when closed */
+  uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
-  uint64_t mapped;              /* bytes reserved at base (memfd) */
-  uint64_t prepared;            /* memfd: [0, prepared) is populated */
-  pthread_t prefaulter;         /* see tpl__store_prefault */
-  int prefaulting;              /* 1 while the thread is to be joined */
-  int stop;                     /* atomic: asks the thread to stop */
-  int prefault_rc;              /* atomic: the thread's -errno */
-  uint64_t ready;               /* atomic: [0, ready) populated by it */
-  int sealed;                   /* 1 once read-only and sealed */
-  int hugetlb;                  /* 1 when the memfd is in hugetlb pages */
-  struct tpl__held *tensors;    /* owned */
+  uint64_t mapped;           /* bytes reserved at base (memfd) */
+  uint64_t prepared;         /* memfd: [0, prepared) is populated */
+  pthread_t prefaulter;      /* see tpl__store_prefault */
+  int prefaulting;           /* 1 while the thread is to be joined */
+  int stop;                  /* atomic: asks the thread to stop */
+  int prefault_rc;           /* atomic: the thread's -errno */
+  uint64_t ready;            /* atomic: [0, ready) populated by it */
+  int sealed;                /* 1 once read-only and sealed */
+  int hugetlb;               /* 1 when the memfd is in hugetlb pages */
+  struct tpl__held *tensors; /* owned */
   size_t ntensors;
 };
 
@@ -50,8 +50,8 @@ enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
  * (initially empty) table of `ntensors` entries.  `huge` is an enum
  * tpl_huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
  * either way. */
-int tpl__store_create_huge(struct tpl__store *s, uint64_t size,
-                           size_t ntensors, int huge, struct tpl_error *err);
+int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
+                           int huge, struct tpl_error *err);
 
 /* tpl__store_create_huge with TPL_HUGE_AUTO. */
 int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,

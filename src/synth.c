@@ -47,28 +47,26 @@
 
 struct arch_info {
   const char *name;
-  const char *hf_class;        /* config.json "architectures" */
-  unsigned kv : 1;             /* has num_key_value_heads */
-  unsigned qkv_bias : 1;       /* q/k/v projections carry biases (qwen2) */
-  unsigned tied : 1;           /* lm_head tied to the embedding, not saved */
-  unsigned moe : 1;            /* mixtral experts */
-  unsigned fused : 1;          /* HF checkpoint has fused qkv / gate_up */
-  unsigned head_dim_key : 1;   /* config.json has head_dim */
-  unsigned mlc : 1;            /* --format mlc supported */
+  const char *hf_class;      /* config.json "architectures" */
+  unsigned kv : 1;           /* has num_key_value_heads */
+  unsigned qkv_bias : 1;     /* q/k/v projections carry biases (qwen2) */
+  unsigned tied : 1;         /* lm_head tied to the embedding, not saved */
+  unsigned moe : 1;          /* mixtral experts */
+  unsigned fused : 1;        /* HF checkpoint has fused qkv / gate_up */
+  unsigned head_dim_key : 1; /* config.json has head_dim */
+  unsigned mlc : 1;          /* --format mlc supported */
 };
 
 static const struct arch_info archs[TPL_ARCH_COUNT] = {
     [TPL_ARCH_LLAMA] = {"llama", "LlamaForCausalLM", 1, 0, 0, 0, 0, 1, 1},
-    [TPL_ARCH_MISTRAL] = {"mistral", "MistralForCausalLM", 1, 0, 0, 0, 0, 1,
-                          1},
+    [TPL_ARCH_MISTRAL] = {"mistral", "MistralForCausalLM", 1, 0, 0, 0, 0, 1, 1},
     [TPL_ARCH_QWEN2] = {"qwen2", "Qwen2ForCausalLM", 1, 1, 0, 0, 0, 0, 1},
     [TPL_ARCH_GEMMA] = {"gemma", "GemmaForCausalLM", 1, 0, 1, 0, 0, 1, 1},
-    [TPL_ARCH_MIXTRAL] = {"mixtral", "MixtralForCausalLM", 1, 0, 0, 1, 0, 1,
-                          0},
+    [TPL_ARCH_MIXTRAL] = {"mixtral", "MixtralForCausalLM", 1, 0, 0, 1, 0, 1, 0},
     [TPL_ARCH_PHI3] = {"phi3", "Phi3ForCausalLM", 1, 0, 0, 0, 1, 0, 1},
     [TPL_ARCH_GPT2] = {"gpt2", "GPT2LMHeadModel", 0, 0, 1, 0, 0, 0, 0},
-    [TPL_ARCH_GPT_NEOX] = {"gpt_neox", "GPTNeoXForCausalLM", 0, 0, 0, 0, 0,
-                           0, 0},
+    [TPL_ARCH_GPT_NEOX] = {"gpt_neox", "GPTNeoXForCausalLM", 0, 0, 0, 0, 0, 0,
+                           0},
 };
 
 int tpl__synth_arch_from_name(const char *name) {
@@ -78,7 +76,9 @@ int tpl__synth_arch_from_name(const char *name) {
   return -1;
 }
 
-const char *tpl__synth_arch_name(int arch) { return archs[arch].name; }
+const char *tpl__synth_arch_name(int arch) {
+  return archs[arch].name;
+}
 
 static int is_gpt(int arch) {
   return arch == TPL_ARCH_GPT2 || arch == TPL_ARCH_GPT_NEOX;
@@ -90,20 +90,20 @@ struct stensor {
   char name[NAME_MAX_LEN];
   int ndim;
   uint64_t shape[2];
-  int dtype;                   /* enum tpl_dtype, as recorded */
-  int gen;                     /* dtype of the stored values (see set_sizes) */
+  int dtype; /* enum tpl_dtype, as recorded */
+  int gen;   /* dtype of the stored values (see set_sizes) */
   uint64_t numel;
-  uint64_t nbytes;             /* bytes stored in its file */
-  uint64_t offset;             /* in its file, once laid out */
-  uint32_t file;               /* index of its data file */
+  uint64_t nbytes; /* bytes stored in its file */
+  uint64_t offset; /* in its file, once laid out */
+  uint32_t file;   /* index of its data file */
 };
 
 /* Errors while building are sticky in `err`, checked once at the end. */
 struct tlist {
   struct stensor *v;
   size_t n, cap;
-  int dtype;                   /* the model's dtype: add()'s default */
-  int mlc;                     /* MLC tensor cache: float32 stored as bf16 */
+  int dtype; /* the model's dtype: add()'s default */
+  int mlc;   /* MLC tensor cache: float32 stored as bf16 */
   int err;
 };
 
@@ -147,8 +147,8 @@ static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
   if (l->err == 0) l->n++;
 }
 
-static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
-                ...) __attribute__((format(printf, 4, 5)));
+static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
                       const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -175,12 +175,16 @@ static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
 /* The model's sizes, derived once. */
 struct dims {
   uint64_t E, H, KV, D, I, V, X, L;
-  uint64_t q, kv;              /* H*D and KV*D */
+  uint64_t q, kv; /* H*D and KV*D */
 };
 
 static struct dims dims_of(const struct tpl__synth_opts *o) {
-  struct dims d = {.E = o->hidden, .H = o->heads, .KV = o->kv_heads,
-                   .I = o->intermediate, .V = o->vocab, .X = o->experts,
+  struct dims d = {.E = o->hidden,
+                   .H = o->heads,
+                   .KV = o->kv_heads,
+                   .I = o->intermediate,
+                   .V = o->vocab,
+                   .X = o->experts,
                    .L = o->layers};
   d.D = d.E / d.H;
   d.q = d.H * d.D;
@@ -198,18 +202,15 @@ struct names {
   const char *model, *layers, *attn, *qkv, *o, *in_norm, *embed;
 };
 
-static const struct names hf_names = {"model",  "model.layers",
-                                      "self_attn", "qkv_proj",
-                                      "o_proj", "input_layernorm",
-                                      "embed_tokens"};
-static const struct names mlc_qwen2_names = {"model",  "model.layers",
-                                             "self_attn", "c_attn",
-                                             "o_proj", "input_layernorm",
-                                             "embed_tokens"};
-static const struct names mlc_phi3_names = {"transformer", "transformer.h",
-                                            "mixer",       "qkv_proj",
-                                            "out_proj",    "ln",
-                                            "embd"};
+static const struct names hf_names = {
+    "model",  "model.layers",    "self_attn",   "qkv_proj",
+    "o_proj", "input_layernorm", "embed_tokens"};
+static const struct names mlc_qwen2_names = {
+    "model",  "model.layers",    "self_attn",   "c_attn",
+    "o_proj", "input_layernorm", "embed_tokens"};
+static const struct names mlc_phi3_names = {
+    "transformer", "transformer.h", "mixer", "qkv_proj", "out_proj",
+    "ln",          "embd"};
 
 static const struct names *names_of(int arch, int mlc) {
   if (mlc && arch == TPL_ARCH_QWEN2) return &mlc_qwen2_names;
@@ -335,7 +336,9 @@ static int param_role(const struct stensor *t) {
   return ROLE_LINEAR;
 }
 
-static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+static uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
 
 /* group_quantization.py (_quantize, GroupQuantizeLinear): NK layout
  * q_weight [out, storage] uint32, q_scale [out, groups] model dtype; KN
@@ -355,11 +358,10 @@ static void quant_group(struct tlist *l, const struct tpl__quant_scheme *q,
 
 /* per_tensor_quantization.py (PerTensorQuantizeLinear): q_weight [out, in]
  * fp8, q_scale [1] and q_calibration_scale [1] float32. */
-static void quant_per_tensor(struct tlist *l,
-                             const struct tpl__quant_scheme *q,
+static void quant_per_tensor(struct tlist *l, const struct tpl__quant_scheme *q,
                              const struct stensor *t, int blen) {
-  add_typed(l, q->weight_dtype, t->shape[0], t->shape[1], "%.*s.q_weight",
-            blen, t->name);
+  add_typed(l, q->weight_dtype, t->shape[0], t->shape[1], "%.*s.q_weight", blen,
+            t->name);
   if (q->scale) add_typed(l, TPL_DT_F32, 1, 0, "%.*s.q_scale", blen, t->name);
   if (q->calib)
     add_typed(l, TPL_DT_F32, 1, 0, "%.*s.q_calibration_scale", blen, t->name);
@@ -423,8 +425,7 @@ static int build_list(const struct tpl__synth_opts *o, struct tlist *l) {
     build_neox(l, &d);
   else
     build_llama(l, o->arch, &d, o->format == TPL_SYNTH_MLC);
-  if (l->err != 0 || o->quant == NULL ||
-      o->quant->kind == TPL_QK_NONE)
+  if (l->err != 0 || o->quant == NULL || o->quant->kind == TPL_QK_NONE)
     return l->err;
   plain = *l;
   list_init(l, o);
@@ -436,8 +437,7 @@ static int build_list(const struct tpl__synth_opts *o, struct tlist *l) {
 static int list_bytes(const struct tlist *l, uint64_t *out) {
   uint64_t total = 0;
   for (size_t i = 0; i < l->n; i++)
-    if (tpl__add_u64(total, l->v[i].nbytes, &total) != 0)
-      return TPL_EOVERFLOW;
+    if (tpl__add_u64(total, l->v[i].nbytes, &total) != 0) return TPL_EOVERFLOW;
   *out = total;
   return 0;
 }
@@ -448,8 +448,8 @@ static void apply_defaults(struct tpl__synth_opts *o) {
   if (o->hidden == 0) o->hidden = 256;
   if (o->heads == 0) o->heads = 8;
   if (o->kv_heads == 0)
-    o->kv_heads = (!is_gpt(o->arch) && o->heads % 2 == 0) ? o->heads / 2
-                                                          : o->heads;
+    o->kv_heads =
+        (!is_gpt(o->arch) && o->heads % 2 == 0) ? o->heads / 2 : o->heads;
   if (o->intermediate == 0)
     o->intermediate = is_gpt(o->arch) ? 4 * o->hidden : 2 * o->hidden;
   if (o->vocab == 0) o->vocab = 1024;
@@ -460,19 +460,16 @@ static void apply_defaults(struct tpl__synth_opts *o) {
 static int check_range(const char *opt, uint64_t v, uint64_t max,
                        struct tpl_error *err) {
   if (v >= 1 && v <= max) return 0;
-  return tpl__fail(err, TPL_EUSAGE,
-                   "synth: %s: expected 1..%llu, found %llu", opt, (ull)max,
-                   (ull)v);
+  return tpl__fail(err, TPL_EUSAGE, "synth: %s: expected 1..%llu, found %llu",
+                   opt, (ull)max, (ull)v);
 }
 
-static int check_sizes(const struct tpl__synth_opts *o,
-                       struct tpl_error *err) {
+static int check_sizes(const struct tpl__synth_opts *o, struct tpl_error *err) {
   int rc = check_range("--hidden", o->hidden, MAX_HIDDEN, err);
   if (rc == 0) rc = check_range("--heads", o->heads, o->hidden, err);
   if (rc == 0) rc = check_range("--kv-heads", o->kv_heads, o->heads, err);
   if (rc == 0)
-    rc = check_range("--intermediate", o->intermediate, MAX_INTERMEDIATE,
-                     err);
+    rc = check_range("--intermediate", o->intermediate, MAX_INTERMEDIATE, err);
   if (rc == 0) rc = check_range("--vocab", o->vocab, MAX_VOCAB, err);
   if (rc == 0) rc = check_range("--files", o->files, MAX_FILES, err);
   if (rc == 0 && o->arch == TPL_ARCH_MIXTRAL)
@@ -514,8 +511,8 @@ static int check_arch_options(const struct tpl__synth_opts *o,
   if (o->quant != NULL && o->format != TPL_SYNTH_MLC)
     return tpl__fail(err, TPL_EUSAGE,
                      "synth: --quant applies to --format mlc only");
-  if (o->quant != NULL && (o->quant->kind == TPL_QK_FT ||
-                           o->quant->kind == TPL_QK_AWQ))
+  if (o->quant != NULL &&
+      (o->quant->kind == TPL_QK_FT || o->quant->kind == TPL_QK_AWQ))
     return tpl__fail(err, TPL_EUSAGE,
                      "synth: --quant %s: expected a group (q4f16_1, ...), "
                      "per-tensor (e4m3_e4m3_f16, ...) or block-scale fp8 "
@@ -658,14 +655,16 @@ static void word_bytes(uint64_t r, int dtype, uint8_t out[8]) {
            << (16 * k);
     }
   }
-  for (int k = 0; k < 8; k++) out[k] = (uint8_t)(v >> (8 * k));
+  for (int k = 0; k < 8; k++)
+    out[k] = (uint8_t)(v >> (8 * k));
 }
 
 /* Fills `len` bytes; only a tensor's last chunk may be a partial word. */
 static void fill(uint64_t *state, int dtype, uint8_t *buf, size_t len) {
   uint8_t w[8];
   size_t i = 0;
-  for (; i + 8 <= len; i += 8) word_bytes(splitmix64(state), dtype, buf + i);
+  for (; i + 8 <= len; i += 8)
+    word_bytes(splitmix64(state), dtype, buf + i);
   if (i < len) {
     word_bytes(splitmix64(state), dtype, w);
     memcpy(buf + i, w, len - i);
@@ -741,10 +740,15 @@ static int write_json(const char *dir, const char *name, json_t *j,
 
 /* ---- the output directory ---- */
 
-static const char *const own_files[] = {
-    "config.json", "model.safetensors", "model.safetensors.index.json",
-    "model-*-of-*.safetensors", "tensor-cache.json", "ndarray-cache.json",
-    "params_shard_*.bin", "mlc-chat-config.json", ".*.synth-tmp"};
+static const char *const own_files[] = {"config.json",
+                                        "model.safetensors",
+                                        "model.safetensors.index.json",
+                                        "model-*-of-*.safetensors",
+                                        "tensor-cache.json",
+                                        "ndarray-cache.json",
+                                        "params_shard_*.bin",
+                                        "mlc-chat-config.json",
+                                        ".*.synth-tmp"};
 
 static int is_own_file(const char *name) {
   for (size_t i = 0; i < ARRAY_SIZE(own_files); i++)
@@ -862,10 +866,9 @@ static int st_header(struct stensor **ts, size_t n, int dtype, uint8_t **hdr,
 }
 
 /* Writes tensors ts[0..n) (reordered in place) as dir/name. */
-static int write_st_file(const char *dir, const char *name,
-                         struct stensor **ts, size_t n,
-                         const struct tpl__synth_opts *o, uint8_t *buf,
-                         struct tpl_error *err) {
+static int write_st_file(const char *dir, const char *name, struct stensor **ts,
+                         size_t n, const struct tpl__synth_opts *o,
+                         uint8_t *buf, struct tpl_error *err) {
   struct tpl__atomic f;
   uint8_t *hdr = NULL;
   size_t hlen;
@@ -964,8 +967,9 @@ static void put_real(json_t *o, const char *k, double v) {
 }
 
 static const char *torch_dtype(int dtype) {
-  return dtype == TPL_DT_F32 ? "float32"
-                             : dtype == TPL_DT_F16 ? "float16" : "bfloat16";
+  return dtype == TPL_DT_F32   ? "float32"
+         : dtype == TPL_DT_F16 ? "float16"
+                               : "bfloat16";
 }
 
 static void config_llama(json_t *c, const struct tpl__synth_opts *o,
@@ -1095,10 +1099,9 @@ static json_t *mlc_shard_entry(const char *fname, uint64_t bytes,
 }
 
 /* Writes params_shard_{f}.bin and appends its entry to `shards`. */
-static int write_mlc_shard(const char *dir, const struct tlist *l,
-                           uint32_t f, const struct tpl__synth_opts *o,
-                           uint8_t *buf, json_t *shards,
-                           struct tpl_error *err) {
+static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
+                           const struct tpl__synth_opts *o, uint8_t *buf,
+                           json_t *shards, struct tpl_error *err) {
   struct tpl__atomic out;
   char fname[64];
   json_t *recs;
@@ -1139,8 +1142,7 @@ static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
   put_int(m, "context_window_size", 4096);
   put_int(m, "tensor_parallel_shards", 1);
   if (o->quant != NULL && o->quant->kind == TPL_QK_BLOCK_SCALE)
-    json_object_set_new(m, "weight_block_size",
-                        tpl__json_u64_array(block, 2));
+    json_object_set_new(m, "weight_block_size", tpl__json_u64_array(block, 2));
   put_str(c, "model_type", archs[o->arch].name);
   put_str(c, "quantization", o->quant != NULL ? o->quant->name : quant[q]);
   json_object_set_new(c, "model_config", m);
@@ -1226,8 +1228,7 @@ int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
                      tpl_strerror(rc));
   }
   buf = malloc(CHUNK_BYTES);
-  if (buf == NULL)
-    rc = tpl__fail(err, -ENOMEM, "synth: out of memory");
+  if (buf == NULL) rc = tpl__fail(err, -ENOMEM, "synth: out of memory");
   if (rc == 0) rc = list_bytes(&l, &total);
   if (rc == 0) rc = write_all(o, dir, &l, buf, &nfiles, err);
   if (rc == 0) {

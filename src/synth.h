@@ -25,27 +25,27 @@ enum tpl_synth_arch {
 };
 
 enum tpl_synth_format {
-  TPL_SYNTH_HF = 0,  /* config.json + safetensors */
-  TPL_SYNTH_MLC = 1  /* MLC weight directory */
+  TPL_SYNTH_HF = 0, /* config.json + safetensors */
+  TPL_SYNTH_MLC = 1 /* MLC weight directory */
 };
 
 /* Everything that decides a synthetic checkpoint.  Sizes left 0 take the
  * arch's defaults in tpl__synth_resolve; dtype must be set. */
 struct tpl__synth_opts {
-  int arch;                   /* enum tpl_synth_arch */
-  int format;                 /* enum tpl_synth_format */
-  int dtype;                  /* TPL_DT_BF16, TPL_DT_F16 or TPL_DT_F32 */
+  int arch;   /* enum tpl_synth_arch */
+  int format; /* enum tpl_synth_format */
+  int dtype;  /* TPL_DT_BF16, TPL_DT_F16 or TPL_DT_F32 */
   uint64_t layers;
   uint64_t hidden;
   uint64_t heads;
-  uint64_t kv_heads;          /* llama-like archs; gpt2/gpt_neox: = heads */
+  uint64_t kv_heads; /* llama-like archs; gpt2/gpt_neox: = heads */
   uint64_t intermediate;
   uint64_t vocab;
-  uint64_t experts;           /* mixtral only */
+  uint64_t experts; /* mixtral only */
   uint64_t seed;
-  uint64_t files;             /* safetensors files (HF format) */
-  double gib;                 /* > 0: choose layers to reach this size */
-  int force;                  /* overwrite an existing non-empty dir */
+  uint64_t files; /* safetensors files (HF format) */
+  double gib;     /* > 0: choose layers to reach this size */
+  int force;      /* overwrite an existing non-empty dir */
   /* MLC only: the scheme to store quantized params as (q4f16_1, q3f16_1,
    * e4m3_e4m3_f16, fp8_e4m3fn_bf16_block_scale, ...), NULL for none;
    * its model dtype replaces `dtype`. */
@@ -54,10 +54,10 @@ struct tpl__synth_opts {
 
 /* What tpl__synth_write wrote. */
 struct tpl__synth_summary {
-  size_t files;               /* data files (safetensors or shard .bin) */
+  size_t files; /* data files (safetensors or shard .bin) */
   size_t tensors;
-  uint64_t bytes;             /* tensor data bytes */
-  uint64_t layers;            /* the layer count used */
+  uint64_t bytes;  /* tensor data bytes */
+  uint64_t layers; /* the layer count used */
 };
 
 /* Returns the arch named `name` ("llama", ..., "gpt_neox"; "gpt-neox" is

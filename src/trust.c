@@ -47,8 +47,7 @@ static int ancestor_trusted(const struct stat *st, uid_t uid) {
 }
 
 /* Every proper ancestor of the resolved (absolute, link-free) `path`. */
-static int check_ancestors(const char *path, uid_t uid,
-                           struct tpl_error *err) {
+static int check_ancestors(const char *path, uid_t uid, struct tpl_error *err) {
   char buf[PATH_MAX];
   char *slash;
   struct stat st;
@@ -67,8 +66,8 @@ static int check_ancestors(const char *path, uid_t uid,
                        "%s: not trusted: uid %u (mode %04o) can replace what "
                        "is below it; expected a directory only root or uid "
                        "%u can change",
-                       buf, (unsigned)st.st_uid,
-                       (unsigned)(st.st_mode & 07777), (unsigned)uid);
+                       buf, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                       (unsigned)uid);
     if (slash == buf) break;
   }
   return 0;
@@ -102,7 +101,8 @@ static int open_no_link(const char *dir, int *fd, struct tpl_error *err) {
     *fd = f;
     return 0;
   }
-  if (e == ELOOP || (e == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)))
+  if (e == ELOOP ||
+      (e == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: socket directory: expected a directory, found a "
                      "symbolic link",
@@ -124,8 +124,7 @@ int tpl__check_private_dir(const char *dir, uid_t uid, char **resolved,
   if (rc != 0) return rc;
   rc = check_own_dir(dir, fd, uid, &st, err);
   if (rc == 0 && (real = realpath(dir, NULL)) == NULL)
-    rc = tpl__fail(err, -errno, "%s: cannot resolve: %s", dir,
-                   strerror(errno));
+    rc = tpl__fail(err, -errno, "%s: cannot resolve: %s", dir, strerror(errno));
   /* The resolved name must still lead to the directory checked above. */
   if (rc == 0 && (lstat(real, &again) != 0 || again.st_dev != st.st_dev ||
                   again.st_ino != st.st_ino))

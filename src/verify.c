@@ -30,8 +30,8 @@ struct verify {
   int *fds;                /* rank files, open */
   uint8_t *src, *want, *got;
   size_t src_cap, want_cap, got_cap; /* their capacities */
-  int src_fd;              /* the model file being read, -1 when none */
-  uint32_t src_file;       /* its index in the model */
+  int src_fd;        /* the model file being read, -1 when none */
+  uint32_t src_file; /* its index in the model */
 };
 
 static int read_shard_info(struct verify *v, uint32_t *world, int *scaling,

@@ -10,8 +10,8 @@
 
 struct tpl__verify_result {
   uint32_t ranks;
-  uint64_t tensors;   /* tensor shards compared */
-  uint64_t bytes;     /* bytes compared */
+  uint64_t tensors; /* tensor shards compared */
+  uint64_t bytes;   /* bytes compared */
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under

@@ -12,20 +12,15 @@
 #include "proto/tpload.pb-c.h"
 #include "wire.h"
 
-_Static_assert((int)TPL_REQ_HEALTH ==
-                   (int)TPLOAD__REQUEST__KIND__HEALTH,
+_Static_assert((int)TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH,
                "kind");
-_Static_assert((int)TPL_REQ_STATUS ==
-                   (int)TPLOAD__REQUEST__KIND__STATUS,
+_Static_assert((int)TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS,
                "kind");
-_Static_assert((int)TPL_REQ_MANIFEST ==
-                   (int)TPLOAD__REQUEST__KIND__MANIFEST,
+_Static_assert((int)TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST,
                "kind");
-_Static_assert((int)TPL_REQ_ATTACH ==
-                   (int)TPLOAD__REQUEST__KIND__ATTACH,
+_Static_assert((int)TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH,
                "kind");
-_Static_assert((int)TPL_REQ_SHUTDOWN ==
-                   (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
+_Static_assert((int)TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
                "kind");
 
 /* ---- frame reader ---- */
@@ -64,8 +59,8 @@ static int feed_header(struct tpl__frame_reader *r, const uint8_t *data,
   return r->body == NULL ? -ENOMEM : 0;
 }
 
-int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data,
-                    size_t n, size_t *used) {
+int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data, size_t n,
+                    size_t *used) {
   size_t h = 0, take;
   *used = 0;
   if (r->hdr_have < TPL_WIRE_HEADER) {
@@ -220,7 +215,8 @@ static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
   t->dtype = memcpy(*pool + nl, e->dtype, dl);
   *pool += nl + dl;
   t->ndim = (int)e->n_shape;
-  for (size_t d = 0; d < e->n_shape; d++) t->shape[d] = e->shape[d];
+  for (size_t d = 0; d < e->n_shape; d++)
+    t->shape[d] = e->shape[d];
   t->offset = e->offset;
   t->nbytes = e->nbytes;
   t->xxh3 = e->xxh3;

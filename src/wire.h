@@ -30,9 +30,9 @@ struct tpl__frame_reader {
   uint32_t cap;
   uint8_t hdr[TPL_WIRE_HEADER];
   uint32_t hdr_have;
-  uint32_t len;       /* body length, valid once hdr_have == 4 */
-  uint32_t have;      /* body bytes received */
-  uint8_t *body;      /* owned */
+  uint32_t len;  /* body length, valid once hdr_have == 4 */
+  uint32_t have; /* body bytes received */
+  uint8_t *body; /* owned */
 };
 
 /* Prepares an empty reader accepting bodies of at most `cap` bytes. */
@@ -44,8 +44,8 @@ void tpl__frame_reader_init(struct tpl__frame_reader *r, uint32_t cap);
  * every byte was taken and more are needed, TPL_ELIMIT when the announced
  * length exceeds the cap (r->len holds it; nothing was allocated), or
  * -ENOMEM.  After an error the reader must be reset before reuse. */
-int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data,
-                    size_t n, size_t *used);
+int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data, size_t n,
+                    size_t *used);
 
 /* Returns 1 when part of a frame has been received, else 0. */
 int tpl__frame_started(const struct tpl__frame_reader *r);
@@ -69,8 +69,8 @@ int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len);
 
 /* One manifest entry. */
 struct tpl__wire_tensor {
-  const char *name;   /* owned by decoded responses */
-  const char *dtype;  /* MLC name; owned by decoded responses */
+  const char *name;  /* owned by decoded responses */
+  const char *dtype; /* MLC name; owned by decoded responses */
   int ndim;
   uint64_t shape[TPL_MAX_DIMS];
   uint64_t offset, nbytes, xxh3;
@@ -81,19 +81,19 @@ struct tpl__wire_tensor {
  * (tpl__wire_response_free). */
 struct tpl__wire_response {
   int ok;
-  const char *error;          /* NULL or "" when none */
+  const char *error; /* NULL or "" when none */
   uint32_t rank, world;
-  const uint8_t *status;      /* packed tpload.LoadReport, or NULL */
+  const uint8_t *status; /* packed tpload.LoadReport, or NULL */
   size_t status_len;
   struct tpl__wire_tensor *tensors;
   size_t ntensors;
   uint64_t store_bytes;
-  char *strings;              /* decoded: every tensor's name and dtype */
-  const char *job_id;         /* the serving job's random id, or NULL */
-  const char *model;          /* the model it loaded, or NULL */
-  double uptime_seconds;      /* status: seconds since the rank serves */
-  uint32_t clients;           /* status: other connections open now */
-  uint64_t attaches;          /* status: attach requests served */
+  char *strings;         /* decoded: every tensor's name and dtype */
+  const char *job_id;    /* the serving job's random id, or NULL */
+  const char *model;     /* the model it loaded, or NULL */
+  double uptime_seconds; /* status: seconds since the rank serves */
+  uint32_t clients;      /* status: other connections open now */
+  uint64_t attaches;     /* status: attach requests served */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).

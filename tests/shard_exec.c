@@ -84,8 +84,7 @@ static int run_case(const struct exec_case *c, const uint8_t *input,
                     size_t inlen, FILE *out, FILE *status) {
   struct tpl_error err = {0};
   if (c->offset > inlen || c->nbytes > inlen - c->offset) return -1;
-  int rc = tpl__shard_check(c->shape, c->ndim, &c->spec, c->nshards, "t",
-                            &err);
+  int rc = tpl__shard_check(c->shape, c->ndim, &c->spec, c->nshards, "t", &err);
   if (rc != 0) {
     fprintf(status, "err %d\n", rc);
     return 0;
@@ -96,8 +95,8 @@ static int run_case(const struct exec_case *c, const uint8_t *input,
   for (uint32_t r = 0; r < c->nshards; r++) {
     struct tpl__layout l;
     int64_t n;
-    if (tpl__shard_layout(c->shape, c->ndim, c->itemsize, &c->spec,
-                          c->nshards, r, &l) != 0 ||
+    if (tpl__shard_layout(c->shape, c->ndim, c->itemsize, &c->spec, c->nshards,
+                          r, &l) != 0 ||
         (n = gather_rank(c, &l, input + c->offset, dst)) < 0 ||
         fwrite(dst, 1, (size_t)n, out) != (size_t)n) {
       free(dst);
@@ -110,8 +109,8 @@ static int run_case(const struct exec_case *c, const uint8_t *input,
   return sum == c->nbytes ? 0 : -1;
 }
 
-static int run_batch(FILE *cases, const uint8_t *input, size_t inlen,
-                     FILE *out, FILE *status) {
+static int run_batch(FILE *cases, const uint8_t *input, size_t inlen, FILE *out,
+                     FILE *status) {
   char line[4096];
   unsigned long lineno = 0;
   while (fgets(line, sizeof(line), cases) != NULL) {

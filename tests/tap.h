@@ -13,53 +13,52 @@
 
 static int tap_count, tap_failed, tap_case_failed;
 
-#define RUN(fn)                                                         \
-  do {                                                                  \
-    tap_case_failed = 0;                                                \
-    fn();                                                               \
-    tap_count++;                                                        \
-    if (tap_case_failed) tap_failed++;                                  \
-    printf("%s %d - %s\n", tap_case_failed ? "not ok" : "ok", tap_count, \
-           #fn);                                                        \
-    fflush(stdout);                                                     \
+#define RUN(fn)                                                                \
+  do {                                                                         \
+    tap_case_failed = 0;                                                       \
+    fn();                                                                      \
+    tap_count++;                                                               \
+    if (tap_case_failed) tap_failed++;                                         \
+    printf("%s %d - %s\n", tap_case_failed ? "not ok" : "ok", tap_count, #fn); \
+    fflush(stdout);                                                            \
   } while (0)
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      printf("# %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      tap_case_failed = 1;                                              \
-    }                                                                   \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      printf("# %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);        \
+      tap_case_failed = 1;                                                     \
+    }                                                                          \
   } while (0)
 
-#define CHECK_EQ_U64(a, b)                                                \
-  do {                                                                    \
-    uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                      \
-    if (a_ != b_) {                                                       \
-      printf("# %s:%d: %s == %s: %" PRIu64 " != %" PRIu64 "\n", __FILE__, \
-             __LINE__, #a, #b, a_, b_);                                   \
-      tap_case_failed = 1;                                                \
-    }                                                                     \
+#define CHECK_EQ_U64(a, b)                                                     \
+  do {                                                                         \
+    uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                           \
+    if (a_ != b_) {                                                            \
+      printf("# %s:%d: %s == %s: %" PRIu64 " != %" PRIu64 "\n", __FILE__,      \
+             __LINE__, #a, #b, a_, b_);                                        \
+      tap_case_failed = 1;                                                     \
+    }                                                                          \
   } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                 \
-  do {                                                                     \
-    long long a_ = (long long)(a), b_ = (long long)(b);                    \
-    if (a_ != b_) {                                                        \
-      printf("# %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, \
-             #b, a_, b_);                                                  \
-      tap_case_failed = 1;                                                 \
-    }                                                                      \
+#define CHECK_EQ_INT(a, b)                                                     \
+  do {                                                                         \
+    long long a_ = (long long)(a), b_ = (long long)(b);                        \
+    if (a_ != b_) {                                                            \
+      printf("# %s:%d: %s == %s: %lld != %lld\n", __FILE__, __LINE__, #a, #b,  \
+             a_, b_);                                                          \
+      tap_case_failed = 1;                                                     \
+    }                                                                          \
   } while (0)
 
-#define CHECK_STR_CONTAINS(hay, needle)                                    \
-  do {                                                                     \
-    const char *h_ = (hay), *n_ = (needle);                                \
-    if (h_ == NULL || strstr(h_, n_) == NULL) {                            \
-      printf("# %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__,        \
-             __LINE__, h_ ? h_ : "(null)", n_);                            \
-      tap_case_failed = 1;                                                 \
-    }                                                                      \
+#define CHECK_STR_CONTAINS(hay, needle)                                        \
+  do {                                                                         \
+    const char *h_ = (hay), *n_ = (needle);                                    \
+    if (h_ == NULL || strstr(h_, n_) == NULL) {                                \
+      printf("# %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,  \
+             h_ ? h_ : "(null)", n_);                                          \
+      tap_case_failed = 1;                                                     \
+    }                                                                          \
   } while (0)
 
 static inline int tap_done(void) {

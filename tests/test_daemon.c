@@ -105,7 +105,8 @@ static void build_store(void) {
 /* The checksum of tensor t's expected bytes, computed from the pattern. */
 static uint64_t expected_xxh3(size_t t) {
   uint8_t buf[256];
-  for (size_t i = 0; i < specs[t].nbytes; i++) buf[i] = pattern(t, i);
+  for (size_t i = 0; i < specs[t].nbytes; i++)
+    buf[i] = pattern(t, i);
   return XXH3_64bits(buf, specs[t].nbytes);
 }
 
@@ -128,10 +129,13 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
   p = fork();
   if (p == 0) {
     struct tpl_error err = {0};
-    struct tpl__daemon_config cfg = {
-        .socket_dir = sockdir, .rank = rank, .world = world,
-        .store = &store, .agree = noop_agree,
-        .poll_shutdown = pipe_says_stop, .timeout_ms = TEST_TIMEOUT_MS};
+    struct tpl__daemon_config cfg = {.socket_dir = sockdir,
+                                     .rank = rank,
+                                     .world = world,
+                                     .store = &store,
+                                     .agree = noop_agree,
+                                     .poll_shutdown = pipe_says_stop,
+                                     .timeout_ms = TEST_TIMEOUT_MS};
     int rc;
     if (rank == 0) {
       cfg.ready_file = ready;
@@ -213,7 +217,9 @@ static int wait_child(void) {
 
 /* ---- raw clients ---- */
 
-static int raw_connect(void) { return connect_to(sock); }
+static int raw_connect(void) {
+  return connect_to(sock);
+}
 
 /* Reads n bytes within ms; returns bytes read (short on EOF/timeout). */
 static size_t read_for(int fd, uint8_t *buf, size_t n, int ms) {
@@ -288,8 +294,7 @@ static void test_start_and_ready_file(void) {
   j = json_load_file(ready, 0, NULL);
   CHECK(j != NULL);
   CHECK(realpath(sockdir, real) != NULL);
-  CHECK_STR_CONTAINS(json_string_value(json_object_get(j, "socket_dir")),
-                     real);
+  CHECK_STR_CONTAINS(json_string_value(json_object_get(j, "socket_dir")), real);
   CHECK_EQ_INT(json_integer_value(json_object_get(j, "world_size")), 1);
   CHECK_EQ_INT(json_integer_value(json_object_get(j, "pid")), child);
   json_decref(j);
@@ -358,7 +363,9 @@ static void check_attached(void) {
   tpl_detach(s);
 }
 
-static void test_attach_lookup_every_tensor(void) { check_attached(); }
+static void test_attach_lookup_every_tensor(void) {
+  check_attached();
+}
 
 static void test_status_report_bytes(void) {
   struct tpl__wire_response r = {0};
@@ -384,7 +391,8 @@ static void test_status_counters(void) {
 /* Runs a command with stdout sent to `out`; returns its exit code. */
 static int run_cmd(int (*cmd)(int, char **), char **argv, const char *out) {
   int saved, fd, rc, argc = 0;
-  while (argv[argc] != NULL) argc++;
+  while (argv[argc] != NULL)
+    argc++;
   fflush(stdout);
   saved = dup(1);
   fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -435,14 +443,16 @@ static void test_dump_command(void) {
   snprintf(out, sizeof(out), "%s/dump.out", tmp);
   snprintf(file, sizeof(file), "%s/rank0.safetensors", tmp);
   CHECK_EQ_INT(run_cmd(tpl__cmd_dump, argv, out), 0);
-  for (size_t t = 0; t < NT; t++) total += specs[t].nbytes;
+  for (size_t t = 0; t < NT; t++)
+    total += specs[t].nbytes;
   f = fopen(file, "rb");
   CHECK(f != NULL);
   if (f == NULL) return;
   buf = calloc(1, 8192);
   got = fread(buf, 1, 8192, f);
   fclose(f);
-  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+  for (int i = 7; i >= 0; i--)
+    hlen = hlen << 8 | buf[i];
   CHECK_EQ_U64(got, 8 + hlen + total);
   CHECK_EQ_U64((8 + hlen) % 8, 0);
   CHECK(hlen < 8000 && memcmp(buf + 8, meta, strlen(meta)) == 0);
@@ -611,15 +621,19 @@ static void test_300_connections(void) {
   getrlimit(RLIMIT_NOFILE, &rl);
   if (rl.rlim_cur < 1024 && rl.rlim_max >= 1024) rl.rlim_cur = 1024;
   setrlimit(RLIMIT_NOFILE, &rl);
-  for (int i = 0; i < N; i++) fds[i] = raw_connect();
+  for (int i = 0; i < N; i++)
+    fds[i] = raw_connect();
   for (int i = 0; i < N; i++)
     if (fds[i] >= 0) send(fds[i], health, 4, MSG_NOSIGNAL);
   for (int i = 0; i < N; i++) {
     struct tpl__wire_response r = {0};
     if (fds[i] >= 0 && raw_reply(fds[i], &r, HANG_MS) == 0) {
-      if (r.ok) ok++;
-      else if (r.error && strstr(r.error, "busy")) busy++;
-      else other++;
+      if (r.ok)
+        ok++;
+      else if (r.error && strstr(r.error, "busy"))
+        busy++;
+      else
+        other++;
     } else {
       other++;
     }
@@ -671,8 +685,8 @@ static void test_other_uid_refused(void) {
 
 static void test_live_socket_refused(void) {
   struct tpl_error err = {0};
-  struct tpl__daemon_config cfg = {.socket_dir = sockdir, .rank = 0,
-                                   .world = 1, .store = &store};
+  struct tpl__daemon_config cfg = {
+      .socket_dir = sockdir, .rank = 0, .world = 1, .store = &store};
   alarm((unsigned)(HANG_MS / 1000));
   CHECK_EQ_INT(tpl__daemon_run(&cfg, &err), TPL_EOUTPUT);
   alarm(0);
@@ -683,8 +697,8 @@ static void test_live_socket_refused(void) {
 static void test_open_dir_refused(void) {
   struct tpl_error err = {0};
   char dir[300];
-  struct tpl__daemon_config cfg = {.socket_dir = dir, .rank = 0, .world = 1,
-                                   .store = &store};
+  struct tpl__daemon_config cfg = {
+      .socket_dir = dir, .rank = 0, .world = 1, .store = &store};
   snprintf(dir, sizeof(dir), "%s/open", tmp);
   mkdir(dir, 0755);
   chmod(dir, 0755);

@@ -20,9 +20,9 @@
 #include "readers.h"
 #include "ready.h"
 #include "stall.h"
-#include "trust.h"
 #include "tap.h"
 #include "tmpdir.h"
+#include "trust.h"
 
 static struct tpl_error err;
 
@@ -82,9 +82,9 @@ static void test_plan_nul_refused(void) {
   struct tpl__plan *p = NULL;
   memset(&err, 0, sizeof(err));
   /* Refused as invalid data (65), whichever check sees it first. */
-  CHECK_EQ_INT(tpl_exit_code(tpl__plan_parse(plan, strlen(plan), "plan.json",
-                                             &p, &err)),
-               65);
+  CHECK_EQ_INT(
+      tpl_exit_code(tpl__plan_parse(plan, strlen(plan), "plan.json", &p, &err)),
+      65);
   tpl__plan_free(p);
 }
 
@@ -106,7 +106,8 @@ static void test_stall_never_with_zero(void) {
   struct tpl__stall s;
   int fired = 0;
   tpl__stall_start(&s, 0);
-  for (int i = 0; i < 200; i++) fired |= tpl__stall_idle(&s);
+  for (int i = 0; i < 200; i++)
+    fired |= tpl__stall_idle(&s);
   CHECK_EQ_INT(fired, 0);
 }
 
@@ -204,11 +205,12 @@ static void test_tensor_count_cap(void) {
   if (buf == NULL || m == NULL) return;
   len += (size_t)snprintf(buf + len, cap - len, "{");
   for (size_t i = 0; i < n; i++)
-    len += (size_t)snprintf(buf + len, cap - len, "%s\"t%zu\":0",
-                            i ? "," : "", i);
+    len +=
+        (size_t)snprintf(buf + len, cap - len, "%s\"t%zu\":0", i ? "," : "", i);
   len += (size_t)snprintf(buf + len, cap - len, "}");
   hlen = len - 8;
-  for (int i = 0; i < 8; i++) buf[i] = (char)(hlen >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    buf[i] = (char)(hlen >> (8 * i));
   memset(&err, 0, sizeof(err));
   CHECK_EQ_INT(tpl__st_parse(buf, len, len, "big.safetensors", 0, m, &err),
                TPL_ELIMIT);

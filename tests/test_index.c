@@ -21,9 +21,11 @@ static void write_st(const char *dir, const char *name, const char *header,
                      size_t data_len) {
   size_t hlen = strlen(header), total = 8 + hlen + data_len;
   unsigned char *b = malloc(total);
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
   memcpy(b + 8, header, hlen);
-  for (size_t i = 0; i < data_len; i++) b[8 + hlen + i] = (unsigned char)i;
+  for (size_t i = 0; i < data_len; i++)
+    b[8 + hlen + i] = (unsigned char)i;
   write_bytes(dir, name, b, total);
   free(b);
 }

@@ -23,7 +23,8 @@ static void write_bin(const char *dir, const char *name, size_t size) {
   snprintf(path, sizeof(path), "%s/%s", dir, name);
   f = fopen(path, "wb");
   if (f == NULL) return;
-  for (size_t i = 0; i < size; i++) fputc((int)(i & 0xff), f);
+  for (size_t i = 0; i < size; i++)
+    fputc((int)(i & 0xff), f);
   fclose(f);
 }
 
@@ -402,16 +403,14 @@ static void test_format_unknown(void) {
  * uint32 or bfloat16 record under f32-to-bf16 is raw, numel x itemsize. */
 static void test_bf16_format_on_other_dtypes_is_raw(void) {
   struct tpl_model *m = NULL;
-  CHECK_EQ_INT(parse_recs(REC("h", "[4]", "float16", "f32-to-bf16", "8",
-                              "0") ","
-                          REC("q", "[2,2]", "uint32", "f32-to-bf16", "16",
-                              "8") ","
-                          REC("f", "[4]", "float32", "f32-to-bf16", "8",
-                              "24") ","
-                          REC("b", "[4]", "bfloat16", "f32-to-bf16", "8",
-                              "32"),
-                          &m),
-               0);
+  CHECK_EQ_INT(
+      parse_recs(REC("h", "[4]", "float16", "f32-to-bf16", "8", "0") "," REC(
+                     "q", "[2,2]", "uint32", "f32-to-bf16", "16",
+                     "8") "," REC("f", "[4]", "float32", "f32-to-bf16", "8",
+                                  "24") "," REC("b", "[4]", "bfloat16",
+                                                "f32-to-bf16", "8", "32"),
+                 &m),
+      0);
   if (m != NULL && m->ntensors == 4) {
     const struct tpl__tensor *t = m->tensors;
     CHECK(strcmp(t[0].name, "h") == 0);
@@ -440,8 +439,8 @@ static void test_bf16_format_other_dtype_nbytes(void) {
 /* MLC_INTERNAL_PRESHARD_NUM caches (support/preshard.py) name worker K's
  * piece "X_shard-K". */
 static void test_preshard_refused(void) {
-  expect_fail_recs(REC("w_shard-0", "[4]", "float16", "raw", "8", "0") ","
-                   REC("w_shard-1", "[4]", "float16", "raw", "8", "8"),
+  expect_fail_recs(REC("w_shard-0", "[4]", "float16", "raw", "8", "0") "," REC(
+                       "w_shard-1", "[4]", "float16", "raw", "8", "8"),
                    TPL_EFORMAT, "presharded by MLC");
   CHECK_STR_CONTAINS(err.msg, "w_shard-0");
   CHECK_STR_CONTAINS(err.msg, "MLC_INTERNAL_PRESHARD_NUM");
@@ -449,13 +448,13 @@ static void test_preshard_refused(void) {
 
 /* Names that merely contain the tag are ordinary tensors. */
 static void test_preshard_lookalike_accepted(void) {
-  CHECK_EQ_INT(parse_recs(REC("a_shard-", "[4]", "float16", "raw", "8",
-                              "0") ","
-                          REC("b_shard-1x", "[4]", "float16", "raw", "8",
-                              "8") ","
-                          REC("_shard1", "[4]", "float16", "raw", "8", "16"),
-                          NULL),
-               0);
+  CHECK_EQ_INT(
+      parse_recs(REC("a_shard-", "[4]", "float16", "raw", "8",
+                     "0") "," REC("b_shard-1x", "[4]", "float16", "raw", "8",
+                                  "8") "," REC("_shard1", "[4]", "float16",
+                                               "raw", "8", "16"),
+                 NULL),
+      0);
 }
 
 static void test_nbytes_raw_mismatch(void) {

@@ -34,7 +34,8 @@ static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
   t.dtype = dtype;
   t.ndim = ndim;
   va_start(ap, ndim);
-  for (int i = 0; i < ndim; i++) t.shape[i] = va_arg(ap, uint64_t);
+  for (int i = 0; i < ndim; i++)
+    t.shape[i] = va_arg(ap, uint64_t);
   va_end(ap);
   t.nbytes = tpl__tensor_numel(&t) * tpl__dtype_size(dtype);
   t.stored_bytes = t.nbytes;
@@ -145,7 +146,8 @@ static int run_preset(const char *name, int mlc, const char *config,
 }
 
 static void free_kept_plans(void) {
-  while (nkept > 0) tpl__plan_free(kept[--nkept]);
+  while (nkept > 0)
+    tpl__plan_free(kept[--nkept]);
 }
 
 /* --- glob --- */
@@ -238,8 +240,7 @@ static void test_parse_design_example(void) {
 static void test_parse_default_name(void) {
   struct tpl__plan *p;
   struct tpl_error err;
-  CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 2}]}", &p,
-                     &err),
+  CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 2}]}", &p, &err),
                0);
   if (p == NULL) return;
   CHECK(strcmp(p->rules[0].name, "_shard_2") == 0);
@@ -337,10 +338,10 @@ static void test_refuse_dim_negative(void) {
 }
 
 static void test_refuse_dim_not_integer(void) {
-  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1.0}]}",
-                 TPL_EPLAN, "'dim' to be a non-negative integer");
-  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": \"0\"}]}",
-                 TPL_EPLAN, "'dim' to be a non-negative integer");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1.0}]}", TPL_EPLAN,
+                 "'dim' to be a non-negative integer");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": \"0\"}]}", TPL_EPLAN,
+                 "'dim' to be a non-negative integer");
 }
 
 static void test_refuse_dim_too_large(void) {
@@ -395,14 +396,15 @@ static void test_refuse_segs_not_integer(void) {
 
 static void test_refuse_segs_too_many(void) {
   char json[1024];
-  size_t used = (size_t)snprintf(
-      json, sizeof(json), "{\"rules\": [{\"match\": \"x\", \"dim\": 0, "
-                          "\"segs\": [1");
+  size_t used = (size_t)snprintf(json, sizeof(json),
+                                 "{\"rules\": [{\"match\": \"x\", \"dim\": 0, "
+                                 "\"segs\": [1");
   for (int i = 1; i < 65; i++)
     used += (size_t)snprintf(json + used, sizeof(json) - used, ",1");
   snprintf(json + used, sizeof(json) - used, "]}]}");
-  expect_refused(json, TPL_EPLAN, "1 to 64 positive integers, found an "
-                                  "array of 65");
+  expect_refused(json, TPL_EPLAN,
+                 "1 to 64 positive integers, found an "
+                 "array of 65");
 }
 
 static void test_refuse_scale_bias_false(void) {
@@ -428,7 +430,8 @@ static void test_refuse_too_many_rules(void) {
   struct tpl_error err;
   memcpy(json, "{\"rules\":[", 10);
   used = 10;
-  for (size_t i = 0; i < n; i++, used += len) memcpy(json + used, one, len);
+  for (size_t i = 0; i < n; i++, used += len)
+    memcpy(json + used, one, len);
   memcpy(json + used - 1, "]}", 3); /* drop the last comma */
   CHECK_EQ_INT(parse(json, &p, &err), TPL_ELIMIT);
   CHECK_STR_CONTAINS(err.msg, "at most 65536 rules");
@@ -439,15 +442,15 @@ static void test_refuse_too_many_rules(void) {
 /* --- applying a plan --- */
 
 /* Parses `json` and applies it to `m` with `n` shards. */
-static int apply_json(const char *json, const struct tpl_model *m,
-                      uint32_t n, struct tpl__strategy *st,
-                      struct tpl_error *err) {
+static int apply_json(const char *json, const struct tpl_model *m, uint32_t n,
+                      struct tpl__strategy *st, struct tpl_error *err) {
   struct tpl__plan *p;
   int rc = parse(json, &p, err);
   if (rc != 0) return rc;
   rc = tpl__plan_apply(p, m, n, st, err);
   /* func_name borrows from p: callers here only look at kinds/rules. */
-  for (size_t i = 0; i < m->ntensors; i++) st[i].func_name = NULL;
+  for (size_t i = 0; i < m->ntensors; i++)
+    st[i].func_name = NULL;
   tpl__plan_free(p);
   return rc;
 }
@@ -483,8 +486,8 @@ static void test_unmatched_replicated(void) {
   struct tpl_error err;
   add(m, "x.weight", TPL_DT_F16, 2, U(4), U(6));
   add(m, "y.bias", TPL_DT_I64, 1, U(3));
-  CHECK_EQ_INT(apply_json("{\"rules\": [{\"match\": \"x.*\", \"dim\": 1}]}",
-                          m, 3, st, &err),
+  CHECK_EQ_INT(apply_json("{\"rules\": [{\"match\": \"x.*\", \"dim\": 1}]}", m,
+                          3, st, &err),
                0);
   CHECK_EQ_INT(st[0].kind, TPL_RULE_SHARD);
   CHECK_EQ_INT(st[1].kind, TPL_RULE_REPLICATE);
@@ -495,8 +498,8 @@ static void test_unmatched_replicated(void) {
 }
 
 static void expect_apply_refused(const char *json, int ndim, uint64_t d0,
-                                 uint64_t d1, int dtype, uint32_t n,
-                                 int code, const char *fragment) {
+                                 uint64_t d1, int dtype, uint32_t n, int code,
+                                 const char *fragment) {
   struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[1];
   struct tpl_error err;
@@ -508,13 +511,13 @@ static void expect_apply_refused(const char *json, int ndim, uint64_t d0,
 }
 
 static void test_apply_scalar_refused(void) {
-  expect_apply_refused("{\"rules\": [{\"match\": \"*\", \"dim\": 0}]}", 0,
-                       0, 0, TPL_DT_F32, 1, TPL_EPLAN, "rule 0");
+  expect_apply_refused("{\"rules\": [{\"match\": \"*\", \"dim\": 0}]}", 0, 0, 0,
+                       TPL_DT_F32, 1, TPL_EPLAN, "rule 0");
 }
 
 static void test_apply_dim_out_of_range(void) {
-  expect_apply_refused("{\"rules\": [{\"match\": \"t.*\", \"dim\": 2}]}", 2,
-                       4, 4, TPL_DT_F32, 2, TPL_EPLAN, "plan.json");
+  expect_apply_refused("{\"rules\": [{\"match\": \"t.*\", \"dim\": 2}]}", 2, 4,
+                       4, TPL_DT_F32, 2, TPL_EPLAN, "plan.json");
 }
 
 static void test_apply_segs_do_not_sum(void) {
@@ -524,18 +527,16 @@ static void test_apply_segs_do_not_sum(void) {
 }
 
 static void test_apply_indivisible(void) {
-  expect_apply_refused("{\"rules\": [{\"match\": \"t.w\", \"dim\": 1}]}", 2,
-                       4, 6, TPL_DT_F32, 4, TPL_EINDIVISIBLE, "6");
+  expect_apply_refused("{\"rules\": [{\"match\": \"t.w\", \"dim\": 1}]}", 2, 4,
+                       6, TPL_DT_F32, 4, TPL_EINDIVISIBLE, "6");
   expect_apply_refused("{\"rules\": [{\"match\": \"t.w\", \"dim\": 0, "
                        "\"segs\": [4, 2, 2]}]}",
                        2, 8, 2, TPL_DT_F32, 4, TPL_EINDIVISIBLE, "2");
 }
 
 static void test_apply_scale_bias_dtype(void) {
-  static const int bad[] = {TPL_DT_I32, TPL_DT_U8, TPL_DT_F8_E4M3,
-                            TPL_DT_BOOL};
-  static const int good[] = {TPL_DT_F16, TPL_DT_BF16, TPL_DT_F32,
-                             TPL_DT_F64};
+  static const int bad[] = {TPL_DT_I32, TPL_DT_U8, TPL_DT_F8_E4M3, TPL_DT_BOOL};
+  static const int good[] = {TPL_DT_F16, TPL_DT_BF16, TPL_DT_F32, TPL_DT_F64};
   const char *json = "{\"rules\": [{\"match\": \"t.w\", \"scale_bias\": "
                      "true}]}";
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
@@ -564,9 +565,9 @@ static void test_apply_zero_shards(void) {
 
 /* --- presets (in memory) --- */
 
-#define LLAMA_CFG                                                          \
-  "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": "           \
-  "\"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "           \
+#define LLAMA_CFG                                                              \
+  "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": "               \
+  "\"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "               \
   "\"num_key_value_heads\": 2, \"intermediate_size\": 48}"
 
 static void add_llama_layer(struct tpl_model *m, int l, int bias) {
@@ -605,8 +606,8 @@ static void check_llama_strategies(const struct tpl_model *m,
   const char *l1 = "model.layers.1.";
   char n[128];
 #define L1(s) (snprintf(n, sizeof(n), "%s%s", l1, s), n)
-  expect_shard(m, st, "model.layers.0.self_attn.q_proj.weight", "_shard_q",
-               0, 0);
+  expect_shard(m, st, "model.layers.0.self_attn.q_proj.weight", "_shard_q", 0,
+               0);
   expect_shard(m, st, L1("self_attn.q_proj.weight"), "_shard_q", 0, 0);
   expect_shard(m, st, L1("self_attn.k_proj.weight"), "_shard_k", 0, 0);
   expect_shard(m, st, L1("self_attn.v_proj.weight"), "_shard_v", 0, 0);
@@ -662,12 +663,12 @@ static void test_preset_qwen2_biases(void) {
   struct tpl_error err;
   CHECK_EQ_INT(run_preset("qwen2", 0, LLAMA_CFG, m, 2, &st, &err), 0);
   check_llama_strategies(m, st);
-  expect_shard(m, st, "model.layers.0.self_attn.q_proj.bias",
-               "_shard_q_bias", 0, 0);
-  expect_shard(m, st, "model.layers.1.self_attn.k_proj.bias",
-               "_shard_k_bias", 0, 0);
-  expect_shard(m, st, "model.layers.1.self_attn.v_proj.bias",
-               "_shard_v_bias", 0, 0);
+  expect_shard(m, st, "model.layers.0.self_attn.q_proj.bias", "_shard_q_bias",
+               0, 0);
+  expect_shard(m, st, "model.layers.1.self_attn.k_proj.bias", "_shard_k_bias",
+               0, 0);
+  expect_shard(m, st, "model.layers.1.self_attn.v_proj.bias", "_shard_v_bias",
+               0, 0);
   free(st);
   tpl__model_free(m);
 }
@@ -704,12 +705,12 @@ static void test_preset_mixtral(void) {
                           "\"num_local_experts\": 2}",
                           m, 2, &st, &err),
                0);
-  expect_shard(m, st, "model.layers.0.self_attn.q_proj.weight", "_shard_q",
-               0, 0);
-  expect_shard(m, st, "model.layers.0.self_attn.k_proj.weight", "_shard_k",
-               0, 0);
-  expect_shard(m, st, "model.layers.0.self_attn.o_proj.weight", "_shard_o",
-               1, 0);
+  expect_shard(m, st, "model.layers.0.self_attn.q_proj.weight", "_shard_q", 0,
+               0);
+  expect_shard(m, st, "model.layers.0.self_attn.k_proj.weight", "_shard_k", 0,
+               0);
+  expect_shard(m, st, "model.layers.0.self_attn.o_proj.weight", "_shard_o", 1,
+               0);
   expect_shard(m, st, P("experts.0.w1.weight"), "_shard_w1", 0, 0);
   expect_shard(m, st, P("experts.1.w3.weight"), "_shard_w3", 0, 0);
   expect_shard(m, st, P("experts.1.w2.weight"), "_shard_w2", 1, 0);
@@ -720,9 +721,9 @@ static void test_preset_mixtral(void) {
   tpl__model_free(m);
 }
 
-#define PHI3_CFG                                                           \
-  "{\"architectures\": [\"Phi3ForCausalLM\"], \"hidden_size\": 32, "       \
-  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "               \
+#define PHI3_CFG                                                               \
+  "{\"architectures\": [\"Phi3ForCausalLM\"], \"hidden_size\": 32, "           \
+  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "                   \
   "\"intermediate_size\": 48}"
 
 static struct tpl_model *phi3_model(void) {
@@ -735,8 +736,7 @@ static struct tpl_model *phi3_model(void) {
       U(32));
   add(m, "model.layers.0.mlp.gate_up_proj.weight", TPL_DT_BF16, 2, U(96),
       U(32));
-  add(m, "model.layers.0.mlp.down_proj.weight", TPL_DT_BF16, 2, U(32),
-      U(48));
+  add(m, "model.layers.0.mlp.down_proj.weight", TPL_DT_BF16, 2, U(32), U(48));
   add(m, "model.layers.0.input_layernorm.weight", TPL_DT_BF16, 1, U(32));
   add(m, "lm_head.weight", TPL_DT_BF16, 2, U(64), U(32));
   return m;
@@ -747,16 +747,16 @@ static void test_preset_phi3(void) {
   struct tpl__strategy *st;
   struct tpl_error err;
   CHECK_EQ_INT(run_preset("phi3", 0, PHI3_CFG, m, 2, &st, &err), 0);
-  expect_shard(m, st, "model.layers.0.self_attn.qkv_proj.weight",
-               "_shard_qkv", 0, 3, U(32), U(16), U(16));
+  expect_shard(m, st, "model.layers.0.self_attn.qkv_proj.weight", "_shard_qkv",
+               0, 3, U(32), U(16), U(16));
   /* HF's fused tensors are MLC's: MLC's func_names (phi3_model.py
    * Phi3ParallelBlock._set_tp). */
-  expect_shard(m, st, "model.layers.0.mlp.gate_up_proj.weight",
-               "_shard_mlp_up", 0, 2, U(48), U(48));
-  expect_shard(m, st, "model.layers.0.self_attn.o_proj.weight", "_shard_o",
+  expect_shard(m, st, "model.layers.0.mlp.gate_up_proj.weight", "_shard_mlp_up",
+               0, 2, U(48), U(48));
+  expect_shard(m, st, "model.layers.0.self_attn.o_proj.weight", "_shard_o", 1,
+               0);
+  expect_shard(m, st, "model.layers.0.mlp.down_proj.weight", "_shard_mlp_down",
                1, 0);
-  expect_shard(m, st, "model.layers.0.mlp.down_proj.weight",
-               "_shard_mlp_down", 1, 0);
   expect_kind(m, st, "model.layers.0.input_layernorm.weight",
               TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "lm_head.weight", TPL_RULE_REPLICATE, 1);
@@ -787,8 +787,7 @@ static void test_preset_gpt2(void) {
   add(m, "transformer.wpe.weight", TPL_DT_F32, 2, U(16), U(32));
   add(m, "transformer.h.0.ln_1.weight", TPL_DT_F32, 1, U(32));
   add(m, "transformer.h.0.ln_1.bias", TPL_DT_F32, 1, U(32));
-  add(m, "transformer.h.0.attn.bias", TPL_DT_F32, 4, U(1), U(1), U(16),
-      U(16));
+  add(m, "transformer.h.0.attn.bias", TPL_DT_F32, 4, U(1), U(1), U(16), U(16));
   add(m, "transformer.h.0.attn.c_attn.weight", TPL_DT_F32, 2, U(32), U(96));
   add(m, "transformer.h.0.attn.c_attn.bias", TPL_DT_F32, 1, U(96));
   add(m, "transformer.h.0.attn.c_proj.weight", TPL_DT_F32, 2, U(32), U(32));
@@ -807,20 +806,19 @@ static void test_preset_gpt2(void) {
                0);
   expect_shard(m, st, "transformer.h.0.attn.c_attn.weight",
                "_shard_c_attn_weight", 1, 3, U(32), U(32), U(32));
-  expect_shard(m, st, "transformer.h.0.attn.c_attn.bias",
-               "_shard_c_attn_bias", 0, 3, U(32), U(32), U(32));
-  expect_shard(m, st, "transformer.h.0.attn.c_proj.weight", "_shard_c_proj",
-               0, 0);
+  expect_shard(m, st, "transformer.h.0.attn.c_attn.bias", "_shard_c_attn_bias",
+               0, 3, U(32), U(32), U(32));
+  expect_shard(m, st, "transformer.h.0.attn.c_proj.weight", "_shard_c_proj", 0,
+               0);
   expect_kind(m, st, "transformer.h.0.attn.c_proj.bias", TPL_RULE_SCALE_BIAS,
               1);
   expect_shard(m, st, "transformer.h.0.mlp.c_fc.weight",
                "_shard_mlp_c_fc_weight", 1, 0);
-  expect_shard(m, st, "transformer.h.0.mlp.c_fc.bias",
-               "_shard_mlp_c_fc_bias", 0, 0);
-  expect_shard(m, st, "transformer.h.0.mlp.c_proj.weight",
-               "_shard_mlp_c_proj", 0, 0);
-  expect_kind(m, st, "transformer.h.0.mlp.c_proj.bias", TPL_RULE_SCALE_BIAS,
-              1);
+  expect_shard(m, st, "transformer.h.0.mlp.c_fc.bias", "_shard_mlp_c_fc_bias",
+               0, 0);
+  expect_shard(m, st, "transformer.h.0.mlp.c_proj.weight", "_shard_mlp_c_proj",
+               0, 0);
+  expect_kind(m, st, "transformer.h.0.mlp.c_proj.bias", TPL_RULE_SCALE_BIAS, 1);
   expect_kind(m, st, "transformer.wte.weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "transformer.wpe.weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "transformer.h.0.ln_1.bias", TPL_RULE_REPLICATE, 1);
@@ -830,9 +828,9 @@ static void test_preset_gpt2(void) {
   expect_kind(m, st, "transformer.h.0.attn.bias", TPL_RULE_REPLICATE, 1);
   free(st);
   /* 3 shards: n_head 4 does not divide. */
-  CHECK_EQ_INT(run_preset("gpt2", 0, "{\"n_embd\": 32, \"n_head\": 4}", m,
-                          3, &st, &err),
-               TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(
+      run_preset("gpt2", 0, "{\"n_embd\": 32, \"n_head\": 4}", m, 3, &st, &err),
+      TPL_EINDIVISIBLE);
   CHECK_STR_CONTAINS(err.msg, "n_head = 4");
   CHECK_STR_CONTAINS(err.msg, "config.json");
   free(st);
@@ -848,8 +846,7 @@ static void test_preset_gpt_neox(void) {
 #define P(s) (snprintf(n, sizeof(n), "%s%s", p, s), n)
   add(m, "gpt_neox.embed_in.weight", TPL_DT_F16, 2, U(64), U(32));
   add(m, P("input_layernorm.weight"), TPL_DT_F16, 1, U(32));
-  add(m, P("attention.query_key_value.weight"), TPL_DT_F16, 2, U(96),
-      U(32));
+  add(m, P("attention.query_key_value.weight"), TPL_DT_F16, 2, U(96), U(32));
   add(m, P("attention.query_key_value.bias"), TPL_DT_F16, 1, U(96));
   add(m, P("attention.dense.weight"), TPL_DT_F16, 2, U(32), U(32));
   add(m, P("attention.dense.bias"), TPL_DT_F16, 1, U(32));
@@ -874,10 +871,10 @@ static void test_preset_gpt_neox(void) {
   expect_kind(m, st, P("attention.dense.bias"), TPL_RULE_SCALE_BIAS, 1);
   expect_shard(m, st, P("mlp.dense_h_to_4h.weight"),
                "_shard_dense_h_to_4h_weight", 0, 0);
-  expect_shard(m, st, P("mlp.dense_h_to_4h.bias"),
-               "_shard_dense_h_to_4h_bias", 0, 0);
-  expect_shard(m, st, P("mlp.dense_4h_to_h.weight"), "_shard_dense_4h_to_h",
-               1, 0);
+  expect_shard(m, st, P("mlp.dense_h_to_4h.bias"), "_shard_dense_h_to_4h_bias",
+               0, 0);
+  expect_shard(m, st, P("mlp.dense_4h_to_h.weight"), "_shard_dense_4h_to_h", 1,
+               0);
   expect_kind(m, st, P("mlp.dense_4h_to_h.bias"), TPL_RULE_SCALE_BIAS, 1);
   expect_kind(m, st, P("input_layernorm.weight"), TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "gpt_neox.embed_in.weight", TPL_RULE_REPLICATE, 1);
@@ -887,9 +884,9 @@ static void test_preset_gpt_neox(void) {
   tpl__model_free(m);
 }
 
-#define MLC_LLAMA_CFG                                                      \
-  "{\"model_type\": \"llama\", \"model_config\": {\"hidden_size\": 32, "   \
-  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "               \
+#define MLC_LLAMA_CFG                                                          \
+  "{\"model_type\": \"llama\", \"model_config\": {\"hidden_size\": 32, "       \
+  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "                   \
   "\"intermediate_size\": 48, \"head_dim\": 8}}"
 
 static void test_preset_mlc_llama(void) {
@@ -912,8 +909,8 @@ static void test_preset_mlc_llama(void) {
    * dim and segs, func_name "<name>_q_weight" / "<name>_q_scale". */
   expect_shard(m, st, P("self_attn.qkv_proj.q_weight"), "_shard_qkv_q_weight",
                0, 3, U(32), U(16), U(16));
-  expect_shard(m, st, P("self_attn.qkv_proj.q_scale"), "_shard_qkv_q_scale",
-               0, 3, U(32), U(16), U(16));
+  expect_shard(m, st, P("self_attn.qkv_proj.q_scale"), "_shard_qkv_q_scale", 0,
+               3, U(32), U(16), U(16));
   expect_shard(m, st, P("self_attn.o_proj.weight"), "_shard_o", 1, 0);
   expect_shard(m, st, P("mlp.gate_up_proj.weight"), "_shard_mlp_up", 0, 2,
                U(48), U(48));
@@ -930,16 +927,15 @@ static void test_preset_mlc_qwen2_c_attn(void) {
   struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
   struct tpl__strategy *st;
   struct tpl_error err;
-  add(m, "model.layers.0.self_attn.c_attn.weight", TPL_DT_F16, 2, U(64),
-      U(32));
+  add(m, "model.layers.0.self_attn.c_attn.weight", TPL_DT_F16, 2, U(64), U(32));
   add(m, "model.layers.0.self_attn.c_attn.bias", TPL_DT_F16, 1, U(64));
   CHECK_EQ_INT(run_preset("qwen2", 1, MLC_LLAMA_CFG, m, 2, &st, &err), 0);
   /* qwen2_model.py QWen2DecoderLayer._set_tp: weight and bias are two
    * shard functions. */
   expect_shard(m, st, "model.layers.0.self_attn.c_attn.weight",
                "_shard_qkv_weight", 0, 3, U(32), U(16), U(16));
-  expect_shard(m, st, "model.layers.0.self_attn.c_attn.bias",
-               "_shard_qkv_bias", 0, 3, U(32), U(16), U(16));
+  expect_shard(m, st, "model.layers.0.self_attn.c_attn.bias", "_shard_qkv_bias",
+               0, 3, U(32), U(16), U(16));
   free(st);
   tpl__model_free(m);
 }
@@ -949,16 +945,13 @@ static void test_preset_mlc_mixtral(void) {
   struct tpl__strategy *st;
   struct tpl_error err;
   add(m, "model.layers.0.moe.gate.weight", TPL_DT_F16, 2, U(2), U(32));
-  add(m, "model.layers.0.moe.e1_e3.weight", TPL_DT_F16, 3, U(2), U(96),
-      U(32));
+  add(m, "model.layers.0.moe.e1_e3.weight", TPL_DT_F16, 3, U(2), U(96), U(32));
   add(m, "model.layers.0.moe.e2.weight", TPL_DT_F16, 3, U(2), U(32), U(48));
   CHECK_EQ_INT(run_preset("mixtral", 1, MLC_LLAMA_CFG, m, 2, &st, &err), 0);
-  expect_shard(m, st, "model.layers.0.moe.e1_e3.weight", "_shard_mlp_up", 1,
-               2, U(48), U(48));
-  expect_shard(m, st, "model.layers.0.moe.e2.weight", "_shard_mlp_down", 2,
-               0);
-  expect_kind(m, st, "model.layers.0.moe.gate.weight", TPL_RULE_REPLICATE,
-              1);
+  expect_shard(m, st, "model.layers.0.moe.e1_e3.weight", "_shard_mlp_up", 1, 2,
+               U(48), U(48));
+  expect_shard(m, st, "model.layers.0.moe.e2.weight", "_shard_mlp_down", 2, 0);
+  expect_kind(m, st, "model.layers.0.moe.gate.weight", TPL_RULE_REPLICATE, 1);
   free(st);
   tpl__model_free(m);
 }
@@ -967,9 +960,9 @@ static void test_preset_mlc_needs_model_config(void) {
   struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
   struct tpl__strategy *st;
   struct tpl_error err;
-  CHECK_EQ_INT(run_preset("llama", 1, "{\"model_type\": \"llama\"}", m, 2,
-                          &st, &err),
-               TPL_EFORMAT);
+  CHECK_EQ_INT(
+      run_preset("llama", 1, "{\"model_type\": \"llama\"}", m, 2, &st, &err),
+      TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "'model_config'");
   free(st);
   tpl__model_free(m);
@@ -1038,8 +1031,8 @@ static void test_config_bad_heads(void) {
 
 static void test_config_missing_intermediate(void) {
   expect_preset_refused("phi3",
-                        "{\"hidden_size\": 32, \"num_attention_heads\": 4}",
-                        2, TPL_EFORMAT, "'intermediate_size'", "found none");
+                        "{\"hidden_size\": 32, \"num_attention_heads\": 4}", 2,
+                        TPL_EFORMAT, "'intermediate_size'", "found none");
 }
 
 static void test_config_hidden_not_multiple(void) {
@@ -1053,8 +1046,7 @@ static void test_unknown_preset(void) {
   struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy *st;
   struct tpl_error err;
-  CHECK_EQ_INT(run_preset("falcon", 0, LLAMA_CFG, m, 2, &st, &err),
-               TPL_EPLAN);
+  CHECK_EQ_INT(run_preset("falcon", 0, LLAMA_CFG, m, 2, &st, &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "falcon");
   free(st);
   tpl__model_free(m);
@@ -1068,8 +1060,7 @@ static void expect_detect(const char *cfg, int mlc, int rc_want,
   const char *name = NULL;
   struct tpl_error err = {0};
   CHECK(j != NULL);
-  CHECK_EQ_INT(tpl__preset_detect(j, mlc, "config.json", &name, &err),
-               rc_want);
+  CHECK_EQ_INT(tpl__preset_detect(j, mlc, "config.json", &name, &err), rc_want);
   if (rc_want == 0)
     CHECK(name != NULL && strcmp(name, want) == 0);
   else
@@ -1078,14 +1069,11 @@ static void expect_detect(const char *cfg, int mlc, int rc_want,
 }
 
 static void test_detect(void) {
-  expect_detect("{\"architectures\": [\"LlamaForCausalLM\"]}", 0, 0,
-                "llama");
+  expect_detect("{\"architectures\": [\"LlamaForCausalLM\"]}", 0, 0, "llama");
   expect_detect("{\"architectures\": [\"MistralForCausalLM\"]}", 0, 0,
                 "mistral");
-  expect_detect("{\"architectures\": [\"Qwen2ForCausalLM\"]}", 0, 0,
-                "qwen2");
-  expect_detect("{\"architectures\": [\"GemmaForCausalLM\"]}", 0, 0,
-                "gemma");
+  expect_detect("{\"architectures\": [\"Qwen2ForCausalLM\"]}", 0, 0, "qwen2");
+  expect_detect("{\"architectures\": [\"GemmaForCausalLM\"]}", 0, 0, "gemma");
   expect_detect("{\"architectures\": [\"MixtralForCausalLM\"]}", 0, 0,
                 "mixtral");
   expect_detect("{\"architectures\": [\"Phi3ForCausalLM\"]}", 0, 0, "phi3");
@@ -1172,7 +1160,8 @@ static void test_resolve_auto_mlc(void) {
     const char *qkv = "model.layers.3.self_attn.qkv_proj.weight";
     size_t i = 0;
     CHECK_STR_CONTAINS(p->source, "mlc");
-    while (i < p->nrules && !tpl__glob_match(p->rules[i].match, qkv)) i++;
+    while (i < p->nrules && !tpl__glob_match(p->rules[i].match, qkv))
+      i++;
     CHECK(i < p->nrules);
     if (i < p->nrules) CHECK_EQ_U64(p->rules[i].spec.nsegs, 3);
   }
@@ -1244,9 +1233,8 @@ static void test_shardinfo_design_example(void) {
   st[1].rule = -1;
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 2, NULL, 1, &root), 0);
   if (root == NULL) return;
-  CHECK_EQ_U64(json_integer_value(json_object_get(root,
-                                                  "tensor_parallel_shards")),
-               2);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(root, "tensor_parallel_shards")), 2);
   CHECK(json_is_true(json_object_get(root, "bias_scaling")));
   q = param(root, 0);
   CHECK(str_is(json_object_get(q, "name"),
@@ -1320,8 +1308,7 @@ static void test_shardinfo_fused_segs(void) {
   p = param(root, 0);
   check_ints(json_object_get(p, "shape"), 2, U(4), U(2));
   check_ints(json_object_get(p, "segs"), 3, U(2), U(1), U(1));
-  check_ints(json_object_get(json_array_get(json_object_get(p, "preprocs"),
-                                            0),
+  check_ints(json_object_get(json_array_get(json_object_get(p, "preprocs"), 0),
                              "out_shape"),
              3, U(2), U(4), U(2));
   CHECK(str_is(json_object_get(p, "dtype"), "float32"));
@@ -1343,18 +1330,15 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   CHECK(tpl__bias_scale(st[0].kind, 4, 0) == 1.0);
   CHECK(tpl__bias_scale(st[0].kind, 1, 1) == 1.0);
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 4, ranks, 1, &root), 0);
-  CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) ==
-        0.25);
+  CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 0.25);
   /* Replicated: full shape on every rank, no preprocs. */
   check_ints(json_object_get(param(root, 0), "shape"), 1, U(4));
   r = json_object_get(param(root, 0), "ranks");
   CHECK_EQ_U64(json_array_size(r), 4);
-  CHECK_EQ_U64(json_integer_value(json_object_get(json_array_get(r, 1),
-                                                  "rank")),
-               1);
-  CHECK_EQ_U64(json_integer_value(json_object_get(json_array_get(r, 1),
-                                                  "nbytes")),
-               8);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(json_array_get(r, 1), "rank")), 1);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(json_array_get(r, 1), "nbytes")), 8);
   CHECK(str_is(json_object_get(json_array_get(r, 1), "xxh3"),
                "00000000000000ff"));
   CHECK(str_is(json_object_get(json_array_get(r, 2), "xxh3"),
@@ -1362,8 +1346,7 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   json_decref(root);
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 4, NULL, 0, &root), 0);
   CHECK(json_is_false(json_object_get(root, "bias_scaling")));
-  CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) ==
-        1.0);
+  CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 1.0);
   json_decref(root);
   tpl__model_free(m);
 }

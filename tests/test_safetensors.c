@@ -31,9 +31,11 @@ static unsigned char *assemble(uint64_t hlen, const char *hdr, size_t hdr_len,
                                size_t data_len, size_t *out_len) {
   size_t n = 8 + hdr_len + data_len;
   unsigned char *b = malloc(n ? n : 1);
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(hlen >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[i] = (unsigned char)(hlen >> (8 * i));
   memcpy(b + 8, hdr, hdr_len);
-  for (size_t i = 0; i < data_len; i++) b[8 + hdr_len + i] = (unsigned char)i;
+  for (size_t i = 0; i < data_len; i++)
+    b[8 + hdr_len + i] = (unsigned char)i;
   *out_len = n;
   return b;
 }
@@ -58,7 +60,9 @@ static struct res parse_hdr(const char *hdr, size_t data_len) {
   return r;
 }
 
-static void done(struct res *r) { tpl__model_free(r->m); }
+static void done(struct res *r) {
+  tpl__model_free(r->m);
+}
 
 /* Checks that parsing failed with `code` and a message holding `frag`. */
 static void expect_fail(struct res r, int code, const char *frag) {
@@ -255,8 +259,9 @@ static void test_oversized_dim(void) {
   /* Larger than any 64-bit integer: jansson refuses it while parsing. */
   expect_hdr_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[99999999999999999999],"
                   "\"data_offsets\":[0,1]}}",
-                  1, TPL_EFORMAT, "expected integers below 2^63, found a "
-                                  "larger one");
+                  1, TPL_EFORMAT,
+                  "expected integers below 2^63, found a "
+                  "larger one");
 }
 
 static void test_shape_not_array(void) {
@@ -399,8 +404,9 @@ static void test_overlap(void) {
                   "\"data_offsets\":[0,4]},"
                   "\"b\":{\"dtype\":\"U8\",\"shape\":[4],"
                   "\"data_offsets\":[2,6]}}",
-                  6, TPL_EFORMAT, "tensor 'b': expected data to begin at 4 "
-                                  "(where 'a' ends), found 2: overlaps it");
+                  6, TPL_EFORMAT,
+                  "tensor 'b': expected data to begin at 4 "
+                  "(where 'a' ends), found 2: overlaps it");
   /* Two tensors claiming the same bytes. */
   expect_hdr_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],"
                   "\"data_offsets\":[0,4]},"
@@ -631,8 +637,7 @@ static void write_file(const char *path, const void *b, size_t len) {
   fclose(f);
 }
 
-static int load(const char *path, struct tpl_model **m,
-                struct tpl_error *err) {
+static int load(const char *path, struct tpl_model **m, struct tpl_error *err) {
   *m = tpl__model_new(TPL_FMT_SAFETENSORS, tmpdir);
   return tpl__st_load(path, "x.safetensors", *m, err);
 }
@@ -713,7 +718,8 @@ static void test_load_header_past_eof(void) {
 static void cleanup(void) {
   static const char *const names[] = {"ok.safetensors", "fifo.safetensors",
                                       "short.safetensors", "hdr.safetensors"};
-  for (size_t i = 0; i < ARRAY_SIZE(names); i++) unlink(tmp_path(names[i]));
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+    unlink(tmp_path(names[i]));
   rmdir(tmp_path("dir.safetensors"));
   rmdir(tmpdir);
 }

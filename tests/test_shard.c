@@ -15,13 +15,15 @@
 static struct tpl__shard_spec make_spec(int dim, size_t nsegs,
                                         const uint64_t *segs) {
   struct tpl__shard_spec s = {.dim = dim, .nsegs = nsegs};
-  for (size_t j = 0; j < nsegs; j++) s.segs[j] = segs[j];
+  for (size_t j = 0; j < nsegs; j++)
+    s.segs[j] = segs[j];
   return s;
 }
 
 static uint64_t elems_of(const uint64_t *shape, int ndim) {
   uint64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= shape[i];
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
   return n;
 }
 
@@ -34,15 +36,16 @@ static void check_example(const uint64_t *shape, int ndim, int dim,
   struct tpl__layout l;
   uint64_t count = elems_of(shape, ndim);
   uint32_t src[64], dst[64];
-  for (uint64_t i = 0; i < count; i++) src[i] = (uint32_t)i;
+  for (uint64_t i = 0; i < count; i++)
+    src[i] = (uint32_t)i;
   CHECK_EQ_INT(tpl__shard_check(shape, ndim, &spec, n, "t", NULL), 0);
   CHECK_EQ_INT(tpl__shard_layout(shape, ndim, 4, &spec, n, r, &l), 0);
   CHECK_EQ_U64(l.total, nwant * 4);
   uint64_t got = tpl__layout_gather(&l, 0, count * 4, (const uint8_t *)src,
                                     (uint8_t *)dst);
   CHECK_EQ_U64(got, nwant * 4);
-  for (size_t i = 0; i < nwant && i < got / 4; i++) CHECK_EQ_U64(dst[i],
-                                                                   want[i]);
+  for (size_t i = 0; i < nwant && i < got / 4; i++)
+    CHECK_EQ_U64(dst[i], want[i]);
 }
 
 static void test_example_12_segs_444(void) {
@@ -135,16 +138,17 @@ static void test_width1_slices(void) {
   struct tpl__shard_spec s = make_spec(1, 0, NULL);
   struct tpl__layout l;
   uint16_t src[20], dst[20];
-  for (int i = 0; i < 20; i++) src[i] = (uint16_t)(100 + i);
+  for (int i = 0; i < 20; i++)
+    src[i] = (uint16_t)(100 + i);
   /* [5,4] dim 1 N = 4: rank 3 gets column 3, one element per row */
   CHECK_EQ_INT(tpl__shard_layout(ARR(5, 4), 2, 2, &s, 4, 3, &l), 0);
   CHECK_EQ_U64(l.rows, 5);
   CHECK_EQ_U64(l.pieces[0].offset, 6);
   CHECK_EQ_U64(l.pieces[0].length, 2);
-  CHECK_EQ_U64(tpl__layout_gather(&l, 0, 40, (const uint8_t *)src,
-                                  (uint8_t *)dst),
-               10);
-  for (int i = 0; i < 5; i++) CHECK_EQ_U64(dst[i], 100 + 4 * i + 3);
+  CHECK_EQ_U64(
+      tpl__layout_gather(&l, 0, 40, (const uint8_t *)src, (uint8_t *)dst), 10);
+  for (int i = 0; i < 5; i++)
+    CHECK_EQ_U64(dst[i], 100 + 4 * i + 3);
   /* segs of width 1 with N = 1 merge into one piece */
   s = make_spec(0, 3, ARR(1, 1, 1));
   CHECK_EQ_INT(tpl__shard_layout(ARR(3), 1, 4, &s, 1, 0, &l), 0);
@@ -174,9 +178,8 @@ static void test_zero_size(void) {
   s = make_spec(1, 0, NULL);
   CHECK_EQ_INT(tpl__shard_layout(ARR(3, 6, 0), 3, 2, &s, 3, 2, &l), 0);
   CHECK_EQ_U64(l.total, 0);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(0, 1ull << 40, 1ull << 40), 3, 8, &s,
-                                 2, 0, &l),
-               0);
+  CHECK_EQ_INT(
+      tpl__shard_layout(ARR(0, 1ull << 40, 1ull << 40), 3, 8, &s, 2, 0, &l), 0);
   CHECK_EQ_U64(l.total, 0);
   tpl__layout_whole(0, &l);
   CHECK_EQ_U64(l.npieces, 0);
@@ -200,12 +203,11 @@ static void test_overflow(void) {
   struct tpl__shard_spec s = make_spec(0, 0, NULL);
   struct tpl__layout l = {.rows = 7};
   /* 2^64 elements of 2 bytes */
-  CHECK_EQ_INT(tpl__shard_check(ARR(1ull << 32, 1ull << 32), 2, &s, 2, "t",
-                                NULL),
-               0);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(1ull << 32, 1ull << 32), 2, 2, &s, 2,
-                                 0, &l),
-               TPL_EOVERFLOW);
+  CHECK_EQ_INT(
+      tpl__shard_check(ARR(1ull << 32, 1ull << 32), 2, &s, 2, "t", NULL), 0);
+  CHECK_EQ_INT(
+      tpl__shard_layout(ARR(1ull << 32, 1ull << 32), 2, 2, &s, 2, 0, &l),
+      TPL_EOVERFLOW);
   CHECK_EQ_U64(l.rows, 7);
   /* rows fit, rows * row_stride does not */
   s = make_spec(1, 0, NULL);
@@ -213,17 +215,16 @@ static void test_overflow(void) {
                TPL_EOVERFLOW);
   /* inner alone overflows */
   s = make_spec(0, 0, NULL);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(2, 1ull << 33, 1ull << 33), 3, 1, &s,
-                                 2, 0, &l),
-               TPL_EOVERFLOW);
+  CHECK_EQ_INT(
+      tpl__shard_layout(ARR(2, 1ull << 33, 1ull << 33), 3, 1, &s, 2, 0, &l),
+      TPL_EOVERFLOW);
   /* itemsize pushes it over */
   CHECK_EQ_INT(tpl__shard_layout(ARR(1ull << 61), 1, 8, &s, 1, 0, &l),
                TPL_EOVERFLOW);
   /* just fits: 2^63 bytes */
   s = make_spec(1, 0, NULL);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(1ull << 31, 1ull << 31), 2, 2, &s, 2,
-                                 1, &l),
-               0);
+  CHECK_EQ_INT(
+      tpl__shard_layout(ARR(1ull << 31, 1ull << 31), 2, 2, &s, 2, 1, &l), 0);
   CHECK_EQ_U64(l.total, 1ull << 62);
   CHECK_EQ_U64(tpl__layout_count(&l, 0, UINT64_MAX), 1ull << 62);
 }
@@ -236,8 +237,7 @@ static void test_huge_rows_window(void) {
   const uint64_t end = 1ull << 42;
   uint8_t src[6] = {10, 11, 12, 13, 14, 15}, dst[6] = {0};
   uint64_t start = 0;
-  CHECK_EQ_INT(tpl__shard_layout(ARR(1ull << 40, 4), 2, 1, &s, 2, 0, &l),
-               0);
+  CHECK_EQ_INT(tpl__shard_layout(ARR(1ull << 40, 4), 2, 1, &s, 2, 0, &l), 0);
   /* [end-6, end) = bytes 2,3 of the second-last row, the last row whole;
    * rank 0 holds bytes 0,1 of each row: src[2], src[3] */
   CHECK_EQ_U64(tpl__layout_gather(&l, end - 6, end, src, dst), 2);
@@ -283,16 +283,14 @@ static void test_refuse_dim_out_of_range(void) {
   CHECK_EQ_INT(tpl__shard_check(ARR(3, 4), 2, &s, 2, "w", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "found -1");
   s.dim = 0;
-  CHECK_EQ_INT(tpl__shard_check(ARR(1), 0, &s, 2, "scalar", &err),
-               TPL_EPLAN);
+  CHECK_EQ_INT(tpl__shard_check(ARR(1), 0, &s, 2, "scalar", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "scalar");
 }
 
 static void test_refuse_segs_sum(void) {
   struct tpl_error err = {0};
   struct tpl__shard_spec s = make_spec(0, 2, ARR(4, 4));
-  CHECK_EQ_INT(tpl__shard_check(ARR(12, 3), 2, &s, 2, "qkv", &err),
-               TPL_EPLAN);
+  CHECK_EQ_INT(tpl__shard_check(ARR(12, 3), 2, &s, 2, "qkv", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "tensor 'qkv'");
   CHECK_STR_CONTAINS(err.msg, "[4, 4]");
   CHECK_STR_CONTAINS(err.msg, "shape[0] = 12");
@@ -322,9 +320,9 @@ static void test_refuse_bad_counts(void) {
   struct tpl__shard_spec s = make_spec(0, 0, NULL);
   CHECK_EQ_INT(tpl__shard_check(ARR(8), 1, &s, 0, "t", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "at least 1");
-  CHECK_EQ_INT(tpl__shard_check(ARR(1, 1, 1, 1, 1, 1, 1, 1, 1), 9, &s, 1,
-                                "t", &err),
-               TPL_EPLAN);
+  CHECK_EQ_INT(
+      tpl__shard_check(ARR(1, 1, 1, 1, 1, 1, 1, 1, 1), 9, &s, 1, "t", &err),
+      TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "at most 8 dims, found 9");
   /* NULL err and NULL name are accepted */
   CHECK_EQ_INT(tpl__shard_check(ARR(8), 1, &s, 3, NULL, NULL),
@@ -360,12 +358,9 @@ static void test_refuse_indivisible(void) {
 static void test_layout_refuses_unchecked(void) {
   struct tpl__shard_spec s = make_spec(0, 0, NULL);
   struct tpl__layout l = {.rows = 5};
-  CHECK_EQ_INT(tpl__shard_layout(ARR(8), 1, 1, &s, 2, 2, &l),
-               TPL_EINTERNAL);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(9), 1, 1, &s, 2, 0, &l),
-               TPL_EINTERNAL);
-  CHECK_EQ_INT(tpl__shard_layout(ARR(8), 1, 0, &s, 2, 0, &l),
-               TPL_EINTERNAL);
+  CHECK_EQ_INT(tpl__shard_layout(ARR(8), 1, 1, &s, 2, 2, &l), TPL_EINTERNAL);
+  CHECK_EQ_INT(tpl__shard_layout(ARR(9), 1, 1, &s, 2, 0, &l), TPL_EINTERNAL);
+  CHECK_EQ_INT(tpl__shard_layout(ARR(8), 1, 0, &s, 2, 0, &l), TPL_EINTERNAL);
   CHECK_EQ_U64(l.rows, 5);
 }
 
@@ -407,10 +402,11 @@ static uint64_t naive_shard(const uint64_t *shape, int ndim, size_t item,
     }
     c = idx[sp->dim];
     size_t j = 0;
-    while (c >= sj + segs[j] / n) sj += segs[j++] / n;
+    while (c >= sj + segs[j] / n)
+      sj += segs[j++] / n;
     for (int d = 0; d < ndim; d++) {
-      uint64_t v = d == sp->dim ? n * sj + r * (segs[j] / n) + (c - sj)
-                                : idx[d];
+      uint64_t v =
+          d == sp->dim ? n * sj + r * (segs[j] / n) + (c - sj) : idx[d];
       src_el = src_el * shape[d] + v;
     }
     memcpy(dst + e * item, src + src_el * item, item);
@@ -419,13 +415,13 @@ static uint64_t naive_shard(const uint64_t *shape, int ndim, size_t item,
 }
 
 /* A random valid case: up to `maxdim` dims, segs multiple of N. */
-static void random_case(int maxdim, uint64_t *shape, int *ndim,
-                        size_t *item, struct tpl__shard_spec *s,
-                        uint32_t *n) {
+static void random_case(int maxdim, uint64_t *shape, int *ndim, size_t *item,
+                        struct tpl__shard_spec *s, uint32_t *n) {
   *ndim = 1 + (int)rnd((uint64_t)maxdim);
   *item = (size_t)1 << rnd(4);
   *n = 1 + (uint32_t)rnd(6);
-  for (int i = 0; i < *ndim; i++) shape[i] = 1 + rnd(*ndim > 4 ? 3 : 6);
+  for (int i = 0; i < *ndim; i++)
+    shape[i] = 1 + rnd(*ndim > 4 ? 3 : 6);
   *s = make_spec((int)rnd((uint64_t)*ndim), 0, NULL);
   s->nsegs = rnd(4);
   shape[s->dim] = 0;
@@ -439,7 +435,8 @@ static void random_case(int maxdim, uint64_t *shape, int *ndim,
 static void test_eight_dims(void) {
   uint64_t shape[8] = {2, 1, 3, 2, 1, 2, 4, 2};
   uint8_t src[192 * 2], a[192 * 2], b[192 * 2]; /* 192 elements */
-  for (size_t i = 0; i < sizeof(src); i++) src[i] = (uint8_t)(i * 7 + 3);
+  for (size_t i = 0; i < sizeof(src); i++)
+    src[i] = (uint8_t)(i * 7 + 3);
   for (int d = 0; d < 8; d++) {
     struct tpl__shard_spec s = make_spec(d, 0, NULL);
     uint32_t n = (uint32_t)shape[d];
@@ -499,7 +496,8 @@ static uint64_t chunked_gather(const struct tpl__layout *l, uint64_t nbytes,
 static void test_chunked_gather_random(void) {
   static uint8_t src[1 << 16], whole[1 << 16], chunk[1 << 16], ref[1 << 16];
   int ran = 0;
-  for (size_t i = 0; i < sizeof(src); i++) src[i] = (uint8_t)rnd(256);
+  for (size_t i = 0; i < sizeof(src); i++)
+    src[i] = (uint8_t)rnd(256);
   for (int iter = 0; iter < 300; iter++) {
     uint64_t shape[TPL_MAX_DIMS];
     int ndim;

@@ -14,7 +14,8 @@
 
 static uint64_t le64(const uint8_t *b) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | b[i];
   return v;
 }
 
@@ -24,7 +25,8 @@ static void check_exact(const uint8_t *h, size_t len, const char *json) {
   CHECK_EQ_U64(len, 8 + padded);
   CHECK_EQ_U64(le64(h), padded);
   CHECK(len >= 8 + jlen && memcmp(h + 8, json, jlen) == 0);
-  for (size_t i = 8 + jlen; i < len; i++) CHECK_EQ_INT(h[i], ' ');
+  for (size_t i = 8 + jlen; i < len; i++)
+    CHECK_EQ_INT(h[i], ' ');
 }
 
 static void test_empty_header(void) {
@@ -102,17 +104,26 @@ static void test_padding_all_lengths(void) {
     CHECK_EQ_U64(len % 8, 0);
     CHECK_EQ_U64(le64(h), len - 8);
     end = len;
-    while (end > 8 && h[end - 1] == ' ') end--;
+    while (end > 8 && h[end - 1] == ' ')
+      end--;
     CHECK_EQ_INT(h[end - 1], '}');
     CHECK(len - end < 8);
     free(h);
   }
 }
 
-static const char *const odd_names[] = {
-    "q\"uote", "back\\slash", "new\nline", "tab\there", "ctl\x01\x1f",
-    "slash/name", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
-    "emoji\xf0\x9f\x98\x80", "sp ace", "\x7f" "del"};
+static const char *const odd_names[] = {"q\"uote",
+                                        "back\\slash",
+                                        "new\nline",
+                                        "tab\there",
+                                        "ctl\x01\x1f",
+                                        "slash/name",
+                                        "caf\xc3\xa9",
+                                        "\xe6\x97\xa5\xe6\x9c\xac",
+                                        "emoji\xf0\x9f\x98\x80",
+                                        "sp ace",
+                                        "\x7f"
+                                        "del"};
 
 static void build_odd(struct tpl__st_out *t, uint64_t *shape) {
   for (size_t i = 0; i < ARRAY_SIZE(odd_names); i++) {
@@ -134,9 +145,9 @@ static void test_escaping_decodes_exactly(void) {
   CHECK_EQ_INT(tpl__st_build_header(t, ARRAY_SIZE(t), NULL, 0, &h, &len), 0);
   if (h == NULL) return;
   /* Raw control characters never appear inside the header. */
-  for (size_t i = 8; i < len; i++) CHECK(h[i] >= 0x20);
-  root = json_loadb((const char *)h + 8, len - 8, JSON_REJECT_DUPLICATES,
-                    NULL);
+  for (size_t i = 8; i < len; i++)
+    CHECK(h[i] >= 0x20);
+  root = json_loadb((const char *)h + 8, len - 8, JSON_REJECT_DUPLICATES, NULL);
   CHECK(root != NULL);
   for (size_t i = 0; root != NULL && i < ARRAY_SIZE(odd_names); i++) {
     json_t *e = json_object_get(root, odd_names[i]);
@@ -267,8 +278,7 @@ static void test_refuses_duplicate_metadata_key(void) {
   const char *meta[4] = {"k", "1", "k", "2"};
   uint8_t *h = NULL;
   size_t len = 0;
-  CHECK_EQ_INT(tpl__st_build_header(NULL, 0, meta, 2, &h, &len),
-               TPL_EFORMAT);
+  CHECK_EQ_INT(tpl__st_build_header(NULL, 0, meta, 2, &h, &len), TPL_EFORMAT);
 }
 
 int main(void) {

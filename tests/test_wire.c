@@ -87,8 +87,7 @@ static void test_two_frames_in_one_buffer(void) {
   CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_HEALTH);
   tpl__frame_reset(&r);
-  CHECK_EQ_INT(tpl__frame_feed(&r, buf + used, sizeof(buf) - used, &used2),
-               1);
+  CHECK_EQ_INT(tpl__frame_feed(&r, buf + used, sizeof(buf) - used, &used2), 1);
   CHECK_EQ_U64(used2, 6);
   tpl__frame_body(&r, &body, &len);
   CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
@@ -182,15 +181,26 @@ static void test_unknown_kind_decodes(void) {
 static const uint8_t load_report[] = {0x0a, 0x01, 'm', 0x10, 0x02};
 
 static void test_response_roundtrip(void) {
-  struct tpl__wire_tensor t[2] = {
-      {.name = "a.weight", .dtype = "float32", .ndim = 2, .shape = {4, 8},
-       .offset = 0, .nbytes = 128, .xxh3 = 0x0123456789abcdefull},
-      {.name = "b", .dtype = "bfloat16", .ndim = 0, .offset = 128,
-       .nbytes = 2, .xxh3 = 42}};
-  struct tpl__wire_response in = {.ok = 1, .rank = 3, .world = 4,
+  struct tpl__wire_tensor t[2] = {{.name = "a.weight",
+                                   .dtype = "float32",
+                                   .ndim = 2,
+                                   .shape = {4, 8},
+                                   .offset = 0,
+                                   .nbytes = 128,
+                                   .xxh3 = 0x0123456789abcdefull},
+                                  {.name = "b",
+                                   .dtype = "bfloat16",
+                                   .ndim = 0,
+                                   .offset = 128,
+                                   .nbytes = 2,
+                                   .xxh3 = 42}};
+  struct tpl__wire_response in = {.ok = 1,
+                                  .rank = 3,
+                                  .world = 4,
                                   .status = load_report,
                                   .status_len = sizeof(load_report),
-                                  .tensors = t, .ntensors = 2,
+                                  .tensors = t,
+                                  .ntensors = 2,
                                   .store_bytes = 192},
                             out = {0};
   struct tpl__frame_reader r;
@@ -243,8 +253,8 @@ static void test_error_response(void) {
 
 static void test_encode_bad_status(void) {
   static const uint8_t junk[] = {0x0a, 0x05, 'm'}; /* string runs off */
-  struct tpl__wire_response in = {.ok = 1, .status = junk,
-                                  .status_len = sizeof(junk)};
+  struct tpl__wire_response in = {
+      .ok = 1, .status = junk, .status_len = sizeof(junk)};
   struct tpl_error err = {0};
   uint8_t *f = NULL;
   size_t len;
@@ -259,7 +269,8 @@ static void test_decode_too_many_dims(void) {
   uint8_t body[13] = {0x32, 0x0b, 0x1a, 0x09};
   struct tpl__wire_response out = {0};
   struct tpl_error err = {0};
-  for (int i = 4; i < 13; i++) body[i] = 0x01;
+  for (int i = 4; i < 13; i++)
+    body[i] = 0x01;
   CHECK_EQ_INT(tpl__wire_decode_response(body, sizeof(body), &out, &err),
                TPL_EPROTO);
   CHECK_STR_CONTAINS(err.msg, "at most 8 dims");
