@@ -1,6 +1,10 @@
-/* cli.c - `tpload COMMAND`: top-level help, version, dispatch, and the
- * small helpers every command uses to report errors the same way. */
+/* cli.c - `tpload COMMAND`: the command table, top-level help, version and
+ * dispatch; the one option parser every command's argv goes through
+ * (getopt_long over the command's option table); help printing with its
+ * generated lists; and the small helpers every command uses to report
+ * errors the same way. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,22 +13,10 @@
 #include "cli.h"
 #include "common.h"
 
-struct command {
-  const char *name;
-  int (*run)(int argc, char **argv);
-  const char *summary;
-};
-
-static const struct command commands[] = {
-    {"inspect", tpl__cmd_inspect, "list a checkpoint's tensors (and shards)"},
-    {"plan", tpl__cmd_plan, "print the resolved shard plan as JSON"},
-    {"synth", tpl__cmd_synth, "write a random HF-style checkpoint"},
-    {"load", tpl__cmd_load, "(mpirun) deliver every rank its shard, report"},
-    {"preshard", tpl__cmd_load, "(mpirun) load, then write per-rank files"},
-    {"serve", tpl__cmd_load, "(mpirun) load, then serve shards on sockets"},
-    {"verify", tpl__cmd_verify, "check a preshard output against the model"},
-    {"status", tpl__cmd_status, "query a running daemon"},
-    {"dump", tpl__cmd_dump, "write what one daemon rank holds to a file"},
+static const struct tpl__cli_command *const commands[] = {
+    &tpl__cmd_inspect, &tpl__cmd_plan,     &tpl__cmd_synth,
+    &tpl__cmd_load,    &tpl__cmd_preshard, &tpl__cmd_serve,
+    &tpl__cmd_verify,  &tpl__cmd_status,   &tpl__cmd_dump,
 };
 
 static void print_help(FILE *out) {
@@ -35,7 +27,7 @@ static void print_help(FILE *out) {
                "ShardSingleDim does, and\ndelivers each rank its slice over "
                "MPI.\n\ncommands:\n");
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
   fprintf(out,
           "\n`tpload COMMAND --help` describes a command.\n"
           "exit codes: 0 ok, 64 usage, 65 invalid data, 66 input missing,\n"
@@ -58,11 +50,172 @@ int tpl__cli_main(int argc, char **argv) {
     return 0;
   }
   for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-    if (strcmp(argv[1], commands[i].name) == 0)
-      return commands[i].run(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i]->name) == 0)
+      return tpl__cli_exec(commands[i], argc - 1, argv + 1);
   fprintf(stderr, "tpload: unknown command '%s' (see tpload --help)\n",
           argv[1]);
   return 64;
+}
+
+/* ---- the option parser ---- */
+
+/* Before MPI is up, only the launcher's rank variable tells rank 0. */
+static int env_rank_is_zero(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
+    const char *v = getenv(vars[i]);
+    if (v != NULL) return strcmp(v, "0") == 0;
+  }
+  return 1;
+}
+
+static int speaks(const struct tpl__cli_command *cmd) {
+  return !cmd->rank0_speaks || env_rank_is_zero();
+}
+
+#define OPT_HELP TPL_CLI_MAX_OPTIONS
+
+/* getopt_long's view of cmd's table, plus --help/-h: an option's val is
+ * its index, or that of its short name ('A' + index) in `shorts`. */
+static void getopt_tables(const struct tpl__cli_command *cmd,
+                          struct option *longs, char *shorts) {
+  static const int has_arg[] = {[TPL_CLI_FLAG] = no_argument,
+                                [TPL_CLI_VALUE] = required_argument,
+                                [TPL_CLI_OPTIONAL] = optional_argument};
+  size_t s = 0;
+  shorts[s++] = ':';
+  shorts[s++] = 'h';
+  for (size_t i = 0; i < cmd->noptions; i++) {
+    const struct tpl__cli_option *o = &cmd->options[i];
+    longs[i] = (struct option){o->name, has_arg[o->arg], NULL, (int)i};
+    if (o->short_name != 0) {
+      shorts[s++] = o->short_name;
+      if (o->arg == TPL_CLI_VALUE) shorts[s++] = ':';
+    }
+  }
+  longs[cmd->noptions] = (struct option){"help", no_argument, NULL, OPT_HELP};
+  longs[cmd->noptions + 1] = (struct option){NULL, 0, NULL, 0};
+  shorts[s] = '\0';
+}
+
+/* Maps what getopt_long returned to an option index, -1 when unknown. */
+static int option_index(const struct tpl__cli_command *cmd, int c) {
+  if (c == 'h') return OPT_HELP;
+  if (c >= 0 && (size_t)c < cmd->noptions) return c;
+  for (size_t i = 0; i < cmd->noptions; i++)
+    if (cmd->options[i].short_name != 0 && cmd->options[i].short_name == c)
+      return (int)i;
+  return c == OPT_HELP ? OPT_HELP : -1;
+}
+
+static int parse(const struct tpl__cli_command *cmd, int argc, char **argv,
+                 struct tpl__cli_args *a) {
+  struct option longs[TPL_CLI_MAX_OPTIONS + 2];
+  char shorts[3 * TPL_CLI_MAX_OPTIONS + 3];
+  int c;
+  getopt_tables(cmd, longs, shorts);
+  optind = 0; /* full reset: commands may run more than once */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+    int id = option_index(cmd, c);
+    if (c == ':')
+      return tpl__cli_usage_error(cmd, "option '%s' needs a value",
+                                  argv[optind - 1]);
+    if (id < 0)
+      return tpl__cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+    if (id == OPT_HELP) return -1;
+    a->count[id]++;
+    a->value[id] = optarg;
+  }
+  a->operands = argv + optind;
+  a->noperands = argc - optind;
+  return 0;
+}
+
+static int check_operands(const struct tpl__cli_command *cmd,
+                          const struct tpl__cli_args *a) {
+  if (a->noperands > cmd->max_operands && cmd->max_operands == 0)
+    return tpl__cli_usage_error(cmd, "unexpected argument '%s'",
+                                a->operands[0]);
+  if (a->noperands < cmd->min_operands || a->noperands > cmd->max_operands)
+    return tpl__cli_usage_error(cmd, "%s", cmd->operands_error);
+  return 0;
+}
+
+/* ---- help ---- */
+
+/* Prints the words of `list` from column `col`, wrapped at 80 columns
+ * with continuation lines indented to `col`. */
+static void print_list(FILE *out, const char *list, int col) {
+  int at = col;
+  while (*list != '\0') {
+    int word = (int)strcspn(list, " ");
+    if (at > col && at + 1 + word > 79) {
+      fprintf(out, "\n%*s", col, "");
+      at = col;
+    } else if (at > col) {
+      fputc(' ', out);
+      at++;
+    }
+    fprintf(out, "%.*s", word, list);
+    at += word;
+    list += word;
+    list += strspn(list, " ");
+  }
+}
+
+/* Prints one line of help (up to and with its newline), an @KEY@ in it
+ * replaced by help_list(KEY); returns the length consumed. */
+static size_t print_help_line(const struct tpl__cli_command *cmd,
+                              const char *line, FILE *out) {
+  size_t len = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
+  const char *at = memchr(line, '@', len), *end = NULL, *list = NULL;
+  char key[32];
+  if (at != NULL) end = memchr(at + 1, '@', len - (size_t)(at + 1 - line));
+  if (end != NULL && cmd->help_list != NULL) {
+    snprintf(key, sizeof(key), "%.*s", (int)(end - at - 1), at + 1);
+    list = cmd->help_list(key);
+  }
+  if (list == NULL) {
+    fwrite(line, 1, len, out);
+    return len;
+  }
+  fwrite(line, 1, (size_t)(at - line), out);
+  print_list(out, list, (int)(at - line));
+  fwrite(end + 1, 1, len - (size_t)(end + 1 - line), out);
+  return len;
+}
+
+static void print_command_help(const struct tpl__cli_command *cmd, FILE *out) {
+  for (const char *line = cmd->help; *line != '\0';)
+    line += print_help_line(cmd, line, out);
+}
+
+int tpl__cli_exec(const struct tpl__cli_command *cmd, int argc, char **argv) {
+  struct tpl__cli_args a = {.argc = argc, .argv = argv};
+  int rc = parse(cmd, argc, argv, &a);
+  if (rc < 0) {
+    if (speaks(cmd)) print_command_help(cmd, stdout);
+    return 0;
+  }
+  if (rc == 0) rc = check_operands(cmd, &a);
+  return rc != 0 ? rc : cmd->exec(cmd, &a);
+}
+
+/* ---- helpers ---- */
+
+const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
+                          size_t len) {
+  size_t used = 0;
+  if (len == 0) return buf;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && used < len; i++)
+    used += (size_t)snprintf(buf + used, len - used, "%s%s",
+                             i == 0       ? ""
+                             : i == n - 1 ? " or "
+                                          : ", ",
+                             name(i));
+  return buf;
 }
 
 const char *tpl__cli_safe(const char *s, char *buf, size_t len) {
@@ -91,25 +244,35 @@ int tpl__cli_report(int code, const struct tpl_error *err) {
   return tpl_exit_code(code);
 }
 
-int tpl__cli_usage_error(const char *command, const char *fmt, ...) {
+int tpl__cli_usage_error(const struct tpl__cli_command *cmd, const char *fmt,
+                         ...) {
   va_list ap;
-  fprintf(stderr, "tpload %s: ", command);
+  if (!speaks(cmd)) return 64;
+  fprintf(stderr, "tpload %s: ", cmd->name);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fprintf(stderr, " (see tpload %s --help)\n", command);
+  fprintf(stderr, " (see tpload %s --help)\n", cmd->name);
   return 64;
 }
 
-int tpl__cli_daemon_uid(const char *command, const char *arg) {
+int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg) {
   unsigned long long uid;
   if (tpl__cli_parse_uint(arg, 0xfffffffeull, &uid) != 0)
-    return tpl__cli_usage_error(command,
+    return tpl__cli_usage_error(cmd,
                                 "--daemon-uid expects a numeric "
                                 "uid, got '%s'",
                                 arg);
   setenv("TPLOAD_DAEMON_UID", arg, 1);
   return 0;
+}
+
+int tpl__cli_uint_option(const struct tpl__cli_command *cmd, const char *option,
+                         const char *s, unsigned long long min,
+                         unsigned long long max, unsigned long long *out) {
+  if (tpl__cli_parse_uint(s, max, out) == 0 && *out >= min) return 0;
+  return tpl__cli_usage_error(cmd, "--%s: expected %llu..%llu, found '%s'",
+                              option, min, max, s);
 }
 
 int tpl__cli_parse_uint(const char *s, unsigned long long max,

@@ -1,35 +1,100 @@
-/* cli.h - the command-line front end: one function per command, each
- * taking the command's own argv (argv[0] is the command name) and
- * returning the process exit code.  These are the only library functions
- * that print. */
+/* cli.h - the command-line front end.  Every command is declared once, as
+ * a struct tpl__cli_command (tmux's cmd_entry): its name, its options,
+ * how many operands it takes, its help and the function that runs it.
+ * One parser (tpl__cli_exec) reads any command's argv against that table,
+ * so option syntax, --help and usage errors are the same everywhere.
+ * These are the only library functions that print. */
 #ifndef TPL_CLI_H
 #define TPL_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+/* Whether an option takes a value. */
+enum tpl__cli_arg {
+  TPL_CLI_FLAG,     /* --name */
+  TPL_CLI_VALUE,    /* --name V or --name=V */
+  TPL_CLI_OPTIONAL, /* --name or --name=V */
+};
+
+/* One option; a command's options are an array indexed by the command's
+ * own enum (designated initializers keep the two in step). */
+struct tpl__cli_option {
+  const char *name; /* without the leading -- */
+  enum tpl__cli_arg arg;
+  char short_name; /* 0: long form only */
+};
+
+#define TPL_CLI_MAX_OPTIONS 24
+
+/* What the parser found.  Lives as long as the argv it was parsed from. */
+struct tpl__cli_args {
+  const char *value[TPL_CLI_MAX_OPTIONS]; /* last value; NULL: none */
+  unsigned count[TPL_CLI_MAX_OPTIONS];    /* times the option was given */
+  char **operands;                        /* the non-option arguments */
+  int noperands;
+  int argc; /* the command's whole argv (argv[0] is its name) */
+  char **argv;
+};
+
+struct tpl__cli_command {
+  const char *name;
+  const char *summary; /* one line for `tpload --help` */
+  const struct tpl__cli_option *options;
+  size_t noptions;
+  int min_operands, max_operands;
+  const char *operands_error; /* usage error when the count is wrong */
+  /* Help text; an @KEY@ in it prints help_list(KEY), names from a table
+   * ("a, b or c"), wrapped at 80 columns and indented to where it began. */
+  const char *help;
+  const char *(*help_list)(const char *key);
+  int rank0_speaks; /* MPI commands: only rank 0 prints help and errors */
+  /* Runs the parsed command; returns the exit code. */
+  int (*exec)(const struct tpl__cli_command *cmd,
+              const struct tpl__cli_args *args);
+};
+
+extern const struct tpl__cli_command tpl__cmd_inspect, tpl__cmd_plan,
+    tpl__cmd_synth, tpl__cmd_load, tpl__cmd_preshard, tpl__cmd_serve,
+    tpl__cmd_verify, tpl__cmd_status, tpl__cmd_dump;
 
 /* Dispatches `tpload COMMAND ...`; returns the exit code. */
 int tpl__cli_main(int argc, char **argv);
 
-int tpl__cmd_inspect(int argc, char **argv);
-int tpl__cmd_plan(int argc, char **argv);
-int tpl__cmd_synth(int argc, char **argv);
-int tpl__cmd_load(int argc, char **argv); /* load, preshard, serve */
-int tpl__cmd_verify(int argc, char **argv);
-int tpl__cmd_status(int argc, char **argv);
-int tpl__cmd_dump(int argc, char **argv);
+/* Parses argv (argv[0] is the command's name) against cmd's table and
+ * runs it: --help prints the help (exit 0), a bad option or operand count
+ * is a usage error (64).  Returns the exit code. */
+int tpl__cli_exec(const struct tpl__cli_command *cmd, int argc, char **argv);
+
+/* Whether option `id` was given at least once. */
+static inline int tpl__cli_has(const struct tpl__cli_args *a, int id) {
+  return a->count[id] > 0;
+}
 
 /* Prints "tpload: MESSAGE" for a failed call on stderr and returns the
  * exit code for `code` (err->msg when set, else tpl_strerror). */
 struct tpl_error;
 int tpl__cli_report(int code, const struct tpl_error *err);
 
-/* Prints "tpload COMMAND: MESSAGE" plus a hint to --help; returns 64. */
-int tpl__cli_usage_error(const char *command, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* Prints "tpload COMMAND: MESSAGE" plus a hint to --help (under mpirun on
+ * rank 0 only, for a command with rank0_speaks); returns 64. */
+int tpl__cli_usage_error(const struct tpl__cli_command *cmd, const char *fmt,
+                         ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a decimal integer no larger than `max` (and no smaller than
+ * `min`); 0 on success, else a usage error naming --`option` (64). */
+int tpl__cli_uint_option(const struct tpl__cli_command *cmd, const char *option,
+                         const char *s, unsigned long long min,
+                         unsigned long long max, unsigned long long *out);
 
 /* Parses a positive decimal integer no larger than `max`; 0 on success. */
 int tpl__cli_parse_uint(const char *s, unsigned long long max,
                         unsigned long long *out);
+
+/* Writes `n` names as "a, b, c or d" into buf (`len` bytes, cut when too
+ * long); name(i) gives the i-th.  Returns buf. */
+const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
+                          size_t len);
 
 /* Room for any text of up to n bytes once escaped by tpl__cli_safe. */
 #define TPL_SAFE_LEN(n) (4 * (n) + 1)
@@ -43,7 +108,7 @@ const char *tpl__cli_safe(const char *s, char *buf, size_t len);
 
 /* --daemon-uid UID of status and dump: the uid a client trusts its daemon
  * to run as (TPLOAD_DAEMON_UID for the rest of the process).  Returns 0,
- * or 64 after printing a usage error for `command`. */
-int tpl__cli_daemon_uid(const char *command, const char *arg);
+ * or 64 after printing a usage error for `cmd`. */
+int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg);
 
 #endif

@@ -6,7 +6,6 @@
  * verified on the way out.  The file appears atomically (fileio's
  * tpl__atomic_*): temp name, fsync, rename, directory fsync. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "common.h"
 #include "dtype.h"
 #include "fileio.h"
 #include "st_writer.h"
@@ -116,49 +116,42 @@ static int write_file(const struct tpl_shard *s, const char *path,
   return rc != 0 && a.step == TPL__ATOMIC_RENAME ? output_error(err) : rc;
 }
 
-int tpl__cmd_dump(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"out", required_argument, NULL, 'o'},
-      {"force", no_argument, NULL, 'f'},
-      {"daemon-uid", required_argument, NULL, 'u'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+enum { OPT_OUT, OPT_FORCE, OPT_DAEMON_UID };
+
+static const struct tpl__cli_option dump_options[] = {
+    [OPT_OUT] = {"out", TPL_CLI_VALUE, 'o'},
+    [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
+    [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
+};
+
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl_shard *s = NULL;
-  const char *out = NULL;
-  int c, rc, force = 0;
-  optind = 0; /* full reset: commands may run more than once */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-    switch (c) {
-    case 'o':
-      out = optarg;
-      break;
-    case 'f':
-      force = 1;
-      break;
-    case 'u':
-      if (tpl__cli_daemon_uid("dump", optarg) != 0) return 64;
-      break;
-    case 'h':
-      fputs(dump_help, stdout);
-      return 0;
-    default:
-      return tpl__cli_usage_error("dump",
-                                  "unknown option or missing value "
-                                  "'%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if (optind != argc - 1)
-    return tpl__cli_usage_error("dump", "expected one SOCKET argument");
-  if (out == NULL) return tpl__cli_usage_error("dump", "--out is required");
-  if (!force && tpl__exists(out)) {
+  const char *out = a->value[OPT_OUT];
+  int rc;
+  if (tpl__cli_has(a, OPT_DAEMON_UID) &&
+      tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
+    return 64;
+  if (out == NULL) return tpl__cli_usage_error(cmd, "--out is required");
+  if (!tpl__cli_has(a, OPT_FORCE) && tpl__exists(out)) {
     tpl__fail(&err, TPL_EOUTPUT, "%s: exists (use --force to replace it)", out);
     return tpl__cli_report(TPL_EOUTPUT, &err);
   }
-  rc = tpl__client_attach(argv[optind], TPL_CLIENT_TIMEOUT_MS, &s, &err);
+  rc = tpl__client_attach(a->operands[0], TPL_CLIENT_TIMEOUT_MS, &s, &err);
   if (rc == 0) rc = write_file(s, out, &err);
   tpl_detach(s);
   return rc == 0 ? 0 : tpl__cli_report(rc, &err);
 }
+
+const struct tpl__cli_command tpl__cmd_dump = {
+    .name = "dump",
+    .summary = "write what one daemon rank holds to a file",
+    .options = dump_options,
+    .noptions = ARRAY_SIZE(dump_options),
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands_error = "expected one SOCKET argument",
+    .help = dump_help,
+    .exec = run,
+};

@@ -1,13 +1,13 @@
 /* cmd_inspect.c - `tpload inspect MODEL [--json] [--shards N [--plan P]]`:
  * every tensor's name, dtype, shape, bytes and file, and the totals; with
  * --shards also each tensor's shard shape and the rule that cuts it. */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "common.h"
 #include "dtype.h"
 #include "jsonu.h"
 #include "model.h"
@@ -155,55 +155,10 @@ static void print_shard_table(const struct tpl_model *m,
 }
 
 struct inspect_args {
-  const char *model, *plan;
+  const char *plan;
   unsigned long long nshards; /* 0: no shard view */
   int json;
 };
-
-/* Returns -1 to go on, else the exit code (help or usage error). */
-static int parse_args(int argc, char **argv, struct inspect_args *a) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                       {"shards", required_argument, NULL, 'n'},
-                                       {"plan", required_argument, NULL, 'p'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'j':
-      a->json = 1;
-      break;
-    case 'n':
-      if (tpl__cli_parse_uint(optarg, MAX_SHARDS, &a->nshards) != 0 ||
-          a->nshards == 0)
-        return tpl__cli_usage_error("inspect",
-                                    "--shards: expected 1..%d, "
-                                    "found '%s'",
-                                    MAX_SHARDS, optarg);
-      break;
-    case 'p':
-      a->plan = optarg;
-      break;
-    case 'h':
-      fputs(inspect_help, stdout);
-      return 0;
-    case ':':
-      return tpl__cli_usage_error("inspect", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return tpl__cli_usage_error("inspect", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if (optind != argc - 1)
-    return tpl__cli_usage_error("inspect", "expected one MODEL argument");
-  if (a->plan != NULL && a->nshards == 0)
-    return tpl__cli_usage_error("inspect", "--plan needs --shards N");
-  a->model = argv[optind];
-  return -1;
-}
 
 static int show(const struct tpl_model *m, const struct inspect_args *a,
                 struct tpl_error *err) {
@@ -232,15 +187,42 @@ static int show(const struct tpl_model *m, const struct inspect_args *a,
   return 0;
 }
 
-int tpl__cmd_inspect(int argc, char **argv) {
-  struct inspect_args a = {NULL, NULL, 0, 0};
+enum { OPT_JSON, OPT_SHARDS, OPT_PLAN };
+
+static const struct tpl__cli_option inspect_options[] = {
+    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
+    [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
+    [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
+};
+
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *args) {
+  struct inspect_args a = {args->value[OPT_PLAN], 0,
+                           tpl__cli_has(args, OPT_JSON)};
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
-  int rc = parse_args(argc, argv, &a);
-  if (rc >= 0) return rc;
-  rc = tpl__model_open(a.model, &m, &err);
+  int rc;
+  if (tpl__cli_has(args, OPT_SHARDS) &&
+      tpl__cli_uint_option(cmd, "shards", args->value[OPT_SHARDS], 1,
+                           MAX_SHARDS, &a.nshards) != 0)
+    return 64;
+  if (a.plan != NULL && a.nshards == 0)
+    return tpl__cli_usage_error(cmd, "--plan needs --shards N");
+  rc = tpl__model_open(args->operands[0], &m, &err);
   if (rc == 0) rc = show(m, &a, &err);
   tpl__model_free(m);
   if (rc != 0) return tpl__cli_report(rc, &err);
   return 0;
 }
+
+const struct tpl__cli_command tpl__cmd_inspect = {
+    .name = "inspect",
+    .summary = "list a checkpoint's tensors (and shards)",
+    .options = inspect_options,
+    .noptions = ARRAY_SIZE(inspect_options),
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands_error = "expected one MODEL argument",
+    .help = inspect_help,
+    .exec = run,
+};

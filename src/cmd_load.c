@@ -2,7 +2,6 @@
  * Parses the command line, runs the engine, and on rank 0 shows progress,
  * the one-line summary and (--json) the LoadReport. */
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common.h"
 #include "engine.h"
 #include "log.h"
 #include "report.h"
@@ -58,15 +58,15 @@ static const char load_help[] =
 
 struct load_cli {
   struct tpl__load_opts o;
+  const struct tpl__cli_command *cmd;
   const char *command;
-  int json, quiet, bar, huge_set, log_set;
+  int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
-  unsigned long long chunk_mib;
 };
 
 enum {
-  OPT_PLAN = 256,
+  OPT_PLAN,
   OPT_NO_BIAS,
   OPT_CHUNK,
   OPT_JSON,
@@ -78,40 +78,27 @@ enum {
   OPT_READY,
   OPT_HUGETLB,
   OPT_STALL,
-  OPT_LOG_LEVEL,
-  OPT_HELP
+  OPT_LOG_LEVEL
 };
 
-static const struct option load_opts[] = {
-    {"plan", required_argument, NULL, OPT_PLAN},
-    {"no-bias-scaling", no_argument, NULL, OPT_NO_BIAS},
-    {"chunk-mib", required_argument, NULL, OPT_CHUNK},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"progress", optional_argument, NULL, OPT_PROGRESS},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"socket-dir", required_argument, NULL, OPT_SOCKET_DIR},
-    {"ready-file", required_argument, NULL, OPT_READY},
-    {"hugetlb", required_argument, NULL, OPT_HUGETLB},
-    {"stall-timeout", required_argument, NULL, OPT_STALL},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0}};
-
-/* Before MPI is up, only the launcher's rank variable tells rank 0. */
-static int env_rank_is_zero(void) {
-  const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"};
-  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-    const char *v = getenv(vars[i]);
-    if (v != NULL) return strcmp(v, "0") == 0;
-  }
-  return 1;
-}
+static const struct tpl__cli_option load_options[] = {
+    [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
+    [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
+    [OPT_CHUNK] = {"chunk-mib", TPL_CLI_VALUE, 0},
+    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
+    [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
+    [OPT_PROGRESS] = {"progress", TPL_CLI_OPTIONAL, 0},
+    [OPT_OUT] = {"out", TPL_CLI_VALUE, 0},
+    [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
+    [OPT_SOCKET_DIR] = {"socket-dir", TPL_CLI_VALUE, 0},
+    [OPT_READY] = {"ready-file", TPL_CLI_VALUE, 0},
+    [OPT_HUGETLB] = {"hugetlb", TPL_CLI_VALUE, 0},
+    [OPT_STALL] = {"stall-timeout", TPL_CLI_VALUE, 0},
+    [OPT_LOG_LEVEL] = {"log-level", TPL_CLI_VALUE, 0},
+};
 
 static int usage(struct load_cli *c, const char *fmt, const char *arg) {
-  if (!env_rank_is_zero()) return 64;
-  return tpl__cli_usage_error(c->command, fmt, arg);
+  return tpl__cli_usage_error(c->cmd, fmt, arg);
 }
 
 enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
@@ -152,74 +139,48 @@ static int want_bar(int mode) {
   return isatty(STDERR_FILENO) || launcher_stderr_is_tty();
 }
 
-static int parse_option(struct load_cli *c, int opt, const char *arg) {
-  switch (opt) {
-  case OPT_PLAN:
-    c->o.plan = arg;
-    return 0;
-  case OPT_NO_BIAS:
-    c->o.bias_scaling = 0;
-    return 0;
-  case OPT_JSON:
-    c->json = 1;
-    return 0;
-  case OPT_QUIET:
-    c->quiet = 1;
-    return 0;
-  case OPT_PROGRESS:
-    if (parse_progress(arg, &c->progress) != 0)
-      return usage(c, "--progress expects auto, always or never, got '%s'",
-                   arg);
-    return 0;
-  case OPT_OUT:
-    c->o.out_dir = arg;
-    return 0;
-  case OPT_FORCE:
-    c->o.force = 1;
-    return 0;
-  case OPT_SOCKET_DIR:
-    c->o.socket_dir = arg;
-    return 0;
-  case OPT_READY:
-    c->o.ready_file = arg;
-    return 0;
-  case OPT_HUGETLB:
-    if (strcmp(arg, "auto") == 0)
-      c->o.huge = TPL_HUGE_AUTO;
-    else if (strcmp(arg, "on") == 0)
-      c->o.huge = TPL_HUGE_HUGETLB;
-    else if (strcmp(arg, "off") == 0)
-      c->o.huge = TPL_HUGE_OFF;
-    else
-      return usage(c, "--hugetlb expects auto, on or off, got '%s'", arg);
-    c->huge_set = 1;
-    return 0;
-  case OPT_STALL: {
-    unsigned long long s;
-    if (tpl__cli_parse_uint(arg, 86400 * 365, &s) != 0)
-      return usage(c,
-                   "--stall-timeout expects seconds (0 disables), got "
-                   "'%s'",
-                   arg);
-    c->o.stall_timeout = (double)s;
-    return 0;
-  }
-  case OPT_LOG_LEVEL:
-    if (tpl__log_level_parse(arg, &c->o.log_level) != 0)
-      return usage(c, "--log-level expects quiet, info or debug, got '%s'",
-                   arg);
-    c->log_set = 1;
-    return 0;
-  case OPT_CHUNK:
-    if (tpl__cli_parse_uint(arg, 4096, &c->chunk_mib) != 0 || c->chunk_mib == 0)
-      return usage(c, "--chunk-mib expects 1..4096, got '%s'", arg);
-    return 0;
-  default:
-    return usage(c, "unknown option '%s'", arg);
-  }
+static int parse_hugetlb(const char *arg, int *huge) {
+  if (strcmp(arg, "auto") == 0)
+    *huge = TPL_HUGE_AUTO;
+  else if (strcmp(arg, "on") == 0)
+    *huge = TPL_HUGE_HUGETLB;
+  else if (strcmp(arg, "off") == 0)
+    *huge = TPL_HUGE_OFF;
+  else
+    return -1;
+  return 0;
 }
 
-static int check_sink_options(struct load_cli *c) {
+/* The options whose values need checking (64 when one is bad). */
+static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
+  const char *const *v = a->value;
+  unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 64;
+  if (tpl__cli_has(a, OPT_PROGRESS) &&
+      parse_progress(v[OPT_PROGRESS], &c->progress) != 0)
+    return usage(c, "--progress expects auto, always or never, got '%s'",
+                 v[OPT_PROGRESS]);
+  if (v[OPT_HUGETLB] != NULL && parse_hugetlb(v[OPT_HUGETLB], &c->o.huge) != 0)
+    return usage(c, "--hugetlb expects auto, on or off, got '%s'",
+                 v[OPT_HUGETLB]);
+  if (v[OPT_STALL] != NULL &&
+      tpl__cli_parse_uint(v[OPT_STALL], 86400 * 365, &stall) != 0)
+    return usage(c, "--stall-timeout expects seconds (0 disables), got '%s'",
+                 v[OPT_STALL]);
+  if (v[OPT_LOG_LEVEL] != NULL &&
+      tpl__log_level_parse(v[OPT_LOG_LEVEL], &c->o.log_level) != 0)
+    return usage(c, "--log-level expects quiet, info or debug, got '%s'",
+                 v[OPT_LOG_LEVEL]);
+  if (v[OPT_CHUNK] != NULL &&
+      (tpl__cli_parse_uint(v[OPT_CHUNK], 4096, &chunk_mib) != 0 ||
+       chunk_mib == 0))
+    return usage(c, "--chunk-mib expects 1..4096, got '%s'", v[OPT_CHUNK]);
+  c->o.stall_timeout = (double)stall;
+  c->o.chunk_bytes = chunk_mib << 20;
+  return 0;
+}
+
+static int check_sink_options(struct load_cli *c,
+                              const struct tpl__cli_args *a) {
   int preshard = c->o.sink == TPL_SINK_PRESHARD;
   int serve = c->o.sink == TPL_SINK_SERVE;
   if (preshard && c->o.out_dir == NULL)
@@ -229,7 +190,8 @@ static int check_sink_options(struct load_cli *c) {
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
   if (!serve &&
-      (c->o.socket_dir || c->o.ready_file || c->huge_set || c->log_set))
+      (c->o.socket_dir || c->o.ready_file || tpl__cli_has(a, OPT_HUGETLB) ||
+       tpl__cli_has(a, OPT_LOG_LEVEL)))
     return usage(c,
                  "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
                  "are for serve",
@@ -237,22 +199,20 @@ static int check_sink_options(struct load_cli *c) {
   return 0;
 }
 
-static int parse_args(struct load_cli *c, int argc, char **argv) {
-  int opt, rc;
-  optind = 1;
-  opterr = 0;
-  while ((opt = getopt_long(argc, argv, "", load_opts, NULL)) != -1) {
-    if (opt == OPT_HELP) {
-      if (env_rank_is_zero()) fputs(load_help, stdout);
-      return -1;
-    }
-    rc = parse_option(c, opt, opt == '?' ? argv[optind - 1] : optarg);
-    if (rc != 0) return rc;
-  }
-  if (optind != argc - 1) return usage(c, "expected one MODEL%s", "");
-  c->o.model = argv[optind];
-  c->o.chunk_bytes = c->chunk_mib << 20;
-  return check_sink_options(c);
+static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
+  int rc;
+  c->o.model = a->operands[0];
+  c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
+  c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
+  c->o.out_dir = a->value[OPT_OUT];
+  c->o.force = tpl__cli_has(a, OPT_FORCE);
+  c->o.socket_dir = a->value[OPT_SOCKET_DIR];
+  c->o.ready_file = a->value[OPT_READY];
+  c->o.log_level = TPL_LOG_INFO;
+  c->json = tpl__cli_has(a, OPT_JSON);
+  c->quiet = tpl__cli_has(a, OPT_QUIET);
+  rc = parse_values(c, a);
+  return rc != 0 ? rc : check_sink_options(c, a);
 }
 
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
@@ -317,22 +277,18 @@ static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
             tpl__cli_safe(err->msg, safe, sizeof(safe)));
 }
 
-int tpl__cmd_load(int argc, char **argv) {
-  struct load_cli c = {0};
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *a) {
+  struct load_cli c = {.cmd = cmd, .command = cmd->name};
   struct tpl_error err = {0};
   uint32_t rank = 0, world = 1;
-  int rc;
-  c.command = argv[0];
-  c.o.sink = strcmp(argv[0], "preshard") == 0 ? TPL_SINK_PRESHARD
-             : strcmp(argv[0], "serve") == 0  ? TPL_SINK_SERVE
-                                              : TPL_SINK_NONE;
-  c.o.plan = "auto";
-  c.o.bias_scaling = 1;
-  c.o.stall_timeout = TPL_STALL_DEFAULT_S;
-  c.o.log_level = TPL_LOG_INFO;
-  c.chunk_mib = 64;
-  rc = parse_args(&c, argc, argv);
-  if (rc != 0) return rc < 0 ? 0 : rc;
+  int argc = a->argc, rc;
+  char **argv = a->argv;
+  c.o.sink = cmd == &tpl__cmd_preshard ? TPL_SINK_PRESHARD
+             : cmd == &tpl__cmd_serve  ? TPL_SINK_SERVE
+                                       : TPL_SINK_NONE;
+  rc = parse_args(&c, a);
+  if (rc != 0) return rc;
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   c.bar = want_bar(c.progress);
@@ -353,3 +309,18 @@ int tpl__cmd_load(int argc, char **argv) {
   tpl__engine_finalize();
   return tpl_exit_code(rc);
 }
+
+#define LOAD_COMMAND(NAME, SUMMARY)                                            \
+  {                                                                            \
+    .name = NAME, .summary = SUMMARY, .options = load_options,                 \
+    .noptions = ARRAY_SIZE(load_options), .min_operands = 1,                   \
+    .max_operands = 1, .operands_error = "expected one MODEL",                 \
+    .help = load_help, .rank0_speaks = 1, .exec = run,                         \
+  }
+
+const struct tpl__cli_command tpl__cmd_load =
+    LOAD_COMMAND("load", "(mpirun) deliver every rank its shard, report");
+const struct tpl__cli_command tpl__cmd_preshard =
+    LOAD_COMMAND("preshard", "(mpirun) load, then write per-rank files");
+const struct tpl__cli_command tpl__cmd_serve =
+    LOAD_COMMAND("serve", "(mpirun) load, then serve shards on sockets");

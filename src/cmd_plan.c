@@ -2,16 +2,17 @@
  * for MODEL and N and prints the shard info every rank would get, in the
  * format of preshard's shard-info.json without the per-rank checksums,
  * plus the resolved rules under "plan". */
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "common.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "presets.h"
 #include "shardinfo.h"
 
 static const char plan_help[] =
@@ -25,10 +26,9 @@ static const char plan_help[] =
     "the rules that were used under \"plan\".\n"
     "\n"
     "  --shards N         shard count (a load's MPI world size), 1..65536\n"
-    "  --plan P           a plan file, a preset (llama, qwen2, qwen3,\n"
-    "                     deepseek_v2, ...: README lists all) or auto\n"
-    "                     (default: from config.json or\n"
-    "                     mlc-chat-config.json)\n"
+    "  --plan P           a plan file, a preset or auto (default: from\n"
+    "                     config.json or mlc-chat-config.json); presets:\n"
+    "                     @presets@\n"
     "  --no-bias-scaling  report biases unscaled (bias_scale 1.0), as a load\n"
     "                     with --no-bias-scaling delivers them\n"
     "  --strict           a plan-file rule that matches no tensor is an\n"
@@ -117,88 +117,66 @@ static int print_plan(const struct tpl_model *m, const struct tpl__plan *p,
   return 0;
 }
 
-struct plan_args {
-  const char *model, *plan;
-  uint32_t nshards;
-  int bias_scaling;
-  int strict;
+enum { OPT_SHARDS, OPT_PLAN, OPT_NO_BIAS, OPT_STRICT };
+
+static const struct tpl__cli_option plan_options[] = {
+    [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
+    [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
+    [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
+    [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
 };
 
-/* Returns -1 to go on, else the exit code (help or usage error). */
-static int parse_args(int argc, char **argv, struct plan_args *a) {
-  static const struct option opts[] = {
-      {"shards", required_argument, NULL, 'n'},
-      {"plan", required_argument, NULL, 'p'},
-      {"no-bias-scaling", no_argument, NULL, 'B'},
-      {"strict", no_argument, NULL, 'S'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  unsigned long long n = 0;
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'n':
-      if (tpl__cli_parse_uint(optarg, MAX_SHARDS, &n) != 0 || n == 0)
-        return tpl__cli_usage_error("plan",
-                                    "--shards: expected 1..%d, "
-                                    "found '%s'",
-                                    MAX_SHARDS, optarg);
-      break;
-    case 'p':
-      a->plan = optarg;
-      break;
-    case 'B':
-      a->bias_scaling = 0;
-      break;
-    case 'S':
-      a->strict = 1;
-      break;
-    case 'h':
-      fputs(plan_help, stdout);
-      return 0;
-    case ':':
-      return tpl__cli_usage_error("plan", "option '%s' needs a value",
-                                  argv[optind - 1]);
-    default:
-      return tpl__cli_usage_error("plan", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if (optind != argc - 1)
-    return tpl__cli_usage_error("plan", "expected one MODEL argument");
-  if (n == 0) return tpl__cli_usage_error("plan", "--shards N is required");
-  a->model = argv[optind];
-  a->nshards = (uint32_t)n;
-  return -1;
-}
-
-int tpl__cmd_plan(int argc, char **argv) {
-  struct plan_args a = {NULL, "auto", 0, 1, 0};
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *a) {
+  const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
-  int rc = parse_args(argc, argv, &a);
-  if (rc >= 0) return rc;
-  rc = tpl__model_open(a.model, &m, &err);
-  if (rc == 0) rc = tpl__plan_for_model(a.plan, m, a.nshards, &p, &st, &err);
+  unsigned long long n;
+  uint32_t nshards;
+  int rc;
+  if (!tpl__cli_has(a, OPT_SHARDS))
+    return tpl__cli_usage_error(cmd, "--shards N is required");
+  if (tpl__cli_uint_option(cmd, "shards", a->value[OPT_SHARDS], 1, MAX_SHARDS,
+                           &n) != 0)
+    return 64;
+  nshards = (uint32_t)n;
+  rc = tpl__model_open(a->operands[0], &m, &err);
+  if (rc == 0) rc = tpl__plan_for_model(plan, m, nshards, &p, &st, &err);
   if (rc == 0) {
-    rc = tpl__plan_check_unused(p, st, m->ntensors, a.strict, &err);
+    rc = tpl__plan_check_unused(p, st, m->ntensors, tpl__cli_has(a, OPT_STRICT),
+                                &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);
     if (rc == 1) rc = 0;
   }
-  if (rc == 0) note_config_shards(&p->quant, a.nshards);
+  if (rc == 0) note_config_shards(&p->quant, nshards);
   if (rc != 0) {
     free(st);
     tpl__plan_free(p);
     tpl__model_free(m);
     return tpl__cli_report(rc, &err);
   }
-  rc = print_plan(m, p, st, a.nshards, a.bias_scaling);
+  rc = print_plan(m, p, st, nshards, !tpl__cli_has(a, OPT_NO_BIAS));
   free(st);
   tpl__plan_free(p);
   tpl__model_free(m);
   return rc;
 }
+
+static const char *help_list(const char *key) {
+  return tpl__preset_names();
+}
+
+const struct tpl__cli_command tpl__cmd_plan = {
+    .name = "plan",
+    .summary = "print the resolved shard plan as JSON",
+    .options = plan_options,
+    .noptions = ARRAY_SIZE(plan_options),
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands_error = "expected one MODEL argument",
+    .help = plan_help,
+    .help_list = help_list,
+    .exec = run,
+};

@@ -5,7 +5,6 @@
  * given another rank's socket, the command asks rank0.sock in the same
  * directory instead. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "common.h"
 #include "fileio.h"
 #include "report.h"
 
@@ -38,8 +38,6 @@ static const char status_help[] =
     "\n"
     "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
     "70 internal error.\n";
-
-enum mode { M_TABLE, M_JSON, M_HEALTH, M_SHUTDOWN };
 
 /* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
 static char *rank0_path(const char *path) {
@@ -221,58 +219,37 @@ static int run_status(const char *path, int json) {
   return 0;
 }
 
-static int set_mode(enum mode *m, enum mode want) {
-  if (*m != M_TABLE) return -1;
-  *m = want;
-  return 0;
+enum { OPT_JSON, OPT_HEALTH, OPT_SHUTDOWN, OPT_DAEMON_UID };
+
+static const struct tpl__cli_option status_options[] = {
+    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
+    [OPT_HEALTH] = {"health", TPL_CLI_FLAG, 0},
+    [OPT_SHUTDOWN] = {"shutdown", TPL_CLI_FLAG, 0},
+    [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
+};
+
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *a) {
+  const char *path = a->operands[0];
+  if (a->count[OPT_JSON] + a->count[OPT_HEALTH] + a->count[OPT_SHUTDOWN] > 1)
+    return tpl__cli_usage_error(cmd, "--json, --health and --shutdown "
+                                     "exclude each other");
+  if (tpl__cli_has(a, OPT_DAEMON_UID) &&
+      tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
+    return 64;
+  if (tpl__cli_has(a, OPT_HEALTH)) return run_health(path);
+  if (tpl__cli_has(a, OPT_SHUTDOWN)) return run_shutdown(path);
+  return run_status(path, tpl__cli_has(a, OPT_JSON));
 }
 
-int tpl__cmd_status(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, 'j'},
-      {"health", no_argument, NULL, 'H'},
-      {"shutdown", no_argument, NULL, 'S'},
-      {"daemon-uid", required_argument, NULL, 'u'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  enum mode m = M_TABLE;
-  int c;
-  optind = 0; /* full reset: commands may run more than once */
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    int rc = 0;
-    switch (c) {
-    case 'j':
-      rc = set_mode(&m, M_JSON);
-      break;
-    case 'H':
-      rc = set_mode(&m, M_HEALTH);
-      break;
-    case 'S':
-      rc = set_mode(&m, M_SHUTDOWN);
-      break;
-    case 'u':
-      if (tpl__cli_daemon_uid("status", optarg) != 0) return 64;
-      break;
-    case 'h':
-      fputs(status_help, stdout);
-      return 0;
-    default:
-      return tpl__cli_usage_error("status", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-    if (rc != 0)
-      return tpl__cli_usage_error("status", "--json, --health and "
-                                            "--shutdown exclude each other");
-  }
-  if (optind != argc - 1)
-    return tpl__cli_usage_error("status", "expected one SOCKET argument");
-  switch (m) {
-  case M_HEALTH:
-    return run_health(argv[optind]);
-  case M_SHUTDOWN:
-    return run_shutdown(argv[optind]);
-  default:
-    return run_status(argv[optind], m == M_JSON);
-  }
-}
+const struct tpl__cli_command tpl__cmd_status = {
+    .name = "status",
+    .summary = "query a running daemon",
+    .options = status_options,
+    .noptions = ARRAY_SIZE(status_options),
+    .min_operands = 1,
+    .max_operands = 1,
+    .operands_error = "expected one SOCKET argument",
+    .help = status_help,
+    .exec = run,
+};

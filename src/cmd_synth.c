@@ -1,13 +1,14 @@
 /* cmd_synth.c - `tpload synth --arch A --out DIR [options]`: parses the
  * options into a struct tpl__synth_opts, lets synth.c resolve and write
  * the checkpoint, and prints a one-line summary. */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "common.h"
 #include "dtype.h"
 #include "synth.h"
 
@@ -23,10 +24,10 @@ static const char synth_help[] =
     "magnitude 1/64..1/4, drawn per tensor\nfrom the seed and the tensor's "
     "name, so the same options give the same bytes.\n"
     "\n"
-    "  --arch A           llama, mistral, qwen2 (q/k/v biases), gemma\n"
-    "                     (tied embeddings), mixtral (experts), phi3 (fused\n"
-    "                     qkv_proj and gate_up_proj), gpt2 (Conv1D [in,out]\n"
-    "                     weights), gpt_neox\n"
+    "  --arch A           @archs@\n"
+    "                     (qwen2: q/k/v biases; gemma: tied embeddings;\n"
+    "                     mixtral: experts; phi3: fused qkv_proj and\n"
+    "                     gate_up_proj; gpt2: Conv1D [in,out] weights)\n"
     "  --out DIR          output directory (created; an existing non-empty\n"
     "                     DIR is refused unless --force)\n"
     "  --layers N         decoder layers (default 2)\n"
@@ -37,7 +38,7 @@ static const char synth_help[] =
     "  --intermediate I   MLP size (default 2E; gpt2 and gpt_neox 4E)\n"
     "  --vocab V          vocabulary size (default 1024)\n"
     "  --experts X        mixtral experts per layer (default 4)\n"
-    "  --dtype T          bf16 (default), f16 or f32\n"
+    "  --dtype T          @dtypes@ (default bf16)\n"
     "  --seed S           random seed (default 0)\n"
     "  --files K          split the tensors over K safetensors files, in\n"
     "                     state-dict order, about equal in size (default 1)\n"
@@ -67,7 +68,8 @@ static const char synth_help[] =
     "and is not empty or cannot be created, 74 I/O error.\n";
 
 enum {
-  OPT_ARCH = 256,
+  OPT_ARCH,
+  OPT_QUANT,
   OPT_OUT,
   OPT_LAYERS,
   OPT_HIDDEN,
@@ -82,43 +84,79 @@ enum {
   OPT_GIB,
   OPT_FORMAT,
   OPT_FORCE,
-  OPT_QUIET,
-  OPT_HELP,
-  OPT_QUANT
+  OPT_QUIET
 };
 
-static const struct option synth_opts[] = {
-    {"arch", required_argument, NULL, OPT_ARCH},
-    {"quant", required_argument, NULL, OPT_QUANT},
-    {"out", required_argument, NULL, OPT_OUT},
-    {"layers", required_argument, NULL, OPT_LAYERS},
-    {"hidden", required_argument, NULL, OPT_HIDDEN},
-    {"heads", required_argument, NULL, OPT_HEADS},
-    {"kv-heads", required_argument, NULL, OPT_KV},
-    {"intermediate", required_argument, NULL, OPT_INTER},
-    {"vocab", required_argument, NULL, OPT_VOCAB},
-    {"experts", required_argument, NULL, OPT_EXPERTS},
-    {"dtype", required_argument, NULL, OPT_DTYPE},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"files", required_argument, NULL, OPT_FILES},
-    {"gib", required_argument, NULL, OPT_GIB},
-    {"format", required_argument, NULL, OPT_FORMAT},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"quiet", no_argument, NULL, OPT_QUIET},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0}};
-
-struct synth_args {
-  struct tpl__synth_opts o;
-  const char *out;
-  int quiet;
-  int help;
+static const struct tpl__cli_option synth_options[] = {
+    [OPT_ARCH] = {"arch", TPL_CLI_VALUE, 0},
+    [OPT_QUANT] = {"quant", TPL_CLI_VALUE, 0},
+    [OPT_OUT] = {"out", TPL_CLI_VALUE, 0},
+    [OPT_LAYERS] = {"layers", TPL_CLI_VALUE, 0},
+    [OPT_HIDDEN] = {"hidden", TPL_CLI_VALUE, 0},
+    [OPT_HEADS] = {"heads", TPL_CLI_VALUE, 0},
+    [OPT_KV] = {"kv-heads", TPL_CLI_VALUE, 0},
+    [OPT_INTER] = {"intermediate", TPL_CLI_VALUE, 0},
+    [OPT_VOCAB] = {"vocab", TPL_CLI_VALUE, 0},
+    [OPT_EXPERTS] = {"experts", TPL_CLI_VALUE, 0},
+    [OPT_DTYPE] = {"dtype", TPL_CLI_VALUE, 0},
+    [OPT_SEED] = {"seed", TPL_CLI_VALUE, 0},
+    [OPT_FILES] = {"files", TPL_CLI_VALUE, 0},
+    [OPT_GIB] = {"gib", TPL_CLI_VALUE, 0},
+    [OPT_FORMAT] = {"format", TPL_CLI_VALUE, 0},
+    [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
+    [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
 };
+
+/* The integer options: where each goes; all but the seed must be > 0. */
+static const struct {
+  int option;
+  size_t offset;
+} uint_options[] = {
+    {OPT_LAYERS, offsetof(struct tpl__synth_opts, layers)},
+    {OPT_HIDDEN, offsetof(struct tpl__synth_opts, hidden)},
+    {OPT_HEADS, offsetof(struct tpl__synth_opts, heads)},
+    {OPT_KV, offsetof(struct tpl__synth_opts, kv_heads)},
+    {OPT_INTER, offsetof(struct tpl__synth_opts, intermediate)},
+    {OPT_VOCAB, offsetof(struct tpl__synth_opts, vocab)},
+    {OPT_EXPERTS, offsetof(struct tpl__synth_opts, experts)},
+    {OPT_FILES, offsetof(struct tpl__synth_opts, files)},
+    {OPT_SEED, offsetof(struct tpl__synth_opts, seed)},
+};
+
+/* The element types synth writes: short name, long name. */
+static const struct {
+  const char *name, *alias;
+  int dtype;
+} synth_dtypes[] = {
+    {"bf16", "bfloat16", TPL_DT_BF16},
+    {"f16", "float16", TPL_DT_F16},
+    {"f32", "float32", TPL_DT_F32},
+};
+
+static const char *dtype_name(size_t i) {
+  return synth_dtypes[i].name;
+}
+
+static const char *arch_name(size_t i) {
+  return tpl__synth_arch_name((int)i);
+}
+
+/* The lists in help and errors, from the arch and dtype tables. */
+static const char *help_list(const char *key) {
+  static char archs[256], dtypes[64];
+  if (strcmp(key, "archs") == 0)
+    return tpl__cli_list(TPL_ARCH_COUNT, arch_name, archs, sizeof(archs));
+  if (strcmp(key, "dtypes") == 0)
+    return tpl__cli_list(ARRAY_SIZE(synth_dtypes), dtype_name, dtypes,
+                         sizeof(dtypes));
+  return NULL;
+}
 
 static int parse_dtype(const char *s) {
-  if (strcmp(s, "bf16") == 0 || strcmp(s, "bfloat16") == 0) return TPL_DT_BF16;
-  if (strcmp(s, "f16") == 0 || strcmp(s, "float16") == 0) return TPL_DT_F16;
-  if (strcmp(s, "f32") == 0 || strcmp(s, "float32") == 0) return TPL_DT_F32;
+  for (size_t i = 0; i < ARRAY_SIZE(synth_dtypes); i++)
+    if (strcmp(s, synth_dtypes[i].name) == 0 ||
+        strcmp(s, synth_dtypes[i].alias) == 0)
+      return synth_dtypes[i].dtype;
   return -1;
 }
 
@@ -130,156 +168,111 @@ static int parse_gib(const char *s, double *out) {
   return 0;
 }
 
-/* Options with a positive integer (the seed may be 0). */
-static uint64_t *uint_slot(struct tpl__synth_opts *o, int c) {
-  switch (c) {
-  case OPT_LAYERS:
-    return &o->layers;
-  case OPT_HIDDEN:
-    return &o->hidden;
-  case OPT_HEADS:
-    return &o->heads;
-  case OPT_KV:
-    return &o->kv_heads;
-  case OPT_INTER:
-    return &o->intermediate;
-  case OPT_VOCAB:
-    return &o->vocab;
-  case OPT_EXPERTS:
-    return &o->experts;
-  case OPT_FILES:
-    return &o->files;
-  case OPT_SEED:
-    return &o->seed;
-  default:
-    return NULL;
-  }
-}
-
-static const char *opt_name(int c) {
-  for (size_t i = 0; synth_opts[i].name != NULL; i++)
-    if (synth_opts[i].val == c) return synth_opts[i].name;
-  return "?";
-}
-
-static int parse_uint_opt(struct synth_args *a, int c, const char *arg) {
-  unsigned long long v;
-  if (tpl__cli_parse_uint(arg, UINT64_MAX, &v) != 0 ||
-      (v == 0 && c != OPT_SEED))
-    return tpl__cli_usage_error(
-        "synth", "--%s: expected a %s integer, found '%s'", opt_name(c),
-        c == OPT_SEED ? "non-negative" : "positive", arg);
-  *uint_slot(&a->o, c) = v;
-  return 0;
-}
-
-static int parse_one(struct synth_args *a, int c, const char *arg,
-                     const char *opt) {
-  switch (c) {
-  case OPT_ARCH:
-    a->o.arch = tpl__synth_arch_from_name(arg);
-    if (a->o.arch >= 0) return 0;
-    return tpl__cli_usage_error("synth",
-                                "--arch: expected llama, mistral, qwen2, "
-                                "gemma, mixtral, phi3, gpt2 or gpt_neox, "
-                                "found '%s'",
-                                arg);
-  case OPT_OUT:
-    a->out = arg;
-    return 0;
-  case OPT_DTYPE:
-    a->o.dtype = parse_dtype(arg);
-    if (a->o.dtype >= 0) return 0;
-    return tpl__cli_usage_error(
-        "synth", "--dtype: expected bf16, f16 or f32, found '%s'", arg);
-  case OPT_GIB:
-    if (parse_gib(arg, &a->o.gib) == 0) return 0;
-    return tpl__cli_usage_error(
-        "synth", "--gib: expected a positive number, found '%s'", arg);
-  case OPT_FORMAT:
-    if (strcmp(arg, "hf") == 0 || strcmp(arg, "safetensors") == 0)
-      a->o.format = TPL_SYNTH_HF;
-    else if (strcmp(arg, "mlc") == 0)
-      a->o.format = TPL_SYNTH_MLC;
-    else
+static int parse_uints(const struct tpl__cli_command *cmd,
+                       const struct tpl__cli_args *a,
+                       struct tpl__synth_opts *o) {
+  for (size_t i = 0; i < ARRAY_SIZE(uint_options); i++) {
+    int id = uint_options[i].option;
+    unsigned long long v;
+    if (!tpl__cli_has(a, id)) continue;
+    if (tpl__cli_parse_uint(a->value[id], UINT64_MAX, &v) != 0 ||
+        (v == 0 && id != OPT_SEED))
       return tpl__cli_usage_error(
-          "synth", "--format: expected hf or mlc, found '%s'", arg);
-    return 0;
-  case OPT_QUANT:
-    a->o.quant = tpl__quant_find(arg);
-    if (a->o.quant != NULL) return 0;
-    return tpl__cli_usage_error(
-        "synth",
-        "--quant: expected an MLC scheme such as q4f16_1, found "
-        "'%s'",
-        arg);
-  case OPT_FORCE:
-    a->o.force = 1;
-    return 0;
-  case OPT_QUIET:
-    a->quiet = 1;
-    return 0;
-  case OPT_HELP:
-    a->help = 1;
-    return 0;
-  default:
-    if (uint_slot(&a->o, c) != NULL) return parse_uint_opt(a, c, arg);
-    return tpl__cli_usage_error("synth", "unknown option '%s'", opt);
+          cmd, "--%s: expected a %s integer, found '%s'",
+          synth_options[id].name, id == OPT_SEED ? "non-negative" : "positive",
+          a->value[id]);
+    *(uint64_t *)((char *)o + uint_options[i].offset) = v;
   }
-}
-
-static int parse_args(int argc, char **argv, struct synth_args *a) {
-  int c;
-  memset(a, 0, sizeof(*a));
-  a->o.arch = -1;
-  a->o.dtype = TPL_DT_BF16;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", synth_opts, NULL)) != -1) {
-    int rc;
-    if (c == 'h') c = OPT_HELP;
-    if (c == '?' || c == ':')
-      return tpl__cli_usage_error("synth",
-                                  "unknown option or missing "
-                                  "value: '%s'",
-                                  argv[optind - 1]);
-    rc = parse_one(a, c, optarg, argv[optind - 1]);
-    if (rc != 0) return rc;
-  }
-  if (a->help) return 0;
-  if (optind != argc)
-    return tpl__cli_usage_error("synth", "unexpected argument '%s'",
-                                argv[optind]);
-  if (a->o.arch < 0) return tpl__cli_usage_error("synth", "--arch is required");
-  if (a->out == NULL)
-    return tpl__cli_usage_error("synth", "--out DIR is required");
   return 0;
 }
 
-static void print_summary(const struct synth_args *a,
+static int parse_format(const char *arg, int *format) {
+  if (arg == NULL || strcmp(arg, "hf") == 0 || strcmp(arg, "safetensors") == 0)
+    *format = TPL_SYNTH_HF;
+  else if (strcmp(arg, "mlc") == 0)
+    *format = TPL_SYNTH_MLC;
+  else
+    return -1;
+  return 0;
+}
+
+/* The options whose values are names: arch, dtype, format, quant. */
+static int parse_names(const struct tpl__cli_command *cmd,
+                       const struct tpl__cli_args *a,
+                       struct tpl__synth_opts *o) {
+  const char *arch = a->value[OPT_ARCH], *dtype = a->value[OPT_DTYPE];
+  const char *quant = a->value[OPT_QUANT];
+  if (arch == NULL) return tpl__cli_usage_error(cmd, "--arch is required");
+  o->arch = tpl__synth_arch_from_name(arch);
+  if (o->arch < 0)
+    return tpl__cli_usage_error(cmd, "--arch: expected %s, found '%s'",
+                                help_list("archs"), arch);
+  o->dtype = dtype ? parse_dtype(dtype) : TPL_DT_BF16;
+  if (o->dtype < 0)
+    return tpl__cli_usage_error(cmd, "--dtype: expected %s, found '%s'",
+                                help_list("dtypes"), dtype);
+  if (parse_format(a->value[OPT_FORMAT], &o->format) != 0)
+    return tpl__cli_usage_error(cmd, "--format: expected hf or mlc, found '%s'",
+                                a->value[OPT_FORMAT]);
+  o->quant = quant ? tpl__quant_find(quant) : NULL;
+  if (quant != NULL && o->quant == NULL)
+    return tpl__cli_usage_error(cmd,
+                                "--quant: expected an MLC scheme such as "
+                                "q4f16_1, found '%s'",
+                                quant);
+  return 0;
+}
+
+static int parse_args(const struct tpl__cli_command *cmd,
+                      const struct tpl__cli_args *a,
+                      struct tpl__synth_opts *o) {
+  const char *gib = a->value[OPT_GIB];
+  int rc;
+  memset(o, 0, sizeof(*o));
+  o->force = tpl__cli_has(a, OPT_FORCE);
+  rc = parse_names(cmd, a, o);
+  if (rc == 0) rc = parse_uints(cmd, a, o);
+  if (rc != 0) return rc;
+  if (gib != NULL && parse_gib(gib, &o->gib) != 0)
+    return tpl__cli_usage_error(
+        cmd, "--gib: expected a positive number, found '%s'", gib);
+  if (a->value[OPT_OUT] == NULL)
+    return tpl__cli_usage_error(cmd, "--out DIR is required");
+  return 0;
+}
+
+static void print_summary(const struct tpl__synth_opts *o, const char *out,
                           const struct tpl__synth_summary *s) {
   const char *kind =
-      a->o.format == TPL_SYNTH_MLC ? "params_shard" : "safetensors";
+      o->format == TPL_SYNTH_MLC ? "params_shard" : "safetensors";
   printf("synth: %s: %s, %llu layers, %zu %s file%s, %zu tensors, %llu bytes "
          "(%.2f MiB)\n",
-         a->out, tpl__synth_arch_name(a->o.arch), (unsigned long long)s->layers,
+         out, tpl__synth_arch_name(o->arch), (unsigned long long)s->layers,
          s->files, kind, s->files == 1 ? "" : "s", s->tensors,
          (unsigned long long)s->bytes, (double)s->bytes / 1048576.0);
 }
 
-int tpl__cmd_synth(int argc, char **argv) {
-  struct synth_args a;
+static int run(const struct tpl__cli_command *cmd,
+               const struct tpl__cli_args *a) {
+  struct tpl__synth_opts o;
   struct tpl__synth_summary sum;
   struct tpl_error err = {0};
-  int rc = parse_args(argc, argv, &a);
+  int rc = parse_args(cmd, a, &o);
   if (rc != 0) return rc;
-  if (a.help) {
-    fputs(synth_help, stdout);
-    return 0;
-  }
-  rc = tpl__synth_resolve(&a.o, &err);
-  if (rc == 0) rc = tpl__synth_write(&a.o, a.out, &sum, &err);
+  rc = tpl__synth_resolve(&o, &err);
+  if (rc == 0) rc = tpl__synth_write(&o, a->value[OPT_OUT], &sum, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
-  if (!a.quiet) print_summary(&a, &sum);
+  if (!tpl__cli_has(a, OPT_QUIET)) print_summary(&o, a->value[OPT_OUT], &sum);
   return 0;
 }
+
+const struct tpl__cli_command tpl__cmd_synth = {
+    .name = "synth",
+    .summary = "write a random HF-style checkpoint",
+    .options = synth_options,
+    .noptions = ARRAY_SIZE(synth_options),
+    .operands_error = "unexpected argument",
+    .help = synth_help,
+    .help_list = help_list,
+    .exec = run,
+};

@@ -1,8 +1,8 @@
 /* cmd_verify.c - `tpload verify MODEL DIR [--plan P]`. */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
+#include "common.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -18,40 +18,35 @@ static const char verify_help[] =
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
     "malformed input, 66 a file missing, 74 I/O error.\n";
 
-int tpl__cmd_verify(int argc, char **argv) {
-  static const struct option opts[] = {{"plan", required_argument, NULL, 'p'},
-                                       {"quiet", no_argument, NULL, 'q'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
+enum { OPT_PLAN, OPT_QUIET };
+
+static const struct tpl__cli_option verify_options[] = {
+    [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
+    [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
+};
+
+static int run_verify(const struct tpl__cli_command *cmd,
+                      const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl__verify_result res;
-  const char *plan = "auto";
-  int c, rc, quiet = 0;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case 'p':
-      plan = optarg;
-      break;
-    case 'q':
-      quiet = 1;
-      break;
-    case 'h':
-      fputs(verify_help, stdout);
-      return 0;
-    default:
-      return tpl__cli_usage_error("verify", "unknown option '%s'",
-                                  argv[optind - 1]);
-    }
-  }
-  if (optind != argc - 2)
-    return tpl__cli_usage_error("verify", "expected MODEL and DIR");
-  rc = tpl__verify(argv[optind], argv[optind + 1], plan, &res, &err);
+  const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
+  int rc = tpl__verify(a->operands[0], a->operands[1], plan, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
-  if (!quiet)
+  if (!tpl__cli_has(a, OPT_QUIET))
     printf("verify: %u ranks, %llu tensor shards, %llu bytes: all match\n",
            res.ranks, (unsigned long long)res.tensors,
            (unsigned long long)res.bytes);
   return 0;
 }
+
+const struct tpl__cli_command tpl__cmd_verify = {
+    .name = "verify",
+    .summary = "check a preshard output against the model",
+    .options = verify_options,
+    .noptions = ARRAY_SIZE(verify_options),
+    .min_operands = 2,
+    .max_operands = 2,
+    .operands_error = "expected MODEL and DIR",
+    .help = verify_help,
+    .exec = run_verify,
+};

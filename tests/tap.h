@@ -2,6 +2,8 @@
  * file of small named cases; assertions print both values and never
  * compile out.  Usage:
  *   static void test_x(void) { CHECK_EQ_U64(a, b); }
+ * CHECK_* record a failure and go on; REQUIRE records it and ends the case
+ * (for a precondition the rest of the case cannot do without).
  *   int main(void) { RUN(test_x); return tap_done(); }
  */
 #ifndef TPL_TAP_H
@@ -28,6 +30,16 @@ static int tap_count, tap_failed, tap_case_failed;
     if (!(cond)) {                                                             \
       printf("# %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);        \
       tap_case_failed = 1;                                                     \
+    }                                                                          \
+  } while (0)
+
+/* Ends the case (a void function) when cond is false. */
+#define REQUIRE(cond)                                                          \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      printf("# %s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__, #cond);      \
+      tap_case_failed = 1;                                                     \
+      return;                                                                  \
     }                                                                          \
   } while (0)
 

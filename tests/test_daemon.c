@@ -389,7 +389,8 @@ static void test_status_counters(void) {
 }
 
 /* Runs a command with stdout sent to `out`; returns its exit code. */
-static int run_cmd(int (*cmd)(int, char **), char **argv, const char *out) {
+static int run_cmd(const struct tpl__cli_command *cmd, char **argv,
+                   const char *out) {
   int saved, fd, rc, argc = 0;
   while (argv[argc] != NULL)
     argc++;
@@ -398,7 +399,7 @@ static int run_cmd(int (*cmd)(int, char **), char **argv, const char *out) {
   fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   dup2(fd, 1);
   close(fd);
-  rc = cmd(argc, argv);
+  rc = tpl__cli_exec(cmd, argc, argv);
   fflush(stdout);
   dup2(saved, 1);
   close(saved);
@@ -416,7 +417,7 @@ static void test_status_command(void) {
   FILE *f;
   snprintf(out, sizeof(out), "%s/status.out", tmp);
   snprintf(missing, sizeof(missing), "%s/rank7.sock", sockdir);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, json_argv, out), 0);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, json_argv, out), 0);
   f = fopen(out, "r");
   if (f != NULL) {
     text = calloc(1, 65536);
@@ -427,10 +428,10 @@ static void test_status_command(void) {
   CHECK_STR_CONTAINS(text, "\"model\": \"m\"");
   CHECK_STR_CONTAINS(text, "\"host\": \"h\"");
   free(text);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, table_argv, out), 0);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, health_argv, out), 0);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, miss_argv, out), 69);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, usage_argv, out), 64);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, table_argv, out), 0);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, health_argv, out), 0);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, miss_argv, out), 69);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, usage_argv, out), 64);
 }
 
 static void test_dump_command(void) {
@@ -442,12 +443,11 @@ static void test_dump_command(void) {
   FILE *f;
   snprintf(out, sizeof(out), "%s/dump.out", tmp);
   snprintf(file, sizeof(file), "%s/rank0.safetensors", tmp);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_dump, argv, out), 0);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_dump, argv, out), 0);
   for (size_t t = 0; t < NT; t++)
     total += specs[t].nbytes;
   f = fopen(file, "rb");
-  CHECK(f != NULL);
-  if (f == NULL) return;
+  REQUIRE(f != NULL);
   buf = calloc(1, 8192);
   got = fread(buf, 1, 8192, f);
   fclose(f);
@@ -472,7 +472,7 @@ static void test_dump_needs_out(void) {
   char out[300];
   char *argv[] = {"dump", sock, NULL};
   snprintf(out, sizeof(out), "%s/dump.out", tmp);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_dump, argv, out), 64);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_dump, argv, out), 64);
 }
 
 /* A second daemon as rank 1 of 2 next to rank 0: job-wide requests are
@@ -496,7 +496,7 @@ static void test_rank1_refers_to_rank0(void) {
   CHECK_EQ_INT(tpl__client_request(r1, TPL_REQ_SHUTDOWN, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 0);
   tpl__wire_response_free(&r);
-  CHECK_EQ_INT(run_cmd(tpl__cmd_status, argv, out), 0); /* via rank 0 */
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, argv, out), 0); /* via rank 0 */
   close(stop_pipe[1]); /* the job says stop: rank 1 exits cleanly */
   stop_pipe[1] = saved_pipe;
   CHECK_EQ_INT(waitpid(p, &st, 0), p);
