@@ -71,8 +71,7 @@ static void check_file(const char *dir, const char *name, const char *want) {
 static void test_write_file_atomic(void) {
   char *dir = make_dir("tpl-basics");
   struct tpl_error err = {0};
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   write_bytes(dir, "out.json", "old contents", 12);
   CHECK_EQ_INT(tpl__write_file_atomic(dir, "out.json", "{}\n", 3, &err), 0);
   check_file(dir, "out.json", "{}\n");
@@ -84,8 +83,7 @@ static void test_atomic_commit(void) {
   char *dir = make_dir("tpl-basics"), *path, want[600];
   struct tpl__atomic a;
   struct tpl_error err = {0};
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   path = tpl__path_join(dir, "f.bin");
   write_bytes(dir, "f.bin", "old", 3);
   CHECK_EQ_INT(tpl__atomic_open(path, NULL, &a, &err), 0);
@@ -108,8 +106,7 @@ static void test_atomic_commit(void) {
 static void test_atomic_abort(void) {
   char *dir = make_dir("tpl-basics"), *path, *tmp;
   struct tpl__atomic a;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   path = tpl__path_join(dir, "f.bin");
   tmp = tpl__path_join(dir, "f.bin.part");
   /* A stale file at the temp name is replaced, not appended to. */
@@ -136,8 +133,7 @@ static void test_atomic_failures(void) {
   char *dir = make_dir("tpl-basics"), *path;
   struct tpl__atomic a;
   struct tpl_error err = {0};
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   /* A missing directory: the temp file cannot be created. */
   path = tpl__path_join(dir, "no/such/f.bin");
   CHECK_EQ_INT(tpl__atomic_open(path, NULL, &a, &err), -ENOENT);

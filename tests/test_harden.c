@@ -134,8 +134,7 @@ static void test_ready_claim(void) {
   char *dir = make_dir("tpl-ready");
   char path[600], link[600], text[128];
   pid_t dead;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   snprintf(path, sizeof(path), "%s/ready", dir);
   snprintf(link, sizeof(link), "%s/link", dir);
   /* A stale file (a pid that has exited) is removed. */
@@ -161,8 +160,7 @@ static void test_ready_claim(void) {
 
 static void test_private_dir(void) {
   char *dir = make_dir("tpl-trust"), sub[600], link[600], *real = NULL;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   snprintf(sub, sizeof(sub), "%s/s", dir);
   snprintf(link, sizeof(link), "%s/l", dir);
   CHECK_EQ_INT(mkdir(sub, 0700), 0);
@@ -201,8 +199,7 @@ static void test_tensor_count_cap(void) {
   char *buf = malloc(cap);
   struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
   uint64_t hlen;
-  CHECK(buf != NULL && m != NULL);
-  if (buf == NULL || m == NULL) return;
+  REQUIRE(buf != NULL && m != NULL);
   len += (size_t)snprintf(buf + len, cap - len, "{");
   for (size_t i = 0; i < n; i++)
     len +=
@@ -224,8 +221,7 @@ static void test_name_bytes_cap(void) {
   struct tpl__tensor t;
   memset(&t, 0, sizeof(t));
   t.name = "ab";
-  CHECK(m != NULL);
-  if (m == NULL) return;
+  REQUIRE(m != NULL);
   m->name_bytes = TPL_MAX_NAME_BYTES - 1;
   CHECK_EQ_INT(tpl__model_add_tensor(m, &t), TPL_ELIMIT);
   CHECK_EQ_U64(m->ntensors, 0);

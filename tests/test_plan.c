@@ -84,8 +84,7 @@ static void expect_shard(const struct tpl_model *m,
                          const char *func, int dim, size_t nsegs, ...) {
   int i = find_tensor(m, name);
   va_list ap;
-  CHECK(i >= 0);
-  if (i < 0) return;
+  REQUIRE(i >= 0);
   if (st[i].kind != TPL_RULE_SHARD) printf("# %s: not sharded\n", name);
   CHECK_EQ_INT(st[i].kind, TPL_RULE_SHARD);
   CHECK(st[i].func_name != NULL && strcmp(st[i].func_name, func) == 0);
@@ -103,8 +102,7 @@ static void expect_kind(const struct tpl_model *m,
                         const struct tpl__strategy *st, const char *name,
                         int kind, int explicit_rule) {
   int i = find_tensor(m, name);
-  CHECK(i >= 0);
-  if (i < 0) return;
+  REQUIRE(i >= 0);
   if (st[i].kind != kind) printf("# %s: kind %d\n", name, st[i].kind);
   CHECK_EQ_INT(st[i].kind, kind);
   if (explicit_rule)
@@ -221,7 +219,7 @@ static void test_parse_design_example(void) {
   struct tpl__plan *p;
   struct tpl_error err;
   CHECK_EQ_INT(parse(json, &p, &err), 0);
-  if (p == NULL) return;
+  REQUIRE(p != NULL);
   CHECK_EQ_U64(p->nrules, 4);
   CHECK_EQ_INT(p->rules[0].kind, TPL_RULE_SHARD);
   CHECK(strcmp(p->rules[0].name, "_shard_qkv") == 0);
@@ -242,7 +240,7 @@ static void test_parse_default_name(void) {
   struct tpl_error err;
   CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 2}]}", &p, &err),
                0);
-  if (p == NULL) return;
+  REQUIRE(p != NULL);
   CHECK(strcmp(p->rules[0].name, "_shard_2") == 0);
   tpl__plan_free(p);
 }
@@ -1232,7 +1230,7 @@ static void test_shardinfo_design_example(void) {
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 2, NULL, 1, &root), 0);
-  if (root == NULL) return;
+  REQUIRE(root != NULL);
   CHECK_EQ_U64(
       json_integer_value(json_object_get(root, "tensor_parallel_shards")), 2);
   CHECK(json_is_true(json_object_get(root, "bias_scaling")));
@@ -1276,7 +1274,7 @@ static void test_shardinfo_n1_no_preproc(void) {
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
   CHECK_EQ_INT(tpl__shardinfo_build(m, st, 1, NULL, 1, &root), 0);
-  if (root == NULL) return;
+  REQUIRE(root != NULL);
   q = param(root, 0);
   CHECK_EQ_U64(json_array_size(json_object_get(q, "preprocs")), 0);
   check_ints(json_object_get(q, "shape"), 2, U(8), U(4));

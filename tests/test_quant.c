@@ -267,8 +267,7 @@ static void run_arch(const struct arch_table *a, const char *quant,
   char *dir = synth_dir(a->arch, quant, block ? 1024 : 256, s.inter);
   char *plan;
   int per_tensor = quant != NULL && strstr(quant, "e4m3_e4m3") != NULL;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   plan = write_plan(dir, a, &s);
   CHECK(check_matrix(dir, plan, a, &s, per_tensor) > 0);
   if (use_preset_too) check_matrix(dir, "auto", a, &s, per_tensor);
@@ -321,8 +320,7 @@ static int plan_n(const char *dir, const char *plan, uint32_t n,
 static void test_refuse_kn_layout(void) {
   char *dir = synth_dir("llama", "q4f16_0", 256, 512);
   struct tpl_error err;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   CHECK_EQ_INT(plan_n(dir, "auto", 2, &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "q4f16_0");
   CHECK_STR_CONTAINS(err.msg, "KN");
@@ -352,8 +350,7 @@ static void test_refuse_ft_and_awq(void) {
 static void test_refuse_uneven_groups(void) {
   char *dir = synth_dir("llama", "q3f16_1", 256, 512);
   struct tpl_error err;
-  CHECK(dir != NULL);
-  if (dir == NULL) return;
+  REQUIRE(dir != NULL);
   CHECK_EQ_INT(plan_n(dir, "auto", 2, &err), TPL_EINDIVISIBLE);
   CHECK_STR_CONTAINS(err.msg, "o_proj.q_scale");
   CHECK_STR_CONTAINS(err.msg, "7 quantization groups of q3f16_1");

@@ -631,8 +631,7 @@ static char *tmp_path(const char *name) {
 
 static void write_file(const char *path, const void *b, size_t len) {
   FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (f == NULL) return;
+  REQUIRE(f != NULL);
   CHECK_EQ_U64(fwrite(b, 1, len, f), len);
   fclose(f);
 }
