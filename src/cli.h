@@ -25,6 +25,15 @@ struct tpl__cli_option {
   char short_name; /* 0: long form only */
 };
 
+/* A command with many options lists them once, as an X-macro
+ *   #define FOO_OPTIONS(X) X(OPT_A, "a", TPL_CLI_FLAG) X(OPT_B, ...)
+ * and gets its enum and table from it:
+ *   enum { FOO_OPTIONS(TPL_CLI_OPTION_ID) };
+ *   static const struct tpl__cli_option foo_options[] = {
+ *       FOO_OPTIONS(TPL_CLI_OPTION_ENTRY)}; */
+#define TPL_CLI_OPTION_ID(id, name, arg) id,
+#define TPL_CLI_OPTION_ENTRY(id, name, arg) [id] = {name, arg, 0},
+
 #define TPL_CLI_MAX_OPTIONS 24
 
 /* What the parser found.  Lives as long as the argv it was parsed from. */

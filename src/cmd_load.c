@@ -65,37 +65,25 @@ struct load_cli {
   double t0, last_line;
 };
 
-enum {
-  OPT_PLAN,
-  OPT_NO_BIAS,
-  OPT_CHUNK,
-  OPT_JSON,
-  OPT_QUIET,
-  OPT_PROGRESS,
-  OPT_OUT,
-  OPT_FORCE,
-  OPT_SOCKET_DIR,
-  OPT_READY,
-  OPT_HUGETLB,
-  OPT_STALL,
-  OPT_LOG_LEVEL
-};
+#define LOAD_OPTIONS(X)                                                        \
+  X(OPT_PLAN, "plan", TPL_CLI_VALUE)                                           \
+  X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
+  X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
+  X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
+  X(OPT_QUIET, "quiet", TPL_CLI_FLAG)                                          \
+  X(OPT_PROGRESS, "progress", TPL_CLI_OPTIONAL)                                \
+  X(OPT_OUT, "out", TPL_CLI_VALUE)                                             \
+  X(OPT_FORCE, "force", TPL_CLI_FLAG)                                          \
+  X(OPT_SOCKET_DIR, "socket-dir", TPL_CLI_VALUE)                               \
+  X(OPT_READY, "ready-file", TPL_CLI_VALUE)                                    \
+  X(OPT_HUGETLB, "hugetlb", TPL_CLI_VALUE)                                     \
+  X(OPT_STALL, "stall-timeout", TPL_CLI_VALUE)                                 \
+  X(OPT_LOG_LEVEL, "log-level", TPL_CLI_VALUE)
+
+enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option load_options[] = {
-    [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
-    [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
-    [OPT_CHUNK] = {"chunk-mib", TPL_CLI_VALUE, 0},
-    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
-    [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
-    [OPT_PROGRESS] = {"progress", TPL_CLI_OPTIONAL, 0},
-    [OPT_OUT] = {"out", TPL_CLI_VALUE, 0},
-    [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
-    [OPT_SOCKET_DIR] = {"socket-dir", TPL_CLI_VALUE, 0},
-    [OPT_READY] = {"ready-file", TPL_CLI_VALUE, 0},
-    [OPT_HUGETLB] = {"hugetlb", TPL_CLI_VALUE, 0},
-    [OPT_STALL] = {"stall-timeout", TPL_CLI_VALUE, 0},
-    [OPT_LOG_LEVEL] = {"log-level", TPL_CLI_VALUE, 0},
-};
+    LOAD_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int usage(struct load_cli *c, const char *fmt, const char *arg) {
   return tpl__cli_usage_error(c->cmd, fmt, arg);

@@ -67,45 +67,29 @@ static const char synth_help[] =
     "Exit codes: 0 ok, 64 usage (bad or inconsistent sizes), 73 DIR exists\n"
     "and is not empty or cannot be created, 74 I/O error.\n";
 
-enum {
-  OPT_ARCH,
-  OPT_QUANT,
-  OPT_OUT,
-  OPT_LAYERS,
-  OPT_HIDDEN,
-  OPT_HEADS,
-  OPT_KV,
-  OPT_INTER,
-  OPT_VOCAB,
-  OPT_EXPERTS,
-  OPT_DTYPE,
-  OPT_SEED,
-  OPT_FILES,
-  OPT_GIB,
-  OPT_FORMAT,
-  OPT_FORCE,
-  OPT_QUIET
-};
+#define SYNTH_OPTIONS(X)                                                       \
+  X(OPT_ARCH, "arch", TPL_CLI_VALUE)                                           \
+  X(OPT_QUANT, "quant", TPL_CLI_VALUE)                                         \
+  X(OPT_OUT, "out", TPL_CLI_VALUE)                                             \
+  X(OPT_LAYERS, "layers", TPL_CLI_VALUE)                                       \
+  X(OPT_HIDDEN, "hidden", TPL_CLI_VALUE)                                       \
+  X(OPT_HEADS, "heads", TPL_CLI_VALUE)                                         \
+  X(OPT_KV, "kv-heads", TPL_CLI_VALUE)                                         \
+  X(OPT_INTER, "intermediate", TPL_CLI_VALUE)                                  \
+  X(OPT_VOCAB, "vocab", TPL_CLI_VALUE)                                         \
+  X(OPT_EXPERTS, "experts", TPL_CLI_VALUE)                                     \
+  X(OPT_DTYPE, "dtype", TPL_CLI_VALUE)                                         \
+  X(OPT_SEED, "seed", TPL_CLI_VALUE)                                           \
+  X(OPT_FILES, "files", TPL_CLI_VALUE)                                         \
+  X(OPT_GIB, "gib", TPL_CLI_VALUE)                                             \
+  X(OPT_FORMAT, "format", TPL_CLI_VALUE)                                       \
+  X(OPT_FORCE, "force", TPL_CLI_FLAG)                                          \
+  X(OPT_QUIET, "quiet", TPL_CLI_FLAG)
+
+enum { SYNTH_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option synth_options[] = {
-    [OPT_ARCH] = {"arch", TPL_CLI_VALUE, 0},
-    [OPT_QUANT] = {"quant", TPL_CLI_VALUE, 0},
-    [OPT_OUT] = {"out", TPL_CLI_VALUE, 0},
-    [OPT_LAYERS] = {"layers", TPL_CLI_VALUE, 0},
-    [OPT_HIDDEN] = {"hidden", TPL_CLI_VALUE, 0},
-    [OPT_HEADS] = {"heads", TPL_CLI_VALUE, 0},
-    [OPT_KV] = {"kv-heads", TPL_CLI_VALUE, 0},
-    [OPT_INTER] = {"intermediate", TPL_CLI_VALUE, 0},
-    [OPT_VOCAB] = {"vocab", TPL_CLI_VALUE, 0},
-    [OPT_EXPERTS] = {"experts", TPL_CLI_VALUE, 0},
-    [OPT_DTYPE] = {"dtype", TPL_CLI_VALUE, 0},
-    [OPT_SEED] = {"seed", TPL_CLI_VALUE, 0},
-    [OPT_FILES] = {"files", TPL_CLI_VALUE, 0},
-    [OPT_GIB] = {"gib", TPL_CLI_VALUE, 0},
-    [OPT_FORMAT] = {"format", TPL_CLI_VALUE, 0},
-    [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
-    [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
-};
+    SYNTH_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 /* The integer options: where each goes; all but the seed must be > 0. */
 static const struct {
