@@ -1,5 +1,6 @@
 #!/bin/sh
 # cli.sh - the command line itself: help, version, usage errors.
+T_NO_NUMPY=1 # needs no oracle
 . "$TESTS_SRCDIR/lib.sh"
 
 t_exit "--help exits 0" 0 "$TPLOAD" --help
