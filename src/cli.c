@@ -75,8 +75,8 @@ static int speaks(const struct tpl__cli_command *cmd) {
 
 #define OPT_HELP TPL_CLI_MAX_OPTIONS
 
-/* getopt_long's view of cmd's table, plus --help/-h: an option's val is
- * its index, or that of its short name ('A' + index) in `shorts`. */
+/* getopt_long's view of cmd's table, plus --help/-h: a long option's val
+ * is its index in the table; a short one comes back as its letter. */
 static void getopt_tables(const struct tpl__cli_command *cmd,
                           struct option *longs, char *shorts) {
   static const int has_arg[] = {[TPL_CLI_FLAG] = no_argument,
@@ -193,7 +193,9 @@ static void print_command_help(const struct tpl__cli_command *cmd, FILE *out) {
 
 int tpl__cli_exec(const struct tpl__cli_command *cmd, int argc, char **argv) {
   struct tpl__cli_args a = {.argc = argc, .argv = argv};
-  int rc = parse(cmd, argc, argv, &a);
+  int rc;
+  if (cmd->noptions > TPL_CLI_MAX_OPTIONS) return 70; /* a table too big */
+  rc = parse(cmd, argc, argv, &a);
   if (rc < 0) {
     if (speaks(cmd)) print_command_help(cmd, stdout);
     return 0;

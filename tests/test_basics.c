@@ -1,10 +1,11 @@
 /* test_basics.c - error table, exit codes, dtype table, file helpers
  * (fileio's atomic writes: commit, abort, and targets that cannot be
- * written). */
+ * written), and the command-line option parser (cli.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "common.h"
 #include "dtype.h"
 #include "fileio.h"
@@ -159,6 +160,106 @@ static void test_atomic_failures(void) {
   drop_dir(dir);
 }
 
+/* ---- the option parser, on a command of its own ---- */
+
+enum { T_FLAG, T_VALUE, T_OPT };
+static const struct tpl__cli_option t_options[] = {
+    [T_FLAG] = {"flag", TPL_CLI_FLAG, 0},
+    [T_VALUE] = {"value", TPL_CLI_VALUE, 'v'},
+    [T_OPT] = {"opt", TPL_CLI_OPTIONAL, 0},
+};
+static struct tpl__cli_args seen;
+static int ran;
+
+static int record(const struct tpl__cli_command *cmd,
+                  const struct tpl__cli_args *a) {
+  seen = *a;
+  ran = 1;
+  return 0;
+}
+
+static const struct tpl__cli_command t_cmd = {
+    .name = "t",
+    .summary = "a test command",
+    .options = t_options,
+    .noptions = ARRAY_SIZE(t_options),
+    .min_operands = 1,
+    .max_operands = 2,
+    .operands_error = "expected X [Y]",
+    .help = "# help of t\n",
+    .exec = record,
+};
+
+static int exec_t(char **argv) {
+  int argc = 0;
+  while (argv[argc] != NULL)
+    argc++;
+  memset(&seen, 0, sizeof(seen));
+  ran = 0;
+  return tpl__cli_exec(&t_cmd, argc, argv);
+}
+
+static void test_cli_parses_options(void) {
+  char *argv[] = {"t",       "a", "--flag", "--value", "x",
+                  "--opt=y", "b", "-v",     "z",       NULL};
+  CHECK_EQ_INT(exec_t(argv), 0);
+  REQUIRE(ran);
+  CHECK_EQ_INT(seen.count[T_FLAG], 1);
+  CHECK_EQ_INT(seen.count[T_VALUE], 2); /* the last value wins */
+  CHECK(seen.value[T_VALUE] != NULL && strcmp(seen.value[T_VALUE], "z") == 0);
+  CHECK(seen.value[T_OPT] != NULL && strcmp(seen.value[T_OPT], "y") == 0);
+  REQUIRE(seen.noperands == 2); /* operands may come between options */
+  CHECK(strcmp(seen.operands[0], "a") == 0 &&
+        strcmp(seen.operands[1], "b") == 0);
+}
+
+static void test_cli_optional_value(void) {
+  char *bare[] = {"t", "--opt", "a", NULL};
+  char *absent[] = {"t", "a", NULL};
+  CHECK_EQ_INT(exec_t(bare), 0);
+  CHECK_EQ_INT(seen.count[T_OPT], 1);
+  CHECK(seen.value[T_OPT] == NULL); /* --opt V would need --opt=V */
+  CHECK_EQ_INT(seen.noperands, 1);
+  CHECK_EQ_INT(exec_t(absent), 0);
+  CHECK_EQ_INT(seen.count[T_OPT], 0);
+}
+
+static void test_cli_usage_errors(void) {
+  char *unknown[] = {"t", "a", "--bogus", NULL};
+  char *no_value[] = {"t", "a", "--value", NULL};
+  char *no_operand[] = {"t", "--flag", NULL};
+  char *too_many[] = {"t", "a", "b", "c", NULL};
+  char *value_for_flag[] = {"t", "a", "--flag=1", NULL};
+  CHECK_EQ_INT(exec_t(unknown), 64);
+  CHECK_EQ_INT(exec_t(no_value), 64);
+  CHECK_EQ_INT(exec_t(no_operand), 64);
+  CHECK_EQ_INT(exec_t(too_many), 64);
+  CHECK_EQ_INT(exec_t(value_for_flag), 64);
+  CHECK(!ran); /* no handler ran for any of them */
+}
+
+static void test_cli_help(void) {
+  char *help[] = {"t", "--help", "--bogus", NULL};
+  char *short_help[] = {"t", "-h", NULL};
+  CHECK_EQ_INT(exec_t(help), 0); /* help wins over what follows */
+  CHECK(!ran);
+  CHECK_EQ_INT(exec_t(short_help), 0);
+  CHECK(!ran);
+}
+
+static const char *letter(size_t i) {
+  static const char *const names[] = {"x", "y", "z"};
+  return names[i];
+}
+
+static void test_cli_list(void) {
+  char buf[32], small[6];
+  CHECK(strcmp(tpl__cli_list(3, letter, buf, sizeof(buf)), "x, y or z") == 0);
+  CHECK(strcmp(tpl__cli_list(2, letter, buf, sizeof(buf)), "x or y") == 0);
+  CHECK(strcmp(tpl__cli_list(1, letter, buf, sizeof(buf)), "x") == 0);
+  CHECK(strcmp(tpl__cli_list(3, letter, small, sizeof(small)), "x, y ") == 0);
+}
+
 int main(void) {
   RUN(test_exit_codes);
   RUN(test_strerror);
@@ -168,5 +269,10 @@ int main(void) {
   RUN(test_atomic_commit);
   RUN(test_atomic_abort);
   RUN(test_atomic_failures);
+  RUN(test_cli_parses_options);
+  RUN(test_cli_optional_value);
+  RUN(test_cli_usage_errors);
+  RUN(test_cli_help);
+  RUN(test_cli_list);
   return tap_done();
 }
