@@ -39,23 +39,21 @@ static int seal_and_name(const struct tpl__loaded *l,
 static int serve_run(void *ctx, const struct tpl__loaded *l,
                      const struct tpl__coord *c, struct tpl_error *err) {
   const struct tpl__serve_opts *o = ctx;
-  struct tpl__daemon_config cfg = {0};
   char job_id[TPL_JOB_ID_LEN + 1] = "";
+  struct tpl__daemon_config cfg = {.socket_dir = o->socket_dir,
+                                   .ready_file = o->ready_file,
+                                   .rank = c->rank,
+                                   .world = c->world,
+                                   .store = l->store,
+                                   .status = l->report,
+                                   .status_len = l->report_len,
+                                   .job_id = job_id,
+                                   .model = l->job->model,
+                                   .log_level = o->log_level,
+                                   .coord = c,
+                                   .reserve_health = 1};
   int rc = seal_and_name(l, c, job_id, sizeof(job_id), err);
-  if (rc != 0) return rc;
-  cfg.job_id = job_id;
-  cfg.model = l->job->model;
-  cfg.reserve_health = 1;
-  cfg.log_level = o->log_level;
-  cfg.socket_dir = o->socket_dir;
-  cfg.ready_file = o->ready_file;
-  cfg.rank = c->rank;
-  cfg.world = c->world;
-  cfg.store = l->store;
-  cfg.status = l->report;
-  cfg.status_len = l->report_len;
-  cfg.coord = c;
-  return tpl__daemon_run(&cfg, err);
+  return rc != 0 ? rc : tpl__daemon_run(&cfg, err);
 }
 
 struct tpl__sink tpl__serve_sink(const struct tpl__serve_opts *o) {
