@@ -5,12 +5,16 @@
  * which every rank derives its store layout.  Rank 0 then reads each file
  * sequentially in chunks (two slots, so one chunk is read while the
  * previous one's sends complete), executes every rank's shard layout over
- * the chunk and sends the bytes with MPI_Isend: a contiguous part straight
- * from the read buffer, a strided part packed first.  A receiver gets its
- * bytes in source order and so only needs byte counts: it receives each
- * tensor's bytes straight into its store.  Messages never span tensors and
- * never exceed the chunk, so MPI's int counts never matter.  Replicated
- * tensors go down a chain of ranks instead (see chained()).  What follows
+ * the chunk and sends the bytes with MPI_Isend: a large contiguous part
+ * straight from the read buffer, a large strided part packed first, and
+ * small parts for the same rank in a row packed together as one message
+ * (a batch: many small tensors cost one message, not one each).  A
+ * receiver gets its bytes in source order and so only needs byte counts:
+ * a message no longer than what the current tensor still needs is that
+ * tensor's alone and lands straight in its store; a longer one is a batch
+ * and is taken apart from an inbox (see receive_some()).  Messages never
+ * exceed the chunk, so MPI's int counts never matter.  Replicated tensors
+ * go down a chain of ranks instead (see chained()).  What follows
  * the load is the sink's (coord.h): the engine runs its steps and gives
  * it the job-wide coordination over MPI.  Every MPI call's result goes
  * through mpi_check(). */
@@ -44,6 +48,19 @@ struct slot {
   MPI_Request *reqs;
   int *peers; /* the rank each request talks to */
   size_t nreqs, cap;
+  int batch_dest;       /* the rank of the open batch, -1 when none */
+  uint64_t batch_start; /* the open batch: pack[start, start + len) */
+  uint64_t batch_len;
+};
+
+/* Parts up to this size are batched (a copy costs less than a message). */
+#define BATCH_PART_MAX (32u << 10)
+
+/* The part of a batch that belongs to later tensors, on a receiver. */
+struct inbox {
+  uint8_t *buf;
+  size_t cap;
+  uint64_t pos, len;
 };
 
 struct engine {
@@ -292,6 +309,48 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   return 0;
 }
 
+/* Sends the open batch, if any. */
+static int batch_flush(struct slot *s, struct tpl_error *err) {
+  int dest = s->batch_dest;
+  if (dest < 0) return 0;
+  s->batch_dest = -1;
+  return slot_send(s, s->pack + s->batch_start, s->batch_len, dest, err);
+}
+
+/* `n` bytes just written at pack + *packed go to `dest`: a small part
+ * joins (or opens) the batch for `dest`, a large one goes alone.  Any
+ * other open batch is sent first, so every rank's bytes leave in order. */
+static int send_packed(struct slot *s, uint64_t n, int dest, uint64_t *packed,
+                       struct tpl_error *err) {
+  uint64_t at = *packed;
+  int rc = 0;
+  *packed += n;
+  if (n <= BATCH_PART_MAX && s->batch_dest == dest) {
+    s->batch_len += n;
+    return 0;
+  }
+  rc = batch_flush(s, err);
+  if (rc != 0 || n > BATCH_PART_MAX)
+    return rc != 0 ? rc : slot_send(s, s->pack + at, n, dest, err);
+  s->batch_dest = dest;
+  s->batch_start = at;
+  s->batch_len = n;
+  return 0;
+}
+
+/* A contiguous part: copied into the batch when small, else sent from
+ * where it is (after the open batch, to keep the order). */
+static int send_contiguous(struct slot *s, const uint8_t *p, uint64_t n,
+                           int dest, uint64_t *packed, struct tpl_error *err) {
+  int rc;
+  if (n <= BATCH_PART_MAX) {
+    memcpy(s->pack + *packed, p, (size_t)n);
+    return send_packed(s, n, dest, packed, err);
+  }
+  rc = batch_flush(s, err);
+  return rc != 0 ? rc : slot_send(s, p, n, dest, err);
+}
+
 /* The part of tensor `i` inside the chunk: tensor-relative [b, e) and the
  * chunk bytes holding it. */
 struct piece_of_chunk {
@@ -331,11 +390,11 @@ static int deliver_part(struct engine *e, struct slot *s,
     n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
     if (n == 0) continue;
     if (n != UINT64_MAX) {
-      rc = slot_send(s, pc->src + (start - pc->b), n, (int)r, err);
+      rc =
+          send_contiguous(s, pc->src + (start - pc->b), n, (int)r, packed, err);
     } else {
       n = tpl__layout_gather(l, pc->b, pc->e, pc->src, s->pack + *packed);
-      rc = slot_send(s, s->pack + *packed, n, (int)r, err);
-      *packed += n;
+      rc = send_packed(s, n, (int)r, packed, err);
     }
     if (rc != 0) return rc;
   }
@@ -415,7 +474,7 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     if (rc != 0) return rc;
     w->done += pc.e - pc.b;
   }
-  return 0;
+  return batch_flush(s, err);
 }
 
 /* End of the last non-empty tensor of the file, 0 when there is none. */
@@ -471,6 +530,7 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
 
 static int alloc_slots(struct engine *e, struct tpl_error *err) {
   for (int i = 0; i < 2; i++) {
+    e->slots[i].batch_dest = -1;
     e->slots[i].read = tpl__huge_alloc((size_t)e->chunk);
     e->slots[i].pack = tpl__huge_alloc((size_t)e->chunk);
     if (e->slots[i].read == NULL || e->slots[i].pack == NULL)
@@ -550,51 +610,120 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
 
 /* --- ranks > 0: receiving --- */
 
-static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
-                          struct tpl_error *err) {
+/* Waits for the next message from `from` and its size, polling like
+ * wait_reqs() (and ending the job the same way when it stalls). */
+static int probe_message(const struct engine *e, int from, MPI_Message *msg,
+                         int *n, struct tpl_error *err) {
+  struct tpl__stall st;
+  MPI_Status status;
+  int flag = 0;
+  tpl__stall_start(&st, e->o->stall_timeout);
+  for (;;) {
+    MPI_TRY(MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
+            "probe");
+    if (flag) break;
+    if (tpl__stall_idle(&st)) stall_abort(e, from, &st);
+  }
+  MPI_TRY(MPI_Get_count(&status, MPI_BYTE, n), "receive");
+  return 0;
+}
+
+static int take_message(const struct engine *e, MPI_Message *msg, uint8_t *dst,
+                        int n, int from, struct tpl_error *err) {
+  MPI_Request req;
+  MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &req), "receive");
+  return wait_reqs(e, &req, &from, 1, NULL, err);
+}
+
+static int inbox_fill(const struct engine *e, struct inbox *in,
+                      MPI_Message *msg, int n, int from,
+                      struct tpl_error *err) {
+  if ((size_t)n > in->cap) {
+    uint8_t *b = realloc(in->buf, (size_t)n);
+    if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    in->buf = b;
+    in->cap = (size_t)n;
+  }
+  in->pos = 0;
+  in->len = (uint64_t)n;
+  return take_message(e, msg, in->buf, n, from, err);
+}
+
+/* Up to `want` bytes of the stream from `from` into dst, *got of them:
+ * what is left of a batch in the inbox; else the next message, straight
+ * into dst when it is no longer than `want` (then it is this tensor's
+ * alone: a batch always holds the whole rest of its first part's tensor
+ * and more), else through the inbox. */
+static int receive_some(const struct engine *e, struct inbox *in, int from,
+                        uint8_t *dst, uint64_t want, uint64_t *got,
+                        struct tpl_error *err) {
+  if (in->pos == in->len) {
+    MPI_Message msg;
+    int n = 0;
+    int rc = probe_message(e, from, &msg, &n, err);
+    if (rc == 0 && (uint64_t)n <= want) {
+      *got = (uint64_t)n;
+      return take_message(e, &msg, dst, n, from, err);
+    }
+    if (rc == 0) rc = inbox_fill(e, in, &msg, n, from, err);
+    if (rc != 0) return rc;
+  }
+  *got = in->len - in->pos < want ? in->len - in->pos : want;
+  memcpy(dst, in->buf + in->pos, (size_t)*got);
+  in->pos += *got;
+  return 0;
+}
+
+/* in[0] holds what rank 0 batched, in[1] what the previous rank did. */
+static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
+                          struct slot *fwd, struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
   int from = chained(jt) ? (int)e->rank - 1 : 0;
   int forward = chained(jt) && e->rank + 1 < e->world;
-  uint64_t got = 0;
+  uint64_t got = 0, n;
   int rc =
       tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
-  if (rc != 0) return rc;
-  while (got < jt->rank_stored) {
-    uint64_t want = jt->rank_stored - got;
-    MPI_Status status;
-    MPI_Request req;
-    int n;
-    MPI_TRY(MPI_Irecv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
-                      MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &req),
-            "receive");
-    rc = wait_reqs(e, &req, &from, 1, &status, err);
-    if (rc != 0) return rc;
-    MPI_TRY(MPI_Get_count(&status, MPI_BYTE, &n), "receive");
-    if (n <= 0)
-      return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
-    rc = forward ? slot_send(fwd, dst + got, (uint64_t)n, (int)e->rank + 1, err)
-                 : 0;
-    if (rc != 0) return rc;
-    got += (uint64_t)n;
+  while (rc == 0 && got < jt->rank_stored) {
+    rc = receive_some(e, &in[from != 0], from, dst + got, jt->rank_stored - got,
+                      &n, err);
+    if (rc == 0 && n == 0)
+      rc = tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
+    if (rc == 0 && forward)
+      rc = slot_send(fwd, dst + got, n, (int)e->rank + 1, err);
+    got += n;
   }
+  return rc;
+}
+
+/* Every byte a batch brought belongs to some tensor. */
+static int inboxes_empty(const struct inbox *in, struct tpl_error *err) {
+  for (int k = 0; k < 2; k++)
+    if (in[k].pos != in[k].len)
+      return tpl__fail(err, TPL_EPEER,
+                       "%llu bytes arrived beyond the last tensor",
+                       (unsigned long long)(in[k].len - in[k].pos));
   return 0;
 }
 
 static int receive_all(struct engine *e, struct tpl_error *err) {
   struct slot fwd = {0};
+  struct inbox in[2] = {{0}};
   double t = tpl__now();
   int rc = 0;
   tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
-    rc = receive_tensor(e, i, &fwd, err);
+    rc = receive_tensor(e, i, in, &fwd, err);
     if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
   if (rc == 0) rc = slot_wait(e, &fwd, err);
+  if (rc == 0) rc = inboxes_empty(in, err);
   free(fwd.reqs);
   free(fwd.peers);
+  free(in[0].buf);
+  free(in[1].buf);
   e->st.t_recv = tpl__now() - t - e->st.t_scale - e->st.t_hash;
   return rc;
 }
