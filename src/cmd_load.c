@@ -1,6 +1,7 @@
 /* cmd_load.c - `tpload load|preshard|serve MODEL`: the MPI commands.
- * Parses the command line, runs the engine, and on rank 0 shows progress,
- * the one-line summary and (--json) the LoadReport. */
+ * Parses the command line, picks the sink (preshard.c, serve.c, or none
+ * for load), runs the engine, and on rank 0 shows progress, the one-line
+ * summary and (--json) the LoadReport. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +13,9 @@
 #include "common.h"
 #include "engine.h"
 #include "log.h"
+#include "preshard.h"
 #include "report.h"
+#include "serve.h"
 #include "stall.h"
 #include "store.h"
 
@@ -63,6 +66,8 @@ struct load_cli {
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
+  struct tpl__preshard_opts preshard; /* the sink's options (pick_sink) */
+  struct tpl__serve_opts serve;
 };
 
 #define LOAD_OPTIONS(X)                                                        \
@@ -203,6 +208,20 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   return rc != 0 ? rc : check_sink_options(c, a);
 }
 
+/* The sink dispatch: the command's sink and its options. */
+static void pick_sink(struct load_cli *c) {
+  if (c->o.sink == TPL_SINK_PRESHARD) {
+    c->preshard.dir = c->o.out_dir;
+    c->preshard.force = c->o.force;
+    c->o.steps = tpl__preshard_sink(&c->preshard);
+  } else if (c->o.sink == TPL_SINK_SERVE) {
+    c->serve.socket_dir = c->o.socket_dir;
+    c->serve.ready_file = c->o.ready_file;
+    c->serve.log_level = c->o.log_level;
+    c->o.steps = tpl__serve_sink(&c->serve);
+  }
+}
+
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
   struct load_cli *c = ctx;
   double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
@@ -277,6 +296,7 @@ static int run(const struct tpl__cli_command *cmd,
                                        : TPL_SINK_NONE;
   rc = parse_args(&c, a);
   if (rc != 0) return rc;
+  pick_sink(&c);
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   c.bar = want_bar(c.progress);
@@ -294,7 +314,11 @@ static int run(const struct tpl__cli_command *cmd,
             "tpload preshard: wrote %u rank files and "
             "shard-info.json to %s\n",
             world, c.o.out_dir);
-  tpl__engine_finalize();
+  /* Last: what a rank prints after MPI_Finalize may never reach mpirun. */
+  if (tpl__engine_finalize(rc == 0 ? &err : NULL) != 0 && rc == 0) {
+    rc = TPL_EPEER;
+    report_failure(rc, &err, rank);
+  }
   return tpl_exit_code(rc);
 }
 

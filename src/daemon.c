@@ -407,9 +407,12 @@ static void note_attach(struct conn *c) {
  * 0 to, so a signal to any one rank ends the job instead of leaving that
  * rank waiting in MPI_Finalize while the others serve. */
 static void request_job_shutdown(struct server *s) {
+  const struct tpl__coord *c = s->cfg->coord;
   if (s->shutdown_sent) return;
   s->shutdown_sent = 1;
-  if (s->cfg->request_shutdown != NULL) s->cfg->request_shutdown(s->cfg->ctx);
+  if (c != NULL && c->request_shutdown != NULL &&
+      c->request_shutdown(c->ctx) != 0)
+    LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
 }
 
 static void handle_request(struct conn *c, int kind) {
@@ -674,7 +677,8 @@ static void begin_stop(struct server *s) {
 
 static void on_poll(uv_timer_t *t) {
   struct server *s = t->data;
-  if (s->cfg->poll_shutdown != NULL && s->cfg->poll_shutdown(s->cfg->ctx))
+  const struct tpl__coord *c = s->cfg->coord;
+  if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
 }
 
@@ -770,7 +774,8 @@ static void free_server(struct server *s) {
  * not start stops them all (none is left waiting in a barrier). */
 static int job_agree(const struct tpl__daemon_config *cfg, int rc,
                      struct tpl_error *err) {
-  return cfg->agree != NULL ? cfg->agree(cfg->ctx, rc, err) : rc;
+  const struct tpl__coord *c = cfg->coord;
+  return c != NULL && c->agree != NULL ? c->agree(c->ctx, rc, err) : rc;
 }
 
 /* Listens, agrees with the other ranks, publishes the ready file (rank 0)

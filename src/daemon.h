@@ -1,7 +1,7 @@
 /* daemon.h - `tpload serve`'s per-rank server: a libuv loop on
  * DIR/rank{R}.sock answering health, status, manifest, attach and shutdown
- * (DESIGN.md section 5).  It never calls MPI: the engine passes callbacks
- * for the job-wide steps. */
+ * (DESIGN.md section 5).  It never calls MPI: the job-wide steps go
+ * through the coordination interface (coord.h). */
 #ifndef TPL_DAEMON_H
 #define TPL_DAEMON_H
 
@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "coord.h"
 #include "store.h"
 
 struct tpl__daemon_config {
@@ -21,19 +22,11 @@ struct tpl__daemon_config {
   const char *model;     /* the model the job loaded */
   size_t status_len;
   int log_level; /* enum tpl_log_level (log.h): 0 is quiet */
-  /* Job coordination, implemented by the engine over MPI: */
-  /* Collective: every rank passes its own start-up result (0 or a
-   * negative code) and gets the job's worst; `err` keeps its message only
-   * on the one rank that tells the failure.  Called twice by every rank,
-   * whatever happened: after listening, and after rank 0 wrote the ready
-   * file.  NULL for a one-rank daemon. */
-  int (*agree)(void *ctx, int rc, struct tpl_error *err);
-  /* Non-blocking: 1 when the job was asked to shut down, else 0. */
-  int (*poll_shutdown)(void *ctx);
-  /* Ends the job: rank 0 tells every other rank; another rank asks rank
-   * 0 to (it then stops when poll_shutdown says so). */
-  void (*request_shutdown)(void *ctx);
-  void *ctx;
+  /* The job's coordination (coord.h; implemented by the engine over
+   * MPI), or NULL for a one-rank daemon.  agree is called twice by every
+   * rank, whatever happened: after listening, and after rank 0 wrote the
+   * ready file; poll_shutdown by the loop; request_shutdown once. */
+  const struct tpl__coord *coord;
   /* Optional limits; 0 picks the default. */
   unsigned timeout_ms; /* each phase of a connection (waiting for a
                           request, receiving it, sending the reply);
@@ -65,13 +58,12 @@ int tpl__daemon_prepare_dir(const char *dir, char **resolved,
  * left by a dead daemon (a live one is refused), listens, agrees with the
  * other ranks, then rank 0 writes the ready file ({"socket_dir",
  * "world_size", "pid"}, via a temp file and rename) and they agree again:
- * a rank that cannot start makes every rank return its code.  agree,
- * poll_shutdown and request_shutdown may be NULL for a one-rank daemon.
- * Every rank calls request_shutdown once, on a SHUTDOWN request (rank 0)
- * or on SIGTERM/SIGINT, so stopping any rank stops the job; the others
- * stop when poll_shutdown says so.  Installs SIGTERM/SIGINT handlers for the
- * duration of the call and leaves SIGPIPE ignored.  cfg and everything it
- * points to must stay valid until the call returns. */
+ * a rank that cannot start makes every rank return its code.  coord may
+ * be NULL for a one-rank daemon.  Every rank calls request_shutdown once, on a
+ * SHUTDOWN request (rank 0) or on SIGTERM/SIGINT, so stopping any rank stops
+ * the job; the others stop when poll_shutdown says so.  Installs SIGTERM/SIGINT
+ * handlers for the duration of the call and leaves SIGPIPE ignored.  cfg and
+ * everything it points to must stay valid until the call returns. */
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                     struct tpl_error *err);
 

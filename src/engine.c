@@ -5,18 +5,23 @@
  * which every rank derives its store layout.  Rank 0 then reads each file
  * sequentially in chunks (two slots, so one chunk is read while the
  * previous one's sends complete), executes every rank's shard layout over
- * the chunk and sends the bytes with MPI_Isend: a contiguous part straight
- * from the read buffer, a strided part packed first.  A receiver gets its
- * bytes in source order and so only needs byte counts: it receives each
- * tensor's bytes straight into its store.  Messages never span tensors and
- * never exceed the chunk, so MPI's int counts never matter.  Replicated
- * tensors go down a chain of ranks instead (see chained()). */
+ * the chunk and sends the bytes with MPI_Isend: a large contiguous part
+ * straight from the read buffer, a large strided part packed first, and
+ * small parts for the same rank in a row packed together as one message
+ * (a batch: many small tensors cost one message, not one each).  A
+ * receiver gets its bytes in source order and so only needs byte counts:
+ * a message no longer than what the current tensor still needs is that
+ * tensor's alone and lands straight in its store; a longer one is a batch
+ * and is taken apart from an inbox (see receive_some()).  Messages never
+ * exceed the chunk, so MPI's int counts never matter.  Replicated tensors
+ * go down a chain of ranks instead (see chained()).  What follows
+ * the load is the sink's (coord.h): the engine runs its steps and gives
+ * it the job-wide coordination over MPI.  Every MPI call's result goes
+ * through mpi_check(). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +30,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "daemon.h"
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"
 #include "job.h"
 #include "model.h"
 #include "plan.h"
-#include "preshard.h"
-#include "ready.h"
 #include "report.h"
-#include "shardinfo.h"
 #include "stall.h"
 #include "store.h"
-#include "trust.h"
 
 enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
 
@@ -48,6 +48,19 @@ struct slot {
   MPI_Request *reqs;
   int *peers; /* the rank each request talks to */
   size_t nreqs, cap;
+  int batch_dest;       /* the rank of the open batch, -1 when none */
+  uint64_t batch_start; /* the open batch: pack[start, start + len) */
+  uint64_t batch_len;
+};
+
+/* Parts up to this size are batched (a copy costs less than a message). */
+#define BATCH_PART_MAX (32u << 10)
+
+/* The part of a batch that belongs to later tensors, on a receiver. */
+struct inbox {
+  uint8_t *buf;
+  size_t cap;
+  uint64_t pos, len;
 };
 
 struct engine {
@@ -64,21 +77,26 @@ struct engine {
   size_t report_len;
   struct slot slots[2];
   uint64_t chunk;
-  MPI_Request shutdown_req; /* serve, ranks > 0 */
+  MPI_Request shutdown_req; /* ranks > 0, while the sink runs */
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
 
-static int mpi_fail(int mrc, const char *what, struct tpl_error *err) {
+/* The one way MPI results are handled: 0 for MPI_SUCCESS, else TPL_EPEER
+ * (exit 69) with MPI's own words for `what` in err (may be NULL). */
+static int mpi_check(int mrc, const char *what, struct tpl_error *err) {
   char s[MPI_MAX_ERROR_STRING];
   int len = 0;
-  MPI_Error_string(mrc, s, &len);
+  if (mrc == MPI_SUCCESS) return 0;
+  if (MPI_Error_string(mrc, s, &len) != MPI_SUCCESS)
+    len = snprintf(s, sizeof(s), "error %d", mrc);
   return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
 }
 
+/* mpi_check() on `call` with the caller's `err`, returning on failure. */
 #define MPI_TRY(call, what)                                                    \
   do {                                                                         \
-    int mrc_ = (call);                                                         \
-    if (mrc_ != MPI_SUCCESS) return mpi_fail(mrc_, what, err);                 \
+    int mrc_ = mpi_check((call), (what), err);                                 \
+    if (mrc_ != 0) return mrc_;                                                \
   } while (0)
 
 int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
@@ -98,12 +116,13 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
   return 0;
 }
 
-void tpl__engine_finalize(void) {
-  MPI_Finalize();
+int tpl__engine_finalize(struct tpl_error *err) {
+  return mpi_check(MPI_Finalize(), "finalize", err);
 }
 
 void tpl__engine_abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code); /* MPI could not end the job: this rank ends at least */
 }
 
 /* --- verdict and job table --- */
@@ -117,8 +136,8 @@ static int validate(struct engine *e, struct tpl_error *err) {
   if (rc == 0)
     rc = tpl__job_from_model(e->model, e->strategies, e->plan->source, o->model,
                              e->world, o->bias_scaling, &e->job, err);
-  if (rc == 0 && o->sink == TPL_SINK_PRESHARD)
-    rc = tpl__preshard_prepare(o->out_dir, o->force, err);
+  if (rc == 0 && o->steps.prepare != NULL)
+    rc = o->steps.prepare(o->steps.ctx, err);
   return rc;
 }
 
@@ -141,15 +160,15 @@ static int agree(int rc, struct tpl_error *err) {
   struct {
     int code, rank;
   } mine, worst;
-  int me;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  int me = -1;
+  int mrc = mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &me), "rank", err);
   mine.code = rc;
   mine.rank = me;
-  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD) !=
-      MPI_SUCCESS) {
-    worst.code = TPL_EPEER;
-    worst.rank = -1;
-  }
+  if (mrc == 0)
+    mrc = mpi_check(
+        MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
+        "agreement", err);
+  if (mrc != 0) return mrc; /* this rank tells it */
   if (worst.code != 0 && worst.rank != me) {
     err->code = worst.code;
     err->msg[0] = '\0';
@@ -185,27 +204,18 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   return agree(code, err);
 }
 
-/* Where the output goes, checked by every rank (its own node's view)
- * before any byte moves; rank 0 also claims the ready file. */
+/* The sink's check of where the output goes, by every rank (its own
+ * node's view) before any byte moves. */
 static int check_sink(const struct engine *e, struct tpl_error *err) {
-  const struct tpl__load_opts *o = e->o;
-  char *dir = NULL;
-  int rc = 0;
-  if (o->sink == TPL_SINK_PRESHARD)
-    rc = tpl__preshard_check_dir(o->out_dir, err);
-  if (o->sink == TPL_SINK_SERVE)
-    rc = tpl__daemon_prepare_dir(o->socket_dir, &dir, err);
-  free(dir);
-  if (rc == 0 && o->sink == TPL_SINK_SERVE && e->rank == 0 && o->ready_file)
-    rc = tpl__ready_claim(o->ready_file, err);
-  return rc;
+  const struct tpl__sink *s = &e->o->steps;
+  return s->check != NULL ? s->check(s->ctx, e->rank, err) : 0;
 }
 
 /* --- the store --- */
 
 static int make_store(struct engine *e, struct tpl_error *err) {
   const struct tpl__job *job = e->job;
-  int rc = e->o->sink == TPL_SINK_SERVE
+  int rc = e->o->steps.memfd_store
                ? tpl__store_create_huge(&e->store, job->store_size,
                                         job->ntensors, e->o->huge, err)
                : tpl__store_create_private(&e->store, job->store_size,
@@ -241,7 +251,7 @@ static void stall_abort(const struct engine *e, int peer,
             "tpload: rank %u: no progress for %.0f s; ending the job "
             "(--stall-timeout)\n",
             e->rank, tpl__stall_quiet_for(st));
-  MPI_Abort(MPI_COMM_WORLD, tpl_exit_code(TPL_EPEER));
+  tpl__engine_abort(tpl_exit_code(TPL_EPEER));
 }
 
 /* Polls `n` requests in order until all completed, backing off while
@@ -299,6 +309,48 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   return 0;
 }
 
+/* Sends the open batch, if any. */
+static int batch_flush(struct slot *s, struct tpl_error *err) {
+  int dest = s->batch_dest;
+  if (dest < 0) return 0;
+  s->batch_dest = -1;
+  return slot_send(s, s->pack + s->batch_start, s->batch_len, dest, err);
+}
+
+/* `n` bytes just written at pack + *packed go to `dest`: a small part
+ * joins (or opens) the batch for `dest`, a large one goes alone.  Any
+ * other open batch is sent first, so every rank's bytes leave in order. */
+static int send_packed(struct slot *s, uint64_t n, int dest, uint64_t *packed,
+                       struct tpl_error *err) {
+  uint64_t at = *packed;
+  int rc = 0;
+  *packed += n;
+  if (n <= BATCH_PART_MAX && s->batch_dest == dest) {
+    s->batch_len += n;
+    return 0;
+  }
+  rc = batch_flush(s, err);
+  if (rc != 0 || n > BATCH_PART_MAX)
+    return rc != 0 ? rc : slot_send(s, s->pack + at, n, dest, err);
+  s->batch_dest = dest;
+  s->batch_start = at;
+  s->batch_len = n;
+  return 0;
+}
+
+/* A contiguous part: copied into the batch when small, else sent from
+ * where it is (after the open batch, to keep the order). */
+static int send_contiguous(struct slot *s, const uint8_t *p, uint64_t n,
+                           int dest, uint64_t *packed, struct tpl_error *err) {
+  int rc;
+  if (n <= BATCH_PART_MAX) {
+    memcpy(s->pack + *packed, p, (size_t)n);
+    return send_packed(s, n, dest, packed, err);
+  }
+  rc = batch_flush(s, err);
+  return rc != 0 ? rc : slot_send(s, p, n, dest, err);
+}
+
 /* The part of tensor `i` inside the chunk: tensor-relative [b, e) and the
  * chunk bytes holding it. */
 struct piece_of_chunk {
@@ -338,11 +390,11 @@ static int deliver_part(struct engine *e, struct slot *s,
     n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
     if (n == 0) continue;
     if (n != UINT64_MAX) {
-      rc = slot_send(s, pc->src + (start - pc->b), n, (int)r, err);
+      rc =
+          send_contiguous(s, pc->src + (start - pc->b), n, (int)r, packed, err);
     } else {
       n = tpl__layout_gather(l, pc->b, pc->e, pc->src, s->pack + *packed);
-      rc = slot_send(s, s->pack + *packed, n, (int)r, err);
-      *packed += n;
+      rc = send_packed(s, n, (int)r, packed, err);
     }
     if (rc != 0) return rc;
   }
@@ -422,7 +474,7 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     if (rc != 0) return rc;
     w->done += pc.e - pc.b;
   }
-  return 0;
+  return batch_flush(s, err);
 }
 
 /* End of the last non-empty tensor of the file, 0 when there is none. */
@@ -478,6 +530,7 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
 
 static int alloc_slots(struct engine *e, struct tpl_error *err) {
   for (int i = 0; i < 2; i++) {
+    e->slots[i].batch_dest = -1;
     e->slots[i].read = tpl__huge_alloc((size_t)e->chunk);
     e->slots[i].pack = tpl__huge_alloc((size_t)e->chunk);
     if (e->slots[i].read == NULL || e->slots[i].pack == NULL)
@@ -557,51 +610,120 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
 
 /* --- ranks > 0: receiving --- */
 
-static int receive_tensor(struct engine *e, size_t i, struct slot *fwd,
-                          struct tpl_error *err) {
+/* Waits for the next message from `from` and its size, polling like
+ * wait_reqs() (and ending the job the same way when it stalls). */
+static int probe_message(const struct engine *e, int from, MPI_Message *msg,
+                         int *n, struct tpl_error *err) {
+  struct tpl__stall st;
+  MPI_Status status;
+  int flag = 0;
+  tpl__stall_start(&st, e->o->stall_timeout);
+  for (;;) {
+    MPI_TRY(MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
+            "probe");
+    if (flag) break;
+    if (tpl__stall_idle(&st)) stall_abort(e, from, &st);
+  }
+  MPI_TRY(MPI_Get_count(&status, MPI_BYTE, n), "receive");
+  return 0;
+}
+
+static int take_message(const struct engine *e, MPI_Message *msg, uint8_t *dst,
+                        int n, int from, struct tpl_error *err) {
+  MPI_Request req;
+  MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &req), "receive");
+  return wait_reqs(e, &req, &from, 1, NULL, err);
+}
+
+static int inbox_fill(const struct engine *e, struct inbox *in,
+                      MPI_Message *msg, int n, int from,
+                      struct tpl_error *err) {
+  if ((size_t)n > in->cap) {
+    uint8_t *b = realloc(in->buf, (size_t)n);
+    if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    in->buf = b;
+    in->cap = (size_t)n;
+  }
+  in->pos = 0;
+  in->len = (uint64_t)n;
+  return take_message(e, msg, in->buf, n, from, err);
+}
+
+/* Up to `want` bytes of the stream from `from` into dst, *got of them:
+ * what is left of a batch in the inbox; else the next message, straight
+ * into dst when it is no longer than `want` (then it is this tensor's
+ * alone: a batch always holds the whole rest of its first part's tensor
+ * and more), else through the inbox. */
+static int receive_some(const struct engine *e, struct inbox *in, int from,
+                        uint8_t *dst, uint64_t want, uint64_t *got,
+                        struct tpl_error *err) {
+  if (in->pos == in->len) {
+    MPI_Message msg;
+    int n = 0;
+    int rc = probe_message(e, from, &msg, &n, err);
+    if (rc == 0 && (uint64_t)n <= want) {
+      *got = (uint64_t)n;
+      return take_message(e, &msg, dst, n, from, err);
+    }
+    if (rc == 0) rc = inbox_fill(e, in, &msg, n, from, err);
+    if (rc != 0) return rc;
+  }
+  *got = in->len - in->pos < want ? in->len - in->pos : want;
+  memcpy(dst, in->buf + in->pos, (size_t)*got);
+  in->pos += *got;
+  return 0;
+}
+
+/* in[0] holds what rank 0 batched, in[1] what the previous rank did. */
+static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
+                          struct slot *fwd, struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
   int from = chained(jt) ? (int)e->rank - 1 : 0;
   int forward = chained(jt) && e->rank + 1 < e->world;
-  uint64_t got = 0;
+  uint64_t got = 0, n;
   int rc =
       tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
-  if (rc != 0) return rc;
-  while (got < jt->rank_stored) {
-    uint64_t want = jt->rank_stored - got;
-    MPI_Status status;
-    MPI_Request req;
-    int n;
-    MPI_TRY(MPI_Irecv(dst + got, (int)(want > INT_MAX ? INT_MAX : want),
-                      MPI_BYTE, from, TAG_DATA, MPI_COMM_WORLD, &req),
-            "receive");
-    rc = wait_reqs(e, &req, &from, 1, &status, err);
-    if (rc != 0) return rc;
-    MPI_Get_count(&status, MPI_BYTE, &n);
-    if (n <= 0)
-      return tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
-    rc = forward ? slot_send(fwd, dst + got, (uint64_t)n, (int)e->rank + 1, err)
-                 : 0;
-    if (rc != 0) return rc;
-    got += (uint64_t)n;
+  while (rc == 0 && got < jt->rank_stored) {
+    rc = receive_some(e, &in[from != 0], from, dst + got, jt->rank_stored - got,
+                      &n, err);
+    if (rc == 0 && n == 0)
+      rc = tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
+    if (rc == 0 && forward)
+      rc = slot_send(fwd, dst + got, n, (int)e->rank + 1, err);
+    got += n;
   }
+  return rc;
+}
+
+/* Every byte a batch brought belongs to some tensor. */
+static int inboxes_empty(const struct inbox *in, struct tpl_error *err) {
+  for (int k = 0; k < 2; k++)
+    if (in[k].pos != in[k].len)
+      return tpl__fail(err, TPL_EPEER,
+                       "%llu bytes arrived beyond the last tensor",
+                       (unsigned long long)(in[k].len - in[k].pos));
   return 0;
 }
 
 static int receive_all(struct engine *e, struct tpl_error *err) {
   struct slot fwd = {0};
+  struct inbox in[2] = {{0}};
   double t = tpl__now();
   int rc = 0;
   tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
-    rc = receive_tensor(e, i, &fwd, err);
+    rc = receive_tensor(e, i, in, &fwd, err);
     if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
   if (rc == 0) rc = slot_wait(e, &fwd, err);
+  if (rc == 0) rc = inboxes_empty(in, err);
   free(fwd.reqs);
   free(fwd.peers);
+  free(in[0].buf);
+  free(in[1].buf);
   e->st.t_recv = tpl__now() - t - e->st.t_scale - e->st.t_hash;
   return rc;
 }
@@ -666,15 +788,15 @@ static int gather_reports(struct engine *e, double seconds,
   rc = agree(rc, err);
   n = (int)len;
   if (rc == 0)
-    rc = MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD) ==
-                 MPI_SUCCESS
-             ? 0
-             : TPL_EPEER;
+    rc = mpi_check(
+        MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
+        "gathering the report sizes", err);
   if (rc == 0 && e->rank == 0) rc = gathered_layout(&g, e->world);
   rc = agree(rc, err);
-  if (rc == 0 && MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
-                             MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
-    rc = tpl__fail(err, TPL_EPEER, "gathering the rank reports failed");
+  if (rc == 0)
+    rc = mpi_check(MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
+                               MPI_BYTE, 0, MPI_COMM_WORLD),
+                   "gathering the rank reports", err);
   for (uint32_t r = 0; rc == 0 && e->rank == 0 && r < e->world; r++) {
     g.parts[r] = g.all + g.displs[r];
     g.lens[r] = (size_t)g.counts[r];
@@ -687,152 +809,107 @@ static int gather_reports(struct engine *e, double seconds,
   return rc;
 }
 
-/* --- sinks --- */
+/* --- the coordination sinks use (coord.h) --- */
 
-static int write_shard_info(struct engine *e, struct tpl_error *err) {
-  size_t n = e->model->ntensors * e->world;
-  struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
-  json_t *info = NULL;
-  char *text = NULL;
-  int rc = ranks ? tpl__report_rank_infos(e->report, e->report_len, e->world,
-                                          e->model->ntensors, ranks)
-                 : -ENOMEM;
-  if (rc == 0)
-    rc = tpl__shardinfo_build(e->model, e->strategies, e->world, ranks,
-                              e->job->bias_scaling, &info);
-  if (rc == 0) {
-    text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    rc = text ? 0 : -ENOMEM;
-  }
-  if (rc == 0)
-    rc = tpl__write_file_atomic(e->o->out_dir, "shard-info.json", text,
-                                strlen(text), err);
-  else
-    tpl__fail(err, rc, "%s/shard-info.json: cannot build: %s", e->o->out_dir,
-              tpl_strerror(rc));
-  free(text);
-  json_decref(info);
-  free(ranks);
-  return rc;
-}
-
-static int run_preshard(struct engine *e, struct tpl_error *err) {
-  const char *dir = e->o->out_dir;
-  struct tpl__shard_file f = {-1, 0};
-  int rc, all;
-  sigset_t stop, old;
-  rc = tpl__preshard_write(dir, e->job, &e->store, e->rank, &f, err);
-  all = agree(rc, err);
-  /* Once files get names, a SIGTERM or SIGINT waits until the directory
-   * is complete or cleaned (a few milliseconds): a signal between the
-   * renames and shard-info.json would otherwise leave rank files that no
-   * shard-info.json vouches for. */
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop, &old);
-  if (all == 0) {
-    rc = tpl__preshard_publish(dir, e->rank, &f, err);
-    all = agree(rc, err);
-  }
-  tpl__preshard_discard(dir, e->rank, &f);
-  if (all == 0 && e->rank == 0) rc = write_shard_info(e, err);
-  all = agree(rc, err);
-  if (all != 0) tpl__preshard_unpublish(dir, e->rank);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return all;
-}
-
-static int serve_agree(void *ctx, int rc, struct tpl_error *err) {
+static int coord_agree(void *ctx, int rc, struct tpl_error *err) {
   (void)ctx;
   return agree(rc, err);
 }
 
-/* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
-static void serve_request_shutdown(void *ctx) {
-  struct engine *e = ctx;
-  int one = 1;
-  if (e->shutdown_sent) return;
-  e->shutdown_sent = 1;
-  if (e->rank != 0) {
-    MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD);
-    return;
-  }
-  for (uint32_t r = 1; r < e->world; r++)
-    MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD);
+static int coord_share(void *ctx, void *buf, size_t len,
+                       struct tpl_error *err) {
+  (void)ctx;
+  return bcast_bytes(buf, len, err);
 }
 
-static int serve_poll_shutdown(void *ctx) {
+/* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
+static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
-  int flag = 0;
+  struct tpl_error *err = NULL;
+  int one = 1;
+  if (e->shutdown_sent) return 0;
+  e->shutdown_sent = 1;
+  if (e->rank != 0)
+    return mpi_check(
+        MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
+        err);
+  for (uint32_t r = 1; r < e->world; r++)
+    MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
+            "send");
+  return 0;
+}
+
+/* Rank 0 takes one rank's request for a shutdown, if there is one. */
+static int take_request(int *flag, struct tpl_error *err) {
   MPI_Status st;
+  int v;
+  MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, flag, &st),
+          "probe");
+  if (*flag)
+    MPI_TRY(MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+            "receive");
+  return 0;
+}
+
+static int coord_poll_shutdown(void *ctx) {
+  struct engine *e = ctx;
+  struct tpl_error *err = NULL;
+  int flag = 0;
   if (e->shutdown_flag) return 1;
-  if (e->rank != 0) {
-    MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE);
-  } else {
-    MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st);
-    if (flag) {
-      int v;
-      MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
-      serve_request_shutdown(e);
-    }
-  }
+  if (e->rank != 0)
+    MPI_TRY(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test");
+  else if (take_request(&flag, err) != 0)
+    return TPL_EPEER;
+  if (flag && e->rank == 0 && coord_request_shutdown(e) != 0) return TPL_EPEER;
   e->shutdown_flag = flag;
   return flag;
 }
 
-/* Rank 0: several ranks may have asked for the shutdown; leave no message
- * unmatched at MPI_Finalize. */
-static void drain_shutdown_requests(void) {
-  int flag = 1, v;
-  MPI_Status st;
-  while (flag) {
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st) !=
-        MPI_SUCCESS)
-      break;
-    if (flag)
-      MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE);
-  }
+/* Ranks > 0 listen for rank 0's shutdown message while the sink runs. */
+static int shutdown_arm(struct engine *e, struct tpl_error *err) {
+  if (e->rank != 0)
+    MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN,
+                      MPI_COMM_WORLD, &e->shutdown_req),
+            "receive");
+  return 0;
 }
 
-static int run_serve(struct engine *e, struct tpl_error *err) {
-  struct tpl__daemon_config cfg = {0};
-  char job_id[TPL_JOB_ID_LEN + 1] = "";
-  int rc = tpl__store_seal(&e->store, err);
-  if (rc == 0 && e->rank == 0 && (rc = tpl__new_job_id(job_id)) != 0)
-    tpl__fail(err, rc, "cannot draw a job id: %s", tpl_strerror(rc));
-  rc = agree(rc, err);
-  if (rc != 0) return rc;
-  MPI_TRY(MPI_Bcast(job_id, sizeof(job_id), MPI_CHAR, 0, MPI_COMM_WORLD),
-          "broadcast");
-  cfg.job_id = job_id;
-  cfg.model = e->job->model;
-  cfg.reserve_health = 1;
-  cfg.log_level = e->o->log_level;
-  if (e->rank != 0)
-    MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD,
-              &e->shutdown_req);
-  cfg.socket_dir = e->o->socket_dir;
-  cfg.ready_file = e->o->ready_file;
-  cfg.rank = e->rank;
-  cfg.world = e->world;
-  cfg.store = &e->store;
-  cfg.status = e->report;
-  cfg.status_len = e->report_len;
-  cfg.agree = serve_agree;
-  cfg.poll_shutdown = serve_poll_shutdown;
-  cfg.request_shutdown = serve_request_shutdown;
-  cfg.ctx = e;
-  rc = tpl__daemon_run(&cfg, err);
-  if (e->rank != 0 && !e->shutdown_flag) {
-    MPI_Cancel(&e->shutdown_req);
-    MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE);
+/* Leaves no shutdown message unmatched at MPI_Finalize: another rank
+ * withdraws its pending receive; rank 0 takes every request still queued
+ * (several ranks may have asked). */
+static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
+  int flag = 1;
+  if (e->rank != 0 && e->shutdown_req != MPI_REQUEST_NULL) {
+    MPI_TRY(MPI_Cancel(&e->shutdown_req), "cancel");
+    MPI_TRY(MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE), "wait");
   }
-  if (e->rank == 0) drain_shutdown_requests();
-  return rc;
+  while (e->rank == 0 && flag) {
+    int rc = take_request(&flag, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* The sink's own sequence, with the job's coordination; a failure to
+ * stop listening after a good run is the job's failure too. */
+static int run_sink(struct engine *e, struct tpl_error *err) {
+  const struct tpl__sink *s = &e->o->steps;
+  struct tpl__coord c = {e->rank,
+                         e->world,
+                         coord_agree,
+                         coord_share,
+                         coord_poll_shutdown,
+                         coord_request_shutdown,
+                         e};
+  struct tpl__loaded l = {e->job,        &e->store, e->report,
+                          e->report_len, e->model,  e->strategies};
+  int rc, end;
+  if (s->run == NULL) return 0;
+  rc = agree(shutdown_arm(e, err), err);
+  if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
+  end = shutdown_disarm(e, rc == 0 ? err : NULL);
+  return rc != 0 ? rc : end;
 }
 
 /* --- the whole job --- */
@@ -854,11 +931,12 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   return 0;
 }
 
-/* The job's time: the slowest rank's (on rank 0; collective). */
-static double slowest(double mine) {
-  double max = mine;
-  MPI_Reduce(&mine, &max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  return max;
+/* The job's time: the slowest rank's, in *max on rank 0 (collective). */
+static int slowest(double mine, double *max, struct tpl_error *err) {
+  *max = mine;
+  MPI_TRY(MPI_Reduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+          "reduce");
+  return 0;
 }
 
 static void engine_free(struct engine *e) {
@@ -872,28 +950,30 @@ static void engine_free(struct engine *e) {
 
 int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   struct engine e = {0};
-  double t0;
+  double t0, seconds;
   int rank, world, rc;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank");
+  MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &world), "size");
   e.o = o;
   e.rank = (uint32_t)rank;
   e.world = (uint32_t)world;
   e.store.fd = -1;
   e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
+  e.shutdown_req = MPI_REQUEST_NULL;
   rc = share_job(&e, err);
   if (rc == 0) rc = agree(check_sink(&e, err), err);
+  if (rc == 0)
+    rc = agree(mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier", err), err);
   if (rc != 0) goto out;
-  MPI_Barrier(MPI_COMM_WORLD);
   t0 = tpl__now();
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(gather_reports(&e, slowest(e.st.seconds), err), err);
+  rc = agree(slowest(e.st.seconds, &seconds, err), err);
+  if (rc == 0) rc = agree(gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
-  if (o->sink == TPL_SINK_PRESHARD) rc = run_preshard(&e, err);
-  if (o->sink == TPL_SINK_SERVE) rc = run_serve(&e, err);
+  rc = run_sink(&e, err);
 out:
   engine_free(&e);
   return rc;

@@ -2,8 +2,8 @@
  * rank 0 validates model and plan and broadcasts the verdict and the job
  * table, streams the checkpoint through a bounded window and delivers each
  * rank its bytes; every rank finishes its store (decode, bias scaling,
- * checksums) and reports; then the sink runs (preshard files or the
- * daemon). */
+ * checksums) and reports; then the sink runs its own steps (coord.h),
+ * with the job-wide coordination the engine implements over MPI. */
 #ifndef TPL_ENGINE_H
 #define TPL_ENGINE_H
 
@@ -11,22 +11,25 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "coord.h"
 
 enum tpl_sink { TPL_SINK_NONE = 0, TPL_SINK_PRESHARD, TPL_SINK_SERVE };
 
 struct tpl__load_opts {
-  int sink; /* enum tpl_sink */
+  int sink;               /* enum tpl_sink: the command's choice */
+  struct tpl__sink steps; /* what the engine runs for the sink */
   const char *model;
-  const char *plan;       /* plan file, preset name or "auto" */
-  int bias_scaling;       /* 0 with --no-bias-scaling */
-  double stall_timeout;   /* seconds without progress that end the
-                             job (exit 69); 0 waits forever */
-  uint64_t chunk_bytes;   /* rank 0's streaming window */
+  const char *plan;     /* plan file, preset name or "auto" */
+  int bias_scaling;     /* 0 with --no-bias-scaling */
+  double stall_timeout; /* seconds without progress that end the
+                           job (exit 69); 0 waits forever */
+  uint64_t chunk_bytes; /* rank 0's streaming window */
+  /* The sinks' options, read by the command that builds `steps`: */
   const char *out_dir;    /* preshard */
   int force;              /* preshard: replace existing output */
   const char *socket_dir; /* serve */
   const char *ready_file; /* serve, may be NULL */
-  int huge;               /* serve: enum tpl_huge (store.h) */
+  int huge;               /* memfd store: enum tpl_huge (store.h) */
   int log_level;          /* serve: enum tpl_log_level (log.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
@@ -46,10 +49,11 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
  * aborts it through MPI instead. */
 int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err);
 
-/* Finalizes MPI. */
-void tpl__engine_finalize(void);
+/* Finalizes MPI.  Returns 0 or TPL_EPEER (err says why). */
+int tpl__engine_finalize(struct tpl_error *err);
 
-/* Aborts the whole job with exit code `code` (after printing). */
+/* Aborts the whole job with exit code `code` (after printing); never
+ * returns. */
 void tpl__engine_abort(int code);
 
 #endif

@@ -2,10 +2,13 @@
  * partial file is ever visible: an unnamed O_TMPFILE in the target
  * directory, fsynced, then linked under a temporary name and renamed into
  * place, and the directory fsynced.  A rank killed mid-write leaves
- * nothing behind: the kernel drops the unnamed file. */
+ * nothing behind: the kernel drops the unnamed file.  The sink's job-wide
+ * order (write, agree, publish, agree, shard-info.json) is at the end. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,8 @@
 
 #include "fileio.h"
 #include "preshard.h"
+#include "report.h"
+#include "shardinfo.h"
 #include "st_writer.h"
 
 /* Without --force the output directory must be empty: output of an
@@ -261,4 +266,83 @@ void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
   p = tpl__path_join(dir, name);
   if (p != NULL) unlink(p);
   free(p);
+}
+
+/* --- the sink: the job-wide order --- */
+
+/* Rank 0, last: DIR/shard-info.json from the job's LoadReport. */
+static int write_shard_info(const char *dir, const struct tpl__loaded *l,
+                            uint32_t world, struct tpl_error *err) {
+  size_t n = l->model->ntensors * world;
+  struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
+  json_t *info = NULL;
+  char *text = NULL;
+  int rc = ranks ? tpl__report_rank_infos(l->report, l->report_len, world,
+                                          l->model->ntensors, ranks)
+                 : -ENOMEM;
+  if (rc == 0)
+    rc = tpl__shardinfo_build(l->model, l->strategies, world, ranks,
+                              l->job->bias_scaling, &info);
+  if (rc == 0) {
+    text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    rc = text ? 0 : -ENOMEM;
+  }
+  if (rc == 0)
+    rc =
+        tpl__write_file_atomic(dir, "shard-info.json", text, strlen(text), err);
+  else
+    tpl__fail(err, rc, "%s/shard-info.json: cannot build: %s", dir,
+              tpl_strerror(rc));
+  free(text);
+  json_decref(info);
+  free(ranks);
+  return rc;
+}
+
+static int preshard_run(void *ctx, const struct tpl__loaded *l,
+                        const struct tpl__coord *c, struct tpl_error *err) {
+  const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
+  struct tpl__shard_file f = {-1, 0};
+  int rc, all;
+  sigset_t stop, old;
+  rc = tpl__preshard_write(dir, l->job, l->store, c->rank, &f, err);
+  all = c->agree(c->ctx, rc, err);
+  /* Once files get names, a SIGTERM or SIGINT waits until the directory
+   * is complete or cleaned (a few milliseconds): a signal between the
+   * renames and shard-info.json would otherwise leave rank files that no
+   * shard-info.json vouches for. */
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  if (all == 0) {
+    rc = tpl__preshard_publish(dir, c->rank, &f, err);
+    all = c->agree(c->ctx, rc, err);
+  }
+  tpl__preshard_discard(dir, c->rank, &f);
+  if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, c->world, err);
+  all = c->agree(c->ctx, rc, err);
+  if (all != 0) tpl__preshard_unpublish(dir, c->rank);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return all;
+}
+
+static int preshard_prepare(void *ctx, struct tpl_error *err) {
+  const struct tpl__preshard_opts *o = ctx;
+  return tpl__preshard_prepare(o->dir, o->force, err);
+}
+
+static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+  (void)rank;
+  return tpl__preshard_check_dir(((const struct tpl__preshard_opts *)ctx)->dir,
+                                 err);
+}
+
+struct tpl__sink tpl__preshard_sink(const struct tpl__preshard_opts *o) {
+  struct tpl__sink s = {.prepare = preshard_prepare,
+                        .check = preshard_check,
+                        .run = preshard_run,
+                        .ctx = (void *)o};
+  return s;
 }

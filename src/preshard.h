@@ -1,7 +1,8 @@
 /* preshard.h - writing one rank's shard to DIR/rank{R}.safetensors with no
  * partial file ever visible: the data go to an anonymous file in DIR
- * (O_TMPFILE) that is fsynced and only then given its name; the engine
- * coordinates the ranks between the steps. */
+ * (O_TMPFILE) that is fsynced and only then given its name.  The sink
+ * runs the job-wide order itself (write, agree, publish, shard-info.json)
+ * through the engine's coordination interface (coord.h). */
 #ifndef TPL_PRESHARD_H
 #define TPL_PRESHARD_H
 
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "coord.h"
 #include "fileio.h" /* tpl__write_file_atomic, used with these */
 #include "job.h"
 #include "store.h"
@@ -55,5 +57,18 @@ void tpl__preshard_discard(const char *dir, uint32_t rank,
 
 /* Removes DIR/rank{R}.safetensors (after a failure elsewhere). */
 void tpl__preshard_unpublish(const char *dir, uint32_t rank);
+
+/* The preshard sink's options; must outlive the load. */
+struct tpl__preshard_opts {
+  const char *dir;
+  int force; /* replace existing output */
+};
+
+/* The preshard sink: rank 0 prepares DIR (tpl__preshard_prepare), every
+ * rank checks it (tpl__preshard_check_dir), then after the load every
+ * rank writes its file, they agree, publish, agree, and rank 0 writes
+ * shard-info.json last; on any failure every rank removes what it
+ * published, so DIR holds a complete output or none. */
+struct tpl__sink tpl__preshard_sink(const struct tpl__preshard_opts *o);
 
 #endif

@@ -129,12 +129,15 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
   p = fork();
   if (p == 0) {
     struct tpl_error err = {0};
+    struct tpl__coord coord = {.rank = rank,
+                               .world = world,
+                               .agree = noop_agree,
+                               .poll_shutdown = pipe_says_stop};
     struct tpl__daemon_config cfg = {.socket_dir = sockdir,
                                      .rank = rank,
                                      .world = world,
                                      .store = &store,
-                                     .agree = noop_agree,
-                                     .poll_shutdown = pipe_says_stop,
+                                     .coord = &coord,
                                      .timeout_ms = TEST_TIMEOUT_MS};
     int rc;
     if (rank == 0) {

@@ -1,0 +1,66 @@
+/* coord.h - the seam between the load and what follows it.  A sink (load's
+ * own finish, preshard, serve) runs its steps itself and asks the other
+ * ranks for what it needs through struct tpl__coord, which the engine
+ * implements over MPI: sinks never see MPI, the engine never sees what a
+ * sink does with the bytes.  struct tpl__loaded is what the load hands
+ * the sink; struct tpl__sink is a sink's steps, declared by the command
+ * that picks it (cmd_load.c). */
+#ifndef TPL_COORD_H
+#define TPL_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+struct tpl__job;
+struct tpl__store;
+struct tpl_model;
+struct tpl__strategy;
+
+/* The job-wide steps, for one rank of `world`. */
+struct tpl__coord {
+  uint32_t rank, world;
+  /* Collective: every rank passes its own result (0 or a negative code)
+   * and gets the job's worst; `err` keeps its message only on the lowest
+   * rank that failed with that code, so a failure is told once. */
+  int (*agree)(void *ctx, int rc, struct tpl_error *err);
+  /* Collective: rank 0's `len` bytes at `buf` land in every rank's buf. */
+  int (*share)(void *ctx, void *buf, size_t len, struct tpl_error *err);
+  /* Non-blocking: 1 when the job was asked to shut down, 0 when not, a
+   * negative code when the other ranks cannot be reached (stop too). */
+  int (*poll_shutdown)(void *ctx);
+  /* Ends the job, once per rank: rank 0 tells every other rank; another
+   * rank asks rank 0 to (it then stops when poll_shutdown says so).
+   * Returns 0 or a negative code. */
+  int (*request_shutdown)(void *ctx);
+  void *ctx;
+};
+
+/* What every rank holds once the load is done. */
+struct tpl__loaded {
+  const struct tpl__job *job;
+  struct tpl__store *store;
+  const uint8_t *report; /* rank 0: the packed tpload.LoadReport */
+  size_t report_len;
+  const struct tpl_model *model;          /* rank 0 */
+  const struct tpl__strategy *strategies; /* rank 0, one per tensor */
+};
+
+/* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */
+struct tpl__sink {
+  /* Rank 0, once the model and plan are valid, before the job is shared:
+   * refuses an unusable output before any other rank starts. */
+  int (*prepare)(void *ctx, struct tpl_error *err);
+  /* Every rank (its own node's view), before any byte moves; agreed. */
+  int (*check)(void *ctx, uint32_t rank, struct tpl_error *err);
+  /* Every rank, after the load and its report: the sink's whole sequence,
+   * its agreements included.  Returns the job's code (agreed). */
+  int (*run)(void *ctx, const struct tpl__loaded *l,
+             const struct tpl__coord *coord, struct tpl_error *err);
+  int memfd_store; /* 1: the store is a sealable memfd (huge pages per
+                      the load's `huge` option) for the sink to share */
+  void *ctx;
+};
+
+#endif

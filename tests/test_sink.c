@@ -1,0 +1,168 @@
+/* test_sink.c - the preshard sink's own sequence (preshard.c) driven
+ * through a scripted coordination (coord.h) instead of MPI: this process
+ * plays rank 1 of 2 and the script decides what "the other rank" says at
+ * each agreement.  The contract under test (DESIGN.md: output files appear
+ * whole or not at all): three agreements in order (written, published,
+ * shard-info.json written), a rank file only when all three succeeded,
+ * nothing of this rank left in DIR otherwise, and the signal mask as it
+ * was. */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coord.h"
+#include "dtype.h"
+#include "job.h"
+#include "preshard.h"
+#include "store.h"
+#include "tap.h"
+#include "tmpdir.h"
+
+static char *tmp;
+
+/* The other rank's answer at each agreement: 0 until agreement
+ * `fail_at` (1-based; 0: never), from there on the code it failed with
+ * (a rank that failed passes its code to every later agreement). */
+struct script {
+  int calls, fail_at, code;
+};
+
+static int scripted_agree(void *ctx, int rc, struct tpl_error *err) {
+  struct script *s = ctx;
+  s->calls++;
+  if (rc == 0 && s->fail_at > 0 && s->calls >= s->fail_at) {
+    err->msg[0] = '\0'; /* the other rank tells it */
+    return s->code;
+  }
+  return rc;
+}
+
+/* One F32[4] tensor, as rank 1 of 2 holds it. */
+static void make_job(struct tpl__job *job, struct tpl__job_tensor *t,
+                     struct tpl__store *store) {
+  memset(job, 0, sizeof(*job));
+  memset(t, 0, sizeof(*t));
+  t->name = "w";
+  t->dtype = TPL_DT_F32;
+  t->ndim = 1;
+  t->rank_shape[0] = 4;
+  t->rank_bytes = t->rank_stored = 16;
+  job->world = 2;
+  job->tensors = t;
+  job->ntensors = 1;
+  job->store_size = 16;
+  if (tpl__store_create_private(store, 16, 1, NULL) != 0) abort();
+  store->tensors[0].name = strdup("w");
+  store->tensors[0].nbytes = 16;
+  memset(store->base, 0x5a, 16);
+}
+
+static size_t entries(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  size_t n = 0;
+  if (d == NULL) return SIZE_MAX;
+  while ((e = readdir(d)) != NULL)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+static int exists(const char *dir, const char *name) {
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof(p), "%s/%s", dir, name);
+  return stat(p, &st) == 0;
+}
+
+static int sigterm_blocked(void) {
+  sigset_t now;
+  pthread_sigmask(SIG_BLOCK, NULL, &now);
+  return sigismember(&now, SIGTERM);
+}
+
+/* Runs the sink as rank 1 of 2 in a fresh DIR; returns its code. */
+static int run_sink(struct script *s, char *dir, size_t len) {
+  static int n;
+  struct tpl__preshard_opts o;
+  struct tpl__sink sink;
+  struct tpl__job job;
+  struct tpl__job_tensor t;
+  struct tpl__store store;
+  struct tpl__loaded l = {0};
+  struct tpl__coord c = {.rank = 1, .world = 2, .agree = scripted_agree};
+  struct tpl_error err = {0};
+  int rc;
+  snprintf(dir, len, "%s/out%d", tmp, n++);
+  o.dir = dir;
+  o.force = 0;
+  sink = tpl__preshard_sink(&o);
+  c.ctx = s;
+  make_job(&job, &t, &store);
+  l.job = &job;
+  l.store = &store;
+  rc = sink.prepare(sink.ctx, &err);
+  if (rc == 0) rc = sink.check(sink.ctx, 1, &err);
+  if (rc == 0) rc = sink.run(sink.ctx, &l, &c, &err);
+  tpl__store_free(&store);
+  return rc;
+}
+
+static void test_all_agree_publishes(void) {
+  struct script s = {0};
+  char dir[300];
+  CHECK_EQ_INT(run_sink(&s, dir, sizeof(dir)), 0);
+  CHECK_EQ_INT(s.calls, 3);
+  CHECK(exists(dir, "rank1.safetensors"));
+  CHECK_EQ_U64(entries(dir), 1);
+  CHECK(!sigterm_blocked());
+}
+
+/* The other rank could not write: nothing gets a name. */
+static void test_other_write_failed(void) {
+  struct script s = {.fail_at = 1, .code = -ENOSPC};
+  char dir[300];
+  CHECK_EQ_INT(run_sink(&s, dir, sizeof(dir)), -ENOSPC);
+  CHECK_EQ_INT(s.calls, 2);
+  CHECK_EQ_U64(entries(dir), 0);
+  CHECK(!sigterm_blocked());
+}
+
+/* The other rank could not publish: this rank's published file goes. */
+static void test_other_publish_failed(void) {
+  struct script s = {.fail_at = 2, .code = TPL_EOUTPUT};
+  char dir[300];
+  CHECK_EQ_INT(run_sink(&s, dir, sizeof(dir)), TPL_EOUTPUT);
+  CHECK_EQ_INT(s.calls, 3);
+  CHECK_EQ_U64(entries(dir), 0);
+  CHECK(!sigterm_blocked());
+}
+
+/* Rank 0 could not write shard-info.json: no rank file stays. */
+static void test_shard_info_failed(void) {
+  struct script s = {.fail_at = 3, .code = -EIO};
+  char dir[300];
+  CHECK_EQ_INT(run_sink(&s, dir, sizeof(dir)), -EIO);
+  CHECK_EQ_INT(s.calls, 3);
+  CHECK_EQ_U64(entries(dir), 0);
+  CHECK(!sigterm_blocked());
+}
+
+int main(void) {
+  int rc;
+  tmp = make_dir("tpl-sink");
+  if (tmp == NULL) return 1;
+  RUN(test_all_agree_publishes);
+  RUN(test_other_write_failed);
+  RUN(test_other_publish_failed);
+  RUN(test_shard_info_failed);
+  rc = tap_done();
+  drop_dir(tmp);
+  return rc;
+}
