@@ -1,5 +1,6 @@
-/* job.c - the job table: per tensor, the plan's verdict and what each rank
- * holds; per rank, where each tensor lives in its store. */
+/* job.c - the job table: per tensor, the plan's verdict, where its bytes
+ * are (rank 0) and what each rank holds; per rank, where each tensor lives
+ * in its store. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,15 +42,14 @@ int tpl__job_finish(struct tpl__job *job, struct tpl_error *err) {
   uint64_t off = 0, src = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
-    uint64_t full;
     int rc = finish_tensor(job, t, err);
     if (rc != 0) return rc;
     off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
     t->store_offset = off;
     if (tpl__add_u64(off, t->rank_bytes, &off) != 0 ||
         tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
-                     &full) != 0 ||
-        tpl__add_u64(src, full, &src) != 0)
+                     &t->stored_bytes) != 0 ||
+        tpl__add_u64(src, t->stored_bytes, &src) != 0)
       return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                        t->name);
   }
@@ -66,6 +66,8 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   jt->ndim = t->ndim;
   memcpy(jt->shape, t->shape, sizeof(jt->shape));
   jt->encoding = t->encoding;
+  jt->file = t->file;
+  jt->file_offset = t->offset;
   jt->kind = s->kind;
   if (s->kind == TPL_RULE_SHARD) {
     jt->spec = s->spec;

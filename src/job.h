@@ -1,9 +1,10 @@
-/* job.h - the job table: what every rank needs to know about every tensor
- * to take part in a load (name, dtype, full shape, storage encoding, the
- * strategy of its plan rule) and what follows from it for each rank (its
- * shape, its byte counts, where the tensor sits in its store).  Rank 0
- * builds it from the model and plan; the other ranks get it by broadcast.
- * Pure: no I/O, no MPI. */
+/* job.h - the job table, the one per-tensor record after planning: what
+ * every rank needs to know about every tensor to take part in a load
+ * (name, dtype, full shape, storage encoding, the strategy of its plan
+ * rule), what follows from it for each rank (its shape, its byte counts,
+ * where the tensor sits in its store) and, on rank 0, where its bytes are
+ * in the checkpoint.  Rank 0 builds it from the model and plan; the other
+ * ranks get it by broadcast.  Pure: no I/O, no MPI. */
 #ifndef TPL_JOB_H
 #define TPL_JOB_H
 
@@ -24,10 +25,14 @@ struct tpl__job_tensor {
   int kind;                     /* enum tpl_rule_kind */
   char *func_name;              /* owned; NULL unless SHARD */
   struct tpl__shard_spec spec;  /* SHARD only */
+  /* rank 0 only (not broadcast): the source, from the model */
+  uint32_t file;        /* index into the model's files */
+  uint64_t file_offset; /* absolute byte offset in that file */
   /* derived by tpl__job_finish: */
   uint64_t rank_shape[TPL_MAX_DIMS]; /* what each rank holds */
   uint64_t rank_bytes;               /* decoded bytes each rank holds */
   uint64_t rank_stored;              /* source bytes each rank receives */
+  uint64_t stored_bytes;             /* source bytes of the whole tensor */
   uint64_t store_offset;             /* offset in every rank's store */
 };
 

@@ -211,11 +211,12 @@ int tpl__preshard_write(const char *dir, const struct tpl__job *job,
   if (rc != 0) return rc;
   rc = write_header(f->fd, dir, job, rank, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
-    const struct tpl__held *h = &store->tensors[i];
-    rc = tpl__write_full(f->fd, store->base + h->offset, (size_t)h->nbytes);
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    rc = tpl__write_full(f->fd, store->base + t->store_offset,
+                         (size_t)t->rank_bytes);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
-                     rank, h->name, tpl_strerror(rc));
+                     rank, t->name, tpl_strerror(rc));
   }
   if (rc == 0 && fsync(f->fd) != 0) {
     int e = errno;
