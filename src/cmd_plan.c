@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "job.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
@@ -99,11 +100,9 @@ static void note_config_shards(const struct tpl__quant_info *q,
           q->config_shards, nshards, nshards, nshards);
 }
 
-static int print_plan(const struct tpl_model *m, const struct tpl__plan *p,
-                      const struct tpl__strategy *st, uint32_t nshards,
-                      int bias_scaling) {
+static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
   json_t *root = NULL;
-  if (tpl__shardinfo_build(m, st, nshards, NULL, bias_scaling, &root) != 0 ||
+  if (tpl__shardinfo_build(job, NULL, &root) != 0 ||
       json_object_set_new(root, "quantization",
                           json_string(p->quant.scheme_name)) != 0 ||
       json_object_set_new(root, "plan", plan_json(p)) != 0) {
@@ -180,23 +179,22 @@ int tpl__cmd_plan(int argc, char **argv) {
   struct tpl_model *m = NULL;
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
+  struct tpl__job *job = NULL;
   int rc = parse_args(argc, argv, &a);
   if (rc >= 0) return rc;
   rc = tpl__model_open(a.model, &m, &err);
   if (rc == 0) rc = tpl__plan_for_model(a.plan, m, a.nshards, &p, &st, &err);
+  if (rc == 0)
+    rc = tpl__job_from_model(m, st, p->source, a.model, a.nshards,
+                             a.bias_scaling, &job, &err);
   if (rc == 0) {
     rc = tpl__plan_check_unused(p, st, m->ntensors, a.strict, &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);
     if (rc == 1) rc = 0;
   }
   if (rc == 0) note_config_shards(&p->quant, a.nshards);
-  if (rc != 0) {
-    free(st);
-    tpl__plan_free(p);
-    tpl__model_free(m);
-    return tpl__cli_report(rc, &err);
-  }
-  rc = print_plan(m, p, st, a.nshards, a.bias_scaling);
+  rc = rc == 0 ? print_plan(p, job) : tpl__cli_report(rc, &err);
+  tpl__job_free(job);
   free(st);
   tpl__plan_free(p);
   tpl__model_free(m);

@@ -53,9 +53,8 @@ struct slot {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl_model *model;          /* rank 0 */
-  struct tpl__plan *plan;           /* rank 0; strategies borrow from it */
-  struct tpl__strategy *strategies; /* rank 0 */
+  struct tpl_model *model; /* rank 0 */
+  struct tpl__plan *plan;  /* rank 0 */
   struct tpl__job *job;
   struct tpl__store store;
   struct tpl__rank_stats st;
@@ -112,11 +111,8 @@ static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
   int rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)
-    rc = tpl__plan_for_model(o->plan, e->model, e->world, &e->plan,
-                             &e->strategies, err);
-  if (rc == 0)
-    rc = tpl__job_from_model(e->model, e->strategies, e->plan->source, o->model,
-                             e->world, o->bias_scaling, &e->job, err);
+    rc = tpl__job_plan(o->plan, e->model, o->model, e->world, o->bias_scaling,
+                       &e->plan, &e->job, err);
   if (rc == 0 && o->sink == TPL_SINK_PRESHARD)
     rc = tpl__preshard_prepare(o->out_dir, o->force, err);
   return rc;
@@ -679,16 +675,14 @@ static int gather_reports(struct engine *e, double seconds,
 /* --- sinks --- */
 
 static int write_shard_info(struct engine *e, struct tpl_error *err) {
-  size_t n = e->model->ntensors * e->world;
+  size_t n = e->job->ntensors * e->world;
   struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
   json_t *info = NULL;
   char *text = NULL;
   int rc = ranks ? tpl__report_rank_infos(e->report, e->report_len, e->world,
-                                          e->model->ntensors, ranks)
+                                          e->job->ntensors, ranks)
                  : -ENOMEM;
-  if (rc == 0)
-    rc = tpl__shardinfo_build(e->model, e->strategies, e->world, ranks,
-                              e->job->bias_scaling, &info);
+  if (rc == 0) rc = tpl__shardinfo_build(e->job, ranks, &info);
   if (rc == 0) {
     text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     rc = text ? 0 : -ENOMEM;
@@ -855,7 +849,6 @@ static void engine_free(struct engine *e) {
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
   tpl__model_free(e->model);
-  free(e->strategies);
   tpl__plan_free(e->plan);
   free(e->report);
 }

@@ -108,6 +108,45 @@ nomem:
   return tpl__fail(err, -ENOMEM, "out of memory");
 }
 
+int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+                  const char *model_arg, uint32_t world, int bias_scaling,
+                  struct tpl__plan **plan, struct tpl__job **out,
+                  struct tpl_error *err) {
+  struct tpl__strategy *st = NULL;
+  int rc = tpl__plan_for_model(plan_arg, m, world, plan, &st, err);
+  if (rc != 0) return rc;
+  rc = tpl__job_from_model(m, st, (*plan)->source, model_arg, world,
+                           bias_scaling, out, err);
+  free(st);
+  if (rc != 0) {
+    tpl__plan_free(*plan);
+    *plan = NULL;
+  }
+  return rc;
+}
+
+size_t tpl__job_out_shape(const struct tpl__job *job,
+                          const struct tpl__job_tensor *t, uint64_t *out) {
+  out[0] = job->world;
+  memcpy(out + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
+  return (size_t)t->ndim + 1;
+}
+
+size_t tpl__job_mlc_segs(const struct tpl__job *job,
+                         const struct tpl__job_tensor *t, uint64_t *out) {
+  size_t n = t->spec.nsegs ? t->spec.nsegs : 1;
+  for (size_t j = 0; j < n; j++)
+    out[j] =
+        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
+  return n;
+}
+
+const char *tpl__job_rule_name(const struct tpl__job_tensor *t) {
+  if (t->kind == TPL_RULE_SHARD) return t->func_name;
+  if (t->kind == TPL_RULE_SCALE_BIAS) return "scale_bias";
+  return "replicate";
+}
+
 int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
                     struct tpl__layout *out) {
   const struct tpl__job_tensor *t = &job->tensors[i];

@@ -55,6 +55,15 @@ int tpl__job_from_model(const struct tpl_model *m,
                         uint32_t world, int bias_scaling, struct tpl__job **out,
                         struct tpl_error *err);
 
+/* Resolves --plan `plan_arg` for `m` and `world` shards
+ * (tpl__plan_for_model) and builds the job from it: on success *plan
+ * (tpl__plan_free) and *out (tpl__job_free) are the caller's.  Returns 0
+ * or what resolving, applying or building returned. */
+int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+                  const char *model_arg, uint32_t world, int bias_scaling,
+                  struct tpl__plan **plan, struct tpl__job **out,
+                  struct tpl_error *err);
+
 /* Computes the derived fields (per-rank shapes, bytes, store offsets,
  * store size) after the tensors' own fields are set. */
 int tpl__job_finish(struct tpl__job *job, struct tpl_error *err);
@@ -72,6 +81,21 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
  * or TPL_EDTYPE (err names the tensor). */
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
                           struct tpl_error *err);
+
+/* MLC's out_shape of a sharded tensor, [N, *rank_shape], into out
+ * (TPL_MAX_DIMS + 1 entries); returns its length. */
+size_t tpl__job_out_shape(const struct tpl__job *job,
+                          const struct tpl__job_tensor *t, uint64_t *out);
+
+/* A sharded tensor's per-shard segment lengths in MLC's units (full
+ * segs / N; one segment when the rule has none) into out (TPL_MAX_SEGS
+ * entries); returns how many. */
+size_t tpl__job_mlc_segs(const struct tpl__job *job,
+                         const struct tpl__job_tensor *t, uint64_t *out);
+
+/* What a tensor's rule is called in tables: the func_name of a shard
+ * rule, else "scale_bias" or "replicate".  Borrowed or static. */
+const char *tpl__job_rule_name(const struct tpl__job_tensor *t);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

@@ -136,16 +136,11 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
   m->func_name = t->func_name;
   m->n_in_shape = (size_t)t->ndim;
   m->in_shape = (uint64_t *)t->shape;
-  scratch[0] = job->world;
-  memcpy(scratch + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
-  m->n_out_shape = (size_t)t->ndim + 1;
   m->out_shape = scratch;
+  m->n_out_shape = tpl__job_out_shape(job, t, m->out_shape);
   m->dim = t->spec.dim;
-  m->n_segs = t->spec.nsegs ? t->spec.nsegs : 1;
   m->segs = scratch + TPL_MAX_DIMS + 1;
-  for (size_t j = 0; j < m->n_segs; j++)
-    m->segs[j] =
-        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
+  m->n_segs = tpl__job_mlc_segs(job, t, m->segs);
 }
 
 static int build_shard_msgs(const struct tpl__job *job,
