@@ -14,7 +14,6 @@
 
 #include "fileio.h"
 #include "preshard.h"
-#include "st_writer.h"
 
 /* Without --force the output directory must be empty: output of an
  * earlier run, the model's own files or anything else is refused. */
@@ -175,17 +174,22 @@ void tpl__preshard_discard(const char *dir, uint32_t rank,
   f->named = 0;
 }
 
+int tpl__rank_file_header(const struct tpl__st_out *t, size_t n, uint32_t rank,
+                          uint32_t world, uint8_t **hdr, size_t *len) {
+  char r[16], w[16];
+  const char *meta[4] = {"tp_rank", r, "tp_size", w};
+  snprintf(r, sizeof(r), "%u", rank);
+  snprintf(w, sizeof(w), "%u", world);
+  return tpl__st_build_header(t, n, meta, 2, hdr, len);
+}
+
 static int write_header(int fd, const char *dir, const struct tpl__job *job,
                         uint32_t rank, struct tpl_error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
-  char r[16], n[16];
-  const char *meta[4] = {"tp_rank", r, "tp_size", n};
   uint8_t *hdr = NULL;
   size_t hlen = 0;
   int rc;
   if (outs == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(r, sizeof(r), "%u", rank);
-  snprintf(n, sizeof(n), "%u", job->world);
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     outs[i].name = t->name;
@@ -194,7 +198,8 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
     outs[i].shape = t->rank_shape;
     outs[i].nbytes = t->rank_bytes;
   }
-  rc = tpl__st_build_header(outs, job->ntensors, meta, 2, &hdr, &hlen);
+  rc =
+      tpl__rank_file_header(outs, job->ntensors, rank, job->world, &hdr, &hlen);
   free(outs);
   if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
   free(hdr);
