@@ -60,7 +60,8 @@ static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
                       tpl__json_u64_array(t->rank_shape, (size_t)t->ndim));
-  json_object_set_new(o, "rule", json_string(tpl__job_rule_name(t)));
+  json_object_set_new(o, "rule",
+                      json_string(tpl__rule_name(t->kind, t->func_name)));
   if (info != NULL && t->kind == TPL_RULE_SHARD) {
     json_object_set(o, "dim", json_object_get(info, "dim"));
     json_object_set(o, "segs", json_object_get(info, "segs"));
@@ -135,7 +136,8 @@ static void print_shard_table(const struct tpl_model *m,
            tpl__dtype_st_name(t->dtype),
            tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
            tpl__shape_str(jt->rank_shape, t->ndim, sshape, sizeof(sshape)),
-           tpl__job_rule_name(jt), (unsigned long long)t->nbytes,
+           tpl__rule_name(jt->kind, jt->func_name),
+           (unsigned long long)t->nbytes,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
   printf("%zu tensors, %zu files, %llu bytes (%s); %u shards, plan: %s\n",

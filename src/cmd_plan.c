@@ -178,24 +178,21 @@ int tpl__cmd_plan(int argc, char **argv) {
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
   struct tpl__plan *p = NULL;
-  struct tpl__strategy *st = NULL;
   struct tpl__job *job = NULL;
   int rc = parse_args(argc, argv, &a);
   if (rc >= 0) return rc;
   rc = tpl__model_open(a.model, &m, &err);
-  if (rc == 0) rc = tpl__plan_for_model(a.plan, m, a.nshards, &p, &st, &err);
   if (rc == 0)
-    rc = tpl__job_from_model(m, st, p->source, a.model, a.nshards,
-                             a.bias_scaling, &job, &err);
+    rc = tpl__job_plan(a.plan, m, a.model, a.nshards, a.bias_scaling, &p, &job,
+                       &err);
   if (rc == 0) {
-    rc = tpl__plan_check_unused(p, st, m->ntensors, a.strict, &err);
+    rc = tpl__job_check_unused(job, p, a.strict, &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);
     if (rc == 1) rc = 0;
   }
   if (rc == 0) note_config_shards(&p->quant, a.nshards);
   rc = rc == 0 ? print_plan(p, job) : tpl__cli_report(rc, &err);
   tpl__job_free(job);
-  free(st);
   tpl__plan_free(p);
   tpl__model_free(m);
   return rc;

@@ -69,6 +69,7 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   jt->file = t->file;
   jt->file_offset = t->offset;
   jt->kind = s->kind;
+  jt->rule = s->rule;
   if (s->kind == TPL_RULE_SHARD) {
     jt->spec = s->spec;
     jt->func_name = strdup(s->func_name ? s->func_name : "_shard");
@@ -141,10 +142,30 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
   return n;
 }
 
-const char *tpl__job_rule_name(const struct tpl__job_tensor *t) {
-  if (t->kind == TPL_RULE_SHARD) return t->func_name;
-  if (t->kind == TPL_RULE_SCALE_BIAS) return "scale_bias";
-  return "replicate";
+int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
+                          int strict, struct tpl_error *err) {
+  size_t unused = 0, first = 0;
+  unsigned char *used;
+  if (!p->from_file || p->nrules == 0) return 0;
+  used = calloc(p->nrules, 1);
+  if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < job->ntensors; i++) {
+    int r = job->tensors[i].rule;
+    if (r >= 0 && (size_t)r < p->nrules) used[r] = 1;
+  }
+  for (size_t r = p->nrules; r-- > 0;)
+    if (!used[r]) {
+      unused++;
+      first = r;
+    }
+  free(used);
+  if (unused == 0) return 0;
+  tpl__fail(err, TPL_EPLAN,
+            "%s: rule %zu ('%s') matches no tensor of the model (%zu "
+            "unused rule%s): a typo in a glob leaves tensors replicated",
+            p->source, first, p->rules[first].match, unused,
+            unused == 1 ? "" : "s");
+  return strict ? TPL_EPLAN : 1;
 }
 
 int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,

@@ -24,7 +24,8 @@ struct tpl__job_tensor {
   int encoding;                 /* enum tpl_encoding */
   int kind;                     /* enum tpl_rule_kind */
   char *func_name;              /* owned; NULL unless SHARD */
-  struct tpl__shard_spec spec;  /* SHARD only */
+  int rule; /* rank 0 only: index of the plan rule that decided, or -1 */
+  struct tpl__shard_spec spec; /* SHARD only */
   /* rank 0 only (not broadcast): the source, from the model */
   uint32_t file;        /* index into the model's files */
   uint64_t file_offset; /* absolute byte offset in that file */
@@ -93,9 +94,14 @@ size_t tpl__job_out_shape(const struct tpl__job *job,
 size_t tpl__job_mlc_segs(const struct tpl__job *job,
                          const struct tpl__job_tensor *t, uint64_t *out);
 
-/* What a tensor's rule is called in tables: the func_name of a shard
- * rule, else "scale_bias" or "replicate".  Borrowed or static. */
-const char *tpl__job_rule_name(const struct tpl__job_tensor *t);
+/* Checks that every rule of plan file `p` decided some tensor of `job`
+ * (built from `p`).  Presets are exempt (they name tensors an
+ * architecture may lack, such as biases).  Returns 0 when all were used
+ * (or `p` is a preset); else fills err naming the first unused rule and
+ * how many there are, and returns TPL_EPLAN when `strict`, 1 (a warning
+ * for the caller to print) otherwise. */
+int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
+                          int strict, struct tpl_error *err);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

@@ -158,9 +158,9 @@ static void test_offsets_and_replicated(void) {
   CHECK_EQ_U64(t[0].stored_bytes, 60);
   CHECK_EQ_U64(t[1].stored_bytes, 16);
   CHECK_EQ_U64(job.source_bytes, 60 + 16 + 8);
-  CHECK(strcmp(tpl__job_rule_name(&t[0]), "replicate") == 0);
-  CHECK(strcmp(tpl__job_rule_name(&t[1]), "_shard") == 0);
-  CHECK(strcmp(tpl__job_rule_name(&t[2]), "scale_bias") == 0);
+  CHECK(strcmp(tpl__rule_name(t[0].kind, t[0].func_name), "replicate") == 0);
+  CHECK(strcmp(tpl__rule_name(t[1].kind, t[1].func_name), "_shard") == 0);
+  CHECK(strcmp(tpl__rule_name(t[2].kind, t[2].func_name), "scale_bias") == 0);
 }
 
 /* An f32 tensor stored as bf16: a rank receives half the bytes it holds,

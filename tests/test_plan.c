@@ -493,7 +493,7 @@ static void test_unmatched_replicated(void) {
   CHECK_EQ_INT(st[1].kind, TPL_RULE_REPLICATE);
   CHECK_EQ_INT(st[1].rule, -1);
   CHECK(st[1].func_name == NULL);
-  CHECK(strcmp(tpl__strategy_rule_name(&st[1]), "replicate") == 0);
+  CHECK(strcmp(tpl__rule_name(st[1].kind, st[1].func_name), "replicate") == 0);
   tpl__model_free(m);
 }
 
@@ -549,7 +549,8 @@ static void test_apply_scale_bias_dtype(void) {
     add(m, "t.w", good[i], 1, U(4));
     CHECK_EQ_INT(apply_json(json, m, 2, st, &err), 0);
     CHECK_EQ_INT(st[0].kind, TPL_RULE_SCALE_BIAS);
-    CHECK(strcmp(tpl__strategy_rule_name(&st[0]), "scale_bias") == 0);
+    CHECK(strcmp(tpl__rule_name(st[0].kind, st[0].func_name), "scale_bias") ==
+          0);
     tpl__model_free(m);
   }
 }
