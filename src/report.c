@@ -69,6 +69,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
+  t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
     if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
