@@ -64,13 +64,16 @@ static struct tpl_model *fixed_model(void) {
 static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
                       uint32_t n) {
   struct tpl__strategy *st = calloc(m->ntensors, sizeof(*st));
+  struct tpl__job *job = NULL;
   struct tpl_error err;
   json_t *info = NULL;
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
       tpl__preset_check(p, m, st, &err) <= 0 &&
-      tpl__shardinfo_build(m, st, n, NULL, 1, &info) == 0)
+      tpl__job_from_model(m, st, "fuzz", "m", n, 1, &job, &err) == 0 &&
+      tpl__shardinfo_build(job, NULL, &info) == 0)
     json_decref(info);
+  tpl__job_free(job);
   free(st);
 }
 

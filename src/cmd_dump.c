@@ -17,7 +17,7 @@
 #include "common.h"
 #include "dtype.h"
 #include "fileio.h"
-#include "st_writer.h"
+#include "preshard.h"
 
 static const char dump_help[] =
     "usage: tpload dump SOCKET --out FILE [--force] [--daemon-uid UID]\n"
@@ -42,12 +42,8 @@ static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
                         struct tpl_error *err) {
   size_t n = tpl_shard_count(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
-  char rank[16], size[16];
-  const char *meta[4] = {"tp_rank", rank, "tp_size", size};
   int rc;
   if (out == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(rank, sizeof(rank), "%u", tpl_shard_rank(s));
-  snprintf(size, sizeof(size), "%u", tpl_shard_world(s));
   for (size_t i = 0; i < n; i++) {
     struct tpl_tensor_view v;
     tpl_shard_tensor(s, i, &v);
@@ -57,7 +53,8 @@ static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
     out[i].shape = v.shape;
     out[i].nbytes = v.nbytes;
   }
-  rc = tpl__st_build_header(out, n, meta, 2, hdr, len);
+  rc = tpl__rank_file_header(out, n, tpl_shard_rank(s), tpl_shard_world(s), hdr,
+                             len);
   free(out);
   if (rc != 0)
     return tpl__fail(err, rc, "cannot build the safetensors header: %s",

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "common.h"
 #include "dtype.h"
+#include "job.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
@@ -38,7 +39,7 @@ static const char inspect_help[] =
 struct shard_view {
   uint32_t nshards;
   const struct tpl__plan *plan;
-  const struct tpl__strategy *st;
+  const struct tpl__job *job;
 };
 
 static const char *format_name(int format) {
@@ -52,26 +53,16 @@ static const char *format_name(int format) {
   }
 }
 
-static void shard_shape(const struct tpl__tensor *t,
-                        const struct tpl__strategy *s, uint32_t nshards,
-                        uint64_t *out) {
-  for (int i = 0; i < t->ndim; i++)
-    out[i] = t->shape[i];
-  if (s->kind == TPL_RULE_SHARD)
-    tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, out);
-}
-
 /* Adds shard_shape, rule and (for shard rules) dim and per-shard segs,
  * taken from the shard-info entry so both views agree. */
-static void add_shard_json(json_t *o, const struct tpl__tensor *t,
-                           const struct tpl__strategy *s, uint32_t nshards) {
-  json_t *info = tpl__shardinfo_param(t, s, nshards, NULL, 1);
-  uint64_t shape[TPL_MAX_DIMS];
-  shard_shape(t, s, nshards, shape);
+static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
-                      tpl__json_u64_array(shape, (size_t)t->ndim));
-  json_object_set_new(o, "rule", json_string(tpl__strategy_rule_name(s)));
-  if (info != NULL && s->kind == TPL_RULE_SHARD) {
+                      tpl__json_u64_array(t->rank_shape, (size_t)t->ndim));
+  json_object_set_new(o, "rule",
+                      json_string(tpl__rule_name(t->kind, t->func_name)));
+  if (info != NULL && t->kind == TPL_RULE_SHARD) {
     json_object_set(o, "dim", json_object_get(info, "dim"));
     json_object_set(o, "segs", json_object_get(info, "segs"));
   }
@@ -92,7 +83,7 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
     json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));
     json_object_set_new(o, "file", json_string(m->files[t->file].name));
     json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
-    if (v != NULL) add_shard_json(o, t, &v->st[i], v->nshards);
+    if (v != NULL) add_shard_json(o, v->job, i);
     json_array_append_new(tensors, o);
   }
   json_object_set_new(root, "format", json_string(format_name(m->format)));
@@ -135,18 +126,18 @@ static void print_shard_table(const struct tpl_model *m,
                               const struct shard_view *v) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)];
-  uint64_t ss[TPL_MAX_DIMS];
   printf("%-56s %-8s %-22s %-22s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE",
          "SHARD SHAPE", "RULE", "BYTES", "FILE");
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
-    shard_shape(t, &v->st[i], v->nshards, ss);
+    const struct tpl__job_tensor *jt = &v->job->tensors[i];
     printf("%-56s %-8s %-22s %-22s %-22s %14llu  %s\n",
            tpl__cli_safe(t->name, name, sizeof(name)),
            tpl__dtype_st_name(t->dtype),
            tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
-           tpl__shape_str(ss, t->ndim, sshape, sizeof(sshape)),
-           tpl__strategy_rule_name(&v->st[i]), (unsigned long long)t->nbytes,
+           tpl__shape_str(jt->rank_shape, t->ndim, sshape, sizeof(sshape)),
+           tpl__rule_name(jt->kind, jt->func_name),
+           (unsigned long long)t->nbytes,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
   printf("%zu tensors, %zu files, %llu bytes (%s); %u shards, plan: %s\n",
@@ -164,7 +155,7 @@ static int show(const struct tpl_model *m, const struct inspect_args *a,
                 struct tpl_error *err) {
   struct shard_view v = {(uint32_t)a->nshards, NULL, NULL};
   struct tpl__plan *p = NULL;
-  struct tpl__strategy *st = NULL;
+  struct tpl__job *job = NULL;
   int rc;
   if (a->nshards == 0) {
     if (a->json)
@@ -173,16 +164,17 @@ static int show(const struct tpl_model *m, const struct inspect_args *a,
       print_table(m);
     return 0;
   }
-  rc = tpl__plan_for_model(a->plan ? a->plan : "auto", m, v.nshards, &p, &st,
-                           err);
+  /* Biases as a default load delivers them (scaled). */
+  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model, v.nshards, 1, &p,
+                     &job, err);
   if (rc != 0) return rc;
   v.plan = p;
-  v.st = st;
+  v.job = job;
   if (a->json)
     print_json(m, &v);
   else
     print_shard_table(m, &v);
-  free(st);
+  tpl__job_free(job);
   tpl__plan_free(p);
   return 0;
 }

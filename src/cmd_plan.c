@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "job.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
@@ -99,11 +100,9 @@ static void note_config_shards(const struct tpl__quant_info *q,
           q->config_shards, nshards, nshards, nshards);
 }
 
-static int print_plan(const struct tpl_model *m, const struct tpl__plan *p,
-                      const struct tpl__strategy *st, uint32_t nshards,
-                      int bias_scaling) {
+static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
   json_t *root = NULL;
-  if (tpl__shardinfo_build(m, st, nshards, NULL, bias_scaling, &root) != 0 ||
+  if (tpl__shardinfo_build(job, NULL, &root) != 0 ||
       json_object_set_new(root, "quantization",
                           json_string(p->quant.scheme_name)) != 0 ||
       json_object_set_new(root, "plan", plan_json(p)) != 0) {
@@ -132,7 +131,7 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
   struct tpl__plan *p = NULL;
-  struct tpl__strategy *st = NULL;
+  struct tpl__job *job = NULL;
   unsigned long long n;
   uint32_t nshards;
   int rc;
@@ -143,22 +142,17 @@ static int run(const struct tpl__cli_command *cmd,
     return 64;
   nshards = (uint32_t)n;
   rc = tpl__model_open(a->operands[0], &m, &err);
-  if (rc == 0) rc = tpl__plan_for_model(plan, m, nshards, &p, &st, &err);
+  if (rc == 0)
+    rc = tpl__job_plan(plan, m, a->operands[0], nshards,
+                       !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);
   if (rc == 0) {
-    rc = tpl__plan_check_unused(p, st, m->ntensors, tpl__cli_has(a, OPT_STRICT),
-                                &err);
+    rc = tpl__job_check_unused(job, p, tpl__cli_has(a, OPT_STRICT), &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);
     if (rc == 1) rc = 0;
   }
   if (rc == 0) note_config_shards(&p->quant, nshards);
-  if (rc != 0) {
-    free(st);
-    tpl__plan_free(p);
-    tpl__model_free(m);
-    return tpl__cli_report(rc, &err);
-  }
-  rc = print_plan(m, p, st, nshards, !tpl__cli_has(a, OPT_NO_BIAS));
-  free(st);
+  rc = rc == 0 ? print_plan(p, job) : tpl__cli_report(rc, &err);
+  tpl__job_free(job);
   tpl__plan_free(p);
   tpl__model_free(m);
   return rc;

@@ -15,8 +15,6 @@
 
 struct tpl__job;
 struct tpl__store;
-struct tpl_model;
-struct tpl__strategy;
 
 /* The job-wide steps, for one rank of `world`. */
 struct tpl__coord {
@@ -43,8 +41,6 @@ struct tpl__loaded {
   struct tpl__store *store;
   const uint8_t *report; /* rank 0: the packed tpload.LoadReport */
   size_t report_len;
-  const struct tpl_model *model;          /* rank 0 */
-  const struct tpl__strategy *strategies; /* rank 0, one per tensor */
 };
 
 /* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */

@@ -201,21 +201,21 @@ static int build_frame(struct server *s, enum frame_id id,
 }
 
 static int build_manifest(struct server *s, struct tpl_error *err) {
-  const struct tpl__store *st = s->cfg->store;
-  struct tpl__wire_response r = {.ok = 1, .ntensors = st->ntensors};
+  const struct tpl__job *job = s->cfg->job;
+  struct tpl__wire_response r = {.ok = 1, .ntensors = job->ntensors};
   int rc;
-  r.tensors = calloc(st->ntensors ? st->ntensors : 1, sizeof(*r.tensors));
+  r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
   if (r.tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (size_t i = 0; i < st->ntensors; i++) {
-    const struct tpl__held *h = &st->tensors[i];
+  for (size_t i = 0; i < job->ntensors; i++) {
+    const struct tpl__job_tensor *jt = &job->tensors[i];
     struct tpl__wire_tensor *t = &r.tensors[i];
-    t->name = h->name;
-    t->dtype = tpl__dtype_mlc_name(h->dtype);
-    t->ndim = h->ndim;
-    memcpy(t->shape, h->shape, sizeof(t->shape));
-    t->offset = h->offset;
-    t->nbytes = h->nbytes;
-    t->xxh3 = h->xxh3;
+    t->name = jt->name;
+    t->dtype = tpl__dtype_mlc_name(jt->dtype);
+    t->ndim = jt->ndim;
+    memcpy(t->shape, jt->rank_shape, sizeof(t->shape));
+    t->offset = jt->store_offset;
+    t->nbytes = jt->rank_bytes;
+    t->xxh3 = s->cfg->store->xxh3[i];
   }
   rc = build_frame(s, F_MANIFEST, &r, err);
   free(r.tensors);
@@ -746,11 +746,12 @@ static int start_handles(struct server *s, struct tpl_error *err) {
 
 static int check_config(const struct tpl__daemon_config *cfg,
                         struct tpl_error *err) {
-  if (cfg->socket_dir == NULL || cfg->store == NULL || cfg->world == 0 ||
+  if (cfg->socket_dir == NULL || cfg->store == NULL || cfg->job == NULL ||
+      cfg->job->ntensors != cfg->store->ntensors || cfg->world == 0 ||
       cfg->rank >= cfg->world)
     return tpl__fail(err, TPL_EINTERNAL,
-                     "daemon: expected a socket dir, a store and rank < "
-                     "world, found an incomplete configuration");
+                     "daemon: expected a socket dir, a store with its job "
+                     "and rank < world, found an incomplete configuration");
   if (!cfg->store->sealed || cfg->store->fd < 0)
     return tpl__fail(err, TPL_EINTERNAL,
                      "daemon: expected a sealed store, found an open one");

@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "coord.h"
+#include "job.h"
 #include "store.h"
 
 struct tpl__daemon_config {
@@ -17,6 +18,7 @@ struct tpl__daemon_config {
   const char *ready_file; /* may be NULL; rank 0 writes it atomically */
   uint32_t rank, world;
   const struct tpl__store *store; /* sealed */
+  const struct tpl__job *job;     /* what the store holds (the manifest) */
   const uint8_t *status; /* packed tpload.LoadReport (rank 0), or NULL */
   const char *job_id;    /* the job's random id (every rank the same) */
   const char *model;     /* the model the job loaded */

@@ -66,9 +66,8 @@ struct inbox {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl_model *model;          /* rank 0 */
-  struct tpl__plan *plan;           /* rank 0; strategies borrow from it */
-  struct tpl__strategy *strategies; /* rank 0 */
+  struct tpl_model *model; /* rank 0 */
+  struct tpl__plan *plan;  /* rank 0 */
   struct tpl__job *job;
   struct tpl__store store;
   struct tpl__rank_stats st;
@@ -131,11 +130,8 @@ static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
   int rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)
-    rc = tpl__plan_for_model(o->plan, e->model, e->world, &e->plan,
-                             &e->strategies, err);
-  if (rc == 0)
-    rc = tpl__job_from_model(e->model, e->strategies, e->plan->source, o->model,
-                             e->world, o->bias_scaling, &e->job, err);
+    rc = tpl__job_plan(o->plan, e->model, o->model, e->world, o->bias_scaling,
+                       &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
     rc = o->steps.prepare(o->steps.ctx, err);
   return rc;
@@ -220,17 +216,6 @@ static int make_store(struct engine *e, struct tpl_error *err) {
                                         job->ntensors, e->o->huge, err)
                : tpl__store_create_private(&e->store, job->store_size,
                                            job->ntensors, err);
-  for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
-    const struct tpl__job_tensor *t = &job->tensors[i];
-    struct tpl__held *h = &e->store.tensors[i];
-    h->name = strdup(t->name);
-    if (h->name == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
-    h->dtype = t->dtype;
-    h->ndim = t->ndim;
-    memcpy(h->shape, t->rank_shape, sizeof(h->shape));
-    h->offset = t->store_offset;
-    h->nbytes = t->rank_bytes;
-  }
   if (rc == 0) tpl__store_prefault(&e->store);
   return rc;
 }
@@ -418,7 +403,7 @@ static int check_own(const struct engine *e, const struct file_walk *w,
   if (w->cur == SIZE_MAX || w->own == w->layouts[0].total) return 0;
   return tpl__fail(err, TPL_EINTERNAL,
                    "tensor '%s': rank 0 gathered %llu of its %llu bytes",
-                   e->model->tensors[w->cur].name, (unsigned long long)w->own,
+                   e->job->tensors[w->cur].name, (unsigned long long)w->own,
                    (unsigned long long)w->layouts[0].total);
 }
 
@@ -431,7 +416,7 @@ static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
     rc = tpl__job_layout(e->job, i, r, &w->layouts[r]);
     if (rc != 0)
       rc = tpl__fail(err, rc, "tensor '%s': layout for rank %u: %s",
-                     e->model->tensors[i].name, r, tpl_strerror(rc));
+                     e->job->tensors[i].name, r, tpl_strerror(rc));
   }
   w->cur = i;
   w->own = 0;
@@ -445,9 +430,9 @@ static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
 static int next_extent(const struct engine *e, struct file_walk *w,
                        uint64_t *pos) {
   for (; w->scan < w->end; w->scan++) {
-    const struct tpl__tensor *t = &e->model->tensors[w->scan];
-    if (t->stored_bytes != 0 && t->offset + t->stored_bytes > *pos) {
-      if (t->offset > *pos) *pos = t->offset;
+    const struct tpl__job_tensor *t = &e->job->tensors[w->scan];
+    if (t->stored_bytes != 0 && t->file_offset + t->stored_bytes > *pos) {
+      if (t->file_offset > *pos) *pos = t->file_offset;
       return 1;
     }
   }
@@ -458,8 +443,8 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
                          uint64_t pos, uint64_t len, struct tpl_error *err) {
   uint64_t packed = 0;
   for (size_t i = w->scan; i < w->end; i++) {
-    const struct tpl__tensor *t = &e->model->tensors[i];
-    uint64_t tb = t->offset, te = t->offset + t->stored_bytes;
+    const struct tpl__job_tensor *t = &e->job->tensors[i];
+    uint64_t tb = t->file_offset, te = t->file_offset + t->stored_bytes;
     struct piece_of_chunk pc;
     int rc;
     if (te <= pos || t->stored_bytes == 0) continue;
@@ -481,8 +466,8 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
 static uint64_t file_data_end(const struct engine *e,
                               const struct file_walk *w) {
   for (size_t i = w->end; i-- > w->first;) {
-    const struct tpl__tensor *t = &e->model->tensors[i];
-    if (t->stored_bytes != 0) return t->offset + t->stored_bytes;
+    const struct tpl__job_tensor *t = &e->job->tensors[i];
+    if (t->stored_bytes != 0) return t->file_offset + t->stored_bytes;
   }
   return 0;
 }
@@ -505,8 +490,8 @@ static int read_chunk(struct engine *e, int fd, const char *path,
 
 static int stream_file(struct engine *e, struct file_walk *w, int *k,
                        struct tpl_error *err) {
-  const char *path = e->model->files[e->model->tensors[w->first].file].path;
-  uint32_t file = e->model->tensors[w->first].file;
+  uint32_t file = e->job->tensors[w->first].file;
+  const char *path = e->model->files[file].path;
   uint64_t pos = 0, end = file_data_end(e, w);
   int fd = e->model->files[file].fd, rc;
   if (end == 0) return 0;
@@ -553,11 +538,11 @@ static int send_all(struct engine *e, struct tpl_error *err) {
   int k = 0, rc = alloc_slots(e, err);
   w.layouts = calloc(e->world, sizeof(*w.layouts));
   if (w.layouts == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
-  for (size_t i = 0; rc == 0 && i < e->model->ntensors;) {
+  for (size_t i = 0; rc == 0 && i < e->job->ntensors;) {
     w.first = w.scan = i;
     w.end = i + 1;
-    while (w.end < e->model->ntensors &&
-           e->model->tensors[w.end].file == e->model->tensors[i].file)
+    while (w.end < e->job->ntensors &&
+           e->job->tensors[w.end].file == e->job->tensors[i].file)
       w.end++;
     w.cur = SIZE_MAX;
     rc = stream_file(e, &w, &k, err);
@@ -579,14 +564,14 @@ static int send_all(struct engine *e, struct tpl_error *err) {
 /* Decodes and scales tensor i in place, then hashes it (each its own
  * phase). */
 static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
-  struct tpl__held *h = &e->store.tensors[i];
-  uint8_t *p = e->store.base + h->offset;
-  double t = tpl__now(), t2;
+  const struct tpl__job_tensor *t = &e->job->tensors[i];
+  uint8_t *p = e->store.base + t->store_offset;
+  double t0 = tpl__now(), t2;
   int rc = tpl__job_finish_bytes(e->job, i, p, err);
   t2 = tpl__now();
-  e->st.t_scale += t2 - t;
+  e->st.t_scale += t2 - t0;
   if (rc != 0) return rc;
-  h->xxh3 = XXH3_64bits(p, (size_t)h->nbytes);
+  e->store.xxh3[i] = XXH3_64bits(p, (size_t)t->rank_bytes);
   e->st.t_hash += tpl__now() - t2;
   return 0;
 }
@@ -902,8 +887,7 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
                          coord_poll_shutdown,
                          coord_request_shutdown,
                          e};
-  struct tpl__loaded l = {e->job,        &e->store, e->report,
-                          e->report_len, e->model,  e->strategies};
+  struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = agree(shutdown_arm(e, err), err);
@@ -943,7 +927,6 @@ static void engine_free(struct engine *e) {
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
   tpl__model_free(e->model);
-  free(e->strategies);
   tpl__plan_free(e->plan);
   free(e->report);
 }

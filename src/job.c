@@ -1,5 +1,6 @@
-/* job.c - the job table: per tensor, the plan's verdict and what each rank
- * holds; per rank, where each tensor lives in its store. */
+/* job.c - the job table: per tensor, the plan's verdict, where its bytes
+ * are (rank 0) and what each rank holds; per rank, where each tensor lives
+ * in its store. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,15 +42,14 @@ int tpl__job_finish(struct tpl__job *job, struct tpl_error *err) {
   uint64_t off = 0, src = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
-    uint64_t full;
     int rc = finish_tensor(job, t, err);
     if (rc != 0) return rc;
     off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
     t->store_offset = off;
     if (tpl__add_u64(off, t->rank_bytes, &off) != 0 ||
         tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
-                     &full) != 0 ||
-        tpl__add_u64(src, full, &src) != 0)
+                     &t->stored_bytes) != 0 ||
+        tpl__add_u64(src, t->stored_bytes, &src) != 0)
       return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                        t->name);
   }
@@ -66,7 +66,10 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   jt->ndim = t->ndim;
   memcpy(jt->shape, t->shape, sizeof(jt->shape));
   jt->encoding = t->encoding;
+  jt->file = t->file;
+  jt->file_offset = t->offset;
   jt->kind = s->kind;
+  jt->rule = s->rule;
   if (s->kind == TPL_RULE_SHARD) {
     jt->spec = s->spec;
     jt->func_name = strdup(s->func_name ? s->func_name : "_shard");
@@ -104,6 +107,65 @@ int tpl__job_from_model(const struct tpl_model *m,
 nomem:
   tpl__job_free(job);
   return tpl__fail(err, -ENOMEM, "out of memory");
+}
+
+int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+                  const char *model_arg, uint32_t world, int bias_scaling,
+                  struct tpl__plan **plan, struct tpl__job **out,
+                  struct tpl_error *err) {
+  struct tpl__strategy *st = NULL;
+  int rc = tpl__plan_for_model(plan_arg, m, world, plan, &st, err);
+  if (rc != 0) return rc;
+  rc = tpl__job_from_model(m, st, (*plan)->source, model_arg, world,
+                           bias_scaling, out, err);
+  free(st);
+  if (rc != 0) {
+    tpl__plan_free(*plan);
+    *plan = NULL;
+  }
+  return rc;
+}
+
+size_t tpl__job_out_shape(const struct tpl__job *job,
+                          const struct tpl__job_tensor *t, uint64_t *out) {
+  out[0] = job->world;
+  memcpy(out + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
+  return (size_t)t->ndim + 1;
+}
+
+size_t tpl__job_mlc_segs(const struct tpl__job *job,
+                         const struct tpl__job_tensor *t, uint64_t *out) {
+  size_t n = t->spec.nsegs ? t->spec.nsegs : 1;
+  for (size_t j = 0; j < n; j++)
+    out[j] =
+        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
+  return n;
+}
+
+int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
+                          int strict, struct tpl_error *err) {
+  size_t unused = 0, first = 0;
+  unsigned char *used;
+  if (!p->from_file || p->nrules == 0) return 0;
+  used = calloc(p->nrules, 1);
+  if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < job->ntensors; i++) {
+    int r = job->tensors[i].rule;
+    if (r >= 0 && (size_t)r < p->nrules) used[r] = 1;
+  }
+  for (size_t r = p->nrules; r-- > 0;)
+    if (!used[r]) {
+      unused++;
+      first = r;
+    }
+  free(used);
+  if (unused == 0) return 0;
+  tpl__fail(err, TPL_EPLAN,
+            "%s: rule %zu ('%s') matches no tensor of the model (%zu "
+            "unused rule%s): a typo in a glob leaves tensors replicated",
+            p->source, first, p->rules[first].match, unused,
+            unused == 1 ? "" : "s");
+  return strict ? TPL_EPLAN : 1;
 }
 
 int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,

@@ -1,9 +1,10 @@
-/* job.h - the job table: what every rank needs to know about every tensor
- * to take part in a load (name, dtype, full shape, storage encoding, the
- * strategy of its plan rule) and what follows from it for each rank (its
- * shape, its byte counts, where the tensor sits in its store).  Rank 0
- * builds it from the model and plan; the other ranks get it by broadcast.
- * Pure: no I/O, no MPI. */
+/* job.h - the job table, the one per-tensor record after planning: what
+ * every rank needs to know about every tensor to take part in a load
+ * (name, dtype, full shape, storage encoding, the strategy of its plan
+ * rule), what follows from it for each rank (its shape, its byte counts,
+ * where the tensor sits in its store) and, on rank 0, where its bytes are
+ * in the checkpoint.  Rank 0 builds it from the model and plan; the other
+ * ranks get it by broadcast.  Pure: no I/O, no MPI. */
 #ifndef TPL_JOB_H
 #define TPL_JOB_H
 
@@ -23,11 +24,16 @@ struct tpl__job_tensor {
   int encoding;                 /* enum tpl_encoding */
   int kind;                     /* enum tpl_rule_kind */
   char *func_name;              /* owned; NULL unless SHARD */
-  struct tpl__shard_spec spec;  /* SHARD only */
+  int rule; /* rank 0 only: index of the plan rule that decided, or -1 */
+  struct tpl__shard_spec spec; /* SHARD only */
+  /* rank 0 only (not broadcast): the source, from the model */
+  uint32_t file;        /* index into the model's files */
+  uint64_t file_offset; /* absolute byte offset in that file */
   /* derived by tpl__job_finish: */
   uint64_t rank_shape[TPL_MAX_DIMS]; /* what each rank holds */
   uint64_t rank_bytes;               /* decoded bytes each rank holds */
   uint64_t rank_stored;              /* source bytes each rank receives */
+  uint64_t stored_bytes;             /* source bytes of the whole tensor */
   uint64_t store_offset;             /* offset in every rank's store */
 };
 
@@ -50,6 +56,15 @@ int tpl__job_from_model(const struct tpl_model *m,
                         uint32_t world, int bias_scaling, struct tpl__job **out,
                         struct tpl_error *err);
 
+/* Resolves --plan `plan_arg` for `m` and `world` shards
+ * (tpl__plan_for_model) and builds the job from it: on success *plan
+ * (tpl__plan_free) and *out (tpl__job_free) are the caller's.  Returns 0
+ * or what resolving, applying or building returned. */
+int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+                  const char *model_arg, uint32_t world, int bias_scaling,
+                  struct tpl__plan **plan, struct tpl__job **out,
+                  struct tpl_error *err);
+
 /* Computes the derived fields (per-rank shapes, bytes, store offsets,
  * store size) after the tensors' own fields are set. */
 int tpl__job_finish(struct tpl__job *job, struct tpl_error *err);
@@ -67,6 +82,26 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
  * or TPL_EDTYPE (err names the tensor). */
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
                           struct tpl_error *err);
+
+/* MLC's out_shape of a sharded tensor, [N, *rank_shape], into out
+ * (TPL_MAX_DIMS + 1 entries); returns its length. */
+size_t tpl__job_out_shape(const struct tpl__job *job,
+                          const struct tpl__job_tensor *t, uint64_t *out);
+
+/* A sharded tensor's per-shard segment lengths in MLC's units (full
+ * segs / N; one segment when the rule has none) into out (TPL_MAX_SEGS
+ * entries); returns how many. */
+size_t tpl__job_mlc_segs(const struct tpl__job *job,
+                         const struct tpl__job_tensor *t, uint64_t *out);
+
+/* Checks that every rule of plan file `p` decided some tensor of `job`
+ * (built from `p`).  Presets are exempt (they name tensors an
+ * architecture may lack, such as biases).  Returns 0 when all were used
+ * (or `p` is a preset); else fills err naming the first unused rule and
+ * how many there are, and returns TPL_EPLAN when `strict`, 1 (a warning
+ * for the caller to print) otherwise. */
+int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
+                          int strict, struct tpl_error *err);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

@@ -542,31 +542,6 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
   return rc;
 }
 
-int tpl__plan_check_unused(const struct tpl__plan *p,
-                           const struct tpl__strategy *st, size_t n, int strict,
-                           struct tpl_error *err) {
-  size_t unused = 0, first = 0;
-  unsigned char *used;
-  if (!p->from_file || p->nrules == 0) return 0;
-  used = calloc(p->nrules, 1);
-  if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++)
-    if (st[i].rule >= 0 && (size_t)st[i].rule < p->nrules) used[st[i].rule] = 1;
-  for (size_t r = p->nrules; r-- > 0;)
-    if (!used[r]) {
-      unused++;
-      first = r;
-    }
-  free(used);
-  if (unused == 0) return 0;
-  tpl__fail(err, TPL_EPLAN,
-            "%s: rule %zu ('%s') matches no tensor of the model (%zu "
-            "unused rule%s): a typo in a glob leaves tensors replicated",
-            p->source, first, p->rules[first].match, unused,
-            unused == 1 ? "" : "s");
-  return strict ? TPL_EPLAN : 1;
-}
-
 int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
                         uint32_t nshards, struct tpl__plan **plan,
                         struct tpl__strategy **strategies,
@@ -592,8 +567,8 @@ int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
   return 0;
 }
 
-const char *tpl__strategy_rule_name(const struct tpl__strategy *s) {
-  if (s->kind == TPL_RULE_SHARD) return s->func_name;
-  if (s->kind == TPL_RULE_SCALE_BIAS) return "scale_bias";
+const char *tpl__rule_name(int kind, const char *func_name) {
+  if (kind == TPL_RULE_SHARD) return func_name;
+  if (kind == TPL_RULE_SCALE_BIAS) return "scale_bias";
   return "replicate";
 }

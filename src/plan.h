@@ -82,16 +82,6 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
                     uint32_t nshards, struct tpl__strategy *out,
                     struct tpl_error *err);
 
-/* Checks that every rule of plan file `p` was used by some tensor of the
- * strategies `st` (n entries, from tpl__plan_apply).  Presets are exempt
- * (they name tensors an architecture may lack, such as biases).  Returns 0
- * when all were used (or `p` is a preset); else fills err naming the
- * first unused rule and how many there are, and returns TPL_EPLAN when
- * `strict`, 1 (a warning for the caller to print) otherwise. */
-int tpl__plan_check_unused(const struct tpl__plan *p,
-                           const struct tpl__strategy *st, size_t n, int strict,
-                           struct tpl_error *err);
-
 /* Frees a plan; NULL accepted. */
 void tpl__plan_free(struct tpl__plan *p);
 
@@ -113,8 +103,9 @@ int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
                         struct tpl__strategy **strategies,
                         struct tpl_error *err);
 
-/* What a strategy is called in tables and shard info: the func_name of a
- * shard rule, else "scale_bias" or "replicate".  Static or borrowed. */
-const char *tpl__strategy_rule_name(const struct tpl__strategy *s);
+/* What a rule of `kind` is called in tables and shard info: its
+ * func_name for a shard rule, else "scale_bias" or "replicate".  Static
+ * or `func_name`. */
+const char *tpl__rule_name(int kind, const char *func_name);
 
 #endif

@@ -180,17 +180,22 @@ void tpl__preshard_discard(const char *dir, uint32_t rank,
   f->named = 0;
 }
 
+int tpl__rank_file_header(const struct tpl__st_out *t, size_t n, uint32_t rank,
+                          uint32_t world, uint8_t **hdr, size_t *len) {
+  char r[16], w[16];
+  const char *meta[4] = {"tp_rank", r, "tp_size", w};
+  snprintf(r, sizeof(r), "%u", rank);
+  snprintf(w, sizeof(w), "%u", world);
+  return tpl__st_build_header(t, n, meta, 2, hdr, len);
+}
+
 static int write_header(int fd, const char *dir, const struct tpl__job *job,
                         uint32_t rank, struct tpl_error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
-  char r[16], n[16];
-  const char *meta[4] = {"tp_rank", r, "tp_size", n};
   uint8_t *hdr = NULL;
   size_t hlen = 0;
   int rc;
   if (outs == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(r, sizeof(r), "%u", rank);
-  snprintf(n, sizeof(n), "%u", job->world);
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     outs[i].name = t->name;
@@ -199,7 +204,8 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
     outs[i].shape = t->rank_shape;
     outs[i].nbytes = t->rank_bytes;
   }
-  rc = tpl__st_build_header(outs, job->ntensors, meta, 2, &hdr, &hlen);
+  rc =
+      tpl__rank_file_header(outs, job->ntensors, rank, job->world, &hdr, &hlen);
   free(outs);
   if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
   free(hdr);
@@ -216,11 +222,12 @@ int tpl__preshard_write(const char *dir, const struct tpl__job *job,
   if (rc != 0) return rc;
   rc = write_header(f->fd, dir, job, rank, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
-    const struct tpl__held *h = &store->tensors[i];
-    rc = tpl__write_full(f->fd, store->base + h->offset, (size_t)h->nbytes);
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    rc = tpl__write_full(f->fd, store->base + t->store_offset,
+                         (size_t)t->rank_bytes);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
-                     rank, h->name, tpl_strerror(rc));
+                     rank, t->name, tpl_strerror(rc));
   }
   if (rc == 0 && fsync(f->fd) != 0) {
     int e = errno;
@@ -273,16 +280,14 @@ void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
 /* Rank 0, last: DIR/shard-info.json from the job's LoadReport. */
 static int write_shard_info(const char *dir, const struct tpl__loaded *l,
                             uint32_t world, struct tpl_error *err) {
-  size_t n = l->model->ntensors * world;
+  size_t n = l->job->ntensors * world;
   struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
   json_t *info = NULL;
   char *text = NULL;
   int rc = ranks ? tpl__report_rank_infos(l->report, l->report_len, world,
-                                          l->model->ntensors, ranks)
+                                          l->job->ntensors, ranks)
                  : -ENOMEM;
-  if (rc == 0)
-    rc = tpl__shardinfo_build(l->model, l->strategies, world, ranks,
-                              l->job->bias_scaling, &info);
+  if (rc == 0) rc = tpl__shardinfo_build(l->job, ranks, &info);
   if (rc == 0) {
     text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     rc = text ? 0 : -ENOMEM;

@@ -13,7 +13,16 @@
 #include "coord.h"
 #include "fileio.h" /* tpl__write_file_atomic, used with these */
 #include "job.h"
+#include "st_writer.h"
 #include "store.h"
+
+/* The safetensors header of rank `rank` of `world`'s file: the `n`
+ * tensors `t` back to back in that order, `__metadata__` {"tp_rank": R,
+ * "tp_size": N}.  The one definition preshard and `tpload dump` share,
+ * so a dump is byte for byte the rank file.  *hdr is malloc'd (caller
+ * frees).  Returns 0, -ENOMEM or TPL_EOVERFLOW. */
+int tpl__rank_file_header(const struct tpl__st_out *t, size_t n, uint32_t rank,
+                          uint32_t world, uint8_t **hdr, size_t *len);
 
 /* Rank 0's check before loading: DIR exists or can be created; without
  * `force`, it must be empty (old output, the model's own files or

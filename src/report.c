@@ -69,6 +69,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
+  t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
     if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -119,9 +120,8 @@ struct shard_msgs {
   uint64_t *shapes; /* per tensor: out_shape (ndim + 1) and segs */
 };
 
-static void fill_shard_info(const struct tpl__job *job, size_t i,
-                            const struct tpl__held *h, Tpload__ShardInfo *m,
-                            uint64_t *scratch) {
+static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
+                            Tpload__ShardInfo *m, uint64_t *scratch) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   tpload__shard_info__init(m);
   m->name = t->name;
@@ -130,23 +130,18 @@ static void fill_shard_info(const struct tpl__job *job, size_t i,
   m->shape = (uint64_t *)t->rank_shape;
   m->dim = -1;
   m->bias_scale = tpl__bias_scale(t->kind, job->world, job->bias_scaling);
-  m->nbytes = h->nbytes;
-  m->xxh3 = h->xxh3;
-  m->offset = h->offset;
+  m->nbytes = t->rank_bytes;
+  m->xxh3 = xxh3;
+  m->offset = t->store_offset;
   if (t->kind != TPL_RULE_SHARD) return;
   m->func_name = t->func_name;
   m->n_in_shape = (size_t)t->ndim;
   m->in_shape = (uint64_t *)t->shape;
-  scratch[0] = job->world;
-  memcpy(scratch + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
-  m->n_out_shape = (size_t)t->ndim + 1;
   m->out_shape = scratch;
+  m->n_out_shape = tpl__job_out_shape(job, t, m->out_shape);
   m->dim = t->spec.dim;
-  m->n_segs = t->spec.nsegs ? t->spec.nsegs : 1;
   m->segs = scratch + TPL_MAX_DIMS + 1;
-  for (size_t j = 0; j < m->n_segs; j++)
-    m->segs[j] =
-        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
+  m->n_segs = tpl__job_mlc_segs(job, t, m->segs);
 }
 
 static int build_shard_msgs(const struct tpl__job *job,
@@ -159,8 +154,7 @@ static int build_shard_msgs(const struct tpl__job *job,
   s->shapes = calloc(n * per, sizeof(uint64_t));
   if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL) return -ENOMEM;
   for (size_t i = 0; i < job->ntensors; i++) {
-    fill_shard_info(job, i, &store->tensors[i], &s->infos[i],
-                    s->shapes + i * per);
+    fill_shard_info(job, i, store->xxh3[i], &s->infos[i], s->shapes + i * per);
     s->ptrs[i] = &s->infos[i];
   }
   return 0;
@@ -194,7 +188,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.n_tensors = job->ntensors;
   r.tensors = s.ptrs;
   for (size_t i = 0; i < job->ntensors; i++)
-    r.bytes += store->tensors[i].nbytes;
+    r.bytes += job->tensors[i].rank_bytes;
   r.peak_rss_bytes = st->peak_rss;
   r.times = &times;
   r.seconds = st->seconds;

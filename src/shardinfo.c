@@ -1,7 +1,7 @@
 /* shardinfo.c - builds the shard-info JSON that `tpload plan` prints and
  * `preshard` writes, mirroring the `params` list of MLC's model metadata
- * so MLC tooling can read it.  Pure: strategies and shapes in, a jansson
- * object out; the shard shapes come from shard.c. */
+ * so MLC tooling can read it.  Pure: a job table in (its per-rank shapes
+ * and MLC-unit segs come from job.c), a jansson object out. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,35 +15,14 @@ double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling) {
   return 1.0 / (double)nshards;
 }
 
-/* [N, *shard_shape] */
-static json_t *out_shape(const uint64_t *shard, int ndim, uint32_t nshards) {
-  uint64_t v[TPL_MAX_DIMS + 1];
-  v[0] = nshards;
-  for (int i = 0; i < ndim; i++)
-    v[i + 1] = shard[i];
-  return tpl__json_u64_array(v, (size_t)ndim + 1);
-}
-
-static json_t *preproc(const struct tpl__tensor *t,
-                       const struct tpl__strategy *s, const uint64_t *shard,
-                       uint32_t nshards) {
-  return json_pack("{s:s, s:o, s:o, s:s}", "func_name", s->func_name,
+static json_t *preproc(const struct tpl__job *job,
+                       const struct tpl__job_tensor *t) {
+  uint64_t out[TPL_MAX_DIMS + 1];
+  size_t n = tpl__job_out_shape(job, t, out);
+  return json_pack("{s:s, s:o, s:o, s:s}", "func_name", t->func_name,
                    "in_shape", tpl__json_u64_array(t->shape, (size_t)t->ndim),
-                   "out_shape", out_shape(shard, t->ndim, nshards), "out_dtype",
+                   "out_shape", tpl__json_u64_array(out, n), "out_dtype",
                    tpl__dtype_mlc_name(t->dtype));
-}
-
-/* Per-shard segment lengths, MLC's units: segs[j] / N. */
-static json_t *shard_segs(const struct tpl__tensor *t,
-                          const struct tpl__strategy *s, uint32_t nshards) {
-  uint64_t v[TPL_MAX_SEGS];
-  size_t n = s->spec.nsegs ? s->spec.nsegs : 1;
-  if (s->spec.nsegs == 0)
-    v[0] = t->shape[s->spec.dim] / nshards;
-  else
-    for (size_t j = 0; j < n; j++)
-      v[j] = s->spec.segs[j] / nshards;
-  return tpl__json_u64_array(v, n);
 }
 
 static json_t *rank_list(const struct tpl__rank_info *ranks, uint32_t nshards) {
@@ -64,62 +43,50 @@ static json_t *rank_list(const struct tpl__rank_info *ranks, uint32_t nshards) {
 /* Adds the shard-only keys: preprocs entry (none at N = 1: MLC's
  * compile.py appends the shard preproc only when tensor_parallel_shards
  * > 1), dim, segs. */
-static int add_shard_fields(json_t *o, const struct tpl__tensor *t,
-                            const struct tpl__strategy *s,
-                            const uint64_t *shard, uint32_t nshards) {
+static int add_shard_fields(json_t *o, const struct tpl__job *job,
+                            const struct tpl__job_tensor *t) {
   json_t *pre = json_object_get(o, "preprocs");
-  if ((nshards > 1 &&
-       json_array_append_new(pre, preproc(t, s, shard, nshards)) != 0) ||
-      json_object_set_new(o, "dim", json_integer(s->spec.dim)) != 0 ||
-      json_object_set_new(o, "segs", shard_segs(t, s, nshards)) != 0)
+  uint64_t segs[TPL_MAX_SEGS];
+  size_t n = tpl__job_mlc_segs(job, t, segs);
+  if ((job->world > 1 && json_array_append_new(pre, preproc(job, t)) != 0) ||
+      json_object_set_new(o, "dim", json_integer(t->spec.dim)) != 0 ||
+      json_object_set_new(o, "segs", tpl__json_u64_array(segs, n)) != 0)
     return -ENOMEM;
   return 0;
 }
 
-json_t *tpl__shardinfo_param(const struct tpl__tensor *t,
-                             const struct tpl__strategy *s, uint32_t nshards,
-                             const struct tpl__rank_info *ranks,
-                             int bias_scaling) {
-  uint64_t shard[TPL_MAX_DIMS];
-  int sharded = s->kind == TPL_RULE_SHARD;
-  json_t *o;
-  for (int i = 0; i < t->ndim; i++)
-    shard[i] = t->shape[i];
-  if (sharded) tpl__shard_shape(t->shape, t->ndim, &s->spec, nshards, shard);
+json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
+                             const struct tpl__rank_info *ranks) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  double scale = tpl__bias_scale(t->kind, job->world, job->bias_scaling);
   /* pipeline_stages: [0] for every param, as compile.py writes it for
    * one pipeline stage (tpload has no pipeline parallelism). */
-  o = json_pack("{s:s, s:o, s:s, s:[], s:[i]}", "name", t->name, "shape",
-                tpl__json_u64_array(shard, (size_t)t->ndim), "dtype",
-                tpl__dtype_mlc_name(t->dtype), "preprocs", "pipeline_stages",
-                0);
+  json_t *o = json_pack(
+      "{s:s, s:o, s:s, s:[], s:[i]}", "name", t->name, "shape",
+      tpl__json_u64_array(t->rank_shape, (size_t)t->ndim), "dtype",
+      tpl__dtype_mlc_name(t->dtype), "preprocs", "pipeline_stages", 0);
   if (o == NULL) return NULL;
-  if ((sharded && add_shard_fields(o, t, s, shard, nshards) != 0) ||
-      json_object_set_new(
-          o, "bias_scale",
-          json_real(tpl__bias_scale(s->kind, nshards, bias_scaling))) != 0 ||
+  if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
+      json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
       (ranks != NULL &&
-       json_object_set_new(o, "ranks", rank_list(ranks, nshards)) != 0)) {
+       json_object_set_new(o, "ranks", rank_list(ranks, job->world)) != 0)) {
     json_decref(o);
     return NULL;
   }
   return o;
 }
 
-int tpl__shardinfo_build(const struct tpl_model *m,
-                         const struct tpl__strategy *st, uint32_t nshards,
-                         const struct tpl__rank_info *ranks, int bias_scaling,
-                         json_t **out) {
+int tpl__shardinfo_build(const struct tpl__job *job,
+                         const struct tpl__rank_info *ranks, json_t **out) {
   json_t *params = json_array();
   json_t *root = json_pack("{s:I, s:b, s:o}", "tensor_parallel_shards",
-                           (json_int_t)nshards, "bias_scaling",
-                           bias_scaling ? 1 : 0, "params", params);
+                           (json_int_t)job->world, "bias_scaling",
+                           job->bias_scaling ? 1 : 0, "params", params);
   if (root == NULL) return -ENOMEM;
-  for (size_t i = 0; i < m->ntensors; i++) {
+  for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__rank_info *r =
-        ranks != NULL ? &ranks[i * (size_t)nshards] : NULL;
-    if (json_array_append_new(
-            params, tpl__shardinfo_param(&m->tensors[i], &st[i], nshards, r,
-                                         bias_scaling)) != 0) {
+        ranks != NULL ? &ranks[i * (size_t)job->world] : NULL;
+    if (json_array_append_new(params, tpl__shardinfo_param(job, i, r)) != 0) {
       json_decref(root);
       return -ENOMEM;
     }

@@ -194,10 +194,10 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
   return 0;
 }
 
-static int alloc_table(struct tpl__store *s, size_t ntensors,
-                       struct tpl_error *err) {
-  s->tensors = calloc(ntensors ? ntensors : 1, sizeof(*s->tensors));
-  if (s->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+static int alloc_checksums(struct tpl__store *s, size_t ntensors,
+                           struct tpl_error *err) {
+  s->xxh3 = calloc(ntensors ? ntensors : 1, sizeof(*s->xxh3));
+  if (s->xxh3 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   s->ntensors = ntensors;
   return 0;
 }
@@ -207,7 +207,7 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
   void *p;
   memset(s, 0, sizeof(*s));
   s->fd = -1;
-  if (alloc_table(s, ntensors, err) != 0) return -ENOMEM;
+  if (alloc_checksums(s, ntensors, err) != 0) return -ENOMEM;
   if (size == 0) return 0;
   /* Faulted in as the shard arrives, not up front: the faults then overlap
    * with rank 0's reading instead of delaying it. */
@@ -265,7 +265,7 @@ int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                      s->hugetlb ? " in hugetlb pages" : "", strerror(e));
   }
   s->size = size;
-  if (alloc_table(s, ntensors, err) != 0) return -ENOMEM;
+  if (alloc_checksums(s, ntensors, err) != 0) return -ENOMEM;
   return map_store(s, PROT_READ | PROT_WRITE, err);
 }
 
@@ -295,9 +295,7 @@ void tpl__store_free(struct tpl__store *s) {
   else if (s->base != NULL)
     munmap(s->base, (size_t)s->mapped);
   if (s->fd >= 0) close(s->fd);
-  for (size_t i = 0; s->tensors != NULL && i < s->ntensors; i++)
-    free(s->tensors[i].name);
-  free(s->tensors);
+  free(s->xxh3);
   memset(s, 0, sizeof(*s));
   s->fd = -1;
 }

@@ -1,7 +1,9 @@
 /* store.h - one rank's delivered shard: a single shared-memory region
  * (a memfd, so the daemon can pass it to consumers) holding every tensor
- * back to back at 64-byte aligned offsets, plus the table describing it.
- * The engine fills it; scope, preshard and the daemon read it. */
+ * back to back at 64-byte aligned offsets, plus each tensor's checksum.
+ * What the bytes are (name, dtype, shape, offset) is the job table's
+ * (job.h); the store only holds them.  The engine fills it; preshard, the
+ * rank report and the daemon read it. */
 #ifndef TPL_STORE_H
 #define TPL_STORE_H
 
@@ -13,30 +15,21 @@
 
 #define TPL_STORE_ALIGN 64
 
-struct tpl__held {
-  char *name; /* owned */
-  int dtype;  /* enum tpl_dtype */
-  int ndim;
-  uint64_t shape[TPL_MAX_DIMS]; /* what this rank holds */
-  uint64_t offset;              /* in the store, TPL_STORE_ALIGN aligned */
-  uint64_t nbytes;
-  uint64_t xxh3; /* XXH3-64 of the bytes (after scaling) */
-};
-
 struct tpl__store {
   int fd;        /* memfd, -1 when closed */
   uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
-  uint64_t mapped;           /* bytes reserved at base (memfd) */
-  uint64_t prepared;         /* memfd: [0, prepared) is populated */
-  pthread_t prefaulter;      /* see tpl__store_prefault */
-  int prefaulting;           /* 1 while the thread is to be joined */
-  int stop;                  /* atomic: asks the thread to stop */
-  int prefault_rc;           /* atomic: the thread's -errno */
-  uint64_t ready;            /* atomic: [0, ready) populated by it */
-  int sealed;                /* 1 once read-only and sealed */
-  int hugetlb;               /* 1 when the memfd is in hugetlb pages */
-  struct tpl__held *tensors; /* owned */
+  uint64_t mapped;      /* bytes reserved at base (memfd) */
+  uint64_t prepared;    /* memfd: [0, prepared) is populated */
+  pthread_t prefaulter; /* see tpl__store_prefault */
+  int prefaulting;      /* 1 while the thread is to be joined */
+  int stop;             /* atomic: asks the thread to stop */
+  int prefault_rc;      /* atomic: the thread's -errno */
+  uint64_t ready;       /* atomic: [0, ready) populated by it */
+  int sealed;           /* 1 once read-only and sealed */
+  int hugetlb;          /* 1 when the memfd is in hugetlb pages */
+  uint64_t *xxh3;       /* owned: per job tensor, XXH3-64 of its
+                           bytes (after scaling) */
   size_t ntensors;
 };
 
@@ -46,9 +39,9 @@ struct tpl__store {
 enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
 
 /* Creates a writable store of `size` bytes (rounded up to 2 MiB in
- * hugetlb pages) backed by a memfd named "tpload-store", populated, and an
- * (initially empty) table of `ntensors` entries.  `huge` is an enum
- * tpl_huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
+ * hugetlb pages) backed by a memfd named "tpload-store", populated, and room
+ * for `ntensors` checksums (zero until the engine fills them).  `huge` is an
+ * enum tpl_huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
  * either way. */
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl_error *err);
@@ -82,7 +75,7 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
  * the memfd (write, grow, shrink, seal) and maps it read-only again. */
 int tpl__store_seal(struct tpl__store *s, struct tpl_error *err);
 
-/* Releases mapping, fd and table; safe on a zeroed or freed store. */
+/* Releases mapping, fd and checksums; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);
 
 /* `size` bytes (> 0) of private memory, 2 MiB aligned and advised for

@@ -22,7 +22,6 @@ struct verify {
   const char *dir;
   struct tpl_model *model;
   struct tpl__plan *plan;
-  struct tpl__strategy *strategies;
   struct tpl__job *job;
   json_t *info;            /* shard-info.json */
   json_t *expect;          /* shard info recomputed from the model */
@@ -251,13 +250,9 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int rc = read_shard_info(v, &world, &scaling, err);
   if (rc == 0) rc = tpl__model_open(model, &v->model, err);
   if (rc == 0)
-    rc = tpl__plan_for_model(plan, v->model, world, &v->plan, &v->strategies,
-                             err);
-  if (rc == 0)
-    rc = tpl__job_from_model(v->model, v->strategies, v->plan->source, model,
-                             world, scaling, &v->job, err);
-  if (rc == 0 && tpl__shardinfo_build(v->model, v->strategies, world, NULL,
-                                      scaling, &v->expect) != 0)
+    rc = tpl__job_plan(plan, v->model, model, world, scaling, &v->plan, &v->job,
+                       err);
+  if (rc == 0 && tpl__shardinfo_build(v->job, NULL, &v->expect) != 0)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   if (rc == 0) rc = check_layout(v, world, err);
   if (rc != 0) return rc;
@@ -286,7 +281,6 @@ static void verify_free(struct verify *v) {
   json_decref(v->info);
   json_decref(v->expect);
   tpl__job_free(v->job);
-  free(v->strategies);
   tpl__plan_free(v->plan);
   tpl__model_free(v->model);
 }

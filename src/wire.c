@@ -182,14 +182,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.uptime_seconds = r->uptime_seconds;
   m.clients = r->clients;
   m.attaches = r->attaches;
-  if (r->status != NULL) {
-    m.status = tpload__load_report__unpack(NULL, r->status_len, r->status);
-    if (m.status == NULL)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "status: expected a packed tpload.LoadReport, found "
-                       "%zu bytes that do not decode",
-                       r->status_len);
-  }
+  m.status.data = (uint8_t *)r->status;
+  m.status.len = r->status != NULL ? r->status_len : 0;
   rc = fill_entries(&m, r, &entries);
   if (rc == 0) rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
   if (rc == TPL_ELIMIT)
@@ -199,7 +193,6 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
     tpl__fail(err, rc, "response: out of memory");
   free(entries);
   free(m.tensors);
-  if (m.status != NULL) tpload__load_report__free_unpacked(m.status, NULL);
   return rc;
 }
 
@@ -234,14 +227,13 @@ static int alloc_strings(struct tpl__wire_response *out,
   return out->strings ? 0 : -ENOMEM;
 }
 
+/* The status bytes as they came: the client unpacks them once. */
 static int copy_status(struct tpl__wire_response *out,
-                       const Tpload__LoadReport *s) {
-  size_t n = protobuf_c_message_get_packed_size(&s->base);
-  uint8_t *b = malloc(n ? n : 1);
+                       const ProtobufCBinaryData *s) {
+  uint8_t *b = malloc(s->len);
   if (b == NULL) return -ENOMEM;
-  protobuf_c_message_pack(&s->base, b);
-  out->status = b;
-  out->status_len = n;
+  out->status = memcpy(b, s->data, s->len);
+  out->status_len = s->len;
   return 0;
 }
 
@@ -264,7 +256,7 @@ static int copy_response(struct tpl__wire_response *out,
   out->model = strdup(m->model ? m->model : "");
   if (out->job_id == NULL || out->model == NULL)
     return tpl__fail(err, -ENOMEM, "out of memory");
-  if (m->status != NULL && copy_status(out, m->status) != 0)
+  if (m->status.len > 0 && copy_status(out, &m->status) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->n_tensors > 0) {
     out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));

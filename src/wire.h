@@ -83,7 +83,8 @@ struct tpl__wire_response {
   int ok;
   const char *error; /* NULL or "" when none */
   uint32_t rank, world;
-  const uint8_t *status; /* packed tpload.LoadReport, or NULL */
+  const uint8_t *status; /* packed tpload.LoadReport, or NULL: carried
+                            as is, unpacked only by whoever reads it */
   size_t status_len;
   struct tpl__wire_tensor *tensors;
   size_t ntensors;
@@ -97,8 +98,8 @@ struct tpl__wire_response {
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
- * Returns 0, -ENOMEM, TPL_EFORMAT when r->status is not a LoadReport, or
- * TPL_ELIMIT when the frame would exceed TPL_WIRE_MAX_RESPONSE. */
+ * Returns 0, -ENOMEM, or TPL_ELIMIT when the frame would exceed
+ * TPL_WIRE_MAX_RESPONSE. */
 int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               uint8_t **frame, size_t *len,
                               struct tpl_error *err);

@@ -71,6 +71,8 @@ static const uint8_t report[] = {0x0a, 0x01, 'm',  0x10, 0x01,
 
 static char tmp[256], sockdir[300], sock[320], ready[300];
 static struct tpl__store store;
+static struct tpl__job_tensor jtensors[NT];
+static struct tpl__job job;
 static uint64_t offsets[NT];
 static pid_t child = -1;
 static int stop_pipe[2] = {-1, -1};
@@ -79,25 +81,35 @@ static uint8_t pattern(size_t t, size_t i) {
   return (uint8_t)(i * 7 + t * 31 + 3);
 }
 
-static void build_store(void) {
+/* The job table describing the store: what `serve` hands the daemon. */
+static void build_job(void) {
   uint64_t off = 0;
+  job.world = 1;
+  job.ntensors = NT;
+  job.tensors = jtensors;
   for (size_t t = 0; t < NT; t++) {
+    struct tpl__job_tensor *jt = &jtensors[t];
     offsets[t] = off;
     off = (off + specs[t].nbytes + TPL_STORE_ALIGN - 1) / TPL_STORE_ALIGN *
           TPL_STORE_ALIGN;
+    jt->name = (char *)specs[t].name;
+    jt->dtype = specs[t].dtype;
+    jt->ndim = specs[t].ndim;
+    memcpy(jt->rank_shape, specs[t].shape, sizeof(specs[t].shape));
+    jt->store_offset = offsets[t];
+    jt->rank_bytes = specs[t].nbytes;
   }
-  if (tpl__store_create(&store, off, NT, NULL) != 0) abort();
+  job.store_size = off;
+}
+
+static void build_store(void) {
+  build_job();
+  if (tpl__store_create(&store, job.store_size, NT, NULL) != 0) abort();
   for (size_t t = 0; t < NT; t++) {
-    struct tpl__held *h = &store.tensors[t];
-    h->name = strdup(specs[t].name);
-    h->dtype = specs[t].dtype;
-    h->ndim = specs[t].ndim;
-    memcpy(h->shape, specs[t].shape, sizeof(specs[t].shape));
-    h->offset = offsets[t];
-    h->nbytes = specs[t].nbytes;
-    for (size_t i = 0; i < h->nbytes; i++)
-      store.base[h->offset + i] = pattern(t, i);
-    h->xxh3 = XXH3_64bits(store.base + h->offset, h->nbytes);
+    uint8_t *p = store.base + offsets[t];
+    for (size_t i = 0; i < specs[t].nbytes; i++)
+      p[i] = pattern(t, i);
+    store.xxh3[t] = XXH3_64bits(p, specs[t].nbytes);
   }
   if (tpl__store_seal(&store, NULL) != 0) abort();
 }
@@ -138,6 +150,7 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
                                      .world = world,
                                      .store = &store,
                                      .coord = &coord,
+                                     .job = &job,
                                      .timeout_ms = TEST_TIMEOUT_MS};
     int rc;
     if (rank == 0) {
@@ -688,8 +701,11 @@ static void test_other_uid_refused(void) {
 
 static void test_live_socket_refused(void) {
   struct tpl_error err = {0};
-  struct tpl__daemon_config cfg = {
-      .socket_dir = sockdir, .rank = 0, .world = 1, .store = &store};
+  struct tpl__daemon_config cfg = {.socket_dir = sockdir,
+                                   .rank = 0,
+                                   .world = 1,
+                                   .store = &store,
+                                   .job = &job};
   alarm((unsigned)(HANG_MS / 1000));
   CHECK_EQ_INT(tpl__daemon_run(&cfg, &err), TPL_EOUTPUT);
   alarm(0);
@@ -701,7 +717,7 @@ static void test_open_dir_refused(void) {
   struct tpl_error err = {0};
   char dir[300];
   struct tpl__daemon_config cfg = {
-      .socket_dir = dir, .rank = 0, .world = 1, .store = &store};
+      .socket_dir = dir, .rank = 0, .world = 1, .store = &store, .job = &job};
   snprintf(dir, sizeof(dir), "%s/open", tmp);
   mkdir(dir, 0755);
   chmod(dir, 0755);

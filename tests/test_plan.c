@@ -491,7 +491,7 @@ static void test_unmatched_replicated(void) {
   CHECK_EQ_INT(st[1].kind, TPL_RULE_REPLICATE);
   CHECK_EQ_INT(st[1].rule, -1);
   CHECK(st[1].func_name == NULL);
-  CHECK(strcmp(tpl__strategy_rule_name(&st[1]), "replicate") == 0);
+  CHECK(strcmp(tpl__rule_name(st[1].kind, st[1].func_name), "replicate") == 0);
   tpl__model_free(m);
 }
 
@@ -547,7 +547,8 @@ static void test_apply_scale_bias_dtype(void) {
     add(m, "t.w", good[i], 1, U(4));
     CHECK_EQ_INT(apply_json(json, m, 2, st, &err), 0);
     CHECK_EQ_INT(st[0].kind, TPL_RULE_SCALE_BIAS);
-    CHECK(strcmp(tpl__strategy_rule_name(&st[0]), "scale_bias") == 0);
+    CHECK(strcmp(tpl__rule_name(st[0].kind, st[0].func_name), "scale_bias") ==
+          0);
     tpl__model_free(m);
   }
 }
@@ -1214,6 +1215,19 @@ static int str_is(const json_t *v, const char *s) {
   return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
 }
 
+/* The shard info of model `m` under strategies `st`, rendered from the
+ * job built from them (as every command does).  Returns 0 or the code. */
+static int build_info(const struct tpl_model *m, const struct tpl__strategy *st,
+                      uint32_t n, const struct tpl__rank_info *ranks,
+                      int bias_scaling, json_t **out) {
+  struct tpl__job *job = NULL;
+  struct tpl_error err = {0};
+  int rc = tpl__job_from_model(m, st, "test", "m", n, bias_scaling, &job, &err);
+  if (rc == 0) rc = tpl__shardinfo_build(job, ranks, out);
+  tpl__job_free(job);
+  return rc;
+}
+
 /* DESIGN.md's shard-info example: q_proj [2048, 2048] bf16, dim 0, N 2. */
 static void test_shardinfo_design_example(void) {
   struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
@@ -1229,7 +1243,7 @@ static void test_shardinfo_design_example(void) {
   st[0].spec.dim = 0;
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
-  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 2, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 2, NULL, 1, &root), 0);
   REQUIRE(root != NULL);
   CHECK_EQ_U64(
       json_integer_value(json_object_get(root, "tensor_parallel_shards")), 2);
@@ -1273,7 +1287,7 @@ static void test_shardinfo_n1_no_preproc(void) {
   st[0].func_name = "_shard_q";
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
-  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 1, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 1, NULL, 1, &root), 0);
   REQUIRE(root != NULL);
   q = param(root, 0);
   CHECK_EQ_U64(json_array_size(json_object_get(q, "preprocs")), 0);
@@ -1302,7 +1316,7 @@ static void test_shardinfo_fused_segs(void) {
   st[0].spec.segs[0] = 4;
   st[0].spec.segs[1] = 2;
   st[0].spec.segs[2] = 2;
-  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 2, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 2, NULL, 1, &root), 0);
   p = param(root, 0);
   check_ints(json_object_get(p, "shape"), 2, U(4), U(2));
   check_ints(json_object_get(p, "segs"), 3, U(2), U(1), U(1));
@@ -1327,7 +1341,7 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   CHECK(tpl__bias_scale(st[0].kind, 4, 1) == 0.25);
   CHECK(tpl__bias_scale(st[0].kind, 4, 0) == 1.0);
   CHECK(tpl__bias_scale(st[0].kind, 1, 1) == 1.0);
-  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 4, ranks, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 4, ranks, 1, &root), 0);
   CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 0.25);
   /* Replicated: full shape on every rank, no preprocs. */
   check_ints(json_object_get(param(root, 0), "shape"), 1, U(4));
@@ -1342,7 +1356,7 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   CHECK(str_is(json_object_get(json_array_get(r, 2), "xxh3"),
                "9f3c04a1d2e5b6c7"));
   json_decref(root);
-  CHECK_EQ_INT(tpl__shardinfo_build(m, st, 4, NULL, 0, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 4, NULL, 0, &root), 0);
   CHECK(json_is_false(json_object_get(root, "bias_scaling")));
   CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 1.0);
   json_decref(root);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "job.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
@@ -500,6 +501,17 @@ static void test_refuse_segs_on_packed_dim(void) {
   tpl__model_free(m);
 }
 
+/* tpl__job_check_unused on the job built from `st` (m's tensors). */
+static int unused_rules(const struct tpl__plan *p, const struct tpl_model *m,
+                        const struct tpl__strategy *st, int strict,
+                        struct tpl_error *err) {
+  struct tpl__job *job = NULL;
+  int rc = tpl__job_from_model(m, st, p->source, "m", 2, 1, &job, err);
+  if (rc == 0) rc = tpl__job_check_unused(job, p, strict, err);
+  tpl__job_free(job);
+  return rc;
+}
+
 /* A plan-file rule that matches nothing: a warning, an error when strict;
  * a rule used only through a quantized param counts as used. */
 static void test_unused_rule(void) {
@@ -516,17 +528,17 @@ static void test_unused_rule(void) {
                           "{\"match\":\"also.*\",\"replicate\":true}]}",
                           m, 2, st, &p, &err),
                0);
-  CHECK_EQ_INT(tpl__plan_check_unused(p, st, 3, 0, &err), 1);
+  CHECK_EQ_INT(unused_rules(p, m, st, 0, &err), 1);
   CHECK_STR_CONTAINS(err.msg, "rule 2 ('typo.*') matches no tensor");
   CHECK_STR_CONTAINS(err.msg, "2 unused rules");
-  CHECK_EQ_INT(tpl__plan_check_unused(p, st, 3, 1, &err), TPL_EPLAN);
+  CHECK_EQ_INT(unused_rules(p, m, st, 1, &err), TPL_EPLAN);
   p->from_file = 0; /* a preset names tensors an arch may lack */
-  CHECK_EQ_INT(tpl__plan_check_unused(p, st, 3, 1, &err), 0);
+  CHECK_EQ_INT(unused_rules(p, m, st, 1, &err), 0);
   tpl__plan_free(p);
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"x.weight\",\"dim\":0}]}", m,
                           2, st, &p, &err),
                0);
-  CHECK_EQ_INT(tpl__plan_check_unused(p, st, 3, 1, &err), 0);
+  CHECK_EQ_INT(unused_rules(p, m, st, 1, &err), 0);
   tpl__plan_free(p);
   tpl__model_free(m);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
 #include "tap.h"
 #include "wire.h"
 
@@ -251,16 +252,42 @@ static void test_error_response(void) {
   free(f);
 }
 
-static void test_encode_bad_status(void) {
-  static const uint8_t junk[] = {0x0a, 0x05, 'm'}; /* string runs off */
+/* The status is carried as the bytes rank 0 packed, never re-encoded:
+ * field 5 of the frame is exactly those bytes (the same encoding an
+ * embedded LoadReport has, so older peers read it unchanged). */
+static void test_status_bytes_verbatim(void) {
   struct tpl__wire_response in = {
-      .ok = 1, .status = junk, .status_len = sizeof(junk)};
-  struct tpl_error err = {0};
+      .ok = 1, .status = load_report, .status_len = sizeof(load_report)};
   uint8_t *f = NULL;
-  size_t len;
-  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, &err), TPL_EFORMAT);
-  CHECK(f == NULL);
-  CHECK_STR_CONTAINS(err.msg, "LoadReport");
+  size_t len = 0;
+  /* frame: length, ok = 1 (08 01), status = 2a 05 <load_report> */
+  static const uint8_t want[] = {0,    0,    0,    9,   0x08, 0x01, 0x2a,
+                                 0x05, 0x0a, 0x01, 'm', 0x10, 0x02};
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK_EQ_U64(len, sizeof(want));
+  CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
+  free(f);
+}
+
+/* Bytes that are no LoadReport pass the wire untouched and are refused
+ * where they are unpacked, once, by the client (tpl__report_json). */
+static void test_bad_status_refused_by_reader(void) {
+  static const uint8_t junk[] = {0x0a, 0x05, 'm'}; /* string runs off */
+  struct tpl__wire_response in = {.ok = 1,
+                                  .status = junk,
+                                  .status_len = sizeof(junk)},
+                            out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK(f != NULL && len > 4 &&
+        tpl__wire_decode_response(f + 4, len - 4, &out, NULL) == 0);
+  CHECK_EQ_U64(out.status_len, sizeof(junk));
+  CHECK(out.status != NULL && memcmp(out.status, junk, sizeof(junk)) == 0);
+  CHECK(out.status == NULL ||
+        tpl__report_json(out.status, out.status_len, 1) == NULL);
+  tpl__wire_response_free(&out);
+  free(f);
 }
 
 static void test_decode_too_many_dims(void) {
@@ -299,7 +326,8 @@ int main(void) {
   RUN(test_unknown_kind_decodes);
   RUN(test_response_roundtrip);
   RUN(test_error_response);
-  RUN(test_encode_bad_status);
+  RUN(test_status_bytes_verbatim);
+  RUN(test_bad_status_refused_by_reader);
   RUN(test_decode_too_many_dims);
   RUN(test_decode_response_garbage);
   return tap_done();

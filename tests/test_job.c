@@ -1,0 +1,289 @@
+/* test_job.c - the job table (src/job.c): tpl__job_finish's per-rank
+ * shapes, byte counts and store offsets, and tpl__job_layout's bytes, on
+ * DESIGN.md section 2's worked examples (expected slices copied from its
+ * table); MLC's segs and out_shape; f32-to-bf16 storage; the bias scope
+ * through tpl__job_finish_bytes; the source location a job built from a
+ * model carries; and the overflow refusal naming the tensor. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "job.h"
+#include "model.h"
+#include "store.h"
+#include "tap.h"
+
+#define ARR(...) ((const uint64_t[]){__VA_ARGS__})
+
+/* A one-byte-element (u8) tensor of `shape`, sharded along `dim` with the
+ * full `segs` (nsegs 0: one segment). */
+static struct tpl__job_tensor sharded(const char *name, const uint64_t *shape,
+                                      int ndim, int dim, size_t nsegs,
+                                      const uint64_t *segs) {
+  struct tpl__job_tensor t = {.name = (char *)name,
+                              .dtype = TPL_DT_U8,
+                              .ndim = ndim,
+                              .kind = TPL_RULE_SHARD,
+                              .func_name = "_shard"};
+  memcpy(t.shape, shape, (size_t)ndim * sizeof(uint64_t));
+  t.spec.dim = dim;
+  t.spec.nsegs = nsegs;
+  for (size_t j = 0; j < nsegs; j++)
+    t.spec.segs[j] = segs[j];
+  return t;
+}
+
+static struct tpl__job one_tensor_job(struct tpl__job_tensor *t,
+                                      uint32_t world) {
+  struct tpl__job job = {.world = world, .tensors = t, .ntensors = 1};
+  return job;
+}
+
+/* Finishes a one-tensor job of the example, checks the shape each rank
+ * holds, then gathers every rank's bytes from a source filled 0, 1, 2,
+ * ... and compares them with the example's slices (want[r], each of
+ * `per_rank` elements). */
+static void check_example(struct tpl__job_tensor t, uint32_t world,
+                          const uint64_t *rank_shape, const uint8_t *want,
+                          size_t per_rank) {
+  struct tpl__job job = one_tensor_job(&t, world);
+  uint8_t src[64], dst[64];
+  for (size_t i = 0; i < sizeof(src); i++)
+    src[i] = (uint8_t)i;
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  for (int d = 0; d < t.ndim; d++)
+    CHECK_EQ_U64(t.rank_shape[d], rank_shape[d]);
+  CHECK_EQ_U64(t.rank_bytes, per_rank);
+  CHECK_EQ_U64(t.rank_stored, per_rank);
+  CHECK_EQ_U64(t.store_offset, 0);
+  CHECK_EQ_U64(job.store_size, per_rank);
+  for (uint32_t r = 0; r < world; r++) {
+    struct tpl__layout l;
+    CHECK_EQ_INT(tpl__job_layout(&job, 0, r, &l), 0);
+    CHECK_EQ_U64(l.total, per_rank);
+    CHECK_EQ_U64(tpl__layout_gather(&l, 0, t.stored_bytes, src, dst), per_rank);
+    CHECK(memcmp(dst, want + r * per_rank, per_rank) == 0);
+  }
+}
+
+/* [12], dim 0, segs [4,4,4], N 2: r0 0 1 4 5 8 9, r1 2 3 6 7 10 11. */
+static void test_example_12_segs_444(void) {
+  static const uint8_t want[] = {0, 1, 4, 5, 8, 9, 2, 3, 6, 7, 10, 11};
+  check_example(sharded("t", ARR(12), 1, 0, 3, ARR(4, 4, 4)), 2, ARR(6), want,
+                6);
+}
+
+/* [8,2], dim 0, segs [4,2,2] (GQA q,k,v), N 2. */
+static void test_example_gqa(void) {
+  static const uint8_t want[] = {0, 1, 2, 3, 8,  9,  12, 13,
+                                 4, 5, 6, 7, 10, 11, 14, 15};
+  check_example(sharded("qkv", ARR(8, 2), 2, 0, 3, ARR(4, 2, 2)), 2, ARR(4, 2),
+                want, 8);
+}
+
+/* [3,4], dim 1, N 2. */
+static void test_example_dim1(void) {
+  static const uint8_t want[] = {0, 1, 4, 5, 8, 9, 2, 3, 6, 7, 10, 11};
+  check_example(sharded("o", ARR(3, 4), 2, 1, 0, NULL), 2, ARR(3, 2), want, 6);
+}
+
+/* [2,8,3], dim 1, segs [4,4], N 2: r0 0..5 12..17 24..29 36..41. */
+static void test_example_3d(void) {
+  uint8_t want[48];
+  for (size_t k = 0; k < 4; k++)
+    for (size_t i = 0; i < 6; i++) {
+      want[k * 6 + i] = (uint8_t)(k * 12 + i);
+      want[24 + k * 6 + i] = (uint8_t)(k * 12 + 6 + i);
+    }
+  check_example(sharded("x", ARR(2, 8, 3), 3, 1, 2, ARR(4, 4)), 2, ARR(2, 4, 3),
+                want, 24);
+}
+
+/* [12], dim 0, segs [6,3,3], N 3: r0 0 1 6 9, r1 2 3 7 10, r2 4 5 8 11. */
+static void test_example_three_ranks(void) {
+  static const uint8_t want[] = {0, 1, 6, 9, 2, 3, 7, 10, 4, 5, 8, 11};
+  check_example(sharded("t", ARR(12), 1, 0, 3, ARR(6, 3, 3)), 3, ARR(4), want,
+                4);
+}
+
+/* [3,2], dim 1, N 1: the whole tensor. */
+static void test_example_n1(void) {
+  static const uint8_t want[] = {0, 1, 2, 3, 4, 5};
+  check_example(sharded("t", ARR(3, 2), 2, 1, 0, NULL), 1, ARR(3, 2), want, 6);
+}
+
+/* MLC's shard info units: segs / N, and out_shape [N, *rank_shape]. */
+static void test_mlc_segs_and_out_shape(void) {
+  struct tpl__job_tensor t[2] = {
+      sharded("qkv", ARR(8, 2), 2, 0, 3, ARR(4, 2, 2)),
+      sharded("o", ARR(3, 4), 2, 1, 0, NULL)};
+  struct tpl__job job = {.world = 2, .tensors = t, .ntensors = 2};
+  uint64_t segs[TPL_MAX_SEGS], out[TPL_MAX_DIMS + 1];
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[0], segs), 3);
+  CHECK_EQ_U64(segs[0], 2);
+  CHECK_EQ_U64(segs[1], 1);
+  CHECK_EQ_U64(segs[2], 1);
+  CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[1], segs), 1);
+  CHECK_EQ_U64(segs[0], 2);
+  CHECK_EQ_U64(tpl__job_out_shape(&job, &t[0], out), 3);
+  CHECK_EQ_U64(out[0], 2);
+  CHECK_EQ_U64(out[1], 4);
+  CHECK_EQ_U64(out[2], 2);
+}
+
+/* Store offsets: back to back, each 64-byte aligned; replicated tensors
+ * hold their full shape; source_bytes sums the stored tensors. */
+static void test_offsets_and_replicated(void) {
+  struct tpl__job_tensor t[3] = {
+      {.name = "emb", .dtype = TPL_DT_F32, .ndim = 2, .shape = {3, 5}},
+      sharded("q", ARR(8, 2), 2, 0, 0, NULL),
+      {.name = "b",
+       .dtype = TPL_DT_F16,
+       .ndim = 1,
+       .shape = {4},
+       .kind = TPL_RULE_SCALE_BIAS}};
+  struct tpl__job job = {.world = 2, .tensors = t, .ntensors = 3};
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_U64(t[0].rank_shape[0], 3);
+  CHECK_EQ_U64(t[0].rank_shape[1], 5);
+  CHECK_EQ_U64(t[0].rank_bytes, 60);
+  CHECK_EQ_U64(t[0].store_offset, 0);
+  CHECK_EQ_U64(t[1].rank_shape[0], 4);
+  CHECK_EQ_U64(t[1].rank_bytes, 8);
+  CHECK_EQ_U64(t[1].store_offset, 64);
+  CHECK_EQ_U64(t[2].rank_bytes, 8);
+  CHECK_EQ_U64(t[2].store_offset, 128);
+  CHECK_EQ_U64(job.store_size, 136);
+  CHECK_EQ_U64(t[0].stored_bytes, 60);
+  CHECK_EQ_U64(t[1].stored_bytes, 16);
+  CHECK_EQ_U64(job.source_bytes, 60 + 16 + 8);
+  CHECK(strcmp(tpl__rule_name(t[0].kind, t[0].func_name), "replicate") == 0);
+  CHECK(strcmp(tpl__rule_name(t[1].kind, t[1].func_name), "_shard") == 0);
+  CHECK(strcmp(tpl__rule_name(t[2].kind, t[2].func_name), "scale_bias") == 0);
+}
+
+/* An f32 tensor stored as bf16: a rank receives half the bytes it holds,
+ * and finish_bytes widens them in place (bf16 0x3f80 is 1.0f). */
+static void test_f32_to_bf16(void) {
+  struct tpl__job_tensor t = sharded("w", ARR(4), 1, 0, 0, NULL);
+  struct tpl__job job = one_tensor_job(&t, 2);
+  union {
+    uint8_t b[8];
+    float f[2];
+  } buf;
+  static const uint16_t bf16[2] = {0x3f80, 0xc000}; /* 1.0, -2.0 */
+  t.dtype = TPL_DT_F32;
+  t.encoding = TPL_ENC_F32_TO_BF16;
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_U64(tpl__job_stored_itemsize(&t), 2);
+  CHECK_EQ_U64(t.rank_bytes, 8);
+  CHECK_EQ_U64(t.rank_stored, 4);
+  CHECK_EQ_U64(t.stored_bytes, 8);
+  memcpy(buf.b, bf16, sizeof(bf16));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, buf.b, NULL), 0);
+  CHECK(buf.f[0] == 1.0f);
+  CHECK(buf.f[1] == -2.0f);
+}
+
+/* DESIGN.md's bias scope: a scale_bias tensor is divided by N on each
+ * rank (unless bias scaling is off); a dtype it cannot scale is refused
+ * naming the tensor. */
+static void test_finish_bytes_scales_bias(void) {
+  struct tpl__job_tensor t = {.name = "o.bias",
+                              .dtype = TPL_DT_F32,
+                              .ndim = 1,
+                              .shape = {2},
+                              .kind = TPL_RULE_SCALE_BIAS};
+  struct tpl__job job = one_tensor_job(&t, 4);
+  struct tpl_error err = {0};
+  float v[2] = {2.0f, -8.0f};
+  job.bias_scaling = 1;
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.5f);
+  CHECK(v[1] == -2.0f);
+  job.bias_scaling = 0;
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.5f);
+  job.bias_scaling = 1;
+  t.dtype = TPL_DT_I32;
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, &err), TPL_EDTYPE);
+  CHECK_STR_CONTAINS(err.msg, "o.bias");
+}
+
+static void test_overflow_names_tensor(void) {
+  struct tpl__job_tensor t = {.name = "huge",
+                              .dtype = TPL_DT_F64,
+                              .ndim = 2,
+                              .shape = {UINT64_C(1) << 31, UINT64_C(1) << 31}};
+  struct tpl__job job = one_tensor_job(&t, 1);
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(tpl__job_finish(&job, &err), TPL_EOVERFLOW);
+  CHECK_STR_CONTAINS(err.msg, "huge");
+}
+
+static void add_tensor(struct tpl_model *m, const char *name, uint32_t file,
+                       uint64_t offset, uint64_t n) {
+  struct tpl__tensor t = {.name = strdup(name),
+                          .dtype = TPL_DT_F16,
+                          .ndim = 1,
+                          .shape = {n},
+                          .file = file,
+                          .offset = offset,
+                          .stored_bytes = 2 * n,
+                          .nbytes = 2 * n};
+  if (tpl__model_add_tensor(m, &t) != 0) free(t.name);
+}
+
+/* A job built from a model keeps each tensor's source (rank 0's walk
+ * needs nothing else) and the strategy of its rule. */
+static void test_from_model_carries_source(void) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, ".");
+  struct tpl__strategy st[2] = {
+      {.kind = TPL_RULE_SHARD, .rule = 0, .func_name = "_shard_q"},
+      {.kind = TPL_RULE_REPLICATE, .rule = -1}};
+  struct tpl__job *job = NULL;
+  uint32_t f0 = 0, f1 = 0;
+  CHECK(m != NULL);
+  if (m == NULL) return;
+  tpl__model_add_file(m, "./a.safetensors", "a.safetensors", 100, &f0);
+  tpl__model_add_file(m, "./b.safetensors", "b.safetensors", 100, &f1);
+  add_tensor(m, "q", f1, 40, 8);
+  add_tensor(m, "norm", f0, 16, 4);
+  CHECK_EQ_INT(
+      tpl__job_from_model(m, st, "preset x", "MODEL", 2, 1, &job, NULL), 0);
+  if (job != NULL) {
+    CHECK_EQ_U64(job->ntensors, 2);
+    CHECK(strcmp(job->model, "MODEL") == 0);
+    CHECK(strcmp(job->plan_source, "preset x") == 0);
+    CHECK_EQ_U64(job->tensors[0].file, f1);
+    CHECK_EQ_U64(job->tensors[0].file_offset, 40);
+    CHECK_EQ_U64(job->tensors[0].stored_bytes, 16);
+    CHECK_EQ_U64(job->tensors[0].rank_bytes, 8);
+    CHECK(strcmp(job->tensors[0].func_name, "_shard_q") == 0);
+    CHECK_EQ_U64(job->tensors[1].file, f0);
+    CHECK_EQ_U64(job->tensors[1].file_offset, 16);
+    CHECK_EQ_U64(job->tensors[1].rank_bytes, 8);
+    CHECK_EQ_U64(job->source_bytes, 24);
+  }
+  tpl__job_free(job);
+  tpl__model_free(m);
+}
+
+int main(void) {
+  RUN(test_example_12_segs_444);
+  RUN(test_example_gqa);
+  RUN(test_example_dim1);
+  RUN(test_example_3d);
+  RUN(test_example_three_ranks);
+  RUN(test_example_n1);
+  RUN(test_mlc_segs_and_out_shape);
+  RUN(test_offsets_and_replicated);
+  RUN(test_f32_to_bf16);
+  RUN(test_finish_bytes_scales_bias);
+  RUN(test_overflow_names_tensor);
+  RUN(test_from_model_carries_source);
+  return tap_done();
+}

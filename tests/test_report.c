@@ -1,0 +1,238 @@
+/* test_report.c - the report encodings (src/report.c): the job table's
+ * broadcast round trip and its refusal of junk, each rank's RankReport
+ * aggregated into the job's LoadReport and rendered as JSON (the shard
+ * info of DESIGN.md's GQA example: [8, 2] f32, segs [4, 2, 2], N 2), the
+ * per-rank checksums read back for shard-info.json, and the refusals of a
+ * malformed or mismatched report. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "report.h"
+#include "tap.h"
+
+static struct tpl__job_tensor tensors[2];
+static struct tpl__job job;
+
+/* qkv: [8, 2] f32 sharded dim 0 with segs [4, 2, 2]; o.bias: [4] f32
+ * scale_bias.  World 2, bias scaling on. */
+static void make_job(void) {
+  memset(tensors, 0, sizeof(tensors));
+  tensors[0].name = "qkv";
+  tensors[0].dtype = TPL_DT_F32;
+  tensors[0].ndim = 2;
+  tensors[0].shape[0] = 8;
+  tensors[0].shape[1] = 2;
+  tensors[0].kind = TPL_RULE_SHARD;
+  tensors[0].func_name = "_shard_qkv";
+  tensors[0].spec.nsegs = 3;
+  tensors[0].spec.segs[0] = 4;
+  tensors[0].spec.segs[1] = 2;
+  tensors[0].spec.segs[2] = 2;
+  tensors[1].name = "o.bias";
+  tensors[1].dtype = TPL_DT_F32;
+  tensors[1].ndim = 1;
+  tensors[1].shape[0] = 4;
+  tensors[1].kind = TPL_RULE_SCALE_BIAS;
+  memset(&job, 0, sizeof(job));
+  job.world = 2;
+  job.bias_scaling = 1;
+  job.model = "M";
+  job.plan_source = "preset p";
+  job.tensors = tensors;
+  job.ntensors = 2;
+  if (tpl__job_finish(&job, NULL) != 0) abort();
+}
+
+static void test_job_table_roundtrip(void) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  struct tpl__job *out = NULL;
+  make_job();
+  CHECK_EQ_INT(tpl__job_pack(&job, &buf, &len), 0);
+  CHECK_EQ_INT(tpl__job_unpack(buf, len, &out, NULL), 0);
+  free(buf);
+  if (out == NULL) return;
+  CHECK_EQ_U64(out->world, 2);
+  CHECK_EQ_INT(out->bias_scaling, 1);
+  CHECK(strcmp(out->model, "M") == 0);
+  CHECK(strcmp(out->plan_source, "preset p") == 0);
+  CHECK_EQ_U64(out->ntensors, 2);
+  CHECK_EQ_U64(out->store_size, job.store_size);
+  for (size_t i = 0; i < 2 && out->ntensors == 2; i++) {
+    const struct tpl__job_tensor *a = &tensors[i], *b = &out->tensors[i];
+    CHECK(strcmp(a->name, b->name) == 0);
+    CHECK_EQ_INT(a->dtype, b->dtype);
+    CHECK_EQ_INT(a->ndim, b->ndim);
+    CHECK_EQ_U64(a->shape[0], b->shape[0]);
+    CHECK_EQ_INT(a->kind, b->kind);
+    CHECK_EQ_U64(a->spec.nsegs, b->spec.nsegs);
+    CHECK_EQ_U64(a->spec.segs[2], b->spec.segs[2]);
+    CHECK_EQ_U64(a->rank_shape[0], b->rank_shape[0]);
+    CHECK_EQ_U64(a->rank_bytes, b->rank_bytes);
+    CHECK_EQ_U64(a->store_offset, b->store_offset);
+  }
+  CHECK(out->ntensors == 2 &&
+        strcmp(out->tensors[0].func_name, "_shard_qkv") == 0);
+  tpl__job_free(out);
+}
+
+static void test_job_unpack_refuses_junk(void) {
+  static const uint8_t junk[] = {0x22, 0x7f, 0x01}; /* tensor runs off */
+  struct tpl__job *out = NULL;
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(tpl__job_unpack(junk, sizeof(junk), &out, &err), TPL_EPEER);
+  CHECK(out == NULL);
+  CHECK_STR_CONTAINS(err.msg, "job table");
+}
+
+/* Rank r's report: checksums 0x1000 * (i + 1) + r for tensor i. */
+static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
+  uint64_t sums[2] = {0x1000 + r, 0x2000 + r};
+  struct tpl__store store = {.fd = -1, .xxh3 = sums, .ntensors = 2};
+  struct tpl__rank_stats st = {.rank = r, .pid = 10 + (int)r, .seconds = 1.0};
+  snprintf(st.host, sizeof(st.host), "node");
+  return tpl__rank_report_pack(&job, &store, &st, buf, len);
+}
+
+/* The LoadReport of the two ranks (*buf malloc'd) or -1. */
+static int load_report(uint8_t **buf, size_t *len) {
+  uint8_t *parts[2] = {NULL, NULL};
+  size_t lens[2];
+  int rc = pack_rank(0, &parts[0], &lens[0]);
+  if (rc == 0) rc = pack_rank(1, &parts[1], &lens[1]);
+  if (rc == 0)
+    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, buf, len, NULL);
+  free(parts[0]);
+  free(parts[1]);
+  return rc;
+}
+
+static int u64_at(const json_t *a, size_t i, uint64_t want) {
+  return json_integer_value(json_array_get(a, i)) == (json_int_t)want;
+}
+
+static const char *str(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "";
+}
+
+static void check_sharded_entry(const json_t *t) {
+  const json_t *out = json_object_get(t, "out_shape");
+  const json_t *segs = json_object_get(t, "segs");
+  CHECK(strcmp(str(t, "name"), "qkv") == 0);
+  CHECK(strcmp(str(t, "dtype"), "float32") == 0);
+  CHECK(strcmp(str(t, "func_name"), "_shard_qkv") == 0);
+  CHECK(u64_at(json_object_get(t, "shape"), 0, 4));
+  CHECK(u64_at(json_object_get(t, "in_shape"), 0, 8));
+  CHECK_EQ_U64(json_array_size(out), 3);
+  CHECK(u64_at(out, 0, 2) && u64_at(out, 1, 4) && u64_at(out, 2, 2));
+  CHECK_EQ_U64(json_array_size(segs), 3);
+  CHECK(u64_at(segs, 0, 2) && u64_at(segs, 1, 1) && u64_at(segs, 2, 1));
+  CHECK_EQ_U64(json_integer_value(json_object_get(t, "nbytes")), 32);
+  CHECK_EQ_U64(json_integer_value(json_object_get(t, "offset")), 0);
+  CHECK(strcmp(str(t, "xxh3"), "0000000000001000") == 0); /* rank 0 */
+}
+
+static void check_bias_entry(const json_t *t) {
+  CHECK(json_object_get(t, "func_name") == NULL);
+  CHECK(json_real_value(json_object_get(t, "bias_scale")) == 0.5);
+  CHECK_EQ_U64(json_integer_value(json_object_get(t, "nbytes")), 16);
+  CHECK_EQ_U64(json_integer_value(json_object_get(t, "offset")), 64);
+}
+
+static void test_load_report_json(void) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  json_t *o, *r1, *ts;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  o = buf ? tpl__report_json(buf, len, 1) : NULL;
+  CHECK(o != NULL);
+  if (o == NULL) goto out;
+  CHECK(strcmp(str(o, "model"), "M") == 0);
+  CHECK_EQ_U64(json_integer_value(json_object_get(o, "tensor_parallel_shards")),
+               2);
+  CHECK(json_is_true(json_object_get(o, "bias_scaling")));
+  CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_read")), 1234);
+  CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_delivered")),
+               2 * (32 + 16));
+  r1 = json_array_get(json_object_get(o, "ranks"), 1);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "rank")), 1);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "pid")), 11);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")), 48);
+  CHECK(strcmp(str(r1, "host"), "node") == 0);
+  check_sharded_entry(json_array_get(
+      json_object_get(json_array_get(json_object_get(o, "ranks"), 0),
+                      "tensors"),
+      0));
+  ts = json_object_get(r1, "tensors");
+  CHECK_EQ_U64(json_array_size(ts), 2);
+  check_bias_entry(json_array_get(ts, 1));
+  CHECK(strcmp(str(json_array_get(ts, 1), "xxh3"), "0000000000002001") == 0);
+  json_decref(o);
+  o = tpl__report_json(buf, len, 0);
+  CHECK(o != NULL &&
+        json_object_get(json_array_get(json_object_get(o, "ranks"), 0),
+                        "tensors") == NULL);
+  json_decref(o);
+out:
+  free(buf);
+}
+
+/* What preshard writes into shard-info.json: each rank's bytes and
+ * checksum per tensor, taken from the gathered report. */
+static void test_rank_infos_for_shard_info(void) {
+  struct tpl__rank_info infos[4];
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  json_t *info = NULL, *ranks;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 2, 2, infos), 0);
+  CHECK_EQ_U64(infos[0 * 2 + 1].xxh3, 0x1001);
+  CHECK_EQ_U64(infos[1 * 2 + 0].xxh3, 0x2000);
+  CHECK_EQ_U64(infos[1 * 2 + 1].nbytes, 16);
+  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 3, 2, infos), TPL_EPEER);
+  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 2, 5, infos), TPL_EPEER);
+  CHECK_EQ_INT(tpl__shardinfo_build(&job, infos, &info), 0);
+  ranks = json_object_get(json_array_get(json_object_get(info, "params"), 1),
+                          "ranks");
+  CHECK_EQ_U64(json_array_size(ranks), 2);
+  CHECK(strcmp(str(json_array_get(ranks, 1), "xxh3"), "0000000000002001") == 0);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(json_array_get(ranks, 1), "nbytes")),
+      16);
+  json_decref(info);
+  free(buf);
+}
+
+static void test_malformed_rank_report(void) {
+  uint8_t good[512], *parts[2], *buf = NULL, *mine = NULL;
+  static uint8_t junk[] = {0x22, 0x40}; /* a tensor that runs off */
+  size_t lens[2], len = 0, n = 0;
+  struct tpl_error err = {0};
+  make_job();
+  CHECK_EQ_INT(pack_rank(0, &mine, &n), 0);
+  if (mine == NULL || n > sizeof(good)) return;
+  memcpy(good, mine, n);
+  free(mine);
+  parts[0] = good;
+  lens[0] = n;
+  parts[1] = junk;
+  lens[1] = sizeof(junk);
+  CHECK_EQ_INT(
+      tpl__load_report_pack(&job, parts, lens, 1.0, 0, &buf, &len, &err),
+      TPL_EPEER);
+  CHECK_STR_CONTAINS(err.msg, "rank 1");
+  CHECK(tpl__report_json(junk, sizeof(junk), 1) == NULL);
+}
+
+int main(void) {
+  RUN(test_job_table_roundtrip);
+  RUN(test_job_unpack_refuses_junk);
+  RUN(test_load_report_json);
+  RUN(test_rank_infos_for_shard_info);
+  RUN(test_malformed_rank_report);
+  return tap_done();
+}
