@@ -146,6 +146,7 @@ static void print_shard_table(const struct tpl_model *m,
 }
 
 struct inspect_args {
+  const char *model;
   const char *plan;
   unsigned long long nshards; /* 0: no shard view */
   int json;
@@ -189,7 +190,7 @@ static const struct tpl__cli_option inspect_options[] = {
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *args) {
-  struct inspect_args a = {args->value[OPT_PLAN], 0,
+  struct inspect_args a = {args->operands[0], args->value[OPT_PLAN], 0,
                            tpl__cli_has(args, OPT_JSON)};
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;

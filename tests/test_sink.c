@@ -58,8 +58,6 @@ static void make_job(struct tpl__job *job, struct tpl__job_tensor *t,
   job->ntensors = 1;
   job->store_size = 16;
   if (tpl__store_create_private(store, 16, 1, NULL) != 0) abort();
-  store->tensors[0].name = strdup("w");
-  store->tensors[0].nbytes = 16;
   memset(store->base, 0x5a, 16);
 }
 
