@@ -362,32 +362,21 @@ static int map_store(struct tpl_shard *s, const char *path,
   return 0;
 }
 
+/* One round trip: the attach reply carries the tensor table (compact,
+ * wire_table.c) and the store's memfd. */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                  struct tpl_error *err) {
-  struct tpl__wire_response att = {0};
   int sock, rc = tpl__client_connect(path, timeout_ms, &sock, err);
   if (rc != 0) return rc;
-  rc = tpl__client_call(sock, TPL_REQ_MANIFEST, timeout_ms, &s->man, NULL, err);
-  if (rc == 0 && !s->man.ok)
-    rc = tpl__fail(err, TPL_EPROTO, "%s: manifest refused: %s", path,
-                   s->man.error ? s->man.error : "no reason given");
-  if (rc == 0)
-    rc = tpl__client_call(sock, TPL_REQ_ATTACH, timeout_ms, &att, &s->fd, err);
+  rc = tpl__client_call(sock, TPL_REQ_ATTACH, timeout_ms, &s->man, &s->fd, err);
   close(sock);
-  if (rc == 0 && (!att.ok || s->fd < 0))
+  if (rc == 0 && (!s->man.ok || s->fd < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
-                   att.error ? att.error
-                             : "no file descriptor came with the reply");
-  if (rc == 0 && att.store_bytes != s->man.store_bytes)
-    rc = tpl__fail(err, TPL_EPROTO,
-                   "%s: expected the store size of the manifest (%llu), "
-                   "found %llu",
-                   path, (unsigned long long)s->man.store_bytes,
-                   (unsigned long long)att.store_bytes);
-  s->size = att.store_bytes;
+                   s->man.error ? s->man.error
+                                : "no file descriptor came with the reply");
+  s->size = s->man.store_bytes;
   s->rank = s->man.rank;
   s->world = s->man.world;
-  tpl__wire_response_free(&att);
   return rc;
 }
 

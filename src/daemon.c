@@ -218,6 +218,8 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
     t->xxh3 = s->cfg->store->xxh3[i];
   }
   rc = build_frame(s, F_MANIFEST, &r, err);
+  r.compact = 1; /* the attach reply carries the table too: one trip */
+  if (rc == 0) rc = build_frame(s, F_ATTACH, &r, err);
   free(r.tensors);
   return rc;
 }
@@ -240,7 +242,6 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   }
   busy.error = "daemon busy: too many connections, try again";
   rc = build_frame(s, F_HEALTH, &ok, err);
-  if (rc == 0) rc = build_frame(s, F_ATTACH, &ok, err);
   if (rc == 0) rc = build_frame(s, F_STATUS, &st, err);
   if (rc == 0 && s->cfg->rank != 0) {
     snprintf(msg, sizeof(msg),

@@ -184,15 +184,24 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.attaches = r->attaches;
   m.status.data = (uint8_t *)r->status;
   m.status.len = r->status != NULL ? r->status_len : 0;
-  rc = fill_entries(&m, r, &entries);
+  if (r->compact)
+    rc = tpl__wire_table_encode(r->tensors, r->ntensors, &m.table.data,
+                                &m.table.len);
+  else
+    rc = fill_entries(&m, r, &entries);
   if (rc == 0) rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
-  if (rc == TPL_ELIMIT)
+  if (rc == -EINVAL)
+    rc = tpl__fail(err, TPL_EFORMAT,
+                   "response: expected tensors the table can carry, found "
+                   "an unknown dtype, too many dims or a long name");
+  else if (rc == TPL_ELIMIT)
     tpl__fail(err, rc, "response: expected at most %u bytes, found more",
               TPL_WIRE_MAX_RESPONSE);
   else if (rc != 0)
     tpl__fail(err, rc, "response: out of memory");
   free(entries);
   free(m.tensors);
+  free(m.table.data);
   return rc;
 }
 
@@ -258,6 +267,8 @@ static int copy_response(struct tpl__wire_response *out,
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->status.len > 0 && copy_status(out, &m->status) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m->table.len > 0)
+    return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
   if (m->n_tensors > 0) {
     out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));
     if (out->tensors == NULL || alloc_strings(out, m) != 0)

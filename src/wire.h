@@ -95,6 +95,7 @@ struct tpl__wire_response {
   double uptime_seconds; /* status: seconds since the rank serves */
   uint32_t clients;      /* status: other connections open now */
   uint64_t attaches;     /* status: attach requests served */
+  int compact; /* encoding: tensors go as Response.table (wire_table.c) */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
@@ -113,5 +114,17 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
 
 /* Frees what a decoded response owns and zeroes it; NULL is accepted. */
 void tpl__wire_response_free(struct tpl__wire_response *r);
+
+/* The tensor table in its compact form (wire_table.c), as the attach reply
+ * carries it.  Encoding: *out is malloc'd; returns 0, -EINVAL for an entry
+ * it cannot carry (unknown dtype, too many dims, a name over 64 KiB) or
+ * -ENOMEM.  Decoding fills out->tensors, out->ntensors and out->strings
+ * (freed by tpl__wire_response_free, also on failure); returns 0,
+ * TPL_EPROTO naming the entry, or -ENOMEM. */
+int tpl__wire_table_encode(const struct tpl__wire_tensor *t, size_t n,
+                           uint8_t **out, size_t *len);
+int tpl__wire_table_decode(const uint8_t *b, size_t len,
+                           struct tpl__wire_response *out,
+                           struct tpl_error *err);
 
 #endif
