@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "dtype.h"
 #include "jsonu.h"

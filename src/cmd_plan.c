@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "jsonu.h"
 #include "model.h"

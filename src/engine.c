@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "checkpoint.h"
 #include "daemon.h"
 #include "dtype.h"
 #include "engine.h"

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
 #include "model.h"
-#include "readers.h"
 #include "tap.h"
 #include "tmpdir.h"
 
@@ -55,7 +55,7 @@ static int parse(const char *dir, const char *json, struct tpl_model **out) {
   struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, dir);
   int rc;
   memset(&err, 0, sizeof(err));
-  rc = tpl__st_index_parse(json, strlen(json), dir, m, &err);
+  rc = tpl__checkpoint_index(json, strlen(json), dir, m, &err);
   if (out != NULL && rc == 0)
     *out = m;
   else

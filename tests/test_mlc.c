@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
 #include "model.h"
-#include "readers.h"
 #include "tap.h"
 #include "tmpdir.h"
 
@@ -34,7 +34,8 @@ static int parse(const char *dir, const char *json, struct tpl_model **out) {
   struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, dir);
   int rc;
   memset(&err, 0, sizeof(err));
-  rc = tpl__mlc_parse(json, strlen(json), dir, "tensor-cache.json", m, &err);
+  rc = tpl__checkpoint_mlc(json, strlen(json), dir, "tensor-cache.json", m,
+                           &err);
   if (out != NULL && rc == 0)
     *out = m;
   else

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
 #include "jsonu.h"
 #include "model.h"
