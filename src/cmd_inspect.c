@@ -13,6 +13,7 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "shardinfo.h"
 
 static const char inspect_help[] =

@@ -33,6 +33,7 @@
 #include "job.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "preshard.h"
 #include "ready.h"
 #include "report.h"

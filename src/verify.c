@@ -16,6 +16,7 @@
 #include "fileio.h"
 #include "job.h"
 #include "jsonu.h"
+#include "planner.h"
 #include "shardinfo.h"
 #include "verify.h"
 

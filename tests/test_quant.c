@@ -30,6 +30,7 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "quant.h"
 #include "synth.h"
 #include "tap.h"
