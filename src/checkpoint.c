@@ -51,7 +51,8 @@ int tpl__checkpoint_index(const char *buf, size_t len, const char *dir,
   return rc;
 }
 
-/* File i of an MLC model is the cache's file record i. */
+/* File i of an MLC model is the cache's file record i; the parser gave
+ * it the path dir/dataPath that tpl__member_path confines here. */
 static int open_mlc_files(const char *dir, const char *what,
                           struct tpl_model *m, struct tpl_error *err) {
   for (uint32_t i = 0; i < m->nfiles; i++) {
