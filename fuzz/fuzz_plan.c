@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "job.h"
 #include "model.h"
 #include "plan.h"
 #include "presets.h"
@@ -62,14 +63,14 @@ static struct tpl_model *fixed_model(void) {
 }
 
 static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
-                      uint32_t n) {
+                      uint32_t n, const json_t *cfg) {
   struct tpl__strategy *st = calloc(m->ntensors, sizeof(*st));
   struct tpl__job *job = NULL;
   struct tpl_error err;
   json_t *info = NULL;
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
-      tpl__preset_check(p, m, st, &err) <= 0 &&
+      tpl__preset_check(p, m, st, cfg, &err) <= 0 &&
       tpl__job_from_model(m, st, "fuzz", "m", n, 1, &job, &err) == 0 &&
       tpl__shardinfo_build(job, NULL, &info) == 0)
     json_decref(info);
@@ -95,7 +96,7 @@ static void try_presets(const uint8_t *data, size_t size,
       struct tpl__plan *p = NULL;
       if (tpl__preset_from_config(names[i], (int)n - 1, cfg, "fuzz", n, &p,
                                   &err) == 0)
-        apply_all(p, m, n);
+        apply_all(p, m, n, cfg);
       tpl__plan_free(p);
     }
   json_decref(cfg);
@@ -118,7 +119,7 @@ static void try_name(const uint8_t *data, size_t size) {
       tpl__preset_from_config("llama", 0, cfg, "fuzz", 2, &p, &err) == 0) {
     add(m, name, TPL_DT_F16, 2, 4, 4, 0);
     add(m, "model.layers.0.self_attn.q_proj.weight", TPL_DT_F16, 2, 32, 32, 0);
-    apply_all(p, m, 2);
+    apply_all(p, m, 2, cfg);
   }
   tpl__plan_free(p);
   json_decref(cfg);
@@ -141,7 +142,7 @@ static void try_quant(const uint8_t *data, size_t size,
       tpl__quant_info_parse(cfg, 1, "fuzz", &p->quant, &err) == 0)
     for (uint32_t n = 1; n <= 2; n++)
       if (tpl__quant_check_tp(&p->quant, n, "fuzz", &err) == 0)
-        apply_all(p, m, n);
+        apply_all(p, m, n, NULL);
   json_decref(cfg);
   tpl__plan_free(p);
 }
@@ -153,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (m == NULL) return 0;
   if (tpl__plan_parse((const char *)data, size, "fuzz", &p, &err) == 0)
     for (uint32_t n = 1; n <= 3; n++)
-      apply_all(p, m, n);
+      apply_all(p, m, n, NULL);
   tpl__plan_free(p);
   try_quant(data, size, m);
   try_presets(data, size, m);

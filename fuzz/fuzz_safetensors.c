@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fmt_safetensors.h"
 #include "model.h"
-#include "readers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
 #include "dtype.h"
@@ -13,6 +14,7 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "shardinfo.h"
 
 static const char inspect_help[] =

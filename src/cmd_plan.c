@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "common.h"
 #include "job.h"
@@ -14,6 +15,7 @@
 #include "model.h"
 #include "plan.h"
 #include "presets.h"
+#include "planner.h"
 #include "shardinfo.h"
 
 static const char plan_help[] =

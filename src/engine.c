@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"

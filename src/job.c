@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "job.h"
+#include "planner.h"
 #include "scope.h"
 #include "store.h"
 

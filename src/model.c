@@ -1,17 +1,15 @@
-/* model.c - the tensor table every reader fills, and tpl__model_open, which
- * decides what kind of checkpoint a path holds and runs its reader. */
+/* model.c - the tensor table every reader fills: tensors, the files they
+ * live in (held open once validated, with their identity), the caps on
+ * both, and the rule for the file names a checkpoint's JSON may give. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dtype.h"
-#include "fileio.h"
+#include "jsonu.h"
 #include "model.h"
-#include "readers.h"
 
 struct tpl_model *tpl__model_new(int format, const char *dir) {
   struct tpl_model *m = calloc(1, sizeof(*m));
@@ -134,6 +132,35 @@ int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err) {
                    what, TPL_MAX_TENSORS, TPL_MAX_NAME_BYTES);
 }
 
+int tpl__model_check_file_name(const char *name, size_t len, const char *what,
+                               const char *ctx, struct tpl_error *err) {
+  if (len == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a file name inside the model "
+                     "directory, found an empty name",
+                     what, ctx);
+  if (tpl__has_nul(name, len))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a file name, found a NUL byte in it",
+                     what, ctx);
+  if (name[0] == '/')
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a file name inside the model "
+                     "directory, found the absolute path '%s'",
+                     what, ctx, name);
+  if (strchr(name, '/') != NULL)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a plain file name without '/', "
+                     "found '%s'",
+                     what, ctx, name);
+  if (strcmp(name, "..") == 0 || strcmp(name, ".") == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a file name inside the model "
+                     "directory, found '%s'",
+                     what, ctx, name);
+  return 0;
+}
+
 uint64_t tpl__tensor_numel(const struct tpl__tensor *t) {
   uint64_t n = 1;
   for (int i = 0; i < t->ndim; i++)
@@ -158,125 +185,4 @@ char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len) {
                              (unsigned long long)shape[i]);
   if (used < len) snprintf(buf + used, len - used, "]");
   return buf;
-}
-
-/* --- format detection --- */
-
-static int open_single_file(const char *path, struct tpl_model **out,
-                            struct tpl_error *err) {
-  char *dir = strdup(path), *slash, *base;
-  struct tpl_model *m;
-  int rc;
-  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  slash = strrchr(dir, '/');
-  base = slash ? slash + 1 : dir;
-  if (slash == dir)
-    slash[1] = '\0';
-  else if (slash)
-    *slash = '\0';
-  m = tpl__model_new(TPL_FMT_SAFETENSORS, slash ? dir : ".");
-  if (m == NULL) {
-    free(dir);
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  }
-  rc = tpl__st_load(path, slash ? path + (base - dir) : path, m, err);
-  free(dir);
-  if (rc != 0) {
-    tpl__model_free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
-}
-
-static int open_json_driven(const char *dir, const char *name, int format,
-                            struct tpl_model **out, struct tpl_error *err) {
-  char *path = tpl__path_join(dir, name), *buf = NULL;
-  size_t len = 0;
-  struct tpl_model *m = NULL;
-  int rc;
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc != 0) goto fail;
-  m = tpl__model_new(format, dir);
-  if (m == NULL) {
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
-    goto fail;
-  }
-  if (format == TPL_FMT_ST_INDEX)
-    rc = tpl__st_index_parse(buf, len, dir, m, err);
-  else
-    rc = tpl__mlc_parse(buf, len, dir, name, m, err);
-  if (rc != 0) goto fail;
-  free(path);
-  free(buf);
-  *out = m;
-  return 0;
-fail:
-  tpl__model_free(m);
-  free(path);
-  free(buf);
-  return rc;
-}
-
-static int open_directory(const char *dir, struct tpl_model **out,
-                          struct tpl_error *err) {
-  static const struct {
-    const char *name;
-    int format;
-  } probes[] = {
-      {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-      {"tensor-cache.json", TPL_FMT_MLC},
-      {"ndarray-cache.json", TPL_FMT_MLC},
-  };
-  char *single;
-  int rc;
-  for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
-    char *p = tpl__path_join(dir, probes[i].name);
-    int found = p != NULL && tpl__exists(p);
-    free(p);
-    if (found)
-      return open_json_driven(dir, probes[i].name, probes[i].format, out, err);
-  }
-  single = tpl__path_join(dir, "model.safetensors");
-  if (single == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  if (!tpl__exists(single)) {
-    free(single);
-    return tpl__fail(err, TPL_ENOMODEL,
-                     "%s: expected model.safetensors, "
-                     "model.safetensors.index.json, tensor-cache.json or "
-                     "ndarray-cache.json, found none",
-                     dir);
-  }
-  rc = open_single_file(single, out, err);
-  if (rc == 0) {
-    free((*out)->dir);
-    (*out)->dir = strdup(dir);
-    if ((*out)->dir == NULL) {
-      tpl__model_free(*out);
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
-    }
-  }
-  free(single);
-  return rc;
-}
-
-/* Every member stays open from validation to the end of the load (see
- * tpl__model_hold_fd); a model of more files than the soft descriptor
- * limit (1024 by default) must not fail for that, so take the hard one. */
-static void raise_fd_limit(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
-int tpl__model_open(const char *path, struct tpl_model **out,
-                    struct tpl_error *err) {
-  raise_fd_limit();
-  if (!tpl__exists(path))
-    return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);
-  if (tpl__is_dir(path)) return open_directory(path, out, err);
-  return open_single_file(path, out, err);
 }

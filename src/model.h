@@ -1,7 +1,7 @@
 /* model.h - the one in-memory description every checkpoint reader
  * produces: a table of tensors (name, dtype, shape, file, offset, bytes) and
- * the files they live in.  Readers fill it; plan, shard, engine and the
- * commands only read it. */
+ * the files they live in.  Readers fill it (checkpoint.h opens a model);
+ * plan, shard, engine and the commands only read it. */
 #ifndef TPL_MODEL_H
 #define TPL_MODEL_H
 
@@ -55,16 +55,6 @@ struct tpl_model {
   size_t name_bytes; /* all tensor names, for the cap */
 };
 
-/* Opens MODEL (a .safetensors file, a directory with model.safetensors or
- * model.safetensors.index.json, or an MLC weight directory), validates it
- * strictly and returns the table in *out (free with tpl__model_free).
- * Every member file is opened once and stays open in the model (raising
- * the soft RLIMIT_NOFILE to the hard limit) so that readers use the
- * descriptors validated here, never the paths again.
- * Returns 0, TPL_E* for bad data, or -errno. */
-int tpl__model_open(const char *path, struct tpl_model **out,
-                    struct tpl_error *err);
-
 /* Frees a model and everything it owns; NULL is accepted. */
 void tpl__model_free(struct tpl_model *m);
 
@@ -97,6 +87,15 @@ int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t);
 /* The message for a failed tpl__model_add_tensor while reading `what`
  * (a file name): the cap that was hit, or out of memory.  Returns rc. */
 int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err);
+
+/* Checks a file name a checkpoint's JSON gives (`name`, `len` bytes) as
+ * the name of a file directly inside the model directory: refuses an
+ * empty name, a NUL byte, an absolute path, any '/', "." and "..".
+ * `what` (the JSON file) and `ctx` (e.g. "tensor 'x'") go into messages.
+ * Pure: symlinks are the checkpoint loader's to check.  Returns 0 or
+ * TPL_EFORMAT. */
+int tpl__model_check_file_name(const char *name, size_t len, const char *what,
+                               const char *ctx, struct tpl_error *err);
 
 /* Number of elements of `t` (shape product; 1 for a scalar). Overflow is
  * impossible for a validated tensor. */

@@ -1,7 +1,7 @@
 /* plan.c - shard plans (DESIGN.md section 3): the glob that matches rules
- * to tensor names, the strict plan-file parser, the resolution of --plan
- * (file, preset name or "auto"), and the per-tensor application of a plan
- * that yields each tensor's strategy.  Presets themselves live in
+ * to tensor names, the strict plan-file parser, and the per-tensor
+ * application of a plan that yields each tensor's strategy.  Resolving
+ * --plan (file, preset name or "auto") is planner.c's; presets live in
  * presets.c; the shard math (what a dim/segs rule means) in shard.c. */
 #include <errno.h>
 #include <stdio.h>
@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "fileio.h"
 #include "jsonu.h"
 #include "plan.h"
-#include "presets.h"
 
 #define MAX_RULES 65536   /* rules in one plan file */
 #define MAX_FUNC_NAME 256 /* bytes in a rule's func_name */
@@ -345,49 +343,6 @@ fail:
   return rc;
 }
 
-/* --- resolving --plan --- */
-
-static int load_plan_file(const char *path, struct tpl__plan **out,
-                          struct tpl_error *err) {
-  char *buf = NULL;
-  size_t len = 0;
-  int rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc == -ENOENT)
-    return tpl__fail(err, rc,
-                     "%s: plan file not found (expected a plan file, 'auto' "
-                     "or a preset: %s)",
-                     path, tpl__preset_names());
-  if (rc != 0) return rc;
-  rc = tpl__plan_parse(buf, len, path, out, err);
-  free(buf);
-  return rc;
-}
-
-static int resolve_rules(const char *arg, const struct tpl_model *m,
-                         uint32_t nshards, struct tpl__plan **out,
-                         struct tpl_error *err) {
-  if (arg == NULL || strcmp(arg, "auto") == 0)
-    return tpl__preset_auto(m, nshards, out, err);
-  if (tpl__preset_known(arg))
-    return tpl__preset_build(arg, m, nshards, out, err);
-  return load_plan_file(arg, out, err);
-}
-
-int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err) {
-  struct tpl__plan *p = NULL;
-  int rc = resolve_rules(arg, m, nshards, &p, err);
-  if (rc == 0) rc = tpl__quant_info_load(m, &p->quant, err);
-  if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
-  if (rc != 0) {
-    tpl__plan_free(p);
-    return rc;
-  }
-  *out = p;
-  return 0;
-}
-
 /* --- applying a plan --- */
 
 static int find_rule(const struct tpl__plan *p, const char *name) {
@@ -540,31 +495,6 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
   if (rc == 0) rc = check_scales(p, m, idx, out, err);
   json_decref(idx);
   return rc;
-}
-
-int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
-                        uint32_t nshards, struct tpl__plan **plan,
-                        struct tpl__strategy **strategies,
-                        struct tpl_error *err) {
-  struct tpl__plan *p = NULL;
-  struct tpl__strategy *s;
-  int rc = tpl__plan_resolve(arg, m, nshards, &p, err);
-  if (rc != 0) return rc;
-  s = calloc(m->ntensors ? m->ntensors : 1, sizeof(*s));
-  if (s == NULL) {
-    tpl__plan_free(p);
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  }
-  rc = tpl__plan_apply(p, m, nshards, s, err);
-  if (rc == 0) rc = tpl__preset_check(p, m, s, err);
-  if (rc != 0) {
-    free(s);
-    tpl__plan_free(p);
-    return rc;
-  }
-  *plan = p;
-  *strategies = s;
-  return 0;
 }
 
 const char *tpl__rule_name(int kind, const char *func_name) {

@@ -29,12 +29,18 @@ struct tpl__rule {
   char *qnames[TPL_QP_COUNT];
 };
 
+struct tpl__preset_def; /* preset_tables.h */
+
 struct tpl__plan {
   char *source; /* owned: "file PATH", "preset llama", ... */
   struct tpl__rule *rules;
   size_t nrules;
   int from_file;                /* a user's plan file (not a preset) */
   struct tpl__quant_info quant; /* from the model's config, see quant.h */
+  /* The preset the plan was built from (set by tpl__preset_from_config),
+   * NULL for a plan file; preset_mlc 1 when it uses MLC's names. */
+  const struct tpl__preset_def *preset;
+  int preset_mlc;
 };
 
 /* What one tensor gets. `rule` is the index of the matching rule or -1
@@ -55,18 +61,6 @@ int tpl__glob_match(const char *pattern, const char *name);
  * freed with tpl__plan_free. Returns 0 or TPL_EPLAN. */
 int tpl__plan_parse(const char *buf, size_t len, const char *what,
                     struct tpl__plan **out, struct tpl_error *err);
-
-/* Resolves --plan ARG for model `m` and `nshards`: ARG is a plan file path,
- * a preset name (llama, mistral, qwen2, gemma, mixtral, phi3, gpt2,
- * gpt_neox) or "auto" (from m->dir's config.json / mlc-chat-config.json).
- * Presets read their sizes from the config and check that heads, kv heads
- * and intermediate size divide by nshards (TPL_EINDIVISIBLE naming the
- * number and the shard counts that would work).  The plan's `quant` is
- * read from the same config (tpl__quant_info_load), and a scheme MLC
- * cannot shard nshards ways is refused (tpl__quant_check_tp). */
-int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err);
 
 /* Applies `p` to every tensor of `m`: out[i] for tensor i (caller allocates
  * m->ntensors entries).  Checks each SHARD spec against the tensor
@@ -94,14 +88,6 @@ struct tpl__plan *tpl__plan_new(const char *source);
  * otherwise).  Returns 0 or -ENOMEM (p unchanged). */
 int tpl__plan_add_rule(struct tpl__plan *p, const char *match, int kind,
                        const char *name, const struct tpl__shard_spec *spec);
-
-/* Resolves `arg` (see tpl__plan_resolve) and applies it to every tensor of
- * `m`: on success *plan (tpl__plan_free) and *strategies (free(); one per
- * tensor, func_name borrowing from *plan) are the caller's. */
-int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
-                        uint32_t nshards, struct tpl__plan **plan,
-                        struct tpl__strategy **strategies,
-                        struct tpl_error *err);
 
 /* What a rule of `kind` is called in tables and shard info: its
  * func_name for a shard rule, else "scale_bias" or "replicate".  Static

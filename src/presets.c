@@ -1,8 +1,9 @@
 /* presets.c - the built-in plans.  A preset is a table of rule
  * templates over the tensor names of one architecture (preset_tables.c,
  * written from MLC LLM's model files); the segment lengths of fused
- * weights (q/k/v, gate/up) are filled in from the model's config, which is
- * also checked against the shard count before anything moves.  After a
+ * weights (q/k/v, gate/up) are filled in from the model's parsed config
+ * (the planner reads it), which is also checked against the shard count
+ * before anything moves.  After a
  * preset's plan is applied, tpl__preset_check refuses a checkpoint that
  * lacks a tensor the preset must shard in some layer, or has a layer
  * tensor of two or more dims no rule names: a wrong shard must never pass
@@ -19,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
 #include "jsonu.h"
 #include "model.h"
 #include "preset_tables.h"
@@ -347,6 +347,8 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
            mlc ? " [mlc names]" : "", what);
   plan = tpl__plan_new(source);
   if (plan == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  plan->preset = p;
+  plan->preset_mlc = mlc;
   rc = mlc ? add_templates(plan, p->mlc, p->nmlc, &s, what, err)
            : add_templates(plan, p->hf, p->nhf, &s, what, err);
   if (rc != 0) {
@@ -392,64 +394,6 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
                    mt ? mt : "(none)");
 }
 
-/* --- reading the config from the model's directory --- */
-
-static int load_config(const struct tpl_model *m, const char *why, char **path,
-                       json_t **out, struct tpl_error *err) {
-  const char *fname =
-      m->format == TPL_FMT_MLC ? "mlc-chat-config.json" : "config.json";
-  char *buf = NULL;
-  size_t len;
-  int rc;
-  *path = tpl__path_join(m->dir, fname);
-  if (*path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(*path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc == -ENOENT)
-    return tpl__fail(err, rc,
-                     "%s: not found; %s needs it for the model's sizes "
-                     "(pass --plan FILE to use a plan file instead)",
-                     *path, why);
-  if (rc != 0) return rc;
-  rc = tpl__json_parse_object(buf, len, *path, out, err);
-  free(buf);
-  return rc;
-}
-
-static int build_from_dir(const char *name, const struct tpl_model *m,
-                          uint32_t nshards, struct tpl__plan **out,
-                          struct tpl_error *err) {
-  char why[128], *path = NULL;
-  json_t *cfg = NULL;
-  int mlc = m->format == TPL_FMT_MLC, rc;
-  if (name != NULL)
-    snprintf(why, sizeof(why), "preset '%s'", name);
-  else
-    snprintf(why, sizeof(why), "--plan auto");
-  rc = load_config(m, why, &path, &cfg, err);
-  if (rc == 0 && name == NULL)
-    rc = tpl__preset_detect(cfg, mlc, path, &name, err);
-  if (rc == 0)
-    rc = tpl__preset_from_config(name, mlc, cfg, path, nshards, out, err);
-  json_decref(cfg);
-  free(path);
-  return rc;
-}
-
-int tpl__preset_build(const char *name, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err) {
-  if (!tpl__preset_known(name))
-    return tpl__fail(err, TPL_EPLAN,
-                     "preset '%s': expected one of %s, found no such preset",
-                     name, tpl__preset_names());
-  return build_from_dir(name, m, nshards, out, err);
-}
-
-int tpl__preset_auto(const struct tpl_model *m, uint32_t nshards,
-                     struct tpl__plan **out, struct tpl_error *err) {
-  return build_from_dir(NULL, m, nshards, out, err);
-}
-
 /* --- checking a model against its preset --- */
 
 /* The layer a tensor belongs to: its first dot-separated component made
@@ -484,22 +428,6 @@ static const char *base_name(const char *name, char *buf, size_t len) {
     }
   }
   return name;
-}
-
-/* Which preset and naming a plan came from, from its source line
- * ("preset NAME[ [mlc names]] (...)"); NULL for plan files. */
-static const struct tpl__preset_def *plan_preset(const struct tpl__plan *p,
-                                                 int *mlc) {
-  char name[64];
-  const char *s = p->source, *end;
-  if (strncmp(s, "preset ", 7) != 0) return NULL;
-  s += 7;
-  end = strchr(s, ' ');
-  if (end == NULL || (size_t)(end - s) >= sizeof(name)) return NULL;
-  memcpy(name, s, (size_t)(end - s));
-  name[end - s] = '\0';
-  *mlc = strncmp(end, " [mlc names]", 12) == 0;
-  return find_preset(name);
 }
 
 /* A tensor inside a layer, with two or more dims, that no rule names: a
@@ -613,23 +541,19 @@ static int layer_is_moe(const struct moe_layers *k, size_t layer) {
   return k->all;
 }
 
-/* Reads where the config puts MoE layers into *k, which borrows from
- * *cfg (the caller's, json_decref).  A config that cannot be read leaves
- * them unknown: the tensors' names decide. */
+/* Reads where the config `cfg` (the preset's config.json or
+ * mlc-chat-config.json, may be NULL) puts MoE layers into *k, which
+ * borrows from it.  A config without them leaves them unknown: the
+ * tensors' names decide. */
 static void config_moe_layers(const struct tpl__preset_def *d, int mlc,
-                              const struct tpl_model *m, json_t **cfg,
-                              struct moe_layers *k) {
+                              const json_t *cfg, struct moe_layers *k) {
   unsigned kinds = TPL_P_KIND_DS | TPL_P_KIND_STEP | TPL_P_KIND_EXPERTS;
   struct tpl_error ignored;
   const json_t *obj;
-  char *path = NULL;
   memset(k, 0, sizeof(*k));
-  *cfg = NULL;
-  if ((d->flags & kinds) != 0 &&
-      load_config(m, "the preset check", &path, cfg, &ignored) == 0 &&
-      sizes_object(*cfg, mlc, d->flags, path, &obj, &ignored) == 0)
+  if ((d->flags & kinds) != 0 && cfg != NULL &&
+      sizes_object(cfg, mlc, d->flags, "config", &obj, &ignored) == 0)
     read_moe_layers(obj, d->flags, k);
-  free(path);
 }
 
 /* The template a layer lacks: every layer needs all TPL_REQ_LAYER ones
@@ -678,17 +602,15 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
 }
 
 int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
-                      const struct tpl__strategy *s, struct tpl_error *err) {
-  int mlc = 0, rc;
-  const struct tpl__preset_def *d = plan_preset(p, &mlc);
+                      const struct tpl__strategy *s, const json_t *config,
+                      struct tpl_error *err) {
+  const struct tpl__preset_def *d = p->preset;
   struct moe_layers k;
-  json_t *cfg = NULL;
+  int rc;
   if (d == NULL) return 0;
   rc = check_unmatched(p, m, s, err);
   if (rc != 0) return rc;
-  config_moe_layers(d, mlc, m, &cfg, &k);
-  rc = mlc ? check_required(p, d->mlc, d->nmlc, m, &k, err)
-           : check_required(p, d->hf, d->nhf, m, &k, err);
-  json_decref(cfg);
-  return rc;
+  config_moe_layers(d, p->preset_mlc, config, &k);
+  return p->preset_mlc ? check_required(p, d->mlc, d->nmlc, m, &k, err)
+                       : check_required(p, d->hf, d->nhf, m, &k, err);
 }

@@ -23,7 +23,8 @@ const char *tpl__preset_names(void);
  * mlc-chat-config.json (sizes read from its "model_config").  `what`
  * names the config file in messages.  Checks heads, kv heads and
  * intermediate size divide by `nshards` (TPL_EINDIVISIBLE naming the
- * number and the shard counts 1..64 that would work).  *out is freed with
+ * number and the shard counts 1..64 that would work).  The plan records
+ * the preset it came from (preset, preset_mlc).  *out is freed with
  * tpl__plan_free.  Returns 0, TPL_EPLAN (unknown name), TPL_EFORMAT (bad
  * config), TPL_EINDIVISIBLE or -ENOMEM. */
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
@@ -37,26 +38,19 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
 int tpl__preset_detect(const json_t *config, int mlc, const char *what,
                        const char **name, struct tpl_error *err);
 
-/* Builds preset `name` for model `m`, reading m->dir's config.json (or
- * mlc-chat-config.json when m->format is TPL_FMT_MLC).  A missing config
- * is -ENOENT with a hint to pass --plan FILE. */
-int tpl__preset_build(const char *name, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err);
-
-/* Like tpl__preset_build with the preset chosen by tpl__preset_detect. */
-int tpl__preset_auto(const struct tpl_model *m, uint32_t nshards,
-                     struct tpl__plan **out, struct tpl_error *err);
-
-/* Checks model `m` against the preset plan `p` came from, after
- * tpl__plan_apply filled `s` (one strategy per tensor); plans from files
- * pass unchecked.  Refuses (TPL_EPLAN, naming the preset, the tensor or
- * glob and the layer) a tensor of 2 or more dims inside a layer that no
- * rule matched, a layer without a tensor the preset must shard there, and
- * a model where no layer matches the preset at all.  Quantized params
- * (".q_weight", ".q_scale", ".weight_scale_inv") count for their weight.
- * Returns 0, TPL_EPLAN or -ENOMEM. */
+/* Checks model `m` against the preset plan `p` was built from
+ * (p->preset), after tpl__plan_apply filled `s` (one strategy per
+ * tensor); plans from files pass unchecked.  `config` is the parsed
+ * config the preset was built from (NULL if none), which says where a
+ * mixture-of-experts model puts its MoE layers.  Refuses (TPL_EPLAN,
+ * naming the preset, the tensor or glob and the layer) a tensor of 2 or
+ * more dims inside a layer that no rule matched, a layer without a
+ * tensor the preset must shard there, and a model where no layer matches
+ * the preset at all.  Quantized params (".q_weight", ".q_scale",
+ * ".weight_scale_inv") count for their weight.  Returns 0, TPL_EPLAN or
+ * -ENOMEM. */
 int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
-                      const struct tpl__strategy *s, struct tpl_error *err);
+                      const struct tpl__strategy *s, const json_t *config,
+                      struct tpl_error *err);
 
 #endif

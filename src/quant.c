@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "fileio.h"
 #include "jsonu.h"
 #include "quant.h"
 
@@ -135,37 +134,6 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
     rc = parse_shards(json_object_get(cfg, "tensor_parallel_shards"), what, &r,
                       err);
   if (rc == 0) *q = r;
-  return rc;
-}
-
-int tpl__quant_info_load(const struct tpl_model *m, struct tpl__quant_info *q,
-                         struct tpl_error *err) {
-  int mlc = m->format == TPL_FMT_MLC;
-  char *path =
-      tpl__path_join(m->dir, mlc ? "mlc-chat-config.json" : "config.json");
-  char *buf = NULL;
-  json_t *cfg = NULL;
-  size_t len;
-  int rc;
-  tpl__quant_info_init(q);
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc == -ENOENT) {
-    rc = 0; /* no config: nothing known, defaults stand */
-  } else if (rc == 0) {
-    rc = tpl__json_parse_object(buf, len, path, &cfg, err);
-    if (rc == 0) rc = tpl__quant_info_parse(cfg, mlc, path, q, err);
-  }
-  /* An HF config.json only refines fp8 block sizes; a plan file must not
-   * start failing on a config it never needed.  MLC's scheme decides how
-   * quantized params are cut, so its config's errors stand. */
-  if (rc != 0 && !mlc) {
-    tpl__quant_info_init(q);
-    rc = 0;
-  }
-  json_decref(cfg);
-  free(buf);
-  free(path);
   return rc;
 }
 

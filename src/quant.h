@@ -73,12 +73,6 @@ void tpl__quant_info_init(struct tpl__quant_info *q);
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                           struct tpl__quant_info *q, struct tpl_error *err);
 
-/* Like tpl__quant_info_parse on m->dir's mlc-chat-config.json (MLC) or
- * config.json; a missing file, or any error in an HF config.json, leaves
- * `q` at its defaults and returns 0. */
-int tpl__quant_info_load(const struct tpl_model *m, struct tpl__quant_info *q,
-                         struct tpl_error *err);
-
 /* Refuses, for nshards > 1, the schemes MLC refuses under tensor
  * parallelism: KN layouts (q3f16_0, q4f16_0, q4bf16_0: compile.py), ft-quant
  * (compile.py, convert_weight.py) and AWQ (its layers carry no shard

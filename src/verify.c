@@ -10,11 +10,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "checkpoint.h"
+#include "ckpt_files.h"
 #include "dtype.h"
 #include "fileio.h"
 #include "job.h"
 #include "jsonu.h"
-#include "readers.h"
+#include "planner.h"
 #include "shardinfo.h"
 #include "verify.h"
 

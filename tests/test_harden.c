@@ -13,11 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "cli.h"
+#include "fmt_safetensors.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
-#include "readers.h"
 #include "ready.h"
 #include "stall.h"
 #include "tap.h"
@@ -57,7 +58,7 @@ static void test_index_weight_map_nul_refused(void) {
       "{\"weight_map\": {\"a\": \"model.safetensors\\u0000.evil\"}}";
   struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, "/nonexistent");
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(tpl__st_index_parse(idx, strlen(idx), "/nonexistent", m, &err),
+  CHECK_EQ_INT(tpl__checkpoint_index(idx, strlen(idx), "/nonexistent", m, &err),
                TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "\\u0000");
   tpl__model_free(m);
@@ -69,8 +70,8 @@ static void test_mlc_format_nul_refused(void) {
       " \"format\": \"raw-shard\\u0000x\", \"nbytes\": 0, \"records\": []}]}";
   struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(tpl__mlc_parse(cache, strlen(cache), "/nonexistent",
-                              "tensor-cache.json", m, &err),
+  CHECK_EQ_INT(tpl__checkpoint_mlc(cache, strlen(cache), "/nonexistent",
+                                   "tensor-cache.json", m, &err),
                TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "key 'format'");
   tpl__model_free(m);

@@ -10,9 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
+#include "fmt_mlc_cache.h"
 #include "model.h"
-#include "readers.h"
 #include "tap.h"
 #include "tmpdir.h"
 
@@ -34,7 +35,8 @@ static int parse(const char *dir, const char *json, struct tpl_model **out) {
   struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, dir);
   int rc;
   memset(&err, 0, sizeof(err));
-  rc = tpl__mlc_parse(json, strlen(json), dir, "tensor-cache.json", m, &err);
+  rc = tpl__checkpoint_mlc(json, strlen(json), dir, "tensor-cache.json", m,
+                           &err);
   if (out != NULL && rc == 0)
     *out = m;
   else
@@ -515,7 +517,28 @@ static void test_overlap(void) {
   CHECK_STR_CONTAINS(err.msg, "overlapping tensor 'b' at [32, 48)");
 }
 
+/* The parser alone touches no file: a cache of a directory that does not
+ * exist gives its files, unopened, at the sizes the cache declares. */
+static void test_parse_only_reads_no_file(void) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
+  memset(&err, 0, sizeof(err));
+  CHECK_EQ_INT(tpl__mlc_parse(valid_json, strlen(valid_json),
+                              "/nonexistent/tensor-cache.json", m, &err),
+               0);
+  CHECK_EQ_U64(m->ntensors, 4);
+  CHECK_EQ_U64(m->nfiles, 2);
+  if (m->nfiles == 2) {
+    CHECK(strcmp(m->files[0].name, S0) == 0);
+    CHECK(strcmp(m->files[0].path, "/nonexistent/" S0) == 0);
+    CHECK_EQ_U64(m->files[0].size, 64);
+    CHECK_EQ_U64(m->files[1].size, 24);
+    CHECK_EQ_INT(m->files[0].fd, -1);
+  }
+  tpl__model_free(m);
+}
+
 int main(void) {
+  RUN(test_parse_only_reads_no_file);
   RUN(test_valid_two_shards);
   RUN(test_valid_via_model_open);
   RUN(test_scalar_and_empty);

@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "presets.h"
 #include "shardinfo.h"
 #include "tap.h"

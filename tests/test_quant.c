@@ -25,11 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "dtype.h"
 #include "job.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "quant.h"
 #include "synth.h"
 #include "tap.h"

@@ -10,10 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt_files.h"
 #include "common.h"
 #include "dtype.h"
+#include "fmt_safetensors.h"
 #include "model.h"
-#include "readers.h"
 #include "tap.h"
 
 #define FNAME "t.safetensors"

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "fmt_safetensors.h"
 #include "model.h"
-#include "readers.h"
 #include "st_writer.h"
 #include "tap.h"
 

@@ -1,4 +1,4 @@
-/* safetensors.c - the strict safetensors reader.  A file is an 8-byte
+/* fmt_safetensors.c - the strict safetensors reader.  A file is an 8-byte
  * little-endian header length N, N bytes of UTF-8 JSON (an object mapping
  * tensor names to {dtype, shape, data_offsets}, plus an optional
  * "__metadata__" object of strings), then the data section.  Every rule is
@@ -7,18 +7,17 @@
  * each entry, dtypes, shapes, offsets, names, that each tensor's byte range
  * matches its shape, that the ranges tile the data section exactly, and that
  * the file ends where the data does.  Tensors are appended in data-offset
- * order (checkpoint order) with absolute file offsets.  Only the header is
- * ever read; tensor bytes are left to the engine. */
+ * order (checkpoint order) with absolute file offsets.  It parses bytes
+ * already in memory: the checkpoint loader reads the header, and tensor
+ * bytes are left to the engine. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dtype.h"
-#include "fileio.h"
+#include "fmt_safetensors.h"
 #include "jsonu.h"
-#include "readers.h"
 
 #define METADATA_KEY "__metadata__"
 
@@ -529,72 +528,5 @@ int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
 fail:
   free(es);
   json_decref(root);
-  return rc;
-}
-
-/* Reads the 8-byte prefix and the header of an open file into a malloc'd
- * buffer of 8 + N bytes (*out, caller frees). */
-static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
-                       size_t *out_len, struct tpl_error *err) {
-  uint8_t prefix[8];
-  size_t got = size < 8 ? (size_t)size : 8;
-  uint64_t hlen;
-  uint8_t *b;
-  int rc = tpl__pread_full(fd, prefix, got, 0);
-  if (rc == -EIO)
-    return tpl__fail(err, rc,
-                     "%s: expected %zu bytes of header length, found the "
-                     "file ending early (it shrank or lies about its size)",
-                     path, got);
-  if (rc != 0)
-    return tpl__fail(err, rc, "%s: cannot read the header length: %s", path,
-                     tpl_strerror(rc));
-  rc = tpl__st_header_len(prefix, got, size, path, &hlen, err);
-  if (rc != 0) return rc;
-  b = malloc((size_t)hlen + 8);
-  if (b == NULL) return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
-  memcpy(b, prefix, 8);
-  rc = tpl__pread_full(fd, b + 8, (size_t)hlen, 8);
-  if (rc == -EIO) {
-    free(b);
-    return tpl__fail(err, rc,
-                     "%s: expected a %llu-byte header, found the file ending "
-                     "early (it shrank while being read)",
-                     path, (unsigned long long)hlen);
-  }
-  if (rc != 0) {
-    free(b);
-    return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s", path,
-                     (unsigned long long)hlen, tpl_strerror(rc));
-  }
-  *out = b;
-  *out_len = (size_t)hlen + 8;
-  return 0;
-}
-
-int tpl__st_load(const char *path, const char *name, struct tpl_model *m,
-                 struct tpl_error *err) {
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  uint64_t size;
-  uint32_t idx;
-  int fd, rc = tpl__open_regular(path, &fd, &size, err);
-  if (rc != 0) return rc;
-  rc = read_header(fd, size, path, &buf, &len, err);
-  if (rc != 0) {
-    close(fd);
-    return rc;
-  }
-  /* The model keeps this descriptor: the engine reads what was checked. */
-  rc = tpl__model_add_file(m, path, name, size, &idx);
-  if (rc != 0) {
-    close(fd);
-    rc = tpl__fail(err, rc, "%s: out of memory", path);
-  } else if ((rc = tpl__model_hold_fd(m, idx, fd)) != 0) {
-    rc = tpl__fail(err, rc, "%s: cannot stat: %s", path, strerror(-rc));
-  } else {
-    rc = tpl__st_parse(buf, len, size, path, idx, m, err);
-  }
-  free(buf);
   return rc;
 }

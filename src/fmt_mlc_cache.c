@@ -1,12 +1,14 @@
-/* mlc_cache.c - MLC LLM weight directories: tensor-cache.json (or the older
- * ndarray-cache.json) lists shard files ({"dataPath": "params_shard_0.bin",
- * "format": "raw-shard", "nbytes": N, "records": [...]}) and, inside each,
- * the tensors it holds ({"name", "shape", "dtype", "format": "raw" |
- * "f32-to-bf16", "nbytes", "byteOffset"}).  This reader checks every record
- * strictly -- confined file names, file sizes, dtype and byte counts,
- * ranges inside the file, no overlaps, no duplicate names -- and appends
- * the tensors to the model in file order, then byteOffset order.  Formats
- * are read as TVM reads them: MLC converts with encode_format
+/* fmt_mlc_cache.c - MLC LLM weight directories: tensor-cache.json (or the
+ * older ndarray-cache.json) lists shard files ({"dataPath":
+ * "params_shard_0.bin", "format": "raw-shard", "nbytes": N, "records":
+ * [...]}) and, inside each, the tensors it holds ({"name", "shape",
+ * "dtype", "format": "raw" | "f32-to-bf16", "nbytes", "byteOffset"}).
+ * This parser reads the cache from bytes and checks every record strictly
+ * -- plain file names, dtype and byte counts, ranges inside the file's
+ * declared size, no overlaps, no duplicate names -- and appends the files
+ * (not opened: the checkpoint loader opens them and checks their size)
+ * and the tensors to the model in file order, then byteOffset order.
+ * Formats are read as TVM reads them: MLC converts with encode_format
  * "f32-to-bf16", which TVM's dump_tensor_cache writes on every record;
  * only a float32 record is then stored as bf16 (numel x 2 bytes, decoded
  * to numel x 4), every other dtype is raw.  A cache presharded by MLC
@@ -16,15 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dtype.h"
 #include "fileio.h"
+#include "fmt_mlc_cache.h"
 #include "jsonu.h"
-#include "readers.h"
 
 struct mlc_ctx {
-  const char *dir;
   const char *what; /* "DIR/tensor-cache.json" */
   json_t *names;    /* tensor name -> dataPath, across all files */
   json_t *paths;    /* dataPath set */
@@ -34,7 +34,7 @@ struct mlc_ctx {
 struct shard {
   const char *data_path; /* borrowed from the JSON */
   uint32_t file;
-  uint64_t size;
+  uint64_t size; /* as "nbytes" declares it */
   struct tpl__tensor *t;
   size_t n;
 };
@@ -278,67 +278,41 @@ static int check_overlaps(struct mlc_ctx *c, const struct shard *s,
   return 0;
 }
 
-static int open_shard(struct mlc_ctx *c, json_t *frec, size_t i,
-                      struct tpl_model *m, struct shard *s,
-                      struct tpl_error *err) {
+/* The shard file's name and size as the cache declares them; the
+ * checkpoint loader opens it later and checks the size on disk. */
+static int read_shard_header(struct mlc_ctx *c, json_t *frec, size_t i,
+                             struct shard *s, json_t **recs,
+                             struct tpl_error *err) {
   json_t *dp = json_object_get(frec, "dataPath");
-  char ctx[64], *path = NULL;
-  int fd, rc;
+  json_t *fmt = json_object_get(frec, "format");
+  char ctx[64];
+  int rc;
   snprintf(ctx, sizeof(ctx), "file record %zu", i);
   if (!json_is_string(dp))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: expected a \"dataPath\" string, found %s",
                      c->what, ctx, dp ? "another JSON type" : "none");
   s->data_path = json_string_value(dp);
-  rc = tpl__member_path(c->dir, s->data_path, json_string_length(dp), c->what,
-                        ctx, &path, err);
+  rc = tpl__model_check_file_name(s->data_path, json_string_length(dp), c->what,
+                                  ctx, err);
   if (rc != 0) return rc;
-  if (json_object_get(c->paths, s->data_path) != NULL) {
-    free(path);
+  if (json_object_get(c->paths, s->data_path) != NULL)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: expected each dataPath once, found '%s' again",
                      c->what, ctx, s->data_path);
-  }
-  rc = tpl__open_regular(path, &fd, &s->size, err);
-  if (rc == TPL_EFORMAT)
-    rc = tpl__fail(err, rc,
-                   "%s: %s: expected '%s' to be a regular file, found "
-                   "another file type",
-                   c->what, ctx, s->data_path);
-  if (rc == 0) {
-    rc = tpl__model_add_file(m, path, s->data_path, s->size, &s->file);
-    if (rc != 0) close(fd);
-    if (rc == 0) rc = tpl__model_hold_fd(m, s->file, fd); /* read once */
-    if (rc != 0) rc = tpl__fail(err, rc, "%s: %s", path, tpl_strerror(rc));
-  }
-  free(path);
-  if (rc == 0 && json_object_set_new(c->paths, s->data_path, json_true()))
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
-  return rc;
-}
-
-static int check_shard_header(struct mlc_ctx *c, json_t *frec,
-                              const struct shard *s, json_t **recs,
-                              struct tpl_error *err) {
-  json_t *fmt = json_object_get(frec, "format");
-  uint64_t nbytes;
+  if (json_object_set_new(c->paths, s->data_path, json_true()) != 0)
+    return tpl__fail(err, -ENOMEM, "out of memory");
   if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "raw-shard"))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: file '%s': expected format \"raw-shard\", found "
                      "'%s'",
                      c->what, s->data_path,
                      json_is_string(fmt) ? json_string_value(fmt) : "");
-  if (tpl__json_u64(json_object_get(frec, "nbytes"), &nbytes) != 0)
+  if (tpl__json_u64(json_object_get(frec, "nbytes"), &s->size) != 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: file '%s': expected \"nbytes\" to be a "
                      "non-negative integer, found another value",
                      c->what, s->data_path);
-  if (nbytes != s->size)
-    return tpl__fail(err, TPL_EFORMAT,
-                     "%s: file '%s': expected %llu bytes on disk as "
-                     "\"nbytes\" says, found %llu",
-                     c->what, s->data_path, (unsigned long long)nbytes,
-                     (unsigned long long)s->size);
   *recs = json_object_get(frec, "records");
   if (!json_is_array(*recs))
     return tpl__fail(err, TPL_EFORMAT,
@@ -348,10 +322,20 @@ static int check_shard_header(struct mlc_ctx *c, json_t *frec,
   return 0;
 }
 
+static int add_shard_file(struct tpl_model *m, struct shard *s,
+                          struct tpl_error *err) {
+  char *path = tpl__path_join(m->dir, s->data_path);
+  int rc = path ? tpl__model_add_file(m, path, s->data_path, s->size, &s->file)
+                : -ENOMEM;
+  free(path);
+  if (rc != 0) return tpl__fail(err, rc, "%s: out of memory", s->data_path);
+  return 0;
+}
+
 static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                        struct tpl_model *m, struct tpl_error *err) {
   struct shard s = {0};
-  json_t *recs, *rec;
+  json_t *recs = NULL, *rec;
   size_t k;
   int rc;
   if (!json_is_object(frec))
@@ -359,8 +343,8 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                      "%s: file record %zu: expected an object, found "
                      "another JSON type",
                      c->what, i);
-  rc = open_shard(c, frec, i, m, &s, err);
-  if (rc == 0) rc = check_shard_header(c, frec, &s, &recs, err);
+  rc = read_shard_header(c, frec, i, &s, &recs, err);
+  if (rc == 0) rc = add_shard_file(m, &s, err);
   if (rc != 0) return rc;
   s.t = calloc(json_array_size(recs) + 1, sizeof(*s.t));
   if (s.t == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -403,22 +387,23 @@ static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_model *m,
     rc = parse_shard(c, frec, i, m, err);
     if (rc != 0) return rc;
   }
-  if (m->ntensors == 0)
-    return tpl__fail(err, TPL_EFORMAT,
-                     "%s: expected at least one tensor record, found none",
-                     c->what);
   return 0;
 }
 
-int tpl__mlc_parse(const char *buf, size_t len, const char *dir,
-                   const char *cache_name, struct tpl_model *m,
-                   struct tpl_error *err) {
-  struct mlc_ctx c = {.dir = dir};
+int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
+                            struct tpl_error *err) {
+  if (m->ntensors == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected at least one tensor record, found none",
+                     what);
+  return 0;
+}
+
+int tpl__mlc_parse(const char *buf, size_t len, const char *what,
+                   struct tpl_model *m, struct tpl_error *err) {
+  struct mlc_ctx c = {.what = what};
   json_t *root = NULL;
-  char *what = tpl__path_join(dir, cache_name);
   int rc;
-  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  c.what = what;
   c.names = json_object();
   c.paths = json_object();
   if (c.names == NULL || c.paths == NULL) {
@@ -431,6 +416,5 @@ out:
   json_decref(root);
   json_decref(c.names);
   json_decref(c.paths);
-  free(what);
   return rc;
 }

@@ -1,0 +1,203 @@
+/* checkpoint.c - opening a checkpoint: tpl__model_open decides what kind
+ * of checkpoint a path holds (one .safetensors file, a directory with
+ * model.safetensors, a sharded index, an MLC weight directory) and runs
+ * its driver.  A driver reads the format's JSON, hands the bytes to the
+ * format's parser (fmt_*.c, which only parse), and opens the member files
+ * the parser listed through the loader (ckpt_files.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "checkpoint.h"
+#include "ckpt_files.h"
+#include "fileio.h"
+#include "fmt_mlc_cache.h"
+#include "fmt_st_index.h"
+
+#define INDEX_NAME "model.safetensors.index.json"
+
+/* --- the drivers of the JSON-described formats --- */
+
+static int load_index_files(const struct tpl__st_index *ix, const char *dir,
+                            const char *what, struct tpl_model *m,
+                            struct tpl_error *err) {
+  for (size_t i = 0; i < tpl__st_index_nfiles(ix); i++) {
+    const char *first, *fname = tpl__st_index_file(ix, i, &first);
+    char ctx[TPL_MAX_NAME + 16], *path = NULL;
+    int rc;
+    snprintf(ctx, sizeof(ctx), "tensor '%s'", first);
+    rc = tpl__member_path(dir, fname, strlen(fname), what, ctx, &path, err);
+    if (rc != 0) return rc;
+    rc = tpl__st_load(path, fname, m, err);
+    free(path);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int tpl__checkpoint_index(const char *buf, size_t len, const char *dir,
+                          struct tpl_model *m, struct tpl_error *err) {
+  struct tpl__st_index *ix = NULL;
+  char *what = tpl__path_join(dir, INDEX_NAME);
+  int rc;
+  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__st_index_parse(buf, len, what, &ix, err);
+  if (rc == 0) rc = load_index_files(ix, dir, what, m, err);
+  if (rc == 0) rc = tpl__st_index_check(ix, m, err);
+  tpl__st_index_free(ix);
+  free(what);
+  return rc;
+}
+
+/* File i of an MLC model is the cache's file record i; the parser gave
+ * it the path dir/dataPath that tpl__member_path confines here. */
+static int open_mlc_files(const char *dir, const char *what,
+                          struct tpl_model *m, struct tpl_error *err) {
+  for (uint32_t i = 0; i < m->nfiles; i++) {
+    const char *name = m->files[i].name;
+    char ctx[64], *path = NULL;
+    int rc;
+    snprintf(ctx, sizeof(ctx), "file record %u", i);
+    rc = tpl__member_path(dir, name, strlen(name), what, ctx, &path, err);
+    free(path);
+    if (rc == 0) rc = tpl__member_open(m, i, what, ctx, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
+                        const char *cache_name, struct tpl_model *m,
+                        struct tpl_error *err) {
+  char *what = tpl__path_join(dir, cache_name);
+  int rc;
+  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__mlc_parse(buf, len, what, m, err);
+  if (rc == 0) rc = open_mlc_files(dir, what, m, err);
+  if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
+  free(what);
+  return rc;
+}
+
+/* --- format detection --- */
+
+static int open_single_file(const char *path, struct tpl_model **out,
+                            struct tpl_error *err) {
+  char *dir = strdup(path), *slash, *base;
+  struct tpl_model *m;
+  int rc;
+  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  slash = strrchr(dir, '/');
+  base = slash ? slash + 1 : dir;
+  if (slash == dir)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  m = tpl__model_new(TPL_FMT_SAFETENSORS, slash ? dir : ".");
+  if (m == NULL) {
+    free(dir);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  rc = tpl__st_load(path, slash ? path + (base - dir) : path, m, err);
+  free(dir);
+  if (rc != 0) {
+    tpl__model_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+static int open_json_driven(const char *dir, const char *name, int format,
+                            struct tpl_model **out, struct tpl_error *err) {
+  char *path = tpl__path_join(dir, name), *buf = NULL;
+  size_t len = 0;
+  struct tpl_model *m = NULL;
+  int rc;
+  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc != 0) goto fail;
+  m = tpl__model_new(format, dir);
+  if (m == NULL) {
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (format == TPL_FMT_ST_INDEX)
+    rc = tpl__checkpoint_index(buf, len, dir, m, err);
+  else
+    rc = tpl__checkpoint_mlc(buf, len, dir, name, m, err);
+  if (rc != 0) goto fail;
+  free(path);
+  free(buf);
+  *out = m;
+  return 0;
+fail:
+  tpl__model_free(m);
+  free(path);
+  free(buf);
+  return rc;
+}
+
+static int open_directory(const char *dir, struct tpl_model **out,
+                          struct tpl_error *err) {
+  static const struct {
+    const char *name;
+    int format;
+  } probes[] = {
+      {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
+      {"tensor-cache.json", TPL_FMT_MLC},
+      {"ndarray-cache.json", TPL_FMT_MLC},
+  };
+  char *single;
+  int rc;
+  for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+    char *p = tpl__path_join(dir, probes[i].name);
+    int found = p != NULL && tpl__exists(p);
+    free(p);
+    if (found)
+      return open_json_driven(dir, probes[i].name, probes[i].format, out, err);
+  }
+  single = tpl__path_join(dir, "model.safetensors");
+  if (single == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (!tpl__exists(single)) {
+    free(single);
+    return tpl__fail(err, TPL_ENOMODEL,
+                     "%s: expected model.safetensors, "
+                     "model.safetensors.index.json, tensor-cache.json or "
+                     "ndarray-cache.json, found none",
+                     dir);
+  }
+  rc = open_single_file(single, out, err);
+  if (rc == 0) {
+    free((*out)->dir);
+    (*out)->dir = strdup(dir);
+    if ((*out)->dir == NULL) {
+      tpl__model_free(*out);
+      rc = tpl__fail(err, -ENOMEM, "out of memory");
+    }
+  }
+  free(single);
+  return rc;
+}
+
+/* Every member stays open from validation to the end of the load (see
+ * tpl__model_hold_fd); a model of more files than the soft descriptor
+ * limit (1024 by default) must not fail for that, so take the hard one. */
+static void raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+int tpl__model_open(const char *path, struct tpl_model **out,
+                    struct tpl_error *err) {
+  raise_fd_limit();
+  if (!tpl__exists(path))
+    return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);
+  if (tpl__is_dir(path)) return open_directory(path, out, err);
+  return open_single_file(path, out, err);
+}

@@ -1,0 +1,169 @@
+/* planner.c - turns --plan into a plan for one model, on top of plan
+ * files (plan.c) and presets (presets.c): "auto" detects the preset from
+ * the model's config (config.json, or mlc-chat-config.json for an MLC
+ * weight directory), a preset name builds that preset from the same
+ * config, anything else is a plan file.  The config is read once and
+ * also gives the plan its quantization facts (quant.c) and the preset
+ * check the model's MoE layout.  This is the only place a plan's inputs
+ * are read from disk; plans, presets and quantization only parse. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fileio.h"
+#include "jsonu.h"
+#include "planner.h"
+#include "presets.h"
+
+/* The model's config file, read at most once. */
+struct config {
+  char *path;   /* m->dir/config.json or mlc-chat-config.json; owned */
+  json_t *json; /* owned; NULL until read successfully */
+  int mlc;      /* an MLC weight directory's mlc-chat-config.json */
+  int read;     /* reading it was tried */
+};
+
+static void config_clear(struct config *c) {
+  free(c->path);
+  json_decref(c->json);
+}
+
+/* Reads and parses the config; returns 0, -ENOENT when there is none, or
+ * another code with err naming the file. */
+static int config_read(const struct tpl_model *m, struct config *c,
+                       struct tpl_error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  int rc;
+  c->read = 1;
+  c->mlc = m->format == TPL_FMT_MLC;
+  c->path =
+      tpl__path_join(m->dir, c->mlc ? "mlc-chat-config.json" : "config.json");
+  if (c->path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__read_file(c->path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc == 0) rc = tpl__json_parse_object(buf, len, c->path, &c->json, err);
+  free(buf);
+  return rc;
+}
+
+/* A preset needs the config for the model's sizes: `why` ("preset 'x'",
+ * "--plan auto") says who in the message for a missing one. */
+static int config_require(const struct tpl_model *m, const char *why,
+                          struct config *c, struct tpl_error *err) {
+  int rc = config_read(m, c, err);
+  if (rc == -ENOENT)
+    return tpl__fail(err, rc,
+                     "%s: not found; %s needs it for the model's sizes "
+                     "(pass --plan FILE to use a plan file instead)",
+                     c->path, why);
+  return rc;
+}
+
+/* Preset `name`, or the one the config asks for when `name` is NULL. */
+static int build_preset(const char *name, const struct tpl_model *m,
+                        uint32_t nshards, struct config *c,
+                        struct tpl__plan **out, struct tpl_error *err) {
+  char why[128];
+  int rc;
+  if (name != NULL)
+    snprintf(why, sizeof(why), "preset '%s'", name);
+  else
+    snprintf(why, sizeof(why), "--plan auto");
+  rc = config_require(m, why, c, err);
+  if (rc == 0 && name == NULL)
+    rc = tpl__preset_detect(c->json, c->mlc, c->path, &name, err);
+  if (rc == 0)
+    rc = tpl__preset_from_config(name, c->mlc, c->json, c->path, nshards, out,
+                                 err);
+  return rc;
+}
+
+static int load_plan_file(const char *path, struct tpl__plan **out,
+                          struct tpl_error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  int rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc == -ENOENT)
+    return tpl__fail(err, rc,
+                     "%s: plan file not found (expected a plan file, 'auto' "
+                     "or a preset: %s)",
+                     path, tpl__preset_names());
+  if (rc != 0) return rc;
+  rc = tpl__plan_parse(buf, len, path, out, err);
+  free(buf);
+  return rc;
+}
+
+/* The quantization facts of the config.  A missing config, or any error
+ * in an HF config.json, leaves the defaults: a plan file must not start
+ * failing on a config it never needed (an HF config only refines fp8
+ * block sizes).  MLC's scheme decides how quantized params are cut, so
+ * the errors of its config stand. */
+static int read_quant(const struct tpl_model *m, struct config *c,
+                      struct tpl__quant_info *q, struct tpl_error *err) {
+  int rc = c->read ? 0 : config_read(m, c, err);
+  tpl__quant_info_init(q);
+  if (rc == -ENOENT) return 0;
+  if (rc == 0) rc = tpl__quant_info_parse(c->json, c->mlc, c->path, q, err);
+  if (rc != 0 && !c->mlc) {
+    tpl__quant_info_init(q);
+    rc = 0;
+  }
+  return rc;
+}
+
+static int resolve(const char *arg, const struct tpl_model *m, uint32_t nshards,
+                   struct config *c, struct tpl__plan **out,
+                   struct tpl_error *err) {
+  struct tpl__plan *p = NULL;
+  int rc;
+  if (arg == NULL || strcmp(arg, "auto") == 0)
+    rc = build_preset(NULL, m, nshards, c, &p, err);
+  else if (tpl__preset_known(arg))
+    rc = build_preset(arg, m, nshards, c, &p, err);
+  else
+    rc = load_plan_file(arg, &p, err);
+  if (rc == 0) rc = read_quant(m, c, &p->quant, err);
+  if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
+  if (rc != 0) {
+    tpl__plan_free(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err) {
+  struct config c = {0};
+  int rc = resolve(arg, m, nshards, &c, out, err);
+  config_clear(&c);
+  return rc;
+}
+
+int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
+                        uint32_t nshards, struct tpl__plan **plan,
+                        struct tpl__strategy **strategies,
+                        struct tpl_error *err) {
+  struct config c = {0};
+  struct tpl__plan *p = NULL;
+  struct tpl__strategy *s = NULL;
+  int rc = resolve(arg, m, nshards, &c, &p, err);
+  if (rc == 0) {
+    s = calloc(m->ntensors ? m->ntensors : 1, sizeof(*s));
+    if (s == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  if (rc == 0) rc = tpl__plan_apply(p, m, nshards, s, err);
+  if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
+  config_clear(&c);
+  if (rc != 0) {
+    free(s);
+    tpl__plan_free(p);
+    return rc;
+  }
+  *plan = p;
+  *strategies = s;
+  return 0;
+}

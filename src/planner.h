@@ -1,0 +1,36 @@
+/* planner.h - resolving --plan for a model: a plan file, a preset name or
+ * "auto", with the model's config read once for the preset, its
+ * quantization and the preset check.  DESIGN.md section 3. */
+#ifndef TPL_PLANNER_H
+#define TPL_PLANNER_H
+
+#include <stdint.h>
+
+#include "plan.h"
+
+/* Resolves --plan ARG for model `m` and `nshards`: ARG is a plan file path,
+ * a preset name (llama, mistral, qwen2, gemma, mixtral, phi3, gpt2,
+ * gpt_neox, ...) or "auto" (from m->dir's config.json, or
+ * mlc-chat-config.json for an MLC directory).  Presets read their sizes
+ * from the config and check that heads, kv heads and intermediate size
+ * divide by nshards (TPL_EINDIVISIBLE naming the number and the shard
+ * counts that would work); a preset without its config is -ENOENT with a
+ * hint to pass --plan FILE.  The plan's `quant` is read from the same
+ * config (a missing one, or any error in an HF config.json, leaves the
+ * defaults), and a scheme MLC cannot shard nshards ways is refused
+ * (tpl__quant_check_tp).  *out is the caller's (tpl__plan_free). */
+int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl_error *err);
+
+/* Resolves `arg` (see tpl__plan_resolve), applies it to every tensor of
+ * `m` (tpl__plan_apply) and checks the model against its preset
+ * (tpl__preset_check): on success *plan (tpl__plan_free) and *strategies
+ * (free(); one per tensor, func_name borrowing from *plan) are the
+ * caller's. */
+int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
+                        uint32_t nshards, struct tpl__plan **plan,
+                        struct tpl__strategy **strategies,
+                        struct tpl_error *err);
+
+#endif
