@@ -196,6 +196,7 @@ def selftest():
     good &= _tap(list(got) == [0.25, -0.75, 2.5e-301], "oracle scale F64")
     raw = np.array([0x7FC1], "<u2").tobytes()
     good &= _tap(scale_bias(raw, "BF16", 1) == raw, "oracle N=1 unchanged")
+    good &= grid_selftest()
     return 0 if good else 1
 
 
@@ -778,6 +779,121 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
             e["ranks"] = [raw] * n
         out.append(e)
     return out
+
+
+# ------------------------------------------------- grid (TP x PP x DP)
+#
+# Written from MLC LLM's source, not from src/topology.c:
+# mlc-llm python/mlc_llm/model/llama/llama_model.py, LlamaForCausalLM
+# _set_pp (layer i -> [i // (L // P)], model.norm.weight -> [P - 1],
+# model.embed_tokens.weight and untied lm_head.weight -> list(range(P)));
+# LlamaConfig.__post_init__ (refuses P <= 0 or P > L); and
+# python/mlc_llm/interface/compile.py
+# _apply_preproc_to_params_and_check_pipeline ([0] for every param when
+# P == 1, an assertion for a param without stages otherwise).  A P that
+# does not divide L is refused: _set_pp would name stage P for the last
+# layers, which no worker group has.
+
+def mlc_pipeline_stages(name, layers, pp, tied):
+    """The "pipeline_stages" list MLC writes for param `name`; raises
+    ValueError where MLC (or tpload, for P not dividing L) refuses."""
+    if pp < 1 or pp > layers:
+        raise ValueError("pipeline_parallel_stages %d outside 1..%d"
+                         % (pp, layers))
+    if layers % pp:
+        raise ValueError("%d layers do not split over %d stages"
+                         % (layers, pp))
+    if pp == 1:
+        return [0]
+    m = re.fullmatch(r"model\.layers\.([0-9]+)\..*", name, re.DOTALL)
+    stage_of_layer = np.repeat(np.arange(pp), layers // pp)
+    if m and int(m.group(1)) < layers:
+        return [int(stage_of_layer[int(m.group(1))])]
+    if name == "model.norm.weight":
+        return [pp - 1]
+    if name == "model.embed_tokens.weight" or \
+            (name == "lm_head.weight" and not tied):
+        return list(range(pp))
+    raise ValueError("%s: MLC assigns no pipeline stage" % name)
+
+
+def grid_coords(n, tp, pp):
+    """(d, p, t) of every global rank 0..n-1: rank = (d * P + p) * T + t,
+    i.e. row-major over the shape (D, P, T)."""
+    if tp < 1 or pp < 1 or n % (tp * pp):
+        raise ValueError("-np %d is not a multiple of --tp %d x --pp %d"
+                         % (n, tp, pp))
+    idx = np.unravel_index(np.arange(n), (n // (tp * pp), pp, tp))
+    return [tuple(int(a[r]) for a in idx) for r in range(n)]
+
+
+def expected_grid(model, rules, tp, pp, dp, layers, tied=False,
+                  bias_scaling=True, block=(128, 128)):
+    """What every global rank of a world of tp * pp * dp ranks must hold:
+    a list (one per rank) of (name, dtype, rank_shape, bytes) in
+    checkpoint order -- the tensors of its stage (mlc_pipeline_stages),
+    each cut as shard t of tp (expected_shards with n = tp)."""
+    exp = expected_shards(model, rules, tp, bias_scaling, block)
+    stages = {e["name"]: mlc_pipeline_stages(e["name"], layers, pp, tied)
+              for e in exp}
+    out = []
+    for d, p, t in grid_coords(tp * pp * dp, tp, pp):
+        out.append([(e["name"], e["dtype"], e["rank_shape"], e["ranks"][t])
+                    for e in exp if p in stages[e["name"]]])
+    return out
+
+
+def _grid_model():
+    """A 4-layer llama-like model of uint8 tensors filled 0,1,2,...:
+    embed [4,2], per layer w [4] (sharded dim 0) and n [2] (replicated),
+    norm [2], lm_head [4,2]."""
+    names = ["model.embed_tokens.weight"]
+    for i in range(4):
+        names += ["model.layers.%d.w" % i, "model.layers.%d.n" % i]
+    names += ["model.norm.weight", "lm_head.weight"]
+    model = []
+    for k, name in enumerate(names):
+        shape = [2] if name.endswith((".n", "norm.weight")) else \
+            [4] if name.endswith(".w") else [4, 2]
+        raw = (np.arange(_numel(shape), dtype=np.uint8) + 16 * k).tobytes()
+        model.append((name, "U8", shape, raw, len(raw)))
+    return model
+
+
+def grid_selftest():
+    """Checks grid_coords, mlc_pipeline_stages and expected_grid on hand
+    tables (TAP lines).  Returns True when all pass."""
+    good = _tap(grid_coords(8, 2, 2) == [
+        (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1),
+        (1, 0, 0), (1, 0, 1), (1, 1, 0), (1, 1, 1)], "oracle grid TP2xPP2xDP2")
+    good &= _tap(grid_coords(4, 1, 4) == [(0, p, 0) for p in range(4)],
+                 "oracle grid TP1xPP4")
+    good &= _tap([mlc_pipeline_stages("model.layers.%d.x" % i, 32, 4, False)
+                  for i in (0, 7, 8, 31)] == [[0], [0], [1], [3]],
+                 "oracle stages L=32 P=4")
+    for layers, pp in ((30, 4), (3, 4)):
+        try:
+            mlc_pipeline_stages("model.norm.weight", layers, pp, False)
+            good &= _tap(False, "oracle refuses L=%d P=%d" % (layers, pp))
+        except ValueError:
+            good &= _tap(True, "oracle refuses L=%d P=%d" % (layers, pp))
+    rules = [{"match": "*.w", "dim": 0}, {"match": "*_head.weight", "dim": 0},
+             {"match": "*embed*", "dim": 0}]
+    held = expected_grid(_grid_model(), rules, 2, 2, 2, 4)
+    names = [[h[0] for h in rank] for rank in held]
+    stage1 = ["model.embed_tokens.weight", "model.layers.2.w",
+              "model.layers.2.n", "model.layers.3.w", "model.layers.3.n",
+              "model.norm.weight", "lm_head.weight"]
+    good &= _tap(names[3] == stage1, "oracle grid rank 3 holds stage 1",
+                 "got %r" % names[3])
+    # rank 5 = (d1, p0, t1): layer 0's w (tensor 1) is 16..19 -> shard 1
+    # of 2 is 18 19
+    w0 = next(h for h in held[5] if h[0] == "model.layers.0.w")
+    good &= _tap(list(w0[3]) == [18, 19] and w0[2] == [2],
+                 "oracle grid rank 5 holds shard 1 of layer 0",
+                 "got %r" % (w0,))
+    good &= _tap(held[:4] == held[4:], "oracle grid replicas identical")
+    return bool(good)
 
 
 _XXH = None

@@ -1,0 +1,67 @@
+/* fuzz_topology.c - libFuzzer target for src/topology.c.  The input is
+ * world, tp, pp and layers (one byte each, so every loop stays small), a
+ * tied flag, then a tensor name (the rest, cut at TPL_MAX_NAME).  It
+ * aborts when an invariant breaks: tpl__grid_make accepts exactly the
+ * worlds tp * pp divides, every rank round-trips through its coordinate
+ * inside the grid, tpl__stage_check accepts exactly 1 <= pp <= layers with
+ * pp dividing layers, every layer's stage is < pp and its stage's layer
+ * range contains it, and tpl__tensor_stages never overruns the name and
+ * returns a non-empty range inside [0, pp) or TPL_EPLAN with a message. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "topology.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_grid(uint32_t world, uint32_t tp, uint32_t pp) {
+  struct tpl__grid g;
+  int want_ok = tp && pp && world && world % (tp * pp) == 0;
+  int rc = tpl__grid_make(world, tp, pp, NULL, &g);
+  if ((rc == 0) != want_ok || (rc != 0 && rc != TPL_EUSAGE)) abort();
+  if (rc != 0) return;
+  if (g.tp * g.pp * g.dp != world) abort();
+  for (uint32_t r = 0; r < world; r++) {
+    struct tpl__coord c = tpl__grid_coord(&g, r);
+    if (c.d >= g.dp || c.p >= g.pp || c.t >= g.tp) abort();
+    if (tpl__grid_rank(&g, c) != r) abort();
+  }
+}
+
+static void check_layers(uint32_t layers, uint32_t pp) {
+  int want_ok = pp >= 1 && pp <= layers && layers % pp == 0;
+  int rc = tpl__stage_check(layers, pp, NULL);
+  if ((rc == 0) != want_ok || (rc != 0 && rc != TPL_EUSAGE)) abort();
+  if (rc != 0) return;
+  for (uint32_t i = 0; i < layers; i++) {
+    uint32_t p = tpl__layer_stage(layers, pp, i);
+    if (p >= pp || !tpl__stages_has(tpl__stage_layers(layers, pp, p), i))
+      abort();
+  }
+}
+
+static void check_name(const char *name, uint32_t layers, uint32_t pp,
+                       int tied) {
+  struct tpl__stages s = {0, 0};
+  struct tpl_error err = {0};
+  if (tpl__stage_check(layers, pp, NULL) != 0) return;
+  int rc = tpl__tensor_stages(name, layers, pp, tied, &err, &s);
+  if (rc == TPL_EPLAN && err.msg[0] != '\0') return;
+  if (rc != 0 || s.count == 0 || s.first + s.count > pp) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char name[TPL_MAX_NAME + 1];
+  if (size < 5) return 0;
+  uint32_t world = data[0], tp = data[1] % 17, pp = data[2] % 17;
+  uint32_t layers = data[3];
+  int tied = data[4] & 1;
+  size_t len = size - 5 < TPL_MAX_NAME ? size - 5 : TPL_MAX_NAME;
+  memcpy(name, data + 5, len);
+  name[len] = '\0';
+  check_grid(world, tp, pp);
+  check_layers(layers, pp);
+  check_name(name, layers, pp, tied);
+  return 0;
+}

@@ -1,0 +1,117 @@
+/* topology.c - the grid of a world of N ranks as D replicas of a T x P
+ * tensor-parallel x pipeline-parallel grid, its stable rank numbering,
+ * and which pipeline stage holds which tensor, as MLC LLM assigns it.
+ *
+ * MLC LLM (mlc-ai/mlc-llm) decides stages in two places:
+ *  - python/mlc_llm/model/llama/llama_model.py, LlamaForCausalLM.__init__,
+ *    _set_pp(): decoder layer i gets pipeline_stages [i // (L // P)];
+ *    model.norm.weight gets [P - 1]; model.embed_tokens.weight and, when
+ *    the embeddings are not tied, lm_head.weight get list(range(P)) (every
+ *    stage).  olmo, olmo2 and nemotron carry the same _set_pp.
+ *    LlamaConfig.__post_init__ refuses P <= 0 or P > L.
+ *  - python/mlc_llm/interface/compile.py,
+ *    _apply_preproc_to_params_and_check_pipeline(): a param without
+ *    pipeline_stages is an error when P != 1, and [0] when P == 1 (then
+ *    deduplicated with list(set(...))); _get_param_metadata writes the list
+ *    as "pipeline_stages" in the model metadata, which
+ *    cpp/multi_gpu/multi_gpu_loader.cc reads to decide which worker group
+ *    (= stage; worker = stage * T + shard) loads a param.
+ * The compute graph (LlamaModel.__init__'s layer_partition) cuts layers
+ * at multiples of ceil(L / P) instead.  The two agree only when P divides
+ * L; otherwise the metadata names a stage P that does not exist for the
+ * last L mod P layers, so such a split is refused here rather than
+ * guessed. */
+#include "topology.h"
+
+#include <string.h>
+
+int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
+                   struct tpl_error *err, struct tpl__grid *out) {
+  if (tp == 0 || pp == 0)
+    return tpl__fail(err, TPL_EUSAGE, "--tp %u and --pp %u must both be >= 1",
+                     tp, pp);
+  uint64_t cell = (uint64_t)tp * pp;
+  if (world == 0 || world % cell != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "-np %u is not a multiple of --tp %u x --pp %u = %llu",
+                     world, tp, pp, (unsigned long long)cell);
+  *out = (struct tpl__grid){
+      .world = world, .tp = tp, .pp = pp, .dp = (uint32_t)(world / cell)};
+  return 0;
+}
+
+uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__coord c) {
+  return (c.d * g->pp + c.p) * g->tp + c.t;
+}
+
+struct tpl__coord tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
+  uint32_t group = rank / g->tp; /* d * pp + p */
+  return (struct tpl__coord){
+      .d = group / g->pp, .p = group % g->pp, .t = rank % g->tp};
+}
+
+int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err) {
+  if (pp == 0 || pp > layers)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "--pp %u: expected 1..%u (the model's layer count)", pp,
+                     layers);
+  if (layers % pp != 0)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "--pp %u does not divide the %u layers: MLC's metadata "
+                     "(layer // (%u // %u)) would put layers %u..%u on a "
+                     "stage %u that does not exist",
+                     pp, layers, layers, pp, layers - layers % pp, layers - 1,
+                     pp);
+  return 0;
+}
+
+uint32_t tpl__layer_stage(uint32_t layers, uint32_t pp, uint32_t layer) {
+  return layer / (layers / pp);
+}
+
+struct tpl__stages tpl__stage_layers(uint32_t layers, uint32_t pp, uint32_t p) {
+  uint32_t per = layers / pp;
+  return (struct tpl__stages){.first = p * per, .count = per};
+}
+
+/* Parses "model.layers.<i>." at the start of name: returns 1 and *layer,
+ * 0 when name is not a decoder-layer tensor.  An index too large for 32
+ * bits sets *layer to UINT32_MAX (out of range for any model). */
+static int parse_layer(const char *name, uint32_t *layer) {
+  static const char prefix[] = "model.layers.";
+  const char *p = name + sizeof(prefix) - 1;
+  uint64_t v = 0;
+  if (strncmp(name, prefix, sizeof(prefix) - 1) != 0) return 0;
+  if (*p < '0' || *p > '9') return 0;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if (v <= UINT32_MAX) v = v * 10 + (uint64_t)(*p - '0');
+  if (*p != '.') return 0;
+  *layer = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+  return 1;
+}
+
+int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
+                       struct tpl_error *err, struct tpl__stages *out) {
+  struct tpl__stages all = {.first = 0, .count = pp};
+  uint32_t layer;
+  if (pp == 1) {
+    *out = all;
+  } else if (parse_layer(name, &layer)) {
+    if (layer >= layers)
+      return tpl__fail(err, TPL_EPLAN,
+                       "%s: layer %u is outside the model's %u layers", name,
+                       layer, layers);
+    *out = (struct tpl__stages){tpl__layer_stage(layers, pp, layer), 1};
+  } else if (strcmp(name, "model.norm.weight") == 0) {
+    *out = (struct tpl__stages){pp - 1, 1};
+  } else if (strcmp(name, "model.embed_tokens.weight") == 0 ||
+             (!tied && strcmp(name, "lm_head.weight") == 0)) {
+    *out = all;
+  } else {
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: MLC assigns no pipeline stage to this tensor "
+                     "(--pp %u, %s embeddings)",
+                     name, pp, tied ? "tied" : "untied");
+  }
+  return 0;
+}

@@ -1,0 +1,75 @@
+/* topology.h - the TP x PP x DP grid of an MPI world and MLC LLM's
+ * pipeline-stage assignment; pure arithmetic, no I/O, no MPI. */
+#ifndef TPL_TOPOLOGY_H
+#define TPL_TOPOLOGY_H
+
+#include <stdint.h>
+
+#include "common.h"
+
+/* A world of `world` ranks seen as `dp` replicas of a `tp` x `pp` grid:
+ * world == tp * pp * dp, every field >= 1. */
+struct tpl__grid {
+  uint32_t world, tp, pp, dp;
+};
+
+/* Where one rank sits: replica d, pipeline stage p, tensor shard t. */
+struct tpl__coord {
+  uint32_t d, p, t;
+};
+
+/* A contiguous run of pipeline stages [first, first + count): every list
+ * MLC writes as a param's "pipeline_stages" is one ([s], [P-1] or
+ * range(P)). */
+struct tpl__stages {
+  uint32_t first, count;
+};
+
+/* Validates a world of `world` ranks against --tp `tp` and --pp `pp` and
+ * fills *out with dp = world / (tp * pp).  Returns 0, or TPL_EUSAGE with a
+ * message giving the numbers when tp or pp is 0 or tp * pp does not divide
+ * world.  *out is written only on success. */
+int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
+                   struct tpl_error *err, struct tpl__grid *out);
+
+/* The global rank of coordinate c: (d * pp + p) * tp + t.  This numbering
+ * is stable (rank files, sockets and reports depend on it): shards of one
+ * stage are adjacent, then stages of one replica, then replicas.  With
+ * pp == dp == 1 it is today's rank == shard.  c must lie inside g. */
+uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__coord c);
+
+/* The inverse of tpl__grid_rank; rank must be < g->world. */
+struct tpl__coord tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
+
+/* Checks that `layers` decoder layers can be split over `pp` stages as MLC
+ * LLM does: 1 <= pp <= layers (MLC's config check) and pp divides layers
+ * (MLC's metadata and its compute graph disagree otherwise; see
+ * topology.c).  Returns 0 or TPL_EUSAGE with the numbers. */
+int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err);
+
+/* The stage that holds decoder layer `layer`, as MLC's metadata says:
+ * layer / (layers / pp).  Requires tpl__stage_check(layers, pp) == 0 and
+ * layer < layers. */
+uint32_t tpl__layer_stage(uint32_t layers, uint32_t pp, uint32_t layer);
+
+/* The decoder layers of stage p: [p * layers / pp, (p + 1) * layers / pp).
+ * Same preconditions as tpl__layer_stage, p < pp. */
+struct tpl__stages tpl__stage_layers(uint32_t layers, uint32_t pp, uint32_t p);
+
+/* MLC's "pipeline_stages" for the tensor `name` of a llama-family model of
+ * `layers` layers over `pp` stages (tied != 0: the model ties lm_head to
+ * the embedding).  With pp == 1 every tensor is [0].  Otherwise
+ * model.layers.<i>.* -> [stage of i], model.norm.weight -> [pp - 1],
+ * model.embed_tokens.weight and (untied) lm_head.weight -> every stage.
+ * Returns 0, or TPL_EPLAN naming the tensor when MLC assigns it no stage
+ * (any other name, a layer index out of range, lm_head of a tied model).
+ * Requires tpl__stage_check(layers, pp) == 0. */
+int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
+                       struct tpl_error *err, struct tpl__stages *out);
+
+/* Nonzero when stage p is in s. */
+static inline int tpl__stages_has(struct tpl__stages s, uint32_t p) {
+  return p >= s.first && p - s.first < s.count;
+}
+
+#endif /* TPL_TOPOLOGY_H */
