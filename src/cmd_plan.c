@@ -14,8 +14,8 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
-#include "presets.h"
 #include "planner.h"
+#include "presets.h"
 #include "shardinfo.h"
 
 static const char plan_help[] =
