@@ -79,7 +79,7 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
     const struct tpl__tensor *t = &m->tensors[i];
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(t->name));
-    json_object_set_new(o, "dtype", json_string(tpl__dtype_st_name(t->dtype)));
+    json_object_set_new(o, "dtype", json_string(tpl__dtype_mlc_name(t->dtype)));
     json_object_set_new(o, "shape",
                         tpl__json_u64_array(t->shape, (size_t)t->ndim));
     json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "common.h"
 #include "engine.h"
+#include "jsonu.h"
 #include "log.h"
 #include "preshard.h"
 #include "report.h"
@@ -262,7 +263,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   json_t *r = tpl__report_json(packed, len, 0);
   if (r == NULL) return;
   if (c->json) {
-    json_dumpf(r, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_dumpf(r, stdout, TPL_JSON_REPORT);
     fputc('\n', stdout);
     fflush(stdout);
   }

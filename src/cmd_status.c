@@ -15,6 +15,7 @@
 #include "client.h"
 #include "common.h"
 #include "fileio.h"
+#include "jsonu.h"
 #include "report.h"
 
 static const char status_help[] =
@@ -209,7 +210,7 @@ static int run_status(const char *path, int json) {
     return 69;
   }
   if (json) {
-    json_dumpf(rep, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    json_dumpf(rep, stdout, TPL_JSON_REPORT);
     fputc('\n', stdout);
   } else {
     print_daemon(json_object_get(rep, "daemon"));

@@ -9,6 +9,12 @@
 
 #include "common.h"
 
+/* How load and status print their reports: reals with 15 significant
+ * digits, so a rounded duration prints as 0.123456, not 17 digits of
+ * binary noise (shard-info.json and plan keep jansson's exact default). */
+#define TPL_JSON_REPORT                                                        \
+  (JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
+
 /* Parses `len` bytes of `buf` as one JSON value that must be an object,
  * rejecting duplicate keys, invalid UTF-8, anything but whitespace after
  * the value and a "\u0000" in any string value (TPL_EFORMAT, naming the

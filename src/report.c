@@ -1,6 +1,7 @@
 /* report.c - protobuf encodings of the job table, the per-rank reports and
  * the job's LoadReport, and the LoadReport's JSON form. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,12 @@ static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   return o;
 }
 
+/* A duration in the JSON form: seconds rounded to the microsecond (the
+ * clock's honest resolution here; printed short with TPL_JSON_REPORT). */
+static json_t *seconds_json(double s) {
+  return json_real(round(s * 1e6) / 1e6);
+}
+
 static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   json_t *o = json_object(), *ph = json_object();
   json_object_set_new(o, "rank", json_integer(r->rank));
@@ -295,15 +302,15 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
                       json_integer((json_int_t)r->n_tensors));
   json_object_set_new(o, "peak_rss_bytes",
                       json_integer((json_int_t)r->peak_rss_bytes));
-  json_object_set_new(o, "seconds", json_real(r->seconds));
+  json_object_set_new(o, "seconds", seconds_json(r->seconds));
   if (r->times != NULL) {
-    json_object_set_new(ph, "read", json_real(r->times->read));
-    json_object_set_new(ph, "pack", json_real(r->times->pack));
-    json_object_set_new(ph, "send", json_real(r->times->send));
-    json_object_set_new(ph, "receive", json_real(r->times->receive));
-    json_object_set_new(ph, "scale", json_real(r->times->scale));
-    json_object_set_new(ph, "allocate", json_real(r->times->allocate));
-    json_object_set_new(ph, "hash", json_real(r->times->hash));
+    json_object_set_new(ph, "read", seconds_json(r->times->read));
+    json_object_set_new(ph, "pack", seconds_json(r->times->pack));
+    json_object_set_new(ph, "send", seconds_json(r->times->send));
+    json_object_set_new(ph, "receive", seconds_json(r->times->receive));
+    json_object_set_new(ph, "scale", seconds_json(r->times->scale));
+    json_object_set_new(ph, "allocate", seconds_json(r->times->allocate));
+    json_object_set_new(ph, "hash", seconds_json(r->times->hash));
   }
   json_object_set_new(o, "phases", ph);
   if (with_tensors) {
@@ -325,7 +332,7 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   json_object_set_new(o, "tensor_parallel_shards",
                       json_integer(lr->tensor_parallel_shards));
   json_object_set_new(o, "bias_scaling", json_boolean(lr->bias_scaling));
-  json_object_set_new(o, "seconds", json_real(lr->seconds));
+  json_object_set_new(o, "seconds", seconds_json(lr->seconds));
   json_object_set_new(o, "bytes_read",
                       json_integer((json_int_t)lr->bytes_read));
   json_object_set_new(o, "bytes_delivered",

@@ -13,6 +13,10 @@ import numpy as np
 out = sys.argv[1]
 rng = np.random.default_rng(7)
 
+# inspect --json names dtypes as MLC does, like every JSON tpload prints
+MLC_NAMES = {"F16": "float16", "F32": "float32", "BF16": "bfloat16",
+             "I64": "int64", "U8": "uint8"}
+
 def st_write(path, tensors):
     """tensors: list of (name, st_dtype, ndarray) in data order."""
     header, blobs, off = {}, [], 0
@@ -54,7 +58,7 @@ def index_dir(d):
         base = st_write(os.path.join(d, fname), files[fname])
         off = 0
         for name, dt, a in files[fname]:
-            expected.append({"name": name, "dtype": dt,
+            expected.append({"name": name, "dtype": MLC_NAMES[dt],
                              "shape": list(a.shape), "bytes": a.nbytes,
                              "file": fname, "offset": base + off})
             off += a.nbytes
@@ -78,8 +82,6 @@ def mlc_dir(d):
           rng.integers(0, 65535, (8, 4), dtype=np.uint16)),
          ("scale", "float32", "raw", np.array(1.5, dtype=np.float32))],
     ]
-    st_names = {"float16": "F16", "float32": "F32", "int32": "I32",
-                "bfloat16": "BF16"}
     expected, file_recs = [], []
     for i, recs in enumerate(shards):
         fname = "params_shard_%d.bin" % i
@@ -92,7 +94,7 @@ def mlc_dir(d):
             recj.append({"name": name, "shape": list(a.shape), "dtype": dt,
                          "format": fmt, "nbytes": len(b),
                          "byteOffset": len(data)})
-            expected.append({"name": name, "dtype": st_names[dt],
+            expected.append({"name": name, "dtype": dt,
                              "shape": list(a.shape), "bytes": a.nbytes,
                              "file": fname, "offset": len(data)})
             data += b + b"\0" * 4  # a gap between records is allowed

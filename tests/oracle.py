@@ -1034,6 +1034,25 @@ def _num(obj, key, where, positive=False):
     return v
 
 
+def _check_rounding(text, rep):
+    """Durations are rounded to the microsecond and no number is printed
+    with more than 15 significant digits (17 digits of binary noise, as
+    jansson prints by default, is not what a reader wants)."""
+    noisy = re.search(r"[0-9]*\.[0-9]{16,}", text)
+    if noisy:
+        raise Mismatch("report: a number printed with 16 or more decimals: "
+                       "%s" % noisy.group(0))
+    durations = [("seconds", rep.get("seconds"))]
+    for rk in rep.get("ranks") or []:
+        durations.append(("ranks[].seconds", rk.get("seconds")))
+        durations += [("phases." + k, v)
+                      for k, v in (rk.get("phases") or {}).items()]
+    for what, v in durations:
+        if isinstance(v, float) and round(v, 6) != v:
+            raise Mismatch("report: %s: expected microseconds, found %r"
+                           % (what, v))
+
+
 def check_report(model, plan, n, report, bias_scaling=True):
     """Checks `load --json` output (file `report`); raises Mismatch."""
     with open(plan, encoding="utf-8") as f:
@@ -1043,9 +1062,11 @@ def check_report(model, plan, n, report, bias_scaling=True):
     stored = sum(e["stored"] for e in exp)
     try:
         with open(report, encoding="utf-8") as f:
-            rep = json.load(f)
+            text = f.read()
+        rep = json.loads(text)
     except (OSError, ValueError) as e:
         raise Mismatch("report: not JSON: %s" % e)
+    _check_rounding(text, rep)
     _num(rep, "seconds", "report", positive=True)
     _same("report: bytes_delivered", sum(per_rank),
           _num(rep, "bytes_delivered", "report"))

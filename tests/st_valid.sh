@@ -27,6 +27,7 @@ while IFS= read -r f; do
 import hashlib, json, sys
 sys.path.insert(0, sys.argv[1])
 import npst
+from oracle import MLC_NAME  # inspect --json names dtypes as MLC does
 path, got_path, expect_path = sys.argv[2:5]
 got = json.load(open(got_path, encoding="utf-8"))
 expect = json.load(open(expect_path, encoding="utf-8"))
@@ -43,8 +44,8 @@ check("order vs written", order, [e["name"] for e in expect])
 check("total_bytes", got["total_bytes"], sum(e["nbytes"] for e in expect))
 for t, e in zip(got["tensors"], expect):
     n = e["name"]
-    check(n + " dtype", t["dtype"], e["dtype"])
-    check(n + " dtype (npst.read)", t["dtype"], tensors[n][0])
+    check(n + " dtype", t["dtype"], MLC_NAME[e["dtype"]])
+    check(n + " dtype (npst.read)", t["dtype"], MLC_NAME[tensors[n][0]])
     check(n + " shape", t["shape"], e["shape"])
     check(n + " shape (npst.read)", tuple(t["shape"]), tensors[n][1])
     check(n + " bytes", t["bytes"], e["nbytes"])
