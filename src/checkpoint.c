@@ -83,31 +83,36 @@ int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
 
 /* --- format detection --- */
 
-static int open_single_file(const char *path, struct tpl_model **out,
-                            struct tpl_error *err) {
-  char *dir = strdup(path), *slash, *base;
-  struct tpl_model *m;
+/* One safetensors file `path`, known in the model as `name`; the
+ * model's directory is `dir`. */
+static int open_st_file(const char *dir, const char *path, const char *name,
+                        struct tpl_model **out, struct tpl_error *err) {
+  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, dir);
   int rc;
-  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  slash = strrchr(dir, '/');
-  base = slash ? slash + 1 : dir;
-  if (slash == dir)
-    slash[1] = '\0';
-  else if (slash)
-    *slash = '\0';
-  m = tpl__model_new(TPL_FMT_SAFETENSORS, slash ? dir : ".");
-  if (m == NULL) {
-    free(dir);
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  }
-  rc = tpl__st_load(path, slash ? path + (base - dir) : path, m, err);
-  free(dir);
+  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__st_load(path, name, m, err);
   if (rc != 0) {
     tpl__model_free(m);
     return rc;
   }
   *out = m;
   return 0;
+}
+
+static int open_single_file(const char *path, struct tpl_model **out,
+                            struct tpl_error *err) {
+  char *dir = strdup(path), *slash;
+  int rc;
+  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  slash = strrchr(dir, '/');
+  if (slash == dir)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  rc = open_st_file(slash ? dir : ".", path,
+                    slash ? path + (slash - dir) + 1 : path, out, err);
+  free(dir);
+  return rc;
 }
 
 static int open_json_driven(const char *dir, const char *name, int format,
@@ -169,15 +174,7 @@ static int open_directory(const char *dir, struct tpl_model **out,
                      "ndarray-cache.json, found none",
                      dir);
   }
-  rc = open_single_file(single, out, err);
-  if (rc == 0) {
-    free((*out)->dir);
-    (*out)->dir = strdup(dir);
-    if ((*out)->dir == NULL) {
-      tpl__model_free(*out);
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
-    }
-  }
+  rc = open_st_file(dir, single, "model.safetensors", out, err);
   free(single);
   return rc;
 }

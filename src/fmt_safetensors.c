@@ -422,23 +422,15 @@ static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
                        "begin at offset 0, found %llu",
                        fname, show(e->name, sb, sizeof(sb)),
                        (unsigned long long)e->begin);
-    if (e->begin > at)
+    if (e->begin != at)
       return tpl__fail(
           err, TPL_EFORMAT,
           "%s: tensor '%s': expected data to begin at %llu "
-          "(where '%s' ends), found %llu: a gap of %llu bytes",
+          "(where '%s' ends), found %llu: %s %llu bytes",
           fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
           show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
-          (unsigned long long)(e->begin - at));
-    if (e->begin < at)
-      return tpl__fail(
-          err, TPL_EFORMAT,
-          "%s: tensor '%s': expected data to begin at %llu "
-          "(where '%s' ends), found %llu: overlaps it by %llu "
-          "bytes",
-          fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
-          show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
-          (unsigned long long)(at - e->begin));
+          e->begin > at ? "a gap of" : "overlaps it by",
+          (unsigned long long)(e->begin > at ? e->begin - at : at - e->begin));
     at = e->end;
   }
   *data_len = at;

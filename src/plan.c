@@ -126,24 +126,12 @@ struct rule_fields {
 };
 
 static const char *json_kind(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "an object";
-  case JSON_ARRAY:
-    return "an array";
-  case JSON_STRING:
-    return "a string";
-  case JSON_INTEGER:
-    return "an integer";
-  case JSON_REAL:
-    return "a number";
-  case JSON_TRUE:
-    return "true";
-  case JSON_FALSE:
-    return "false";
-  default:
-    return "null";
-  }
+  static const char *const kinds[] = {
+      [JSON_OBJECT] = "an object", [JSON_ARRAY] = "an array",
+      [JSON_STRING] = "a string",  [JSON_INTEGER] = "an integer",
+      [JSON_REAL] = "a number",    [JSON_TRUE] = "true",
+      [JSON_FALSE] = "false",      [JSON_NULL] = "null"};
+  return kinds[json_typeof(v)];
 }
 
 static int parse_string(const json_t *v, const char *key, size_t cap,

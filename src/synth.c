@@ -147,16 +147,10 @@ static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
   if (l->err == 0) l->n++;
 }
 
-static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
-                      const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
 /* Appends a tensor of the model's dtype, shape [d0] (d1 == 0) or
  * [d0, d1]. */
-static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
-                ...) {
+__attribute__((format(printf, 4, 5))) static void
+add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vadd(l, l->dtype, d0, d1, fmt, ap);
@@ -164,8 +158,9 @@ static void add(struct tlist *l, uint64_t d0, uint64_t d1, const char *fmt,
 }
 
 /* Like add() with its own dtype (quantized params). */
-static void add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
-                      const char *fmt, ...) {
+__attribute__((format(printf, 5, 6))) static void
+add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1, const char *fmt,
+          ...) {
   va_list ap;
   va_start(ap, fmt);
   vadd(l, dtype, d0, d1, fmt, ap);
@@ -347,13 +342,11 @@ static void quant_group(struct tlist *l, const struct tpl__quant_scheme *q,
                         const struct stensor *t, int blen) {
   uint64_t out = t->shape[0], groups = ceil_div(t->shape[1], q->group_size);
   uint64_t storage = groups * (q->group_size / (32 / q->bits));
-  if (q->kn_layout) {
-    add_typed(l, TPL_DT_U32, storage, out, "%.*s.q_weight", blen, t->name);
-    add_typed(l, q->model_dtype, groups, out, "%.*s.q_scale", blen, t->name);
-  } else {
-    add_typed(l, TPL_DT_U32, out, storage, "%.*s.q_weight", blen, t->name);
-    add_typed(l, q->model_dtype, out, groups, "%.*s.q_scale", blen, t->name);
-  }
+  int kn = q->kn_layout;
+  add_typed(l, TPL_DT_U32, kn ? storage : out, kn ? out : storage,
+            "%.*s.q_weight", blen, t->name);
+  add_typed(l, q->model_dtype, kn ? groups : out, kn ? out : groups,
+            "%.*s.q_scale", blen, t->name);
 }
 
 /* per_tensor_quantization.py (PerTensorQuantizeLinear): q_weight [out, in]
@@ -622,38 +615,26 @@ static uint64_t tensor_seed(uint64_t seed, const char *name) {
   return splitmix64(&s) ^ h;
 }
 
-/* 16 random bits -> sign, magnitude [2^-6, 2^-2) with a random mantissa. */
-static uint16_t rand_bf16(uint64_t r) {
-  return (uint16_t)(((r >> 15) & 1) << 15 | (121 + ((r >> 7) & 3)) << 7 |
-                    (r & 0x7f));
-}
-
-static uint16_t rand_f16(uint64_t r) {
-  return (uint16_t)(((r >> 15) & 1) << 15 | (9 + ((r >> 10) & 3)) << 10 |
-                    (r & 0x3ff));
-}
-
-static uint32_t rand_f32(uint64_t r) {
-  return (uint32_t)(((r >> 31) & 1) << 31 | (121 + ((r >> 23) & 3)) << 23 |
-                    (r & 0x7fffff));
+/* A float of `width` bits from the low bits of r: sign, exponent
+ * bias + 0..3 (magnitude [2^-6, 2^-2)), a random `man`-bit mantissa. */
+static uint64_t rand_float(uint64_t r, int width, int man, uint64_t bias) {
+  return ((r >> (width - 1)) & 1) << (width - 1) |
+         (bias + ((r >> man) & 3)) << man | (r & ((1ull << man) - 1));
 }
 
 /* Turns one 64-bit draw into 8 little-endian bytes of values: floats as
  * above, fp8 finite (exponent below all-ones), other dtypes raw bits. */
 static void word_bytes(uint64_t r, int dtype, uint8_t out[8]) {
-  uint64_t v = 0;
-  if (dtype == TPL_DT_F32) {
-    v = rand_f32(r) | (uint64_t)rand_f32(r >> 32) << 32;
-  } else if (dtype == TPL_DT_F8_E4M3 || dtype == TPL_DT_F8_E5M2) {
+  uint64_t v = r;
+  if (dtype == TPL_DT_F8_E4M3 || dtype == TPL_DT_F8_E5M2) {
     v = r & 0xbfbfbfbfbfbfbfbfull;
-  } else if (dtype != TPL_DT_F16 && dtype != TPL_DT_BF16) {
-    v = r;
-  } else {
-    for (int k = 0; k < 4; k++) {
-      uint64_t bits = r >> (16 * k);
-      v |= (uint64_t)(dtype == TPL_DT_F16 ? rand_f16(bits) : rand_bf16(bits))
-           << (16 * k);
-    }
+  } else if (dtype == TPL_DT_F32 || dtype == TPL_DT_F16 ||
+             dtype == TPL_DT_BF16) {
+    int width = dtype == TPL_DT_F32 ? 32 : 16;
+    int man = dtype == TPL_DT_F32 ? 23 : dtype == TPL_DT_F16 ? 10 : 7;
+    v = 0;
+    for (int k = 0; k < 64; k += width)
+      v |= rand_float(r >> k, width, man, dtype == TPL_DT_F16 ? 9 : 121) << k;
   }
   for (int k = 0; k < 8; k++)
     out[k] = (uint8_t)(v >> (8 * k));
