@@ -100,12 +100,11 @@ static void getopt_tables(const struct tpl__cli_command *cmd,
 
 /* Maps what getopt_long returned to an option index, -1 when unknown. */
 static int option_index(const struct tpl__cli_command *cmd, int c) {
-  if (c == 'h') return OPT_HELP;
+  if (c == 'h' || c == OPT_HELP) return OPT_HELP;
   if (c >= 0 && (size_t)c < cmd->noptions) return c;
   for (size_t i = 0; i < cmd->noptions; i++)
-    if (cmd->options[i].short_name != 0 && cmd->options[i].short_name == c)
-      return (int)i;
-  return c == OPT_HELP ? OPT_HELP : -1;
+    if (cmd->options[i].short_name == c) return (int)i;
+  return -1;
 }
 
 static int parse(const struct tpl__cli_command *cmd, int argc, char **argv,
@@ -164,31 +163,25 @@ static void print_list(FILE *out, const char *list, int col) {
   }
 }
 
-/* Prints one line of help (up to and with its newline), an @KEY@ in it
- * replaced by help_list(KEY); returns the length consumed. */
-static size_t print_help_line(const struct tpl__cli_command *cmd,
-                              const char *line, FILE *out) {
-  size_t len = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
-  const char *at = memchr(line, '@', len), *end = NULL, *list = NULL;
-  char key[32];
-  if (at != NULL) end = memchr(at + 1, '@', len - (size_t)(at + 1 - line));
-  if (end != NULL && cmd->help_list != NULL) {
-    snprintf(key, sizeof(key), "%.*s", (int)(end - at - 1), at + 1);
-    list = cmd->help_list(key);
-  }
-  if (list == NULL) {
-    fwrite(line, 1, len, out);
-    return len;
-  }
-  fwrite(line, 1, (size_t)(at - line), out);
-  print_list(out, list, (int)(at - line));
-  fwrite(end + 1, 1, len - (size_t)(end + 1 - line), out);
-  return len;
-}
-
+/* Prints cmd's help, each @KEY@ in it replaced by help_list(KEY) from
+ * the column where it stood. */
 static void print_command_help(const struct tpl__cli_command *cmd, FILE *out) {
-  for (const char *line = cmd->help; *line != '\0';)
-    line += print_help_line(cmd, line, out);
+  const char *s = cmd->help, *at, *end;
+  while ((at = strchr(s, '@')) != NULL && (end = strchr(at + 1, '@')) != NULL) {
+    const char *line = at, *list = NULL;
+    char key[32];
+    while (line > cmd->help && line[-1] != '\n')
+      line--;
+    snprintf(key, sizeof(key), "%.*s", (int)(end - at - 1), at + 1);
+    if (cmd->help_list != NULL) list = cmd->help_list(key);
+    fwrite(s, 1, (size_t)(at - s), out);
+    if (list != NULL)
+      print_list(out, list, (int)(at - line));
+    else
+      fwrite(at, 1, (size_t)(end + 1 - at), out);
+    s = end + 1;
+  }
+  fputs(s, out);
 }
 
 int tpl__cli_exec(const struct tpl__cli_command *cmd, int argc, char **argv) {

@@ -252,41 +252,29 @@ static int check_divisible(const struct sizes *s, uint32_t nshards,
 
 /* --- building --- */
 
-static void two_segs(struct tpl__shard_spec *spec, uint64_t n) {
-  spec->nsegs = 2;
-  spec->segs[0] = spec->segs[1] = n;
-}
-
+/* The segment lengths template kind `kind` wants (enum tpl__seg_kind). */
 static int fill_segs(int kind, const struct sizes *s, const char *what,
                      struct tpl__shard_spec *spec, struct tpl_error *err) {
-  switch (kind) {
-  case TPL_SEGS_II:
-    two_segs(spec, s->inter);
-    return 0;
-  case TPL_SEGS_MOE:
-    two_segs(spec, s->moe);
-    return 0;
-  case TPL_SEGS_SHARED:
-    if (s->shared == 0)
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: expected 'n_shared_experts' (the shared "
-                       "experts' size), found none",
-                       what);
-    two_segs(spec, s->shared);
-    return 0;
-  case TPL_SEGS_EEE:
-    spec->nsegs = 3;
-    spec->segs[0] = spec->segs[1] = spec->segs[2] = s->hidden;
-    return 0;
-  case TPL_SEGS_QKV:
+  if (kind == TPL_SEGS_SHARED && s->shared == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected 'n_shared_experts' (the shared "
+                     "experts' size), found none",
+                     what);
+  if (kind == TPL_SEGS_QKV) {
     /* Each size is below 2^32, so the products fit in 64 bits. */
     spec->nsegs = 3;
     spec->segs[0] = s->heads * s->head_dim;
     spec->segs[1] = spec->segs[2] = s->kv_heads * s->head_dim;
-    return 0;
-  default:
-    return 0;
+  } else if (kind == TPL_SEGS_EEE) {
+    spec->nsegs = 3;
+    spec->segs[0] = spec->segs[1] = spec->segs[2] = s->hidden;
+  } else if (kind != TPL_SEGS_NONE) {
+    spec->nsegs = 2;
+    spec->segs[0] = spec->segs[1] = kind == TPL_SEGS_II    ? s->inter
+                                    : kind == TPL_SEGS_MOE ? s->moe
+                                                           : s->shared;
   }
+  return 0;
 }
 
 static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,

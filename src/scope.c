@@ -55,14 +55,15 @@ uint16_t tpl__f32_to_f16(float f) {
   return (uint16_t)(sign | round_shift(absx - (112u << 23), 13));
 }
 
-float tpl__bf16_to_f32(uint16_t h) {
+static float bf16_to_f32(uint16_t h) {
   uint32_t x = (uint32_t)h << 16;
   float f;
   memcpy(&f, &x, 4);
   return f;
 }
 
-uint16_t tpl__f32_to_bf16(float f) {
+/* Rounds to nearest even; a NaN stays a quiet NaN. */
+static uint16_t f32_to_bf16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
@@ -91,7 +92,7 @@ static void scale_half(uint8_t *p, uint64_t n, float d, int bf16) {
   for (uint64_t i = 0; i < n; i++) {
     uint16_t h;
     memcpy(&h, p + 2 * i, 2);
-    h = bf16 ? tpl__f32_to_bf16(tpl__bf16_to_f32(h) / d)
+    h = bf16 ? f32_to_bf16(bf16_to_f32(h) / d)
              : tpl__f32_to_f16(tpl__f16_to_f32(h) / d);
     memcpy(p + 2 * i, &h, 2);
   }

@@ -17,10 +17,8 @@ int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor);
  * values filling 4 * count bytes of `p` (f32 bits = u16 << 16), in place. */
 void tpl__bf16_expand_inplace(void *p, uint64_t count);
 
-/* IEEE binary16 / bfloat16 <-> binary32 (round to nearest even). */
+/* IEEE binary16 <-> binary32 (round to nearest even). */
 float tpl__f16_to_f32(uint16_t h);
 uint16_t tpl__f32_to_f16(float f);
-float tpl__bf16_to_f32(uint16_t h);
-uint16_t tpl__f32_to_bf16(float f);
 
 #endif
