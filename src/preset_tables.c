@@ -74,9 +74,9 @@
   W(b ".qkv_proj.weight", "_shard_qkv", 0, QKV),                               \
       O(b ".qkv_proj.bias", "_shard_qkv_bias", 0, QKV),                        \
       W(b "." o ".weight", "_shard_o", 1, NONE), SC(b "." o ".bias")
-#define MLC_MLP(b)                                                             \
-  W(b ".gate_up_proj.weight", "_shard_mlp_up", 0, II),                         \
-      W(b ".down_proj.weight", "_shard_mlp_down", 1, NONE)
+#define MLC_MLP(R, b)                                                          \
+  R(b ".gate_up_proj.weight", "_shard_mlp_up", 0, II),                         \
+      R(b ".down_proj.weight", "_shard_mlp_down", 1, NONE)
 #define MLC_TAIL                                                               \
   RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
 
@@ -108,7 +108,7 @@ static const struct tpl__ptmpl hf_llama[] = {
 static const struct tpl__ptmpl mlc_llama[] = {
     VISION,
     MLC_QKV_O("*.self_attn", "o_proj"),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     MLC_TAIL,
 };
 
@@ -140,12 +140,12 @@ static const struct tpl__ptmpl mlc_mixtral[] = {
 static const struct tpl__ptmpl hf_phi3[] = {
     W("*.self_attn.qkv_proj.weight", "_shard_qkv", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     HF_TAIL,
 };
 static const struct tpl__ptmpl mlc_phi3[] = {
     MLC_QKV_O("*.mixer", "out_proj"),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     RP("*embd.weight"),
     RP("*lm_head.weight"),
     RP("*norm.weight"),
@@ -167,12 +167,12 @@ static const struct tpl__ptmpl hf_qwen2[] = {
 static const struct tpl__ptmpl mlc_qwen2[] = {
     VISION,
     MLC_C_ATTN(TPL_REQ_LAYER),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     MLC_TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3[] = {
     MLC_C_ATTN(TPL_REQ_NO),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     MLC_TAIL,
 };
 
@@ -181,20 +181,23 @@ static const struct tpl__ptmpl mlc_qwen3[] = {
  * moe_down_proj dim 2); qwen3_moe: qwen3_moe_model.py, no shared
  * expert.  Routers and the shared expert's gate are replicated. ---- */
 
-#define HF_EXPERTS(b)                                                          \
-  W(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),           \
-      W(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),           \
-      W(b ".experts.*.down_proj.weight", "_shard_expert_down", 1, NONE)
+#define HF_EXPERTS(R, b)                                                       \
+  R(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),           \
+      R(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),           \
+      R(b ".experts.*.down_proj.weight", "_shard_expert_down", 1, NONE)
+/* A shared expert's gate/up/down under `b`. */
+#define HF_SHARED(R, b)                                                        \
+  R(b ".gate_proj.weight", "_shard_shared_gate", 0, NONE),                     \
+      R(b ".up_proj.weight", "_shard_shared_up", 0, NONE),                     \
+      R(b ".down_proj.weight", "_shard_shared_down", 1, NONE)
 #define MLC_EXPERTS(up, down)                                                  \
   W("*.mlp.moe_gate_up_proj.weight", up, 1, MOE),                              \
       W("*.mlp.moe_down_proj.weight", down, 2, NONE)
 
 static const struct tpl__ptmpl hf_qwen2_moe[] = {
     HF_ATTN,
-    HF_EXPERTS("*.mlp"),
-    W("*.mlp.shared_expert.gate_proj.weight", "_shard_shared_gate", 0, NONE),
-    W("*.mlp.shared_expert.up_proj.weight", "_shard_shared_up", 0, NONE),
-    W("*.mlp.shared_expert.down_proj.weight", "_shard_shared_down", 1, NONE),
+    HF_EXPERTS(W, "*.mlp"),
+    HF_SHARED(W, "*.mlp.shared_expert"),
     RP("*.mlp.gate.weight"),
     RP("*.mlp.shared_expert_gate.weight"),
     HF_TAIL,
@@ -212,7 +215,7 @@ static const struct tpl__ptmpl mlc_qwen2_moe[] = {
 };
 static const struct tpl__ptmpl hf_qwen3_moe[] = {
     HF_ATTN,
-    HF_EXPERTS("*.mlp"),
+    HF_EXPERTS(W, "*.mlp"),
     RP("*.mlp.gate.weight"),
     HF_TAIL,
 };
@@ -238,17 +241,17 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
       RP("*.self_attn.q_a_proj.weight"),                                       \
       RP("*.self_attn.kv_a_proj_with_mqa.weight")
 
+/* MLC DeepSeek's shared experts (v1, v2, v3). */
+#define MLC_DS_SHARED                                                          \
+  WM("*.mlp.shared_experts.gate_up_proj.weight",                               \
+     "_shard_shared_experts_gate_up", 0, SHR),                                 \
+      WM("*.mlp.shared_experts.down_proj.weight",                              \
+         "_shard_shared_experts_down", 1, NONE)
+
 /* HF DeepSeek MLPs (v1, v2, v3): experts and shared experts in MoE
  * layers, gate/up/down in dense ones. */
 #define HF_DS_MLP                                                              \
-  WM("*.mlp.experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),       \
-      WM("*.mlp.experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),       \
-      WM("*.mlp.experts.*.down_proj.weight", "_shard_expert_down", 1, NONE),   \
-      WM("*.mlp.shared_experts.gate_proj.weight", "_shard_shared_gate", 0,     \
-         NONE),                                                                \
-      WM("*.mlp.shared_experts.up_proj.weight", "_shard_shared_up", 0, NONE),  \
-      WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_down", 1,     \
-         NONE),                                                                \
+  HF_EXPERTS(WM, "*.mlp"), HF_SHARED(WM, "*.mlp.shared_experts"),              \
       RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL
 
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
@@ -265,10 +268,7 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
       NONE),
     O("*.self_attn.w_uv_scale_inv", "_shard_kv_b_weight_w_uv_scale_inv", 0,
       NONE),
-    WM("*.mlp.shared_experts.gate_up_proj.weight",
-       "_shard_shared_experts_gate_up", 0, SHR),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down", 1,
-       NONE),
+    MLC_DS_SHARED,
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_moe_gate_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_moe_mlp_down", 2, NONE),
     RP("*.mlp.gate.weight"),
@@ -292,13 +292,9 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_mlp_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_mlp_down", 2, NONE),
-    WM("*.mlp.shared_experts.gate_up_proj.weight",
-       "_shard_shared_experts_gate_up", 0, SHR),
-    WM("*.mlp.shared_experts.down_proj.weight", "_shard_shared_experts_down", 1,
-       NONE),
+    MLC_DS_SHARED,
     RP("*.mlp.gate.weight"),
-    WD("*.mlp.gate_up_proj.weight", "_shard_mlp_up", 0, II),
-    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_MLP(WD, "*.mlp"),
     MLC_TAIL,
 };
 
@@ -320,7 +316,7 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
 static const struct tpl__ptmpl mlc_gemma3[] = {
     VISION,
     SEP_QKV_O,
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     MLC_TAIL,
 };
 
@@ -337,12 +333,7 @@ static const struct tpl__ptmpl hf_llama4[] = {
     SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
-    WM("*.feed_forward.shared_expert.gate_proj.weight", "_shard_shared_gate", 0,
-       NONE),
-    WM("*.feed_forward.shared_expert.up_proj.weight", "_shard_shared_up", 0,
-       NONE),
-    WM("*.feed_forward.shared_expert.down_proj.weight", "_shard_shared_down", 1,
-       NONE),
+    HF_SHARED(WM, "*.feed_forward.shared_expert"),
     RP("*.feed_forward.router.weight"),
     HF_MLP(WD, "*.feed_forward"),
     HF_TAIL,
@@ -352,13 +343,9 @@ static const struct tpl__ptmpl mlc_llama4[] = {
     SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
-    WM("*.feed_forward.shared_expert.gate_up_proj.weight", "_shard_mlp_up", 0,
-       II),
-    WM("*.feed_forward.shared_expert.down_proj.weight", "_shard_mlp_down", 1,
-       NONE),
+    MLC_MLP(WM, "*.feed_forward.shared_expert"),
     RP("*.feed_forward.router.router.weight"),
-    WD("*.feed_forward.gate_up_proj.weight", "_shard_mlp_up", 0, II),
-    WD("*.feed_forward.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_MLP(WD, "*.feed_forward"),
     MLC_TAIL,
 };
 
@@ -631,7 +618,7 @@ static const struct tpl__ptmpl mlc_stable_lm[] = {
     W("*.self_attn.qkv_proj.weight", "_shard_qkv_weight", 0, QKV),
     O("*.self_attn.qkv_proj.bias", "_shard_qkv_bias", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
-    MLC_MLP("*.mlp"),
+    MLC_MLP(W, "*.mlp"),
     MLC_TAIL,
     RP("*norm.bias"),
 };
@@ -655,8 +642,7 @@ static const struct tpl__ptmpl mlc_minicpm[] = {
     WM("*.mlp.e1_e3.weight", "_shard_mlp_up", 1, II),
     WM("*.mlp.e2.weight", "_shard_mlp_down", 2, NONE),
     RP("*.mlp.gate.weight"),
-    WD("*.mlp.gate_up_proj.weight", "_shard_mlp_up", 0, II),
-    WD("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
+    MLC_MLP(WD, "*.mlp"),
     MLC_TAIL,
 };
 
