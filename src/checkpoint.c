@@ -123,26 +123,20 @@ static int open_json_driven(const char *dir, const char *name, int format,
   int rc;
   if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc != 0) goto fail;
-  m = tpl__model_new(format, dir);
-  if (m == NULL) {
+  if (rc == 0 && (m = tpl__model_new(format, dir)) == NULL)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
-    goto fail;
-  }
-  if (format == TPL_FMT_ST_INDEX)
+  if (rc == 0 && format == TPL_FMT_ST_INDEX)
     rc = tpl__checkpoint_index(buf, len, dir, m, err);
-  else
+  else if (rc == 0)
     rc = tpl__checkpoint_mlc(buf, len, dir, name, m, err);
-  if (rc != 0) goto fail;
   free(path);
   free(buf);
+  if (rc != 0) {
+    tpl__model_free(m);
+    return rc;
+  }
   *out = m;
   return 0;
-fail:
-  tpl__model_free(m);
-  free(path);
-  free(buf);
-  return rc;
 }
 
 static int open_directory(const char *dir, struct tpl_model **out,

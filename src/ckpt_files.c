@@ -157,15 +157,13 @@ static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
   if (b == NULL) return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
   memcpy(b, prefix, 8);
   rc = tpl__pread_full(fd, b + 8, (size_t)hlen, 8);
-  if (rc == -EIO) {
-    free(b);
-    return tpl__fail(err, rc,
-                     "%s: expected a %llu-byte header, found the file ending "
-                     "early (it shrank while being read)",
-                     path, (unsigned long long)hlen);
-  }
   if (rc != 0) {
     free(b);
+    if (rc == -EIO)
+      return tpl__fail(err, rc,
+                       "%s: expected a %llu-byte header, found the file "
+                       "ending early (it shrank while being read)",
+                       path, (unsigned long long)hlen);
     return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s", path,
                      (unsigned long long)hlen, tpl_strerror(rc));
   }

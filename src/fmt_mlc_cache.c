@@ -335,7 +335,7 @@ static int add_shard_file(struct tpl_model *m, struct shard *s,
 static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                        struct tpl_model *m, struct tpl_error *err) {
   struct shard s = {0};
-  json_t *recs = NULL, *rec;
+  json_t *recs = NULL;
   size_t k;
   int rc;
   if (!json_is_object(frec))
@@ -348,12 +348,10 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
   if (rc != 0) return rc;
   s.t = calloc(json_array_size(recs) + 1, sizeof(*s.t));
   if (s.t == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  json_array_foreach(recs, k, rec) {
-    rc = parse_tensor(c, &s, k, rec, err);
-    if (rc != 0) goto out;
-  }
+  for (k = 0; rc == 0 && k < json_array_size(recs); k++)
+    rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
   qsort(s.t, s.n, sizeof(*s.t), cmp_offset);
-  rc = check_overlaps(c, &s, err);
+  if (rc == 0) rc = check_overlaps(c, &s, err);
   for (k = 0; rc == 0 && k < s.n; k++) {
     rc = tpl__model_add_tensor(m, &s.t[k]);
     if (rc != 0)
@@ -361,7 +359,6 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
     else
       s.t[k].name = NULL; /* the model owns it now */
   }
-out:
   shard_clear(&s);
   return rc;
 }

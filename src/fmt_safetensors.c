@@ -357,20 +357,17 @@ static int check_size(const struct st_entry *e, const char *fname,
 static int parse_entry(const char *name, size_t seq, const json_t *v,
                        const char *fname, struct st_entry *e,
                        struct tpl_error *err) {
-  int rc;
+  int rc = check_name(name, fname, err);
   e->name = name;
   e->seq = seq;
-  if ((rc = check_name(name, fname, err)) != 0) return rc;
-  if ((rc = check_keys(v, name, fname, err)) != 0) return rc;
-  if ((rc = parse_dtype(json_object_get(v, "dtype"), name, fname, &e->dtype,
-                        err)) != 0)
-    return rc;
-  if ((rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err)) != 0)
-    return rc;
-  if ((rc = parse_offsets(json_object_get(v, "data_offsets"), name, fname, e,
-                          err)) != 0)
-    return rc;
-  return check_size(e, fname, err);
+  if (rc == 0) rc = check_keys(v, name, fname, err);
+  if (rc == 0)
+    rc = parse_dtype(json_object_get(v, "dtype"), name, fname, &e->dtype, err);
+  if (rc == 0)
+    rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err);
+  if (rc == 0)
+    rc = parse_offsets(json_object_get(v, "data_offsets"), name, fname, e, err);
+  return rc == 0 ? check_size(e, fname, err) : rc;
 }
 
 /* Walks the header object; *entries (caller frees) gets every tensor. */
@@ -494,7 +491,7 @@ static int append_tensors(const struct st_entry *es, size_t n,
 int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
                   const char *fname, uint32_t file_idx, struct tpl_model *m,
                   struct tpl_error *err) {
-  const uint8_t *b = buf;
+  const char *json = (const char *)buf + 8;
   struct st_entry *es = NULL;
   json_t *root = NULL;
   uint64_t hlen, data_len;
@@ -505,19 +502,16 @@ int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected %llu header bytes in memory, found %zu",
                      fname, (unsigned long long)hlen, len - 8);
-  if ((rc = check_utf8(b + 8, (size_t)hlen, fname, err)) != 0) return rc;
-  if ((rc = check_counts((const char *)b + 8, (size_t)hlen, fname, err)) != 0)
-    return rc;
-  if ((rc = parse_json((const char *)b + 8, (size_t)hlen, fname, &root, err)) !=
-      0)
-    return rc;
-  if ((rc = collect_entries(root, fname, &es, &n, err)) != 0) goto fail;
-  qsort(es, n, sizeof(*es), cmp_entry);
-  if ((rc = check_tiling(es, n, fname, &data_len, err)) != 0) goto fail;
-  if ((rc = check_file_size(hlen, data_len, file_size, fname, err)) != 0)
-    goto fail;
-  rc = append_tensors(es, n, 8 + hlen, file_idx, fname, m, err);
-fail:
+  rc = check_utf8((const uint8_t *)json, (size_t)hlen, fname, err);
+  if (rc == 0) rc = check_counts(json, (size_t)hlen, fname, err);
+  if (rc == 0) rc = parse_json(json, (size_t)hlen, fname, &root, err);
+  if (rc == 0) rc = collect_entries(root, fname, &es, &n, err);
+  if (rc == 0) {
+    qsort(es, n, sizeof(*es), cmp_entry);
+    rc = check_tiling(es, n, fname, &data_len, err);
+  }
+  if (rc == 0) rc = check_file_size(hlen, data_len, file_size, fname, err);
+  if (rc == 0) rc = append_tensors(es, n, 8 + hlen, file_idx, fname, m, err);
   free(es);
   json_decref(root);
   return rc;

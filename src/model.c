@@ -53,10 +53,8 @@ int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
     free(n);
     return -ENOMEM;
   }
-  f[m->nfiles].path = p;
-  f[m->nfiles].name = n;
-  f[m->nfiles].size = size;
-  f[m->nfiles].fd = -1;
+  f[m->nfiles] =
+      (struct tpl__file){.path = p, .name = n, .size = size, .fd = -1};
   *idx = (uint32_t)m->nfiles++;
   return 0;
 }

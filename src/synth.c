@@ -587,15 +587,11 @@ int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err) {
   if (o->quant != NULL) o->dtype = o->quant->model_dtype;
   apply_defaults(o);
   rc = check_sizes(o, err);
+  if (rc == 0 && o->gib > 0) rc = layers_for_gib(o, err);
   if (rc != 0) return rc;
-  if (o->gib > 0) {
-    rc = layers_for_gib(o, err);
-    if (rc != 0) return rc;
-  }
   if (o->layers == 0) o->layers = 2;
   rc = check_range("--layers", o->layers, MAX_LAYERS, err);
-  if (rc != 0) return rc;
-  return check_list(o, err);
+  return rc == 0 ? check_list(o, err) : rc;
 }
 
 /* ---- values ---- */
