@@ -490,9 +490,9 @@ static uint64_t cfg_u64(const json_t *cfg, const char *key, uint64_t dflt) {
   return tpl__json_u64(json_object_get(cfg, key), &v) == 0 ? v : dflt;
 }
 
+/* Fills the zeroed *k from `cfg` as `flags` says. */
 static void read_moe_layers(const json_t *cfg, unsigned flags,
                             struct moe_layers *k) {
-  memset(k, 0, sizeof(*k));
   if (flags & TPL_P_KIND_DS) {
     k->known = json_is_integer(json_object_get(cfg, "first_k_dense_replace"));
     k->first_dense = cfg_u64(cfg, "first_k_dense_replace", 0);

@@ -677,11 +677,16 @@ static int out_write(struct tpl__atomic *f, const void *buf, size_t len,
   return 0;
 }
 
-/* fsync, close, rename into place and fsync the directory; always
- * releases `f`.  `dir` and `name` are what out_open was given. */
-static int out_commit(struct tpl__atomic *f, const char *dir, const char *name,
-                      struct tpl_error *err) {
-  int rc = tpl__atomic_commit(f, err);
+/* After writing ended with `rc`: on 0 fsync, close, rename into place and
+ * fsync the directory, else remove the temp file; always releases `f`.
+ * `dir` and `name` are what out_open was given. */
+static int out_commit(struct tpl__atomic *f, int rc, const char *dir,
+                      const char *name, struct tpl_error *err) {
+  if (rc != 0) {
+    tpl__atomic_abort(f);
+    return rc;
+  }
+  rc = tpl__atomic_commit(f, err);
   if (rc != 0 && f->step != TPL__ATOMIC_DIRSYNC)
     return tpl__fail(err, rc, "%s/%s: cannot finish writing: %s", dir, name,
                      strerror(-rc));
@@ -695,11 +700,7 @@ static int write_text(const char *dir, const char *name, const char *text,
   if (rc != 0) return rc;
   rc = out_write(&f, text, strlen(text), err);
   if (rc == 0) rc = out_write(&f, "\n", 1, err);
-  if (rc != 0) {
-    tpl__atomic_abort(&f);
-    return rc;
-  }
-  return out_commit(&f, dir, name, err);
+  return out_commit(&f, rc, dir, name, err);
 }
 
 /* Dumps `j` (stolen) the way HF does: indent 2, sorted keys. */
@@ -862,11 +863,7 @@ static int write_st_file(const char *dir, const char *name, struct stensor **ts,
   free(hdr);
   for (size_t i = 0; rc == 0 && i < n; i++)
     rc = write_tensor_data(&f, ts[i], o, buf, err);
-  if (rc != 0) {
-    tpl__atomic_abort(&f);
-    return rc;
-  }
-  return out_commit(&f, dir, name, err);
+  return out_commit(&f, rc, dir, name, err);
 }
 
 /* HF's split: tensors in state-dict order, files filled to about
@@ -1094,13 +1091,9 @@ static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
     bytes += l->v[i].nbytes;
     rc = write_tensor_data(&out, &l->v[i], o, buf, err);
   }
-  if (rc != 0) {
-    tpl__atomic_abort(&out);
-    json_decref(recs);
-    return rc;
-  }
+  /* On failure the caller drops `shards`, this entry with it. */
   json_array_append_new(shards, mlc_shard_entry(fname, bytes, recs));
-  return out_commit(&out, dir, fname, err);
+  return out_commit(&out, rc, dir, fname, err);
 }
 
 static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
