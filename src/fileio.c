@@ -75,25 +75,21 @@ int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
                    struct tpl_error *err) {
   int fd, rc;
   uint64_t size;
-  char *b;
+  char *b = NULL;
   rc = tpl__open_regular(path, &fd, &size, err);
   if (rc != 0) return rc;
-  if (size > cap) {
-    close(fd);
-    return tpl__fail(err, TPL_ELIMIT,
-                     "%s: expected at most %zu bytes, found %llu", path, cap,
-                     (unsigned long long)size);
-  }
-  b = malloc((size_t)size + 1);
-  if (b == NULL) {
-    close(fd);
-    return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
-  }
-  rc = tpl__pread_full(fd, b, (size_t)size, 0);
+  if (size > cap)
+    rc =
+        tpl__fail(err, TPL_ELIMIT, "%s: expected at most %zu bytes, found %llu",
+                  path, cap, (unsigned long long)size);
+  else if ((b = malloc((size_t)size + 1)) == NULL)
+    rc = tpl__fail(err, -ENOMEM, "%s: out of memory", path);
+  else if ((rc = tpl__pread_full(fd, b, (size_t)size, 0)) != 0)
+    rc = tpl__fail(err, rc, "%s: read failed: %s", path, tpl_strerror(rc));
   close(fd);
   if (rc != 0) {
     free(b);
-    return tpl__fail(err, rc, "%s: read failed: %s", path, tpl_strerror(rc));
+    return rc;
   }
   b[size] = '\0';
   *buf = b;

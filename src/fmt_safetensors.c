@@ -56,17 +56,10 @@ static const char *show(const char *s, char *buf, size_t cap) {
   return buf;
 }
 
-static uint64_t read_le64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 int tpl__st_header_len(const void *buf, size_t len, uint64_t file_size,
                        const char *fname, uint64_t *header_len,
                        struct tpl_error *err) {
-  uint64_t n;
+  uint64_t n = 0;
   if (file_size < 8)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected at least 8 bytes (the header length), "
@@ -77,7 +70,8 @@ int tpl__st_header_len(const void *buf, size_t len, uint64_t file_size,
                      "%s: expected the 8-byte header length in memory, "
                      "found %zu bytes",
                      fname, len);
-  n = read_le64(buf);
+  for (int i = 7; i >= 0; i--) /* little-endian */
+    n = (n << 8) | ((const uint8_t *)buf)[i];
   if (n > TPL_MAX_ST_HEADER)
     return tpl__fail(err, TPL_ELIMIT,
                      "%s: expected a header length of at most %u bytes, "

@@ -81,20 +81,15 @@ static int check_entry(struct tpl__st_index *c, const char *tensor,
 }
 
 static int collect_files(struct tpl__st_index *c, struct tpl_error *err) {
-  const char *key;
-  json_t *v;
-  void *it;
-  int rc;
+  int rc = 0;
   c->files = json_object();
   if (c->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (it = json_object_iter(c->weight_map); it != NULL;
-       it = json_object_iter_next(c->weight_map, it)) {
-    key = json_object_iter_key(it);
-    v = json_object_iter_value(it);
-    rc = check_entry(c, key, json_object_iter_key_len(it), v, err);
-    if (rc != 0) return rc;
-  }
-  return 0;
+  /* The iterator gives each key's length: a NUL in a name is refused. */
+  for (void *it = json_object_iter(c->weight_map); rc == 0 && it != NULL;
+       it = json_object_iter_next(c->weight_map, it))
+    rc = check_entry(c, json_object_iter_key(it), json_object_iter_key_len(it),
+                     json_object_iter_value(it), err);
+  return rc;
 }
 
 static int cmp_str(const void *a, const void *b) {

@@ -95,11 +95,8 @@ void tpl__json_top_members(const char *buf, size_t len, size_t *members,
 }
 
 int tpl__json_u64(const json_t *v, uint64_t *out) {
-  json_int_t i;
-  if (!json_is_integer(v)) return TPL_EFORMAT;
-  i = json_integer_value(v);
-  if (i < 0) return TPL_EFORMAT;
-  *out = (uint64_t)i;
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return TPL_EFORMAT;
+  *out = (uint64_t)json_integer_value(v);
   return 0;
 }
 
