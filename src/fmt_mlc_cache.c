@@ -403,13 +403,11 @@ int tpl__mlc_parse(const char *buf, size_t len, const char *what,
   int rc;
   c.names = json_object();
   c.paths = json_object();
-  if (c.names == NULL || c.paths == NULL) {
+  if (c.names == NULL || c.paths == NULL)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
-    goto out;
-  }
-  rc = tpl__json_parse_object(buf, len, what, &root, err);
+  else
+    rc = tpl__json_parse_object(buf, len, what, &root, err);
   if (rc == 0) rc = parse_root(&c, root, m, err);
-out:
   json_decref(root);
   json_decref(c.names);
   json_decref(c.paths);

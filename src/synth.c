@@ -822,19 +822,18 @@ static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
   return 0;
 }
 
-static int st_header(struct stensor **ts, size_t n, int dtype, uint8_t **hdr,
-                     size_t *hlen, struct tpl_error *err) {
+static int st_header(struct stensor **ts, size_t n, uint8_t **hdr, size_t *hlen,
+                     struct tpl_error *err) {
   static const char *const meta[2] = {"format", "pt"};
   struct tpl__st_out *outs = calloc(n ? n : 1, sizeof(*outs));
   int rc;
   if (outs == NULL) return tpl__fail(err, -ENOMEM, "synth: out of memory");
-  for (size_t i = 0; i < n; i++) {
-    outs[i].name = ts[i]->name;
-    outs[i].dtype = ts[i]->dtype;
-    outs[i].ndim = ts[i]->ndim;
-    outs[i].shape = ts[i]->shape;
-    outs[i].nbytes = ts[i]->nbytes;
-  }
+  for (size_t i = 0; i < n; i++)
+    outs[i] = (struct tpl__st_out){.name = ts[i]->name,
+                                   .dtype = ts[i]->dtype,
+                                   .ndim = ts[i]->ndim,
+                                   .shape = ts[i]->shape,
+                                   .nbytes = ts[i]->nbytes};
   rc = tpl__st_build_header(outs, n, meta, 1, hdr, hlen);
   free(outs);
   if (rc != 0)
@@ -852,7 +851,7 @@ static int write_st_file(const char *dir, const char *name, struct stensor **ts,
   size_t hlen;
   int rc;
   qsort(ts, n, sizeof(*ts), cmp_data_order);
-  rc = st_header(ts, n, o->dtype, &hdr, &hlen, err);
+  rc = st_header(ts, n, &hdr, &hlen, err);
   if (rc != 0) return rc;
   rc = out_open(dir, name, &f, err);
   if (rc != 0) {
