@@ -485,10 +485,10 @@ static int append_tensors(const struct st_entry *es, size_t n,
 int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
                   const char *fname, uint32_t file_idx, struct tpl_model *m,
                   struct tpl_error *err) {
-  const char *json = (const char *)buf + 8;
+  const char *json = NULL; /* the header text, once its length is known */
   struct st_entry *es = NULL;
   json_t *root = NULL;
-  uint64_t hlen, data_len;
+  uint64_t hlen, data_len = 0;
   size_t n = 0;
   int rc = tpl__st_header_len(buf, len, file_size, fname, &hlen, err);
   if (rc != 0) return rc;
@@ -496,6 +496,7 @@ int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected %llu header bytes in memory, found %zu",
                      fname, (unsigned long long)hlen, len - 8);
+  json = (const char *)buf + 8;
   rc = check_utf8((const uint8_t *)json, (size_t)hlen, fname, err);
   if (rc == 0) rc = check_counts(json, (size_t)hlen, fname, err);
   if (rc == 0) rc = parse_json(json, (size_t)hlen, fname, &root, err);

@@ -315,14 +315,16 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
   }
   snprintf(source, sizeof(source), "file %s", what);
   p = tpl__plan_new(source);
-  if (p != NULL) p->from_file = 1;
-  rc = p == NULL ? tpl__fail(err, -ENOMEM, "%s: out of memory", what)
-                 : parse_rules(root, what, p, err);
+  if (p == NULL)
+    rc = tpl__fail(err, -ENOMEM, "%s: out of memory", what);
+  else
+    rc = parse_rules(root, what, p, err);
   json_decref(root);
   if (rc != 0) {
     tpl__plan_free(p);
     return rc;
   }
+  p->from_file = 1;
   *out = p;
   return 0;
 }
