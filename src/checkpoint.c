@@ -160,15 +160,14 @@ static int open_directory(const char *dir, struct tpl_model **out,
   }
   single = tpl__path_join(dir, "model.safetensors");
   if (single == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  if (!tpl__exists(single)) {
-    free(single);
-    return tpl__fail(err, TPL_ENOMODEL,
-                     "%s: expected model.safetensors, "
-                     "model.safetensors.index.json, tensor-cache.json or "
-                     "ndarray-cache.json, found none",
-                     dir);
-  }
-  rc = open_st_file(dir, single, "model.safetensors", out, err);
+  if (tpl__exists(single))
+    rc = open_st_file(dir, single, "model.safetensors", out, err);
+  else
+    rc = tpl__fail(err, TPL_ENOMODEL,
+                   "%s: expected model.safetensors, "
+                   "model.safetensors.index.json, tensor-cache.json or "
+                   "ndarray-cache.json, found none",
+                   dir);
   free(single);
   return rc;
 }

@@ -170,14 +170,11 @@ static int parse_uints(const struct tpl__cli_command *cmd,
   return 0;
 }
 
-static int parse_format(const char *arg, int *format) {
+/* TPL_SYNTH_HF (also when no --format), TPL_SYNTH_MLC, or -1. */
+static int parse_format(const char *arg) {
   if (arg == NULL || strcmp(arg, "hf") == 0 || strcmp(arg, "safetensors") == 0)
-    *format = TPL_SYNTH_HF;
-  else if (strcmp(arg, "mlc") == 0)
-    *format = TPL_SYNTH_MLC;
-  else
-    return -1;
-  return 0;
+    return TPL_SYNTH_HF;
+  return strcmp(arg, "mlc") == 0 ? TPL_SYNTH_MLC : -1;
 }
 
 /* The options whose values are names: arch, dtype, format, quant. */
@@ -195,7 +192,8 @@ static int parse_names(const struct tpl__cli_command *cmd,
   if (o->dtype < 0)
     return tpl__cli_usage_error(cmd, "--dtype: expected %s, found '%s'",
                                 help_list("dtypes"), dtype);
-  if (parse_format(a->value[OPT_FORMAT], &o->format) != 0)
+  o->format = parse_format(a->value[OPT_FORMAT]);
+  if (o->format < 0)
     return tpl__cli_usage_error(cmd, "--format: expected hf or mlc, found '%s'",
                                 a->value[OPT_FORMAT]);
   o->quant = quant ? tpl__quant_find(quant) : NULL;
