@@ -131,8 +131,9 @@ static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
   int rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(o->plan, e->model, o->model, e->world, o->bias_scaling,
-                       &e->plan, &e->job, err);
+    rc = tpl__job_plan(o->plan, e->model, o->model,
+                       &(struct tpl__grid){e->world, e->world, 1, 1},
+                       o->bias_scaling, &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
     rc = o->steps.prepare(o->steps.ctx, err);
   return rc;

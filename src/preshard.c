@@ -204,8 +204,8 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
     outs[i].shape = t->rank_shape;
     outs[i].nbytes = t->rank_bytes;
   }
-  rc =
-      tpl__rank_file_header(outs, job->ntensors, rank, job->world, &hdr, &hlen);
+  rc = tpl__rank_file_header(outs, job->ntensors, rank, job->grid.world, &hdr,
+                             &hlen);
   free(outs);
   if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
   free(hdr);
