@@ -29,3 +29,29 @@ messages() {
   awk '/^------------------------------/ { box = !box; next }
        !box && NF' "$1"
 }
+
+# t_oracle NAME ARGS...: one TAP line for an oracle check; its diagnostics
+# (on stderr) become TAP comments.
+t_oracle() {
+  local name=$1; shift
+  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "oracle.py $*"
+    head -c 3000 "$T_TMP/oerr" | sed 's/^/# /'
+  fi
+}
+
+# t_oracle_fails NAME ARGS...: the oracle must reject (a doctored output)
+# with a message matching $ORACLE_WANT.
+t_oracle_fails() {
+  local name=$1; shift
+  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
+    t_fail "$name" "the oracle accepted it: oracle.py $*"
+  elif grep -q "$ORACLE_WANT" "$T_TMP/oerr"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "expected a message matching '$ORACLE_WANT', got:" \
+      "$(head -c 1000 "$T_TMP/oerr")"
+  fi
+}

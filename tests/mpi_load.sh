@@ -12,31 +12,6 @@
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
-# t_oracle NAME ARGS...: one TAP line for an oracle check; its diagnostics
-# (on stderr) become TAP comments.
-t_oracle() {
-  local name=$1; shift
-  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
-    t_ok "$name"
-  else
-    t_fail "$name" "oracle.py $*"
-    head -c 3000 "$T_TMP/oerr" | sed 's/^/# /'
-  fi
-}
-
-# t_oracle_fails NAME ARGS...: the oracle must reject (a doctored output).
-t_oracle_fails() {
-  local name=$1; shift
-  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
-    t_fail "$name" "the oracle accepted it: oracle.py $*"
-  elif grep -q "$ORACLE_WANT" "$T_TMP/oerr"; then
-    t_ok "$name"
-  else
-    t_fail "$name" "expected a message matching '$ORACLE_WANT', got:" \
-      "$(head -c 1000 "$T_TMP/oerr")"
-  fi
-}
-
 # preshard_check NAME N MODEL PLAN OUT [tpload options...]: preshard, then
 # the oracle check (--no-bias-scaling is passed on to the oracle).
 preshard_check() {
