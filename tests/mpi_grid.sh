@@ -50,17 +50,8 @@ grid_check() {
 # --- TP2 x DP2, and the oracle's check can fail -----------------------------
 grid_check tp2dp2 4 2 1
 cp -r "$T_TMP/tp2dp2" "$T_TMP/bad"
-"$ORACLE" - "$T_TMP/bad/rank3.safetensors" <<'EOF'
-import sys
-sys.path.insert(0, __import__("os").environ["TESTS_SRCDIR"])
-import npst
-path = sys.argv[1]
-start, spans = npst.layout(path)
-b, _ = spans["model.layers.1.mlp.up_proj.weight"]
-data = bytearray(open(path, "rb").read())
-data[start + b + 3] ^= 0x10
-open(path, "wb").write(data)
-EOF
+flip_byte "$T_TMP/bad/rank3.safetensors" \
+  model.layers.1.mlp.up_proj.weight 3
 ORACLE_WANT="rank 3: tensor 'model.layers.1.mlp.up_proj.weight': bytes differ"
 t_oracle_fails "oracle: a flipped byte in replica 1 is found" \
   check-grid "$M/l4" "$PLAN" 4 2 1 4 "$T_TMP/bad"

@@ -55,3 +55,19 @@ t_oracle_fails() {
       "$(head -c 1000 "$T_TMP/oerr")"
   fi
 }
+
+# flip_byte FILE TENSOR K: flips a bit of byte K of TENSOR's data in the
+# safetensors FILE (a doctored output for the oracle to find).
+flip_byte() {
+  "$ORACLE" - "$@" <<'EOF'
+import sys
+sys.path.insert(0, __import__("os").environ["TESTS_SRCDIR"])
+import npst
+path, name, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start, spans = npst.layout(path)
+b, _ = spans[name]
+data = bytearray(open(path, "rb").read())
+data[start + b + k] ^= 0x10
+open(path, "wb").write(data)
+EOF
+}

@@ -31,17 +31,7 @@ gen ctl --seed 202 --layout single
 P="$M/ctl/plan.json"
 preshard_check "control N=2" 2 "$M/ctl" "$P" "$T_TMP/ctl"
 cp -r "$T_TMP/ctl" "$T_TMP/bad"
-"$ORACLE" - "$T_TMP/bad/rank1.safetensors" <<'EOF'
-import sys
-sys.path.insert(0, __import__("os").environ["TESTS_SRCDIR"])
-import npst
-path = sys.argv[1]
-start, spans = npst.layout(path)
-b, _ = spans["t.u32.d1"]
-data = bytearray(open(path, "rb").read())
-data[start + b + 5] ^= 0x10
-open(path, "wb").write(data)
-EOF
+flip_byte "$T_TMP/bad/rank1.safetensors" t.u32.d1 5
 ORACLE_WANT="rank 1: tensor 't.u32.d1': bytes differ"
 t_oracle_fails "oracle: a flipped byte is found, naming rank and tensor" \
   check-preshard "$M/ctl" "$P" 2 "$T_TMP/bad"
