@@ -4,7 +4,8 @@
 # replica) checked against the numpy oracle's expected_grid (oracle.py
 # check-grid: MLC's stage assignment, shard t of T, the grid in the
 # metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks) and TP2 x PP2 x
-# DP2 (8 ranks); that rank 0 sends each tensor byte once whatever D (TP2
+# DP2 (8 ranks); serve on TP2 x PP2 (each rank's dump = its preshard
+# tensors); that rank 0 sends each tensor byte once whatever D (TP2
 # x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is the model's); and the
 # refusals (exit 64, one message with the numbers) of a world that does
 # not divide, a P above the layer count and a P that does not divide it.
@@ -64,6 +65,36 @@ t_oracle_fails "oracle: replica 0's file standing in for replica 1 is found" \
 grid_check tp2pp2 4 2 2
 grid_check tp1pp4 4 1 4
 grid_check tp2pp2dp2 8 2 2
+
+# --- serve on a grid: each daemon serves its stage's tensors ---------------
+# Dumps carry no grid in their metadata yet (the manifest has rank and
+# world only), so the data are compared: each rank's dump holds exactly
+# the tensors, shapes and bytes of its checked preshard file.
+. "$TESTS_SRCDIR/serve_lib.sh"
+SOCK=$T_TMP/sock
+mkdir -p "$T_TMP/dump"
+serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 4 "$TPLOAD" serve \
+  "$M/l4" --plan "$PLAN" --tp 2 --pp 2 --socket-dir "$SOCK" \
+  --ready-file "$T_TMP/ready" --quiet
+t_serve_ready "serve -np 4 --tp 2 --pp 2 is ready" "$T_TMP/ready"
+for r in 0 1 2 3; do
+  t_exit "serve TP2xPP2: dump rank $r exits 0" 0 \
+    "$TPLOAD" dump "$SOCK/rank$r.sock" --out "$T_TMP/dump/rank$r.safetensors"
+done
+t_check "serve TP2xPP2: every rank serves what its preshard file holds" \
+  "$ORACLE" -c 'import sys
+sys.path.insert(0, sys.argv[1])
+import npst
+for r in range(4):
+    a = npst.read("%s/rank%d.safetensors" % (sys.argv[2], r))
+    b = npst.read("%s/rank%d.safetensors" % (sys.argv[3], r))
+    if (a[0], a[2]) != (b[0], b[2]):
+        sys.exit("rank %d: dump %r, preshard %r" % (r, a[2], b[2]))' \
+  "$TESTS_SRCDIR" "$T_TMP/dump" "$T_TMP/tp2pp2"
+t_exit "serve TP2xPP2: status --shutdown exits 0" 0 \
+  "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+t_check "serve TP2xPP2: the job ends with exit 0" [ "$SERVE_RC" = 0 ]
 
 # --- read once: rank 0 sends each byte of the checkpoint once ---------------
 # rank0_sent N TP: rank 0's bytes_sent in the --json report of a load.
