@@ -3,13 +3,14 @@
 # --tp T --pp P` on `tpload synth` llama models, every rank file (every
 # replica) checked against the numpy oracle's expected_grid (oracle.py
 # check-grid: MLC's stage assignment, shard t of T, the grid in the
-# metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks) and TP2 x PP2 x
-# DP2 (8 ranks); serve on TP2 x PP2 (each rank's dump = its preshard
-# tensors); that rank 0 sends each tensor byte once whatever D (TP2
-# x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is the model's); and the
-# refusals (exit 64, one message with the numbers) of a world that does
-# not divide, a P above the layer count and a P that does not divide it.
-# The first test proves the oracle's grid check can fail.
+# metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks), TP2 x PP2 x DP2
+# (8 ranks) and an MLC weight directory at TP2 x PP2; serve on TP2 x PP2
+# (each rank's dump = its preshard tensors); that rank 0 sends each tensor
+# byte once whatever D (TP2 x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is
+# the model's); and the refusals (exit 64, one message with the numbers)
+# of a world that does not divide, a P above the layer count and a P that
+# does not divide it.  The first test proves the oracle's grid check can
+# fail.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
@@ -37,15 +38,15 @@ cat >"$PLAN" <<'EOF'
 EOF
 synth l4 4
 
-# grid_check NAME N TP PP: preshard the 4-layer model on the grid, then
-# every rank against the oracle.
+# grid_check NAME N TP PP [MODEL PLAN]: preshard a 4-layer model (default
+# the synth llama) on the grid, then every rank against the oracle.
 grid_check() {
-  local out="$T_TMP/$1"
+  local out="$T_TMP/$1" model=${5:-$M/l4} plan=${6:-$PLAN}
   t_exit "$1: preshard -np $2 --tp $3 --pp $4 exits 0" 0 \
-    mpi "$2" preshard "$M/l4" --plan "$PLAN" --tp "$3" --pp "$4" \
+    mpi "$2" preshard "$model" --plan "$plan" --tp "$3" --pp "$4" \
     --out "$out" --quiet
   t_oracle "$1: every rank's tensors match the oracle" \
-    check-grid "$M/l4" "$PLAN" "$2" "$3" "$4" 4 "$out"
+    check-grid "$model" "$plan" "$2" "$3" "$4" 4 "$out"
 }
 
 # --- TP2 x DP2, and the oracle's check can fail -----------------------------
@@ -65,6 +66,21 @@ t_oracle_fails "oracle: replica 0's file standing in for replica 1 is found" \
 grid_check tp2pp2 4 2 2
 grid_check tp1pp4 4 1 4
 grid_check tp2pp2dp2 8 2 2
+
+# An MLC weight directory (fused qkv / gate_up, float32 stored as bf16):
+# the layer count comes from mlc-chat-config.json's model_config.
+"$TPLOAD" synth --arch llama --format mlc --out "$M/mlc" --layers 4 \
+  --hidden 64 --heads 4 --vocab 128 --dtype f32 >/dev/null 2>&1 ||
+  { echo "Bail out! tpload synth --format mlc failed"; exit 99; }
+cat >"$T_TMP/mlc-plan.json" <<'EOF'
+{"rules": [
+ {"match": "*.qkv_proj.weight", "dim": 0, "segs": [64, 32, 32]},
+ {"match": "*.o_proj.weight", "dim": 1},
+ {"match": "*.gate_up_proj.weight", "dim": 0, "segs": [128, 128]},
+ {"match": "*.down_proj.weight", "dim": 1}
+]}
+EOF
+grid_check mlc-tp2pp2 4 2 2 "$M/mlc" "$T_TMP/mlc-plan.json"
 
 # --- serve on a grid: each daemon serves its stage's tensors ---------------
 # Dumps carry no grid in their metadata yet (the manifest has rank and
