@@ -168,7 +168,8 @@ static int show(const struct tpl_model *m, const struct inspect_args *a,
     return 0;
   }
   /* Biases as a default load delivers them (scaled). */
-  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model, v.nshards, 1, &p,
+  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model,
+                     &(struct tpl__grid){v.nshards, v.nshards, 1, 1}, 1, &p,
                      &job, err);
   if (rc != 0) return rc;
   v.plan = p;

@@ -145,7 +145,8 @@ static int run(const struct tpl__cli_command *cmd,
   nshards = (uint32_t)n;
   rc = tpl__model_open(a->operands[0], &m, &err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, m, a->operands[0], nshards,
+    rc = tpl__job_plan(plan, m, a->operands[0],
+                       &(struct tpl__grid){nshards, nshards, 1, 1},
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);
   if (rc == 0) {
     rc = tpl__job_check_unused(job, p, tpl__cli_has(a, OPT_STRICT), &err);

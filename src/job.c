@@ -1,6 +1,7 @@
-/* job.c - the job table: per tensor, the plan's verdict, where its bytes
- * are (rank 0) and what each rank holds; per rank, where each tensor lives
- * in its store. */
+/* job.c - the job table: per tensor, the plan's verdict, the pipeline
+ * stages that hold it, where its bytes are (rank 0) and what each of its
+ * holders holds (shard t of grid.tp); per stage, where each tensor it
+ * holds lives in the store of that stage's ranks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,34 +30,55 @@ static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
   uint64_t elems, stored;
   memcpy(t->rank_shape, t->shape, sizeof(t->shape));
   if (t->kind == TPL_RULE_SHARD)
-    tpl__shard_shape(t->shape, t->ndim, &t->spec, job->world, t->rank_shape);
+    tpl__shard_shape(t->shape, t->ndim, &t->spec, job->grid.tp, t->rank_shape);
+  if (t->stages.count == 0 && job->grid.pp <= 1)
+    t->stages = (struct tpl__stages){0, 1};
   elems = numel(t->rank_shape, t->ndim);
   if (tpl__mul_u64(elems, tpl__job_stored_itemsize(t), &stored) != 0 ||
-      tpl__mul_u64(elems, tpl__dtype_size(t->dtype), &t->rank_bytes) != 0)
+      tpl__mul_u64(elems, tpl__dtype_size(t->dtype), &t->rank_bytes) != 0 ||
+      tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
+                   &t->stored_bytes) != 0)
     return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                      t->name);
   t->rank_stored = stored;
   return 0;
 }
 
+int tpl__job_place(struct tpl__job *job, uint32_t stage,
+                   struct tpl_error *err) {
+  uint64_t off = 0;
+  for (size_t i = 0; i < job->ntensors; i++) {
+    struct tpl__job_tensor *t = &job->tensors[i];
+    t->store_offset = UINT64_MAX;
+    if (!tpl__stages_has(t->stages, stage)) continue;
+    off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
+    t->store_offset = off;
+    if (tpl__add_u64(off, t->rank_bytes, &off) != 0)
+      return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
+                       t->name);
+  }
+  job->stage = stage;
+  job->store_size = off;
+  return 0;
+}
+
 int tpl__job_finish(struct tpl__job *job, struct tpl_error *err) {
-  uint64_t off = 0, src = 0;
+  uint64_t src = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
     int rc = finish_tensor(job, t, err);
     if (rc != 0) return rc;
-    off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
-    t->store_offset = off;
-    if (tpl__add_u64(off, t->rank_bytes, &off) != 0 ||
-        tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
-                     &t->stored_bytes) != 0 ||
-        tpl__add_u64(src, t->stored_bytes, &src) != 0)
+    if (tpl__add_u64(src, t->stored_bytes, &src) != 0)
       return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                        t->name);
   }
-  job->store_size = off;
   job->source_bytes = src;
-  return 0;
+  return tpl__job_place(job, 0, err);
+}
+
+int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank) {
+  struct tpl__pos c = tpl__grid_coord(&job->grid, rank);
+  return tpl__stages_has(job->tensors[i].stages, c.p);
 }
 
 static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
@@ -81,13 +103,14 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
 
 int tpl__job_from_model(const struct tpl_model *m,
                         const struct tpl__strategy *strategies,
+                        const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
-                        uint32_t world, int bias_scaling, struct tpl__job **out,
-                        struct tpl_error *err) {
+                        const struct tpl__grid *grid, int bias_scaling,
+                        struct tpl__job **out, struct tpl_error *err) {
   struct tpl__job *job = calloc(1, sizeof(*job));
   int rc;
   if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  job->world = world;
+  job->grid = *grid;
   job->bias_scaling = bias_scaling;
   job->model = strdup(model_arg);
   job->plan_source = strdup(plan_source ? plan_source : "");
@@ -95,9 +118,11 @@ int tpl__job_from_model(const struct tpl_model *m,
   if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL)
     goto nomem;
   job->ntensors = m->ntensors;
-  for (size_t i = 0; i < m->ntensors; i++)
+  for (size_t i = 0; i < m->ntensors; i++) {
     if (copy_tensor(&job->tensors[i], &m->tensors[i], &strategies[i]) != 0)
       goto nomem;
+    if (stages != NULL) job->tensors[i].stages = stages[i];
+  }
   rc = tpl__job_finish(job, err);
   if (rc != 0) {
     tpl__job_free(job);
@@ -111,15 +136,17 @@ nomem:
 }
 
 int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
-                  const char *model_arg, uint32_t world, int bias_scaling,
-                  struct tpl__plan **plan, struct tpl__job **out,
-                  struct tpl_error *err) {
+                  const char *model_arg, const struct tpl__grid *grid,
+                  int bias_scaling, struct tpl__plan **plan,
+                  struct tpl__job **out, struct tpl_error *err) {
   struct tpl__strategy *st = NULL;
-  int rc = tpl__plan_for_model(plan_arg, m, world, plan, &st, err);
+  struct tpl__stages *stages = NULL;
+  int rc = tpl__plan_for_grid(plan_arg, m, grid, plan, &st, &stages, err);
   if (rc != 0) return rc;
-  rc = tpl__job_from_model(m, st, (*plan)->source, model_arg, world,
+  rc = tpl__job_from_model(m, st, stages, (*plan)->source, model_arg, grid,
                            bias_scaling, out, err);
   free(st);
+  free(stages);
   if (rc != 0) {
     tpl__plan_free(*plan);
     *plan = NULL;
@@ -129,7 +156,7 @@ int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
 
 size_t tpl__job_out_shape(const struct tpl__job *job,
                           const struct tpl__job_tensor *t, uint64_t *out) {
-  out[0] = job->world;
+  out[0] = job->grid.tp;
   memcpy(out + 1, t->rank_shape, (size_t)t->ndim * sizeof(uint64_t));
   return (size_t)t->ndim + 1;
 }
@@ -138,8 +165,8 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
                          const struct tpl__job_tensor *t, uint64_t *out) {
   size_t n = t->spec.nsegs ? t->spec.nsegs : 1;
   for (size_t j = 0; j < n; j++)
-    out[j] =
-        (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) / job->world;
+    out[j] = (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) /
+             job->grid.tp;
   return n;
 }
 
@@ -169,7 +196,7 @@ int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
   return strict ? TPL_EPLAN : 1;
 }
 
-int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
+int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
                     struct tpl__layout *out) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   if (t->kind != TPL_RULE_SHARD) {
@@ -177,7 +204,7 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
     return 0;
   }
   return tpl__shard_layout(t->shape, t->ndim, tpl__job_stored_itemsize(t),
-                           &t->spec, job->world, rank, out);
+                           &t->spec, job->grid.tp, shard, out);
 }
 
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
@@ -186,7 +213,7 @@ int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
   if (t->encoding == TPL_ENC_F32_TO_BF16)
     tpl__bf16_expand_inplace(p, t->rank_stored / 2);
   if (t->kind == TPL_RULE_SCALE_BIAS && job->bias_scaling &&
-      tpl__scale_bias(p, t->rank_bytes, t->dtype, job->world) != 0)
+      tpl__scale_bias(p, t->rank_bytes, t->dtype, job->grid.tp) != 0)
     return tpl__fail(err, TPL_EDTYPE, "tensor '%s': cannot scale a %s bias",
                      t->name, tpl__dtype_st_name(t->dtype));
   return 0;

@@ -15,6 +15,7 @@
 #include "model.h"
 #include "plan.h"
 #include "shard.h"
+#include "topology.h"
 
 struct tpl__job_tensor {
   char *name; /* owned */
@@ -29,67 +30,92 @@ struct tpl__job_tensor {
   /* rank 0 only (not broadcast): the source, from the model */
   uint32_t file;        /* index into the model's files */
   uint64_t file_offset; /* absolute byte offset in that file */
+  /* The pipeline stages that hold it (MLC's "pipeline_stages"; [0, 1)
+   * when pp == 1); broadcast with the job. */
+  struct tpl__stages stages;
   /* derived by tpl__job_finish: */
-  uint64_t rank_shape[TPL_MAX_DIMS]; /* what each rank holds */
-  uint64_t rank_bytes;               /* decoded bytes each rank holds */
-  uint64_t rank_stored;              /* source bytes each rank receives */
+  uint64_t rank_shape[TPL_MAX_DIMS]; /* what each holder holds */
+  uint64_t rank_bytes;               /* decoded bytes each holder holds */
+  uint64_t rank_stored;              /* source bytes each holder receives */
   uint64_t stored_bytes;             /* source bytes of the whole tensor */
-  uint64_t store_offset;             /* offset in every rank's store */
+  /* Per stage (tpl__job_place; tpl__job_finish places stage 0): the
+   * offset in the store of a rank of that stage, UINT64_MAX when the
+   * stage does not hold the tensor. */
+  uint64_t store_offset;
 };
 
 struct tpl__job {
-  uint32_t world;
+  /* world = tp * pp * dp; tp is the shard count of every layout, shape
+   * and segs function below and the divisor of bias scaling. */
+  struct tpl__grid grid;
+  uint32_t stage; /* the stage store_offset and store_size are for */
   int bias_scaling;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;
   size_t ntensors;
-  uint64_t store_size;   /* bytes of each rank's store */
+  uint64_t store_size;   /* per stage: bytes of the store of its ranks */
   uint64_t source_bytes; /* stored bytes of the whole checkpoint */
 };
 
-/* Builds the job table for `m` under `strategies` (one per tensor) and
- * finishes it.  *out is freed with tpl__job_free. */
+/* Builds the job table for `m` on `grid` under `strategies` and `stages`
+ * (one each per tensor; stages NULL: every tensor on stage 0, for
+ * grid->pp == 1) and finishes it.  *out is freed with tpl__job_free. */
 int tpl__job_from_model(const struct tpl_model *m,
                         const struct tpl__strategy *strategies,
+                        const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
-                        uint32_t world, int bias_scaling, struct tpl__job **out,
-                        struct tpl_error *err);
+                        const struct tpl__grid *grid, int bias_scaling,
+                        struct tpl__job **out, struct tpl_error *err);
 
-/* Resolves --plan `plan_arg` for `m` and `world` shards
- * (tpl__plan_for_model) and builds the job from it: on success *plan
- * (tpl__plan_free) and *out (tpl__job_free) are the caller's.  Returns 0
- * or what resolving, applying or building returned. */
+/* Resolves --plan `plan_arg` for `m` on `grid` (tpl__plan_for_grid: the
+ * plan for grid->tp shards and, when grid->pp > 1, MLC's stages) and
+ * builds the job from it: on success *plan (tpl__plan_free) and *out
+ * (tpl__job_free) are the caller's.  Returns 0 or what resolving,
+ * applying or building returned. */
 int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
-                  const char *model_arg, uint32_t world, int bias_scaling,
-                  struct tpl__plan **plan, struct tpl__job **out,
-                  struct tpl_error *err);
+                  const char *model_arg, const struct tpl__grid *grid,
+                  int bias_scaling, struct tpl__plan **plan,
+                  struct tpl__job **out, struct tpl_error *err);
 
-/* Computes the derived fields (per-rank shapes, bytes, store offsets,
- * store size) after the tensors' own fields are set. */
+/* Computes the derived fields (per-holder shapes, bytes) after the
+ * tensors' own fields and job->grid are set, and places stage 0
+ * (tpl__job_place).  A tensor with stages.count 0 is put on [0, 1) when
+ * pp == 1. */
 int tpl__job_finish(struct tpl__job *job, struct tpl_error *err);
+
+/* Lays out the store of a rank of stage `stage` (< grid.pp): the tensors
+ * that stage holds, in job order, aligned; the others get store_offset
+ * UINT64_MAX.  Sets job->stage and job->store_size.  Returns 0 or
+ * TPL_EOVERFLOW naming the tensor. */
+int tpl__job_place(struct tpl__job *job, uint32_t stage, struct tpl_error *err);
+
+/* Nonzero when global rank `rank` (< grid.world) holds tensor i: its
+ * stage is among the tensor's stages. */
+int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 
 /* Element size as stored in the source (2 for f32-to-bf16 records). */
 size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t);
 
-/* Rank `rank`'s layout over the tensor's stored bytes. */
-int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t rank,
+/* Shard `shard`'s (0 .. grid.tp - 1) layout over the tensor's stored
+ * bytes (every shard of a tensor that is not cut has all of them). */
+int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
                     struct tpl__layout *out);
 
 /* Turns the `rank_stored` bytes rank received of tensor `i` at `p` into
  * what it holds (`rank_bytes` at `p`): decodes f32-to-bf16 storage and,
- * for a scale_bias tensor with bias scaling on, divides by N.  Returns 0
+ * for a scale_bias tensor with bias scaling on, divides by grid.tp.  Returns 0
  * or TPL_EDTYPE (err names the tensor). */
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
                           struct tpl_error *err);
 
-/* MLC's out_shape of a sharded tensor, [N, *rank_shape], into out
+/* MLC's out_shape of a sharded tensor, [tp, *rank_shape], into out
  * (TPL_MAX_DIMS + 1 entries); returns its length. */
 size_t tpl__job_out_shape(const struct tpl__job *job,
                           const struct tpl__job_tensor *t, uint64_t *out);
 
 /* A sharded tensor's per-shard segment lengths in MLC's units (full
- * segs / N; one segment when the rule has none) into out (TPL_MAX_SEGS
+ * segs / tp; one segment when the rule has none) into out (TPL_MAX_SEGS
  * entries); returns how many. */
 size_t tpl__job_mlc_segs(const struct tpl__job *job,
                          const struct tpl__job_tensor *t, uint64_t *out);

@@ -143,27 +143,86 @@ int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
   return rc;
 }
 
-int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
-                        uint32_t nshards, struct tpl__plan **plan,
-                        struct tpl__strategy **strategies,
-                        struct tpl_error *err) {
+/* The layer count and tied flag MLC's stage assignment needs, from the
+ * config already read: config.json has them at the top, MLC's
+ * mlc-chat-config.json under "model_config" (gen_config.py writes the
+ * model's config dataclass there, python/mlc_llm/interface/gen_config.py
+ * in mlc-ai/mlc-llm). */
+static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
+                       int *tied, struct tpl_error *err) {
+  const json_t *cfg = c->json;
+  uint64_t n = 0;
+  if (cfg != NULL && c->mlc) cfg = json_object_get(cfg, "model_config");
+  if (cfg == NULL ||
+      tpl__json_u64(json_object_get(cfg, "num_hidden_layers"), &n) != 0 ||
+      n > UINT32_MAX)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "--pp %u needs the model's layer count: %s has no "
+                     "%snum_hidden_layers",
+                     pp, c->path ? c->path : "the model's config",
+                     c->mlc ? "model_config." : "");
+  *layers = (uint32_t)n;
+  *tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
+  return 0;
+}
+
+/* Every tensor's stages (MLC's _set_pp, see topology.c). */
+static int assign_stages(const struct tpl_model *m, const struct config *c,
+                         uint32_t pp, struct tpl__stages *out,
+                         struct tpl_error *err) {
+  uint32_t layers = 1;
+  int tied = 0, rc = 0;
+  if (pp > 1) rc = read_layers(c, pp, &layers, &tied, err);
+  if (rc == 0 && pp > 1) rc = tpl__stage_check(layers, pp, err);
+  for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
+    rc = tpl__tensor_stages(m->tensors[i].name, layers, pp, tied, err, &out[i]);
+  return rc;
+}
+
+/* tpl__plan_for_model, and the stages when `stages` is not NULL. */
+static int plan_model(const char *arg, const struct tpl_model *m,
+                      const struct tpl__grid *grid, struct tpl__plan **plan,
+                      struct tpl__strategy **strategies,
+                      struct tpl__stages **stages, struct tpl_error *err) {
   struct config c = {0};
   struct tpl__plan *p = NULL;
   struct tpl__strategy *s = NULL;
-  int rc = resolve(arg, m, nshards, &c, &p, err);
+  struct tpl__stages *g = NULL;
+  size_t n = m->ntensors ? m->ntensors : 1;
+  int rc = resolve(arg, m, grid->tp, &c, &p, err);
   if (rc == 0) {
-    s = calloc(m->ntensors ? m->ntensors : 1, sizeof(*s));
-    if (s == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+    s = calloc(n, sizeof(*s));
+    g = stages != NULL ? calloc(n, sizeof(*g)) : NULL;
+    if (s == NULL || (stages != NULL && g == NULL))
+      rc = tpl__fail(err, -ENOMEM, "out of memory");
   }
-  if (rc == 0) rc = tpl__plan_apply(p, m, nshards, s, err);
+  if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
+  if (rc == 0 && g != NULL) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {
     free(s);
+    free(g);
     tpl__plan_free(p);
     return rc;
   }
   *plan = p;
   *strategies = s;
+  if (stages != NULL) *stages = g;
   return 0;
+}
+
+int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
+                        uint32_t nshards, struct tpl__plan **plan,
+                        struct tpl__strategy **strategies,
+                        struct tpl_error *err) {
+  struct tpl__grid grid = {nshards, nshards, 1, 1};
+  return plan_model(arg, m, &grid, plan, strategies, NULL, err);
+}
+
+int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
+                       const struct tpl__grid *grid, struct tpl__plan **plan,
+                       struct tpl__strategy **strategies,
+                       struct tpl__stages **stages, struct tpl_error *err) {
+  return plan_model(arg, m, grid, plan, strategies, stages, err);
 }

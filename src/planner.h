@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "plan.h"
+#include "topology.h"
 
 /* Resolves --plan ARG for model `m` and `nshards`: ARG is a plan file path,
  * a preset name (llama, mistral, qwen2, gemma, mixtral, phi3, gpt2,
@@ -32,5 +33,18 @@ int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
                         uint32_t nshards, struct tpl__plan **plan,
                         struct tpl__strategy **strategies,
                         struct tpl_error *err);
+
+/* tpl__plan_for_model for grid->tp shards, and the pipeline stages of
+ * every tensor in *stages (free(); one per tensor).  With grid->pp > 1
+ * the same config gives the layer count ("num_hidden_layers" of
+ * config.json, of "model_config" in mlc-chat-config.json) and
+ * "tie_word_embeddings"; a missing count is TPL_EUSAGE, a pp that does
+ * not split the layers TPL_EUSAGE with the numbers (tpl__stage_check),
+ * a tensor MLC puts on no stage TPL_EPLAN (tpl__tensor_stages).  With
+ * pp == 1 every tensor is on [0, 1). */
+int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
+                       const struct tpl__grid *grid, struct tpl__plan **plan,
+                       struct tpl__strategy **strategies,
+                       struct tpl__stages **stages, struct tpl_error *err);
 
 #endif

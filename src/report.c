@@ -22,6 +22,8 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
   m->shape = (uint64_t *)t->shape;
   m->encoding = (uint32_t)t->encoding;
   m->kind = (uint32_t)t->kind;
+  m->stage_first = t->stages.first;
+  m->stage_count = t->stages.count;
   if (t->kind == TPL_RULE_SHARD) {
     m->func_name = t->func_name;
     m->dim = t->spec.dim;
@@ -41,7 +43,9 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
     ptrs[i] = &msgs[i];
   }
   table.model = job->model;
-  table.world = job->world;
+  table.world = job->grid.world;
+  table.tp = job->grid.tp;
+  table.pp = job->grid.pp;
   table.bias_scaling = job->bias_scaling;
   table.plan_source = job->plan_source;
   table.n_tensors = job->ntensors;
@@ -70,6 +74,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
+  t->stages = (struct tpl__stages){m->stage_first, m->stage_count};
   t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
@@ -93,13 +98,15 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     tpload__job_table__free_unpacked(table, NULL);
     return tpl__fail(err, -ENOMEM, "out of memory");
   }
-  job->world = table->world;
+  if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid))
+    rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
   job->bias_scaling = table->bias_scaling;
   job->model = strdup(table->model);
   job->plan_source = strdup(table->plan_source);
   job->tensors = calloc(table->n_tensors + 1, sizeof(*job->tensors));
   job->ntensors = table->n_tensors;
-  if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL)
+  if (rc == 0 &&
+      (job->model == NULL || job->plan_source == NULL || job->tensors == NULL))
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < table->n_tensors; i++)
     rc = msg_to_job_tensor(table->tensors[i], &job->tensors[i], err);
@@ -130,7 +137,7 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
   m->n_shape = (size_t)t->ndim;
   m->shape = (uint64_t *)t->rank_shape;
   m->dim = -1;
-  m->bias_scale = tpl__bias_scale(t->kind, job->world, job->bias_scaling);
+  m->bias_scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
   m->nbytes = t->rank_bytes;
   m->xxh3 = xxh3;
   m->offset = t->store_offset;
@@ -191,6 +198,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   for (size_t i = 0; i < job->ntensors; i++)
     r.bytes += job->tensors[i].rank_bytes;
   r.peak_rss_bytes = st->peak_rss;
+  r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
   *len = tpload__rank_report__get_packed_size(&r);
@@ -209,10 +217,10 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           uint64_t bytes_read, uint8_t **buf, size_t *len,
                           struct tpl_error *err) {
   Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
-  Tpload__RankReport **rr = calloc(job->world, sizeof(*rr));
+  Tpload__RankReport **rr = calloc(job->grid.world, sizeof(*rr));
   int rc = 0;
   if (rr == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (uint32_t i = 0; i < job->world && rc == 0; i++) {
+  for (uint32_t i = 0; i < job->grid.world && rc == 0; i++) {
     rr[i] = tpload__rank_report__unpack(NULL, lens[i], ranks[i]);
     if (rr[i] == NULL)
       rc = tpl__fail(err, TPL_EPEER, "rank %u sent a malformed report", i);
@@ -221,11 +229,11 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   }
   if (rc == 0) {
     lr.model = job->model;
-    lr.tensor_parallel_shards = job->world;
+    lr.tensor_parallel_shards = job->grid.tp;
     lr.bias_scaling = job->bias_scaling;
     lr.seconds = seconds;
     lr.bytes_read = bytes_read;
-    lr.n_ranks = job->world;
+    lr.n_ranks = job->grid.world;
     lr.ranks = rr;
     *len = tpload__load_report__get_packed_size(&lr);
     *buf = malloc(*len ? *len : 1);
@@ -234,7 +242,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
     else
       tpload__load_report__pack(&lr, *buf);
   }
-  for (uint32_t i = 0; i < job->world; i++)
+  for (uint32_t i = 0; i < job->grid.world; i++)
     if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
   free(rr);
   return rc;
@@ -302,6 +310,7 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
                       json_integer((json_int_t)r->n_tensors));
   json_object_set_new(o, "peak_rss_bytes",
                       json_integer((json_int_t)r->peak_rss_bytes));
+  json_object_set_new(o, "bytes_sent", json_integer((json_int_t)r->bytes_sent));
   json_object_set_new(o, "seconds", seconds_json(r->seconds));
   if (r->times != NULL) {
     json_object_set_new(ph, "read", seconds_json(r->times->read));

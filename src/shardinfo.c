@@ -48,7 +48,7 @@ static int add_shard_fields(json_t *o, const struct tpl__job *job,
   json_t *pre = json_object_get(o, "preprocs");
   uint64_t segs[TPL_MAX_SEGS];
   size_t n = tpl__job_mlc_segs(job, t, segs);
-  if ((job->world > 1 && json_array_append_new(pre, preproc(job, t)) != 0) ||
+  if ((job->grid.tp > 1 && json_array_append_new(pre, preproc(job, t)) != 0) ||
       json_object_set_new(o, "dim", json_integer(t->spec.dim)) != 0 ||
       json_object_set_new(o, "segs", tpl__json_u64_array(segs, n)) != 0)
     return -ENOMEM;
@@ -58,7 +58,7 @@ static int add_shard_fields(json_t *o, const struct tpl__job *job,
 json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks) {
   const struct tpl__job_tensor *t = &job->tensors[i];
-  double scale = tpl__bias_scale(t->kind, job->world, job->bias_scaling);
+  double scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
   /* pipeline_stages: [0] for every param, as compile.py writes it for
    * one pipeline stage (tpload has no pipeline parallelism). */
   json_t *o = json_pack(
@@ -69,7 +69,8 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
   if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
       json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
       (ranks != NULL &&
-       json_object_set_new(o, "ranks", rank_list(ranks, job->world)) != 0)) {
+       json_object_set_new(o, "ranks", rank_list(ranks, job->grid.world)) !=
+           0)) {
     json_decref(o);
     return NULL;
   }
@@ -80,12 +81,12 @@ int tpl__shardinfo_build(const struct tpl__job *job,
                          const struct tpl__rank_info *ranks, json_t **out) {
   json_t *params = json_array();
   json_t *root = json_pack("{s:I, s:b, s:o}", "tensor_parallel_shards",
-                           (json_int_t)job->world, "bias_scaling",
+                           (json_int_t)job->grid.tp, "bias_scaling",
                            job->bias_scaling ? 1 : 0, "params", params);
   if (root == NULL) return -ENOMEM;
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__rank_info *r =
-        ranks != NULL ? &ranks[i * (size_t)job->world] : NULL;
+        ranks != NULL ? &ranks[i * (size_t)job->grid.world] : NULL;
     if (json_array_append_new(params, tpl__shardinfo_param(job, i, r)) != 0) {
       json_decref(root);
       return -ENOMEM;

@@ -40,13 +40,13 @@ int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
   return 0;
 }
 
-uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__coord c) {
+uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__pos c) {
   return (c.d * g->pp + c.p) * g->tp + c.t;
 }
 
-struct tpl__coord tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
+struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
   uint32_t group = rank / g->tp; /* d * pp + p */
-  return (struct tpl__coord){
+  return (struct tpl__pos){
       .d = group / g->pp, .p = group % g->pp, .t = rank % g->tp};
 }
 

@@ -14,7 +14,7 @@ struct tpl__grid {
 };
 
 /* Where one rank sits: replica d, pipeline stage p, tensor shard t. */
-struct tpl__coord {
+struct tpl__pos {
   uint32_t d, p, t;
 };
 
@@ -36,10 +36,10 @@ int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
  * is stable (rank files, sockets and reports depend on it): shards of one
  * stage are adjacent, then stages of one replica, then replicas.  With
  * pp == dp == 1 it is today's rank == shard.  c must lie inside g. */
-uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__coord c);
+uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__pos c);
 
 /* The inverse of tpl__grid_rank; rank must be < g->world. */
-struct tpl__coord tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
+struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
 
 /* Checks that `layers` decoder layers can be split over `pp` stages as MLC
  * LLM does: 1 <= pp <= layers (MLC's config check) and pp divides layers

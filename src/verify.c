@@ -108,10 +108,10 @@ static int check_param(const struct verify *v, size_t i,
       json_deep_copy(json_array_get(json_object_get(v->info, "params"), i));
   json_t *ranks = json_object_get(got, "ranks");
   int same = 1;
-  for (uint32_t r = 0; r < v->job->world; r++) {
+  for (uint32_t r = 0; r < v->job->grid.world; r++) {
     json_t *rk = json_array_get(ranks, r);
     json_t *nb = json_object_get(rk, "nbytes");
-    same = same && json_array_size(ranks) == v->job->world &&
+    same = same && json_array_size(ranks) == v->job->grid.world &&
            json_integer_value(json_object_get(rk, "rank")) == r &&
            json_is_integer(nb) &&
            (uint64_t)json_integer_value(nb) == v->job->tensors[i].rank_bytes;
@@ -211,7 +211,7 @@ static int compare_tensor(struct verify *v, size_t i,
     return tpl__fail(err, rc, "%s: tensor '%s': %s",
                      v->model->files[t->file].path, t->name, tpl_strerror(rc));
   rc = check_param(v, i, err);
-  for (uint32_t r = 0; rc == 0 && r < v->job->world; r++)
+  for (uint32_t r = 0; rc == 0 && r < v->job->grid.world; r++)
     rc = compare_rank(v, i, r, res, err);
   return rc;
 }
@@ -252,8 +252,9 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int rc = read_shard_info(v, &world, &scaling, err);
   if (rc == 0) rc = tpl__model_open(model, &v->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, v->model, model, world, scaling, &v->plan, &v->job,
-                       err);
+    rc = tpl__job_plan(plan, v->model, model,
+                       &(struct tpl__grid){world, world, 1, 1}, scaling,
+                       &v->plan, &v->job, err);
   if (rc == 0 && tpl__shardinfo_build(v->job, NULL, &v->expect) != 0)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   if (rc == 0) rc = check_layout(v, world, err);
@@ -270,7 +271,7 @@ static int prepare(struct verify *v, const char *model, const char *plan,
 }
 
 static void verify_free(struct verify *v) {
-  for (uint32_t r = 0; v->job && v->outs && r < v->job->world; r++) {
+  for (uint32_t r = 0; v->job && v->outs && r < v->job->grid.world; r++) {
     tpl__model_free(v->outs[r]);
     if (v->fds[r] >= 0) close(v->fds[r]);
   }
@@ -298,7 +299,7 @@ int tpl__verify(const char *model, const char *dir, const char *plan,
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
     rc = compare_tensor(&v, i, &res, err);
   if (rc == 0) {
-    res.ranks = v.job->world;
+    res.ranks = v.job->grid.world;
     *out = res;
   }
   verify_free(&v);

@@ -84,7 +84,7 @@ static uint8_t pattern(size_t t, size_t i) {
 /* The job table describing the store: what `serve` hands the daemon. */
 static void build_job(void) {
   uint64_t off = 0;
-  job.world = 1;
+  job.grid = (struct tpl__grid){1, 1, 1, 1};
   job.ntensors = NT;
   job.tensors = jtensors;
   for (size_t t = 0; t < NT; t++) {

@@ -3,11 +3,17 @@
  * DESIGN.md section 2's worked examples (expected slices copied from its
  * table); MLC's segs and out_shape; f32-to-bf16 storage; the bias scope
  * through tpl__job_finish_bytes; the source location a job built from a
- * model carries; and the overflow refusal naming the tensor. */
+ * model carries; the overflow refusal naming the tensor; and the grid:
+ * which ranks hold a tensor (docs/TOPOLOGY.md's TP2 x PP2 x DP2 table),
+ * per-stage store offsets, T (not the world) as the shard count, and the
+ * planner's stages and refusals for --pp. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtype.h"
+#include "fileio.h"
 #include "job.h"
 #include "model.h"
 #include "store.h"
@@ -35,7 +41,8 @@ static struct tpl__job_tensor sharded(const char *name, const uint64_t *shape,
 
 static struct tpl__job one_tensor_job(struct tpl__job_tensor *t,
                                       uint32_t world) {
-  struct tpl__job job = {.world = world, .tensors = t, .ntensors = 1};
+  struct tpl__job job = {
+      .grid = {world, world, 1, 1}, .tensors = t, .ntensors = 1};
   return job;
 }
 
@@ -117,7 +124,7 @@ static void test_mlc_segs_and_out_shape(void) {
   struct tpl__job_tensor t[2] = {
       sharded("qkv", ARR(8, 2), 2, 0, 3, ARR(4, 2, 2)),
       sharded("o", ARR(3, 4), 2, 1, 0, NULL)};
-  struct tpl__job job = {.world = 2, .tensors = t, .ntensors = 2};
+  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 2};
   uint64_t segs[TPL_MAX_SEGS], out[TPL_MAX_DIMS + 1];
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[0], segs), 3);
@@ -143,7 +150,7 @@ static void test_offsets_and_replicated(void) {
        .ndim = 1,
        .shape = {4},
        .kind = TPL_RULE_SCALE_BIAS}};
-  struct tpl__job job = {.world = 2, .tensors = t, .ntensors = 3};
+  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 3};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(t[0].rank_shape[0], 3);
   CHECK_EQ_U64(t[0].rank_shape[1], 5);
@@ -252,8 +259,10 @@ static void test_from_model_carries_source(void) {
   tpl__model_add_file(m, "./b.safetensors", "b.safetensors", 100, &f1);
   add_tensor(m, "q", f1, 40, 8);
   add_tensor(m, "norm", f0, 16, 4);
-  CHECK_EQ_INT(
-      tpl__job_from_model(m, st, "preset x", "MODEL", 2, 1, &job, NULL), 0);
+  CHECK_EQ_INT(tpl__job_from_model(m, st, NULL, "preset x", "MODEL",
+                                   &(struct tpl__grid){2, 2, 1, 1}, 1, &job,
+                                   NULL),
+               0);
   if (job != NULL) {
     CHECK_EQ_U64(job->ntensors, 2);
     CHECK(strcmp(job->model, "MODEL") == 0);
@@ -272,6 +281,210 @@ static void test_from_model_carries_source(void) {
   tpl__model_free(m);
 }
 
+/* The stages of docs/TOPOLOGY.md's llama example, two stages: a layer of
+ * the first half, a layer of the second, model.norm (last stage) and
+ * embed_tokens (every stage), each a 4-byte u8 tensor. */
+static void staged_tensors(struct tpl__job_tensor *t) {
+  static const char *names[4] = {"model.layers.0.x", "model.layers.1.x",
+                                 "model.norm.weight",
+                                 "model.embed_tokens.weight"};
+  static const struct tpl__stages st[4] = {{0, 1}, {1, 1}, {1, 1}, {0, 2}};
+  for (int i = 0; i < 4; i++)
+    t[i] = (struct tpl__job_tensor){.name = (char *)names[i],
+                                    .dtype = TPL_DT_U8,
+                                    .ndim = 1,
+                                    .shape = {4},
+                                    .stages = st[i]};
+}
+
+/* TP2 x PP2 x DP2 (-np 8): ranks 0, 1, 4, 5 are stage 0, ranks 2, 3, 6,
+ * 7 stage 1 (rank = (d * P + p) * T + t). */
+static void test_holds_by_stage(void) {
+  struct tpl__job_tensor t[4];
+  struct tpl__job job = {.grid = {8, 2, 2, 2}, .tensors = t, .ntensors = 4};
+  static const int stage1[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  staged_tensors(t);
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  for (uint32_t r = 0; r < 8; r++) {
+    CHECK_EQ_INT(tpl__job_holds(&job, 0, r) != 0, !stage1[r]);
+    CHECK_EQ_INT(tpl__job_holds(&job, 1, r) != 0, stage1[r]);
+    CHECK_EQ_INT(tpl__job_holds(&job, 2, r) != 0, stage1[r]);
+    CHECK_EQ_INT(tpl__job_holds(&job, 3, r) != 0, 1);
+  }
+}
+
+/* A stage's store holds its tensors only, back to back and aligned; the
+ * others are at UINT64_MAX. */
+static void test_place_per_stage(void) {
+  struct tpl__job_tensor t[4];
+  struct tpl__job job = {.grid = {4, 1, 2, 2}, .tensors = t, .ntensors = 4};
+  staged_tensors(t);
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_U64(job.stage, 0);
+  CHECK_EQ_U64(t[0].store_offset, 0);
+  CHECK_EQ_U64(t[1].store_offset, UINT64_MAX);
+  CHECK_EQ_U64(t[2].store_offset, UINT64_MAX);
+  CHECK_EQ_U64(t[3].store_offset, 64);
+  CHECK_EQ_U64(job.store_size, 68);
+  CHECK_EQ_INT(tpl__job_place(&job, 1, NULL), 0);
+  CHECK_EQ_U64(job.stage, 1);
+  CHECK_EQ_U64(t[0].store_offset, UINT64_MAX);
+  CHECK_EQ_U64(t[1].store_offset, 0);
+  CHECK_EQ_U64(t[2].store_offset, 64);
+  CHECK_EQ_U64(t[3].store_offset, 128);
+  CHECK_EQ_U64(job.store_size, 132);
+  CHECK_EQ_U64(job.source_bytes, 16);
+}
+
+/* On a grid the shard count is T, not the world: TP2 x DP2 cuts [12]
+ * segs [4,4,4] as DESIGN.md's N = 2 example (shard 1: 2 3 6 7 10 11),
+ * out_shape and MLC segs use 2, and a bias is divided by 2. */
+static void test_grid_shards_by_tp(void) {
+  static const uint8_t want1[] = {2, 3, 6, 7, 10, 11};
+  struct tpl__job_tensor t[2] = {sharded("t", ARR(12), 1, 0, 3, ARR(4, 4, 4)),
+                                 {.name = "b",
+                                  .dtype = TPL_DT_F32,
+                                  .ndim = 1,
+                                  .shape = {1},
+                                  .kind = TPL_RULE_SCALE_BIAS}};
+  struct tpl__job job = {
+      .grid = {4, 2, 1, 2}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
+  uint64_t v[TPL_MAX_DIMS + 1];
+  uint8_t src[12], dst[12];
+  float bias = 3.0f;
+  struct tpl__layout l;
+  for (size_t i = 0; i < sizeof(src); i++)
+    src[i] = (uint8_t)i;
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  CHECK_EQ_U64(t[0].rank_shape[0], 6);
+  CHECK_EQ_U64(tpl__job_out_shape(&job, &t[0], v), 2);
+  CHECK_EQ_U64(v[0], 2);
+  CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[0], v), 3);
+  CHECK_EQ_U64(v[0], 2);
+  CHECK_EQ_INT(tpl__job_layout(&job, 0, 1, &l), 0);
+  CHECK_EQ_U64(tpl__layout_gather(&l, 0, 12, src, dst), 6);
+  CHECK(memcmp(dst, want1, sizeof(want1)) == 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 1, (uint8_t *)&bias, NULL), 0);
+  CHECK(bias == 1.5f);
+  for (uint32_t r = 0; r < 4; r++)
+    CHECK(tpl__job_holds(&job, 0, r));
+}
+
+/* --- the planner's stages (tpl__job_plan on a grid) --- */
+
+static char tmpdir[64];
+
+static void write_text(const char *name, const char *text) {
+  char *path = tpl__path_join(tmpdir, name);
+  FILE *f = path != NULL ? fopen(path, "w") : NULL;
+  if (f != NULL) {
+    fputs(text, f);
+    fclose(f);
+  }
+  free(path);
+}
+
+static void remove_tmpdir(void) {
+  static const char *files[] = {"plan.json", "config.json",
+                                "mlc-chat-config.json"};
+  for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    char *p = tpl__path_join(tmpdir, files[i]);
+    if (p != NULL) unlink(p);
+    free(p);
+  }
+  rmdir(tmpdir);
+}
+
+/* A four-layer llama-named model in tmpdir (fmt: HF index or MLC), one
+ * f16 tensor per layer plus embed_tokens, model.norm and lm_head. */
+static struct tpl_model *staged_model(int fmt) {
+  static const char *names[] = {"model.embed_tokens.weight",
+                                "model.layers.0.mlp.w",
+                                "model.layers.1.mlp.w",
+                                "model.layers.2.mlp.w",
+                                "model.layers.3.mlp.w",
+                                "model.norm.weight",
+                                "lm_head.weight"};
+  struct tpl_model *m = tpl__model_new(fmt, tmpdir);
+  uint32_t f = 0;
+  if (m == NULL) return NULL;
+  tpl__model_add_file(m, "x.safetensors", "x.safetensors", 1024, &f);
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    add_tensor(m, names[i], f, 16 * i, 4);
+  return m;
+}
+
+/* Plans `m` with the plan file in tmpdir on grid (world, tp, pp); the
+ * stages land in *first (one per tensor) on success. */
+static int plan_grid(struct tpl_model *m, uint32_t world, uint32_t tp,
+                     uint32_t pp, uint32_t *first, struct tpl_error *err) {
+  struct tpl__grid g;
+  struct tpl__plan *p = NULL;
+  struct tpl__job *job = NULL;
+  char *plan = tpl__path_join(tmpdir, "plan.json");
+  int rc = tpl__grid_make(world, tp, pp, err, &g);
+  if (rc == 0) rc = tpl__job_plan(plan, m, "M", &g, 1, &p, &job, err);
+  for (size_t i = 0; rc == 0 && i < job->ntensors; i++)
+    first[i] = job->tensors[i].stages.count == 1
+                   ? job->tensors[i].stages.first
+                   : 100 + job->tensors[i].stages.count;
+  tpl__job_free(job);
+  tpl__plan_free(p);
+  free(plan);
+  return rc;
+}
+
+/* L = 4 over P = 2 (MLC's layer // (L // P)): layers 0, 1 on stage 0,
+ * layers 2, 3 and model.norm on stage 1, embed and lm_head on both
+ * (100 + 2 below).  From config.json and from mlc-chat-config.json's
+ * model_config. */
+static void test_plan_stages(void) {
+  static const uint32_t want[7] = {102, 0, 0, 1, 1, 1, 102};
+  uint32_t got[7] = {0};
+  struct tpl_error err = {0};
+  struct tpl_model *m = staged_model(TPL_FMT_ST_INDEX);
+  write_text("plan.json", "{\"rules\": []}");
+  write_text("config.json", "{\"num_hidden_layers\": 4}");
+  CHECK_EQ_INT(plan_grid(m, 4, 2, 2, got, &err), 0);
+  for (int i = 0; i < 7; i++)
+    CHECK_EQ_U64(got[i], want[i]);
+  CHECK_EQ_INT(plan_grid(m, 2, 2, 1, got, &err), 0);
+  CHECK_EQ_U64(got[0], 0);
+  CHECK_EQ_U64(got[6], 0);
+  tpl__model_free(m);
+  m = staged_model(TPL_FMT_MLC);
+  memset(got, 0, sizeof(got));
+  write_text("mlc-chat-config.json",
+             "{\"model_config\": {\"num_hidden_layers\": 4}}");
+  CHECK_EQ_INT(plan_grid(m, 2, 1, 2, got, &err), 0);
+  for (int i = 0; i < 7; i++)
+    CHECK_EQ_U64(got[i], want[i]);
+  tpl__model_free(m);
+}
+
+/* Refusals: P above the layer count and P not dividing it are usage
+ * errors with the numbers; no layer count at all is one too; a tied
+ * model with an lm_head is a plan error naming it. */
+static void test_plan_stage_refusals(void) {
+  uint32_t got[7];
+  struct tpl_error err = {0};
+  struct tpl_model *m = staged_model(TPL_FMT_ST_INDEX);
+  write_text("plan.json", "{\"rules\": []}");
+  write_text("config.json", "{\"num_hidden_layers\": 4}");
+  CHECK_EQ_INT(plan_grid(m, 8, 1, 8, got, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "--pp 8: expected 1..4");
+  CHECK_EQ_INT(plan_grid(m, 3, 1, 3, got, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "--pp 3 does not divide the 4 layers");
+  write_text("config.json", "{\"hidden_size\": 4}");
+  CHECK_EQ_INT(plan_grid(m, 2, 1, 2, got, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "num_hidden_layers");
+  write_text("config.json",
+             "{\"num_hidden_layers\": 4, \"tie_word_embeddings\": true}");
+  CHECK_EQ_INT(plan_grid(m, 2, 1, 2, got, &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "lm_head.weight");
+  tpl__model_free(m);
+}
+
 int main(void) {
   RUN(test_example_12_segs_444);
   RUN(test_example_gqa);
@@ -285,5 +498,16 @@ int main(void) {
   RUN(test_finish_bytes_scales_bias);
   RUN(test_overflow_names_tensor);
   RUN(test_from_model_carries_source);
+  RUN(test_holds_by_stage);
+  RUN(test_place_per_stage);
+  RUN(test_grid_shards_by_tp);
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_job.XXXXXX");
+  if (mkdtemp(tmpdir) == NULL) {
+    printf("Bail out! mkdtemp failed\n");
+    return 1;
+  }
+  RUN(test_plan_stages);
+  RUN(test_plan_stage_refusals);
+  remove_tmpdir();
   return tap_done();
 }

@@ -1223,7 +1223,9 @@ static int build_info(const struct tpl_model *m, const struct tpl__strategy *st,
                       int bias_scaling, json_t **out) {
   struct tpl__job *job = NULL;
   struct tpl_error err = {0};
-  int rc = tpl__job_from_model(m, st, "test", "m", n, bias_scaling, &job, &err);
+  int rc = tpl__job_from_model(m, st, NULL, "test", "m",
+                               &(struct tpl__grid){n, n, 1, 1}, bias_scaling,
+                               &job, &err);
   if (rc == 0) rc = tpl__shardinfo_build(job, ranks, out);
   tpl__job_free(job);
   return rc;

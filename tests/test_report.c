@@ -35,7 +35,7 @@ static void make_job(void) {
   tensors[1].shape[0] = 4;
   tensors[1].kind = TPL_RULE_SCALE_BIAS;
   memset(&job, 0, sizeof(job));
-  job.world = 2;
+  job.grid = (struct tpl__grid){2, 2, 1, 1};
   job.bias_scaling = 1;
   job.model = "M";
   job.plan_source = "preset p";
@@ -53,7 +53,8 @@ static void test_job_table_roundtrip(void) {
   CHECK_EQ_INT(tpl__job_unpack(buf, len, &out, NULL), 0);
   free(buf);
   if (out == NULL) return;
-  CHECK_EQ_U64(out->world, 2);
+  CHECK_EQ_U64(out->grid.world, 2);
+  CHECK_EQ_U64(out->grid.tp, 2);
   CHECK_EQ_INT(out->bias_scaling, 1);
   CHECK(strcmp(out->model, "M") == 0);
   CHECK(strcmp(out->plan_source, "preset p") == 0);

@@ -26,11 +26,11 @@ static void check_table(uint32_t n, uint32_t t, uint32_t p,
   struct tpl__grid g = grid(n, t, p);
   REQUIRE(g.world == n);
   for (uint32_t r = 0; r < n; r++) {
-    struct tpl__coord c = tpl__grid_coord(&g, r);
+    struct tpl__pos c = tpl__grid_coord(&g, r);
     CHECK_EQ_U64(c.d, want[r][0]);
     CHECK_EQ_U64(c.p, want[r][1]);
     CHECK_EQ_U64(c.t, want[r][2]);
-    struct tpl__coord w = {.d = want[r][0], .p = want[r][1], .t = want[r][2]};
+    struct tpl__pos w = {.d = want[r][0], .p = want[r][1], .t = want[r][2]};
     CHECK_EQ_U64(tpl__grid_rank(&g, w), r);
   }
 }
@@ -78,7 +78,7 @@ static void test_table_tp1_pp4(void) {
 static void test_tp_only_is_identity(void) {
   struct tpl__grid g = grid(5, 5, 1);
   for (uint32_t r = 0; r < 5; r++) {
-    struct tpl__coord c = tpl__grid_coord(&g, r);
+    struct tpl__pos c = tpl__grid_coord(&g, r);
     CHECK_EQ_U64(c.t, r);
     CHECK_EQ_U64(c.p, 0);
     CHECK_EQ_U64(c.d, 0);
@@ -99,11 +99,11 @@ static void test_round_trips(void) {
     for (uint32_t cd = 0; cd < d; cd++)
       for (uint32_t cp = 0; cp < p; cp++)
         for (uint32_t ct = 0; ct < t; ct++) {
-          struct tpl__coord c = {.d = cd, .p = cp, .t = ct};
+          struct tpl__pos c = {.d = cd, .p = cp, .t = ct};
           uint32_t r = tpl__grid_rank(&g, c);
           CHECK_EQ_U64(r, next);
           next++;
-          struct tpl__coord b = tpl__grid_coord(&g, r);
+          struct tpl__pos b = tpl__grid_coord(&g, r);
           CHECK(b.d == cd && b.p == cp && b.t == ct);
         }
     CHECK_EQ_U64(next, g.world);
