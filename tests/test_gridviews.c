@@ -129,22 +129,31 @@ static const char *const tp2pp2dp2_holders[NT] = {
     "2(0,1,0) 3(0,1,1) 6(1,1,0) 7(1,1,1)",
     "0(0,0,0) 1(0,0,1) 2(0,1,0) 3(0,1,1) 4(1,0,0) 5(1,0,1) 6(1,1,0) 7(1,1,1)"};
 
+/* The grid's counts and, per param, its stages and holders. */
+static void check_grid_info(json_t *info, const char *const *stages,
+                            const char *const *holders) {
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(info, "tensor_parallel_shards")),
+      job.grid.tp);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(info, "pipeline_parallel_stages")),
+      job.grid.pp);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(info, "data_parallel_replicas")),
+      job.grid.dp);
+  for (size_t i = 0; i < NT; i++) {
+    json_t *p = param(info, i);
+    CHECK(compact_is(json_object_get(p, "pipeline_stages"), stages[i]));
+    CHECK(holders_are(p, holders[i]));
+  }
+}
+
 static void test_shard_info_tp2_pp2_dp2(void) {
   json_t *info, *p;
   make_job(2, 2, 2);
   info = shard_info_with_ranks();
   REQUIRE(info != NULL);
-  CHECK_EQ_U64(
-      json_integer_value(json_object_get(info, "tensor_parallel_shards")), 2);
-  CHECK_EQ_U64(
-      json_integer_value(json_object_get(info, "pipeline_parallel_stages")), 2);
-  CHECK_EQ_U64(
-      json_integer_value(json_object_get(info, "data_parallel_replicas")), 2);
-  for (size_t i = 0; i < NT; i++) {
-    p = param(info, i);
-    CHECK(compact_is(json_object_get(p, "pipeline_stages"), tp2pp2_stages[i]));
-    CHECK(holders_are(p, tp2pp2dp2_holders[i]));
-  }
+  check_grid_info(info, tp2pp2_stages, tp2pp2dp2_holders);
   /* sharded T = 2 ways whatever P and D: MLC's preproc names N = T */
   CHECK(compact_is(json_object_get(param(info, 0), "shape"), "[2,2]"));
   CHECK(compact_is(
@@ -171,21 +180,14 @@ static const char *const tp1pp4_holders[NT] = {
     "0(0,0,0) 1(0,1,0) 2(0,2,0) 3(0,3,0)"};
 
 static void test_shard_info_tp1_pp4(void) {
-  json_t *info, *p;
+  json_t *info;
   make_job(1, 4, 1);
   info = shard_info_with_ranks();
   REQUIRE(info != NULL);
-  CHECK_EQ_U64(
-      json_integer_value(json_object_get(info, "pipeline_parallel_stages")), 4);
-  CHECK_EQ_U64(
-      json_integer_value(json_object_get(info, "data_parallel_replicas")), 1);
-  for (size_t i = 0; i < NT; i++) {
-    p = param(info, i);
-    CHECK(compact_is(json_object_get(p, "pipeline_stages"), tp1pp4_stages[i]));
-    CHECK(holders_are(p, tp1pp4_holders[i]));
-    /* T = 1: no shard preproc, as compile.py (tensor_parallel_shards > 1) */
-    CHECK(compact_is(json_object_get(p, "preprocs"), "[]"));
-  }
+  check_grid_info(info, tp1pp4_stages, tp1pp4_holders);
+  /* T = 1: no shard preproc, as compile.py (tensor_parallel_shards > 1) */
+  for (size_t i = 0; i < NT; i++)
+    CHECK(compact_is(json_object_get(param(info, i), "preprocs"), "[]"));
   CHECK(compact_is(json_object_get(param(info, 0), "shape"), "[4,2]"));
   json_decref(info);
 }
@@ -272,6 +274,11 @@ static void test_report_tp2_dp2_agrees(void) {
   CHECK_EQ_INT(tpl__report_grid_line(buf, len, line, sizeof(line)), 0);
   CHECK_STR_CONTAINS(line, "grid: tp 2 x pp 1 x dp 2, rank = (d*1 + p)*2 + t");
   CHECK_STR_CONTAINS(line, "replicas agree: yes");
+  /* a report whose grid does not match its ranks says nothing */
+  buf[0] ^= 0xff;
+  line[0] = 'x';
+  CHECK_EQ_INT(tpl__report_grid_line(buf, 3, line, sizeof(line)), TPL_EPEER);
+  CHECK(line[0] == 'x');
   free(buf);
 }
 
@@ -314,6 +321,9 @@ static void test_report_stages(void) {
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")),
                8 + 4 + 4 + 2 + 8);
   json_decref(o);
+  CHECK_EQ_INT(tpl__report_grid_line(buf, len, line, sizeof(line)), 0);
+  CHECK_STR_CONTAINS(line, "grid: tp 1 x pp 2 x dp 2, rank = (d*2 + p)*1 + t; "
+                           "replicas agree: yes");
   free(buf);
   buf = NULL;
   /* rank 3 = (1, 1, 0) off on layer 3 */
@@ -321,7 +331,6 @@ static void test_report_stages(void) {
   CHECK_STR_CONTAINS(err.msg, "rank 3 (d 1, p 1, t 0)");
   CHECK_STR_CONTAINS(err.msg, "'model.layers.3.w'");
   free(buf);
-  (void)line;
 }
 
 int main(void) {
