@@ -6,7 +6,10 @@
 # tensors it holds with their shapes and bytes, each param's MLC
 # "pipeline_stages", and the refusals (64) of a grid that does not divide
 # the world or the layers.  Topologies: TP2 x DP2, TP2 x PP2, TP2 x PP2 x
-# DP2 and TP1 x PP4 on a 4-layer llama-like model.
+# DP2 and TP1 x PP4 on a 4-layer llama-like model.  Then `tpload verify`
+# on a TP2 x PP2 x DP2 output written from the oracle's bytes, and on
+# copies with a replica's byte flipped, a rank file of the wrong stage and
+# a wrong holder in shard-info.json.
 . "$TESTS_SRCDIR/lib.sh"
 
 # The oracle's 4-layer model (uint8, filled 0, 1, 2, ...), written in its
@@ -146,5 +149,87 @@ t_exit "plan --pp without --tp or --shards" 64 \
   "$TPLOAD" plan "$MODEL" --pp 2
 t_exit "inspect --pp without a grid" 64 "$TPLOAD" inspect "$MODEL" --pp 2
 t_exit "plan --tp 0" 64 "$TPLOAD" plan "$MODEL" --tp 0
+
+# verify on a TP2 x PP2 x DP2 preshard output built from the oracle's
+# bytes: each rank file holds its stage's tensors (shard t), shard-info
+# lists each tensor's holders with the oracle's checksums (the params
+# themselves are the plan's; verify recomputes and compares them).
+cat >"$T_TMP/grid_out.py" <<'EOF'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["TESTS_SRCDIR"])
+import npst, oracle
+
+plan_json, out = sys.argv[1], sys.argv[2]
+tp, pp, dp = 2, 2, 2
+m = os.environ["MODEL"]
+model = oracle.read_model(os.path.join(m, "model.safetensors"))
+rules = json.load(open(os.path.join(m, "plan.json")))["rules"]
+held = oracle.expected_grid(model, rules, tp, pp, dp, 4)
+coords = oracle.grid_coords(tp * pp * dp, tp, pp)
+os.makedirs(out)
+for r, tensors in enumerate(held):
+    npst.write(os.path.join(out, "rank%d.safetensors" % r),
+               {n: np.frombuffer(raw, np.uint8).reshape(shape)
+                for n, _, shape, raw in tensors},
+               metadata={"tp_rank": str(r), "tp_size": str(len(held))},
+               order=[t[0] for t in tensors])
+info = json.load(open(plan_json))
+for p in info["params"]:
+    p["ranks"] = [{"rank": r, "replica": c[0], "stage": c[1], "shard": c[2],
+                   "nbytes": len(raw), "xxh3": oracle.xxh3_hex(raw)}
+                  for r, (tensors, c) in enumerate(zip(held, coords))
+                  for n, _, _, raw in tensors if n == p["name"]]
+info = {k: info[k] for k in ("tensor_parallel_shards",
+                              "pipeline_parallel_stages",
+                              "data_parallel_replicas", "bias_scaling",
+                              "params")}
+json.dump(info, open(os.path.join(out, "shard-info.json"), "w"))
+EOF
+"$TPLOAD" plan "$MODEL" --plan "$MODEL/plan.json" --shards 8 --tp 2 --pp 2 \
+  >"$T_TMP/plan8.json" 2>"$T_TMP/err" &&
+  "$ORACLE" "$T_TMP/grid_out.py" "$T_TMP/plan8.json" "$T_TMP/good" \
+    2>"$T_TMP/gen.err" ||
+  t_fail "write a grid preshard output" "$(cat "$T_TMP/err" "$T_TMP/gen.err")"
+t_exit "verify a TP2 x PP2 x DP2 output" 0 \
+  "$TPLOAD" verify "$MODEL" "$T_TMP/good" --plan "$MODEL/plan.json"
+grep -q "^verify: 8 ranks (tp 2 x pp 2 x dp 2), .*all match; replicas agree$" \
+  "$T_TMP/out" && t_ok "verify names the grid" ||
+  t_fail "verify names the grid" "$(cat "$T_TMP/out")"
+t_exit "verify --tp 2 --pp 2 (matching)" 0 \
+  "$TPLOAD" verify "$MODEL" "$T_TMP/good" --plan "$MODEL/plan.json" \
+  --tp 2 --pp 2
+t_exit "verify --pp 4 (not the output's)" 65 \
+  "$TPLOAD" verify "$MODEL" "$T_TMP/good" --plan "$MODEL/plan.json" --pp 4
+grep -q "the output is tp 2 x pp 2" "$T_TMP/err" &&
+  t_ok "verify says which grid the output is" ||
+  t_fail "verify says which grid the output is" "$(cat "$T_TMP/err")"
+
+# expect_bad NAME FRAGMENT: verify of $T_TMP/bad exits 65 naming it.
+expect_bad() {
+  t_exit "$1: exit 65" 65 \
+    "$TPLOAD" verify "$MODEL" "$T_TMP/bad" --plan "$MODEL/plan.json"
+  grep -q -- "$2" "$T_TMP/err" && t_ok "$1: names it" ||
+    t_fail "$1: names it" "expected '$2' in: $(cat "$T_TMP/err")"
+}
+copy() { rm -rf "$T_TMP/bad"; cp -r "$T_TMP/good" "$T_TMP/bad"; }
+
+copy # replica 1's rank 5 = (1, 0, 1): last byte of its data flipped
+"$ORACLE" -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-1]^=1; open(p,"wb").write(b)' \
+  "$T_TMP/bad/rank5.safetensors"
+expect_bad "a replica's byte flipped" \
+  "rank5.safetensors: tensor '.*': bytes differ .*(rank 5 is d 1, p 0, t 1; replica 0 holds the right bytes)"
+
+copy # rank 6 = (1, 1, 0) given rank 4's file: stage 0's tensors
+cp "$T_TMP/bad/rank4.safetensors" "$T_TMP/bad/rank6.safetensors"
+expect_bad "a stage-0 file in a stage-1 place" "rank6.safetensors"
+
+copy # shard-info.json names a holder that is not one
+"$ORACLE" -c '
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+d["params"][1]["ranks"][0]["rank"] = 2
+json.dump(d, open(p, "w"))' "$T_TMP/bad/shard-info.json"
+expect_bad "a wrong holder in shard-info.json" "params\[1\]"
 
 t_done
