@@ -16,9 +16,11 @@
 #include "ckpt_files.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "fmt_safetensors.h"
 #include "job.h"
 #include "jsonu.h"
 #include "planner.h"
+#include "preshard.h"
 #include "shardinfo.h"
 #include "verify.h"
 
@@ -105,6 +107,72 @@ static size_t held_count(const struct tpl__job *job, uint32_t r) {
   return n;
 }
 
+/* The `__metadata__` object of a safetensors header of `len` bytes at
+ * `hdr` (8-byte length, then JSON), as a new reference; NULL when there is
+ * none or the header does not parse. */
+static json_t *header_metadata(const uint8_t *hdr, size_t len) {
+  json_t *root = len > 8 ? json_loadb((const char *)hdr + 8, len - 8,
+                                      JSON_DISABLE_EOF_CHECK, NULL)
+                         : NULL;
+  json_t *meta = json_incref(json_object_get(root, "__metadata__"));
+  json_decref(root);
+  return meta;
+}
+
+/* The `__metadata__` that preshard writes for rank r (its place in the
+ * grid; tpl__rank_file_header is the one definition), as a new
+ * reference, or NULL on ENOMEM. */
+static json_t *expected_metadata(const struct verify *v, uint32_t r) {
+  uint8_t *hdr = NULL;
+  size_t len = 0;
+  json_t *meta = NULL;
+  if (tpl__rank_file_header(NULL, 0, r, v->job->grid.world, &hdr, &len) == 0)
+    meta = header_metadata(hdr, len);
+  free(hdr);
+  return meta;
+}
+
+/* Reads the __metadata__ of rank r's file (already parsed strictly by
+ * tpl__st_load, so its length is sound). */
+static json_t *file_metadata(const struct verify *v, uint32_t r,
+                             uint64_t size) {
+  uint8_t pre[8];
+  uint64_t hl = 0;
+  uint8_t *hdr;
+  json_t *meta = NULL;
+  if (tpl__pread_full(v->fds[r], pre, sizeof(pre), 0) != 0 ||
+      tpl__st_header_len(pre, sizeof(pre), size, "", &hl, NULL) != 0)
+    return NULL;
+  hdr = malloc((size_t)hl + 8);
+  if (hdr != NULL && tpl__pread_full(v->fds[r], hdr, (size_t)hl + 8, 0) == 0)
+    meta = header_metadata(hdr, (size_t)hl + 8);
+  free(hdr);
+  return meta;
+}
+
+/* Rank r's file says where r sits in the grid, as preshard writes it. */
+static int check_rank_metadata(const struct verify *v, uint32_t r,
+                               const char *path, uint64_t size,
+                               struct tpl_error *err) {
+  json_t *want = expected_metadata(v, r), *got = file_metadata(v, r, size);
+  struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
+  char *w = want ? json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  int rc = 0;
+  if (w == NULL)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  else if (g == NULL || strcmp(w, g) != 0)
+    rc = tpl__fail(err, TPL_EMISMATCH,
+                   "%s: __metadata__: expected %s (rank %u is d %u, p %u, "
+                   "t %u), found %s",
+                   path, w, r, c.d, c.p, c.t, g ? g : "none");
+  free(w);
+  free(g);
+  json_decref(want);
+  json_decref(got);
+  return rc;
+}
+
 static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
   char name[64], *path;
   uint64_t size;
@@ -115,6 +183,7 @@ static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
   v->outs[r] = tpl__model_new(TPL_FMT_SAFETENSORS, v->dir);
   rc = v->outs[r] ? tpl__st_load(path, name, v->outs[r], err) : -ENOMEM;
   if (rc == 0) rc = tpl__open_regular(path, &v->fds[r], &size, err);
+  if (rc == 0) rc = check_rank_metadata(v, r, path, size, err);
   if (rc == 0 && v->outs[r]->ntensors != held_count(v->job, r))
     rc = tpl__fail(err, TPL_EMISMATCH, "%s: expected %zu tensors, found %zu",
                    path, held_count(v->job, r), v->outs[r]->ntensors);

@@ -224,6 +224,12 @@ copy # rank 6 = (1, 1, 0) given rank 4's file: stage 0's tensors
 cp "$T_TMP/bad/rank4.safetensors" "$T_TMP/bad/rank6.safetensors"
 expect_bad "a stage-0 file in a stage-1 place" "rank6.safetensors"
 
+copy # rank 5 = (1, 0, 1) given rank 1's file: the same bytes, but its
+# metadata places it at (0, 0, 1)
+cp "$T_TMP/bad/rank1.safetensors" "$T_TMP/bad/rank5.safetensors"
+expect_bad "replica 0's file in replica 1's place" \
+  "rank5.safetensors: __metadata__: expected .*(rank 5 is d 1, p 0, t 1)"
+
 copy # shard-info.json names a holder that is not one
 "$ORACLE" -c '
 import json, sys
