@@ -234,18 +234,21 @@ static struct tpl__grid report_grid(const Tpload__LoadReport *lr) {
   struct tpl__grid g = {.tp = lr->tensor_parallel_shards,
                         .pp = lr->pipeline_parallel_stages,
                         .dp = lr->data_parallel_replicas};
-  uint64_t world;
+  uint64_t cell, world;
   g.pp = g.pp ? g.pp : 1;
   g.dp = g.dp ? g.dp : 1;
-  world = (uint64_t)g.tp * g.pp * g.dp;
-  g.world = world <= UINT32_MAX ? (uint32_t)world : 0;
+  /* world 0 (no ranks match it) when the product does not fit */
+  if (tpl__mul_u64(g.tp, g.pp, &cell) != 0 ||
+      tpl__mul_u64(cell, g.dp, &world) != 0 || world > UINT32_MAX)
+    world = 0;
+  g.world = (uint32_t)world;
   return g;
 }
 
 /* Rank k of the report is global rank k at its (d, p, t). */
 static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
                         struct tpl_error *err) {
-  if (g->tp == 0 || g->world != lr->n_ranks)
+  if (g->world == 0 || g->world != lr->n_ranks)
     return tpl__fail(err, TPL_EPEER,
                      "report: %zu ranks for a grid of tp %u x pp %u x dp %u",
                      lr->n_ranks, g->tp, g->pp, g->dp);
