@@ -176,6 +176,16 @@ for n in $ranks; do
     "$(calc "($ssecs - $cat_small - $sfloor) * 1000000 / $small_tensors")" us "[<=10]"
 done
 
+# Issue 13, read once: rank 0's bytes sent (a count, not a time) over the
+# model's bytes for TP2 and TP2 x DP2 / DP4 (-np 4 / 8 --tp 2): every
+# byte leaves rank 0 at most once (<= 1) whatever D.
+for n in 2 4 8; do
+  sent=$($MPIRUN -np "$n" "$T" load "$big" --tp 2 --json --quiet |
+    field 'r["ranks"][0]["bytes_sent"]')
+  record "rank0_sent_over_model_np${n}_tp2" \
+    "$(calc "$sent / $big_bytes")" x "[<=1]"
+done
+
 if [ "$scaling" = 1 ]; then
   echo "scaling: load at 2 ranks"
   prev=

@@ -53,8 +53,9 @@ static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
     out[i].shape = v.shape;
     out[i].nbytes = v.nbytes;
   }
-  rc = tpl__rank_file_header(out, n, tpl_shard_rank(s), tpl_shard_world(s), hdr,
-                             len);
+  rc = tpl__rank_file_header(
+      out, n, &(struct tpl__grid){tpl_shard_world(s), tpl_shard_world(s), 1, 1},
+      tpl_shard_rank(s), hdr, len);
   free(out);
   if (rc != 0)
     return tpl__fail(err, rc, "cannot build the safetensors header: %s",

@@ -25,8 +25,11 @@ static const char load_help[] =
     "       mpirun -np N tpload preshard MODEL --out DIR [options]\n"
     "       mpirun -np N tpload serve MODEL --socket-dir DIR [options]\n"
     "\n"
-    "Rank 0 reads MODEL once, cuts every tensor into N shards as the plan\n"
+    "Rank 0 reads MODEL once, cuts every tensor into T shards as the plan\n"
     "says (MLC LLM's ShardSingleDim) and delivers each rank its slice.\n"
+    "The N ranks are N / (T x P) replicas of T shards x P pipeline stages,\n"
+    "rank = (replica x P + stage) x T + shard; each byte leaves rank 0\n"
+    "once and is forwarded between the ranks that hold it.\n"
     "  load      deliver, print the job's report, exit\n"
     "  preshard  then every rank writes DIR/rank{R}.safetensors and rank 0\n"
     "            writes DIR/shard-info.json last\n"
@@ -35,6 +38,9 @@ static const char load_help[] =
     "\n"
     "options:\n"
     "  --plan P            plan file, preset name or auto (default auto)\n"
+    "  --tp T              tensor-parallel shards (default N / P)\n"
+    "  --pp P              pipeline stages, layers split as MLC LLM does\n"
+    "                      (default 1)\n"
     "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
     "  --chunk-mib M       rank 0's streaming window in MiB (default 64)\n"
     "  --json              print the LoadReport as JSON on stdout\n"
@@ -73,6 +79,8 @@ struct load_cli {
 
 #define LOAD_OPTIONS(X)                                                        \
   X(OPT_PLAN, "plan", TPL_CLI_VALUE)                                           \
+  X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
+  X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
@@ -148,7 +156,8 @@ static int parse_hugetlb(const char *arg, int *huge) {
 /* The options whose values need checking (64 when one is bad). */
 static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
   const char *const *v = a->value;
-  unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 64;
+  unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 64, tp = 0,
+                     pp = 0;
   if (tpl__cli_has(a, OPT_PROGRESS) &&
       parse_progress(v[OPT_PROGRESS], &c->progress) != 0)
     return usage(c, "--progress expects auto, always or never, got '%s'",
@@ -168,6 +177,14 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
       (tpl__cli_parse_uint(v[OPT_CHUNK], 4096, &chunk_mib) != 0 ||
        chunk_mib == 0))
     return usage(c, "--chunk-mib expects 1..4096, got '%s'", v[OPT_CHUNK]);
+  if (v[OPT_TP] != NULL &&
+      (tpl__cli_parse_uint(v[OPT_TP], UINT32_MAX, &tp) != 0 || tp == 0))
+    return usage(c, "--tp expects a shard count >= 1, got '%s'", v[OPT_TP]);
+  if (v[OPT_PP] != NULL &&
+      (tpl__cli_parse_uint(v[OPT_PP], UINT32_MAX, &pp) != 0 || pp == 0))
+    return usage(c, "--pp expects a stage count >= 1, got '%s'", v[OPT_PP]);
+  c->o.tp = (uint32_t)tp;
+  c->o.pp = (uint32_t)pp;
   c->o.stall_timeout = (double)stall;
   c->o.chunk_bytes = chunk_mib << 20;
   return 0;

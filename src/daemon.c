@@ -206,9 +206,12 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
   int rc;
   r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
   if (r.tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  r.ntensors = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *jt = &job->tensors[i];
-    struct tpl__wire_tensor *t = &r.tensors[i];
+    struct tpl__wire_tensor *t = &r.tensors[r.ntensors];
+    if (jt->store_offset == UINT64_MAX) continue; /* not this stage's */
+    r.ntensors++;
     t->name = jt->name;
     t->dtype = tpl__dtype_mlc_name(jt->dtype);
     t->ndim = jt->ndim;

@@ -13,8 +13,10 @@
  * a message no longer than what the current tensor still needs is that
  * tensor's alone and lands straight in its store; a longer one is a batch
  * and is taken apart from an inbox (see receive_some()).  Messages never
- * exceed the chunk, so MPI's int counts never matter.  Replicated tensors
- * go down a chain of ranks instead (see chained()).  What follows
+ * exceed the chunk, so MPI's int counts never matter.  On a TP x PP x DP
+ * grid a byte several ranks need (a shard every replica holds, a tensor
+ * that is not cut) leaves rank 0 once and goes down a chain of its
+ * holders (see the chains section).  What follows
  * the load is the sink's (coord.h): the engine runs its steps and gives
  * it the job-wide coordination over MPI.  Every MPI call's result goes
  * through mpi_check(). */
@@ -49,6 +51,7 @@ struct slot {
   MPI_Request *reqs;
   int *peers; /* the rank each request talks to */
   size_t nreqs, cap;
+  uint64_t sent;        /* bytes of every send so far */
   int batch_dest;       /* the rank of the open batch, -1 when none */
   uint64_t batch_start; /* the open batch: pack[start, start + len) */
   uint64_t batch_len;
@@ -67,6 +70,7 @@ struct inbox {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
+  struct tpl__pos pos;     /* this rank's place in the job's grid */
   struct tpl_model *model; /* rank 0 */
   struct tpl__plan *plan;  /* rank 0 */
   struct tpl__job *job;
@@ -129,11 +133,16 @@ void tpl__engine_abort(int code) {
 
 static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
-  int rc = tpl__model_open(o->model, &e->model, err);
+  struct tpl__grid grid;
+  uint32_t pp = o->pp ? o->pp : 1;
+  /* Without --tp the stages take the world: T = N / P (1 when P does
+   * not divide N, so the refusal names the numbers given). */
+  uint32_t tp = o->tp ? o->tp : e->world % pp == 0 ? e->world / pp : 1;
+  int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
+  if (rc == 0) rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(o->plan, e->model, o->model,
-                       &(struct tpl__grid){e->world, e->world, 1, 1},
-                       o->bias_scaling, &e->plan, &e->job, err);
+    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
+                       &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
     rc = o->steps.prepare(o->steps.ctx, err);
   return rc;
@@ -200,6 +209,13 @@ static int share_job(struct engine *e, struct tpl_error *err) {
     code = tpl__job_unpack(buf, (size_t)n, &e->job, err);
   free(buf);
   return agree(code, err);
+}
+
+/* This rank's place in the grid, and its store's layout: the tensors of
+ * its stage. */
+static int place_job(struct engine *e, struct tpl_error *err) {
+  e->pos = tpl__grid_coord(&e->job->grid, e->rank);
+  return tpl__job_place(e->job, e->pos.p, err);
 }
 
 /* The sink's check of where the output goes, by every rank (its own
@@ -289,6 +305,7 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
     s->cap = cap;
   }
   s->peers[s->nreqs] = dest;
+  s->sent += n;
   MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
                     &s->reqs[s->nreqs]),
           "send");
@@ -346,43 +363,97 @@ struct piece_of_chunk {
   const uint8_t *src;
 };
 
-/* Replicated bytes travel down a chain, 0 -> 1 -> 2 -> ...: rank 0 sends
- * each byte once whatever N (what a broadcast is for on a network), and
- * each rank forwards its part from its own store as soon as it has it. */
-static int chained(const struct tpl__job_tensor *t) {
-  return t->kind != TPL_RULE_SHARD;
+/* --- chains: who gets which bytes from whom --- */
+
+/* The holders of one shard t of tensor i are the ranks (d, p, t) with p
+ * among its stages; a tensor that is not cut has one "shard" every holder
+ * gets.  They form a chain in rank order: rank 0 sends each byte once, to
+ * the first holder other than itself, and each holder forwards what it
+ * receives to the next one as soon as it has it, from its own store (what
+ * a broadcast is for on a network).  With T = world and P = 1 a shard has
+ * one holder and a replicated tensor goes 0 -> 1 -> 2 -> ...
+ *
+ * No deadlock: every chain runs from lower to higher ranks, every rank
+ * walks the tensors it holds in job order (rank 0 sends them in that
+ * order), and every send is non-blocking.  A rank waits only for bytes
+ * from a lower rank, which that rank has sent or forwards as soon as it
+ * has them itself, and the ranks that wait on a rank's sends (forwarders'
+ * requests, rank 0's slots) are higher ranks that receive in the same
+ * order; by induction on (tensor, rank) every wait ends. */
+
+/* Ranks of one chain are this many apart in the numbering: the shards of
+ * a cut tensor repeat every T ranks; any holder may follow any other in
+ * the chain of a tensor that is not cut. */
+static uint32_t chain_step(const struct engine *e, size_t i) {
+  return e->job->tensors[i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
 }
 
+/* The first holder of tensor i at or after rank r, other than rank 0, in
+ * the chain through r; -1 when there is none. */
+static int holder_from(const struct engine *e, size_t i, uint32_t r) {
+  for (; r < e->world; r += chain_step(e, i))
+    if (r > 0 && tpl__job_holds(e->job, i, r)) return (int)r;
+  return -1;
+}
+
+/* Where holder `r` (> 0) of tensor i gets it from: the previous holder in
+ * its chain, or rank 0. */
+static int predecessor(const struct engine *e, size_t i, uint32_t r) {
+  uint32_t step = chain_step(e, i);
+  while (r > step) {
+    r -= step;
+    if (tpl__job_holds(e->job, i, r)) return (int)r;
+  }
+  return 0;
+}
+
+/* Where this rank forwards tensor i (which it holds), or -1. */
+static int successor(const struct engine *e, size_t i) {
+  return holder_from(e, i, e->rank + chain_step(e, i));
+}
+
+/* Rank 0 keeps its own shard of a tensor its stage holds. */
+static int gather_own(struct engine *e, const struct piece_of_chunk *pc,
+                      const struct tpl__layout *l, uint64_t *own,
+                      struct tpl_error *err) {
+  const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
+  int rc =
+      tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
+  if (rc != 0) return rc;
+  *own += tpl__layout_gather(l, pc->b, pc->e, pc->src,
+                             e->store.base + jt->store_offset + *own);
+  return 0;
+}
+
+/* Shard `l`'s part of the piece to `dest`, the head of its chain. */
+static int send_shard(struct slot *s, const struct piece_of_chunk *pc,
+                      const struct tpl__layout *l, int dest, uint64_t *packed,
+                      struct tpl_error *err) {
+  uint64_t start, n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
+  if (n == 0) return 0;
+  if (n != UINT64_MAX)
+    return send_contiguous(s, pc->src + (start - pc->b), n, dest, packed, err);
+  n = tpl__layout_gather(l, pc->b, pc->e, pc->src, s->pack + *packed);
+  return send_packed(s, n, dest, packed, err);
+}
+
+/* The piece of one tensor in the chunk: rank 0's own shard, then each
+ * shard (one for a tensor not cut) to the head of its chain (dests[t],
+ * -1 when no other rank holds it). */
 static int deliver_part(struct engine *e, struct slot *s,
                         const struct piece_of_chunk *pc,
-                        const struct tpl__layout *layouts, uint64_t *own,
-                        uint64_t *packed, struct tpl_error *err) {
+                        const struct tpl__layout *layouts, const int *dests,
+                        uint64_t *own, uint64_t *packed,
+                        struct tpl_error *err) {
   double t = tpl__now();
-  uint32_t last =
-      chained(&e->job->tensors[pc->i]) && e->world > 1 ? 1 : e->world - 1;
-  for (uint32_t r = 0; r <= last; r++) {
-    const struct tpl__layout *l = &layouts[r];
-    uint64_t start, n;
-    int rc;
-    if (r == 0) {
-      const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
-      rc =
-          tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
-      if (rc != 0) return rc;
-      *own += tpl__layout_gather(
-          l, pc->b, pc->e, pc->src,
-          e->store.base + e->job->tensors[pc->i].store_offset + *own);
-      continue;
-    }
-    n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
-    if (n == 0) continue;
-    if (n != UINT64_MAX) {
-      rc =
-          send_contiguous(s, pc->src + (start - pc->b), n, (int)r, packed, err);
-    } else {
-      n = tpl__layout_gather(l, pc->b, pc->e, pc->src, s->pack + *packed);
-      rc = send_packed(s, n, (int)r, packed, err);
-    }
+  uint32_t nshards =
+      e->job->tensors[pc->i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
+  for (uint32_t k = 0; k < nshards; k++) {
+    int rc = 0;
+    if (k == 0 && tpl__job_holds(e->job, pc->i, 0))
+      rc = gather_own(e, pc, &layouts[0], own, err);
+    if (rc == 0 && dests[k] >= 0)
+      rc = send_shard(s, pc, &layouts[k], dests[k], packed, err);
     if (rc != 0) return rc;
   }
   e->st.t_pack += tpl__now() - t;
@@ -395,14 +466,17 @@ struct file_walk {
   size_t cur;        /* tensor whose layouts are cached */
   uint64_t own;      /* bytes of tensor `cur` rank 0 already holds */
   uint64_t done;     /* tensor bytes delivered so far (all files) */
-  struct tpl__layout *layouts; /* world entries */
+  struct tpl__layout *layouts; /* grid.tp entries: shard t's layout */
+  int *dests; /* grid.tp entries: the head of shard t's chain, or -1 */
 };
 
 /* Every byte of a tensor is gathered exactly once; a shortfall here would
  * be a wrong shard, so it stops the job instead. */
 static int check_own(const struct engine *e, const struct file_walk *w,
                      struct tpl_error *err) {
-  if (w->cur == SIZE_MAX || w->own == w->layouts[0].total) return 0;
+  if (w->cur == SIZE_MAX || w->own == w->layouts[0].total ||
+      (w->own == 0 && !tpl__job_holds(e->job, w->cur, 0)))
+    return 0;
   return tpl__fail(err, TPL_EINTERNAL,
                    "tensor '%s': rank 0 gathered %llu of its %llu bytes",
                    e->job->tensors[w->cur].name, (unsigned long long)w->own,
@@ -414,11 +488,12 @@ static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
   int rc;
   if (w->cur == i) return 0;
   rc = check_own(e, w, err);
-  for (uint32_t r = 0; rc == 0 && r < e->world; r++) {
-    rc = tpl__job_layout(e->job, i, r, &w->layouts[r]);
+  for (uint32_t t = 0; rc == 0 && t < e->job->grid.tp; t++) {
+    rc = tpl__job_layout(e->job, i, t, &w->layouts[t]);
     if (rc != 0)
-      rc = tpl__fail(err, rc, "tensor '%s': layout for rank %u: %s",
-                     e->job->tensors[i].name, r, tpl_strerror(rc));
+      rc = tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s",
+                     e->job->tensors[i].name, t, tpl_strerror(rc));
+    w->dests[t] = holder_from(e, i, t);
   }
   w->cur = i;
   w->own = 0;
@@ -457,7 +532,7 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     pc.src = s->read + (tb + pc.b - pos);
     rc = cache_layouts(e, w, i, err);
     if (rc == 0)
-      rc = deliver_part(e, s, &pc, w->layouts, &w->own, &packed, err);
+      rc = deliver_part(e, s, &pc, w->layouts, w->dests, &w->own, &packed, err);
     if (rc != 0) return rc;
     w->done += pc.e - pc.b;
   }
@@ -527,6 +602,7 @@ static int alloc_slots(struct engine *e, struct tpl_error *err) {
 }
 
 static void free_slots(struct engine *e) {
+  e->st.bytes_sent = e->slots[0].sent + e->slots[1].sent;
   for (int i = 0; i < 2; i++) {
     tpl__huge_free(e->slots[i].read, (size_t)e->chunk);
     tpl__huge_free(e->slots[i].pack, (size_t)e->chunk);
@@ -538,8 +614,10 @@ static void free_slots(struct engine *e) {
 static int send_all(struct engine *e, struct tpl_error *err) {
   struct file_walk w = {0};
   int k = 0, rc = alloc_slots(e, err);
-  w.layouts = calloc(e->world, sizeof(*w.layouts));
-  if (w.layouts == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+  w.layouts = calloc(e->job->grid.tp, sizeof(*w.layouts));
+  w.dests = calloc(e->job->grid.tp, sizeof(*w.dests));
+  if (w.layouts == NULL || w.dests == NULL)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < e->job->ntensors;) {
     w.first = w.scan = i;
     w.end = i + 1;
@@ -557,6 +635,7 @@ static int send_all(struct engine *e, struct tpl_error *err) {
     e->st.t_send += tpl__now() - t;
   }
   free(w.layouts);
+  free(w.dests);
   free_slots(e);
   return rc;
 }
@@ -583,13 +662,16 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
  * tensor down the chain: those bytes must stay as received until the
  * forwarding sends complete.  Rank 0 finishes everything after sending. */
 static int finished_on_receipt(const struct engine *e, size_t i) {
-  return e->rank != 0 &&
-         !(chained(&e->job->tensors[i]) && e->rank + 1 < e->world);
+  return e->rank != 0 && successor(e, i) < 0;
 }
 
+/* Finishes the tensors this rank holds that were not finished on
+ * receipt. */
 static int finish_store(struct engine *e, struct tpl_error *err) {
   for (size_t i = 0; i < e->job->ntensors; i++) {
-    int rc = finished_on_receipt(e, i) ? 0 : finish_tensor(e, i, err);
+    int rc = !tpl__job_holds(e->job, i, e->rank) || finished_on_receipt(e, i)
+                 ? 0
+                 : finish_tensor(e, i, err);
     if (rc != 0) return rc;
   }
   return 0;
@@ -661,56 +743,61 @@ static int receive_some(const struct engine *e, struct inbox *in, int from,
   return 0;
 }
 
-/* in[0] holds what rank 0 batched, in[1] what the previous rank did. */
+/* Tensor i (held here) from its predecessor, through in[predecessor]
+ * (one inbox per source: rank 0's batches and forwarded parts from
+ * several ranks can all be pending), each part forwarded to the
+ * successor as it arrives. */
 static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
                           struct slot *fwd, struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
-  int from = chained(jt) ? (int)e->rank - 1 : 0;
-  int forward = chained(jt) && e->rank + 1 < e->world;
+  int from = predecessor(e, i, e->rank), to = successor(e, i);
   uint64_t got = 0, n;
   int rc =
       tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
   while (rc == 0 && got < jt->rank_stored) {
-    rc = receive_some(e, &in[from != 0], from, dst + got, jt->rank_stored - got,
-                      &n, err);
+    rc = receive_some(e, &in[from], from, dst + got, jt->rank_stored - got, &n,
+                      err);
     if (rc == 0 && n == 0)
       rc = tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
-    if (rc == 0 && forward)
-      rc = slot_send(fwd, dst + got, n, (int)e->rank + 1, err);
+    if (rc == 0 && to >= 0) rc = slot_send(fwd, dst + got, n, to, err);
     got += n;
   }
   return rc;
 }
 
 /* Every byte a batch brought belongs to some tensor. */
-static int inboxes_empty(const struct inbox *in, struct tpl_error *err) {
-  for (int k = 0; k < 2; k++)
+static int inboxes_empty(const struct engine *e, const struct inbox *in,
+                         struct tpl_error *err) {
+  for (uint32_t k = 0; k < e->world; k++)
     if (in[k].pos != in[k].len)
       return tpl__fail(err, TPL_EPEER,
-                       "%llu bytes arrived beyond the last tensor",
-                       (unsigned long long)(in[k].len - in[k].pos));
+                       "%llu bytes from rank %u arrived beyond the last tensor",
+                       (unsigned long long)(in[k].len - in[k].pos), k);
   return 0;
 }
 
 static int receive_all(struct engine *e, struct tpl_error *err) {
   struct slot fwd = {0};
-  struct inbox in[2] = {{0}};
+  struct inbox *in = calloc(e->world, sizeof(*in));
   double t = tpl__now();
-  int rc = 0;
+  int rc = in != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
   tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
+    if (!tpl__job_holds(e->job, i, e->rank)) continue;
     rc = receive_tensor(e, i, in, &fwd, err);
     if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
   if (rc == 0) rc = slot_wait(e, &fwd, err);
-  if (rc == 0) rc = inboxes_empty(in, err);
+  if (rc == 0) rc = inboxes_empty(e, in, err);
+  e->st.bytes_sent = fwd.sent;
   free(fwd.reqs);
   free(fwd.peers);
-  free(in[0].buf);
-  free(in[1].buf);
+  for (uint32_t k = 0; in != NULL && k < e->world; k++)
+    free(in[k].buf);
+  free(in);
   e->st.t_recv = tpl__now() - t - e->st.t_scale - e->st.t_hash;
   return rc;
 }
@@ -946,6 +1033,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
   e.shutdown_req = MPI_REQUEST_NULL;
   rc = share_job(&e, err);
+  if (rc == 0) rc = agree(place_job(&e, err), err);
   if (rc == 0) rc = agree(check_sink(&e, err), err);
   if (rc == 0)
     rc = agree(mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier", err), err);

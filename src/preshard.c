@@ -180,32 +180,37 @@ void tpl__preshard_discard(const char *dir, uint32_t rank,
   f->named = 0;
 }
 
-int tpl__rank_file_header(const struct tpl__st_out *t, size_t n, uint32_t rank,
-                          uint32_t world, uint8_t **hdr, size_t *len) {
-  char r[16], w[16];
-  const char *meta[4] = {"tp_rank", r, "tp_size", w};
-  snprintf(r, sizeof(r), "%u", rank);
-  snprintf(w, sizeof(w), "%u", world);
-  return tpl__st_build_header(t, n, meta, 2, hdr, len);
+int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
+                          const struct tpl__grid *g, uint32_t rank,
+                          uint8_t **hdr, size_t *len) {
+  struct tpl__pos c = tpl__grid_coord(g, rank);
+  uint32_t v[8] = {c.t, g->tp, rank, g->world, c.p, g->pp, c.d, g->dp};
+  char s[8][16];
+  const char *meta[16] = {"tp_rank",    s[0], "tp_size", s[1], "rank",    s[2],
+                          "world_size", s[3], "pp_rank", s[4], "pp_size", s[5],
+                          "dp_rank",    s[6], "dp_size", s[7]};
+  for (int i = 0; i < 8; i++)
+    snprintf(s[i], sizeof(s[i]), "%u", v[i]);
+  return tpl__st_build_header(t, n, meta, g->pp * g->dp > 1 ? 8 : 2, hdr, len);
 }
 
 static int write_header(int fd, const char *dir, const struct tpl__job *job,
                         uint32_t rank, struct tpl_error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
   uint8_t *hdr = NULL;
-  size_t hlen = 0;
+  size_t hlen = 0, n = 0;
   int rc;
   if (outs == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
-    outs[i].name = t->name;
-    outs[i].dtype = t->dtype;
-    outs[i].ndim = t->ndim;
-    outs[i].shape = t->rank_shape;
-    outs[i].nbytes = t->rank_bytes;
+    if (t->store_offset == UINT64_MAX) continue; /* not this stage's */
+    outs[n].name = t->name;
+    outs[n].dtype = t->dtype;
+    outs[n].ndim = t->ndim;
+    outs[n].shape = t->rank_shape;
+    outs[n++].nbytes = t->rank_bytes;
   }
-  rc = tpl__rank_file_header(outs, job->ntensors, rank, job->grid.world, &hdr,
-                             &hlen);
+  rc = tpl__rank_file_header(outs, n, &job->grid, rank, &hdr, &hlen);
   free(outs);
   if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
   free(hdr);
@@ -223,6 +228,7 @@ int tpl__preshard_write(const char *dir, const struct tpl__job *job,
   rc = write_header(f->fd, dir, job, rank, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
+    if (t->store_offset == UINT64_MAX) continue;
     rc = tpl__write_full(f->fd, store->base + t->store_offset,
                          (size_t)t->rank_bytes);
     if (rc != 0)

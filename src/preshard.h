@@ -16,13 +16,17 @@
 #include "st_writer.h"
 #include "store.h"
 
-/* The safetensors header of rank `rank` of `world`'s file: the `n`
- * tensors `t` back to back in that order, `__metadata__` {"tp_rank": R,
- * "tp_size": N}.  The one definition preshard and `tpload dump` share,
- * so a dump is byte for byte the rank file.  *hdr is malloc'd (caller
- * frees).  Returns 0, -ENOMEM or TPL_EOVERFLOW. */
-int tpl__rank_file_header(const struct tpl__st_out *t, size_t n, uint32_t rank,
-                          uint32_t world, uint8_t **hdr, size_t *len);
+/* The safetensors header of global rank `rank`'s file on grid `g`: the
+ * `n` tensors `t` back to back in that order, `__metadata__` {"tp_rank":
+ * t, "tp_size": T}, and on a grid with P x D > 1 also "rank",
+ * "world_size", "pp_rank": p, "pp_size": P, "dp_rank": d, "dp_size": D
+ * (so one TP group's files are what they always were).  The one
+ * definition preshard and `tpload dump` share, so a dump is byte for byte
+ * the rank file.  *hdr is malloc'd (caller frees).  Returns 0, -ENOMEM or
+ * TPL_EOVERFLOW. */
+int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
+                          const struct tpl__grid *g, uint32_t rank,
+                          uint8_t **hdr, size_t *len);
 
 /* Rank 0's check before loading: DIR exists or can be created; without
  * `force`, it must be empty (old output, the model's own files or
@@ -47,8 +51,9 @@ struct tpl__shard_file {
   int named; /* 1: lives at DIR/.rank{R}.safetensors.tmp */
 };
 
-/* Writes this rank's safetensors file (header with metadata tp_rank,
- * tp_size; tensors in checkpoint order) to a file no reader will take for
+/* Writes this rank's safetensors file (header with its place in the
+ * grid, tpl__rank_file_header; the tensors its stage holds, in
+ * checkpoint order) to a file no reader will take for
  * output and fsyncs it.  Disk full is -ENOSPC (exit 74).  On failure
  * nothing is left in DIR and f->fd is -1. */
 int tpl__preshard_write(const char *dir, const struct tpl__job *job,

@@ -213,6 +213,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   for (size_t i = 0; i < job->ntensors; i++)
     r.bytes += s.infos[i].nbytes;
   r.peak_rss_bytes = st->peak_rss;
+  r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
   *len = tpload__rank_report__get_packed_size(&r);
@@ -451,6 +452,7 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
                       json_integer((json_int_t)held_count(r)));
   json_object_set_new(o, "peak_rss_bytes",
                       json_integer((json_int_t)r->peak_rss_bytes));
+  json_object_set_new(o, "bytes_sent", json_integer((json_int_t)r->bytes_sent));
   json_object_set_new(o, "seconds", seconds_json(r->seconds));
   if (r->times != NULL) {
     json_object_set_new(ph, "read", seconds_json(r->times->read));

@@ -29,6 +29,7 @@ struct tpl__rank_stats {
   uint64_t peak_rss;
   double seconds; /* first read (rank 0) / first receive to done */
   double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
+  uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
 };
 
 /* Packs this rank's RankReport: where the rank sits in the grid

@@ -12,31 +12,6 @@
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
-# t_oracle NAME ARGS...: one TAP line for an oracle check; its diagnostics
-# (on stderr) become TAP comments.
-t_oracle() {
-  local name=$1; shift
-  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
-    t_ok "$name"
-  else
-    t_fail "$name" "oracle.py $*"
-    head -c 3000 "$T_TMP/oerr" | sed 's/^/# /'
-  fi
-}
-
-# t_oracle_fails NAME ARGS...: the oracle must reject (a doctored output).
-t_oracle_fails() {
-  local name=$1; shift
-  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
-    t_fail "$name" "the oracle accepted it: oracle.py $*"
-  elif grep -q "$ORACLE_WANT" "$T_TMP/oerr"; then
-    t_ok "$name"
-  else
-    t_fail "$name" "expected a message matching '$ORACLE_WANT', got:" \
-      "$(head -c 1000 "$T_TMP/oerr")"
-  fi
-}
-
 # preshard_check NAME N MODEL PLAN OUT [tpload options...]: preshard, then
 # the oracle check (--no-bias-scaling is passed on to the oracle).
 preshard_check() {
@@ -56,17 +31,7 @@ gen ctl --seed 202 --layout single
 P="$M/ctl/plan.json"
 preshard_check "control N=2" 2 "$M/ctl" "$P" "$T_TMP/ctl"
 cp -r "$T_TMP/ctl" "$T_TMP/bad"
-"$ORACLE" - "$T_TMP/bad/rank1.safetensors" <<'EOF'
-import sys
-sys.path.insert(0, __import__("os").environ["TESTS_SRCDIR"])
-import npst
-path = sys.argv[1]
-start, spans = npst.layout(path)
-b, _ = spans["t.u32.d1"]
-data = bytearray(open(path, "rb").read())
-data[start + b + 5] ^= 0x10
-open(path, "wb").write(data)
-EOF
+flip_byte "$T_TMP/bad/rank1.safetensors" t.u32.d1 5
 ORACLE_WANT="rank 1: tensor 't.u32.d1': bytes differ"
 t_oracle_fails "oracle: a flipped byte is found, naming rank and tensor" \
   check-preshard "$M/ctl" "$P" 2 "$T_TMP/bad"

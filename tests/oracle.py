@@ -46,6 +46,11 @@ CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
         checks `tpload load --json` output: seconds, bytes_read (at least
         the stored tensor bytes), bytes_delivered (= the oracle's total),
         ranks[].rank/host/bytes/peak_rss_bytes/phases.
+    oracle.py check-grid MODEL PLAN N TP PP LAYERS DIR [--tied]
+        checks the rank files of `-np N preshard --tp TP --pp PP`: every
+        global rank (every replica) holds exactly expected_grid's tensors
+        of its stage, cut as shard t of TP (names, order, dtype, shape,
+        bytes, __metadata__ with its place in the grid).
 """
 import argparse
 import ctypes
@@ -921,30 +926,31 @@ def _same(what, want, got):
         raise Mismatch("%s: expected %r, found %r" % (what, want, got))
 
 
-def _check_rank_file(path, r, n, exp):
+def _check_rank_file(path, r, meta_want, held):
+    """Rank r's file holds exactly `held` ((name, dtype, rank_shape,
+    bytes) in order) with __metadata__ `meta_want`."""
     try:
         tensors, meta, order = npst.read(path)
     except (OSError, ValueError) as e:
         raise Mismatch("rank %d: %s: unreadable: %s" % (r, path, e))
-    _same("rank %d: %s: __metadata__" % (r, path),
-          {"tp_rank": str(r), "tp_size": str(n)}, meta)
-    for i, e in enumerate(exp):
-        where = "rank %d: tensor '%s'" % (r, e["name"])
-        if i >= len(order) or order[i] != e["name"]:
+    _same("rank %d: %s: __metadata__" % (r, path), meta_want, meta)
+    for i, (name, dt, rank_shape, want) in enumerate(held):
+        where = "rank %d: tensor '%s'" % (r, name)
+        if i >= len(order) or order[i] != name:
             raise Mismatch("%s: expected at position %d of the data, found "
                            "%r" % (where, i, order[i] if i < len(order)
                                    else "end of file"))
-        dtype, shape, raw = tensors[e["name"]]
-        _same(where + ": dtype", e["dtype"], dtype)
-        _same(where + ": shape", e["rank_shape"], list(shape))
-        if raw != e["ranks"][r]:
-            diff = next(k for k in range(min(len(raw), len(e["ranks"][r])))
-                        if raw[k] != e["ranks"][r][k]) \
-                if len(raw) == len(e["ranks"][r]) else -1
+        dtype, shape, raw = tensors[name]
+        _same(where + ": dtype", dt, dtype)
+        _same(where + ": shape", rank_shape, list(shape))
+        if raw != want:
+            diff = next(k for k in range(min(len(raw), len(want)))
+                        if raw[k] != want[k]) \
+                if len(raw) == len(want) else -1
             raise Mismatch("%s: bytes differ (%d expected, %d found, first "
                            "difference at byte %d)"
-                           % (where, len(e["ranks"][r]), len(raw), diff))
-    _same("rank %d: tensor count" % r, len(exp), len(order))
+                           % (where, len(want), len(raw), diff))
+    _same("rank %d: tensor count" % r, len(held), len(order))
 
 
 def _check_param(p, e, n, bias_scaling):
@@ -1018,10 +1024,44 @@ def check_preshard(model, plan, n, d, bias_scaling=True):
                   + ["shard-info.json"])
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
-        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r, n, exp)
+        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
+                         {"tp_rank": str(r), "tp_size": str(n)},
+                         [(e["name"], e["dtype"], e["rank_shape"],
+                           e["ranks"][r]) for e in exp])
     _check_shard_info(os.path.join(d, "shard-info.json"), exp, n,
                       bias_scaling)
     return len(exp)
+
+
+def grid_meta(n, tp, pp, r):
+    """A rank file's __metadata__ on a grid: tp_rank / tp_size, and with
+    P x D > 1 the global rank and every coordinate (docs/TOPOLOGY.md)."""
+    d, p, t = grid_coords(n, tp, pp)[r]
+    meta = {"tp_rank": str(t), "tp_size": str(tp)}
+    if n // tp > 1:
+        meta.update({"rank": str(r), "world_size": str(n),
+                     "pp_rank": str(p), "pp_size": str(pp),
+                     "dp_rank": str(d), "dp_size": str(n // (tp * pp))})
+    return meta
+
+
+def check_grid(model, plan, n, tp, pp, layers, d, tied=False):
+    """Checks every rank file (every replica) of preshard output `d` of an
+    -np n --tp tp --pp pp run against expected_grid; raises Mismatch.
+    Returns the number of (rank, tensor) pairs checked."""
+    with open(plan, encoding="utf-8") as f:
+        rules = json.load(f)["rules"]
+    held = expected_grid(read_model(model), rules, tp, pp, n // (tp * pp),
+                         layers, tied,
+                         block=mlc_block_size(model) if os.path.isdir(model)
+                         else (128, 128))
+    have = sorted(x for x in os.listdir(d) if x.endswith(".safetensors"))
+    _same("%s: rank files" % d,
+          sorted("rank%d.safetensors" % r for r in range(n)), have)
+    for r in range(n):
+        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
+                         grid_meta(n, tp, pp, r), held[r])
+    return sum(len(h) for h in held)
 
 
 def _num(obj, key, where, positive=False):
@@ -1100,7 +1140,8 @@ def check_report(model, plan, n, report, bias_scaling=True):
 
 
 def model_cli(argv):
-    """gen-model / check-preshard / check-report; returns an exit code."""
+    """gen-model / check-preshard / check-report / check-grid; returns an
+    exit code."""
     ap = argparse.ArgumentParser(prog="oracle.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("gen-model")
@@ -1110,6 +1151,13 @@ def model_cli(argv):
                    default="single")
     g.add_argument("--tensors", type=int, default=0)
     g.add_argument("--big-mib", type=int, default=0)
+    c = sub.add_parser("check-grid")
+    for arg in ("model", "plan"):
+        c.add_argument(arg)
+    for arg in ("n", "tp", "pp", "layers"):
+        c.add_argument(arg, type=int)
+    c.add_argument("target")
+    c.add_argument("--tied", action="store_true")
     for name in ("check-preshard", "check-report"):
         c = sub.add_parser(name)
         c.add_argument("model")
@@ -1122,7 +1170,12 @@ def model_cli(argv):
         gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
         return 0
     try:
-        if a.cmd == "check-preshard":
+        if a.cmd == "check-grid":
+            k = check_grid(a.model, a.plan, a.n, a.tp, a.pp, a.layers,
+                           a.target, a.tied)
+            print("# %s: %d tensors held, over %d ranks, match the oracle"
+                  % (a.target, k, a.n))
+        elif a.cmd == "check-preshard":
             k = check_preshard(a.model, a.plan, a.n, a.target,
                                not a.no_bias_scaling)
             print("# %s: %d tensors x %d ranks match the oracle"
@@ -1148,7 +1201,7 @@ def main(argv):
     if len(argv) == 4 and argv[0] == "check-shard":
         return 1 if check_cases(argv[1], argv[2], argv[3]) else 0
     if len(argv) >= 1 and argv[0] in ("gen-model", "check-preshard",
-                                      "check-report"):
+                                      "check-report", "check-grid"):
         return model_cli(argv)
     sys.stderr.write(__doc__)
     return 64
