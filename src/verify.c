@@ -126,7 +126,7 @@ static json_t *expected_metadata(const struct verify *v, uint32_t r) {
   uint8_t *hdr = NULL;
   size_t len = 0;
   json_t *meta = NULL;
-  if (tpl__rank_file_header(NULL, 0, r, v->job->grid.world, &hdr, &len) == 0)
+  if (tpl__rank_file_header(NULL, 0, &v->job->grid, r, &hdr, &len) == 0)
     meta = header_metadata(hdr, len);
   free(hdr);
   return meta;

@@ -168,11 +168,23 @@ rules = json.load(open(os.path.join(m, "plan.json")))["rules"]
 held = oracle.expected_grid(model, rules, tp, pp, dp, 4)
 coords = oracle.grid_coords(tp * pp * dp, tp, pp)
 os.makedirs(out)
+
+def meta(r):
+    """A rank file's __metadata__ as preshard documents it
+    (src/preshard.h): tp_rank t, tp_size T and, when P x D > 1, the global
+    rank, world_size and pp_/dp_ rank and size."""
+    d, p, t = coords[r]
+    m = {"tp_rank": t, "tp_size": tp}
+    if pp * dp > 1:
+        m.update(rank=r, world_size=len(held), pp_rank=p, pp_size=pp,
+                 dp_rank=d, dp_size=dp)
+    return {k: str(v) for k, v in m.items()}
+
 for r, tensors in enumerate(held):
     npst.write(os.path.join(out, "rank%d.safetensors" % r),
                {n: np.frombuffer(raw, np.uint8).reshape(shape)
                 for n, _, shape, raw in tensors},
-               metadata={"tp_rank": str(r), "tp_size": str(len(held))},
+               metadata=meta(r),
                order=[t[0] for t in tensors])
 info = json.load(open(plan_json))
 for p in info["params"]:
