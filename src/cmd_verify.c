@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "verify.h"
 
@@ -31,18 +32,6 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
 };
 
-/* --tp / --pp: 0 when absent, else 1..65536; -1 after a usage error. */
-static int grid_option(const struct tpl__cli_command *cmd,
-                       const struct tpl__cli_args *a, int id, const char *name,
-                       uint32_t *out) {
-  unsigned long long n = 0;
-  if (a->value[id] != NULL &&
-      tpl__cli_uint_option(cmd, name, a->value[id], 1, 65536, &n) != 0)
-    return -1;
-  *out = (uint32_t)n;
-  return 0;
-}
-
 static int run_verify(const struct tpl__cli_command *cmd,
                       const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
@@ -50,8 +39,8 @@ static int run_verify(const struct tpl__cli_command *cmd,
   struct tpl__verify_grid want;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   int rc;
-  if (grid_option(cmd, a, OPT_TP, "tp", &want.tp) != 0 ||
-      grid_option(cmd, a, OPT_PP, "pp", &want.pp) != 0)
+  if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
+      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0)
     return 64;
   rc = tpl__verify(a->operands[0], a->operands[1], plan, &want, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);

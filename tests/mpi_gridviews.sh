@@ -7,10 +7,13 @@
 # (oracle.mlc_pipeline_stages) and lists exactly its holders with their
 # coordinates, nbytes and the XXH3 of the oracle's bytes; `verify`
 # accepts that output and names a flipped byte in replica 1 and replica
-# 0's file standing in for replica 1 (65).
+# 0's file standing in for replica 1 (65); `status --json` of a TP1 x
+# PP2 x DP2 daemon gives its grid, and `dump --tp 1 --pp 2` of each of
+# its ranks is byte for byte that rank's preshard file.
 # Every job runs under $MPIRUN (mpi_lib.sh), so check-fast skips it.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/serve_lib.sh"
 
 "$TPLOAD" synth --arch llama --out "$M/l4" --layers 4 --hidden 64 \
   --heads 4 --vocab 128 >/dev/null 2>&1 ||
@@ -124,5 +127,30 @@ t_exit "verify: replica 0's file as replica 1's: exit 65" 65 \
 grep -q "rank6.safetensors: __metadata__" "$T_TMP/err" &&
   t_ok "verify names the misplaced file" ||
   t_fail "verify names the misplaced file" "$(cat "$T_TMP/err")"
+
+# --- serve: status and dump on a TP1 x PP2 x DP2 daemon ---------------------
+t_exit "preshard -np 4 --tp 1 --pp 2 (for comparison)" 0 \
+  mpi 4 preshard "$M/l4" --plan "$PLAN" --tp 1 --pp 2 --out "$T_TMP/ps" \
+  --quiet
+SOCK=$T_TMP/sock
+serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 4 "$TPLOAD" serve \
+  "$M/l4" --plan "$PLAN" --tp 1 --pp 2 --socket-dir "$SOCK" \
+  --ready-file "$T_TMP/ready" --quiet
+t_serve_ready "serve -np 4 --tp 1 --pp 2 is ready" "$T_TMP/ready"
+t_exit "status --json" 0 "$TPLOAD" status "$SOCK/rank0.sock" --json
+cp "$T_TMP/out" "$T_TMP/status.json"
+t_check "status gives the grid and replicas_agree" \
+  "$ORACLE" "$T_TMP/check_report.py" "$T_TMP/status.json" 1 2 2
+for r in 0 1 2 3; do
+  t_exit "dump rank $r --tp 1 --pp 2" 0 "$TPLOAD" dump "$SOCK/rank$r.sock" \
+    --out "$T_TMP/dump$r.safetensors" --tp 1 --pp 2
+  t_check "rank $r's dump is byte for byte its preshard file" \
+    cmp "$T_TMP/dump$r.safetensors" "$T_TMP/ps/rank$r.safetensors"
+done
+t_exit "dump --tp 3 (does not divide 4 ranks)" 64 \
+  "$TPLOAD" dump "$SOCK/rank1.sock" --out "$T_TMP/x.safetensors" --tp 3
+t_exit "status --shutdown" 0 "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+t_check "the serve job ends with 0" [ "$SERVE_RC" = 0 ]
 
 t_done
