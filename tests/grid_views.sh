@@ -12,29 +12,6 @@
 # a wrong holder in shard-info.json.
 . "$TESTS_SRCDIR/lib.sh"
 
-# The oracle's 4-layer model (uint8, filled 0, 1, 2, ...), written in its
-# order with config.json's layer count, and the plan that cuts it.
-cat >"$T_TMP/gen.py" <<'EOF'
-import json, os, sys
-import numpy as np
-sys.path.insert(0, os.environ["TESTS_SRCDIR"])
-import npst, oracle
-
-out = sys.argv[1]
-os.makedirs(out)
-model = oracle._grid_model()
-npst.write(os.path.join(out, "model.safetensors"),
-           {n: np.frombuffer(raw, np.uint8).reshape(shape)
-            for n, _, shape, raw, _ in model},
-           order=[m[0] for m in model])
-with open(os.path.join(out, "config.json"), "w") as f:
-    json.dump({"num_hidden_layers": 4, "tie_word_embeddings": False}, f)
-with open(os.path.join(out, "plan.json"), "w") as f:
-    json.dump({"rules": [{"match": "*.w", "dim": 0},
-                         {"match": "*_head.weight", "dim": 0},
-                         {"match": "*embed*", "dim": 0}]}, f)
-EOF
-
 # check.py KIND OUT TP PP DP: KIND plan (tpload plan's JSON) or inspect
 # (inspect --json).
 cat >"$T_TMP/check.py" <<'EOF'
@@ -81,7 +58,9 @@ if errs:
     sys.exit(1)
 EOF
 
-if ! "$ORACLE" "$T_TMP/gen.py" "$T_TMP/m" 2>"$T_TMP/gen.err"; then
+# The oracle's 4-layer model, config.json and plan (tests/grid_model.py).
+if ! "$ORACLE" "$TESTS_SRCDIR/grid_model.py" "$T_TMP/m" 2>"$T_TMP/gen.err"
+then
   t_fail "write the test model" "$(head -c 2000 "$T_TMP/gen.err")"
   t_done
   exit 1

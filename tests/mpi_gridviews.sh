@@ -15,23 +15,10 @@
 . "$TESTS_SRCDIR/mpi_lib.sh"
 . "$TESTS_SRCDIR/serve_lib.sh"
 
-"$TPLOAD" synth --arch llama --out "$M/l4" --layers 4 --hidden 64 \
-  --heads 4 --vocab 128 >/dev/null 2>&1 ||
-  { echo "Bail out! tpload synth failed"; exit 99; }
-# The llama rules in HF names (the oracle reads plan files, not presets).
-PLAN=$T_TMP/plan.json
-cat >"$PLAN" <<'EOF'
-{"rules": [
- {"match": "*.self_attn.q_proj.weight", "dim": 0},
- {"match": "*.self_attn.k_proj.weight", "dim": 0},
- {"match": "*.self_attn.v_proj.weight", "dim": 0},
- {"match": "*.self_attn.o_proj.weight", "dim": 1},
- {"match": "*.mlp.gate_proj.weight", "dim": 0},
- {"match": "*.mlp.up_proj.weight", "dim": 0},
- {"match": "*.mlp.down_proj.weight", "dim": 1},
- {"match": "lm_head.weight", "dim": 0}
-]}
-EOF
+# The oracle's 4-layer model, config.json and plan (tests/grid_model.py).
+"$ORACLE" "$TESTS_SRCDIR/grid_model.py" "$M/l4" ||
+  { echo "Bail out! grid_model.py failed"; exit 99; }
+PLAN=$M/l4/plan.json
 
 # check_report.py REPORT TP PP DP: the --json report's grid.
 cat >"$T_TMP/check_report.py" <<'EOF'
@@ -105,7 +92,8 @@ out=$T_TMP/grid
 t_exit "preshard -np 8 --tp 2 --pp 2" 0 \
   mpi 8 preshard "$M/l4" --plan "$PLAN" --tp 2 --pp 2 --out "$out" --quiet
 t_check "shard-info.json: MLC's stages, each tensor's holders and checksums" \
-  "$ORACLE" "$T_TMP/check_info.py" "$out" "$M/l4" "$PLAN" 2 2 2 4
+  "$ORACLE" "$T_TMP/check_info.py" "$out" "$M/l4/model.safetensors" \
+  "$PLAN" 2 2 2 4
 t_exit "verify the TP2 x PP2 x DP2 output" 0 \
   "$TPLOAD" verify "$M/l4" "$out" --plan "$PLAN" --tp 2 --pp 2
 grep -q "^verify: 8 ranks (tp 2 x pp 2 x dp 2), .*all match; replicas agree$" \
@@ -113,10 +101,10 @@ grep -q "^verify: 8 ranks (tp 2 x pp 2 x dp 2), .*all match; replicas agree$" \
   t_fail "verify names the grid" "$(cat "$T_TMP/out")"
 
 cp -r "$out" "$T_TMP/bad"
-flip_byte "$T_TMP/bad/rank6.safetensors" model.layers.3.mlp.up_proj.weight 5
+flip_byte "$T_TMP/bad/rank6.safetensors" model.layers.3.w 1
 t_exit "verify: replica 1's flipped byte: exit 65" 65 \
   "$TPLOAD" verify "$M/l4" "$T_TMP/bad" --plan "$PLAN"
-grep -q "rank6.safetensors: tensor 'model.layers.3.mlp.up_proj.weight': bytes differ .*(rank 6 is d 1, p 1, t 0; replica 0 holds the right bytes)" \
+grep -q "rank6.safetensors: tensor 'model.layers.3.w': bytes differ .*(rank 6 is d 1, p 1, t 0; replica 0 holds the right bytes)" \
   "$T_TMP/err" && t_ok "verify names the replica's rank and tensor" ||
   t_fail "verify names the replica's rank and tensor" "$(cat "$T_TMP/err")"
 rm -rf "$T_TMP/bad"
