@@ -16,10 +16,10 @@
  * exceed the chunk, so MPI's int counts never matter.  On a TP x PP x DP
  * grid a byte several ranks need (a shard every replica holds, a tensor
  * that is not cut) leaves rank 0 once and goes down a chain of its
- * holders (see the chains section).  What follows
- * the load is the sink's (coord.h): the engine runs its steps and gives
- * it the job-wide coordination over MPI.  Every MPI call's result goes
- * through mpi_check(). */
+ * holders (see the chains section); a rank outside a tensor's pipeline
+ * stages gets none of it.  What follows the load is the sink's (coord.h):
+ * the engine runs its steps and gives it the job-wide coordination over
+ * MPI.  Every MPI call's result goes through mpi_check(). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -3,12 +3,14 @@
 # --tp T --pp P` on `tpload synth` llama models, every rank file (every
 # replica) checked against the numpy oracle's expected_grid (oracle.py
 # check-grid: MLC's stage assignment, shard t of T, the grid in the
-# metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks) and TP2 x PP2 x
-# DP2 (8 ranks); that rank 0 sends each tensor byte once whatever D (TP2
-# x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is the model's); and the
-# refusals (exit 64, one message with the numbers) of a world that does
-# not divide, a P above the layer count and a P that does not divide it.
-# The first test proves the oracle's grid check can fail.
+# metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks), TP2 x PP2 x DP2
+# (8 ranks) and an MLC weight directory at TP2 x PP2; serve on TP2 x PP2
+# (each rank's dump = its preshard tensors); that rank 0 sends each tensor
+# byte once whatever D (TP2 x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is
+# the model's); and the refusals (exit 64, one message with the numbers)
+# of a world that does not divide, a P above the layer count and a P that
+# does not divide it.  The first test proves the oracle's grid check can
+# fail.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 
@@ -36,15 +38,15 @@ cat >"$PLAN" <<'EOF'
 EOF
 synth l4 4
 
-# grid_check NAME N TP PP: preshard the 4-layer model on the grid, then
-# every rank against the oracle.
+# grid_check NAME N TP PP [MODEL PLAN]: preshard a 4-layer model (default
+# the synth llama) on the grid, then every rank against the oracle.
 grid_check() {
-  local out="$T_TMP/$1"
+  local out="$T_TMP/$1" model=${5:-$M/l4} plan=${6:-$PLAN}
   t_exit "$1: preshard -np $2 --tp $3 --pp $4 exits 0" 0 \
-    mpi "$2" preshard "$M/l4" --plan "$PLAN" --tp "$3" --pp "$4" \
+    mpi "$2" preshard "$model" --plan "$plan" --tp "$3" --pp "$4" \
     --out "$out" --quiet
   t_oracle "$1: every rank's tensors match the oracle" \
-    check-grid "$M/l4" "$PLAN" "$2" "$3" "$4" 4 "$out"
+    check-grid "$model" "$plan" "$2" "$3" "$4" 4 "$out"
 }
 
 # --- TP2 x DP2, and the oracle's check can fail -----------------------------
@@ -64,6 +66,51 @@ t_oracle_fails "oracle: replica 0's file standing in for replica 1 is found" \
 grid_check tp2pp2 4 2 2
 grid_check tp1pp4 4 1 4
 grid_check tp2pp2dp2 8 2 2
+
+# An MLC weight directory (fused qkv / gate_up, float32 stored as bf16):
+# the layer count comes from mlc-chat-config.json's model_config.
+"$TPLOAD" synth --arch llama --format mlc --out "$M/mlc" --layers 4 \
+  --hidden 64 --heads 4 --vocab 128 --dtype f32 >/dev/null 2>&1 ||
+  { echo "Bail out! tpload synth --format mlc failed"; exit 99; }
+cat >"$T_TMP/mlc-plan.json" <<'EOF'
+{"rules": [
+ {"match": "*.qkv_proj.weight", "dim": 0, "segs": [64, 32, 32]},
+ {"match": "*.o_proj.weight", "dim": 1},
+ {"match": "*.gate_up_proj.weight", "dim": 0, "segs": [128, 128]},
+ {"match": "*.down_proj.weight", "dim": 1}
+]}
+EOF
+grid_check mlc-tp2pp2 4 2 2 "$M/mlc" "$T_TMP/mlc-plan.json"
+
+# --- serve on a grid: each daemon serves its stage's tensors ---------------
+# Dumps carry no grid in their metadata yet (the manifest has rank and
+# world only), so the data are compared: each rank's dump holds exactly
+# the tensors, shapes and bytes of its checked preshard file.
+. "$TESTS_SRCDIR/serve_lib.sh"
+SOCK=$T_TMP/sock
+mkdir -p "$T_TMP/dump"
+serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 4 "$TPLOAD" serve \
+  "$M/l4" --plan "$PLAN" --tp 2 --pp 2 --socket-dir "$SOCK" \
+  --ready-file "$T_TMP/ready" --quiet
+t_serve_ready "serve -np 4 --tp 2 --pp 2 is ready" "$T_TMP/ready"
+for r in 0 1 2 3; do
+  t_exit "serve TP2xPP2: dump rank $r exits 0" 0 \
+    "$TPLOAD" dump "$SOCK/rank$r.sock" --out "$T_TMP/dump/rank$r.safetensors"
+done
+t_check "serve TP2xPP2: every rank serves what its preshard file holds" \
+  "$ORACLE" -c 'import sys
+sys.path.insert(0, sys.argv[1])
+import npst
+for r in range(4):
+    a = npst.read("%s/rank%d.safetensors" % (sys.argv[2], r))
+    b = npst.read("%s/rank%d.safetensors" % (sys.argv[3], r))
+    if (a[0], a[2]) != (b[0], b[2]):
+        sys.exit("rank %d: dump %r, preshard %r" % (r, a[2], b[2]))' \
+  "$TESTS_SRCDIR" "$T_TMP/dump" "$T_TMP/tp2pp2"
+t_exit "serve TP2xPP2: status --shutdown exits 0" 0 \
+  "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+t_check "serve TP2xPP2: the job ends with exit 0" [ "$SERVE_RC" = 0 ]
 
 # --- read once: rank 0 sends each byte of the checkpoint once ---------------
 # rank0_sent N TP: rank 0's bytes_sent in the --json report of a load.
