@@ -2,7 +2,8 @@
 # mpi_gridviews.sh - what users see of a real grid job (issue 13), end to
 # end under mpirun: `load --json` on TP2 x DP2 and TP2 x PP2 x DP2 gives
 # every rank's (replica, stage, shard) as oracle.grid_coords says, T, P,
-# D, and "replicas_agree": true; shard-info.json from `preshard --tp 2
+# D, and "replicas_agree": true (and the text summary the grid line);
+# shard-info.json from `preshard --tp 2
 # --pp 2` on 8 ranks gives each param MLC's pipeline_stages
 # (oracle.mlc_pipeline_stages) and lists exactly its holders with their
 # coordinates, nbytes and the XXH3 of the oracle's bytes; `verify`
@@ -86,6 +87,13 @@ for grid in "4 2 1 2" "8 2 2 2"; do
     t_fail "$name: exits 0" "$(head -c 1500 "$T_TMP/err")"
   fi
 done
+
+# The text summary says the grid and that the replicas agree.
+t_exit "load -np 4 --tp 2 (summary)" 0 mpi 4 load "$M/l4" --plan "$PLAN" \
+  --tp 2 --progress=never
+grep -q "^tpload load: grid: tp 2 x pp 1 x dp 2, rank = (d\*1 + p)\*2 + t; replicas agree: yes$" \
+  "$T_TMP/err" && t_ok "the summary gives the grid and replicas agree" ||
+  t_fail "the summary gives the grid and replicas agree" "$(cat "$T_TMP/err")"
 
 # --- preshard: shard-info.json and verify -----------------------------------
 out=$T_TMP/grid
