@@ -3,8 +3,8 @@
 # end under mpirun: `load --json` on TP2 x DP2 and TP2 x PP2 x DP2 gives
 # every rank's (replica, stage, shard) as oracle.grid_coords says, T, P,
 # D, and "replicas_agree": true (and the text summary the grid line);
-# shard-info.json from `preshard --tp 2
-# --pp 2` on 8 ranks gives each param MLC's pipeline_stages
+# shard-info.json from `preshard --tp 2 --pp 2` on 8 ranks gives each
+# param MLC's pipeline_stages
 # (oracle.mlc_pipeline_stages) and lists exactly its holders with their
 # coordinates, nbytes and the XXH3 of the oracle's bytes; `verify`
 # accepts that output and names a flipped byte in replica 1 and replica
