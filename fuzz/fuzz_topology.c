@@ -23,7 +23,7 @@ static void check_grid(uint32_t world, uint32_t tp, uint32_t pp) {
   if (rc != 0) return;
   if (g.tp * g.pp * g.dp != world) abort();
   for (uint32_t r = 0; r < world; r++) {
-    struct tpl__coord c = tpl__grid_coord(&g, r);
+    struct tpl__pos c = tpl__grid_coord(&g, r);
     if (c.d >= g.dp || c.p >= g.pp || c.t >= g.tp) abort();
     if (tpl__grid_rank(&g, c) != r) abort();
   }

@@ -1,10 +1,11 @@
-/* cmd_dump.c - `tpload dump SOCKET --out FILE`: attaches to one rank of a
- * running daemon (zero-copy, through the consumer API) and writes what it
- * holds as a safetensors file: tensors in manifest (checkpoint) order,
- * `__metadata__` {"tp_rank": R, "tp_size": N}, so the result is byte for
- * byte the rank file `tpload preshard` writes.  Each tensor's checksum is
- * verified on the way out.  The file appears atomically (fileio's
- * tpl__atomic_*): temp name, fsync, rename, directory fsync. */
+/* cmd_dump.c - `tpload dump SOCKET --out FILE [--tp T] [--pp P]`:
+ * attaches to one rank of a running daemon (zero-copy, through the
+ * consumer API) and writes what it holds as a safetensors file: tensors in
+ * manifest (checkpoint) order, `__metadata__` the rank's place in the grid
+ * (tpl__rank_file_header; the daemon's world seen as --tp x --pp x D), so
+ * the result is byte for byte the rank file `tpload preshard` writes.  Each
+ * tensor's checksum is verified on the way out.  The file appears atomically
+ * (fileio's tpl__atomic_*): temp name, fsync, rename, directory fsync. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,15 @@
 
 #include "cli.h"
 #include "client.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "dtype.h"
 #include "fileio.h"
 #include "preshard.h"
 
 static const char dump_help[] =
-    "usage: tpload dump SOCKET --out FILE [--force] [--daemon-uid UID]\n"
+    "usage: tpload dump SOCKET --out FILE [--force] [--tp T] [--pp P]\n"
+    "                   [--daemon-uid UID]\n"
     "\n"
     "Attaches to one rank of a running `tpload serve` (SOCKET is its\n"
     "DIR/rank{R}.sock) and writes the tensors it holds to FILE as\n"
@@ -30,6 +33,9 @@ static const char dump_help[] =
     "\n"
     "  --out FILE   where to write; an existing FILE is refused (73)\n"
     "  --force      replace an existing FILE (atomically)\n"
+    "  --tp T, --pp P  the grid the daemon was started with (serve --tp\n"
+    "               --pp; default one tensor-parallel group): the file's\n"
+    "               metadata gives the rank's (d, p, t) as preshard's does\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
     "               or TPLOAD_DAEMON_UID)\n"
     "  --help       show this help\n"
@@ -37,9 +43,10 @@ static const char dump_help[] =
     "Exit codes: 0 ok, 64 usage, 65 checksum mismatch, 69 daemon\n"
     "unreachable, 73 cannot create FILE, 74 I/O error.\n";
 
-/* The safetensors header for everything the attachment holds. */
-static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
-                        struct tpl_error *err) {
+/* The safetensors header for everything the attachment holds, rank
+ * tpl_shard_rank(s) of grid `g`. */
+static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
+                        uint8_t **hdr, size_t *len, struct tpl_error *err) {
   size_t n = tpl_shard_count(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
   int rc;
@@ -53,9 +60,7 @@ static int build_header(const struct tpl_shard *s, uint8_t **hdr, size_t *len,
     out[i].shape = v.shape;
     out[i].nbytes = v.nbytes;
   }
-  rc = tpl__rank_file_header(
-      out, n, &(struct tpl__grid){tpl_shard_world(s), tpl_shard_world(s), 1, 1},
-      tpl_shard_rank(s), hdr, len);
+  rc = tpl__rank_file_header(out, n, g, tpl_shard_rank(s), hdr, len);
   free(out);
   if (rc != 0)
     return tpl__fail(err, rc, "cannot build the safetensors header: %s",
@@ -90,13 +95,13 @@ static int output_error(struct tpl_error *err) {
 
 /* A FILE that cannot be created or put in place is exit 73; one that
  * cannot be written or synced is an I/O error. */
-static int write_file(const struct tpl_shard *s, const char *path,
-                      struct tpl_error *err) {
+static int write_file(const struct tpl_shard *s, const struct tpl__grid *g,
+                      const char *path, struct tpl_error *err) {
   char tmp[4096];
   struct tpl__atomic a;
   uint8_t *hdr = NULL;
   size_t hlen;
-  int rc = build_header(s, &hdr, &hlen, err);
+  int rc = build_header(s, g, &hdr, &hlen, err);
   if (rc != 0) return rc;
   snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
   rc = tpl__atomic_open(path, tmp, &a, err);
@@ -114,22 +119,37 @@ static int write_file(const struct tpl_shard *s, const char *path,
   return rc != 0 && a.step == TPL__ATOMIC_RENAME ? output_error(err) : rc;
 }
 
-enum { OPT_OUT, OPT_FORCE, OPT_DAEMON_UID };
+enum { OPT_OUT, OPT_FORCE, OPT_DAEMON_UID, OPT_TP, OPT_PP };
 
 static const struct tpl__cli_option dump_options[] = {
     [OPT_OUT] = {"out", TPL_CLI_VALUE, 'o'},
     [OPT_FORCE] = {"force", TPL_CLI_FLAG, 0},
     [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
+    [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
+    [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
 };
+
+/* The daemon's world of `world` ranks as --tp x --pp x D (default: one
+ * tensor-parallel group); TPL_EUSAGE with the numbers when it does not
+ * divide. */
+static int dump_grid(uint32_t world, uint32_t tp, uint32_t pp,
+                     struct tpl__grid *g, struct tpl_error *err) {
+  return tpl__grid_make(world, tp ? tp : world, pp ? pp : 1, err, g);
+}
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl_shard *s = NULL;
+  struct tpl__grid g;
   const char *out = a->value[OPT_OUT];
+  uint32_t tp, pp;
   int rc;
   if (tpl__cli_has(a, OPT_DAEMON_UID) &&
       tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
+    return 64;
+  if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &tp) != 0 ||
+      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &pp) != 0)
     return 64;
   if (out == NULL) return tpl__cli_usage_error(cmd, "--out is required");
   if (!tpl__cli_has(a, OPT_FORCE) && tpl__exists(out)) {
@@ -137,7 +157,8 @@ static int run(const struct tpl__cli_command *cmd,
     return tpl__cli_report(TPL_EOUTPUT, &err);
   }
   rc = tpl__client_attach(a->operands[0], TPL_CLIENT_TIMEOUT_MS, &s, &err);
-  if (rc == 0) rc = write_file(s, out, &err);
+  if (rc == 0) rc = dump_grid(tpl_shard_world(s), tp, pp, &g, &err);
+  if (rc == 0) rc = write_file(s, &g, out, &err);
   tpl_detach(s);
   return rc == 0 ? 0 : tpl__cli_report(rc, &err);
 }

@@ -1,6 +1,8 @@
-/* cmd_inspect.c - `tpload inspect MODEL [--json] [--shards N [--plan P]]`:
- * every tensor's name, dtype, shape, bytes and file, and the totals; with
- * --shards also each tensor's shard shape and the rule that cuts it. */
+/* cmd_inspect.c - `tpload inspect MODEL [--json] [--shards N] [--tp T]
+ * [--pp P] [--plan P]`: every tensor's name, dtype, shape, bytes and file,
+ * and the totals; with a grid (--shards or --tp) also each tensor's shard
+ * shape, pipeline stages and the rule that cuts it, and what every rank
+ * (d, p, t) of the grid holds. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "dtype.h"
 #include "job.h"
@@ -18,7 +21,8 @@
 #include "shardinfo.h"
 
 static const char inspect_help[] =
-    "usage: tpload inspect MODEL [--json] [--shards N [--plan P]]\n"
+    "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
+    "                      [--plan P]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -26,20 +30,22 @@ static const char inspect_help[] =
     "\n"
     "  --json      print one JSON object (tensors in checkpoint order,\n"
     "              totals)\n"
-    "  --shards N  also show each tensor's shard shape for N shards and the\n"
-    "              rule that cuts it (func_name, scale_bias or replicate)\n"
+    "  --shards N  also show each tensor's shard shape on a world of N ranks\n"
+    "              and the rule that cuts it (func_name, scale_bias or\n"
+    "              replicate), and what each rank holds\n"
+    "  --tp T      tensor-parallel shards (default N; N defaults to T x P)\n"
+    "  --pp P      pipeline stages (default 1), layers split as MLC LLM\n"
+    "              does; rank = (d x P + p) x T + t\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
-    "              --shards)\n"
+    "              --shards or --tp)\n"
     "  --help      show this help\n"
     "\n"
-    "Exit codes: 0 ok, 64 usage, 65 malformed model or plan, 66 model\n"
+    "Exit codes: 0 ok, 64 usage (a grid that does not divide included), 65\n"
+    "malformed model or plan, 66 model\n"
     "missing, 74 I/O error.\n";
 
-#define MAX_SHARDS 65536
-
-/* The shard view, present when --shards was given. */
+/* The shard view, present when --shards or --tp was given. */
 struct shard_view {
-  uint32_t nshards;
   const struct tpl__plan *plan;
   const struct tpl__job *job;
 };
@@ -68,8 +74,11 @@ static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
     json_object_set(o, "dim", json_object_get(info, "dim"));
     json_object_set(o, "segs", json_object_get(info, "segs"));
   }
-  if (info != NULL)
+  if (info != NULL) {
     json_object_set(o, "bias_scale", json_object_get(info, "bias_scale"));
+    json_object_set(o, "pipeline_stages",
+                    json_object_get(info, "pipeline_stages"));
+  }
   json_decref(info);
 }
 
@@ -91,8 +100,13 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
   json_object_set_new(root, "format", json_string(format_name(m->format)));
   if (v != NULL) {
     json_object_set_new(root, "tensor_parallel_shards",
-                        json_integer((json_int_t)v->nshards));
+                        json_integer((json_int_t)v->job->grid.tp));
+    json_object_set_new(root, "pipeline_parallel_stages",
+                        json_integer((json_int_t)v->job->grid.pp));
+    json_object_set_new(root, "data_parallel_replicas",
+                        json_integer((json_int_t)v->job->grid.dp));
     json_object_set_new(root, "plan", json_string(v->plan->source));
+    json_object_set_new(root, "ranks", tpl__shardinfo_ranks(v->job));
   }
   json_object_set_new(root, "tensors", tensors);
   json_object_set_new(root, "tensor_count",
@@ -144,23 +158,45 @@ static void print_shard_table(const struct tpl_model *m,
   }
   printf("%zu tensors, %zu files, %llu bytes (%s); %u shards, plan: %s\n",
          m->ntensors, m->nfiles, (unsigned long long)tpl__model_bytes(m),
-         format_name(m->format), v->nshards, v->plan->source);
+         format_name(m->format), v->job->grid.tp, v->plan->source);
+}
+
+/* One line per rank of the grid: where it sits and what it holds. */
+static void print_rank_table(const struct tpl__job *job) {
+  const struct tpl__grid *g = &job->grid;
+  json_t *ranks = tpl__shardinfo_ranks(job), *r;
+  size_t k;
+  printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t\n",
+         g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
+  json_array_foreach(ranks, k, r) {
+    printf("rank %zu (d %lld, p %lld, t %lld): stage %lld of %u, shard %lld "
+           "of %u: %zu tensors, %lld bytes\n",
+           k, json_integer_value(json_object_get(r, "replica")),
+           json_integer_value(json_object_get(r, "stage")),
+           json_integer_value(json_object_get(r, "shard")),
+           json_integer_value(json_object_get(r, "stage")), g->pp,
+           json_integer_value(json_object_get(r, "shard")), g->tp,
+           json_array_size(json_object_get(r, "tensors")),
+           json_integer_value(json_object_get(r, "bytes")));
+  }
+  json_decref(ranks);
 }
 
 struct inspect_args {
   const char *model;
   const char *plan;
-  unsigned long long nshards; /* 0: no shard view */
+  int sharded; /* a grid was given: the shard view */
+  struct tpl__grid grid;
   int json;
 };
 
 static int show(const struct tpl_model *m, const struct inspect_args *a,
                 struct tpl_error *err) {
-  struct shard_view v = {(uint32_t)a->nshards, NULL, NULL};
+  struct shard_view v = {NULL, NULL};
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   int rc;
-  if (a->nshards == 0) {
+  if (!a->sharded) {
     if (a->json)
       print_json(m, NULL);
     else
@@ -168,42 +204,47 @@ static int show(const struct tpl_model *m, const struct inspect_args *a,
     return 0;
   }
   /* Biases as a default load delivers them (scaled). */
-  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model,
-                     &(struct tpl__grid){v.nshards, v.nshards, 1, 1}, 1, &p,
+  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model, &a->grid, 1, &p,
                      &job, err);
   if (rc != 0) return rc;
   v.plan = p;
   v.job = job;
-  if (a->json)
+  if (a->json) {
     print_json(m, &v);
-  else
+  } else {
     print_shard_table(m, &v);
+    print_rank_table(job);
+  }
   tpl__job_free(job);
   tpl__plan_free(p);
   return 0;
 }
 
-enum { OPT_JSON, OPT_SHARDS, OPT_PLAN };
+enum { OPT_JSON, OPT_SHARDS, OPT_TP, OPT_PP, OPT_PLAN };
 
 static const struct tpl__cli_option inspect_options[] = {
     [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
     [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
+    [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
+    [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
 };
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *args) {
-  struct inspect_args a = {args->operands[0], args->value[OPT_PLAN], 0,
-                           tpl__cli_has(args, OPT_JSON)};
+  struct inspect_args a = {.model = args->operands[0],
+                           .plan = args->value[OPT_PLAN],
+                           .json = tpl__cli_has(args, OPT_JSON)};
+  struct tpl__grid_args ga = {args->value[OPT_SHARDS], args->value[OPT_TP],
+                              args->value[OPT_PP]};
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
   int rc;
-  if (tpl__cli_has(args, OPT_SHARDS) &&
-      tpl__cli_uint_option(cmd, "shards", args->value[OPT_SHARDS], 1,
-                           MAX_SHARDS, &a.nshards) != 0)
-    return 64;
-  if (a.plan != NULL && a.nshards == 0)
-    return tpl__cli_usage_error(cmd, "--plan needs --shards N");
+  a.sharded = ga.shards != NULL || ga.tp != NULL;
+  if ((a.plan != NULL || ga.pp != NULL) && !a.sharded)
+    return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
+                                     "--tp T");
+  if (a.sharded && tpl__cli_grid(cmd, &ga, &a.grid) != 0) return 64;
   rc = tpl__model_open(args->operands[0], &m, &err);
   if (rc == 0) rc = show(m, &a, &err);
   tpl__model_free(m);

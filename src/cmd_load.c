@@ -278,6 +278,7 @@ static void print_summary(struct load_cli *c, json_t *r) {
 static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   struct load_cli *c = ctx;
   json_t *r = tpl__report_json(packed, len, 0);
+  char grid[160];
   if (r == NULL) return;
   if (c->json) {
     json_dumpf(r, stdout, TPL_JSON_REPORT);
@@ -285,6 +286,8 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     fflush(stdout);
   }
   if (!c->quiet) print_summary(c, r);
+  if (!c->quiet && tpl__report_grid_line(packed, len, grid, sizeof(grid)) == 0)
+    fprintf(stderr, "tpload %s: %s\n", c->command, grid);
   json_decref(r);
 }
 

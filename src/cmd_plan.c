@@ -1,7 +1,8 @@
-/* cmd_plan.c - `tpload plan MODEL --shards N [--plan P]`: resolves the plan
- * for MODEL and N and prints the shard info every rank would get, in the
- * format of preshard's shard-info.json without the per-rank checksums,
- * plus the resolved rules under "plan". */
+/* cmd_plan.c - `tpload plan MODEL --shards N [--tp T] [--pp P] [--plan P]`:
+ * resolves the plan for MODEL on the grid and prints the shard info every
+ * rank would get, in the format of preshard's shard-info.json without the
+ * per-rank checksums, plus what each rank holds under "ranks" and the
+ * resolved rules under "plan". */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "job.h"
 #include "jsonu.h"
@@ -19,16 +21,23 @@
 #include "shardinfo.h"
 
 static const char plan_help[] =
-    "usage: tpload plan MODEL --shards N [--plan P] [--no-bias-scaling]\n"
-    "                   [--strict]\n"
+    "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
+    "                   [--plan P] [--no-bias-scaling] [--strict]\n"
     "\n"
-    "Resolves the shard plan for MODEL cut N ways and prints it as JSON:\n"
-    "the format of shard-info.json (tensor_parallel_shards, bias_scaling,\n"
-    "params in checkpoint order with per-rank shape, dtype, preprocs,\n"
-    "dim, per-shard segs, bias_scale) without the per-rank checksums, and\n"
-    "the rules that were used under \"plan\".\n"
+    "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
+    "T shards x P pipeline stages) and prints it as JSON: the format of\n"
+    "shard-info.json (tensor_parallel_shards, pipeline_parallel_stages,\n"
+    "data_parallel_replicas, bias_scaling, params in checkpoint order with\n"
+    "per-rank shape, dtype, preprocs, pipeline_stages, dim, per-shard segs,\n"
+    "bias_scale) without the per-rank checksums; what every rank\n"
+    "(rank = (d x P + p) x T + t) holds under \"ranks\"; and the rules that\n"
+    "were used under \"plan\".\n"
     "\n"
-    "  --shards N         shard count (a load's MPI world size), 1..65536\n"
+    "  --shards N         the world (a load's MPI world size), 1..65536\n"
+    "                     (default T x P)\n"
+    "  --tp T             tensor-parallel shards (default N)\n"
+    "  --pp P             pipeline stages (default 1): layers split as MLC\n"
+    "                     LLM does, from config.json's num_hidden_layers\n"
     "  --plan P           a plan file, a preset or auto (default: from\n"
     "                     config.json or mlc-chat-config.json); presets:\n"
     "                     @presets@\n"
@@ -47,10 +56,9 @@ static const char plan_help[] =
     "the rule of their base weight (<base>.weight), with MLC's func_name\n"
     "suffixes; the scheme is read from mlc-chat-config.json.\n"
     "\n"
-    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan (indivisible\n"
+    "Exit codes: 0 ok, 64 usage (a grid that does not divide the world or\n"
+    "the layers included), 65 invalid model or plan (indivisible\n"
     "dims included), 66 model or config missing, 74 I/O error.\n";
-
-#define MAX_SHARDS 65536
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
@@ -105,6 +113,7 @@ static void note_config_shards(const struct tpl__quant_info *q,
 static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
   json_t *root = NULL;
   if (tpl__shardinfo_build(job, NULL, &root) != 0 ||
+      json_object_set_new(root, "ranks", tpl__shardinfo_ranks(job)) != 0 ||
       json_object_set_new(root, "quantization",
                           json_string(p->quant.scheme_name)) != 0 ||
       json_object_set_new(root, "plan", plan_json(p)) != 0) {
@@ -118,10 +127,12 @@ static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
   return 0;
 }
 
-enum { OPT_SHARDS, OPT_PLAN, OPT_NO_BIAS, OPT_STRICT };
+enum { OPT_SHARDS, OPT_TP, OPT_PP, OPT_PLAN, OPT_NO_BIAS, OPT_STRICT };
 
 static const struct tpl__cli_option plan_options[] = {
     [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
+    [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
+    [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
     [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
@@ -134,26 +145,21 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl_model *m = NULL;
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
-  unsigned long long n;
-  uint32_t nshards;
+  struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
+                              a->value[OPT_PP]};
+  struct tpl__grid grid;
   int rc;
-  if (!tpl__cli_has(a, OPT_SHARDS))
-    return tpl__cli_usage_error(cmd, "--shards N is required");
-  if (tpl__cli_uint_option(cmd, "shards", a->value[OPT_SHARDS], 1, MAX_SHARDS,
-                           &n) != 0)
-    return 64;
-  nshards = (uint32_t)n;
+  if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   rc = tpl__model_open(a->operands[0], &m, &err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, m, a->operands[0],
-                       &(struct tpl__grid){nshards, nshards, 1, 1},
+    rc = tpl__job_plan(plan, m, a->operands[0], &grid,
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);
   if (rc == 0) {
     rc = tpl__job_check_unused(job, p, tpl__cli_has(a, OPT_STRICT), &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);
     if (rc == 1) rc = 0;
   }
-  if (rc == 0) note_config_shards(&p->quant, nshards);
+  if (rc == 0) note_config_shards(&p->quant, grid.tp);
   rc = rc == 0 ? print_plan(p, job) : tpl__cli_report(rc, &err);
   tpl__job_free(job);
   tpl__plan_free(p);

@@ -1,41 +1,55 @@
-/* cmd_verify.c - `tpload verify MODEL DIR [--plan P]`. */
+/* cmd_verify.c - `tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]`:
+ * checks a preshard output, every rank of its grid, against the model. */
 #include <stdio.h>
 
 #include "cli.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "verify.h"
 
 static const char verify_help[] =
-    "usage: tpload verify MODEL DIR [--plan P] [--quiet]\n"
+    "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--quiet]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
     "shard-info.json) byte for byte, shape by shape and checksum by\n"
-    "checksum.  The shard count and bias scaling come from\n"
-    "shard-info.json; the plan must be the one preshard used (default\n"
+    "checksum.  The grid (T shards x P stages x D replicas) and bias\n"
+    "scaling come from shard-info.json; each rank file must hold the\n"
+    "tensors of its stage, cut as its shard, so every replica is checked\n"
+    "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
+    "match the output.  The plan must be the one preshard used (default\n"
     "auto).\n"
     "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
     "malformed input, 66 a file missing, 74 I/O error.\n";
 
-enum { OPT_PLAN, OPT_QUIET };
+enum { OPT_PLAN, OPT_QUIET, OPT_TP, OPT_PP };
 
 static const struct tpl__cli_option verify_options[] = {
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
+    [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
+    [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
 };
 
 static int run_verify(const struct tpl__cli_command *cmd,
                       const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl__verify_result res;
+  struct tpl__verify_grid want;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
-  int rc = tpl__verify(a->operands[0], a->operands[1], plan, &res, &err);
+  int rc;
+  if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
+      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0)
+    return 64;
+  rc = tpl__verify(a->operands[0], a->operands[1], plan, &want, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))
-    printf("verify: %u ranks, %llu tensor shards, %llu bytes: all match\n",
-           res.ranks, (unsigned long long)res.tensors,
-           (unsigned long long)res.bytes);
+    printf("verify: %u ranks (tp %u x pp %u x dp %u), %llu tensor shards, "
+           "%llu bytes: all match%s\n",
+           res.ranks, res.grid.tp, res.grid.pp, res.grid.dp,
+           (unsigned long long)res.tensors, (unsigned long long)res.bytes,
+           res.grid.dp > 1 ? "; replicas agree" : "");
   return 0;
 }
 

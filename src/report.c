@@ -1,5 +1,9 @@
 /* report.c - protobuf encodings of the job table, the per-rank reports and
- * the job's LoadReport, and the LoadReport's JSON form. */
+ * the job's LoadReport, and the LoadReport's JSON form.  Each RankReport
+ * says where its rank sits in the TP x PP x DP grid (replica, stage,
+ * shard); rank 0 checks, from the gathered checksums alone, that every
+ * replica holds the same bytes as replica 0 before it accepts the job's
+ * report. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +14,7 @@
 #include "jsonu.h"
 #include "proto/tpload.pb-c.h"
 #include "report.h"
+#include "topology.h"
 
 /* --- job table --- */
 
@@ -128,9 +133,14 @@ struct shard_msgs {
   uint64_t *shapes; /* per tensor: out_shape (ndim + 1) and segs */
 };
 
-static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
-                            Tpload__ShardInfo *m, uint64_t *scratch) {
+/* Tensor i as rank `rank` holds it.  A tensor of another pipeline stage
+ * keeps its place in the list (so reports index tensors as the job does)
+ * with no bytes, checksum 0 and offset UINT64_MAX. */
+static void fill_shard_info(const struct tpl__job *job, size_t i, uint32_t rank,
+                            uint64_t xxh3, Tpload__ShardInfo *m,
+                            uint64_t *scratch) {
   const struct tpl__job_tensor *t = &job->tensors[i];
+  int held = tpl__job_holds(job, i, rank);
   tpload__shard_info__init(m);
   m->name = t->name;
   m->dtype = (char *)tpl__dtype_mlc_name(t->dtype);
@@ -138,9 +148,9 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
   m->shape = (uint64_t *)t->rank_shape;
   m->dim = -1;
   m->bias_scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
-  m->nbytes = t->rank_bytes;
-  m->xxh3 = xxh3;
-  m->offset = t->store_offset;
+  m->nbytes = held ? t->rank_bytes : 0;
+  m->xxh3 = held ? xxh3 : 0;
+  m->offset = held ? t->store_offset : UINT64_MAX;
   if (t->kind != TPL_RULE_SHARD) return;
   m->func_name = t->func_name;
   m->n_in_shape = (size_t)t->ndim;
@@ -153,7 +163,7 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint64_t xxh3,
 }
 
 static int build_shard_msgs(const struct tpl__job *job,
-                            const struct tpl__store *store,
+                            const struct tpl__store *store, uint32_t rank,
                             struct shard_msgs *s) {
   const size_t per = TPL_MAX_DIMS + 1 + TPL_MAX_SEGS;
   size_t n = job->ntensors + 1;
@@ -162,7 +172,8 @@ static int build_shard_msgs(const struct tpl__job *job,
   s->shapes = calloc(n * per, sizeof(uint64_t));
   if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL) return -ENOMEM;
   for (size_t i = 0; i < job->ntensors; i++) {
-    fill_shard_info(job, i, store->xxh3[i], &s->infos[i], s->shapes + i * per);
+    fill_shard_info(job, i, rank, store->xxh3[i], &s->infos[i],
+                    s->shapes + i * per);
     s->ptrs[i] = &s->infos[i];
   }
   return 0;
@@ -181,7 +192,8 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   Tpload__RankReport r = TPLOAD__RANK_REPORT__INIT;
   Tpload__PhaseTimes times = TPLOAD__PHASE_TIMES__INIT;
   struct shard_msgs s = {0};
-  int rc = build_shard_msgs(job, store, &s);
+  struct tpl__pos c = tpl__grid_coord(&job->grid, st->rank);
+  int rc = build_shard_msgs(job, store, st->rank, &s);
   if (rc != 0) goto out;
   times.read = st->t_read;
   times.pack = st->t_pack;
@@ -191,12 +203,15 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   times.allocate = st->t_alloc;
   times.hash = st->t_hash;
   r.rank = st->rank;
+  r.replica = c.d;
+  r.stage = c.p;
+  r.shard = c.t;
   r.host = (char *)st->host;
   r.pid = st->pid;
   r.n_tensors = job->ntensors;
   r.tensors = s.ptrs;
   for (size_t i = 0; i < job->ntensors; i++)
-    r.bytes += job->tensors[i].rank_bytes;
+    r.bytes += s.infos[i].nbytes;
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
   r.times = &times;
@@ -212,29 +227,132 @@ out:
   return rc;
 }
 
+/* --- the grid and replica agreement --- */
+
+/* The grid a LoadReport describes; P and D are 0 in reports written
+ * before the grid existed, which were one TP group. */
+static struct tpl__grid report_grid(const Tpload__LoadReport *lr) {
+  struct tpl__grid g = {.tp = lr->tensor_parallel_shards,
+                        .pp = lr->pipeline_parallel_stages,
+                        .dp = lr->data_parallel_replicas};
+  uint64_t cell, world;
+  g.pp = g.pp ? g.pp : 1;
+  g.dp = g.dp ? g.dp : 1;
+  /* world 0 (no ranks match it) when the product does not fit */
+  if (tpl__mul_u64(g.tp, g.pp, &cell) != 0 ||
+      tpl__mul_u64(cell, g.dp, &world) != 0 || world > UINT32_MAX)
+    world = 0;
+  g.world = (uint32_t)world;
+  return g;
+}
+
+/* Rank k of the report is global rank k at its (d, p, t). */
+static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
+                        struct tpl_error *err) {
+  if (g->world == 0 || g->world != lr->n_ranks)
+    return tpl__fail(err, TPL_EPEER,
+                     "report: %zu ranks for a grid of tp %u x pp %u x dp %u",
+                     lr->n_ranks, g->tp, g->pp, g->dp);
+  for (uint32_t k = 0; k < g->world; k++) {
+    const Tpload__RankReport *r = lr->ranks[k];
+    struct tpl__pos c = tpl__grid_coord(g, k);
+    if (r->rank != k || r->replica != c.d || r->stage != c.p || r->shard != c.t)
+      return tpl__fail(err, TPL_EPEER,
+                       "report: entry %u is rank %u at (d %u, p %u, t %u), "
+                       "expected rank %u at (%u, %u, %u)",
+                       k, r->rank, r->replica, r->stage, r->shard, k, c.d, c.p,
+                       c.t);
+  }
+  return 0;
+}
+
+/* Replica d's rank `r` against replica 0's rank `base` at the same
+ * (p, t): the same tensors with the same bytes and checksums. */
+static int same_as_base(const Tpload__RankReport *r,
+                        const Tpload__RankReport *base, struct tpl_error *err) {
+  if (r->n_tensors != base->n_tensors)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "replicas disagree: rank %u (d %u, p %u, t %u) reports "
+                     "%zu tensors, replica 0's rank %u %zu",
+                     r->rank, r->replica, r->stage, r->shard, r->n_tensors,
+                     base->rank, base->n_tensors);
+  for (size_t i = 0; i < r->n_tensors; i++) {
+    const Tpload__ShardInfo *a = r->tensors[i], *b = base->tensors[i];
+    if (strcmp(a->name, b->name) != 0 || a->nbytes != b->nbytes ||
+        a->xxh3 != b->xxh3)
+      return tpl__fail(err, TPL_EMISMATCH,
+                       "replicas disagree: rank %u (d %u, p %u, t %u) tensor "
+                       "'%s': %llu bytes, xxh3 %016llx; replica 0's rank %u "
+                       "holds '%s': %llu bytes, xxh3 %016llx",
+                       r->rank, r->replica, r->stage, r->shard, a->name,
+                       (unsigned long long)a->nbytes,
+                       (unsigned long long)a->xxh3, base->rank, b->name,
+                       (unsigned long long)b->nbytes,
+                       (unsigned long long)b->xxh3);
+  }
+  return 0;
+}
+
+/* Every replica's (p, t) rank holds what replica 0's does.  Returns 0,
+ * TPL_EMISMATCH naming the first rank and tensor that differ, or
+ * TPL_EPEER when the report does not describe its grid. */
+static int check_replicas(const Tpload__LoadReport *lr, struct tpl_error *err) {
+  struct tpl__grid g = report_grid(lr);
+  uint32_t cell;
+  int rc = check_coords(lr, &g, err);
+  cell = g.tp * g.pp;
+  for (uint32_t k = cell; rc == 0 && k < g.world; k++)
+    rc = same_as_base(lr->ranks[k], lr->ranks[k % cell], err);
+  return rc;
+}
+
+int tpl__report_grid_line(const uint8_t *packed, size_t len, char *buf,
+                          size_t size) {
+  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
+  struct tpl__grid g;
+  int rc;
+  if (lr == NULL) return TPL_EPEER;
+  g = report_grid(lr);
+  rc = check_replicas(lr, NULL);
+  if (rc != TPL_EPEER)
+    snprintf(buf, size,
+             "grid: tp %u x pp %u x dp %u, rank = (d*%u + p)*%u + t; "
+             "replicas agree: %s",
+             g.tp, g.pp, g.dp, g.pp, g.tp,
+             g.dp == 1 ? "yes (one replica)"
+             : rc == 0 ? "yes"
+                       : "NO");
+  tpload__load_report__free_unpacked(lr, NULL);
+  return rc == TPL_EPEER ? rc : 0;
+}
+
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
                           uint64_t bytes_read, uint8_t **buf, size_t *len,
                           struct tpl_error *err) {
   Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
-  Tpload__RankReport **rr = calloc(job->grid.world, sizeof(*rr));
+  uint32_t world = job->grid.world;
+  Tpload__RankReport **rr = calloc(world, sizeof(*rr));
   int rc = 0;
   if (rr == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (uint32_t i = 0; i < job->grid.world && rc == 0; i++) {
+  for (uint32_t i = 0; i < world && rc == 0; i++) {
     rr[i] = tpload__rank_report__unpack(NULL, lens[i], ranks[i]);
     if (rr[i] == NULL)
       rc = tpl__fail(err, TPL_EPEER, "rank %u sent a malformed report", i);
     else
       lr.bytes_delivered += rr[i]->bytes;
   }
+  lr.model = job->model;
+  lr.tensor_parallel_shards = job->grid.tp;
+  lr.pipeline_parallel_stages = job->grid.pp;
+  lr.data_parallel_replicas = job->grid.dp;
+  lr.bias_scaling = job->bias_scaling;
+  lr.seconds = seconds;
+  lr.bytes_read = bytes_read;
+  lr.n_ranks = world;
+  lr.ranks = rr;
+  if (rc == 0) rc = check_replicas(&lr, err);
   if (rc == 0) {
-    lr.model = job->model;
-    lr.tensor_parallel_shards = job->grid.tp;
-    lr.bias_scaling = job->bias_scaling;
-    lr.seconds = seconds;
-    lr.bytes_read = bytes_read;
-    lr.n_ranks = job->grid.world;
-    lr.ranks = rr;
     *len = tpload__load_report__get_packed_size(&lr);
     *buf = malloc(*len ? *len : 1);
     if (*buf == NULL)
@@ -242,7 +360,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
     else
       tpload__load_report__pack(&lr, *buf);
   }
-  for (uint32_t i = 0; i < job->grid.world; i++)
+  for (uint32_t i = 0; i < world; i++)
     if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
   free(rr);
   return rc;
@@ -300,14 +418,38 @@ static json_t *seconds_json(double s) {
   return json_real(round(s * 1e6) / 1e6);
 }
 
+/* A report entry for a tensor of another pipeline stage (fill_shard_info)
+ * is not shown. */
+static int held(const Tpload__ShardInfo *s) {
+  return s->offset != UINT64_MAX;
+}
+
+static json_t *held_tensors_json(const Tpload__RankReport *r) {
+  json_t *ts = json_array();
+  for (size_t i = 0; i < r->n_tensors; i++)
+    if (held(r->tensors[i]))
+      json_array_append_new(ts, shard_info_json(r->tensors[i]));
+  return ts;
+}
+
+static size_t held_count(const Tpload__RankReport *r) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_tensors; i++)
+    n += (size_t)held(r->tensors[i]);
+  return n;
+}
+
 static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   json_t *o = json_object(), *ph = json_object();
   json_object_set_new(o, "rank", json_integer(r->rank));
+  json_object_set_new(o, "replica", json_integer(r->replica));
+  json_object_set_new(o, "stage", json_integer(r->stage));
+  json_object_set_new(o, "shard", json_integer(r->shard));
   json_object_set_new(o, "host", json_string(r->host));
   json_object_set_new(o, "pid", json_integer(r->pid));
   json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
   json_object_set_new(o, "tensor_count",
-                      json_integer((json_int_t)r->n_tensors));
+                      json_integer((json_int_t)held_count(r)));
   json_object_set_new(o, "peak_rss_bytes",
                       json_integer((json_int_t)r->peak_rss_bytes));
   json_object_set_new(o, "bytes_sent", json_integer((json_int_t)r->bytes_sent));
@@ -322,24 +464,29 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
     json_object_set_new(ph, "hash", seconds_json(r->times->hash));
   }
   json_object_set_new(o, "phases", ph);
-  if (with_tensors) {
-    json_t *ts = json_array();
-    for (size_t i = 0; i < r->n_tensors; i++)
-      json_array_append_new(ts, shard_info_json(r->tensors[i]));
-    json_object_set_new(o, "tensors", ts);
-  }
+  if (with_tensors) json_object_set_new(o, "tensors", held_tensors_json(r));
   return o;
 }
 
 json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
+  struct tpl__grid g;
   json_t *o, *ranks;
+  int agree;
   if (lr == NULL) return NULL;
+  g = report_grid(lr);
+  agree = check_replicas(lr, NULL);
   o = json_object();
   ranks = json_array();
   json_object_set_new(o, "model", json_string(lr->model));
   json_object_set_new(o, "tensor_parallel_shards",
                       json_integer(lr->tensor_parallel_shards));
+  json_object_set_new(o, "pipeline_parallel_stages", json_integer(g.pp));
+  json_object_set_new(o, "data_parallel_replicas", json_integer(g.dp));
+  /* Recomputed from the checksums this report carries; absent when the
+   * report does not describe its grid (one written before the grid). */
+  if (agree != TPL_EPEER)
+    json_object_set_new(o, "replicas_agree", json_boolean(agree == 0));
   json_object_set_new(o, "bias_scaling", json_boolean(lr->bias_scaling));
   json_object_set_new(o, "seconds", seconds_json(lr->seconds));
   json_object_set_new(o, "bytes_read",

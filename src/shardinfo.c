@@ -1,6 +1,11 @@
 /* shardinfo.c - builds the shard-info JSON that `tpload plan` prints and
  * `preshard` writes, mirroring the `params` list of MLC's model metadata
- * so MLC tooling can read it.  Pure: a job table in (its per-rank shapes
+ * so MLC tooling can read it (mlc-ai/mlc-llm
+ * python/mlc_llm/interface/compile.py, _get_param_metadata: name, shape,
+ * dtype, preprocs, pipeline_stages; the metadata's
+ * tensor_parallel_shards and pipeline_parallel_stages).  tpload adds the
+ * per-rank entries: each holder's global rank, (replica, stage, shard),
+ * bytes and checksum.  Pure: a job table in (its per-rank shapes
  * and MLC-unit segs come from job.c), a jansson object out. */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,18 +30,43 @@ static json_t *preproc(const struct tpl__job *job,
                    tpl__dtype_mlc_name(t->dtype));
 }
 
-static json_t *rank_list(const struct tpl__rank_info *ranks, uint32_t nshards) {
+/* One "ranks" entry: the global rank, where it sits in the grid, and what
+ * it received. */
+static json_t *rank_entry(const struct tpl__job *job, uint32_t r,
+                          const struct tpl__rank_info *info) {
+  struct tpl__pos c = tpl__grid_coord(&job->grid, r);
+  char hex[17];
+  snprintf(hex, sizeof(hex), "%016" PRIx64, info->xxh3);
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s}", "rank", (json_int_t)r,
+                   "replica", (json_int_t)c.d, "stage", (json_int_t)c.p,
+                   "shard", (json_int_t)c.t, "nbytes", (json_int_t)info->nbytes,
+                   "xxh3", hex);
+}
+
+/* The ranks that hold tensor i (its stages' ranks in every replica), in
+ * rank order; ranks[r] is what rank r received. */
+static json_t *rank_list(const struct tpl__job *job, size_t i,
+                         const struct tpl__rank_info *ranks) {
   json_t *a = json_array();
-  for (uint32_t r = 0; a != NULL && r < nshards; r++) {
-    char hex[17];
-    snprintf(hex, sizeof(hex), "%016" PRIx64, ranks[r].xxh3);
-    if (json_array_append_new(
-            a, json_pack("{s:I, s:I, s:s}", "rank", (json_int_t)r, "nbytes",
-                         (json_int_t)ranks[r].nbytes, "xxh3", hex)) != 0) {
+  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++) {
+    if (!tpl__job_holds(job, i, r)) continue;
+    if (json_array_append_new(a, rank_entry(job, r, &ranks[r])) != 0) {
       json_decref(a);
       return NULL;
     }
   }
+  return a;
+}
+
+/* MLC's "pipeline_stages": the stages that hold the tensor, ascending
+ * (compile.py's list(set(...)) of _set_pp's list; [0] with one stage). */
+static json_t *stage_list(struct tpl__stages s) {
+  json_t *a = json_array();
+  for (uint32_t k = 0; a != NULL && k < s.count; k++)
+    if (json_array_append_new(a, json_integer(s.first + k)) != 0) {
+      json_decref(a);
+      return NULL;
+    }
   return a;
 }
 
@@ -59,18 +89,15 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   double scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
-  /* pipeline_stages: [0] for every param, as compile.py writes it for
-   * one pipeline stage (tpload has no pipeline parallelism). */
-  json_t *o = json_pack(
-      "{s:s, s:o, s:s, s:[], s:[i]}", "name", t->name, "shape",
-      tpl__json_u64_array(t->rank_shape, (size_t)t->ndim), "dtype",
-      tpl__dtype_mlc_name(t->dtype), "preprocs", "pipeline_stages", 0);
+  json_t *o = json_pack("{s:s, s:o, s:s, s:[], s:o}", "name", t->name, "shape",
+                        tpl__json_u64_array(t->rank_shape, (size_t)t->ndim),
+                        "dtype", tpl__dtype_mlc_name(t->dtype), "preprocs",
+                        "pipeline_stages", stage_list(t->stages));
   if (o == NULL) return NULL;
   if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
       json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
       (ranks != NULL &&
-       json_object_set_new(o, "ranks", rank_list(ranks, job->grid.world)) !=
-           0)) {
+       json_object_set_new(o, "ranks", rank_list(job, i, ranks)) != 0)) {
     json_decref(o);
     return NULL;
   }
@@ -80,9 +107,14 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
 int tpl__shardinfo_build(const struct tpl__job *job,
                          const struct tpl__rank_info *ranks, json_t **out) {
   json_t *params = json_array();
-  json_t *root = json_pack("{s:I, s:b, s:o}", "tensor_parallel_shards",
-                           (json_int_t)job->grid.tp, "bias_scaling",
-                           job->bias_scaling ? 1 : 0, "params", params);
+  /* compile.py's metadata: tensor_parallel_shards = T and
+   * pipeline_parallel_stages = P; tpload adds the replicas D. */
+  json_t *root =
+      json_pack("{s:I, s:I, s:I, s:b, s:o}", "tensor_parallel_shards",
+                (json_int_t)job->grid.tp, "pipeline_parallel_stages",
+                (json_int_t)job->grid.pp, "data_parallel_replicas",
+                (json_int_t)job->grid.dp, "bias_scaling",
+                job->bias_scaling ? 1 : 0, "params", params);
   if (root == NULL) return -ENOMEM;
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__rank_info *r =
@@ -94,4 +126,33 @@ int tpl__shardinfo_build(const struct tpl__job *job,
   }
   *out = root;
   return 0;
+}
+
+/* What rank r holds: its tensors' names and their bytes. */
+static json_t *held_by(const struct tpl__job *job, uint32_t r) {
+  struct tpl__pos c = tpl__grid_coord(&job->grid, r);
+  json_t *names = json_array();
+  uint64_t bytes = 0;
+  for (size_t i = 0; names != NULL && i < job->ntensors; i++) {
+    if (!tpl__job_holds(job, i, r)) continue;
+    bytes += job->tensors[i].rank_bytes;
+    if (json_array_append_new(names, json_string(job->tensors[i].name)) != 0) {
+      json_decref(names);
+      return NULL;
+    }
+  }
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "rank", (json_int_t)r,
+                   "replica", (json_int_t)c.d, "stage", (json_int_t)c.p,
+                   "shard", (json_int_t)c.t, "bytes", (json_int_t)bytes,
+                   "tensors", names);
+}
+
+json_t *tpl__shardinfo_ranks(const struct tpl__job *job) {
+  json_t *a = json_array();
+  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++)
+    if (json_array_append_new(a, held_by(job, r)) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  return a;
 }

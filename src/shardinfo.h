@@ -23,18 +23,28 @@ struct tpl__rank_info {
  * N = 1).  The one definition: shard info and rank reports both use it. */
 double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling);
 
-/* Builds one `params` entry for job tensor `i`.  `ranks` is NULL (no
- * "ranks" key) or job->world entries, rank order.  Returns a new
- * reference, or NULL on ENOMEM. */
+/* Builds one `params` entry for job tensor `i`, with MLC's
+ * "pipeline_stages" (the stages that hold it).  `ranks` is NULL (no
+ * "ranks" key) or job->grid.world entries, rank order, of which those of
+ * the ranks holding the tensor are listed, each with its rank, replica,
+ * stage and shard.  Returns a new reference, or NULL on ENOMEM. */
 json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks);
 
 /* Builds the whole shard-info object of `job`:
- * {"tensor_parallel_shards", "bias_scaling", "params": [...]} with params
- * in checkpoint order.  `ranks` is NULL or job->ntensors * job->world
- * entries, ranks[i * world + r] for tensor i and rank r.  On success *out
+ * {"tensor_parallel_shards", "pipeline_parallel_stages",
+ * "data_parallel_replicas", "bias_scaling", "params": [...]} with params
+ * in checkpoint order.  `ranks` is NULL or job->ntensors *
+ * job->grid.world entries, ranks[i * world + r] for tensor i and rank r
+ * (entries of ranks that do not hold tensor i are not read).  On success *out
  * is a new reference the caller json_decref's.  Returns 0 or -ENOMEM. */
 int tpl__shardinfo_build(const struct tpl__job *job,
                          const struct tpl__rank_info *ranks, json_t **out);
+
+/* Every rank of job->grid and what it holds, for `plan` and `inspect`:
+ * [{"rank", "replica", "stage", "shard", "bytes", "tensors": [names of
+ * the tensors its stage holds, checkpoint order]}] in rank order.  Returns
+ * a new reference, or NULL on ENOMEM. */
+json_t *tpl__shardinfo_ranks(const struct tpl__job *job);
 
 #endif

@@ -7,18 +7,30 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "topology.h"
 
 struct tpl__verify_result {
   uint32_t ranks;
-  uint64_t tensors; /* tensor shards compared */
-  uint64_t bytes;   /* bytes compared */
+  struct tpl__grid grid; /* the grid of the output */
+  uint64_t tensors;      /* tensor shards compared */
+  uint64_t bytes;        /* bytes compared */
+};
+
+/* The grid the caller expects (--tp, --pp); 0 where not given. */
+struct tpl__verify_grid {
+  uint32_t tp, pp;
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under
- * `plan` ("auto", a preset or a file).  N and bias scaling come from
- * shard-info.json.  Returns 0, TPL_EMISMATCH naming the first mismatch
- * (rank, tensor, what differs), or the code of what could not be read. */
+ * `plan` ("auto", a preset or a file).  The grid (T, P, D) and bias
+ * scaling come from shard-info.json; `want`'s nonzero fields must match
+ * it.  Every rank file must hold exactly the tensors of its stage, each
+ * the shard t the model gives (so replicas d > 0 hold replica 0's bytes),
+ * and shard-info.json must list each tensor's holders with their
+ * checksums.  Returns 0, TPL_EMISMATCH naming the first mismatch (rank,
+ * tensor, what differs), or the code of what could not be read. */
 int tpl__verify(const char *model, const char *dir, const char *plan,
+                const struct tpl__verify_grid *want,
                 struct tpl__verify_result *out, struct tpl_error *err);
 
 #endif

@@ -1,0 +1,38 @@
+/* cmd_grid.c - reads --shards / --tp / --pp of the one-process commands
+ * into a struct tpl__grid, with the defaults and refusals of DESIGN.md's
+ * grid (T defaults to the world, P to 1; a world that is not a multiple
+ * of T x P is a usage error naming the numbers, from tpl__grid_make). */
+#include "cmd_grid.h"
+
+#define MAX_RANKS 65536
+
+int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
+                        const char *value, uint32_t *out) {
+  unsigned long long n = 0;
+  if (value != NULL &&
+      tpl__cli_uint_option(cmd, name, value, 1, MAX_RANKS, &n) != 0)
+    return 64;
+  *out = (uint32_t)n;
+  return 0;
+}
+
+int tpl__cli_grid(const struct tpl__cli_command *cmd,
+                  const struct tpl__grid_args *a, struct tpl__grid *out) {
+  struct tpl_error err = {0};
+  uint32_t n, tp, pp;
+  uint64_t world;
+  if (tpl__cli_grid_count(cmd, "shards", a->shards, &n) != 0 ||
+      tpl__cli_grid_count(cmd, "tp", a->tp, &tp) != 0 ||
+      tpl__cli_grid_count(cmd, "pp", a->pp, &pp) != 0)
+    return 64;
+  if (n == 0 && tp == 0)
+    return tpl__cli_usage_error(cmd, "--shards N or --tp T is required");
+  pp = pp ? pp : 1;
+  tp = tp ? tp : n;
+  world = n ? n : (uint64_t)tp * pp;
+  if (world > MAX_RANKS)
+    return tpl__cli_usage_error(cmd, "--tp x --pp is more than 65536 ranks");
+  if (tpl__grid_make((uint32_t)world, tp, pp, &err, out) != 0)
+    return tpl__cli_usage_error(cmd, "%s", err.msg);
+  return 0;
+}

@@ -1,0 +1,30 @@
+/* cmd_grid.h - the grid options of the one-process commands (`plan`,
+ * `inspect`, `verify`, `dump`): --shards N (the world a load would have),
+ * --tp T and --pp P, read as `mpirun -np N tpload load --tp T --pp P`
+ * reads them. */
+#ifndef TPL_CMD_GRID_H
+#define TPL_CMD_GRID_H
+
+#include "cli.h"
+#include "topology.h"
+
+/* The option values as given (NULL when absent). */
+struct tpl__grid_args {
+  const char *shards, *tp, *pp;
+};
+
+/* An optional count option (--tp, --pp, --shards) of `value` (NULL when
+ * absent): *out is 0 when absent, else the number in 1..65536.  Returns 0,
+ * or 64 after printing the usage error. */
+int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
+                        const char *value, uint32_t *out);
+
+/* Reads the grid: N = --shards (default T x P), T = --tp (default N),
+ * P = --pp (default 1), D = N / (T x P).  At least one of --shards and
+ * --tp must be given.  Returns 0 with *out filled, or 64 after printing
+ * the usage error with the numbers (an option that is not a number in
+ * 1..65536, a world that is not a multiple of T x P). */
+int tpl__cli_grid(const struct tpl__cli_command *cmd,
+                  const struct tpl__grid_args *a, struct tpl__grid *out);
+
+#endif
