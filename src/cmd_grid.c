@@ -1,6 +1,6 @@
 /* cmd_grid.c - reads --shards / --tp / --pp of the one-process commands
  * into a struct tpl__grid, with the defaults and refusals of DESIGN.md's
- * grid (T defaults to the world, P to 1; a world that is not a multiple
+ * grid (P defaults to 1, T to the world / P; a world that is not a multiple
  * of T x P is a usage error naming the numbers, from tpl__grid_make). */
 #include "cmd_grid.h"
 
@@ -28,7 +28,7 @@ int tpl__cli_grid(const struct tpl__cli_command *cmd,
   if (n == 0 && tp == 0)
     return tpl__cli_usage_error(cmd, "--shards N or --tp T is required");
   pp = pp ? pp : 1;
-  tp = tp ? tp : n;
+  tp = tp ? tp : tpl__grid_default_tp(n, pp);
   world = n ? n : (uint64_t)tp * pp;
   if (world > MAX_RANKS)
     return tpl__cli_usage_error(cmd, "--tp x --pp is more than 65536 ranks");

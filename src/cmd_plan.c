@@ -35,7 +35,7 @@ static const char plan_help[] =
     "\n"
     "  --shards N         the world (a load's MPI world size), 1..65536\n"
     "                     (default T x P)\n"
-    "  --tp T             tensor-parallel shards (default N)\n"
+    "  --tp T             tensor-parallel shards (default N / P)\n"
     "  --pp P             pipeline stages (default 1): layers split as MLC\n"
     "                     LLM does, from config.json's num_hidden_layers\n"
     "  --plan P           a plan file, a preset or auto (default: from\n"

@@ -135,9 +135,7 @@ static int validate(struct engine *e, struct tpl_error *err) {
   const struct tpl__load_opts *o = e->o;
   struct tpl__grid grid;
   uint32_t pp = o->pp ? o->pp : 1;
-  /* Without --tp the stages take the world: T = N / P (1 when P does
-   * not divide N, so the refusal names the numbers given). */
-  uint32_t tp = o->tp ? o->tp : e->world % pp == 0 ? e->world / pp : 1;
+  uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__model_open(o->model, &e->model, err);
   if (rc == 0)

@@ -25,6 +25,10 @@
 
 #include <string.h>
 
+uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp) {
+  return pp != 0 && world % pp == 0 ? world / pp : 1;
+}
+
 int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
                    struct tpl_error *err, struct tpl__grid *out) {
   if (tp == 0 || pp == 0)

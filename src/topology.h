@@ -29,6 +29,11 @@ struct tpl__stages {
  * fills *out with dp = world / (tp * pp).  Returns 0, or TPL_EUSAGE with a
  * message giving the numbers when tp or pp is 0 or tp * pp does not divide
  * world.  *out is written only on success. */
+/* --tp when only --pp (or neither) is given: the stages share the world,
+ * T = world / pp; 1 when pp does not divide world, so that
+ * tpl__grid_make's refusal names the numbers given. */
+uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp);
+
 int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
                    struct tpl_error *err, struct tpl__grid *out);
 

@@ -94,6 +94,8 @@ check_views "TP2 x PP2" 2 2 1 "--tp 2 --pp 2"
 check_views "TP2 x PP2 x DP2" 2 2 2 "--shards 8 --tp 2 --pp 2"
 check_views "TP1 x PP4" 1 4 1 "--tp 1 --pp 4"
 check_views "TP4 (one group, --shards alone)" 4 1 1 "--shards 4"
+# --pp alone: the stages share the world, T = N / P (as load's -np 4 --pp 4)
+check_views "TP2 x PP2 (--shards 4 --pp 2)" 2 2 1 "--shards 4 --pp 2"
 
 # The text view: one line per rank with its coordinates; rank 5 of
 # TP2 x PP2 x DP2 is (d 1, p 0, t 1) and holds stage 0 (embed, layers 0

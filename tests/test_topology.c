@@ -134,6 +134,16 @@ static void test_grid_refusals(void) {
                TPL_EUSAGE);
 }
 
+/* --pp alone: the stages share the world (T = N / P, so -np 4 --pp 4 is
+ * TP1 x PP4); 1 when P does not divide N; no --pp: T = N. */
+static void test_default_tp(void) {
+  CHECK_EQ_U64(tpl__grid_default_tp(4, 4), 1);
+  CHECK_EQ_U64(tpl__grid_default_tp(8, 2), 4);
+  CHECK_EQ_U64(tpl__grid_default_tp(4, 1), 4);
+  CHECK_EQ_U64(tpl__grid_default_tp(6, 4), 1);
+  CHECK_EQ_U64(tpl__grid_default_tp(4, 0), 1);
+}
+
 /* L = 32, P = 4: L // P = 8, so layers 0-7, 8-15, 16-23, 24-31. */
 static void test_stages_32_over_4(void) {
   CHECK_EQ_INT(tpl__stage_check(32, 4, NULL), 0);
@@ -255,6 +265,7 @@ int main(void) {
   RUN(test_tp_only_is_identity);
   RUN(test_round_trips);
   RUN(test_grid_refusals);
+  RUN(test_default_tp);
   RUN(test_stages_32_over_4);
   RUN(test_stages_edges);
   RUN(test_stage_refusals);
