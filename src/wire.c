@@ -95,7 +95,7 @@ void tpl__frame_reset(struct tpl__frame_reader *r) {
 /* ---- requests ---- */
 
 int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
-                             struct tpl_error *err) {
+                             unsigned *flags, struct tpl_error *err) {
   Tpload__Request *m = tpload__request__unpack(NULL, len, body);
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
@@ -103,6 +103,8 @@ int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
                      "bytes that do not decode",
                      len);
   *kind = (int)m->kind;
+  *flags = (m->summary ? TPL_REQ_F_SUMMARY : 0) |
+           (m->table_fd ? TPL_REQ_F_TABLE_FD : 0);
   tpload__request__free_unpacked(m, NULL);
   return 0;
 }
@@ -122,9 +124,12 @@ static int pack_frame(const ProtobufCMessage *msg, size_t cap, uint8_t **frame,
   return 0;
 }
 
-int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len) {
+int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
+                             size_t *len) {
   Tpload__Request m = TPLOAD__REQUEST__INIT;
   m.kind = (Tpload__Request__Kind)kind;
+  m.summary = (flags & TPL_REQ_F_SUMMARY) != 0;
+  m.table_fd = (flags & TPL_REQ_F_TABLE_FD) != 0;
   return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
 }
 
@@ -182,6 +187,7 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.uptime_seconds = r->uptime_seconds;
   m.clients = r->clients;
   m.attaches = r->attaches;
+  m.table_bytes = r->table_bytes;
   m.status.data = (uint8_t *)r->status;
   m.status.len = r->status != NULL ? r->status_len : 0;
   if (r->compact)
@@ -257,6 +263,7 @@ static int copy_response(struct tpl__wire_response *out,
   out->uptime_seconds = m->uptime_seconds;
   out->clients = m->clients;
   out->attaches = m->attaches;
+  out->table_bytes = m->table_bytes;
   if (m->error != NULL && m->error[0] != '\0') {
     out->error = strdup(m->error);
     if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -299,6 +306,41 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
     return rc;
   }
   *out = r;
+  return 0;
+}
+
+/* Packs `m` with every rank's tensors hidden (n_tensors 0) into *out;
+ * restores the counts, which free_unpacked relies on. */
+static int pack_without_tensors(Tpload__LoadReport *m, uint8_t **out,
+                                size_t *len) {
+  size_t *kept = calloc(m->n_ranks ? m->n_ranks : 1, sizeof(*kept));
+  uint8_t *b = NULL;
+  if (kept == NULL) return -ENOMEM;
+  for (size_t r = 0; r < m->n_ranks; r++) {
+    kept[r] = m->ranks[r]->n_tensors;
+    m->ranks[r]->n_tensors = 0;
+  }
+  b = malloc(tpload__load_report__get_packed_size(m) + 1);
+  if (b != NULL) *len = tpload__load_report__pack(m, b);
+  for (size_t r = 0; r < m->n_ranks; r++)
+    m->ranks[r]->n_tensors = kept[r];
+  free(kept);
+  *out = b;
+  return b != NULL ? 0 : -ENOMEM;
+}
+
+int tpl__wire_status_summary(const uint8_t *status, size_t len, uint8_t **out,
+                             size_t *out_len, struct tpl_error *err) {
+  Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, status);
+  int rc;
+  if (m == NULL)
+    return tpl__fail(err, TPL_EPROTO,
+                     "status: expected a tpload.LoadReport, found %zu bytes "
+                     "that do not decode",
+                     len);
+  rc = pack_without_tensors(m, out, out_len);
+  tpload__load_report__free_unpacked(m, NULL);
+  if (rc != 0) return tpl__fail(err, rc, "status: out of memory");
   return 0;
 }
 
