@@ -115,10 +115,9 @@ struct server {
   int stopping, shutdown_sent, stop_timer_open, ready_written;
   int table_fd; /* the TPLM table's sealed memfd, or -1 */
   uint64_t table_bytes;
-  uint8_t *summary; /* rank 0: the load report without tensors */
-  size_t summary_len;
-  uint64_t started_ns; /* uv_hrtime() when serving began */
-  uint64_t attaches;   /* attach requests served */
+  struct tpl__status_summary summary; /* rank 0: report without tensors */
+  uint64_t started_ns;                /* uv_hrtime() when serving began */
+  uint64_t attaches;                  /* attach requests served */
 };
 
 static void drive(struct conn *c);
@@ -301,8 +300,7 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   if (rc == 0) rc = build_frame(s, F_BUSY, &busy, err);
   if (rc == 0) rc = build_manifest(s, err);
   if (rc == 0 && st.ok)
-    rc = tpl__wire_status_summary(st.status, st.status_len, &s->summary,
-                                  &s->summary_len, err);
+    rc = tpl__wire_status_summary(st.status, st.status_len, &s->summary, err);
   return rc;
 }
 
@@ -433,8 +431,12 @@ static void send_status(struct conn *c, int summary) {
     return;
   }
   fill_identity(s, &r);
-  r.status = summary ? s->summary : s->cfg->status;
-  r.status_len = summary ? s->summary_len : s->cfg->status_len;
+  r.status = summary ? s->summary.report : s->cfg->status;
+  r.status_len = summary ? s->summary.len : s->cfg->status_len;
+  if (summary) {
+    r.tensor_counts = s->summary.tensor_counts;
+    r.ncounts = s->summary.ncounts;
+  }
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
@@ -826,7 +828,7 @@ static void drain_loop(struct server *s) {
 static void free_server(struct server *s) {
   for (int i = 0; i < F_COUNT; i++)
     free(s->frames[i]);
-  free(s->summary);
+  tpl__status_summary_free(&s->summary);
   if (s->table_fd >= 0) close(s->table_fd);
   free(s->dir);
   free(s->sock_path);

@@ -243,7 +243,10 @@ int tpl__tmap_find(const struct tpl__tmap *m, const char *name, size_t *index) {
   for (uint64_t j = slot_of(name, len, m->mask); m->index[j] != 0;
        j = (j + 1) & m->mask) {
     const struct tpl__tmap_entry *e = &m->entries[m->index[j] - 1];
-    if (e->name_len == len && memcmp(m->names + e->name_off, name, len) == 0) {
+    /* The NUL check makes the entry's string the name asked for, even
+     * when a confused table gave a name_len shorter than its string. */
+    if (e->name_len == len && m->names[e->name_off + len] == '\0' &&
+        memcmp(m->names + e->name_off, name, len) == 0) {
       *index = m->index[j] - 1;
       return 0;
     }

@@ -188,6 +188,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.clients = r->clients;
   m.attaches = r->attaches;
   m.table_bytes = r->table_bytes;
+  m.tensor_counts = (uint64_t *)r->tensor_counts;
+  m.n_tensor_counts = r->tensor_counts != NULL ? r->ncounts : 0;
   m.status.data = (uint8_t *)r->status;
   m.status.len = r->status != NULL ? r->status_len : 0;
   if (r->compact)
@@ -252,6 +254,16 @@ static int copy_status(struct tpl__wire_response *out,
   return 0;
 }
 
+static int copy_counts(struct tpl__wire_response *out,
+                       const Tpload__Response *m) {
+  uint64_t *c = malloc(m->n_tensor_counts * sizeof(*c));
+  if (c == NULL) return -ENOMEM;
+  memcpy(c, m->tensor_counts, m->n_tensor_counts * sizeof(*c));
+  out->tensor_counts = c;
+  out->ncounts = m->n_tensor_counts;
+  return 0;
+}
+
 static int copy_response(struct tpl__wire_response *out,
                          const Tpload__Response *m, struct tpl_error *err) {
   char *pool;
@@ -273,6 +285,8 @@ static int copy_response(struct tpl__wire_response *out,
   if (out->job_id == NULL || out->model == NULL)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->status.len > 0 && copy_status(out, &m->status) != 0)
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m->n_tensor_counts > 0 && copy_counts(out, m) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->table.len > 0)
     return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
@@ -309,28 +323,30 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
   return 0;
 }
 
-/* Packs `m` with every rank's tensors hidden (n_tensors 0) into *out;
- * restores the counts, which free_unpacked relies on. */
-static int pack_without_tensors(Tpload__LoadReport *m, uint8_t **out,
-                                size_t *len) {
-  size_t *kept = calloc(m->n_ranks ? m->n_ranks : 1, sizeof(*kept));
-  uint8_t *b = NULL;
+/* Packs `m` with every rank's tensors hidden (n_tensors 0) into out,
+ * keeping the counts in out->tensor_counts; restores them, which
+ * free_unpacked relies on. */
+static int pack_without_tensors(Tpload__LoadReport *m,
+                                struct tpl__status_summary *out) {
+  uint64_t *kept = calloc(m->n_ranks ? m->n_ranks : 1, sizeof(*kept));
   if (kept == NULL) return -ENOMEM;
   for (size_t r = 0; r < m->n_ranks; r++) {
     kept[r] = m->ranks[r]->n_tensors;
     m->ranks[r]->n_tensors = 0;
   }
-  b = malloc(tpload__load_report__get_packed_size(m) + 1);
-  if (b != NULL) *len = tpload__load_report__pack(m, b);
+  out->report = malloc(tpload__load_report__get_packed_size(m) + 1);
+  if (out->report != NULL) out->len = tpload__load_report__pack(m, out->report);
   for (size_t r = 0; r < m->n_ranks; r++)
-    m->ranks[r]->n_tensors = kept[r];
-  free(kept);
-  *out = b;
-  return b != NULL ? 0 : -ENOMEM;
+    m->ranks[r]->n_tensors = (size_t)kept[r];
+  out->tensor_counts = kept;
+  out->ncounts = m->n_ranks;
+  return out->report != NULL ? 0 : -ENOMEM;
 }
 
-int tpl__wire_status_summary(const uint8_t *status, size_t len, uint8_t **out,
-                             size_t *out_len, struct tpl_error *err) {
+int tpl__wire_status_summary(const uint8_t *status, size_t len,
+                             struct tpl__status_summary *out,
+                             struct tpl_error *err) {
+  struct tpl__status_summary s = {0};
   Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, status);
   int rc;
   if (m == NULL)
@@ -338,10 +354,21 @@ int tpl__wire_status_summary(const uint8_t *status, size_t len, uint8_t **out,
                      "status: expected a tpload.LoadReport, found %zu bytes "
                      "that do not decode",
                      len);
-  rc = pack_without_tensors(m, out, out_len);
+  rc = pack_without_tensors(m, &s);
   tpload__load_report__free_unpacked(m, NULL);
-  if (rc != 0) return tpl__fail(err, rc, "status: out of memory");
+  if (rc != 0) {
+    tpl__status_summary_free(&s);
+    return tpl__fail(err, rc, "status: out of memory");
+  }
+  *out = s;
   return 0;
+}
+
+void tpl__status_summary_free(struct tpl__status_summary *s) {
+  if (s == NULL) return;
+  free(s->report);
+  free(s->tensor_counts);
+  memset(s, 0, sizeof(*s));
 }
 
 void tpl__wire_response_free(struct tpl__wire_response *r) {
@@ -352,5 +379,6 @@ void tpl__wire_response_free(struct tpl__wire_response *r) {
   free((char *)r->job_id);
   free((char *)r->model);
   free((uint8_t *)r->status);
+  free((uint64_t *)r->tensor_counts);
   memset(r, 0, sizeof(*r));
 }

@@ -104,6 +104,9 @@ struct tpl__wire_response {
   uint64_t attaches;     /* status: attach requests served */
   int compact; /* encoding: tensors go as Response.table (wire_table.c) */
   uint64_t table_bytes; /* attach: size of the TPLM table memfd, or 0 */
+  const uint64_t *tensor_counts; /* summary status: per rank, in the
+                                    report's rank order; decoded: owned */
+  size_t ncounts;
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
@@ -123,12 +126,24 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
 /* Frees what a decoded response owns and zeroes it; NULL is accepted. */
 void tpl__wire_response_free(struct tpl__wire_response *r);
 
+/* A status summary: the load report without per-tensor ShardInfos. */
+struct tpl__status_summary {
+  uint8_t *report; /* packed tpload.LoadReport, malloc'd */
+  size_t len;
+  uint64_t *tensor_counts; /* each rank's, in report order; malloc'd */
+  size_t ncounts;
+};
+
 /* Repacks the packed tpload.LoadReport `status` without any rank's
- * per-tensor ShardInfos (what a summary status carries) into *out
- * (malloc'd, caller frees).  Returns 0, TPL_EPROTO when `status` does not
- * decode, or -ENOMEM. */
-int tpl__wire_status_summary(const uint8_t *status, size_t len, uint8_t **out,
-                             size_t *out_len, struct tpl_error *err);
+ * ShardInfos into *out, keeping each rank's tensor count beside it (free
+ * with tpl__status_summary_free).  Returns 0, TPL_EPROTO when `status`
+ * does not decode, or -ENOMEM. */
+int tpl__wire_status_summary(const uint8_t *status, size_t len,
+                             struct tpl__status_summary *out,
+                             struct tpl_error *err);
+
+/* Frees what a summary owns and zeroes it; NULL is accepted. */
+void tpl__status_summary_free(struct tpl__status_summary *s);
 
 /* The tensor table in its compact form (wire_table.c), as the attach reply
  * carries it.  Encoding: *out is malloc'd; returns 0, -EINVAL for an entry
