@@ -321,6 +321,68 @@ static void test_decode_response_garbage(void) {
                TPL_EPROTO);
 }
 
+/* The flags are Request fields 2 (summary) and 3 (table_fd), varints,
+ * after the kind; a request without them is the plain one. */
+static void test_request_flags_bytes(void) {
+  static const uint8_t want[] = {0,    0,    0,    6,    0x08,
+                                 0x03, 0x10, 0x01, 0x18, 0x01};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  int kind = -1;
+  unsigned flags = 0;
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_ATTACH,
+                                        TPL_REQ_F_SUMMARY | TPL_REQ_F_TABLE_FD,
+                                        &f, &len),
+               0);
+  CHECK_EQ_U64(len, sizeof(want));
+  CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 6, &kind, &flags, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_ATTACH);
+  CHECK_EQ_U64(flags, TPL_REQ_F_SUMMARY | TPL_REQ_F_TABLE_FD);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 4, &kind, &flags, NULL), 0);
+  CHECK_EQ_U64(flags, TPL_REQ_F_SUMMARY);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 2, &kind, &flags, NULL), 0);
+  CHECK_EQ_U64(flags, 0);
+  free(f);
+}
+
+/* table_bytes and tensor_counts travel; a summary of a report keeps the
+ * counts and drops the ShardInfos. */
+static void test_summary_fields_roundtrip(void) {
+  /* LoadReport{model "m", ranks [RankReport{host "h", tensors [{name
+   * "t"}, {name "u"}]}, RankReport{}]} and its summary, by hand. */
+  static const uint8_t full[] = {0x0a, 0x01, 'm',  0x3a, 0x0d, 0x12, 0x01,
+                                 'h',  0x22, 0x03, 0x0a, 0x01, 't',  0x22,
+                                 0x03, 0x0a, 0x01, 'u',  0x3a, 0x00};
+  static const uint8_t want[] = {0x0a, 0x01, 'm', 0x3a, 0x03,
+                                 0x12, 0x01, 'h', 0x3a, 0x00};
+  struct tpl__status_summary sum = {0};
+  struct tpl__wire_response in = {.ok = 1, .table_bytes = 326}, out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_status_summary(full, sizeof(full), &sum, NULL), 0);
+  CHECK_EQ_U64(sum.len, sizeof(want));
+  CHECK(sum.report != NULL && memcmp(sum.report, want, sizeof(want)) == 0);
+  CHECK_EQ_U64(sum.ncounts, 2);
+  if (sum.ncounts == 2) {
+    CHECK_EQ_U64(sum.tensor_counts[0], 2);
+    CHECK_EQ_U64(sum.tensor_counts[1], 0);
+  }
+  in.tensor_counts = sum.tensor_counts;
+  in.ncounts = sum.ncounts;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_response(f + TPL_WIRE_HEADER,
+                                         len - TPL_WIRE_HEADER, &out, NULL),
+               0);
+  CHECK_EQ_U64(out.table_bytes, 326);
+  CHECK_EQ_U64(out.ncounts, 2);
+  CHECK(out.tensor_counts != NULL && out.tensor_counts[0] == 2);
+  CHECK_EQ_INT(tpl__wire_status_summary(full, 5, &sum, NULL), TPL_EPROTO);
+  tpl__wire_response_free(&out);
+  tpl__status_summary_free(&sum);
+  free(f);
+}
+
 int main(void) {
   RUN(test_encode_request_bytes);
   RUN(test_whole_frame);
@@ -340,5 +402,7 @@ int main(void) {
   RUN(test_bad_status_refused_by_reader);
   RUN(test_decode_too_many_dims);
   RUN(test_decode_response_garbage);
+  RUN(test_request_flags_bytes);
+  RUN(test_summary_fields_roundtrip);
   return tap_done();
 }
