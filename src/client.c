@@ -1,11 +1,16 @@
 /* client.c - the consumer side of the daemon protocol and the public
- * tpl_attach API.  A client connects to DIR/rank{R}.sock, asks for the
- * manifest, then for the store: the daemon passes its sealed memfd with
- * SCM_RIGHTS and the client maps it read-only.  Every manifest entry is
- * checked against the mapping (known dtype, nbytes = numel x itemsize,
- * inside the store, unique name) before any pointer into it is handed
- * out, so a confused daemon cannot make a reader run off the end.  I/O is
- * blocking with poll() deadlines; there is no libuv here. */
+ * tpl_attach API.  A client connects to DIR/rank{R}.sock and asks, in one
+ * round trip, for the store and the tensor table: the daemon passes two
+ * sealed memfds with SCM_RIGHTS, the store and the table it laid out once
+ * for reading in place (table_map.h), and the client maps both
+ * read-only.  The table is validated once before any pointer into either
+ * mapping is handed out (every entry inside the store, nbytes = numel x
+ * itemsize, names inside the table, the name index consistent), so a
+ * confused daemon cannot make a reader run off the end; lookups then
+ * hash and compare in the mapping, allocating nothing.  An older daemon
+ * sends the table in compact form instead, which the client lays out the
+ * same way in its own memory.  I/O is blocking with poll() deadlines;
+ * there is no libuv here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -1,6 +1,9 @@
 /* daemon.c - one rank's server for `tpload serve`: a libuv loop on
- * DIR/rank{R}.sock that answers health, status, manifest, attach (the
- * store's sealed memfd, passed with SCM_RIGHTS) and shutdown.
+ * DIR/rank{R}.sock that answers health, status (or its summary, without
+ * per-tensor ShardInfos), manifest, attach (the store's sealed memfd,
+ * passed with SCM_RIGHTS, and either the tensor table in compact form or,
+ * when asked, a second sealed memfd holding the table laid out for
+ * reading in place: table_map.h) and shutdown.
  *
  * Each connection is a small state machine driven by one callback per
  * libuv event: READING (bytes go into the frame reader from wire.c),
@@ -13,7 +16,7 @@
  * the connection limit.  A per-connection timer bounds each phase, so
  * half-sent requests and clients that stop reading are dropped.
  *
- * The attach reply carries a file descriptor.  libuv sends handles only on
+ * The attach reply carries file descriptors.  libuv sends handles only on
  * IPC pipes, and making client pipes IPC would also let clients push fds
  * into the daemon; instead, because nothing else is queued on the
  * connection at that moment (one reply in flight at most), the reply is
