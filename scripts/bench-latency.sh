@@ -64,6 +64,19 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 
+# wait_ready PID READY OUT WHAT: 0 once READY exists; 1 (and OUT's tail)
+# when job PID ends first.
+wait_ready() {
+  for _ in $(seq 3000); do
+    [ -f "$2" ] && return 0
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "bench-latency: $4 did not start:" >&2
+  tail -n 5 "$3" >&2
+  return 1
+}
+
 # serve N: a job on $work/sock, its mpirun's pid in $job, once every rank
 # serves (the ready file is written); 1 when it does not start.
 serve() {
@@ -72,14 +85,7 @@ serve() {
     --socket-dir "$work/sock" --ready-file "$work/ready" --quiet \
     >"$work/serve.out" 2>&1 &
   job=$!
-  for _ in $(seq 3000); do
-    [ -f "$work/ready" ] && return 0
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench-latency: serve -np $1 did not start:" >&2
-  tail -n 5 "$work/serve.out" >&2
-  return 1
+  wait_ready "$job" "$work/ready" "$work/serve.out" "serve -np $1"
 }
 
 # ended MEASURE T0: prints MEASURE and the seconds from T0 until job $job
@@ -131,14 +137,7 @@ serve_small() {
   mpirun --oversubscribe -np 2 "$2" serve "$small" --socket-dir "$work/$1" \
     --ready-file "$work/$1.ready" --quiet >"$work/$1.out" 2>&1 &
   side_jobs="$side_jobs $!"
-  for _ in $(seq 3000); do
-    [ -f "$work/$1.ready" ] && return 0
-    kill -0 "$!" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench-latency: serve of $small ($1) did not start:" >&2
-  tail -n 5 "$work/$1.out" >&2
-  return 1
+  wait_ready "$!" "$work/$1.ready" "$work/$1.out" "serve of $small ($1)"
 }
 
 # attach_figures: the consumer's latencies, this build (and --against's)
