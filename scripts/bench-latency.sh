@@ -10,7 +10,8 @@
 # (plain build; cached in $TPLOAD_BENCH_DIR, default /tmp/tpload-bench).
 # First, what a consumer waits for on a 2-rank serve of 20,001 small
 # tensors (tests/attach_bench, R rounds of 20): attach + lookup of every
-# tensor (the process's first, cold, and best and median of 20), the
+# tensor (the process's first, cold, and best and median of 20, wall and
+# the client's CPU time), the
 # summary status round trip (`tpload status`) and the whole report's
 # (`status --json`), with their ratios to issue 9's goals (2 ms, 5 ms).
 # --against DIR runs DIR/tpload and DIR/attach_bench (an older build) side
@@ -162,8 +163,8 @@ attach_figures() {
   echo "consumer latency, 20,001 tensors, 2 ranks (ms; median of $runs" \
     "rounds of 20; all rounds in brackets):"
   for n in $names; do
-    for m in first attach attach_median status status_median full \
-        full_median; do
+    for m in first attach attach_median cpu cpu_median status \
+        status_median full full_median; do
       all=$(awk -v n="$n" -v m="$m" '$1 == n && $2 == m { print $3 }' \
         "$work/attach")
       [ -n "$all" ] || continue

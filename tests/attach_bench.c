@@ -6,8 +6,10 @@
  * Usage: attach_bench SOCKET [ITERATIONS] [--all]
  * Prints "attach MS" and "status MS", the best of the iterations; with
  * --all also "first MS" (the process's first attach, on cold memory),
- * "attach_median MS", "status_median MS" and "full MS" / "full_median MS"
- * (a status with every tensor's ShardInfo, what `status --json` asks). */
+ * "attach_median MS", "cpu MS" / "cpu_median MS" (this process's CPU
+ * time per attach + lookups: what other load on the machine changes
+ * least), "status_median MS" and "full MS" / "full_median MS" (a status
+ * with every tensor's ShardInfo, what `status --json` asks). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,17 +20,23 @@
 
 #define MAX_ITER 1000
 
-static double now_ms(void) {
+static double clock_ms(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static double time_attach(const char *sock) {
+static double now_ms(void) {
+  return clock_ms(CLOCK_MONOTONIC);
+}
+
+/* Wall milliseconds of one attach + lookups + detach; *cpu gets this
+ * process's CPU milliseconds for it. */
+static double time_attach(const char *sock, double *cpu) {
   struct tpl_shard *s;
   struct tpl_tensor_view v, w;
   char msg[256];
-  double t = now_ms();
+  double c = clock_ms(CLOCK_PROCESS_CPUTIME_ID), t = now_ms();
   if (tpl_attach(sock, &s, msg, sizeof(msg)) != 0) {
     fprintf(stderr, "attach_bench: %s\n", msg);
     exit(69);
@@ -37,7 +45,9 @@ static double time_attach(const char *sock) {
     if (tpl_shard_tensor(s, i, &v) != 0 || tpl_shard_find(s, v.name, &w) != 0)
       exit(70);
   tpl_detach(s);
-  return now_ms() - t;
+  t = now_ms() - t;
+  *cpu = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c;
+  return t;
 }
 
 static double time_status(const char *sock, unsigned flags) {
@@ -67,23 +77,24 @@ static void print_figure(const char *name, double *v, int n, int all) {
 }
 
 int main(int argc, char **argv) {
-  static double att[MAX_ITER], st[MAX_ITER], full[MAX_ITER];
+  static double att[MAX_ITER], cpu[MAX_ITER], st[MAX_ITER], full[MAX_ITER];
   int n = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 10;
   int all = argc > 3 && strcmp(argv[3], "--all") == 0;
-  double first;
+  double first, first_cpu;
   if (argc < 2) {
     fprintf(stderr, "usage: attach_bench SOCKET [ITERATIONS] [--all]\n");
     return 64;
   }
   n = n < 1 ? 1 : n > MAX_ITER ? MAX_ITER : n;
-  first = time_attach(argv[1]);
+  first = time_attach(argv[1], &first_cpu);
   for (int i = 0; i < n; i++) {
-    att[i] = time_attach(argv[1]);
+    att[i] = time_attach(argv[1], &cpu[i]);
     st[i] = time_status(argv[1], TPL_REQ_F_SUMMARY);
     if (all) full[i] = time_status(argv[1], 0);
   }
   if (all) printf("first %.3f\n", first);
   print_figure("attach", att, n, all);
+  if (all) print_figure("cpu", cpu, n, all);
   print_figure("status", st, n, all);
   if (all) print_figure("full", full, n, all);
   return 0;
