@@ -27,9 +27,14 @@ struct header {
 
 _Static_assert(sizeof(struct header) == TPL_TMAP_HEADER, "header size");
 _Static_assert(sizeof(struct tpl__tmap_entry) == 96, "entry size");
+_Static_assert(sizeof(struct tpl__tmap_slot) == 8, "slot size");
 
-static uint64_t slot_of(const char *name, size_t len, uint64_t mask) {
-  return XXH3_64bits(name, len) & mask;
+static uint64_t hash_of(const char *name, size_t len) {
+  return XXH3_64bits(name, len);
+}
+
+static uint32_t tag_of(uint64_t h) {
+  return (uint32_t)(h >> 32);
 }
 
 /* ---- building ---- */
@@ -81,15 +86,17 @@ static void put_entry(struct tpl__tmap_entry *e,
 }
 
 /* Enters entry i in the index; refuses a name already there. */
-static int put_index(uint32_t *index, uint64_t mask, const char *names,
-                     const struct tpl__tmap_entry *es, size_t i,
-                     struct tpl_error *err) {
+static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
+                     const char *names, const struct tpl__tmap_entry *es,
+                     size_t i, struct tpl_error *err) {
   const char *name = names + es[i].name_off;
-  uint64_t j = slot_of(name, es[i].name_len, mask);
-  for (; index[j] != 0; j = (j + 1) & mask)
-    if (strcmp(names + es[index[j] - 1].name_off, name) == 0)
+  uint64_t h = hash_of(name, es[i].name_len), j = h & mask;
+  for (; index[j].entry != 0; j = (j + 1) & mask)
+    if (index[j].tag == tag_of(h) &&
+        strcmp(names + es[index[j].entry - 1].name_off, name) == 0)
       return cannot_carry(err, name, "expected one entry, found two");
-  index[j] = (uint32_t)(i + 1);
+  index[j].entry = (uint32_t)(i + 1);
+  index[j].tag = tag_of(h);
   return 0;
 }
 
@@ -99,14 +106,15 @@ int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
   uint64_t names_len = 0, slots = 16;
   uint8_t *b;
   struct tpl__tmap_entry *es;
-  uint32_t *index;
+  struct tpl__tmap_slot *index;
   char *names;
   size_t total, used = 0;
   int rc = measure(t, n, &names_len, err);
   if (rc != 0) return rc;
-  while (slots < 2 * (uint64_t)n)
+  while (4 * slots < 5 * (uint64_t)n)
     slots *= 2;
-  total = TPL_TMAP_HEADER + n * sizeof(*es) + slots * 4 + names_len;
+  total =
+      TPL_TMAP_HEADER + n * sizeof(*es) + slots * sizeof(*index) + names_len;
   if ((b = calloc(1, total)) == NULL)
     return tpl__fail(err, -ENOMEM, "tensor table: out of memory");
   memcpy(h.magic, TMAP_MAGIC, 4);
@@ -115,7 +123,7 @@ int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
   h.names_len = names_len;
   memcpy(b, &h, sizeof(h));
   es = (struct tpl__tmap_entry *)(b + TPL_TMAP_HEADER);
-  index = (uint32_t *)(es + n);
+  index = (struct tpl__tmap_slot *)(es + n);
   names = (char *)(index + slots);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     put_entry(&es[i], &t[i], (uint32_t)used);
@@ -156,8 +164,8 @@ static int open_header(const uint8_t *b, size_t len, struct header *h,
       (h->slots & (h->slots - 1)) != 0 || h->names_len > UINT32_MAX)
     return corrupt(err, "expected a count, a power-of-two slot count above "
                         "it and names within the caps, found others");
-  need +=
-      h->count * sizeof(struct tpl__tmap_entry) + h->slots * 4 + h->names_len;
+  need += h->count * sizeof(struct tpl__tmap_entry) +
+          h->slots * sizeof(struct tpl__tmap_slot) + h->names_len;
   if (need != len)
     return tpl__fail(err, TPL_EPROTO,
                      "tensor table: expected %llu bytes for its header, "
@@ -203,7 +211,7 @@ static int check_index(const struct tpl__tmap *m, struct tpl_error *err) {
   int rc = 0;
   if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   for (uint64_t j = 0; rc == 0 && j <= m->mask; j++) {
-    uint32_t v = m->index[j];
+    uint32_t v = m->index[j].entry;
     if (v == 0) continue;
     if (v > m->count || (seen[(v - 1) / 8] & (1u << ((v - 1) % 8))) != 0)
       rc = corrupt(err, "expected each index slot to name a distinct "
@@ -228,7 +236,7 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
   m.count = (size_t)h.count;
   m.mask = h.slots - 1;
   m.entries = (const struct tpl__tmap_entry *)(b + TPL_TMAP_HEADER);
-  m.index = (const uint32_t *)(m.entries + m.count);
+  m.index = (const struct tpl__tmap_slot *)(m.entries + m.count);
   m.names = (const char *)(m.index + h.slots);
   for (size_t i = 0; rc == 0 && i < m.count; i++)
     rc = check_entry(&m, h.names_len, store_bytes, i, err);
@@ -240,14 +248,18 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
 
 int tpl__tmap_find(const struct tpl__tmap *m, const char *name, size_t *index) {
   size_t len = strlen(name);
-  for (uint64_t j = slot_of(name, len, m->mask); m->index[j] != 0;
+  uint64_t h = hash_of(name, len);
+  uint32_t tag = tag_of(h);
+  for (uint64_t j = h & m->mask; m->index[j].entry != 0;
        j = (j + 1) & m->mask) {
-    const struct tpl__tmap_entry *e = &m->entries[m->index[j] - 1];
+    const struct tpl__tmap_entry *e;
+    if (m->index[j].tag != tag) continue; /* another name: stay here */
+    e = &m->entries[m->index[j].entry - 1];
     /* The NUL check makes the entry's string the name asked for, even
      * when a confused table gave a name_len shorter than its string. */
     if (e->name_len == len && m->names[e->name_off + len] == '\0' &&
         memcmp(m->names + e->name_off, name, len) == 0) {
-      *index = m->index[j] - 1;
+      *index = m->index[j].entry - 1;
       return 0;
     }
   }

@@ -9,9 +9,13 @@
  *   header, 64 bytes: "TPLM", u32 0x01020304, u32 version (1), u32 0,
  *                     u64 count, u64 slots, u64 names_len, 24 zero bytes
  *   count x entry (struct tpl__tmap_entry, 96 bytes)
- *   slots x u32 name index: entry index + 1, 0 = empty; open addressing,
- *                     slot = XXH3-64(name) & (slots - 1), linear probing;
- *                     slots is a power of two > count
+ *   slots x slot:     the name index, struct tpl__tmap_slot: entry index
+ *                     + 1 (0 = empty) and a tag, the hash's high 32 bits;
+ *                     open addressing from XXH3-64(name) & (slots - 1),
+ *                     linear probing; slots is a power of two > count
+ *                     (the builder takes the least >= 1.25 x count, and
+ *                     16 at least): a probe that meets another name
+ *                     compares tags, not names, so it stays in the index
  *   names_len bytes:  every name, NUL-terminated
  *
  * Pure buffer functions: no I/O, safe to fuzz. */
@@ -35,13 +39,18 @@ struct tpl__tmap_entry {
   uint8_t ndim;
 };
 
+struct tpl__tmap_slot {
+  uint32_t entry; /* entry index + 1, 0 when empty */
+  uint32_t tag;   /* XXH3-64(name) >> 32 */
+};
+
 /* A validated table.  Every pointer is borrowed from the region given to
  * tpl__tmap_open and valid as long as it is. */
 struct tpl__tmap {
   size_t count;
   uint64_t mask; /* slots - 1 */
   const struct tpl__tmap_entry *entries;
-  const uint32_t *index;
+  const struct tpl__tmap_slot *index;
   const char *names;
 };
 
