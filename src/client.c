@@ -481,7 +481,7 @@ static void fill_view(const struct tpl_shard *s, size_t i,
   v->name = tpl__tmap_name(&s->map, i);
   v->dtype = tpl__dtype_mlc_name(e->dtype);
   v->ndim = e->ndim;
-  v->shape = e->shape;
+  v->shape = tpl__tmap_shape(&s->map, i);
   v->data = e->nbytes == 0 ? NULL : s->base + e->offset;
   v->nbytes = e->nbytes;
   v->xxh3 = e->xxh3;

@@ -21,12 +21,12 @@
 struct header {
   char magic[4];
   uint32_t order, version, zero;
-  uint64_t count, slots, names_len;
-  uint8_t pad[24];
+  uint64_t count, slots, names_len, ndims;
+  uint8_t pad[16];
 };
 
 _Static_assert(sizeof(struct header) == TPL_TMAP_HEADER, "header size");
-_Static_assert(sizeof(struct tpl__tmap_entry) == 96, "entry size");
+_Static_assert(sizeof(struct tpl__tmap_entry) == 40, "entry size");
 _Static_assert(sizeof(struct tpl__tmap_slot) == 8, "slot size");
 
 static uint64_t hash_of(const char *name, size_t len) {
@@ -45,10 +45,11 @@ static int cannot_carry(struct tpl_error *err, const char *name,
                    what);
 }
 
-/* Checks what the table can carry; sums the names' bytes. */
-static int measure(const struct tpl__wire_tensor *t, size_t n,
-                   uint64_t *names_len, struct tpl_error *err) {
-  uint64_t total = 0;
+/* Checks what the table can carry; sums the names' bytes and the dims
+ * into h. */
+static int measure(const struct tpl__wire_tensor *t, size_t n, struct header *h,
+                   struct tpl_error *err) {
+  uint64_t total = 0, ndims = 0;
   if (n > TPL_MAX_TENSORS)
     return tpl__fail(err, TPL_EFORMAT,
                      "tensor table: expected at most %u tensors, found %zu",
@@ -64,21 +65,26 @@ static int measure(const struct tpl__wire_tensor *t, size_t n,
     if (t[i].ndim < 0 || t[i].ndim > TPL_MAX_DIMS)
       return cannot_carry(err, t[i].name, "expected at most 8 dims");
     total += nl + 1;
+    ndims += (uint64_t)t[i].ndim;
   }
   if (total > UINT32_MAX)
     return tpl__fail(err, TPL_EFORMAT,
                      "tensor table: expected names of at most 4 GiB in all");
-  *names_len = total;
+  h->names_len = total;
+  h->ndims = ndims;
   return 0;
 }
 
+/* Fills entry e from t, its shape at dims[dims_off]. */
 static void put_entry(struct tpl__tmap_entry *e,
-                      const struct tpl__wire_tensor *t, uint32_t name_off) {
+                      const struct tpl__wire_tensor *t, uint32_t name_off,
+                      uint64_t *dims, uint32_t dims_off) {
   memset(e, 0, sizeof(*e));
   e->offset = t->offset;
   e->nbytes = t->nbytes;
   e->xxh3 = t->xxh3;
-  memcpy(e->shape, t->shape, sizeof(uint64_t) * (size_t)t->ndim);
+  memcpy(dims + dims_off, t->shape, sizeof(uint64_t) * (size_t)t->ndim);
+  e->dims_off = dims_off;
   e->name_off = name_off;
   e->name_len = (uint16_t)strlen(t->name);
   e->dtype = (uint8_t)tpl__dtype_from_mlc(t->dtype);
@@ -103,30 +109,31 @@ static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
 int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
                     size_t *len, struct tpl_error *err) {
   struct header h = {.order = TMAP_ORDER, .version = TMAP_VERSION};
-  uint64_t names_len = 0, slots = 16;
+  uint64_t slots = 16, *dims;
   uint8_t *b;
   struct tpl__tmap_entry *es;
   struct tpl__tmap_slot *index;
   char *names;
-  size_t total, used = 0;
-  int rc = measure(t, n, &names_len, err);
+  size_t total, used = 0, ndims = 0;
+  int rc = measure(t, n, &h, err);
   if (rc != 0) return rc;
   while (4 * slots < 5 * (uint64_t)n)
     slots *= 2;
-  total =
-      TPL_TMAP_HEADER + n * sizeof(*es) + slots * sizeof(*index) + names_len;
+  total = TPL_TMAP_HEADER + n * sizeof(*es) + h.ndims * 8 +
+          slots * sizeof(*index) + h.names_len;
   if ((b = calloc(1, total)) == NULL)
     return tpl__fail(err, -ENOMEM, "tensor table: out of memory");
   memcpy(h.magic, TMAP_MAGIC, 4);
   h.count = n;
   h.slots = slots;
-  h.names_len = names_len;
   memcpy(b, &h, sizeof(h));
   es = (struct tpl__tmap_entry *)(b + TPL_TMAP_HEADER);
-  index = (struct tpl__tmap_slot *)(es + n);
+  dims = (uint64_t *)(es + n);
+  index = (struct tpl__tmap_slot *)(dims + h.ndims);
   names = (char *)(index + slots);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    put_entry(&es[i], &t[i], (uint32_t)used);
+    put_entry(&es[i], &t[i], (uint32_t)used, dims, (uint32_t)ndims);
+    ndims += (size_t)t[i].ndim;
     memcpy(names + used, t[i].name, es[i].name_len + 1u);
     used += es[i].name_len + 1u;
     rc = put_index(index, slots - 1, names, es, i, err);
@@ -161,10 +168,11 @@ static int open_header(const uint8_t *b, size_t len, struct header *h,
                         "machine's byte order, found another header");
   if (h->count > TPL_MAX_TENSORS || h->slots <= h->count ||
       h->slots > 4 * (uint64_t)TPL_MAX_TENSORS ||
-      (h->slots & (h->slots - 1)) != 0 || h->names_len > UINT32_MAX)
+      (h->slots & (h->slots - 1)) != 0 || h->names_len > UINT32_MAX ||
+      h->ndims > TPL_MAX_DIMS * h->count)
     return corrupt(err, "expected a count, a power-of-two slot count above "
-                        "it and names within the caps, found others");
-  need += h->count * sizeof(struct tpl__tmap_entry) +
+                        "it, names and dims within the caps, found others");
+  need += h->count * sizeof(struct tpl__tmap_entry) + h->ndims * 8 +
           h->slots * sizeof(struct tpl__tmap_slot) + h->names_len;
   if (need != len)
     return tpl__fail(err, TPL_EPROTO,
@@ -180,13 +188,18 @@ static int bad_entry(struct tpl_error *err, size_t i, const char *what) {
   return tpl__fail(err, TPL_EPROTO, "tensor table: entry %zu: %s", i, what);
 }
 
-static int check_entry(const struct tpl__tmap *m, uint64_t names_len,
+static int check_entry(const struct tpl__tmap *m, const struct header *h,
                        uint64_t store_bytes, size_t i, struct tpl_error *err) {
   const struct tpl__tmap_entry *e = &m->entries[i];
-  uint64_t numel_bytes, end;
-  if (e->dtype >= TPL_DT_COUNT || e->ndim > TPL_MAX_DIMS)
-    return bad_entry(err, i, "expected a known dtype and at most 8 dims");
-  /* The names end in a NUL (open_names), so any name inside them is a
+  uint64_t numel_bytes, end, names_len = h->names_len;
+  const uint64_t *shape;
+  if (e->dtype >= TPL_DT_COUNT || e->ndim > TPL_MAX_DIMS ||
+      (uint64_t)e->dims_off + e->ndim > h->ndims)
+    return bad_entry(err, i,
+                     "expected a known dtype and at most 8 dims "
+                     "inside the table");
+  shape = m->dims + e->dims_off;
+  /* The names end in a NUL (open_header), so any name inside them is a
    * string inside the region; not reading each one here keeps this pass
    * to the entries.  A name_len that disagrees with its string only
    * makes lookups of that name miss. */
@@ -194,7 +207,7 @@ static int check_entry(const struct tpl__tmap *m, uint64_t names_len,
     return bad_entry(err, i, "expected a name inside the table");
   numel_bytes = tpl__dtype_size(e->dtype);
   for (int d = 0; d < e->ndim; d++)
-    if (tpl__mul_u64(numel_bytes, e->shape[d], &numel_bytes) != 0)
+    if (tpl__mul_u64(numel_bytes, shape[d], &numel_bytes) != 0)
       numel_bytes = UINT64_MAX;
   if (numel_bytes != e->nbytes)
     return bad_entry(err, i, "expected nbytes = elements x dtype size");
@@ -236,10 +249,11 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
   m.count = (size_t)h.count;
   m.mask = h.slots - 1;
   m.entries = (const struct tpl__tmap_entry *)(b + TPL_TMAP_HEADER);
-  m.index = (const struct tpl__tmap_slot *)(m.entries + m.count);
+  m.dims = (const uint64_t *)(m.entries + m.count);
+  m.index = (const struct tpl__tmap_slot *)(m.dims + h.ndims);
   m.names = (const char *)(m.index + h.slots);
   for (size_t i = 0; rc == 0 && i < m.count; i++)
-    rc = check_entry(&m, h.names_len, store_bytes, i, err);
+    rc = check_entry(&m, &h, store_bytes, i, err);
   if (rc == 0) rc = check_index(&m, err);
   if (rc != 0) return rc;
   *out = m;

@@ -7,8 +7,12 @@
  * machine; the header says which order it was written in):
  *
  *   header, 64 bytes: "TPLM", u32 0x01020304, u32 version (1), u32 0,
- *                     u64 count, u64 slots, u64 names_len, 24 zero bytes
- *   count x entry (struct tpl__tmap_entry, 96 bytes)
+ *                     u64 count, u64 slots, u64 names_len, u64 ndims,
+ *                     16 zero bytes
+ *   count x entry (struct tpl__tmap_entry, 40 bytes)
+ *   ndims x u64:      every entry's shape, back to back (an entry's at
+ *                     dims_off; kept out of the entries so that they
+ *                     stay small: fewer pages to map and walk)
  *   slots x slot:     the name index, struct tpl__tmap_slot: entry index
  *                     + 1 (0 = empty) and a tag, the hash's high 32 bits;
  *                     open addressing from XXH3-64(name) & (slots - 1),
@@ -32,11 +36,12 @@
 
 struct tpl__tmap_entry {
   uint64_t offset, nbytes, xxh3; /* in the store */
-  uint64_t shape[TPL_MAX_DIMS];  /* ndim used, the rest 0 */
   uint32_t name_off;             /* into the names, NUL-terminated */
+  uint32_t dims_off;             /* into the dims: ndim of them */
   uint16_t name_len;             /* without the NUL */
   uint8_t dtype;                 /* enum tpl_dtype */
   uint8_t ndim;
+  uint32_t zero;
 };
 
 struct tpl__tmap_slot {
@@ -50,6 +55,7 @@ struct tpl__tmap {
   size_t count;
   uint64_t mask; /* slots - 1 */
   const struct tpl__tmap_entry *entries;
+  const uint64_t *dims;
   const struct tpl__tmap_slot *index;
   const char *names;
 };
@@ -63,7 +69,8 @@ int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
 
 /* Checks the region `b` (len bytes, 8-byte aligned) before anything is
  * trusted: header, sizes, names ending in a NUL (so every name is a string
- * inside the region), every entry (known dtype, at most 8 dims, nbytes =
+ * inside the region), every entry (known dtype, at most 8 dims inside the
+ * dims, nbytes =
  * numel x itemsize, inside a store of `store_bytes`, a non-empty name
  * inside the names) and the index (each slot empty or naming an entry,
  * each entry named once).  Reads the entries and the index once, not the
@@ -76,6 +83,12 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
  * or -ENOENT.  Probing ends at an empty slot, which an opened table is
  * known to have. */
 int tpl__tmap_find(const struct tpl__tmap *m, const char *name, size_t *index);
+
+/* The shape of entry i of an opened table (ndim values). */
+static inline const uint64_t *tpl__tmap_shape(const struct tpl__tmap *m,
+                                              size_t i) {
+  return m->dims + m->entries[i].dims_off;
+}
 
 /* The name of entry i of an opened table (i < m->count). */
 static inline const char *tpl__tmap_name(const struct tpl__tmap *m, size_t i) {

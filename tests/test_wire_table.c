@@ -236,7 +236,8 @@ static uint32_t u32_at(const uint8_t *b, size_t off) {
 
 static void test_tmap_layout(void) {
   uint8_t *b = NULL;
-  size_t len = 0, idx = TPL_TMAP_HEADER + 2 * 96, names = idx + 16 * 8;
+  /* 2 entries of 40 bytes, then 2 dims (a.w's), 16 slots, the names */
+  size_t len = 0, idx = TPL_TMAP_HEADER + 2 * 40 + 2 * 8, names = idx + 16 * 8;
   size_t slot_a = XXH3_64bits("a.w", 3) & 15, slot_b = XXH3_64bits("b", 1) & 15;
   CHECK_EQ_INT(tpl__tmap_build(two_tensors, 2, &b, &len, NULL), 0);
   CHECK_EQ_U64(len, names + 6); /* "a.w\0b\0" */
@@ -247,17 +248,21 @@ static void test_tmap_layout(void) {
   CHECK_EQ_U64(u64_at(b, 16), 2);  /* count */
   CHECK_EQ_U64(u64_at(b, 24), 16); /* slots: >= 1.25 x count, at least 16 */
   CHECK_EQ_U64(u64_at(b, 32), 6);  /* names_len */
+  CHECK_EQ_U64(u64_at(b, 40), 2);  /* ndims */
   CHECK_EQ_U64(u64_at(b, 64), 0);  /* entry 0: offset, nbytes, xxh3 */
   CHECK_EQ_U64(u64_at(b, 72), 12);
   CHECK_EQ_U64(u64_at(b, 80), 0x1122334455667788ull);
-  CHECK_EQ_U64(u64_at(b, 88), 2); /* shape */
-  CHECK_EQ_U64(u64_at(b, 96), 3);
-  CHECK_EQ_U64(u32_at(b, 64 + 88), 0); /* name_off */
-  CHECK_EQ_U64(b[64 + 92] | b[64 + 93] << 8, 3);
-  CHECK_EQ_U64(b[64 + 94], TPL_DT_BF16);
-  CHECK_EQ_U64(b[64 + 95], 2);
-  CHECK_EQ_U64(u32_at(b, 160 + 88), 4); /* entry 1's name_off */
-  CHECK_EQ_U64(b[160 + 94], TPL_DT_F32);
+  CHECK_EQ_U64(u32_at(b, 88), 0); /* name_off, dims_off */
+  CHECK_EQ_U64(u32_at(b, 92), 0);
+  CHECK_EQ_U64(b[96] | b[97] << 8, 3); /* name_len, dtype, ndim */
+  CHECK_EQ_U64(b[98], TPL_DT_BF16);
+  CHECK_EQ_U64(b[99], 2);
+  CHECK_EQ_U64(u32_at(b, 104 + 24), 4); /* entry 1: name_off, dims_off */
+  CHECK_EQ_U64(u32_at(b, 104 + 28), 2);
+  CHECK_EQ_U64(b[104 + 34], TPL_DT_F32);
+  CHECK_EQ_U64(b[104 + 35], 0);
+  CHECK_EQ_U64(u64_at(b, 144), 2); /* the dims: a.w's shape */
+  CHECK_EQ_U64(u64_at(b, 152), 3);
   size_t at_b = idx + 8 * ((slot_b + (slot_a == slot_b)) & 15);
   CHECK_EQ_U64(u32_at(b, idx + 8 * slot_a), 1); /* entry + 1, then tag */
   CHECK_EQ_U64(u32_at(b, idx + 8 * slot_a + 4), XXH3_64bits("a.w", 3) >> 32);
@@ -279,7 +284,7 @@ static void test_tmap_open_and_find(void) {
   CHECK_EQ_INT(tpl__tmap_find(&m, "a.w", &i), 0);
   CHECK_EQ_U64(i, 0);
   CHECK(strcmp(tpl__tmap_name(&m, 1), "b") == 0);
-  CHECK_EQ_U64(m.entries[0].shape[1], 3);
+  CHECK_EQ_U64(tpl__tmap_shape(&m, 0)[1], 3);
   CHECK_EQ_INT(tpl__tmap_find(&m, "a", &i), -ENOENT);
   CHECK_EQ_INT(tpl__tmap_find(&m, "a.w.x", &i), -ENOENT);
   CHECK_EQ_INT(tpl__tmap_find(&m, "", &i), -ENOENT);
@@ -369,8 +374,12 @@ static struct tpl__tmap_entry *entry_of(struct region *r, size_t i) {
   return (struct tpl__tmap_entry *)((uint8_t *)r->words + TPL_TMAP_HEADER) + i;
 }
 
+static uint64_t *dims_of(struct region *r) {
+  return (uint64_t *)entry_of(r, 2);
+}
+
 static struct tpl__tmap_slot *index_of(struct region *r) {
-  return (struct tpl__tmap_slot *)entry_of(r, 2);
+  return (struct tpl__tmap_slot *)(dims_of(r) + 2);
 }
 
 static void refused_open(const uint8_t *b, size_t len, const char *why) {
@@ -416,6 +425,12 @@ static void test_tmap_rule_sizes(void) {
   b = valid_region(&r);
   refused_open(b, r.len - 1, "bytes for its header");
   refused_open(b, r.len + 1, "found a region of");
+  set_u64(b, 40, 17); /* ndims above 8 x count */
+  refused_open(b, r.len, "dims within the caps");
+  b = valid_region(&r);
+  set_u64(b, 40, 3); /* ndims one more than there is */
+  refused_open(b, r.len, "found a region of");
+  b = valid_region(&r);
   set_u64(b, 32, 7); /* names_len one more than there is */
   refused_open(b, r.len, "found a region of");
   b = valid_region(&r);
@@ -432,6 +447,11 @@ static void test_tmap_rule_entries(void) {
   entry_of(&r, 0)->ndim = 9;
   refused_open((uint8_t *)r.words, r.len, "at most 8 dims");
   valid_region(&r);
+  entry_of(&r, 0)->dims_off = 1; /* its 2 dims would end past the 2 */
+  refused_open((uint8_t *)r.words, r.len,
+               "entry 0: expected a known dtype "
+               "and at most 8 dims inside");
+  valid_region(&r);
   entry_of(&r, 0)->name_len = 0;
   refused_open((uint8_t *)r.words, r.len, "entry 0: expected a name inside");
   valid_region(&r);
@@ -441,7 +461,7 @@ static void test_tmap_rule_entries(void) {
   entry_of(&r, 0)->nbytes = 13;
   refused_open((uint8_t *)r.words, r.len, "elements x dtype size");
   valid_region(&r);
-  entry_of(&r, 0)->shape[0] = 1ull << 62; /* 2^63 x 3 x 2 overflows */
+  dims_of(&r)[0] = 1ull << 62; /* 2^63 x 3 x 2 overflows */
   refused_open((uint8_t *)r.words, r.len, "elements x dtype size");
   valid_region(&r);
   entry_of(&r, 1)->offset = 65; /* 65 + 4 > 68 */
