@@ -104,8 +104,10 @@ struct tpl_tensor_view {
   uint64_t xxh3; /* XXH3-64 of the bytes, as the daemon computed */
 };
 
-/* Connects to `socket_path`, fetches the rank's manifest and its memfd,
- * checks every entry against the mapping and maps it read-only.  Each
+/* Connects to `socket_path` and, in one round trip, receives the rank's
+ * store and its tensor table (two sealed memfds, mapped read-only; the
+ * table is laid out by the daemon for reading in place), checks every
+ * entry against the mapping once, and needs no memory per tensor.  Each
  * socket operation waits at most 10 s.  On success *out is a new
  * attachment (release with tpl_detach).  Returns 0, TPL_EUNREACHABLE
  * (no daemon answers), TPL_EPROTO (the daemon's replies are not valid)
@@ -136,8 +138,8 @@ const char *tpl_shard_model(const struct tpl_shard *s);
 TPL_API int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
                              struct tpl_tensor_view *out);
 
-/* Fills *out with the tensor called `name` (a hash lookup, O(1)
- * expected).  Returns 0 or -ENOENT. */
+/* Fills *out with the tensor called `name` (a hash lookup in the mapped
+ * table, O(1) expected, no allocation).  Returns 0 or -ENOENT. */
 TPL_API int tpl_shard_find(const struct tpl_shard *s, const char *name,
                            struct tpl_tensor_view *out);
 

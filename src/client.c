@@ -1,11 +1,16 @@
 /* client.c - the consumer side of the daemon protocol and the public
- * tpl_attach API.  A client connects to DIR/rank{R}.sock, asks for the
- * manifest, then for the store: the daemon passes its sealed memfd with
- * SCM_RIGHTS and the client maps it read-only.  Every manifest entry is
- * checked against the mapping (known dtype, nbytes = numel x itemsize,
- * inside the store, unique name) before any pointer into it is handed
- * out, so a confused daemon cannot make a reader run off the end.  I/O is
- * blocking with poll() deadlines; there is no libuv here. */
+ * tpl_attach API.  A client connects to DIR/rank{R}.sock and asks, in one
+ * round trip, for the store and the tensor table: the daemon passes two
+ * sealed memfds with SCM_RIGHTS, the store and the table it laid out once
+ * for reading in place (table_map.h), and the client maps both
+ * read-only.  The table is validated once before any pointer into either
+ * mapping is handed out (every entry inside the store, nbytes = numel x
+ * itemsize, names inside the table, the name index consistent), so a
+ * confused daemon cannot make a reader run off the end; lookups then
+ * hash and compare in the mapping, allocating nothing.  An older daemon
+ * sends the table in compact form instead, which the client lays out the
+ * same way in its own memory.  I/O is blocking with poll() deadlines;
+ * there is no libuv here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,21 +23,23 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "client.h"
 #include "dtype.h"
 #include "fileio.h"
+#include "table_map.h"
 #include "trust.h"
 
 struct tpl_shard {
-  int fd;
+  int fd, table_fd; /* the store's and the table's memfds, -1 when none */
   const uint8_t *base;
   uint64_t size;
   uint32_t rank, world;
-  struct tpl__wire_response man; /* owns names and shapes */
-  size_t *by_name;               /* hash table: entry index + 1, 0 free */
-  size_t mask;                   /* table size - 1 (a power of two) */
+  struct tpl__wire_response man; /* the attach reply: identity */
+  const uint8_t *table;          /* the TPLM region ... */
+  size_t table_len;
+  int table_mapped;     /* ... mapped from table_fd (else malloc'd) */
+  struct tpl__tmap map; /* validated; borrows `table` */
 };
 
 /* ---- sockets with deadlines ---- */
@@ -160,8 +167,14 @@ static int send_all(int fd, const uint8_t *p, size_t len,
   return 0;
 }
 
-/* Keeps the first descriptor that arrives (when wanted), closes others. */
-static void take_fds(struct msghdr *m, int *passed_fd) {
+/* Where passed descriptors go: the first `n` that arrive are kept in
+ * fds[0..n), in order; others are closed. */
+struct fd_sink {
+  int *fds;
+  size_t n, have;
+};
+
+static void take_fds(struct msghdr *m, struct fd_sink *sink) {
   for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c)) {
     size_t nfd;
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -169,12 +182,20 @@ static void take_fds(struct msghdr *m, int *passed_fd) {
     for (size_t i = 0; i < nfd; i++) {
       int f;
       memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (passed_fd != NULL && *passed_fd < 0)
-        *passed_fd = f;
+      if (sink->have < sink->n)
+        sink->fds[sink->have++] = f;
       else
         close(f);
     }
   }
+}
+
+static void close_fds(struct fd_sink *sink) {
+  for (size_t i = 0; i < sink->have; i++) {
+    close(sink->fds[i]);
+    sink->fds[i] = -1;
+  }
+  sink->have = 0;
 }
 
 /* Waits until `fd` is readable or the deadline passes. */
@@ -195,7 +216,7 @@ static int wait_readable(int fd, int64_t deadline, struct tpl_error *err) {
 
 /* Reads exactly `len` bytes, collecting any passed descriptor. */
 static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
-                      int *passed_fd, struct tpl_error *err) {
+                      struct fd_sink *sink, struct tpl_error *err) {
   while (len > 0) {
     union {
       struct cmsghdr h;
@@ -214,7 +235,7 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
     if (n < 0)
       return tpl__fail(err, TPL_EUNREACHABLE, "daemon: cannot read: %s",
                        strerror(errno));
-    take_fds(&m, passed_fd);
+    take_fds(&m, sink);
     if (n == 0)
       return tpl__fail(err, TPL_EUNREACHABLE,
                        "daemon closed the connection before replying");
@@ -225,11 +246,11 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
 }
 
 static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
-                      int *passed_fd, struct tpl_error *err) {
+                      struct fd_sink *sink, struct tpl_error *err) {
   int64_t deadline = now_ms() + timeout_ms;
   uint8_t hdr[TPL_WIRE_HEADER], *body;
   uint32_t len;
-  int rc = recv_exact(fd, hdr, sizeof(hdr), deadline, passed_fd, err);
+  int rc = recv_exact(fd, hdr, sizeof(hdr), deadline, sink, err);
   if (rc != 0) return rc;
   len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
         (uint32_t)hdr[2] << 8 | hdr[3];
@@ -240,120 +261,73 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
                      TPL_WIRE_MAX_RESPONSE, len);
   body = malloc(len ? len : 1);
   if (body == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = recv_exact(fd, body, len, deadline, passed_fd, err);
+  rc = recv_exact(fd, body, len, deadline, sink, err);
   if (rc == 0) rc = tpl__wire_decode_response(body, len, resp, err);
   free(body);
   return rc;
 }
 
-int tpl__client_call(int fd, int kind, int timeout_ms,
-                     struct tpl__wire_response *resp, int *passed_fd,
+int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
+                     struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err) {
+  struct fd_sink sink = {fds, nfds, 0};
   uint8_t *frame;
   size_t len;
   int rc;
-  if (passed_fd != NULL) *passed_fd = -1;
-  rc = tpl__wire_encode_request(kind, &frame, &len);
+  for (size_t i = 0; i < nfds; i++)
+    fds[i] = -1;
+  rc = tpl__wire_encode_request(kind, flags, &frame, &len);
   if (rc != 0) return tpl__fail(err, rc, "out of memory");
   rc = send_all(fd, frame, len, err);
   free(frame);
-  if (rc == 0) rc = read_reply(fd, timeout_ms, resp, passed_fd, err);
-  if (rc != 0 && passed_fd != NULL && *passed_fd >= 0) {
-    close(*passed_fd);
-    *passed_fd = -1;
-  }
+  if (rc == 0) rc = read_reply(fd, timeout_ms, resp, &sink, err);
+  if (rc != 0) close_fds(&sink);
+  return rc;
+}
+
+int tpl__client_request_flags(const char *path, int kind, unsigned flags,
+                              int timeout_ms, struct tpl__wire_response *resp,
+                              struct tpl_error *err) {
+  int fd, rc = tpl__client_connect(path, timeout_ms, &fd, err);
+  if (rc != 0) return rc;
+  rc = tpl__client_call(fd, kind, flags, timeout_ms, resp, NULL, 0, err);
+  close(fd);
   return rc;
 }
 
 int tpl__client_request(const char *path, int kind, int timeout_ms,
                         struct tpl__wire_response *resp,
                         struct tpl_error *err) {
-  int fd, rc = tpl__client_connect(path, timeout_ms, &fd, err);
-  if (rc != 0) return rc;
-  rc = tpl__client_call(fd, kind, timeout_ms, resp, NULL, err);
-  close(fd);
-  return rc;
+  return tpl__client_request_flags(path, kind, 0, timeout_ms, resp, err);
 }
 
 /* ---- attaching ---- */
 
-static int check_entry(const struct tpl__wire_tensor *t, uint64_t size,
-                       struct tpl_error *err) {
-  int dt = tpl__dtype_from_mlc(t->dtype);
-  uint64_t n, end;
-  if (t->name[0] == '\0')
+/* Checks a passed memfd: `size` bytes and sealed against writes and
+ * shrinking, so what was validated stays as it was. */
+static int check_memfd(int fd, uint64_t size, const char *path,
+                       const char *what, struct tpl_error *err) {
+  const int need = F_SEAL_WRITE | F_SEAL_SHRINK;
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size)
     return tpl__fail(err, TPL_EPROTO,
-                     "manifest: expected a tensor name, "
-                     "found an empty one");
-  if (dt < 0)
+                     "%s: expected a %llu-byte %s, found another size", path,
+                     (unsigned long long)size, what);
+  if (seals < 0 || (seals & need) != need)
     return tpl__fail(err, TPL_EPROTO,
-                     "manifest: tensor '%s': expected a known dtype, found "
-                     "'%s'",
-                     t->name, t->dtype);
-  n = tpl__dtype_size(dt);
-  for (int d = 0; d < t->ndim; d++)
-    if (tpl__mul_u64(n, t->shape[d], &n) != 0) n = UINT64_MAX;
-  if (n != t->nbytes)
-    return tpl__fail(err, TPL_EPROTO,
-                     "manifest: tensor '%s': expected %llu bytes for its "
-                     "shape, found %llu",
-                     t->name, (unsigned long long)n,
-                     (unsigned long long)t->nbytes);
-  if (tpl__add_u64(t->offset, t->nbytes, &end) != 0 || end > size)
-    return tpl__fail(err, TPL_EPROTO,
-                     "manifest: tensor '%s': expected bytes inside the "
-                     "%llu-byte store, found offset %llu + %llu",
-                     t->name, (unsigned long long)size,
-                     (unsigned long long)t->offset,
-                     (unsigned long long)t->nbytes);
-  return 0;
-}
-
-static size_t name_slot(const char *name, size_t mask) {
-  return (size_t)XXH3_64bits(name, strlen(name)) & mask;
-}
-
-/* Indexes entries by name in an open-addressing hash table at most half
- * full, for tpl_shard_find; refuses duplicates.  Linear in the tensor
- * count (sorting 20,000 names cost more than the rest of an attach). */
-static int index_names(struct tpl_shard *s, struct tpl_error *err) {
-  size_t n = s->man.ntensors, cap = 16;
-  const struct tpl__wire_tensor *t = s->man.tensors;
-  while (cap < 2 * n)
-    cap *= 2;
-  s->by_name = calloc(cap, sizeof(*s->by_name));
-  if (s->by_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->mask = cap - 1;
-  for (size_t i = 0; i < n; i++) {
-    size_t j = name_slot(t[i].name, s->mask);
-    for (; s->by_name[j] != 0; j = (j + 1) & s->mask)
-      if (strcmp(t[s->by_name[j] - 1].name, t[i].name) == 0)
-        return tpl__fail(err, TPL_EPROTO,
-                         "manifest: tensor '%s': expected one entry, found "
-                         "two",
-                         t[i].name);
-    s->by_name[j] = i + 1;
-  }
+                     "%s: expected a sealed read-only %s, found an unsealed "
+                     "one",
+                     path, what);
   return 0;
 }
 
 /* Checks the passed memfd (size, seals) and maps it read-only. */
 static int map_store(struct tpl_shard *s, const char *path,
                      struct tpl_error *err) {
-  const int need = F_SEAL_WRITE | F_SEAL_SHRINK;
-  struct stat st;
-  int seals = fcntl(s->fd, F_GET_SEALS);
   void *p;
-  if (fstat(s->fd, &st) != 0 || (uint64_t)st.st_size != s->size)
-    return tpl__fail(err, TPL_EPROTO,
-                     "%s: expected a %llu-byte store, found another size", path,
-                     (unsigned long long)s->size);
-  if (seals < 0 || (seals & need) != need)
-    return tpl__fail(err, TPL_EPROTO,
-                     "%s: expected a sealed read-only store, found an "
-                     "unsealed one",
-                     path);
-  if (s->size == 0) return 0;
+  int rc = check_memfd(s->fd, s->size, path, "store", err);
+  if (rc != 0 || s->size == 0) return rc;
   p = mmap(NULL, (size_t)s->size, PROT_READ, MAP_SHARED, s->fd, 0);
   if (p == MAP_FAILED)
     return tpl__fail(err, -errno, "%s: cannot map the store: %s", path,
@@ -362,18 +336,71 @@ static int map_store(struct tpl_shard *s, const char *path,
   return 0;
 }
 
-/* One round trip: the attach reply carries the tensor table (compact,
- * wire_table.c) and the store's memfd. */
+/* The table the daemon laid out in its own memfd, mapped with its page
+ * tables filled in one call (it is read whole to validate it). */
+static int map_table(struct tpl_shard *s, const char *path,
+                     struct tpl_error *err) {
+  uint64_t len = s->man.table_bytes;
+  void *p;
+  int rc = check_memfd(s->table_fd, len, path, "tensor table", err);
+  if (rc != 0) return rc;
+  if (len > SIZE_MAX)
+    return tpl__fail(err, TPL_EPROTO, "%s: tensor table too large", path);
+  p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED | MAP_POPULATE, s->table_fd,
+           0);
+  if (p == MAP_FAILED)
+    return tpl__fail(err, -errno, "%s: cannot map the tensor table: %s", path,
+                     strerror(errno));
+  s->table = p;
+  s->table_len = (size_t)len;
+  s->table_mapped = 1;
+  return 0;
+}
+
+/* A daemon without TPL_REQ_F_TABLE_FD sent the compact table: lay it out
+ * here as the daemon would have, so lookups are the same either way. */
+static int build_table(struct tpl_shard *s, struct tpl_error *why) {
+  uint8_t *b;
+  int rc =
+      tpl__tmap_build(s->man.tensors, s->man.ntensors, &b, &s->table_len, why);
+  if (rc == 0) s->table = b;
+  return rc == TPL_EFORMAT ? TPL_EPROTO : rc;
+}
+
+/* Opens the table, whichever way it came, against the mapped store;
+ * errors about its content name the socket. */
+static int open_table(struct tpl_shard *s, const char *path,
+                      struct tpl_error *err) {
+  struct tpl_error why = {0};
+  int rc = s->table_fd >= 0 ? map_table(s, path, err) : build_table(s, &why);
+  if (rc == 0)
+    rc = tpl__tmap_open(s->table, s->table_len, s->size, &s->map, &why);
+  if (rc != 0 && why.msg[0] != '\0')
+    return tpl__fail(err, rc, "%s: %s", path, why.msg);
+  return rc;
+}
+
+/* One round trip: the attach reply carries the store's memfd and the
+ * table's (or, from an older daemon, the table in compact form). */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                  struct tpl_error *err) {
+  int fds[2];
   int sock, rc = tpl__client_connect(path, timeout_ms, &sock, err);
   if (rc != 0) return rc;
-  rc = tpl__client_call(sock, TPL_REQ_ATTACH, timeout_ms, &s->man, &s->fd, err);
+  rc = tpl__client_call(sock, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD, timeout_ms,
+                        &s->man, fds, 2, err);
   close(sock);
-  if (rc == 0 && (!s->man.ok || s->fd < 0))
+  s->fd = fds[0];
+  if (s->man.table_bytes > 0)
+    s->table_fd = fds[1];
+  else if (fds[1] >= 0)
+    close(fds[1]);
+  if (rc == 0 &&
+      (!s->man.ok || s->fd < 0 || (s->man.table_bytes > 0 && s->table_fd < 0)))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
                    s->man.error ? s->man.error
-                                : "no file descriptor came with the reply");
+                                : "a file descriptor is missing from the "
+                                  "reply");
   s->size = s->man.store_bytes;
   s->rank = s->man.rank;
   s->world = s->man.world;
@@ -385,16 +412,23 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
   struct tpl_shard *s = calloc(1, sizeof(*s));
   int rc;
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->fd = -1;
+  s->fd = s->table_fd = -1;
   rc = fetch(s, path, timeout_ms, err);
   if (rc == 0) rc = map_store(s, path, err);
-  for (size_t i = 0; rc == 0 && i < s->man.ntensors; i++)
-    rc = check_entry(&s->man.tensors[i], s->size, err);
-  if (rc == 0) rc = index_names(s, err);
+  if (rc == 0) rc = open_table(s, path, err);
   if (rc != 0) {
     tpl_detach(s);
     return rc;
   }
+  /* Mapped: the descriptors are no longer needed, nor the decoded
+   * compact table. */
+  close(s->table_fd);
+  s->table_fd = -1;
+  free(s->man.tensors);
+  free(s->man.strings);
+  s->man.tensors = NULL;
+  s->man.strings = NULL;
+  s->man.ntensors = 0;
   *out = s;
   return 0;
 }
@@ -413,8 +447,12 @@ void tpl_detach(struct tpl_shard *s) {
   if (s == NULL) return;
   if (s->base != NULL) munmap((void *)s->base, (size_t)s->size);
   if (s->fd >= 0) close(s->fd);
+  if (s->table_fd >= 0) close(s->table_fd);
+  if (s->table_mapped)
+    munmap((void *)s->table, s->table_len);
+  else
+    free((void *)s->table);
   tpl__wire_response_free(&s->man);
-  free(s->by_name);
   free(s);
 }
 
@@ -425,7 +463,7 @@ uint32_t tpl_shard_world(const struct tpl_shard *s) {
   return s->world;
 }
 size_t tpl_shard_count(const struct tpl_shard *s) {
-  return s->man.ntensors;
+  return s->map.count;
 }
 uint64_t tpl_shard_bytes(const struct tpl_shard *s) {
   return s->size;
@@ -439,31 +477,27 @@ const char *tpl_shard_model(const struct tpl_shard *s) {
 
 static void fill_view(const struct tpl_shard *s, size_t i,
                       struct tpl_tensor_view *v) {
-  const struct tpl__wire_tensor *t = &s->man.tensors[i];
-  v->name = t->name;
-  v->dtype = t->dtype;
-  v->ndim = t->ndim;
-  v->shape = t->shape;
-  v->data = t->nbytes == 0 ? NULL : s->base + t->offset;
-  v->nbytes = t->nbytes;
-  v->xxh3 = t->xxh3;
+  const struct tpl__tmap_entry *e = &s->map.entries[i];
+  v->name = tpl__tmap_name(&s->map, i);
+  v->dtype = tpl__dtype_mlc_name(e->dtype);
+  v->ndim = e->ndim;
+  v->shape = tpl__tmap_shape(&s->map, i);
+  v->data = e->nbytes == 0 ? NULL : s->base + e->offset;
+  v->nbytes = e->nbytes;
+  v->xxh3 = e->xxh3;
 }
 
 int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
                      struct tpl_tensor_view *out) {
-  if (index >= s->man.ntensors) return -ERANGE;
+  if (index >= s->map.count) return -ERANGE;
   fill_view(s, index, out);
   return 0;
 }
 
 int tpl_shard_find(const struct tpl_shard *s, const char *name,
                    struct tpl_tensor_view *out) {
-  size_t j;
-  if (s->by_name == NULL) return -ENOENT;
-  for (j = name_slot(name, s->mask); s->by_name[j] != 0; j = (j + 1) & s->mask)
-    if (strcmp(s->man.tensors[s->by_name[j] - 1].name, name) == 0) {
-      fill_view(s, s->by_name[j] - 1, out);
-      return 0;
-    }
-  return -ENOENT;
+  size_t i;
+  if (tpl__tmap_find(&s->map, name, &i) != 0) return -ENOENT;
+  fill_view(s, i, out);
+  return 0;
 }

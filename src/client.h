@@ -17,20 +17,26 @@
 int tpl__client_connect(const char *path, int timeout_ms, int *fd,
                         struct tpl_error *err);
 
-/* Sends a request of `kind` on `fd` and reads its reply into *resp (free
- * with tpl__wire_response_free).  When `passed_fd` is not NULL it receives
- * a descriptor the daemon sent along with the reply, or -1 (caller
- * closes); descriptors nobody asked for are closed.  Each step waits at
- * most timeout_ms.  Returns 0 (also for a reply with ok == 0),
- * TPL_EUNREACHABLE (timeout, connection closed before a reply) or
- * TPL_EPROTO (oversized or undecodable reply). */
-int tpl__client_call(int fd, int kind, int timeout_ms,
-                     struct tpl__wire_response *resp, int *passed_fd,
+/* Sends a request of `kind` with TPL_REQ_F_* `flags` on `fd` and reads
+ * its reply into *resp (free with tpl__wire_response_free).  The first
+ * `nfds` descriptors the daemon sends along with the reply go to
+ * fds[0..nfds) in order, the rest are -1 (caller closes); descriptors
+ * nobody asked for are closed.  Each step waits at most timeout_ms.
+ * Returns 0 (also for a reply with ok == 0), TPL_EUNREACHABLE (timeout,
+ * connection closed before a reply) or TPL_EPROTO (oversized or
+ * undecodable reply); on failure no descriptor is left open. */
+int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
+                     struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err);
 
 /* Connects, sends one request, reads the reply and disconnects. */
 int tpl__client_request(const char *path, int kind, int timeout_ms,
                         struct tpl__wire_response *resp, struct tpl_error *err);
+
+/* The same with TPL_REQ_F_* flags (e.g. a summary status). */
+int tpl__client_request_flags(const char *path, int kind, unsigned flags,
+                              int timeout_ms, struct tpl__wire_response *resp,
+                              struct tpl_error *err);
 
 /* tpl_attach with a timeout and a full error record. */
 struct tpl_shard;

@@ -1,7 +1,10 @@
 /* cmd_status.c - `tpload status SOCKET [--json] [--health] [--shutdown]`:
  * asks a running daemon for the job's load report and prints it as a
  * table or as JSON, probes it quietly (--health), or asks rank 0 to end
- * the job (--shutdown).  The job-wide requests are answered by rank 0;
+ * the job (--shutdown).  The table asks for the report's summary (no
+ * per-tensor ShardInfos: a few hundred bytes instead of megabytes at
+ * 20,000 tensors) unless --tensors wants them; --json asks for the whole
+ * report unless --summary.  The job-wide requests are answered by rank 0;
  * given another rank's socket, the command asks rank0.sock in the same
  * directory instead. */
 #include <errno.h>
@@ -19,17 +22,20 @@
 #include "report.h"
 
 static const char status_help[] =
-    "usage: tpload status SOCKET [--json | --health | --shutdown]\n"
+    "usage: tpload status SOCKET [--tensors | --json [--summary] | --health |\n"
+    "                             --shutdown]\n"
     "\n"
     "Queries a running `tpload serve` through one rank's socket\n"
     "(DIR/rank{R}.sock).  By default prints rank 0's uptime, clients\n"
     "connected and attaches served, then the job's load report: each\n"
-    "rank's host, bytes, timings, and every tensor's checksum per rank.\n"
+    "rank's host, tensors, bytes and timings.\n"
     "Job-wide requests go to rank 0 (rank0.sock next to SOCKET).\n"
     "\n"
+    "  --tensors    also every tensor's checksum per rank\n"
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "               with \"daemon\": uptime_seconds, clients_connected,\n"
     "               attaches_served\n"
+    "  --summary    with --json: without each rank's \"tensors\" list\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
@@ -53,15 +59,17 @@ static char *rank0_path(const char *path) {
 }
 
 /* Sends a job-wide request; a rank other than 0 refers us to rank 0. */
-static int job_request(const char *path, int kind,
+static int job_request(const char *path, int kind, unsigned flags,
                        struct tpl__wire_response *resp, struct tpl_error *err) {
   char *r0;
-  int rc = tpl__client_request(path, kind, TPL_CLIENT_TIMEOUT_MS, resp, err);
+  int rc = tpl__client_request_flags(path, kind, flags, TPL_CLIENT_TIMEOUT_MS,
+                                     resp, err);
   if (rc != 0 || resp->ok || resp->rank == 0) return rc;
   tpl__wire_response_free(resp);
   r0 = rank0_path(path);
   if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__client_request(r0, kind, TPL_CLIENT_TIMEOUT_MS, resp, err);
+  rc = tpl__client_request_flags(r0, kind, flags, TPL_CLIENT_TIMEOUT_MS, resp,
+                                 err);
   free(r0);
   return rc;
 }
@@ -86,7 +94,7 @@ static int run_health(const char *path) {
 static int run_shutdown(const char *path) {
   struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
-  int rc = job_request(path, TPL_REQ_SHUTDOWN, &r, &err);
+  int rc = job_request(path, TPL_REQ_SHUTDOWN, 0, &r, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!r.ok)
     rc = refused(path, &r);
@@ -159,7 +167,7 @@ static void print_tensors(const json_t *ranks) {
   }
 }
 
-static void print_table(const json_t *rep) {
+static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
   char model[TPL_SAFE_LEN(4096)];
@@ -171,7 +179,7 @@ static void print_table(const json_t *rep) {
          num(rep, "bytes_read"), secs,
          secs > 0 ? bytes / secs / 1073741824.0 : 0.0);
   print_ranks(ranks);
-  print_tensors(ranks);
+  if (tensors) print_tensors(ranks);
 }
 
 /* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
@@ -190,19 +198,34 @@ static void print_daemon(const json_t *d) {
          num(d, "attaches_served"));
 }
 
-static int run_status(const char *path, int json) {
+/* A summary's ranks carry no tensors: their counts come beside it (an
+ * older daemon sends the whole report, whose counts are right as they
+ * are). */
+static void set_tensor_counts(json_t *rep, const struct tpl__wire_response *r) {
+  const json_t *ranks = json_object_get(rep, "ranks");
+  for (size_t i = 0; i < r->ncounts && i < json_array_size(ranks); i++) {
+    json_t *rank = json_array_get(ranks, i);
+    json_object_set_new(rank, "tensor_count",
+                        json_integer((json_int_t)r->tensor_counts[i]));
+  }
+}
+
+/* `tensors`: the report with every rank's ShardInfos. */
+static int run_status(const char *path, int json, int tensors) {
   struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
   json_t *rep;
-  int rc = job_request(path, TPL_REQ_STATUS, &r, &err);
+  int rc = job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY,
+                       &r, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!r.ok || r.status == NULL) {
     rc = refused(path, &r);
     tpl__wire_response_free(&r);
     return rc;
   }
-  rep = tpl__report_json(r.status, r.status_len, 1);
+  rep = tpl__report_json(r.status, r.status_len, tensors);
   if (rep != NULL) json_object_set_new(rep, "daemon", daemon_json(&r));
+  if (rep != NULL && !tensors) set_tensor_counts(rep, &r);
   tpl__wire_response_free(&r);
   if (rep == NULL) {
     fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
@@ -214,33 +237,54 @@ static int run_status(const char *path, int json) {
     fputc('\n', stdout);
   } else {
     print_daemon(json_object_get(rep, "daemon"));
-    print_table(rep);
+    print_table(rep, tensors);
   }
   json_decref(rep);
   return 0;
 }
 
-enum { OPT_JSON, OPT_HEALTH, OPT_SHUTDOWN, OPT_DAEMON_UID };
+enum {
+  OPT_JSON,
+  OPT_HEALTH,
+  OPT_SHUTDOWN,
+  OPT_DAEMON_UID,
+  OPT_TENSORS,
+  OPT_SUMMARY
+};
 
 static const struct tpl__cli_option status_options[] = {
     [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
     [OPT_HEALTH] = {"health", TPL_CLI_FLAG, 0},
     [OPT_SHUTDOWN] = {"shutdown", TPL_CLI_FLAG, 0},
     [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
+    [OPT_TENSORS] = {"tensors", TPL_CLI_FLAG, 0},
+    [OPT_SUMMARY] = {"summary", TPL_CLI_FLAG, 0},
 };
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *path = a->operands[0];
+  int json;
   if (a->count[OPT_JSON] + a->count[OPT_HEALTH] + a->count[OPT_SHUTDOWN] > 1)
     return tpl__cli_usage_error(cmd, "--json, --health and --shutdown "
                                      "exclude each other");
+  if (a->count[OPT_SUMMARY] + a->count[OPT_TENSORS] > 0 &&
+      a->count[OPT_HEALTH] + a->count[OPT_SHUTDOWN] > 0)
+    return tpl__cli_usage_error(cmd, "--tensors and --summary go with the "
+                                     "report, not --health or --shutdown");
+  if (tpl__cli_has(a, OPT_SUMMARY) &&
+      (!tpl__cli_has(a, OPT_JSON) || tpl__cli_has(a, OPT_TENSORS)))
+    return tpl__cli_usage_error(cmd, "--summary goes with --json, without "
+                                     "--tensors");
   if (tpl__cli_has(a, OPT_DAEMON_UID) &&
       tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
     return 64;
   if (tpl__cli_has(a, OPT_HEALTH)) return run_health(path);
   if (tpl__cli_has(a, OPT_SHUTDOWN)) return run_shutdown(path);
-  return run_status(path, tpl__cli_has(a, OPT_JSON));
+  json = tpl__cli_has(a, OPT_JSON);
+  return run_status(path, json,
+                    tpl__cli_has(a, OPT_TENSORS) ||
+                        (json && !tpl__cli_has(a, OPT_SUMMARY)));
 }
 
 const struct tpl__cli_command tpl__cmd_status = {

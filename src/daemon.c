@@ -1,6 +1,9 @@
 /* daemon.c - one rank's server for `tpload serve`: a libuv loop on
- * DIR/rank{R}.sock that answers health, status, manifest, attach (the
- * store's sealed memfd, passed with SCM_RIGHTS) and shutdown.
+ * DIR/rank{R}.sock that answers health, status (or its summary, without
+ * per-tensor ShardInfos), manifest, attach (the store's sealed memfd,
+ * passed with SCM_RIGHTS, and either the tensor table in compact form or,
+ * when asked, a second sealed memfd holding the table laid out for
+ * reading in place: table_map.h) and shutdown.
  *
  * Each connection is a small state machine driven by one callback per
  * libuv event: READING (bytes go into the frame reader from wire.c),
@@ -13,7 +16,7 @@
  * the connection limit.  A per-connection timer bounds each phase, so
  * half-sent requests and clients that stop reading are dropped.
  *
- * The attach reply carries a file descriptor.  libuv sends handles only on
+ * The attach reply carries file descriptors.  libuv sends handles only on
  * IPC pipes, and making client pipes IPC would also let clients push fds
  * into the daemon; instead, because nothing else is queued on the
  * connection at that moment (one reply in flight at most), the reply is
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -38,6 +42,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "ready.h"
+#include "table_map.h"
 #include "trust.h"
 #include "wire.h"
 
@@ -62,6 +67,7 @@ enum frame_id {
   F_STATUS,
   F_MANIFEST,
   F_ATTACH,
+  F_ATTACH_FD, /* attach with TPL_REQ_F_TABLE_FD: no table, two fds */
   F_SHUTDOWN,
   F_BUSY,
   F_COUNT
@@ -83,6 +89,7 @@ struct conn {
   int open_handles;     /* freed when both handles are closed */
   pid_t pid;            /* the client's, for the log (0: unknown) */
   int attached;         /* it asked for the store at least once */
+  enum frame_id attach; /* the attach reply being sent */
   uint64_t fd_deadline; /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
   uint8_t *owned; /* an error reply being written, or NULL */
@@ -109,8 +116,11 @@ struct server {
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
-  uint64_t started_ns; /* uv_hrtime() when serving began */
-  uint64_t attaches;   /* attach requests served */
+  int table_fd; /* the TPLM table's sealed memfd, or -1 */
+  uint64_t table_bytes;
+  struct tpl__status_summary summary; /* rank 0: report without tensors */
+  uint64_t started_ns;                /* uv_hrtime() when serving began */
+  uint64_t attaches;                  /* attach requests served */
 };
 
 static void drive(struct conn *c);
@@ -200,6 +210,45 @@ static int build_frame(struct server *s, enum frame_id id,
   return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
 }
 
+/* A sealed memfd named `name` holding `len` bytes of `b`; -errno. */
+static int sealed_memfd(const char *name, const uint8_t *b, size_t len,
+                        int *out) {
+  const int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), rc;
+  if (fd < 0) return -errno;
+  rc = tpl__write_full(fd, b, len);
+  if (rc == 0 && fcntl(fd, F_ADD_SEALS, seals) != 0) rc = -errno;
+  if (rc != 0) {
+    close(fd);
+    return rc;
+  }
+  *out = fd;
+  return 0;
+}
+
+/* The tensor table laid out for reading in place (table_map.h), in a
+ * sealed memfd built once: an attach passes it beside the store, so a
+ * consumer copies and allocates nothing per tensor. */
+static int make_table_fd(struct server *s, const struct tpl__wire_tensor *t,
+                         size_t n, struct tpl_error *err) {
+  uint8_t *b;
+  size_t len;
+  int rc = tpl__tmap_build(t, n, &b, &len, err);
+  if (rc != 0) return rc;
+  rc = sealed_memfd("tpload-table", b, len, &s->table_fd);
+  free(b);
+  if (rc != 0)
+    return tpl__fail(err, rc, "daemon: tensor table memfd: %s", strerror(-rc));
+  s->table_bytes = len;
+  return 0;
+}
+
+/* The reply to an attach that asked for the table's memfd. */
+static int build_attach_fd(struct server *s, struct tpl_error *err) {
+  struct tpl__wire_response r = {.ok = 1, .table_bytes = s->table_bytes};
+  return build_frame(s, F_ATTACH_FD, &r, err);
+}
+
 static int build_manifest(struct server *s, struct tpl_error *err) {
   const struct tpl__job *job = s->cfg->job;
   struct tpl__wire_response r = {.ok = 1, .ntensors = job->ntensors};
@@ -223,7 +272,9 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
   rc = build_frame(s, F_MANIFEST, &r, err);
   r.compact = 1; /* the attach reply carries the table too: one trip */
   if (rc == 0) rc = build_frame(s, F_ATTACH, &r, err);
+  if (rc == 0) rc = make_table_fd(s, r.tensors, r.ntensors, err);
   free(r.tensors);
+  if (rc == 0) rc = build_attach_fd(s, err);
   return rc;
 }
 
@@ -254,6 +305,8 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   if (rc == 0) rc = build_frame(s, F_SHUTDOWN, &sd, err);
   if (rc == 0) rc = build_frame(s, F_BUSY, &busy, err);
   if (rc == 0) rc = build_manifest(s, err);
+  if (rc == 0 && st.ok)
+    rc = tpl__wire_status_summary(st.status, st.status_len, &s->summary, err);
   return rc;
 }
 
@@ -371,10 +424,11 @@ static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
 
 static void begin_stop(struct server *s);
 
-/* Rank 0's status reply: the load report and this rank's counters, built
- * per request since uptime and clients change.  Other ranks (and a rank 0
+/* Rank 0's status reply: the load report (or, for a summary, the one
+ * built at start-up without tensors) and this rank's counters, built per
+ * request since uptime and clients change.  Other ranks (and a rank 0
  * without a report) send the prebuilt refusal. */
-static void send_status(struct conn *c) {
+static void send_status(struct conn *c, int summary) {
   struct server *s = c->srv;
   struct tpl__wire_response r = {.ok = 1};
   size_t len;
@@ -383,8 +437,12 @@ static void send_status(struct conn *c) {
     return;
   }
   fill_identity(s, &r);
-  r.status = s->cfg->status;
-  r.status_len = s->cfg->status_len;
+  r.status = summary ? s->summary.report : s->cfg->status;
+  r.status_len = summary ? s->summary.len : s->cfg->status_len;
+  if (summary) {
+    r.tensor_counts = s->summary.tensor_counts;
+    r.ncounts = s->summary.ncounts;
+  }
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
@@ -419,7 +477,7 @@ static void request_job_shutdown(struct server *s) {
     LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
 }
 
-static void handle_request(struct conn *c, int kind) {
+static void handle_request(struct conn *c, int kind, unsigned flags) {
   struct server *s = c->srv;
   if (c->health_only && kind != TPL_REQ_HEALTH) {
     send_error(c, 1, "daemon busy: too many connections, try again");
@@ -432,7 +490,7 @@ static void handle_request(struct conn *c, int kind) {
     send_frame(c, F_HEALTH);
     break;
   case TPL_REQ_STATUS:
-    send_status(c);
+    send_status(c, (flags & TPL_REQ_F_SUMMARY) != 0);
     break;
   case TPL_REQ_MANIFEST:
     send_frame(c, F_MANIFEST);
@@ -440,6 +498,7 @@ static void handle_request(struct conn *c, int kind) {
   case TPL_REQ_ATTACH:
     c->fd_deadline = uv_now(&s->loop) + s->timeout_ms;
     note_attach(c);
+    c->attach = flags & TPL_REQ_F_TABLE_FD ? F_ATTACH_FD : F_ATTACH;
     send_attach(c);
     break;
   case TPL_REQ_SHUTDOWN:
@@ -459,13 +518,14 @@ static void handle_frame(struct conn *c) {
   const uint8_t *body;
   size_t len;
   int kind, rc;
+  unsigned flags = 0;
   tpl__frame_body(&c->fr, &body, &len);
-  rc = tpl__wire_decode_request(body, len, &kind, &err);
+  rc = tpl__wire_decode_request(body, len, &kind, &flags, &err);
   tpl__frame_reset(&c->fr);
   if (rc != 0)
     send_error(c, 1, "malformed request: %s", err.msg);
   else
-    handle_request(c, kind);
+    handle_request(c, kind, flags);
 }
 
 /* Feeds buffered input to the frame reader while the connection is
@@ -516,21 +576,24 @@ static void start_read(struct conn *c) {
   c->reading = 1;
 }
 
-/* The attach reply with the store's memfd in an SCM_RIGHTS message.  The
- * fd travels with the first byte; whatever the kernel did not take goes
- * through uv_write.  A full socket buffer (a client that has not read)
- * is retried from the timer until the phase deadline. */
+/* The attach reply with the store's memfd (and the table's, when asked
+ * for) in an SCM_RIGHTS message.  The fds travel with the first byte;
+ * whatever the kernel did not take goes through uv_write.  A full socket
+ * buffer (a client that has not read) is retried from the timer until
+ * the phase deadline. */
 static void send_attach(struct conn *c) {
   struct server *s = c->srv;
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
+    char buf[CMSG_SPACE(2 * sizeof(int))];
   } ctl;
-  struct iovec iov = {s->frames[F_ATTACH], s->frame_len[F_ATTACH]};
+  const int fds[2] = {s->cfg->store->fd, s->table_fd};
+  size_t nfd = c->attach == F_ATTACH_FD ? 2 : 1;
+  struct iovec iov = {s->frames[c->attach], s->frame_len[c->attach]};
   struct msghdr m = {.msg_iov = &iov,
                      .msg_iovlen = 1,
                      .msg_control = ctl.buf,
-                     .msg_controllen = sizeof(ctl.buf)};
+                     .msg_controllen = CMSG_SPACE(nfd * sizeof(int))};
   struct cmsghdr *cm;
   uv_os_fd_t fd;
   ssize_t n;
@@ -538,8 +601,8 @@ static void send_attach(struct conn *c) {
   cm = CMSG_FIRSTHDR(&m);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &s->cfg->store->fd, sizeof(int));
+  cm->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+  memcpy(CMSG_DATA(cm), fds, nfd * sizeof(int));
   stop_reading(c);
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) {
     close_conn(c);
@@ -554,7 +617,7 @@ static void send_attach(struct conn *c) {
   } else if (n < 0) {
     close_conn(c);
   } else if ((size_t)n < iov.iov_len) {
-    send_bytes(c, s->frames[F_ATTACH] + n, iov.iov_len - (size_t)n);
+    send_bytes(c, s->frames[c->attach] + n, iov.iov_len - (size_t)n);
   } else {
     finish_reply(c);
   }
@@ -771,6 +834,8 @@ static void drain_loop(struct server *s) {
 static void free_server(struct server *s) {
   for (int i = 0; i < F_COUNT; i++)
     free(s->frames[i]);
+  tpl__status_summary_free(&s->summary);
+  if (s->table_fd >= 0) close(s->table_fd);
   free(s->dir);
   free(s->sock_path);
 }
@@ -812,6 +877,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   int rc;
   memset(&s, 0, sizeof(s));
   s.cfg = cfg;
+  s.table_fd = -1;
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);

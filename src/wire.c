@@ -95,7 +95,7 @@ void tpl__frame_reset(struct tpl__frame_reader *r) {
 /* ---- requests ---- */
 
 int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
-                             struct tpl_error *err) {
+                             unsigned *flags, struct tpl_error *err) {
   Tpload__Request *m = tpload__request__unpack(NULL, len, body);
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
@@ -103,6 +103,8 @@ int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
                      "bytes that do not decode",
                      len);
   *kind = (int)m->kind;
+  *flags = (m->summary ? TPL_REQ_F_SUMMARY : 0) |
+           (m->table_fd ? TPL_REQ_F_TABLE_FD : 0);
   tpload__request__free_unpacked(m, NULL);
   return 0;
 }
@@ -122,9 +124,12 @@ static int pack_frame(const ProtobufCMessage *msg, size_t cap, uint8_t **frame,
   return 0;
 }
 
-int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len) {
+int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
+                             size_t *len) {
   Tpload__Request m = TPLOAD__REQUEST__INIT;
   m.kind = (Tpload__Request__Kind)kind;
+  m.summary = (flags & TPL_REQ_F_SUMMARY) != 0;
+  m.table_fd = (flags & TPL_REQ_F_TABLE_FD) != 0;
   return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
 }
 
@@ -182,6 +187,9 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.uptime_seconds = r->uptime_seconds;
   m.clients = r->clients;
   m.attaches = r->attaches;
+  m.table_bytes = r->table_bytes;
+  m.tensor_counts = (uint64_t *)r->tensor_counts;
+  m.n_tensor_counts = r->tensor_counts != NULL ? r->ncounts : 0;
   m.status.data = (uint8_t *)r->status;
   m.status.len = r->status != NULL ? r->status_len : 0;
   if (r->compact)
@@ -246,6 +254,16 @@ static int copy_status(struct tpl__wire_response *out,
   return 0;
 }
 
+static int copy_counts(struct tpl__wire_response *out,
+                       const Tpload__Response *m) {
+  uint64_t *c = malloc(m->n_tensor_counts * sizeof(*c));
+  if (c == NULL) return -ENOMEM;
+  memcpy(c, m->tensor_counts, m->n_tensor_counts * sizeof(*c));
+  out->tensor_counts = c;
+  out->ncounts = m->n_tensor_counts;
+  return 0;
+}
+
 static int copy_response(struct tpl__wire_response *out,
                          const Tpload__Response *m, struct tpl_error *err) {
   char *pool;
@@ -257,6 +275,7 @@ static int copy_response(struct tpl__wire_response *out,
   out->uptime_seconds = m->uptime_seconds;
   out->clients = m->clients;
   out->attaches = m->attaches;
+  out->table_bytes = m->table_bytes;
   if (m->error != NULL && m->error[0] != '\0') {
     out->error = strdup(m->error);
     if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -266,6 +285,8 @@ static int copy_response(struct tpl__wire_response *out,
   if (out->job_id == NULL || out->model == NULL)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->status.len > 0 && copy_status(out, &m->status) != 0)
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m->n_tensor_counts > 0 && copy_counts(out, m) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->table.len > 0)
     return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
@@ -302,6 +323,54 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
   return 0;
 }
 
+/* Packs `m` with every rank's tensors hidden (n_tensors 0) into out,
+ * keeping the counts in out->tensor_counts; restores them, which
+ * free_unpacked relies on. */
+static int pack_without_tensors(Tpload__LoadReport *m,
+                                struct tpl__status_summary *out) {
+  uint64_t *kept = calloc(m->n_ranks ? m->n_ranks : 1, sizeof(*kept));
+  if (kept == NULL) return -ENOMEM;
+  for (size_t r = 0; r < m->n_ranks; r++) {
+    kept[r] = m->ranks[r]->n_tensors;
+    m->ranks[r]->n_tensors = 0;
+  }
+  out->report = malloc(tpload__load_report__get_packed_size(m) + 1);
+  if (out->report != NULL) out->len = tpload__load_report__pack(m, out->report);
+  for (size_t r = 0; r < m->n_ranks; r++)
+    m->ranks[r]->n_tensors = (size_t)kept[r];
+  out->tensor_counts = kept;
+  out->ncounts = m->n_ranks;
+  return out->report != NULL ? 0 : -ENOMEM;
+}
+
+int tpl__wire_status_summary(const uint8_t *status, size_t len,
+                             struct tpl__status_summary *out,
+                             struct tpl_error *err) {
+  struct tpl__status_summary s = {0};
+  Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, status);
+  int rc;
+  if (m == NULL)
+    return tpl__fail(err, TPL_EPROTO,
+                     "status: expected a tpload.LoadReport, found %zu bytes "
+                     "that do not decode",
+                     len);
+  rc = pack_without_tensors(m, &s);
+  tpload__load_report__free_unpacked(m, NULL);
+  if (rc != 0) {
+    tpl__status_summary_free(&s);
+    return tpl__fail(err, rc, "status: out of memory");
+  }
+  *out = s;
+  return 0;
+}
+
+void tpl__status_summary_free(struct tpl__status_summary *s) {
+  if (s == NULL) return;
+  free(s->report);
+  free(s->tensor_counts);
+  memset(s, 0, sizeof(*s));
+}
+
 void tpl__wire_response_free(struct tpl__wire_response *r) {
   if (r == NULL) return;
   free(r->strings);
@@ -310,5 +379,6 @@ void tpl__wire_response_free(struct tpl__wire_response *r) {
   free((char *)r->job_id);
   free((char *)r->model);
   free((uint8_t *)r->status);
+  free((uint64_t *)r->tensor_counts);
   memset(r, 0, sizeof(*r));
 }

@@ -58,14 +58,21 @@ void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
 /* Drops the current frame (and its buffer); the reader starts over. */
 void tpl__frame_reset(struct tpl__frame_reader *r);
 
-/* Decodes a request body into its kind (any value protobuf carries, the
- * caller refuses kinds it does not know).  Returns 0 or TPL_EPROTO. */
-int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
-                             struct tpl_error *err);
+/* Request flags (fields of tpload.Request beside its kind); a daemon
+ * that does not know one ignores it and answers the plain request. */
+#define TPL_REQ_F_SUMMARY 1u  /* status without per-tensor ShardInfos */
+#define TPL_REQ_F_TABLE_FD 2u /* attach: the table as a second memfd */
 
-/* Encodes a request of `kind` as a whole frame; *frame is malloc'd
- * (caller frees).  Returns 0 or -ENOMEM. */
-int tpl__wire_encode_request(int kind, uint8_t **frame, size_t *len);
+/* Decodes a request body into its kind (any value protobuf carries, the
+ * caller refuses kinds it does not know) and its TPL_REQ_F_* flags.
+ * Returns 0 or TPL_EPROTO. */
+int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
+                             unsigned *flags, struct tpl_error *err);
+
+/* Encodes a request of `kind` with TPL_REQ_F_* `flags` as a whole frame;
+ * *frame is malloc'd (caller frees).  Returns 0 or -ENOMEM. */
+int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
+                             size_t *len);
 
 /* One manifest entry. */
 struct tpl__wire_tensor {
@@ -96,6 +103,10 @@ struct tpl__wire_response {
   uint32_t clients;      /* status: other connections open now */
   uint64_t attaches;     /* status: attach requests served */
   int compact; /* encoding: tensors go as Response.table (wire_table.c) */
+  uint64_t table_bytes; /* attach: size of the TPLM table memfd, or 0 */
+  const uint64_t *tensor_counts; /* summary status: per rank, in the
+                                    report's rank order; decoded: owned */
+  size_t ncounts;
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
@@ -114,6 +125,25 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
 
 /* Frees what a decoded response owns and zeroes it; NULL is accepted. */
 void tpl__wire_response_free(struct tpl__wire_response *r);
+
+/* A status summary: the load report without per-tensor ShardInfos. */
+struct tpl__status_summary {
+  uint8_t *report; /* packed tpload.LoadReport, malloc'd */
+  size_t len;
+  uint64_t *tensor_counts; /* each rank's, in report order; malloc'd */
+  size_t ncounts;
+};
+
+/* Repacks the packed tpload.LoadReport `status` without any rank's
+ * ShardInfos into *out, keeping each rank's tensor count beside it (free
+ * with tpl__status_summary_free).  Returns 0, TPL_EPROTO when `status`
+ * does not decode, or -ENOMEM. */
+int tpl__wire_status_summary(const uint8_t *status, size_t len,
+                             struct tpl__status_summary *out,
+                             struct tpl_error *err);
+
+/* Frees what a summary owns and zeroes it; NULL is accepted. */
+void tpl__status_summary_free(struct tpl__status_summary *s);
 
 /* The tensor table in its compact form (wire_table.c), as the attach reply
  * carries it.  Encoding: *out is malloc'd; returns 0, -EINVAL for an entry

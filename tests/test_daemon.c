@@ -31,6 +31,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "store.h"
+#include "table_map.h"
 #include "tap.h"
 
 /* TPL_TEST_SLOWDOWN (4 under the sanitizer build, see Makefile.am)
@@ -65,9 +66,13 @@ static const struct spec specs[] = {
 #define NT ARRAY_SIZE(specs)
 
 /* LoadReport{model: "m", tensor_parallel_shards: 1,
- *            ranks: [RankReport{host: "h"}]}, encoded by hand. */
-static const uint8_t report[] = {0x0a, 0x01, 'm',  0x10, 0x01,
-                                 0x3a, 0x03, 0x12, 0x01, 'h'};
+ *            ranks: [RankReport{host: "h", tensors: [ShardInfo{name:
+ *            "t"}]}]}, encoded by hand; and its summary, the same without
+ *            the ShardInfo. */
+static const uint8_t report[] = {0x0a, 0x01, 'm',  0x10, 0x01, 0x3a, 0x08, 0x12,
+                                 0x01, 'h',  0x22, 0x03, 0x0a, 0x01, 't'};
+static const uint8_t summary[] = {0x0a, 0x01, 'm',  0x10, 0x01,
+                                  0x3a, 0x03, 0x12, 0x01, 'h'};
 
 static char tmp[256], sockdir[300], sock[320], ready[300];
 static struct tpl__store store;
@@ -392,15 +397,77 @@ static void test_status_report_bytes(void) {
   tpl__wire_response_free(&r);
 }
 
-/* After test_attach_lookup_every_tensor: one attach counted and an
- * uptime.  (Clients connected is not checked: the attaching client's
- * close may reach the daemon after this request.) */
+/* The summary a plain `tpload status` asks for: the report without its
+ * ShardInfos, each rank's tensor count beside it. */
+static void test_status_summary(void) {
+  struct tpl__wire_response r = {0};
+  CHECK_EQ_INT(tpl__client_request_flags(sock, TPL_REQ_STATUS,
+                                         TPL_REQ_F_SUMMARY, HANG_MS, &r, NULL),
+               0);
+  CHECK_EQ_INT(r.ok, 1);
+  CHECK_EQ_U64(r.status_len, sizeof(summary));
+  CHECK(r.status != NULL && memcmp(r.status, summary, sizeof(summary)) == 0);
+  CHECK_EQ_U64(r.ncounts, 1);
+  CHECK(r.tensor_counts != NULL && r.tensor_counts[0] == 1);
+  tpl__wire_response_free(&r);
+}
+
+/* Reads all of a memfd from its start. */
+static uint8_t *read_memfd(int fd, size_t len) {
+  uint8_t *b = malloc(len + 1);
+  if (b != NULL && pread(fd, b, len, 0) != (ssize_t)len) {
+    free(b);
+    b = NULL;
+  }
+  return b;
+}
+
+/* The attach reply for a client that asks for the table's memfd: two
+ * sealed fds, no table in the reply, and the table memfd holds byte for
+ * byte what a client lays out from the compact table an older client
+ * gets (the fallback for older daemons). */
+static void test_attach_table_memfd(void) {
+  struct tpl__wire_response r = {0}, old = {0};
+  int s = -1, fds[2] = {-1, -1}, ofd[2] = {-1, -1};
+  uint8_t *mine = NULL, *theirs = NULL;
+  size_t len = 0;
+  REQUIRE(tpl__client_connect(sock, HANG_MS, &s, NULL) == 0);
+  CHECK_EQ_INT(tpl__client_call(s, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD, HANG_MS,
+                                &r, fds, 2, NULL),
+               0);
+  CHECK_EQ_INT(
+      tpl__client_call(s, TPL_REQ_ATTACH, 0, HANG_MS, &old, ofd, 2, NULL), 0);
+  close(s);
+  CHECK(fds[0] >= 0 && fds[1] >= 0);
+  CHECK(ofd[0] >= 0 && ofd[1] == -1); /* the store only */
+  CHECK_EQ_U64(r.ntensors, 0);
+  CHECK_EQ_U64(old.ntensors, NT);
+  CHECK_EQ_INT(fcntl(fds[1], F_GET_SEALS) & (F_SEAL_WRITE | F_SEAL_GROW),
+               F_SEAL_WRITE | F_SEAL_GROW);
+  CHECK_EQ_INT(tpl__tmap_build(old.tensors, old.ntensors, &mine, &len, NULL),
+               0);
+  CHECK_EQ_U64(r.table_bytes, len);
+  if (fds[1] >= 0 && r.table_bytes == len) theirs = read_memfd(fds[1], len);
+  CHECK(theirs != NULL && mine != NULL && memcmp(theirs, mine, len) == 0);
+  free(mine);
+  free(theirs);
+  for (int i = 0; i < 2; i++) {
+    if (fds[i] >= 0) close(fds[i]);
+    if (ofd[i] >= 0) close(ofd[i]);
+  }
+  tpl__wire_response_free(&r);
+  tpl__wire_response_free(&old);
+}
+
+/* After test_attach_lookup_every_tensor and test_attach_table_memfd:
+ * three attaches counted and an uptime.  (Clients connected is not checked: the
+ * attaching client's close may reach the daemon after this request.) */
 static void test_status_counters(void) {
   struct tpl__wire_response r = {0};
   CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_STATUS, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 1);
   CHECK(r.uptime_seconds >= 0);
-  CHECK_EQ_U64(r.attaches, 1);
+  CHECK_EQ_U64(r.attaches, 3); /* tpl_attach, and the two raw ones */
   tpl__wire_response_free(&r);
 }
 
@@ -420,6 +487,41 @@ static int run_cmd(const struct tpl__cli_command *cmd, char **argv,
   dup2(saved, 1);
   close(saved);
   return rc;
+}
+
+/* A command's output (malloc'd, at most 64 KiB), or NULL. */
+static char *output_of(const char *out) {
+  FILE *f = fopen(out, "r");
+  char *text = calloc(1, 65536);
+  if (f != NULL && text != NULL) fread(text, 1, 65535, f);
+  if (f != NULL) fclose(f);
+  return text;
+}
+
+/* The table is the summary unless --tensors; --json the whole report
+ * unless --summary, which keeps each rank's tensor count. */
+static void test_status_command_tensors(void) {
+  char out[300], *text;
+  char *table_argv[] = {"status", sock, NULL};
+  char *tensors_argv[] = {"status", sock, "--tensors", NULL};
+  char *summary_argv[] = {"status", sock, "--json", "--summary", NULL};
+  char *lone_argv[] = {"status", sock, "--summary", NULL};
+  snprintf(out, sizeof(out), "%s/status.out", tmp);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, table_argv, out), 0);
+  text = output_of(out);
+  CHECK(text != NULL && strstr(text, "XXH3 rank") == NULL);
+  CHECK_STR_CONTAINS(text, "TENSORS");
+  free(text);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, tensors_argv, out), 0);
+  text = output_of(out);
+  CHECK_STR_CONTAINS(text, "XXH3 rank");
+  free(text);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, summary_argv, out), 0);
+  text = output_of(out);
+  CHECK(text != NULL && strstr(text, "\"tensors\"") == NULL);
+  CHECK_STR_CONTAINS(text, "\"tensor_count\": 1");
+  free(text);
+  CHECK_EQ_INT(run_cmd(&tpl__cmd_status, lone_argv, out), 64);
 }
 
 static void test_status_command(void) {
@@ -443,6 +545,7 @@ static void test_status_command(void) {
   CHECK(n > 0);
   CHECK_STR_CONTAINS(text, "\"model\": \"m\"");
   CHECK_STR_CONTAINS(text, "\"host\": \"h\"");
+  CHECK_STR_CONTAINS(text, "\"name\": \"t\""); /* the whole report */
   free(text);
   CHECK_EQ_INT(run_cmd(&tpl__cmd_status, table_argv, out), 0);
   CHECK_EQ_INT(run_cmd(&tpl__cmd_status, health_argv, out), 0);
@@ -780,8 +883,11 @@ int main(void) {
   RUN(test_manifest);
   RUN(test_attach_lookup_every_tensor);
   RUN(test_status_report_bytes);
+  RUN(test_status_summary);
+  RUN(test_attach_table_memfd);
   RUN(test_status_counters);
   RUN(test_status_command);
+  RUN(test_status_command_tensors);
   RUN(test_dump_command);
   RUN(test_dump_needs_out);
   RUN(test_rank1_refers_to_rank0);

@@ -28,12 +28,12 @@ static void test_encode_request_bytes(void) {
   static const uint8_t want_status[] = {0, 0, 0, 2, 0x08, 0x01};
   uint8_t *f = NULL;
   size_t len = 0;
-  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_STATUS, &f, &len), 0);
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_STATUS, 0, &f, &len), 0);
   CHECK_EQ_U64(len, sizeof(want_status));
   CHECK(f != NULL && memcmp(f, want_status, sizeof(want_status)) == 0);
   free(f);
   /* HEALTH = 0 is proto3's default: an empty body. */
-  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_HEALTH, &f, &len), 0);
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_HEALTH, 0, &f, &len), 0);
   CHECK_EQ_U64(len, 4);
   CHECK(f != NULL && f[0] == 0 && f[1] == 0 && f[2] == 0 && f[3] == 0);
   free(f);
@@ -45,12 +45,13 @@ static void test_whole_frame(void) {
   const uint8_t *body;
   size_t used, len;
   int kind = -1;
+  unsigned flags = 0;
   tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
   CHECK_EQ_INT(tpl__frame_feed(&r, fr, sizeof(fr), &used), 1);
   CHECK_EQ_U64(used, 6);
   tpl__frame_body(&r, &body, &len);
   CHECK_EQ_U64(len, 2);
-  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_ATTACH);
   tpl__frame_reset(&r);
   CHECK_EQ_INT(tpl__frame_started(&r), 0);
@@ -80,18 +81,19 @@ static void test_two_frames_in_one_buffer(void) {
   const uint8_t *body;
   size_t len;
   int kind = -1;
+  unsigned flags = 0;
   tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
   CHECK_EQ_INT(tpl__frame_feed(&r, buf, sizeof(buf), &used), 1);
   CHECK_EQ_U64(used, 4);
   tpl__frame_body(&r, &body, &len);
   CHECK_EQ_U64(len, 0);
-  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_HEALTH);
   tpl__frame_reset(&r);
   CHECK_EQ_INT(tpl__frame_feed(&r, buf + used, sizeof(buf) - used, &used2), 1);
   CHECK_EQ_U64(used2, 6);
   tpl__frame_body(&r, &body, &len);
-  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_MANIFEST);
   tpl__frame_reset(&r);
 }
@@ -151,7 +153,9 @@ static void test_malformed_truncated_varint(void) {
   static const uint8_t body[] = {0x08}; /* tag, value missing */
   struct tpl_error err = {0};
   int kind = 7;
-  CHECK_EQ_INT(tpl__wire_decode_request(body, 1, &kind, &err), TPL_EPROTO);
+  unsigned flags = 0;
+  CHECK_EQ_INT(tpl__wire_decode_request(body, 1, &kind, &flags, &err),
+               TPL_EPROTO);
   CHECK_EQ_INT(kind, 7);
   CHECK_STR_CONTAINS(err.msg, "tpload.Request");
 }
@@ -159,22 +163,28 @@ static void test_malformed_truncated_varint(void) {
 static void test_malformed_garbage(void) {
   static const uint8_t body[] = {0xff, 0xff, 0xff, 0xff, 0xff};
   int kind;
-  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL),
-               TPL_EPROTO);
+  unsigned flags = 0;
+  CHECK_EQ_INT(
+      tpl__wire_decode_request(body, sizeof(body), &kind, &flags, NULL),
+      TPL_EPROTO);
 }
 
 static void test_malformed_overlong_length(void) {
   /* Field 2, length-delimited, announcing 100 bytes with 1 present. */
   static const uint8_t body[] = {0x12, 0x64, 0x00};
   int kind;
-  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL),
-               TPL_EPROTO);
+  unsigned flags = 0;
+  CHECK_EQ_INT(
+      tpl__wire_decode_request(body, sizeof(body), &kind, &flags, NULL),
+      TPL_EPROTO);
 }
 
 static void test_unknown_kind_decodes(void) {
   static const uint8_t body[] = {0x08, 0x63}; /* kind 99 */
   int kind = -1;
-  CHECK_EQ_INT(tpl__wire_decode_request(body, sizeof(body), &kind, NULL), 0);
+  unsigned flags = 0;
+  CHECK_EQ_INT(
+      tpl__wire_decode_request(body, sizeof(body), &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, 99);
 }
 
@@ -311,6 +321,68 @@ static void test_decode_response_garbage(void) {
                TPL_EPROTO);
 }
 
+/* The flags are Request fields 2 (summary) and 3 (table_fd), varints,
+ * after the kind; a request without them is the plain one. */
+static void test_request_flags_bytes(void) {
+  static const uint8_t want[] = {0,    0,    0,    6,    0x08,
+                                 0x03, 0x10, 0x01, 0x18, 0x01};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  int kind = -1;
+  unsigned flags = 0;
+  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_ATTACH,
+                                        TPL_REQ_F_SUMMARY | TPL_REQ_F_TABLE_FD,
+                                        &f, &len),
+               0);
+  CHECK_EQ_U64(len, sizeof(want));
+  CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 6, &kind, &flags, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_ATTACH);
+  CHECK_EQ_U64(flags, TPL_REQ_F_SUMMARY | TPL_REQ_F_TABLE_FD);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 4, &kind, &flags, NULL), 0);
+  CHECK_EQ_U64(flags, TPL_REQ_F_SUMMARY);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 2, &kind, &flags, NULL), 0);
+  CHECK_EQ_U64(flags, 0);
+  free(f);
+}
+
+/* table_bytes and tensor_counts travel; a summary of a report keeps the
+ * counts and drops the ShardInfos. */
+static void test_summary_fields_roundtrip(void) {
+  /* LoadReport{model "m", ranks [RankReport{host "h", tensors [{name
+   * "t"}, {name "u"}]}, RankReport{}]} and its summary, by hand. */
+  static const uint8_t full[] = {0x0a, 0x01, 'm',  0x3a, 0x0d, 0x12, 0x01,
+                                 'h',  0x22, 0x03, 0x0a, 0x01, 't',  0x22,
+                                 0x03, 0x0a, 0x01, 'u',  0x3a, 0x00};
+  static const uint8_t want[] = {0x0a, 0x01, 'm', 0x3a, 0x03,
+                                 0x12, 0x01, 'h', 0x3a, 0x00};
+  struct tpl__status_summary sum = {0};
+  struct tpl__wire_response in = {.ok = 1, .table_bytes = 326}, out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_status_summary(full, sizeof(full), &sum, NULL), 0);
+  CHECK_EQ_U64(sum.len, sizeof(want));
+  CHECK(sum.report != NULL && memcmp(sum.report, want, sizeof(want)) == 0);
+  CHECK_EQ_U64(sum.ncounts, 2);
+  if (sum.ncounts == 2) {
+    CHECK_EQ_U64(sum.tensor_counts[0], 2);
+    CHECK_EQ_U64(sum.tensor_counts[1], 0);
+  }
+  in.tensor_counts = sum.tensor_counts;
+  in.ncounts = sum.ncounts;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK_EQ_INT(tpl__wire_decode_response(f + TPL_WIRE_HEADER,
+                                         len - TPL_WIRE_HEADER, &out, NULL),
+               0);
+  CHECK_EQ_U64(out.table_bytes, 326);
+  CHECK_EQ_U64(out.ncounts, 2);
+  CHECK(out.tensor_counts != NULL && out.tensor_counts[0] == 2);
+  CHECK_EQ_INT(tpl__wire_status_summary(full, 5, &sum, NULL), TPL_EPROTO);
+  tpl__wire_response_free(&out);
+  tpl__status_summary_free(&sum);
+  free(f);
+}
+
 int main(void) {
   RUN(test_encode_request_bytes);
   RUN(test_whole_frame);
@@ -330,5 +402,7 @@ int main(void) {
   RUN(test_bad_status_refused_by_reader);
   RUN(test_decode_too_many_dims);
   RUN(test_decode_response_garbage);
+  RUN(test_request_flags_bytes);
+  RUN(test_summary_fields_roundtrip);
   return tap_done();
 }
