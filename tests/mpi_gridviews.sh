@@ -9,7 +9,7 @@
 # coordinates, nbytes and the XXH3 of the oracle's bytes; `verify`
 # accepts that output and names a flipped byte in replica 1 and replica
 # 0's file standing in for replica 1 (65); `status --json` of a TP1 x
-# PP2 x DP2 daemon gives its grid, and `dump --tp 1 --pp 2` of each of
+# PP2 x DP2 daemon gives its grid (and the text status its grid line), and `dump --tp 1 --pp 2` of each of
 # its ranks is byte for byte that rank's preshard file.
 # Every job runs under $MPIRUN (mpi_lib.sh), so check-fast skips it.
 . "$TESTS_SRCDIR/lib.sh"
@@ -137,6 +137,11 @@ t_exit "status --json" 0 "$TPLOAD" status "$SOCK/rank0.sock" --json
 cp "$T_TMP/out" "$T_TMP/status.json"
 t_check "status gives the grid and replicas_agree" \
   "$ORACLE" "$T_TMP/check_report.py" "$T_TMP/status.json" 1 2 2
+t_exit "status (text, the summary)" 0 "$TPLOAD" status "$SOCK/rank0.sock"
+cp "$T_TMP/out" "$T_TMP/status.txt"
+t_check "status prints the grid line" grep -qx \
+  'grid: tp 1 x pp 2 x dp 2, rank = (d\*2 + p)\*1 + t; replicas agree: yes' \
+  "$T_TMP/status.txt"
 for r in 0 1 2 3; do
   t_exit "dump rank $r --tp 1 --pp 2" 0 "$TPLOAD" dump "$SOCK/rank$r.sock" \
     --out "$T_TMP/dump$r.safetensors" --tp 1 --pp 2
