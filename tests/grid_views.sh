@@ -130,6 +130,11 @@ t_exit "plan --pp without --tp or --shards" 64 \
   "$TPLOAD" plan "$MODEL" --pp 2
 t_exit "inspect --pp without a grid" 64 "$TPLOAD" inspect "$MODEL" --pp 2
 t_exit "plan --tp 0" 64 "$TPLOAD" plan "$MODEL" --tp 0
+t_exit "plan --tp 300 --pp 300 (90,000 ranks)" 64 \
+  "$TPLOAD" plan "$MODEL" --tp 300 --pp 300
+grep -q "more than 65536 ranks" "$T_TMP/err" &&
+  t_ok "plan says a grid beyond 65536 ranks is too large" ||
+  t_fail "plan says a grid beyond 65536 ranks is too large" "$(cat "$T_TMP/err")"
 
 # verify on a TP2 x PP2 x DP2 preshard output built from the oracle's
 # bytes: each rank file holds its stage's tensors (shard t), shard-info
@@ -197,6 +202,19 @@ t_exit "verify --pp 4 (not the output's)" 65 \
 grep -q "the output is tp 2 x pp 2" "$T_TMP/err" &&
   t_ok "verify says which grid the output is" ||
   t_fail "verify says which grid the output is" "$(cat "$T_TMP/err")"
+# A shard-info.json whose grid is out of range is refused, naming it.
+cp -r "$T_TMP/good" "$T_TMP/badgrid"
+"$ORACLE" - "$T_TMP/badgrid/shard-info.json" <<'EOF'
+import json, sys
+info = json.load(open(sys.argv[1]))
+info["data_parallel_replicas"] = 0
+json.dump(info, open(sys.argv[1], "w"))
+EOF
+t_exit "verify: shard-info.json with data_parallel_replicas 0" 65 \
+  "$TPLOAD" verify "$MODEL" "$T_TMP/badgrid" --plan "$MODEL/plan.json"
+grep -q "shard-info.json: expected tensor_parallel_shards, .* of 1..65536" \
+  "$T_TMP/err" && t_ok "verify names the bad grid in shard-info.json" ||
+  t_fail "verify names the bad grid in shard-info.json" "$(cat "$T_TMP/err")"
 
 # expect_bad NAME FRAGMENT: verify of $T_TMP/bad exits 65 naming it.
 expect_bad() {
