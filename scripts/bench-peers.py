@@ -18,7 +18,19 @@ process wall time is measured outside).
                       size the kernel gives (hugetlb when the reserved pool
                       holds it, else MADV_HUGEPAGE on anonymous memory).
   pages MIB           fresh-memory write throughput (GiB/s) at 4 KiB and at
-                      2 MiB pages, one process: "4k X 2m Y".
+                      2 MiB pages, one process, each right after the same
+                      amount was touched and freed (hot): "4k X 2m Y".
+  cold MIB            the same at 2 MiB pages without warming first (run
+                      it after the machine idled: see warm).
+  warm BYTES          touches BYTES of fresh memory and frees it.  On a
+                      virtual machine that reports free memory to its host
+                      (virtio-balloon free page reporting, here in 2 MiB
+                      blocks, seconds after they are freed), the first
+                      touch of such memory costs a host fault: ~0.3 GiB/s
+                      instead of several GiB/s.  bench.sh warms before
+                      every timed run so each contestant gets memory of the
+                      same temperature.
+  hello               MPI start-up only (import numpy and mpi4py, barrier).
 
 PLAN is the JSON of `tpload plan MODEL --shards N` (dim and per-shard segs
 of each sharded tensor).  Only dtypes of 1, 2, 4 or 8 bytes are handled,
@@ -153,12 +165,18 @@ def floor(nbytes, comm):
     return huge
 
 
+def write_rate(mib, huge):
+    """GiB/s of writing `mib` MiB of fresh memory once."""
+    t = time.perf_counter()
+    write_once(fresh(mib << 20, huge))
+    return (mib / 1024) / (time.perf_counter() - t)
+
+
 def pages(mib):
     out = []
     for huge in ("4k", "thp"):
-        t = time.perf_counter()
         write_once(fresh(mib << 20, huge))
-        out.append((mib / 1024) / (time.perf_counter() - t))
+        out.append(write_rate(mib, huge))
     return "4k %.3f 2m %.3f" % tuple(out)
 
 
@@ -167,6 +185,12 @@ def main():
     mode = sys.argv[1]
     if mode == "pages":
         print(pages(int(sys.argv[2])))
+        return
+    if mode == "cold":
+        print("2m %.3f" % write_rate(int(sys.argv[2]), "thp"))
+        return
+    if mode == "warm":
+        write_once(fresh(int(sys.argv[2]), "thp"))
         return
     plan = None
     if mode in ("read", "scatter"):
@@ -178,6 +202,8 @@ def main():
         what = peer_read(plan, sys.argv[3], comm) and "ok"
     elif mode == "scatter":
         what = peer_scatter(plan, sys.argv[3], comm) and "ok"
+    elif mode == "hello":
+        what = "ok"
     else:
         what = floor(int(sys.argv[2]), comm)
     comm.Barrier()
