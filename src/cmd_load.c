@@ -288,7 +288,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     fflush(stdout);
   }
   if (!c->quiet) print_summary(c, r);
-  if (!c->quiet && tpl__report_grid_line(packed, len, grid, sizeof(grid)) == 0)
+  if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
     fprintf(stderr, "tpload %s: %s\n", c->command, grid);
   json_decref(r);
 }

@@ -167,15 +167,16 @@ static void print_tensors(const json_t *ranks) {
   }
 }
 
-static void print_table(const json_t *rep, const char *grid, int tensors) {
+static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
-  char model[TPL_SAFE_LEN(4096)];
+  char model[TPL_SAFE_LEN(4096)], grid[256];
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
-  if (*grid != '\0') printf("%s\n", grid);
+  /* The daemon serves only after its load found the replicas agreeing. */
+  if (tpl__report_grid_line(rep, grid, sizeof(grid)) == 0) printf("%s\n", grid);
   printf("loaded %.0f bytes (read %.0f) in %.3f s, %.2f GiB/s\n\n", bytes,
          num(rep, "bytes_read"), secs,
          secs > 0 ? bytes / secs / 1073741824.0 : 0.0);
@@ -215,7 +216,6 @@ static void set_tensor_counts(json_t *rep, const struct tpl__wire_response *r) {
 static int run_status(const char *path, int json, int tensors) {
   struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
-  char grid[256] = "";
   json_t *rep;
   int rc = job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY,
                        &r, &err);
@@ -228,9 +228,6 @@ static int run_status(const char *path, int json, int tensors) {
   rep = tpl__report_json(r.status, r.status_len, tensors);
   if (rep != NULL) json_object_set_new(rep, "daemon", daemon_json(&r));
   if (rep != NULL && !tensors) set_tensor_counts(rep, &r);
-  /* The daemon serves only after its load found the replicas agreeing. */
-  if (rep != NULL)
-    tpl__report_grid_line(r.status, r.status_len, grid, sizeof(grid));
   tpl__wire_response_free(&r);
   if (rep == NULL) {
     fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
@@ -242,7 +239,7 @@ static int run_status(const char *path, int json, int tensors) {
     fputc('\n', stdout);
   } else {
     print_daemon(json_object_get(rep, "daemon"));
-    print_table(rep, grid, tensors);
+    print_table(rep, tensors);
   }
   json_decref(rep);
   return 0;
