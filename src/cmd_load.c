@@ -105,17 +105,16 @@ static int usage(struct load_cli *c, const char *fmt, const char *arg) {
 
 enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
 
-/* --progress[=auto|always|never]; a bare --progress means always. */
-static int parse_progress(const char *arg, int *mode) {
-  if (arg == NULL || strcmp(arg, "always") == 0)
-    *mode = PROGRESS_ALWAYS;
-  else if (strcmp(arg, "auto") == 0)
-    *mode = PROGRESS_AUTO;
-  else if (strcmp(arg, "never") == 0)
-    *mode = PROGRESS_NEVER;
-  else
-    return -1;
-  return 0;
+/* --progress[=W] and --hugetlb W: W's index among the three `names` (in
+ * the order of the option's enum) into *out; -1 when it is none of them. */
+static int parse_keyword(const char *arg, const char *const names[3],
+                         int *out) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(arg, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
 }
 
 /* Under mpirun (or srun) rank 0's stderr is a pipe to the launcher, which
@@ -141,30 +140,23 @@ static int want_bar(int mode) {
   return isatty(STDERR_FILENO) || launcher_stderr_is_tty();
 }
 
-static int parse_hugetlb(const char *arg, int *huge) {
-  if (strcmp(arg, "auto") == 0)
-    *huge = TPL_HUGE_AUTO;
-  else if (strcmp(arg, "on") == 0)
-    *huge = TPL_HUGE_HUGETLB;
-  else if (strcmp(arg, "off") == 0)
-    *huge = TPL_HUGE_OFF;
-  else
-    return -1;
-  return 0;
-}
-
 /* The options whose values need checking (64 when one is bad). */
 static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
+  static const char *const progress[] = {"auto", "always", "never"};
+  static const char *const huge[] = {"auto", "on", "off"}; /* tpl_huge */
   const char *const *v = a->value;
   /* A 48 MiB window keeps rank 0 within 64 MiB beyond its shard at 4 ranks
    * with MPI's own buffers (bench: 72 -> 60 MiB; 64 and 48 load alike). */
   unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 48, tp = 0,
                      pp = 0;
+  /* a bare --progress means always */
   if (tpl__cli_has(a, OPT_PROGRESS) &&
-      parse_progress(v[OPT_PROGRESS], &c->progress) != 0)
+      parse_keyword(v[OPT_PROGRESS] ? v[OPT_PROGRESS] : "always", progress,
+                    &c->progress) != 0)
     return usage(c, "--progress expects auto, always or never, got '%s'",
                  v[OPT_PROGRESS]);
-  if (v[OPT_HUGETLB] != NULL && parse_hugetlb(v[OPT_HUGETLB], &c->o.huge) != 0)
+  if (v[OPT_HUGETLB] != NULL &&
+      parse_keyword(v[OPT_HUGETLB], huge, &c->o.huge) != 0)
     return usage(c, "--hugetlb expects auto, on or off, got '%s'",
                  v[OPT_HUGETLB]);
   if (v[OPT_STALL] != NULL &&

@@ -133,29 +133,19 @@ static void print_ranks(const json_t *ranks) {
   }
 }
 
-static void shape_text(const json_t *shape, char *buf, size_t len) {
-  size_t i, used = 0;
-  const json_t *d;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, len, "[");
-  json_array_foreach(shape, i, d) {
-    if (used >= len) break;
-    used += (size_t)snprintf(buf + used, len - used, "%s%.0f", i ? "," : "",
-                             json_number_value(d));
-  }
-  if (used < len) snprintf(buf + used, len - used, "]");
-}
-
 /* One line per tensor: name, dtype, shape held, checksum on each rank. */
 static void print_tensors(const json_t *ranks) {
   const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
   size_t i, r;
   const json_t *t, *rk;
-  char shape[128], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
+  char shape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
          "XXH3 rank 0..N-1");
   json_array_foreach(t0, i, t) {
-    shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
+    /* a JSON integer array ("[4096,512]") as it stands */
+    size_t n = json_dumpb(json_object_get(t, "shape"), shape, sizeof(shape) - 1,
+                          JSON_COMPACT);
+    shape[n < sizeof(shape) ? n : 0] = '\0';
     printf("%-56s %-9s %-20s",
            tpl__cli_safe(str(t, "name"), name, sizeof(name)), str(t, "dtype"),
            shape);
@@ -245,23 +235,18 @@ static int run_status(const char *path, int json, int tensors) {
   return 0;
 }
 
-enum {
-  OPT_JSON,
-  OPT_HEALTH,
-  OPT_SHUTDOWN,
-  OPT_DAEMON_UID,
-  OPT_TENSORS,
-  OPT_SUMMARY
-};
+#define STATUS_OPTIONS(X)                                                      \
+  X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
+  X(OPT_HEALTH, "health", TPL_CLI_FLAG)                                        \
+  X(OPT_SHUTDOWN, "shutdown", TPL_CLI_FLAG)                                    \
+  X(OPT_DAEMON_UID, "daemon-uid", TPL_CLI_VALUE)                               \
+  X(OPT_TENSORS, "tensors", TPL_CLI_FLAG)                                      \
+  X(OPT_SUMMARY, "summary", TPL_CLI_FLAG)
+
+enum { STATUS_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option status_options[] = {
-    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
-    [OPT_HEALTH] = {"health", TPL_CLI_FLAG, 0},
-    [OPT_SHUTDOWN] = {"shutdown", TPL_CLI_FLAG, 0},
-    [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
-    [OPT_TENSORS] = {"tensors", TPL_CLI_FLAG, 0},
-    [OPT_SUMMARY] = {"summary", TPL_CLI_FLAG, 0},
-};
+    STATUS_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
