@@ -54,23 +54,21 @@ static const char *format_name(int format) {
              : names[TPL_FMT_MLC];
 }
 
-/* Adds shard_shape, rule and (for shard rules) dim and per-shard segs,
- * taken from the shard-info entry so both views agree. */
+/* Adds shard_shape, rule and, taken from the shard-info entry so both
+ * views agree, (for shard rules) dim and per-shard segs, bias_scale and
+ * pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
+  static const char *const from_info[] = {"dim", "segs", "bias_scale",
+                                          "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
                       tpl__json_u64_array(t->rank_shape, (size_t)t->ndim));
   json_object_set_new(o, "rule",
                       json_string(tpl__rule_name(t->kind, t->func_name)));
-  if (info != NULL && t->kind == TPL_RULE_SHARD) {
-    json_object_set(o, "dim", json_object_get(info, "dim"));
-    json_object_set(o, "segs", json_object_get(info, "segs"));
-  }
-  if (info != NULL) {
-    json_object_set(o, "bias_scale", json_object_get(info, "bias_scale"));
-    json_object_set(o, "pipeline_stages",
-                    json_object_get(info, "pipeline_stages"));
+  for (size_t k = 0; k < ARRAY_SIZE(from_info); k++) {
+    json_t *v = json_object_get(info, from_info[k]);
+    if (v != NULL) json_object_set(o, from_info[k], v);
   }
   json_decref(info);
 }
