@@ -69,7 +69,6 @@ static const char load_help[] =
 struct load_cli {
   struct tpl__load_opts o;
   const struct tpl__cli_command *cmd;
-  const char *command;
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
@@ -191,7 +190,7 @@ static int check_sink_options(struct load_cli *c,
   if (preshard && c->o.out_dir == NULL)
     return usage(c, "%s needs --out DIR", "preshard");
   if (!preshard && (c->o.out_dir || c->o.force))
-    return usage(c, "%s: --out and --force are for preshard", c->command);
+    return usage(c, "%s: --out and --force are for preshard", c->cmd->name);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
   if (!serve &&
@@ -200,7 +199,7 @@ static int check_sink_options(struct load_cli *c,
     return usage(c,
                  "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
                  "are for serve",
-                 c->command);
+                 c->cmd->name);
   return 0;
 }
 
@@ -248,7 +247,7 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
     if (done >= total) fputc('\n', stderr);
   } else if (t - c->last_line >= 5.0 && done < total) {
     fprintf(stderr, "tpload %s: %.2f/%.2f GiB, %.2f GiB/s, ETA %.0f s\n",
-            c->command, done / 1073741824.0, total / 1073741824.0,
+            c->cmd->name, done / 1073741824.0, total / 1073741824.0,
             rate / 1073741824.0, eta);
     c->last_line = t;
   }
@@ -264,7 +263,7 @@ static void print_summary(struct load_cli *c, json_t *r) {
   fprintf(stderr,
           "tpload %s: %.3f GiB delivered to %zu ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
-          c->command, bytes / 1073741824.0,
+          c->cmd->name, bytes / 1073741824.0,
           json_array_size(json_object_get(r, "ranks")), secs,
           secs > 0 ? bytes / 1073741824.0 / secs : 0.0, rss / 1048576.0);
 }
@@ -281,7 +280,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   }
   if (!c->quiet) print_summary(c, r);
   if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
-    fprintf(stderr, "tpload %s: %s\n", c->command, grid);
+    fprintf(stderr, "tpload %s: %s\n", c->cmd->name, grid);
   json_decref(r);
 }
 
@@ -301,7 +300,7 @@ static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
-  struct load_cli c = {.cmd = cmd, .command = cmd->name};
+  struct load_cli c = {.cmd = cmd};
   struct tpl_error err = {0};
   uint32_t rank = 0, world = 1;
   int argc = a->argc, rc;

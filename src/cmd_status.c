@@ -157,10 +157,16 @@ static void print_tensors(const json_t *ranks) {
   }
 }
 
+/* The daemon's counters, then the load report as a table. */
 static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
+  const json_t *d = json_object_get(rep, "daemon");
   char model[TPL_SAFE_LEN(4096)], grid[256];
+  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
+         "served\n",
+         num(d, "uptime_seconds"), num(d, "clients_connected"),
+         num(d, "attaches_served"));
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
@@ -181,13 +187,6 @@ static json_t *daemon_json(const struct tpl__wire_response *r) {
                    round(r->uptime_seconds * 1000.0) / 1000.0,
                    "clients_connected", (json_int_t)r->clients,
                    "attaches_served", (json_int_t)r->attaches);
-}
-
-static void print_daemon(const json_t *d) {
-  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
-         "served\n",
-         num(d, "uptime_seconds"), num(d, "clients_connected"),
-         num(d, "attaches_served"));
 }
 
 /* A summary's ranks carry no tensors: their counts come beside it (an
@@ -228,7 +227,6 @@ static int run_status(const char *path, int json, int tensors) {
     json_dumpf(rep, stdout, TPL_JSON_REPORT);
     fputc('\n', stdout);
   } else {
-    print_daemon(json_object_get(rep, "daemon"));
     print_table(rep, tensors);
   }
   json_decref(rep);
