@@ -129,14 +129,6 @@ static const struct tpl__cli_option dump_options[] = {
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
 };
 
-/* The daemon's world of `world` ranks as --tp x --pp x D (default: one
- * tensor-parallel group); TPL_EUSAGE with the numbers when it does not
- * divide. */
-static int dump_grid(uint32_t world, uint32_t tp, uint32_t pp,
-                     struct tpl__grid *g, struct tpl_error *err) {
-  return tpl__grid_make(world, tp ? tp : world, pp ? pp : 1, err, g);
-}
-
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
@@ -157,7 +149,11 @@ static int run(const struct tpl__cli_command *cmd,
     return tpl__cli_report(TPL_EOUTPUT, &err);
   }
   rc = tpl__client_attach(a->operands[0], TPL_CLIENT_TIMEOUT_MS, &s, &err);
-  if (rc == 0) rc = dump_grid(tpl_shard_world(s), tp, pp, &g, &err);
+  /* The daemon's world as --tp x --pp x D (default: one tensor-parallel
+   * group); TPL_EUSAGE with the numbers when it does not divide. */
+  if (rc == 0)
+    rc = tpl__grid_make(tpl_shard_world(s), tp ? tp : tpl_shard_world(s),
+                        pp ? pp : 1, &err, &g);
   if (rc == 0) rc = write_file(s, &g, out, &err);
   tpl_detach(s);
   return rc == 0 ? 0 : tpl__cli_report(rc, &err);

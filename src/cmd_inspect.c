@@ -45,69 +45,57 @@ static const char inspect_help[] =
     "malformed model or plan, 66 model\n"
     "missing, 74 I/O error.\n";
 
-/* The shard view, present when --shards or --tp was given. */
-struct shard_view {
-  const struct tpl__plan *plan;
-  const struct tpl__job *job;
-};
-
 static const char *format_name(int format) {
-  switch (format) {
-  case TPL_FMT_SAFETENSORS:
-    return "safetensors";
-  case TPL_FMT_ST_INDEX:
-    return "safetensors-index";
-  default:
-    return "mlc";
-  }
+  static const char *const names[] = {[TPL_FMT_SAFETENSORS] = "safetensors",
+                                      [TPL_FMT_ST_INDEX] = "safetensors-index",
+                                      [TPL_FMT_MLC] = "mlc"};
+  return format == TPL_FMT_SAFETENSORS || format == TPL_FMT_ST_INDEX
+             ? names[format]
+             : names[TPL_FMT_MLC];
 }
 
-/* Adds shard_shape, rule and (for shard rules) dim and per-shard segs,
- * taken from the shard-info entry so both views agree. */
+/* Adds shard_shape, rule and, taken from the shard-info entry so both
+ * views agree, (for shard rules) dim and per-shard segs, bias_scale and
+ * pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
+  static const char *const from_info[] = {"dim", "segs", "bias_scale",
+                                          "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
                       tpl__json_u64_array(t->rank_shape, (size_t)t->ndim));
   json_object_set_new(o, "rule",
                       json_string(tpl__rule_name(t->kind, t->func_name)));
-  if (info != NULL && t->kind == TPL_RULE_SHARD) {
-    json_object_set(o, "dim", json_object_get(info, "dim"));
-    json_object_set(o, "segs", json_object_get(info, "segs"));
-  }
-  if (info != NULL) {
-    json_object_set(o, "bias_scale", json_object_get(info, "bias_scale"));
-    json_object_set(o, "pipeline_stages",
-                    json_object_get(info, "pipeline_stages"));
+  for (size_t k = 0; k < ARRAY_SIZE(from_info); k++) {
+    json_t *v = json_object_get(info, from_info[k]);
+    if (v != NULL) json_object_set(o, from_info[k], v);
   }
   json_decref(info);
 }
 
-static int print_json(const struct tpl_model *m, const struct shard_view *v) {
-  json_t *root = json_object(), *tensors = json_array();
+/* The JSON form; `p` and `job` are NULL without a grid. */
+static void print_json(const struct tpl_model *m, const struct tpl__plan *p,
+                       const struct tpl__job *job) {
+  const char *format = format_name(m->format);
+  json_t *root =
+      job == NULL
+          ? json_pack("{s:s}", "format", format)
+          : json_pack("{s:s, s:I, s:I, s:I, s:s, s:o}", "format", format,
+                      "tensor_parallel_shards", (json_int_t)job->grid.tp,
+                      "pipeline_parallel_stages", (json_int_t)job->grid.pp,
+                      "data_parallel_replicas", (json_int_t)job->grid.dp,
+                      "plan", p->source, "ranks", tpl__shardinfo_ranks(job));
+  json_t *tensors = json_array();
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(t->name));
-    json_object_set_new(o, "dtype", json_string(tpl__dtype_mlc_name(t->dtype)));
-    json_object_set_new(o, "shape",
-                        tpl__json_u64_array(t->shape, (size_t)t->ndim));
-    json_object_set_new(o, "bytes", json_integer((json_int_t)t->nbytes));
-    json_object_set_new(o, "file", json_string(m->files[t->file].name));
-    json_object_set_new(o, "offset", json_integer((json_int_t)t->offset));
-    if (v != NULL) add_shard_json(o, v->job, i);
+    json_t *o =
+        json_pack("{s:s, s:s, s:o, s:I, s:s, s:I}", "name", t->name, "dtype",
+                  tpl__dtype_mlc_name(t->dtype), "shape",
+                  tpl__json_u64_array(t->shape, (size_t)t->ndim), "bytes",
+                  (json_int_t)t->nbytes, "file", m->files[t->file].name,
+                  "offset", (json_int_t)t->offset);
+    if (job != NULL) add_shard_json(o, job, i);
     json_array_append_new(tensors, o);
-  }
-  json_object_set_new(root, "format", json_string(format_name(m->format)));
-  if (v != NULL) {
-    json_object_set_new(root, "tensor_parallel_shards",
-                        json_integer((json_int_t)v->job->grid.tp));
-    json_object_set_new(root, "pipeline_parallel_stages",
-                        json_integer((json_int_t)v->job->grid.pp));
-    json_object_set_new(root, "data_parallel_replicas",
-                        json_integer((json_int_t)v->job->grid.dp));
-    json_object_set_new(root, "plan", json_string(v->plan->source));
-    json_object_set_new(root, "ranks", tpl__shardinfo_ranks(v->job));
   }
   json_object_set_new(root, "tensors", tensors);
   json_object_set_new(root, "tensor_count",
@@ -118,48 +106,34 @@ static int print_json(const struct tpl_model *m, const struct shard_view *v) {
   json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   fputc('\n', stdout);
   json_decref(root);
-  return 0;
 }
 
-static void print_table(const struct tpl_model *m) {
-  char shape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)], file[TPL_SAFE_LEN(256)];
-  printf("%-56s %-8s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE", "BYTES",
-         "FILE");
-  for (size_t i = 0; i < m->ntensors; i++) {
-    const struct tpl__tensor *t = &m->tensors[i];
-    printf("%-56s %-8s %-22s %14llu  %s\n",
-           tpl__cli_safe(t->name, name, sizeof(name)),
-           tpl__dtype_st_name(t->dtype),
-           tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
-           (unsigned long long)t->nbytes,
-           tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
-  }
-  printf("%zu tensors, %zu files, %llu bytes (%s)\n", m->ntensors, m->nfiles,
-         (unsigned long long)tpl__model_bytes(m), format_name(m->format));
-}
-
-/* The table with two more columns: each rank's shape and the rule. */
-static void print_shard_table(const struct tpl_model *m,
-                              const struct shard_view *v) {
+/* The table; with a grid (`job` not NULL) two more columns, each rank's
+ * shape and the rule, and the shards and plan in the totals line. */
+static void print_table(const struct tpl_model *m, const struct tpl__plan *p,
+                        const struct tpl__job *job) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)];
-  printf("%-56s %-8s %-22s %-22s %-22s %14s  %s\n", "NAME", "DTYPE", "SHAPE",
-         "SHARD SHAPE", "RULE", "BYTES", "FILE");
+  printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
+  if (job != NULL) printf("%-22s %-22s ", "SHARD SHAPE", "RULE");
+  printf("%14s  %s\n", "BYTES", "FILE");
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
-    const struct tpl__job_tensor *jt = &v->job->tensors[i];
-    printf("%-56s %-8s %-22s %-22s %-22s %14llu  %s\n",
-           tpl__cli_safe(t->name, name, sizeof(name)),
+    printf("%-56s %-8s %-22s ", tpl__cli_safe(t->name, name, sizeof(name)),
            tpl__dtype_st_name(t->dtype),
-           tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)),
-           tpl__shape_str(jt->rank_shape, t->ndim, sshape, sizeof(sshape)),
-           tpl__rule_name(jt->kind, jt->func_name),
-           (unsigned long long)t->nbytes,
+           tpl__shape_str(t->shape, t->ndim, shape, sizeof(shape)));
+    if (job != NULL)
+      printf("%-22s %-22s ",
+             tpl__shape_str(job->tensors[i].rank_shape, t->ndim, sshape,
+                            sizeof(sshape)),
+             tpl__rule_name(job->tensors[i].kind, job->tensors[i].func_name));
+    printf("%14llu  %s\n", (unsigned long long)t->nbytes,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
-  printf("%zu tensors, %zu files, %llu bytes (%s); %u shards, plan: %s\n",
-         m->ntensors, m->nfiles, (unsigned long long)tpl__model_bytes(m),
-         format_name(m->format), v->job->grid.tp, v->plan->source);
+  printf("%zu tensors, %zu files, %llu bytes (%s)", m->ntensors, m->nfiles,
+         (unsigned long long)tpl__model_bytes(m), format_name(m->format));
+  if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
+  printf("\n");
 }
 
 /* One line per rank of the grid: where it sits and what it holds. */
@@ -183,38 +157,21 @@ static void print_rank_table(const struct tpl__job *job) {
   json_decref(ranks);
 }
 
-struct inspect_args {
-  const char *model;
-  const char *plan;
-  int sharded; /* a grid was given: the shard view */
-  struct tpl__grid grid;
-  int json;
-};
-
-static int show(const struct tpl_model *m, const struct inspect_args *a,
-                struct tpl_error *err) {
-  struct shard_view v = {NULL, NULL};
+/* Lists the model; with a grid (`grid` not NULL) also its shard view, for
+ * biases as a default load delivers them (scaled). */
+static int show(const struct tpl_model *m, const char *model, const char *plan,
+                const struct tpl__grid *grid, int json, struct tpl_error *err) {
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
-  int rc;
-  if (!a->sharded) {
-    if (a->json)
-      print_json(m, NULL);
-    else
-      print_table(m);
-    return 0;
-  }
-  /* Biases as a default load delivers them (scaled). */
-  rc = tpl__job_plan(a->plan ? a->plan : "auto", m, a->model, &a->grid, 1, &p,
-                     &job, err);
+  int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, 1, &p,
+                                &job, err)
+                : 0;
   if (rc != 0) return rc;
-  v.plan = p;
-  v.job = job;
-  if (a->json) {
-    print_json(m, &v);
+  if (json) {
+    print_json(m, p, job);
   } else {
-    print_shard_table(m, &v);
-    print_rank_table(job);
+    print_table(m, p, job);
+    if (job != NULL) print_rank_table(job);
   }
   tpl__job_free(job);
   tpl__plan_free(p);
@@ -232,25 +189,25 @@ static const struct tpl__cli_option inspect_options[] = {
 };
 
 static int run(const struct tpl__cli_command *cmd,
-               const struct tpl__cli_args *args) {
-  struct inspect_args a = {.model = args->operands[0],
-                           .plan = args->value[OPT_PLAN],
-                           .json = tpl__cli_has(args, OPT_JSON)};
-  struct tpl__grid_args ga = {args->value[OPT_SHARDS], args->value[OPT_TP],
-                              args->value[OPT_PP]};
+               const struct tpl__cli_args *a) {
+  const char *plan = a->value[OPT_PLAN];
+  struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
+                              a->value[OPT_PP]};
+  int sharded = ga.shards != NULL || ga.tp != NULL;
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
+  struct tpl__grid grid;
   int rc;
-  a.sharded = ga.shards != NULL || ga.tp != NULL;
-  if ((a.plan != NULL || ga.pp != NULL) && !a.sharded)
+  if ((plan != NULL || ga.pp != NULL) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
                                      "--tp T");
-  if (a.sharded && tpl__cli_grid(cmd, &ga, &a.grid) != 0) return 64;
-  rc = tpl__model_open(args->operands[0], &m, &err);
-  if (rc == 0) rc = show(m, &a, &err);
+  if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
+  rc = tpl__model_open(a->operands[0], &m, &err);
+  if (rc == 0)
+    rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
+              tpl__cli_has(a, OPT_JSON), &err);
   tpl__model_free(m);
-  if (rc != 0) return tpl__cli_report(rc, &err);
-  return 0;
+  return rc != 0 ? tpl__cli_report(rc, &err) : 0;
 }
 
 const struct tpl__cli_command tpl__cmd_inspect = {

@@ -69,7 +69,6 @@ static const char load_help[] =
 struct load_cli {
   struct tpl__load_opts o;
   const struct tpl__cli_command *cmd;
-  const char *command;
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
@@ -105,17 +104,16 @@ static int usage(struct load_cli *c, const char *fmt, const char *arg) {
 
 enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
 
-/* --progress[=auto|always|never]; a bare --progress means always. */
-static int parse_progress(const char *arg, int *mode) {
-  if (arg == NULL || strcmp(arg, "always") == 0)
-    *mode = PROGRESS_ALWAYS;
-  else if (strcmp(arg, "auto") == 0)
-    *mode = PROGRESS_AUTO;
-  else if (strcmp(arg, "never") == 0)
-    *mode = PROGRESS_NEVER;
-  else
-    return -1;
-  return 0;
+/* --progress[=W] and --hugetlb W: W's index among the three `names` (in
+ * the order of the option's enum) into *out; -1 when it is none of them. */
+static int parse_keyword(const char *arg, const char *const names[3],
+                         int *out) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(arg, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
 }
 
 /* Under mpirun (or srun) rank 0's stderr is a pipe to the launcher, which
@@ -141,30 +139,23 @@ static int want_bar(int mode) {
   return isatty(STDERR_FILENO) || launcher_stderr_is_tty();
 }
 
-static int parse_hugetlb(const char *arg, int *huge) {
-  if (strcmp(arg, "auto") == 0)
-    *huge = TPL_HUGE_AUTO;
-  else if (strcmp(arg, "on") == 0)
-    *huge = TPL_HUGE_HUGETLB;
-  else if (strcmp(arg, "off") == 0)
-    *huge = TPL_HUGE_OFF;
-  else
-    return -1;
-  return 0;
-}
-
 /* The options whose values need checking (64 when one is bad). */
 static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
+  static const char *const progress[] = {"auto", "always", "never"};
+  static const char *const huge[] = {"auto", "on", "off"}; /* tpl_huge */
   const char *const *v = a->value;
   /* A 48 MiB window keeps rank 0 within 64 MiB beyond its shard at 4 ranks
    * with MPI's own buffers (bench: 72 -> 60 MiB; 64 and 48 load alike). */
   unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 48, tp = 0,
                      pp = 0;
+  /* a bare --progress means always */
   if (tpl__cli_has(a, OPT_PROGRESS) &&
-      parse_progress(v[OPT_PROGRESS], &c->progress) != 0)
+      parse_keyword(v[OPT_PROGRESS] ? v[OPT_PROGRESS] : "always", progress,
+                    &c->progress) != 0)
     return usage(c, "--progress expects auto, always or never, got '%s'",
                  v[OPT_PROGRESS]);
-  if (v[OPT_HUGETLB] != NULL && parse_hugetlb(v[OPT_HUGETLB], &c->o.huge) != 0)
+  if (v[OPT_HUGETLB] != NULL &&
+      parse_keyword(v[OPT_HUGETLB], huge, &c->o.huge) != 0)
     return usage(c, "--hugetlb expects auto, on or off, got '%s'",
                  v[OPT_HUGETLB]);
   if (v[OPT_STALL] != NULL &&
@@ -199,7 +190,7 @@ static int check_sink_options(struct load_cli *c,
   if (preshard && c->o.out_dir == NULL)
     return usage(c, "%s needs --out DIR", "preshard");
   if (!preshard && (c->o.out_dir || c->o.force))
-    return usage(c, "%s: --out and --force are for preshard", c->command);
+    return usage(c, "%s: --out and --force are for preshard", c->cmd->name);
   if (serve && c->o.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
   if (!serve &&
@@ -208,7 +199,7 @@ static int check_sink_options(struct load_cli *c,
     return usage(c,
                  "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
                  "are for serve",
-                 c->command);
+                 c->cmd->name);
   return 0;
 }
 
@@ -256,7 +247,7 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
     if (done >= total) fputc('\n', stderr);
   } else if (t - c->last_line >= 5.0 && done < total) {
     fprintf(stderr, "tpload %s: %.2f/%.2f GiB, %.2f GiB/s, ETA %.0f s\n",
-            c->command, done / 1073741824.0, total / 1073741824.0,
+            c->cmd->name, done / 1073741824.0, total / 1073741824.0,
             rate / 1073741824.0, eta);
     c->last_line = t;
   }
@@ -272,7 +263,7 @@ static void print_summary(struct load_cli *c, json_t *r) {
   fprintf(stderr,
           "tpload %s: %.3f GiB delivered to %zu ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
-          c->command, bytes / 1073741824.0,
+          c->cmd->name, bytes / 1073741824.0,
           json_array_size(json_object_get(r, "ranks")), secs,
           secs > 0 ? bytes / 1073741824.0 / secs : 0.0, rss / 1048576.0);
 }
@@ -288,8 +279,8 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     fflush(stdout);
   }
   if (!c->quiet) print_summary(c, r);
-  if (!c->quiet && tpl__report_grid_line(packed, len, grid, sizeof(grid)) == 0)
-    fprintf(stderr, "tpload %s: %s\n", c->command, grid);
+  if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
+    fprintf(stderr, "tpload %s: %s\n", c->cmd->name, grid);
   json_decref(r);
 }
 
@@ -309,7 +300,7 @@ static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
-  struct load_cli c = {.cmd = cmd, .command = cmd->name};
+  struct load_cli c = {.cmd = cmd};
   struct tpl_error err = {0};
   uint32_t rank = 0, world = 1;
   int argc = a->argc, rc;

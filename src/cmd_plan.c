@@ -75,18 +75,16 @@ static json_t *plan_json(const struct tpl__plan *p) {
   json_t *rules = json_array();
   for (size_t i = 0; i < p->nrules; i++) {
     const struct tpl__rule *r = &p->rules[i];
-    json_t *o = json_pack("{s:s}", "match", r->match);
-    if (r->kind == TPL_RULE_SHARD) {
-      json_object_set_new(o, "name", json_string(r->name));
-      json_object_set_new(o, "dim", json_integer(r->spec.dim));
-      if (r->spec.nsegs)
-        json_object_set_new(o, "segs",
-                            tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
-    } else {
-      json_object_set_new(
-          o, r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias" : "replicate",
-          json_true());
-    }
+    json_t *o = r->kind == TPL_RULE_SHARD
+                    ? json_pack("{s:s, s:s, s:I}", "match", r->match, "name",
+                                r->name, "dim", (json_int_t)r->spec.dim)
+                    : json_pack("{s:s, s:b}", "match", r->match,
+                                r->kind == TPL_RULE_SCALE_BIAS ? "scale_bias"
+                                                               : "replicate",
+                                1);
+    if (r->kind == TPL_RULE_SHARD && r->spec.nsegs)
+      json_object_set_new(o, "segs",
+                          tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
     json_array_append_new(rules, o);
   }
   return json_pack("{s:s, s:o, s:o}", "source", p->source, "rules", rules,

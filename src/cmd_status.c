@@ -133,29 +133,19 @@ static void print_ranks(const json_t *ranks) {
   }
 }
 
-static void shape_text(const json_t *shape, char *buf, size_t len) {
-  size_t i, used = 0;
-  const json_t *d;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, len, "[");
-  json_array_foreach(shape, i, d) {
-    if (used >= len) break;
-    used += (size_t)snprintf(buf + used, len - used, "%s%.0f", i ? "," : "",
-                             json_number_value(d));
-  }
-  if (used < len) snprintf(buf + used, len - used, "]");
-}
-
 /* One line per tensor: name, dtype, shape held, checksum on each rank. */
 static void print_tensors(const json_t *ranks) {
   const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
   size_t i, r;
   const json_t *t, *rk;
-  char shape[128], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
+  char shape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
          "XXH3 rank 0..N-1");
   json_array_foreach(t0, i, t) {
-    shape_text(json_object_get(t, "shape"), shape, sizeof(shape));
+    /* a JSON integer array ("[4096,512]") as it stands */
+    size_t n = json_dumpb(json_object_get(t, "shape"), shape, sizeof(shape) - 1,
+                          JSON_COMPACT);
+    shape[n < sizeof(shape) ? n : 0] = '\0';
     printf("%-56s %-9s %-20s",
            tpl__cli_safe(str(t, "name"), name, sizeof(name)), str(t, "dtype"),
            shape);
@@ -167,15 +157,22 @@ static void print_tensors(const json_t *ranks) {
   }
 }
 
-static void print_table(const json_t *rep, const char *grid, int tensors) {
+/* The daemon's counters, then the load report as a table. */
+static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
-  char model[TPL_SAFE_LEN(4096)];
+  const json_t *d = json_object_get(rep, "daemon");
+  char model[TPL_SAFE_LEN(4096)], grid[256];
+  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
+         "served\n",
+         num(d, "uptime_seconds"), num(d, "clients_connected"),
+         num(d, "attaches_served"));
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
-  if (*grid != '\0') printf("%s\n", grid);
+  /* The daemon serves only after its load found the replicas agreeing. */
+  if (tpl__report_grid_line(rep, grid, sizeof(grid)) == 0) printf("%s\n", grid);
   printf("loaded %.0f bytes (read %.0f) in %.3f s, %.2f GiB/s\n\n", bytes,
          num(rep, "bytes_read"), secs,
          secs > 0 ? bytes / secs / 1073741824.0 : 0.0);
@@ -190,13 +187,6 @@ static json_t *daemon_json(const struct tpl__wire_response *r) {
                    round(r->uptime_seconds * 1000.0) / 1000.0,
                    "clients_connected", (json_int_t)r->clients,
                    "attaches_served", (json_int_t)r->attaches);
-}
-
-static void print_daemon(const json_t *d) {
-  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
-         "served\n",
-         num(d, "uptime_seconds"), num(d, "clients_connected"),
-         num(d, "attaches_served"));
 }
 
 /* A summary's ranks carry no tensors: their counts come beside it (an
@@ -215,7 +205,6 @@ static void set_tensor_counts(json_t *rep, const struct tpl__wire_response *r) {
 static int run_status(const char *path, int json, int tensors) {
   struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
-  char grid[256] = "";
   json_t *rep;
   int rc = job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY,
                        &r, &err);
@@ -228,9 +217,6 @@ static int run_status(const char *path, int json, int tensors) {
   rep = tpl__report_json(r.status, r.status_len, tensors);
   if (rep != NULL) json_object_set_new(rep, "daemon", daemon_json(&r));
   if (rep != NULL && !tensors) set_tensor_counts(rep, &r);
-  /* The daemon serves only after its load found the replicas agreeing. */
-  if (rep != NULL)
-    tpl__report_grid_line(r.status, r.status_len, grid, sizeof(grid));
   tpl__wire_response_free(&r);
   if (rep == NULL) {
     fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
@@ -241,30 +227,24 @@ static int run_status(const char *path, int json, int tensors) {
     json_dumpf(rep, stdout, TPL_JSON_REPORT);
     fputc('\n', stdout);
   } else {
-    print_daemon(json_object_get(rep, "daemon"));
-    print_table(rep, grid, tensors);
+    print_table(rep, tensors);
   }
   json_decref(rep);
   return 0;
 }
 
-enum {
-  OPT_JSON,
-  OPT_HEALTH,
-  OPT_SHUTDOWN,
-  OPT_DAEMON_UID,
-  OPT_TENSORS,
-  OPT_SUMMARY
-};
+#define STATUS_OPTIONS(X)                                                      \
+  X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
+  X(OPT_HEALTH, "health", TPL_CLI_FLAG)                                        \
+  X(OPT_SHUTDOWN, "shutdown", TPL_CLI_FLAG)                                    \
+  X(OPT_DAEMON_UID, "daemon-uid", TPL_CLI_VALUE)                               \
+  X(OPT_TENSORS, "tensors", TPL_CLI_FLAG)                                      \
+  X(OPT_SUMMARY, "summary", TPL_CLI_FLAG)
+
+enum { STATUS_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option status_options[] = {
-    [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
-    [OPT_HEALTH] = {"health", TPL_CLI_FLAG, 0},
-    [OPT_SHUTDOWN] = {"shutdown", TPL_CLI_FLAG, 0},
-    [OPT_DAEMON_UID] = {"daemon-uid", TPL_CLI_VALUE, 0},
-    [OPT_TENSORS] = {"tensors", TPL_CLI_FLAG, 0},
-    [OPT_SUMMARY] = {"summary", TPL_CLI_FLAG, 0},
-};
+    STATUS_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {

@@ -47,7 +47,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
   if (!tpl__cli_has(a, OPT_QUIET))
     printf("verify: %u ranks (tp %u x pp %u x dp %u), %llu tensor shards, "
            "%llu bytes: all match%s\n",
-           res.ranks, res.grid.tp, res.grid.pp, res.grid.dp,
+           res.grid.world, res.grid.tp, res.grid.pp, res.grid.dp,
            (unsigned long long)res.tensors, (unsigned long long)res.bytes,
            res.grid.dp > 1 ? "; replicas agree" : "");
   return 0;

@@ -16,6 +16,15 @@
 #include "report.h"
 #include "topology.h"
 
+/* Packs any message into a malloc'd *buf (caller frees). */
+static int pack_message(const ProtobufCMessage *m, uint8_t **buf, size_t *len) {
+  *len = protobuf_c_message_get_packed_size(m);
+  *buf = malloc(*len ? *len : 1);
+  if (*buf == NULL) return -ENOMEM;
+  protobuf_c_message_pack(m, *buf);
+  return 0;
+}
+
 /* --- job table --- */
 
 static void job_tensor_to_msg(const struct tpl__job_tensor *t,
@@ -55,11 +64,7 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
   table.plan_source = job->plan_source;
   table.n_tensors = job->ntensors;
   table.tensors = ptrs;
-  *len = tpload__job_table__get_packed_size(&table);
-  *buf = malloc(*len ? *len : 1);
-  if (*buf == NULL) goto out;
-  tpload__job_table__pack(&table, *buf);
-  rc = 0;
+  rc = pack_message(&table.base, buf, len);
 out:
   free(msgs);
   free(ptrs);
@@ -216,12 +221,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
-  *len = tpload__rank_report__get_packed_size(&r);
-  *buf = malloc(*len ? *len : 1);
-  rc = -ENOMEM;
-  if (*buf == NULL) goto out;
-  tpload__rank_report__pack(&r, *buf);
-  rc = 0;
+  rc = pack_message(&r.base, buf, len);
 out:
   free_shard_msgs(&s);
   return rc;
@@ -306,26 +306,6 @@ static int check_replicas(const Tpload__LoadReport *lr, struct tpl_error *err) {
   return rc;
 }
 
-int tpl__report_grid_line(const uint8_t *packed, size_t len, char *buf,
-                          size_t size) {
-  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
-  struct tpl__grid g;
-  int rc;
-  if (lr == NULL) return TPL_EPEER;
-  g = report_grid(lr);
-  rc = check_replicas(lr, NULL);
-  if (rc != TPL_EPEER)
-    snprintf(buf, size,
-             "grid: tp %u x pp %u x dp %u, rank = (d*%u + p)*%u + t; "
-             "replicas agree: %s",
-             g.tp, g.pp, g.dp, g.pp, g.tp,
-             g.dp == 1 ? "yes (one replica)"
-             : rc == 0 ? "yes"
-                       : "NO");
-  tpload__load_report__free_unpacked(lr, NULL);
-  return rc == TPL_EPEER ? rc : 0;
-}
-
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
                           uint64_t bytes_read, uint8_t **buf, size_t *len,
@@ -352,14 +332,8 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.n_ranks = world;
   lr.ranks = rr;
   if (rc == 0) rc = check_replicas(&lr, err);
-  if (rc == 0) {
-    *len = tpload__load_report__get_packed_size(&lr);
-    *buf = malloc(*len ? *len : 1);
-    if (*buf == NULL)
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
-    else
-      tpload__load_report__pack(&lr, *buf);
-  }
+  if (rc == 0 && pack_message(&lr.base, buf, len) != 0)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (uint32_t i = 0; i < world; i++)
     if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
   free(rr);
@@ -389,33 +363,35 @@ int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
 
 /* --- JSON --- */
 
+/* Adds the members of `more` (a new reference, NULL on ENOMEM) to o. */
+static void add_members(json_t *o, json_t *more) {
+  json_object_update(o, more);
+  json_decref(more);
+}
+
 static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   char hex[17];
-  json_t *o = json_object();
+  json_t *o = json_pack("{s:s, s:s, s:o}", "name", s->name, "dtype", s->dtype,
+                        "shape", tpl__json_u64_array(s->shape, s->n_shape));
   snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
-  json_object_set_new(o, "name", json_string(s->name));
-  json_object_set_new(o, "dtype", json_string(s->dtype));
-  json_object_set_new(o, "shape", tpl__json_u64_array(s->shape, s->n_shape));
-  if (s->func_name[0] != '\0') {
-    json_object_set_new(o, "func_name", json_string(s->func_name));
-    json_object_set_new(o, "in_shape",
-                        tpl__json_u64_array(s->in_shape, s->n_in_shape));
-    json_object_set_new(o, "out_shape",
-                        tpl__json_u64_array(s->out_shape, s->n_out_shape));
-    json_object_set_new(o, "dim", json_integer(s->dim));
-    json_object_set_new(o, "segs", tpl__json_u64_array(s->segs, s->n_segs));
-  }
-  json_object_set_new(o, "bias_scale", json_real(s->bias_scale));
-  json_object_set_new(o, "nbytes", json_integer((json_int_t)s->nbytes));
-  json_object_set_new(o, "offset", json_integer((json_int_t)s->offset));
-  json_object_set_new(o, "xxh3", json_string(hex));
+  if (s->func_name[0] != '\0')
+    add_members(o, json_pack("{s:s, s:o, s:o, s:I, s:o}", "func_name",
+                             s->func_name, "in_shape",
+                             tpl__json_u64_array(s->in_shape, s->n_in_shape),
+                             "out_shape",
+                             tpl__json_u64_array(s->out_shape, s->n_out_shape),
+                             "dim", (json_int_t)s->dim, "segs",
+                             tpl__json_u64_array(s->segs, s->n_segs)));
+  add_members(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale", s->bias_scale,
+                           "nbytes", (json_int_t)s->nbytes, "offset",
+                           (json_int_t)s->offset, "xxh3", hex));
   return o;
 }
 
 /* A duration in the JSON form: seconds rounded to the microsecond (the
  * clock's honest resolution here; printed short with TPL_JSON_REPORT). */
-static json_t *seconds_json(double s) {
-  return json_real(round(s * 1e6) / 1e6);
+static double usec(double s) {
+  return round(s * 1e6) / 1e6;
 }
 
 /* A report entry for a tensor of another pipeline stage (fill_shard_info)
@@ -439,31 +415,23 @@ static size_t held_count(const Tpload__RankReport *r) {
   return n;
 }
 
+static json_t *phases_json(const Tpload__PhaseTimes *t) {
+  if (t == NULL) return json_object();
+  return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "read", usec(t->read),
+                   "pack", usec(t->pack), "send", usec(t->send), "receive",
+                   usec(t->receive), "scale", usec(t->scale), "allocate",
+                   usec(t->allocate), "hash", usec(t->hash));
+}
+
 static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
-  json_t *o = json_object(), *ph = json_object();
-  json_object_set_new(o, "rank", json_integer(r->rank));
-  json_object_set_new(o, "replica", json_integer(r->replica));
-  json_object_set_new(o, "stage", json_integer(r->stage));
-  json_object_set_new(o, "shard", json_integer(r->shard));
-  json_object_set_new(o, "host", json_string(r->host));
-  json_object_set_new(o, "pid", json_integer(r->pid));
-  json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
-  json_object_set_new(o, "tensor_count",
-                      json_integer((json_int_t)held_count(r)));
-  json_object_set_new(o, "peak_rss_bytes",
-                      json_integer((json_int_t)r->peak_rss_bytes));
-  json_object_set_new(o, "bytes_sent", json_integer((json_int_t)r->bytes_sent));
-  json_object_set_new(o, "seconds", seconds_json(r->seconds));
-  if (r->times != NULL) {
-    json_object_set_new(ph, "read", seconds_json(r->times->read));
-    json_object_set_new(ph, "pack", seconds_json(r->times->pack));
-    json_object_set_new(ph, "send", seconds_json(r->times->send));
-    json_object_set_new(ph, "receive", seconds_json(r->times->receive));
-    json_object_set_new(ph, "scale", seconds_json(r->times->scale));
-    json_object_set_new(ph, "allocate", seconds_json(r->times->allocate));
-    json_object_set_new(ph, "hash", seconds_json(r->times->hash));
-  }
-  json_object_set_new(o, "phases", ph);
+  json_t *o = json_pack(
+      "{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "rank",
+      (json_int_t)r->rank, "replica", (json_int_t)r->replica, "stage",
+      (json_int_t)r->stage, "shard", (json_int_t)r->shard, "host", r->host,
+      "pid", (json_int_t)r->pid, "bytes", (json_int_t)r->bytes, "tensor_count",
+      (json_int_t)held_count(r), "peak_rss_bytes",
+      (json_int_t)r->peak_rss_bytes, "bytes_sent", (json_int_t)r->bytes_sent,
+      "seconds", usec(r->seconds), "phases", phases_json(r->times));
   if (with_tensors) json_object_set_new(o, "tensors", held_tensors_json(r));
   return o;
 }
@@ -471,31 +439,44 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
 json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
   struct tpl__grid g;
-  json_t *o, *ranks;
+  json_t *o, *ranks = json_array();
   int agree;
   if (lr == NULL) return NULL;
   g = report_grid(lr);
   agree = check_replicas(lr, NULL);
-  o = json_object();
-  ranks = json_array();
-  json_object_set_new(o, "model", json_string(lr->model));
-  json_object_set_new(o, "tensor_parallel_shards",
-                      json_integer(lr->tensor_parallel_shards));
-  json_object_set_new(o, "pipeline_parallel_stages", json_integer(g.pp));
-  json_object_set_new(o, "data_parallel_replicas", json_integer(g.dp));
+  o = json_pack("{s:s, s:I, s:I, s:I}", "model", lr->model,
+                "tensor_parallel_shards", (json_int_t)g.tp,
+                "pipeline_parallel_stages", (json_int_t)g.pp,
+                "data_parallel_replicas", (json_int_t)g.dp);
   /* Recomputed from the checksums this report carries; absent when the
    * report does not describe its grid (one written before the grid). */
   if (agree != TPL_EPEER)
     json_object_set_new(o, "replicas_agree", json_boolean(agree == 0));
-  json_object_set_new(o, "bias_scaling", json_boolean(lr->bias_scaling));
-  json_object_set_new(o, "seconds", seconds_json(lr->seconds));
-  json_object_set_new(o, "bytes_read",
-                      json_integer((json_int_t)lr->bytes_read));
-  json_object_set_new(o, "bytes_delivered",
-                      json_integer((json_int_t)lr->bytes_delivered));
   for (size_t i = 0; i < lr->n_ranks; i++)
     json_array_append_new(ranks, rank_json(lr->ranks[i], with_tensors));
-  json_object_set_new(o, "ranks", ranks);
+  add_members(o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
+                           (int)lr->bias_scaling, "seconds", usec(lr->seconds),
+                           "bytes_read", (json_int_t)lr->bytes_read,
+                           "bytes_delivered", (json_int_t)lr->bytes_delivered,
+                           "ranks", ranks));
   tpload__load_report__free_unpacked(lr, NULL);
   return o;
+}
+
+int tpl__report_grid_line(const json_t *rep, char *buf, size_t size) {
+  const json_t *agree = json_object_get(rep, "replicas_agree");
+  json_int_t tp, pp, dp;
+  if (agree == NULL) return TPL_EPEER;
+  tp = json_integer_value(json_object_get(rep, "tensor_parallel_shards"));
+  pp = json_integer_value(json_object_get(rep, "pipeline_parallel_stages"));
+  dp = json_integer_value(json_object_get(rep, "data_parallel_replicas"));
+  snprintf(buf, size,
+           "grid: tp %lld x pp %lld x dp %lld, rank = (d*%lld + p)*%lld + t; "
+           "replicas agree: %s",
+           (long long)tp, (long long)pp, (long long)dp, (long long)pp,
+           (long long)tp,
+           dp == 1               ? "yes (one replica)"
+           : json_is_true(agree) ? "yes"
+                                 : "NO");
+  return 0;
 }

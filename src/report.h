@@ -66,15 +66,15 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
  * `packed` is malformed. */
 json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors);
 
-/* The one-line grid summary of a packed LoadReport, for the load summary
- * and `tpload status`:
+/* The one-line grid summary of a LoadReport's JSON form (`rep`, from
+ * tpl__report_json, which computed the verdict), for the load summary and
+ * `tpload status`:
  *   "grid: tp 2 x pp 2 x dp 2, rank = (d*2 + p)*2 + t; replicas agree: yes"
  * ("yes (one replica)" when D = 1, "NO" when a checksum differs) into buf
  * of `size` bytes (truncated to fit, always terminated when size > 0).
- * Returns 0, or TPL_EPEER when `packed` is malformed or does not describe
- * its grid (buf untouched). */
-int tpl__report_grid_line(const uint8_t *packed, size_t len, char *buf,
-                          size_t size);
+ * Returns 0, or TPL_EPEER when `rep` is NULL or has no replicas_agree (a
+ * report that does not describe its grid; buf untouched). */
+int tpl__report_grid_line(const json_t *rep, char *buf, size_t size);
 
 /* Fills out[i * world + r] with rank r's bytes and checksum of tensor i
  * from a packed LoadReport (0 and 0 for a tensor of another stage).  Returns 0

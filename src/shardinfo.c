@@ -30,6 +30,14 @@ static json_t *preproc(const struct tpl__job *job,
                    tpl__dtype_mlc_name(t->dtype));
 }
 
+/* Appends `v` (a new reference) to array `a`; on failure (ENOMEM) drops
+ * `a` and returns NULL, else returns `a`. */
+static json_t *append(json_t *a, json_t *v) {
+  if (json_array_append_new(a, v) == 0) return a;
+  json_decref(a);
+  return NULL;
+}
+
 /* One "ranks" entry: the global rank, where it sits in the grid, and what
  * it received. */
 static json_t *rank_entry(const struct tpl__job *job, uint32_t r,
@@ -48,13 +56,8 @@ static json_t *rank_entry(const struct tpl__job *job, uint32_t r,
 static json_t *rank_list(const struct tpl__job *job, size_t i,
                          const struct tpl__rank_info *ranks) {
   json_t *a = json_array();
-  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++) {
-    if (!tpl__job_holds(job, i, r)) continue;
-    if (json_array_append_new(a, rank_entry(job, r, &ranks[r])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  }
+  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++)
+    if (tpl__job_holds(job, i, r)) a = append(a, rank_entry(job, r, &ranks[r]));
   return a;
 }
 
@@ -63,10 +66,7 @@ static json_t *rank_list(const struct tpl__job *job, size_t i,
 static json_t *stage_list(struct tpl__stages s) {
   json_t *a = json_array();
   for (uint32_t k = 0; a != NULL && k < s.count; k++)
-    if (json_array_append_new(a, json_integer(s.first + k)) != 0) {
-      json_decref(a);
-      return NULL;
-    }
+    a = append(a, json_integer(s.first + k));
   return a;
 }
 
@@ -136,10 +136,7 @@ static json_t *held_by(const struct tpl__job *job, uint32_t r) {
   for (size_t i = 0; names != NULL && i < job->ntensors; i++) {
     if (!tpl__job_holds(job, i, r)) continue;
     bytes += job->tensors[i].rank_bytes;
-    if (json_array_append_new(names, json_string(job->tensors[i].name)) != 0) {
-      json_decref(names);
-      return NULL;
-    }
+    names = append(names, json_string(job->tensors[i].name));
   }
   return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "rank", (json_int_t)r,
                    "replica", (json_int_t)c.d, "stage", (json_int_t)c.p,
@@ -150,9 +147,6 @@ static json_t *held_by(const struct tpl__job *job, uint32_t r) {
 json_t *tpl__shardinfo_ranks(const struct tpl__job *job) {
   json_t *a = json_array();
   for (uint32_t r = 0; a != NULL && r < job->grid.world; r++)
-    if (json_array_append_new(a, held_by(job, r)) != 0) {
-      json_decref(a);
-      return NULL;
-    }
+    a = append(a, held_by(job, r));
   return a;
 }

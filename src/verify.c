@@ -464,7 +464,6 @@ int tpl__verify(const char *model, const char *dir, const char *plan,
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
     rc = compare_tensor(&v, i, &res, err);
   if (rc == 0) {
-    res.ranks = v.job->grid.world;
     res.grid = v.job->grid;
     *out = res;
   }

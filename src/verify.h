@@ -10,8 +10,7 @@
 #include "topology.h"
 
 struct tpl__verify_result {
-  uint32_t ranks;
-  struct tpl__grid grid; /* the grid of the output */
+  struct tpl__grid grid; /* the grid of the output (grid.world ranks) */
   uint64_t tensors;      /* tensor shards compared */
   uint64_t bytes;        /* bytes compared */
 };

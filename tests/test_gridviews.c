@@ -270,15 +270,17 @@ static void test_report_tp2_dp2_agrees(void) {
   CHECK(json_is_true(json_object_get(o, "replicas_agree")));
   check_coords(rank_json(o, 0), 0, 0, 0);
   check_coords(rank_json(o, 3), 1, 0, 1);
+  CHECK_EQ_INT(tpl__report_grid_line(o, line, sizeof(line)), 0);
   json_decref(o);
-  CHECK_EQ_INT(tpl__report_grid_line(buf, len, line, sizeof(line)), 0);
   CHECK_STR_CONTAINS(line, "grid: tp 2 x pp 1 x dp 2, rank = (d*1 + p)*2 + t");
   CHECK_STR_CONTAINS(line, "replicas agree: yes");
   /* a report whose grid does not match its ranks says nothing */
   buf[0] ^= 0xff;
   line[0] = 'x';
-  CHECK_EQ_INT(tpl__report_grid_line(buf, 3, line, sizeof(line)), TPL_EPEER);
+  o = tpl__report_json(buf, 3, 0);
+  CHECK_EQ_INT(tpl__report_grid_line(o, line, sizeof(line)), TPL_EPEER);
   CHECK(line[0] == 'x');
+  json_decref(o);
   free(buf);
 }
 
@@ -320,8 +322,8 @@ static void test_report_stages(void) {
                    "\"model.layers.2.w\""));
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")),
                8 + 4 + 4 + 2 + 8);
+  CHECK_EQ_INT(tpl__report_grid_line(o, line, sizeof(line)), 0);
   json_decref(o);
-  CHECK_EQ_INT(tpl__report_grid_line(buf, len, line, sizeof(line)), 0);
   CHECK_STR_CONTAINS(line, "grid: tp 1 x pp 2 x dp 2, rank = (d*2 + p)*1 + t; "
                            "replicas agree: yes");
   free(buf);
