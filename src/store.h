@@ -46,10 +46,6 @@ enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl_error *err);
 
-/* tpl__store_create_huge with TPL_HUGE_AUTO. */
-int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
-                      struct tpl_error *err);
-
 /* The same for a store only this process reads (load, preshard): private
  * anonymous memory advised for transparent huge pages (tpl__huge_alloc),
  * faulted in as it is written, fd -1, never sealed. */

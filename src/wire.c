@@ -12,16 +12,12 @@
 #include "proto/tpload.pb-c.h"
 #include "wire.h"
 
-_Static_assert((int)TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH,
-               "kind");
-_Static_assert((int)TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS,
-               "kind");
-_Static_assert((int)TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST,
-               "kind");
-_Static_assert((int)TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH,
-               "kind");
-_Static_assert((int)TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
-               "kind");
+_Static_assert(TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH &&
+                   TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS &&
+                   TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST &&
+                   TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH &&
+                   TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
+               "request kinds as in tpload.Request.Kind");
 
 /* ---- frame reader ---- */
 
@@ -147,21 +143,15 @@ static void entry_from(Tpload__TensorEntry *e,
   e->xxh3 = t->xxh3;
 }
 
-/* Points m->tensors at entries built from r's tensors.  *store holds the
- * entries; the caller frees *store and m->tensors. */
+/* Points m->tensors at entries built from r's tensors: the entries, then
+ * the pointers, in one malloc'd block (*store, the caller frees it). */
 static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
                         Tpload__TensorEntry **store) {
   Tpload__TensorEntry *es;
-  *store = NULL;
   if (r->ntensors == 0) return 0;
-  es = calloc(r->ntensors, sizeof(*es));
-  m->tensors = calloc(r->ntensors, sizeof(*m->tensors));
-  if (es == NULL || m->tensors == NULL) {
-    free(es);
-    free(m->tensors);
-    m->tensors = NULL;
-    return -ENOMEM;
-  }
+  es = malloc(r->ntensors * (sizeof(*es) + sizeof(es)));
+  if (es == NULL) return -ENOMEM;
+  m->tensors = (Tpload__TensorEntry **)(es + r->ntensors);
   for (size_t i = 0; i < r->ntensors; i++) {
     entry_from(&es[i], &r->tensors[i]);
     m->tensors[i] = &es[i];
@@ -208,7 +198,6 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   else if (rc != 0)
     tpl__fail(err, rc, "response: out of memory");
   free(entries);
-  free(m.tensors);
   free(m.table.data);
   return rc;
 }
@@ -244,24 +233,10 @@ static int alloc_strings(struct tpl__wire_response *out,
   return out->strings ? 0 : -ENOMEM;
 }
 
-/* The status bytes as they came: the client unpacks them once. */
-static int copy_status(struct tpl__wire_response *out,
-                       const ProtobufCBinaryData *s) {
-  uint8_t *b = malloc(s->len);
-  if (b == NULL) return -ENOMEM;
-  out->status = memcpy(b, s->data, s->len);
-  out->status_len = s->len;
-  return 0;
-}
-
-static int copy_counts(struct tpl__wire_response *out,
-                       const Tpload__Response *m) {
-  uint64_t *c = malloc(m->n_tensor_counts * sizeof(*c));
-  if (c == NULL) return -ENOMEM;
-  memcpy(c, m->tensor_counts, m->n_tensor_counts * sizeof(*c));
-  out->tensor_counts = c;
-  out->ncounts = m->n_tensor_counts;
-  return 0;
+/* A malloc'd copy of `n` bytes (n > 0) at `p`, or NULL. */
+static void *copy_of(const void *p, size_t n) {
+  void *b = malloc(n);
+  return b != NULL ? memcpy(b, p, n) : NULL;
 }
 
 static int copy_response(struct tpl__wire_response *out,
@@ -284,9 +259,16 @@ static int copy_response(struct tpl__wire_response *out,
   out->model = strdup(m->model ? m->model : "");
   if (out->job_id == NULL || out->model == NULL)
     return tpl__fail(err, -ENOMEM, "out of memory");
-  if (m->status.len > 0 && copy_status(out, &m->status) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  if (m->n_tensor_counts > 0 && copy_counts(out, m) != 0)
+  /* The status bytes as they came: the client unpacks them once. */
+  out->status_len = m->status.len;
+  out->ncounts = m->n_tensor_counts;
+  if (out->status_len > 0)
+    out->status = copy_of(m->status.data, out->status_len);
+  if (out->ncounts > 0)
+    out->tensor_counts =
+        copy_of(m->tensor_counts, out->ncounts * sizeof(uint64_t));
+  if ((out->status_len > 0 && out->status == NULL) ||
+      (out->ncounts > 0 && out->tensor_counts == NULL))
     return tpl__fail(err, -ENOMEM, "out of memory");
   if (m->table.len > 0)
     return tpl__wire_table_decode(m->table.data, m->table.len, out, err);

@@ -109,7 +109,9 @@ static void build_job(void) {
 
 static void build_store(void) {
   build_job();
-  if (tpl__store_create(&store, job.store_size, NT, NULL) != 0) abort();
+  if (tpl__store_create_huge(&store, job.store_size, NT, TPL_HUGE_AUTO, NULL) !=
+      0)
+    abort();
   for (size_t t = 0; t < NT; t++) {
     uint8_t *p = store.base + offsets[t];
     for (size_t i = 0; i < specs[t].nbytes; i++)
