@@ -34,7 +34,6 @@ struct tpl_shard {
   int fd, table_fd; /* the store's and the table's memfds, -1 when none */
   const uint8_t *base;
   uint64_t size;
-  uint32_t rank, world;
   struct tpl__wire_response man; /* the attach reply: identity */
   const uint8_t *table;          /* the TPLM region ... */
   size_t table_len;
@@ -389,8 +388,6 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                                 : "a file descriptor is missing from the "
                                   "reply");
   s->size = s->man.store_bytes;
-  s->rank = s->man.rank;
-  s->world = s->man.world;
   return rc;
 }
 
@@ -444,10 +441,10 @@ void tpl_detach(struct tpl_shard *s) {
 }
 
 uint32_t tpl_shard_rank(const struct tpl_shard *s) {
-  return s->rank;
+  return s->man.rank;
 }
 uint32_t tpl_shard_world(const struct tpl_shard *s) {
-  return s->world;
+  return s->man.world;
 }
 size_t tpl_shard_count(const struct tpl_shard *s) {
   return s->map.count;
