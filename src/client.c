@@ -294,12 +294,6 @@ int tpl__client_request_flags(const char *path, int kind, unsigned flags,
   return rc;
 }
 
-int tpl__client_request(const char *path, int kind, int timeout_ms,
-                        struct tpl__wire_response *resp,
-                        struct tpl_error *err) {
-  return tpl__client_request_flags(path, kind, 0, timeout_ms, resp, err);
-}
-
 /* ---- attaching ---- */
 
 /* Checks a passed memfd, the `what` of `size` bytes, sealed against
