@@ -218,6 +218,7 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                      (unsigned long long)size);
   s->base = p;
   s->size = size;
+  s->mapped = round_huge(size);
   return 0;
 }
 
@@ -280,10 +281,7 @@ int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
 
 void tpl__store_free(struct tpl__store *s) {
   prefault_join(s);
-  if (s->base != NULL && s->fd < 0)
-    tpl__huge_free(s->base, (size_t)s->size);
-  else if (s->base != NULL)
-    munmap(s->base, (size_t)s->mapped);
+  if (s->base != NULL) munmap(s->base, (size_t)s->mapped);
   if (s->fd >= 0) close(s->fd);
   free(s->xxh3);
   memset(s, 0, sizeof(*s));

@@ -19,7 +19,7 @@ struct tpl__store {
   int fd;        /* memfd, -1 when closed */
   uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
-  uint64_t mapped;      /* bytes reserved at base (memfd) */
+  uint64_t mapped;      /* bytes reserved at base */
   uint64_t prepared;    /* memfd: [0, prepared) is populated */
   pthread_t prefaulter; /* see tpl__store_prefault */
   int prefaulting;      /* 1 while the thread is to be joined */
