@@ -34,7 +34,6 @@ struct tpl_shard {
   int fd, table_fd; /* the store's and the table's memfds, -1 when none */
   const uint8_t *base;
   uint64_t size;
-  uint32_t rank, world;
   struct tpl__wire_response man; /* the attach reply: identity */
   const uint8_t *table;          /* the TPLM region ... */
   size_t table_len;
@@ -295,21 +294,18 @@ int tpl__client_request_flags(const char *path, int kind, unsigned flags,
   return rc;
 }
 
-int tpl__client_request(const char *path, int kind, int timeout_ms,
-                        struct tpl__wire_response *resp,
-                        struct tpl_error *err) {
-  return tpl__client_request_flags(path, kind, 0, timeout_ms, resp, err);
-}
-
 /* ---- attaching ---- */
 
-/* Checks a passed memfd: `size` bytes and sealed against writes and
- * shrinking, so what was validated stays as it was. */
-static int check_memfd(int fd, uint64_t size, const char *path,
-                       const char *what, struct tpl_error *err) {
+/* Checks a passed memfd, the `what` of `size` bytes, sealed against
+ * writes and shrinking (so what was validated stays as it was), and maps
+ * it read-only into *out (not when empty). */
+static int map_memfd(int fd, uint64_t size, int flags, const char *path,
+                     const char *what, const uint8_t **out,
+                     struct tpl_error *err) {
   const int need = F_SEAL_WRITE | F_SEAL_SHRINK;
   struct stat st;
   int seals = fcntl(fd, F_GET_SEALS);
+  void *p;
   if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size)
     return tpl__fail(err, TPL_EPROTO,
                      "%s: expected a %llu-byte %s, found another size", path,
@@ -319,20 +315,14 @@ static int check_memfd(int fd, uint64_t size, const char *path,
                      "%s: expected a sealed read-only %s, found an unsealed "
                      "one",
                      path, what);
-  return 0;
-}
-
-/* Checks the passed memfd (size, seals) and maps it read-only. */
-static int map_store(struct tpl_shard *s, const char *path,
-                     struct tpl_error *err) {
-  void *p;
-  int rc = check_memfd(s->fd, s->size, path, "store", err);
-  if (rc != 0 || s->size == 0) return rc;
-  p = mmap(NULL, (size_t)s->size, PROT_READ, MAP_SHARED, s->fd, 0);
+  if (size > SIZE_MAX)
+    return tpl__fail(err, TPL_EPROTO, "%s: %s too large", path, what);
+  if (size == 0) return 0;
+  p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED | flags, fd, 0);
   if (p == MAP_FAILED)
-    return tpl__fail(err, -errno, "%s: cannot map the store: %s", path,
+    return tpl__fail(err, -errno, "%s: cannot map the %s: %s", path, what,
                      strerror(errno));
-  s->base = p;
+  *out = p;
   return 0;
 }
 
@@ -340,21 +330,11 @@ static int map_store(struct tpl_shard *s, const char *path,
  * tables filled in one call (it is read whole to validate it). */
 static int map_table(struct tpl_shard *s, const char *path,
                      struct tpl_error *err) {
-  uint64_t len = s->man.table_bytes;
-  void *p;
-  int rc = check_memfd(s->table_fd, len, path, "tensor table", err);
-  if (rc != 0) return rc;
-  if (len > SIZE_MAX)
-    return tpl__fail(err, TPL_EPROTO, "%s: tensor table too large", path);
-  p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED | MAP_POPULATE, s->table_fd,
-           0);
-  if (p == MAP_FAILED)
-    return tpl__fail(err, -errno, "%s: cannot map the tensor table: %s", path,
-                     strerror(errno));
-  s->table = p;
-  s->table_len = (size_t)len;
-  s->table_mapped = 1;
-  return 0;
+  int rc = map_memfd(s->table_fd, s->man.table_bytes, MAP_POPULATE, path,
+                     "tensor table", &s->table, err);
+  s->table_len = (size_t)s->man.table_bytes;
+  s->table_mapped = rc == 0;
+  return rc;
 }
 
 /* A daemon without TPL_REQ_F_TABLE_FD sent the compact table: lay it out
@@ -402,8 +382,6 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                                 : "a file descriptor is missing from the "
                                   "reply");
   s->size = s->man.store_bytes;
-  s->rank = s->man.rank;
-  s->world = s->man.world;
   return rc;
 }
 
@@ -414,7 +392,7 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   s->fd = s->table_fd = -1;
   rc = fetch(s, path, timeout_ms, err);
-  if (rc == 0) rc = map_store(s, path, err);
+  if (rc == 0) rc = map_memfd(s->fd, s->size, 0, path, "store", &s->base, err);
   if (rc == 0) rc = open_table(s, path, err);
   if (rc != 0) {
     tpl_detach(s);
@@ -457,10 +435,10 @@ void tpl_detach(struct tpl_shard *s) {
 }
 
 uint32_t tpl_shard_rank(const struct tpl_shard *s) {
-  return s->rank;
+  return s->man.rank;
 }
 uint32_t tpl_shard_world(const struct tpl_shard *s) {
-  return s->world;
+  return s->man.world;
 }
 size_t tpl_shard_count(const struct tpl_shard *s) {
   return s->map.count;

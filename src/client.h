@@ -29,11 +29,8 @@ int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err);
 
-/* Connects, sends one request, reads the reply and disconnects. */
-int tpl__client_request(const char *path, int kind, int timeout_ms,
-                        struct tpl__wire_response *resp, struct tpl_error *err);
-
-/* The same with TPL_REQ_F_* flags (e.g. a summary status). */
+/* Connects, sends one request of `kind` with TPL_REQ_F_* `flags` (e.g.
+ * a summary status, or 0), reads the reply and disconnects. */
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err);

@@ -84,8 +84,8 @@ static int refused(const char *path, const struct tpl__wire_response *r) {
 
 static int run_health(const char *path) {
   struct tpl__wire_response r = {0};
-  int rc = tpl__client_request(path, TPL_REQ_HEALTH, TPL_CLIENT_TIMEOUT_MS, &r,
-                               NULL);
+  int rc = tpl__client_request_flags(path, TPL_REQ_HEALTH, 0,
+                                     TPL_CLIENT_TIMEOUT_MS, &r, NULL);
   int ok = rc == 0 && r.ok;
   tpl__wire_response_free(&r);
   return ok ? 0 : 69;

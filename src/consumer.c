@@ -9,8 +9,8 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
                        char *errbuf, size_t errlen) {
   struct tpl__wire_response r = {0};
   struct tpl_error err = {0};
-  int rc = tpl__client_request(socket_path, TPL_REQ_HEALTH,
-                               TPL_CLIENT_TIMEOUT_MS, &r, &err);
+  int rc = tpl__client_request_flags(socket_path, TPL_REQ_HEALTH, 0,
+                                     TPL_CLIENT_TIMEOUT_MS, &r, &err);
   if (rc == 0 && !r.ok)
     rc = tpl__fail(&err, TPL_EUNREACHABLE, "%s: not serving: %s", socket_path,
                    r.error ? r.error : "no reason given");
@@ -27,8 +27,8 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
 TPL_API int tpl_shutdown(const char *socket_path, char *errbuf, size_t errlen) {
   struct tpl__wire_response r = {0};
   struct tpl_error err = {0};
-  int rc = tpl__client_request(socket_path, TPL_REQ_SHUTDOWN,
-                               TPL_CLIENT_TIMEOUT_MS, &r, &err);
+  int rc = tpl__client_request_flags(socket_path, TPL_REQ_SHUTDOWN, 0,
+                                     TPL_CLIENT_TIMEOUT_MS, &r, &err);
   if (rc == 0 && !r.ok)
     rc = tpl__fail(&err, TPL_EPEER, "%s: shutdown refused: %s", socket_path,
                    r.error ? r.error : "no reason given");

@@ -55,6 +55,7 @@
 #define FD_RETRY_MS 10
 #define LISTEN_BACKLOG 511
 #define CONN_INBUF 4096
+#define BUSY "daemon busy: too many connections, try again"
 
 /* One log line when the daemon's --log-level is at least `level`. */
 #define LOG_AT(s, level, ...)                                                  \
@@ -116,8 +117,7 @@ struct server {
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
-  int table_fd; /* the TPLM table's sealed memfd, or -1 */
-  uint64_t table_bytes;
+  int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
   struct tpl__status_summary summary; /* rank 0: report without tensors */
   uint64_t started_ns;                /* uv_hrtime() when serving began */
   uint64_t attaches;                  /* attach requests served */
@@ -228,9 +228,11 @@ static int sealed_memfd(const char *name, const uint8_t *b, size_t len,
 
 /* The tensor table laid out for reading in place (table_map.h), in a
  * sealed memfd built once: an attach passes it beside the store, so a
- * consumer copies and allocates nothing per tensor. */
-static int make_table_fd(struct server *s, const struct tpl__wire_tensor *t,
-                         size_t n, struct tpl_error *err) {
+ * consumer copies and allocates nothing per tensor.  Then the reply to an
+ * attach that asks for it. */
+static int build_attach_fd(struct server *s, const struct tpl__wire_tensor *t,
+                           size_t n, struct tpl_error *err) {
+  struct tpl__wire_response r = {.ok = 1};
   uint8_t *b;
   size_t len;
   int rc = tpl__tmap_build(t, n, &b, &len, err);
@@ -239,23 +241,16 @@ static int make_table_fd(struct server *s, const struct tpl__wire_tensor *t,
   free(b);
   if (rc != 0)
     return tpl__fail(err, rc, "daemon: tensor table memfd: %s", strerror(-rc));
-  s->table_bytes = len;
-  return 0;
-}
-
-/* The reply to an attach that asked for the table's memfd. */
-static int build_attach_fd(struct server *s, struct tpl_error *err) {
-  struct tpl__wire_response r = {.ok = 1, .table_bytes = s->table_bytes};
+  r.table_bytes = len;
   return build_frame(s, F_ATTACH_FD, &r, err);
 }
 
 static int build_manifest(struct server *s, struct tpl_error *err) {
   const struct tpl__job *job = s->cfg->job;
-  struct tpl__wire_response r = {.ok = 1, .ntensors = job->ntensors};
+  struct tpl__wire_response r = {.ok = 1};
   int rc;
   r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
   if (r.tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  r.ntensors = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *jt = &job->tensors[i];
     struct tpl__wire_tensor *t = &r.tensors[r.ntensors];
@@ -272,41 +267,42 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
   rc = build_frame(s, F_MANIFEST, &r, err);
   r.compact = 1; /* the attach reply carries the table too: one trip */
   if (rc == 0) rc = build_frame(s, F_ATTACH, &r, err);
-  if (rc == 0) rc = make_table_fd(s, r.tensors, r.ntensors, err);
+  if (rc == 0) rc = build_attach_fd(s, r.tensors, r.ntensors, err);
   free(r.tensors);
-  if (rc == 0) rc = build_attach_fd(s, err);
   return rc;
 }
 
-static int build_frames(struct server *s, struct tpl_error *err) {
+/* A request only rank 0 serves: on another rank a refusal "WHAT is
+ * served by rank 0: ask DIR/rank0.sock", on rank 0 the reply `own` (an
+ * error, or NULL for ok). */
+static int build_rank0_only(struct server *s, enum frame_id id,
+                            const char *what, const char *own,
+                            struct tpl_error *err) {
   char msg[PATH_MAX + 64];
-  struct tpl__wire_response ok = {.ok = 1}, st = {0}, sd = {.ok = 1},
-                            busy = {0};
-  int rc;
-  if (s->cfg->rank == 0) {
-    st.ok = s->cfg->status != NULL;
-    st.status = s->cfg->status;
-    st.status_len = s->cfg->status_len;
-    if (!st.ok) st.error = "rank 0 has no load report";
-  } else {
-    snprintf(msg, sizeof(msg), "status is served by rank 0: ask %s/rank0.sock",
-             s->dir);
-    st.error = msg;
-    sd.ok = 0;
+  struct tpl__wire_response r = {.error = own};
+  if (s->cfg->rank != 0) {
+    snprintf(msg, sizeof(msg), "%s is served by rank 0: ask %s/rank0.sock",
+             what, s->dir);
+    r.error = msg;
   }
-  busy.error = "daemon busy: too many connections, try again";
-  rc = build_frame(s, F_HEALTH, &ok, err);
-  if (rc == 0) rc = build_frame(s, F_STATUS, &st, err);
-  if (rc == 0 && s->cfg->rank != 0) {
-    snprintf(msg, sizeof(msg),
-             "shutdown is served by rank 0: ask %s/rank0.sock", s->dir);
-    sd.error = msg;
-  }
-  if (rc == 0) rc = build_frame(s, F_SHUTDOWN, &sd, err);
+  r.ok = r.error == NULL;
+  return build_frame(s, id, &r, err);
+}
+
+/* Every reply that does not change.  Rank 0's status with a report is
+ * built per request (send_status); F_STATUS is only ever a refusal. */
+static int build_frames(struct server *s, struct tpl_error *err) {
+  struct tpl__wire_response ok = {.ok = 1}, busy = {.error = BUSY};
+  int rc = build_frame(s, F_HEALTH, &ok, err);
+  if (rc == 0)
+    rc = build_rank0_only(s, F_STATUS, "status", "rank 0 has no load report",
+                          err);
+  if (rc == 0) rc = build_rank0_only(s, F_SHUTDOWN, "shutdown", NULL, err);
   if (rc == 0) rc = build_frame(s, F_BUSY, &busy, err);
   if (rc == 0) rc = build_manifest(s, err);
-  if (rc == 0 && st.ok)
-    rc = tpl__wire_status_summary(st.status, st.status_len, &s->summary, err);
+  if (rc == 0 && s->cfg->rank == 0 && s->cfg->status != NULL)
+    rc = tpl__wire_status_summary(s->cfg->status, s->cfg->status_len,
+                                  &s->summary, err);
   return rc;
 }
 
@@ -399,27 +395,34 @@ static void send_frame(struct conn *c, enum frame_id id) {
   send_bytes(c, c->srv->frames[id], c->srv->frame_len[id]);
 }
 
+/* Sends `r`, encoded into c->owned; the connection closes after it when
+ * `fatal`. */
+static void send_owned(struct conn *c, const struct tpl__wire_response *r,
+                       int fatal) {
+  size_t len;
+  free(c->owned);
+  c->owned = NULL;
+  if (tpl__wire_encode_response(r, &c->owned, &len, NULL) != 0) {
+    close_conn(c);
+    return;
+  }
+  c->close_after |= fatal;
+  send_bytes(c, c->owned, len);
+}
+
 /* Sends an error reply; the connection closes after it when `fatal`. */
 static void send_error(struct conn *c, int fatal, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
   char msg[256];
   struct tpl__wire_response r = {.error = msg};
-  size_t len;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   r.rank = c->srv->cfg->rank;
   r.world = c->srv->cfg->world;
-  free(c->owned);
-  c->owned = NULL;
-  if (tpl__wire_encode_response(&r, &c->owned, &len, NULL) != 0) {
-    close_conn(c);
-    return;
-  }
-  c->close_after = fatal;
-  send_bytes(c, c->owned, len);
+  send_owned(c, &r, fatal);
 }
 
 static void begin_stop(struct server *s);
@@ -431,7 +434,6 @@ static void begin_stop(struct server *s);
 static void send_status(struct conn *c, int summary) {
   struct server *s = c->srv;
   struct tpl__wire_response r = {.ok = 1};
-  size_t len;
   if (s->cfg->rank != 0 || s->cfg->status == NULL) {
     send_frame(c, F_STATUS);
     return;
@@ -446,13 +448,7 @@ static void send_status(struct conn *c, int summary) {
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
-  free(c->owned);
-  c->owned = NULL;
-  if (tpl__wire_encode_response(&r, &c->owned, &len, NULL) != 0) {
-    close_conn(c);
-    return;
-  }
-  send_bytes(c, c->owned, len);
+  send_owned(c, &r, 0);
 }
 
 /* The client asked for the store: count it, and log its first time. */
@@ -464,23 +460,24 @@ static void note_attach(struct conn *c) {
   c->attached = 1;
 }
 
-/* Asks the whole job to stop, once.  On rank 0 request_shutdown tells
- * every other rank; on another rank (its own SIGTERM/SIGINT) it asks rank
- * 0 to, so a signal to any one rank ends the job instead of leaving that
- * rank waiting in MPI_Finalize while the others serve. */
-static void request_job_shutdown(struct server *s) {
+/* Asks the whole job to stop, once, and stops this rank.  On rank 0
+ * request_shutdown tells every other rank; on another rank (its own
+ * SIGTERM/SIGINT) it asks rank 0 to, so a signal to any one rank ends the
+ * job instead of leaving that rank waiting in MPI_Finalize while the
+ * others serve. */
+static void stop_job(struct server *s) {
   const struct tpl__coord *c = s->cfg->coord;
-  if (s->shutdown_sent) return;
-  s->shutdown_sent = 1;
-  if (c != NULL && c->request_shutdown != NULL &&
+  if (!s->shutdown_sent && c != NULL && c->request_shutdown != NULL &&
       c->request_shutdown(c->ctx) != 0)
     LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
+  s->shutdown_sent = 1;
+  begin_stop(s);
 }
 
 static void handle_request(struct conn *c, int kind, unsigned flags) {
   struct server *s = c->srv;
   if (c->health_only && kind != TPL_REQ_HEALTH) {
-    send_error(c, 1, "daemon busy: too many connections, try again");
+    send_error(c, 1, BUSY);
     return;
   }
   c->close_after |= c->health_only;
@@ -503,10 +500,7 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
     break;
   case TPL_REQ_SHUTDOWN:
     send_frame(c, F_SHUTDOWN);
-    if (s->cfg->rank == 0) {
-      request_job_shutdown(s);
-      begin_stop(s);
-    }
+    if (s->cfg->rank == 0) stop_job(s);
     break;
   default:
     send_error(c, 0, "unknown request kind %d", kind);
@@ -750,9 +744,7 @@ static void on_poll(uv_timer_t *t) {
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
-  struct server *s = h->data;
-  request_job_shutdown(s);
-  begin_stop(s);
+  stop_job(h->data);
 }
 
 /* ---- the run ---- */

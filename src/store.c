@@ -8,7 +8,7 @@
  * machine one 4 KiB fault can cost tens of microseconds), so every large
  * buffer is advised for transparent huge pages and aligned to 2 MiB:
  * 512 times fewer faults.  Shared memory only gets huge pages from
- * hugetlb (when pages are reserved, see tpl__store_create) or when the
+ * hugetlb (when pages are reserved, see tpl__store_create_huge) or when the
  * administrator sets shmem_enabled=advise; otherwise its pages are
  * populated writable in one kernel pass (MADV_POPULATE_WRITE) instead of
  * one write fault per 4 KiB page. */
@@ -194,8 +194,11 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
   return 0;
 }
 
-static int alloc_checksums(struct tpl__store *s, size_t ntensors,
-                           struct tpl_error *err) {
+/* An empty store (fd -1) with room for `ntensors` zero checksums. */
+static int init_store(struct tpl__store *s, size_t ntensors,
+                      struct tpl_error *err) {
+  memset(s, 0, sizeof(*s));
+  s->fd = -1;
   s->xxh3 = calloc(ntensors ? ntensors : 1, sizeof(*s->xxh3));
   if (s->xxh3 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   s->ntensors = ntensors;
@@ -205,9 +208,7 @@ static int alloc_checksums(struct tpl__store *s, size_t ntensors,
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                               size_t ntensors, struct tpl_error *err) {
   void *p;
-  memset(s, 0, sizeof(*s));
-  s->fd = -1;
-  if (alloc_checksums(s, ntensors, err) != 0) return -ENOMEM;
+  if (init_store(s, ntensors, err) != 0) return -ENOMEM;
   if (size == 0) return 0;
   /* Faulted in as the shard arrives, not up front: the faults then overlap
    * with rank 0's reading instead of delaying it. */
@@ -217,6 +218,7 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                      (unsigned long long)size);
   s->base = p;
   s->size = size;
+  s->mapped = round_huge(size);
   return 0;
 }
 
@@ -232,16 +234,13 @@ static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
   unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
   if (want_hugetlb(huge, size)) {
     s->fd = memfd_create("tpload-store", flags | MFD_HUGETLB);
-    if (s->fd >= 0) {
-      s->hugetlb = 1;
-      return 0;
-    }
-    if (huge == TPL_HUGE_HUGETLB) {
+    s->hugetlb = s->fd >= 0;
+    if (!s->hugetlb && huge == TPL_HUGE_HUGETLB) {
       int e = errno;
       return tpl__fail(err, -e, "memfd_create(MFD_HUGETLB): %s", strerror(e));
     }
   }
-  s->fd = memfd_create("tpload-store", flags);
+  if (s->fd < 0) s->fd = memfd_create("tpload-store", flags);
   if (s->fd < 0) {
     int e = errno;
     return tpl__fail(err, -e, "memfd_create: %s", strerror(e));
@@ -251,10 +250,8 @@ static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
 
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl_error *err) {
-  int rc;
-  memset(s, 0, sizeof(*s));
-  s->fd = -1;
-  rc = open_memfd(s, huge, size, err);
+  int rc = init_store(s, ntensors, err);
+  if (rc == 0) rc = open_memfd(s, huge, size, err);
   if (rc != 0) return rc;
   /* A hugetlb file holds whole huge pages only. */
   if (s->hugetlb) size = round_huge(size);
@@ -265,13 +262,7 @@ int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                      s->hugetlb ? " in hugetlb pages" : "", strerror(e));
   }
   s->size = size;
-  if (alloc_checksums(s, ntensors, err) != 0) return -ENOMEM;
   return map_store(s, PROT_READ | PROT_WRITE, err);
-}
-
-int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
-                      struct tpl_error *err) {
-  return tpl__store_create_huge(s, size, ntensors, TPL_HUGE_AUTO, err);
 }
 
 int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
@@ -290,10 +281,7 @@ int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
 
 void tpl__store_free(struct tpl__store *s) {
   prefault_join(s);
-  if (s->base != NULL && s->fd < 0)
-    tpl__huge_free(s->base, (size_t)s->size);
-  else if (s->base != NULL)
-    munmap(s->base, (size_t)s->mapped);
+  if (s->base != NULL) munmap(s->base, (size_t)s->mapped);
   if (s->fd >= 0) close(s->fd);
   free(s->xxh3);
   memset(s, 0, sizeof(*s));

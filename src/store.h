@@ -19,7 +19,7 @@ struct tpl__store {
   int fd;        /* memfd, -1 when closed */
   uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
-  uint64_t mapped;      /* bytes reserved at base (memfd) */
+  uint64_t mapped;      /* bytes reserved at base */
   uint64_t prepared;    /* memfd: [0, prepared) is populated */
   pthread_t prefaulter; /* see tpl__store_prefault */
   int prefaulting;      /* 1 while the thread is to be joined */
@@ -45,10 +45,6 @@ enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
  * either way. */
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl_error *err);
-
-/* tpl__store_create_huge with TPL_HUGE_AUTO. */
-int tpl__store_create(struct tpl__store *s, uint64_t size, size_t ntensors,
-                      struct tpl_error *err);
 
 /* The same for a store only this process reads (load, preshard): private
  * anonymous memory advised for transparent huge pages (tpl__huge_alloc),

@@ -12,16 +12,12 @@
 #include "proto/tpload.pb-c.h"
 #include "wire.h"
 
-_Static_assert((int)TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH,
-               "kind");
-_Static_assert((int)TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS,
-               "kind");
-_Static_assert((int)TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST,
-               "kind");
-_Static_assert((int)TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH,
-               "kind");
-_Static_assert((int)TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
-               "kind");
+_Static_assert(TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH &&
+                   TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS &&
+                   TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST &&
+                   TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH &&
+                   TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
+               "request kinds as in tpload.Request.Kind");
 
 /* ---- frame reader ---- */
 
@@ -147,21 +143,15 @@ static void entry_from(Tpload__TensorEntry *e,
   e->xxh3 = t->xxh3;
 }
 
-/* Points m->tensors at entries built from r's tensors.  *store holds the
- * entries; the caller frees *store and m->tensors. */
+/* Points m->tensors at entries built from r's tensors: the entries, then
+ * the pointers, in one malloc'd block (*store, the caller frees it). */
 static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
                         Tpload__TensorEntry **store) {
   Tpload__TensorEntry *es;
-  *store = NULL;
   if (r->ntensors == 0) return 0;
-  es = calloc(r->ntensors, sizeof(*es));
-  m->tensors = calloc(r->ntensors, sizeof(*m->tensors));
-  if (es == NULL || m->tensors == NULL) {
-    free(es);
-    free(m->tensors);
-    m->tensors = NULL;
-    return -ENOMEM;
-  }
+  es = malloc(r->ntensors * (sizeof(*es) + sizeof(es)));
+  if (es == NULL) return -ENOMEM;
+  m->tensors = (Tpload__TensorEntry **)(es + r->ntensors);
   for (size_t i = 0; i < r->ntensors; i++) {
     entry_from(&es[i], &r->tensors[i]);
     m->tensors[i] = &es[i];
@@ -208,22 +198,20 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   else if (rc != 0)
     tpl__fail(err, rc, "response: out of memory");
   free(entries);
-  free(m.tensors);
   free(m.table.data);
   return rc;
 }
 
+/* Entry e as t; its name and dtype stay in the message. */
 static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
-                      char **pool, struct tpl_error *err) {
-  size_t nl = strlen(e->name) + 1, dl = strlen(e->dtype) + 1;
+                      struct tpl_error *err) {
   if (e->n_shape > TPL_MAX_DIMS)
     return tpl__fail(err, TPL_EPROTO,
                      "manifest: tensor '%s': expected at most %d dims, "
                      "found %zu",
                      e->name, TPL_MAX_DIMS, e->n_shape);
-  t->name = memcpy(*pool, e->name, nl);
-  t->dtype = memcpy(*pool + nl, e->dtype, dl);
-  *pool += nl + dl;
+  t->name = e->name;
+  t->dtype = e->dtype;
   t->ndim = (int)e->n_shape;
   for (size_t d = 0; d < e->n_shape; d++)
     t->shape[d] = e->shape[d];
@@ -233,40 +221,10 @@ static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
   return 0;
 }
 
-/* One allocation for every name and dtype of a manifest (a 20,000-tensor
- * manifest otherwise costs 40,000 mallocs and frees). */
-static int alloc_strings(struct tpl__wire_response *out,
-                         const Tpload__Response *m) {
-  size_t total = 1;
-  for (size_t i = 0; i < m->n_tensors; i++)
-    total += strlen(m->tensors[i]->name) + strlen(m->tensors[i]->dtype) + 2;
-  out->strings = malloc(total);
-  return out->strings ? 0 : -ENOMEM;
-}
-
-/* The status bytes as they came: the client unpacks them once. */
-static int copy_status(struct tpl__wire_response *out,
-                       const ProtobufCBinaryData *s) {
-  uint8_t *b = malloc(s->len);
-  if (b == NULL) return -ENOMEM;
-  out->status = memcpy(b, s->data, s->len);
-  out->status_len = s->len;
-  return 0;
-}
-
-static int copy_counts(struct tpl__wire_response *out,
-                       const Tpload__Response *m) {
-  uint64_t *c = malloc(m->n_tensor_counts * sizeof(*c));
-  if (c == NULL) return -ENOMEM;
-  memcpy(c, m->tensor_counts, m->n_tensor_counts * sizeof(*c));
-  out->tensor_counts = c;
-  out->ncounts = m->n_tensor_counts;
-  return 0;
-}
-
+/* m as plain C, borrowing its strings and bytes (out->msg keeps it): the
+ * status bytes go as they came, the client unpacks them once. */
 static int copy_response(struct tpl__wire_response *out,
                          const Tpload__Response *m, struct tpl_error *err) {
-  char *pool;
   int rc = 0;
   out->ok = m->ok ? 1 : 0;
   out->rank = m->rank;
@@ -276,37 +234,30 @@ static int copy_response(struct tpl__wire_response *out,
   out->clients = m->clients;
   out->attaches = m->attaches;
   out->table_bytes = m->table_bytes;
-  if (m->error != NULL && m->error[0] != '\0') {
-    out->error = strdup(m->error);
-    if (out->error == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  }
-  out->job_id = strdup(m->job_id ? m->job_id : "");
-  out->model = strdup(m->model ? m->model : "");
-  if (out->job_id == NULL || out->model == NULL)
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  if (m->status.len > 0 && copy_status(out, &m->status) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  if (m->n_tensor_counts > 0 && copy_counts(out, m) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+  out->error = m->error != NULL && m->error[0] != '\0' ? m->error : NULL;
+  out->job_id = m->job_id ? m->job_id : "";
+  out->model = m->model ? m->model : "";
+  out->status = m->status.len > 0 ? m->status.data : NULL;
+  out->status_len = m->status.len;
+  out->tensor_counts = m->n_tensor_counts > 0 ? m->tensor_counts : NULL;
+  out->ncounts = m->n_tensor_counts;
   if (m->table.len > 0)
     return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
   if (m->n_tensors > 0) {
     out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));
-    if (out->tensors == NULL || alloc_strings(out, m) != 0)
-      return tpl__fail(err, -ENOMEM, "out of memory");
+    if (out->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
     out->ntensors = m->n_tensors;
   }
-  pool = out->strings;
   for (size_t i = 0; rc == 0 && i < m->n_tensors; i++)
-    rc = copy_entry(&out->tensors[i], m->tensors[i], &pool, err);
+    rc = copy_entry(&out->tensors[i], m->tensors[i], err);
   return rc;
 }
 
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
                               struct tpl_error *err) {
-  struct tpl__wire_response r = {0};
   Tpload__Response *m = tpload__response__unpack(NULL, len, body);
+  struct tpl__wire_response r = {.msg = m};
   int rc;
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
@@ -314,7 +265,6 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
                      "%zu bytes that do not decode",
                      len);
   rc = copy_response(&r, m, err);
-  tpload__response__free_unpacked(m, NULL);
   if (rc != 0) {
     tpl__wire_response_free(&r);
     return rc;
@@ -375,10 +325,6 @@ void tpl__wire_response_free(struct tpl__wire_response *r) {
   if (r == NULL) return;
   free(r->strings);
   free(r->tensors);
-  free((char *)r->error);
-  free((char *)r->job_id);
-  free((char *)r->model);
-  free((uint8_t *)r->status);
-  free((uint64_t *)r->tensor_counts);
+  if (r->msg != NULL) tpload__response__free_unpacked(r->msg, NULL);
   memset(r, 0, sizeof(*r));
 }

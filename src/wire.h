@@ -85,7 +85,8 @@ struct tpl__wire_tensor {
 
 /* A Response as plain C.  When encoding, every pointer is borrowed from
  * the caller; when decoding, the response owns them all
- * (tpl__wire_response_free). */
+ * (tpl__wire_response_free): strings and bytes point into the unpacked
+ * message it keeps, a compact table's names into `strings`. */
 struct tpl__wire_response {
   int ok;
   const char *error; /* NULL or "" when none */
@@ -96,7 +97,8 @@ struct tpl__wire_response {
   struct tpl__wire_tensor *tensors;
   size_t ntensors;
   uint64_t store_bytes;
-  char *strings;         /* decoded: every tensor's name and dtype */
+  char *strings;         /* decoded compact table: every tensor's name */
+  void *msg;             /* decoded: the unpacked tpload.Response */
   const char *job_id;    /* the serving job's random id, or NULL */
   const char *model;     /* the model it loaded, or NULL */
   double uptime_seconds; /* status: seconds since the rank serves */

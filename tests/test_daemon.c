@@ -109,7 +109,9 @@ static void build_job(void) {
 
 static void build_store(void) {
   build_job();
-  if (tpl__store_create(&store, job.store_size, NT, NULL) != 0) abort();
+  if (tpl__store_create_huge(&store, job.store_size, NT, TPL_HUGE_AUTO, NULL) !=
+      0)
+    abort();
   for (size_t t = 0; t < NT; t++) {
     uint8_t *p = store.base + offsets[t];
     for (size_t i = 0; i < specs[t].nbytes; i++)
@@ -287,7 +289,8 @@ static int closed(int fd) {
 
 static int health_ok(void) {
   struct tpl__wire_response r = {0};
-  int rc = tpl__client_request(sock, TPL_REQ_HEALTH, HANG_MS, &r, NULL);
+  int rc =
+      tpl__client_request_flags(sock, TPL_REQ_HEALTH, 0, HANG_MS, &r, NULL);
   int ok = rc == 0 && r.ok;
   tpl__wire_response_free(&r);
   return ok;
@@ -327,7 +330,8 @@ static void test_start_and_ready_file(void) {
 
 static void test_health(void) {
   struct tpl__wire_response r = {0};
-  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_HEALTH, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(sock, TPL_REQ_HEALTH, 0, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 1);
   CHECK_EQ_U64(r.rank, 0);
   CHECK_EQ_U64(r.world, 1);
@@ -338,8 +342,9 @@ static void test_health(void) {
 static void test_manifest(void) {
   static const char *mlc[] = {"float32", "bfloat16", "float64", "int8"};
   struct tpl__wire_response r = {0};
-  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_MANIFEST, HANG_MS, &r, NULL),
-               0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(sock, TPL_REQ_MANIFEST, 0, HANG_MS, &r, NULL),
+      0);
   CHECK_EQ_INT(r.ok, 1);
   CHECK_EQ_U64(r.ntensors, NT);
   for (size_t t = 0; t < NT && t < r.ntensors; t++) {
@@ -390,7 +395,8 @@ static void test_attach_lookup_every_tensor(void) {
 
 static void test_status_report_bytes(void) {
   struct tpl__wire_response r = {0};
-  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_STATUS, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(sock, TPL_REQ_STATUS, 0, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 1);
   CHECK_EQ_U64(r.status_len, sizeof(report));
   CHECK(r.status != NULL && memcmp(r.status, report, sizeof(report)) == 0);
@@ -464,7 +470,8 @@ static void test_attach_table_memfd(void) {
  * attaching client's close may reach the daemon after this request.) */
 static void test_status_counters(void) {
   struct tpl__wire_response r = {0};
-  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_STATUS, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(sock, TPL_REQ_STATUS, 0, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 1);
   CHECK(r.uptime_seconds >= 0);
   CHECK_EQ_U64(r.attaches, 3); /* tpl_attach, and the two raw ones */
@@ -606,13 +613,15 @@ static void test_rank1_refers_to_rank0(void) {
   snprintf(out, sizeof(out), "%s/status1.out", tmp);
   p = spawn(1, 2);
   CHECK_EQ_INT(wait_serving(p, r1, NULL), 0);
-  CHECK_EQ_INT(tpl__client_request(r1, TPL_REQ_STATUS, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(r1, TPL_REQ_STATUS, 0, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 0);
   CHECK_EQ_U64(r.rank, 1);
   CHECK_EQ_U64(r.world, 2);
   CHECK_STR_CONTAINS(r.error, "rank0.sock");
   tpl__wire_response_free(&r);
-  CHECK_EQ_INT(tpl__client_request(r1, TPL_REQ_SHUTDOWN, HANG_MS, &r, NULL), 0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(r1, TPL_REQ_SHUTDOWN, 0, HANG_MS, &r, NULL), 0);
   CHECK_EQ_INT(r.ok, 0);
   tpl__wire_response_free(&r);
   CHECK_EQ_INT(run_cmd(&tpl__cmd_status, argv, out), 0); /* via rank 0 */
@@ -839,8 +848,9 @@ static void check_clean_exit(void) {
 
 static void test_shutdown_request(void) {
   struct tpl__wire_response r = {0};
-  CHECK_EQ_INT(tpl__client_request(sock, TPL_REQ_SHUTDOWN, HANG_MS, &r, NULL),
-               0);
+  CHECK_EQ_INT(
+      tpl__client_request_flags(sock, TPL_REQ_SHUTDOWN, 0, HANG_MS, &r, NULL),
+      0);
   CHECK_EQ_INT(r.ok, 1);
   tpl__wire_response_free(&r);
   check_clean_exit();
