@@ -352,13 +352,8 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
     rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
   qsort(s.t, s.n, sizeof(*s.t), cmp_offset);
   if (rc == 0) rc = check_overlaps(c, &s, err);
-  for (k = 0; rc == 0 && k < s.n; k++) {
-    rc = tpl__model_add_tensor(m, &s.t[k]);
-    if (rc != 0)
-      rc = tpl__model_add_failed(rc, s.data_path, err);
-    else
-      s.t[k].name = NULL; /* the model owns it now */
-  }
+  for (k = 0; rc == 0 && k < s.n; k++)
+    rc = tpl__model_take_tensor(m, &s.t[k], s.data_path, err);
   shard_clear(&s);
   return rc;
 }

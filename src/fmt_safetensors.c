@@ -466,11 +466,8 @@ static int append_tensors(const struct st_entry *es, size_t n,
     t.encoding = TPL_ENC_RAW;
     t.offset = data_start + es[i].begin;
     t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
-    int rc = tpl__model_add_tensor(m, &t);
-    if (rc != 0) {
-      free(t.name);
-      return tpl__model_add_failed(rc, fname, err);
-    }
+    int rc = tpl__model_take_tensor(m, &t, fname, err);
+    if (rc != 0) return rc;
   }
   return 0;
 }
