@@ -39,14 +39,6 @@ struct shard {
   size_t n;
 };
 
-static void shard_clear(struct shard *s) {
-  for (size_t i = 0; i < s->n; i++)
-    free(s->t[i].name);
-  free(s->t);
-  s->t = NULL;
-  s->n = 0;
-}
-
 /* --- one tensor record --- */
 
 /* MLC's preshard names worker K's piece of X "X_shard-K" (support/
@@ -354,7 +346,9 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
   if (rc == 0) rc = check_overlaps(c, &s, err);
   for (k = 0; rc == 0 && k < s.n; k++)
     rc = tpl__model_take_tensor(m, &s.t[k], s.data_path, err);
-  shard_clear(&s);
+  for (k = 0; k < s.n; k++) /* those the model did not take */
+    free(s.t[k].name);
+  free(s.t);
   return rc;
 }
 
