@@ -83,20 +83,22 @@ int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
 
 /* --- format detection --- */
 
+/* After opening ended with `rc`: hands `m` to *out, or frees it. */
+static int hand_over(struct tpl_model *m, int rc, struct tpl_model **out) {
+  if (rc == 0)
+    *out = m;
+  else
+    tpl__model_free(m);
+  return rc;
+}
+
 /* One safetensors file `path`, known in the model as `name`; the
  * model's directory is `dir`. */
 static int open_st_file(const char *dir, const char *path, const char *name,
                         struct tpl_model **out, struct tpl_error *err) {
   struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, dir);
-  int rc;
   if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__st_load(path, name, m, err);
-  if (rc != 0) {
-    tpl__model_free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
+  return hand_over(m, tpl__st_load(path, name, m, err), out);
 }
 
 static int open_single_file(const char *path, struct tpl_model **out,
@@ -131,12 +133,7 @@ static int open_json_driven(const char *dir, const char *name, int format,
     rc = tpl__checkpoint_mlc(buf, len, dir, name, m, err);
   free(path);
   free(buf);
-  if (rc != 0) {
-    tpl__model_free(m);
-    return rc;
-  }
-  *out = m;
-  return 0;
+  return hand_over(m, rc, out);
 }
 
 static int open_directory(const char *dir, struct tpl_model **out,

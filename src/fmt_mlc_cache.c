@@ -39,14 +39,6 @@ struct shard {
   size_t n;
 };
 
-static void shard_clear(struct shard *s) {
-  for (size_t i = 0; i < s->n; i++)
-    free(s->t[i].name);
-  free(s->t);
-  s->t = NULL;
-  s->n = 0;
-}
-
 /* --- one tensor record --- */
 
 /* MLC's preshard names worker K's piece of X "X_shard-K" (support/
@@ -352,14 +344,11 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
     rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
   qsort(s.t, s.n, sizeof(*s.t), cmp_offset);
   if (rc == 0) rc = check_overlaps(c, &s, err);
-  for (k = 0; rc == 0 && k < s.n; k++) {
-    rc = tpl__model_add_tensor(m, &s.t[k]);
-    if (rc != 0)
-      rc = tpl__model_add_failed(rc, s.data_path, err);
-    else
-      s.t[k].name = NULL; /* the model owns it now */
-  }
-  shard_clear(&s);
+  for (k = 0; rc == 0 && k < s.n; k++)
+    rc = tpl__model_take_tensor(m, &s.t[k], s.data_path, err);
+  for (k = 0; k < s.n; k++) /* those the model did not take */
+    free(s.t[k].name);
+  free(s.t);
   return rc;
 }
 

@@ -149,6 +149,15 @@ static int check_counts(const char *s, size_t len, const char *fname,
  * into clear messages. */
 static int parse_json(const char *s, size_t len, const char *fname,
                       json_t **root, struct tpl_error *err) {
+  static const struct {
+    const char *terse, *clear;
+  } texts[] = {
+      {"duplicate object key",
+       "expected every key (tensor name) once, found a duplicate key"},
+      {"NUL byte in object key", "expected tensor names without NUL bytes, "
+                                 "found a name containing \\u0000"},
+      {"too big integer", "expected integers below 2^63, found a larger one"},
+  };
   struct tpl_error e = {0};
   char what[512];
   const char *at;
@@ -157,21 +166,10 @@ static int parse_json(const char *s, size_t len, const char *fname,
   rc = tpl__json_parse_object(s, len, what, root, &e);
   if (rc == 0) return 0;
   at = strstr(e.msg, "at line ");
-  if (strstr(e.msg, "duplicate object key") != NULL)
-    return tpl__fail(err, rc,
-                     "%s: header: expected every key (tensor name) once, "
-                     "found a duplicate key (%s)",
-                     fname, at ? at : "duplicate object key");
-  if (strstr(e.msg, "NUL byte in object key") != NULL)
-    return tpl__fail(err, rc,
-                     "%s: header: expected tensor names without NUL bytes, "
-                     "found a name containing \\u0000 (%s)",
-                     fname, at ? at : "NUL byte in object key");
-  if (strstr(e.msg, "too big integer") != NULL)
-    return tpl__fail(err, rc,
-                     "%s: header: expected integers below 2^63, found a "
-                     "larger one (%s)",
-                     fname, at ? at : "too big integer");
+  for (size_t i = 0; i < ARRAY_SIZE(texts); i++)
+    if (strstr(e.msg, texts[i].terse) != NULL)
+      return tpl__fail(err, rc, "%s: header: %s (%s)", fname, texts[i].clear,
+                       at ? at : texts[i].terse);
   return tpl__fail(err, rc, "%s", e.msg);
 }
 
@@ -437,22 +435,17 @@ static int check_file_size(uint64_t header_len, uint64_t data_len,
                      "%s: expected a data section below 2^64 bytes, found "
                      "data_offsets ending at %llu",
                      fname, (unsigned long long)data_len);
-  if (file_size > want)
+  if (file_size != want)
     return tpl__fail(
         err, TPL_EFORMAT,
         "%s: expected %llu bytes (8 + header %llu + data %llu), "
-        "found %llu: %llu trailing bytes after the last tensor",
+        "found %llu: %s%llu%s",
         fname, (unsigned long long)want, (unsigned long long)header_len,
         (unsigned long long)data_len, (unsigned long long)file_size,
-        (unsigned long long)(file_size - want));
-  if (file_size < want)
-    return tpl__fail(
-        err, TPL_EFORMAT,
-        "%s: expected %llu bytes (8 + header %llu + data %llu), "
-        "found %llu: file truncated by %llu bytes",
-        fname, (unsigned long long)want, (unsigned long long)header_len,
-        (unsigned long long)data_len, (unsigned long long)file_size,
-        (unsigned long long)(want - file_size));
+        file_size > want ? "" : "file truncated by ",
+        (unsigned long long)(file_size > want ? file_size - want
+                                              : want - file_size),
+        file_size > want ? " trailing bytes after the last tensor" : " bytes");
   return 0;
 }
 
@@ -473,11 +466,8 @@ static int append_tensors(const struct st_entry *es, size_t n,
     t.encoding = TPL_ENC_RAW;
     t.offset = data_start + es[i].begin;
     t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
-    int rc = tpl__model_add_tensor(m, &t);
-    if (rc != 0) {
-      free(t.name);
-      return tpl__model_add_failed(rc, fname, err);
-    }
+    int rc = tpl__model_take_tensor(m, &t, fname, err);
+    if (rc != 0) return rc;
   }
   return 0;
 }

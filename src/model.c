@@ -122,7 +122,12 @@ int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
                    f->path, what);
 }
 
-int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err) {
+int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
+                           const char *what, struct tpl_error *err) {
+  int rc = tpl__model_add_tensor(m, t);
+  if (rc != 0) free(t->name);
+  t->name = NULL;
+  if (rc == 0) return 0;
   if (rc != TPL_ELIMIT) return tpl__fail(err, rc, "%s: out of memory", what);
   return tpl__fail(err, rc,
                    "%s: expected at most %u tensors and %u bytes of tensor "

@@ -84,9 +84,11 @@ int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
  * growing the table). */
 int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t);
 
-/* The message for a failed tpl__model_add_tensor while reading `what`
- * (a file name): the cap that was hit, or out of memory.  Returns rc. */
-int tpl__model_add_failed(int rc, const char *what, struct tpl_error *err);
+/* tpl__model_add_tensor for a reader of `what` (a file name): the model
+ * takes t->name (freed on failure; NULL in *t either way), and a failure
+ * says which cap was hit, or out of memory. */
+int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
+                           const char *what, struct tpl_error *err);
 
 /* Checks a file name a checkpoint's JSON gives (`name`, `len` bytes) as
  * the name of a file directly inside the model directory: refuses an

@@ -87,14 +87,11 @@ int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
                      const char *job_id, struct tpl_error *err) {
   char tmp[PATH_MAX];
   struct tpl__atomic a;
-  json_t *o = json_object();
-  char *text;
+  json_t *o = json_pack("{ss sI sI ss}", "socket_dir", socket_dir, "world_size",
+                        (json_int_t)world, "pid", (json_int_t)getpid(),
+                        "job_id", job_id ? job_id : "");
+  char *text = json_dumps(o, JSON_PRESERVE_ORDER);
   int rc;
-  json_object_set_new(o, "socket_dir", json_string(socket_dir));
-  json_object_set_new(o, "world_size", json_integer(world));
-  json_object_set_new(o, "pid", json_integer((json_int_t)getpid()));
-  json_object_set_new(o, "job_id", json_string(job_id ? job_id : ""));
-  text = json_dumps(o, JSON_PRESERVE_ORDER);
   json_decref(o);
   if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());

@@ -21,14 +21,8 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "jsonu.h"
 #include "st_writer.h"
-
-/* JSON integers are signed 64-bit in jansson. */
-static int json_u64(uint64_t v, json_t **out) {
-  if (v > (uint64_t)INT64_MAX) return TPL_EOVERFLOW;
-  *out = json_integer((json_int_t)v);
-  return *out == NULL ? -ENOMEM : 0;
-}
 
 static int check_tensor(const struct tpl__st_out *t) {
   uint64_t n;
@@ -42,42 +36,17 @@ static int check_tensor(const struct tpl__st_out *t) {
   return n == t->nbytes ? 0 : TPL_EINTERNAL;
 }
 
-static int add_u64_array(json_t *arr, const uint64_t *v, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    json_t *x;
-    int rc = json_u64(v[i], &x);
-    if (rc != 0) return rc;
-    if (json_array_append_new(arr, x) != 0) return -ENOMEM;
-  }
-  return 0;
-}
-
-/* {"dtype": ..., "shape": [...], "data_offsets": [begin, end]} */
+/* {"dtype": ..., "shape": [...], "data_offsets": [begin, end]}; JSON
+ * integers are signed 64-bit in jansson, and begin <= end. */
 static int tensor_entry(const struct tpl__st_out *t, uint64_t begin,
                         uint64_t end, json_t **out) {
-  uint64_t offs[2] = {begin, end};
-  json_t *o = json_object(), *shape = json_array(), *dofs = json_array();
-  int rc = -ENOMEM;
-  if (o == NULL || shape == NULL || dofs == NULL) goto fail;
-  rc = add_u64_array(shape, t->shape, (size_t)t->ndim);
-  if (rc == 0) rc = add_u64_array(dofs, offs, 2);
-  if (rc != 0) goto fail;
-  rc = -ENOMEM;
-  if (json_object_set_new(o, "dtype",
-                          json_string(tpl__dtype_st_name(t->dtype))) != 0)
-    goto fail;
-  if (json_object_set(o, "shape", shape) != 0 ||
-      json_object_set(o, "data_offsets", dofs) != 0)
-    goto fail;
-  json_decref(shape);
-  json_decref(dofs);
-  *out = o;
-  return 0;
-fail:
-  json_decref(o);
-  json_decref(shape);
-  json_decref(dofs);
-  return rc;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] > (uint64_t)INT64_MAX) return TPL_EOVERFLOW;
+  if (end > (uint64_t)INT64_MAX) return TPL_EOVERFLOW;
+  *out = json_pack("{ss so s[II]}", "dtype", tpl__dtype_st_name(t->dtype),
+                   "shape", tpl__json_u64_array(t->shape, (size_t)t->ndim),
+                   "data_offsets", (json_int_t)begin, (json_int_t)end);
+  return *out == NULL ? -ENOMEM : 0;
 }
 
 static int add_metadata(json_t *root, const char *const *meta, size_t nmeta) {

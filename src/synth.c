@@ -102,8 +102,9 @@ struct stensor {
 struct tlist {
   struct stensor *v;
   size_t n, cap;
-  int dtype; /* the model's dtype: add()'s default */
-  int mlc;   /* MLC tensor cache: float32 stored as bf16 */
+  uint64_t bytes; /* sum of nbytes */
+  int dtype;      /* the model's dtype: add()'s default */
+  int mlc;        /* MLC tensor cache: float32 stored as bf16 */
   int err;
 };
 
@@ -144,6 +145,8 @@ static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
   t->shape[1] = d1;
   t->dtype = dtype;
   set_sizes(l, t);
+  if (l->err == 0 && tpl__add_u64(l->bytes, t->nbytes, &l->bytes) != 0)
+    l->err = TPL_EOVERFLOW;
   if (l->err == 0) l->n++;
 }
 
@@ -167,10 +170,10 @@ add_typed(struct tlist *l, int dtype, uint64_t d0, uint64_t d1, const char *fmt,
   va_end(ap);
 }
 
-/* The model's sizes, derived once. */
+/* The model's sizes, derived once, typed as config.json's integers. */
 struct dims {
-  uint64_t E, H, KV, D, I, V, X, L;
-  uint64_t q, kv; /* H*D and KV*D */
+  json_int_t E, H, KV, D, I, V, X, L;
+  json_int_t q, kv; /* H*D and KV*D */
 };
 
 static struct dims dims_of(const struct tpl__synth_opts *o) {
@@ -239,7 +242,7 @@ static void llama_mlp(struct tlist *l, const struct arch_info *a,
   const char *p = nm->layers;
   if (a->moe) {
     add(l, d->X, d->E, "%s.%llu.block_sparse_moe.gate.weight", p, i);
-    for (ull e = 0; e < d->X; e++) {
+    for (ull e = 0; e < (ull)d->X; e++) {
       const char *x = "block_sparse_moe.experts";
       add(l, d->I, d->E, "%s.%llu.%s.%llu.w1.weight", p, i, x, e);
       add(l, d->E, d->I, "%s.%llu.%s.%llu.w2.weight", p, i, x, e);
@@ -259,7 +262,7 @@ static void build_llama(struct tlist *l, int arch, const struct dims *d,
   const struct arch_info *a = &archs[arch];
   const struct names *nm = names_of(arch, mlc);
   add(l, d->V, d->E, "%s.%s.weight", nm->model, nm->embed);
-  for (ull i = 0; i < d->L && l->err == 0; i++) {
+  for (ull i = 0; i < (ull)d->L && l->err == 0; i++) {
     llama_attn(l, a, nm, d, mlc, i);
     llama_mlp(l, a, nm, d, mlc, i);
     add(l, d->E, 0, "%s.%llu.%s.weight", nm->layers, i, nm->in_norm);
@@ -269,45 +272,40 @@ static void build_llama(struct tlist *l, int arch, const struct dims *d,
   if (!a->tied) add(l, d->V, d->E, "lm_head.weight");
 }
 
+/* Appends P.I.WHAT.weight [d0(, d1)] and P.I.WHAT.bias [bias]. */
+static void add_wb(struct tlist *l, const char *p, ull i, const char *what,
+                   uint64_t d0, uint64_t d1, uint64_t bias) {
+  add(l, d0, d1, "%s.%llu.%s.weight", p, i, what);
+  add(l, bias, 0, "%s.%llu.%s.bias", p, i, what);
+}
+
 /* GPT-2's Conv1D weights are stored [in, out]. */
 static void build_gpt2(struct tlist *l, const struct dims *d) {
   const char *h = "transformer.h";
   add(l, d->V, d->E, "transformer.wte.weight");
   add(l, 1024, d->E, "transformer.wpe.weight");
-  for (ull i = 0; i < d->L && l->err == 0; i++) {
-    add(l, d->E, 0, "%s.%llu.ln_1.weight", h, i);
-    add(l, d->E, 0, "%s.%llu.ln_1.bias", h, i);
-    add(l, d->E, 3 * d->E, "%s.%llu.attn.c_attn.weight", h, i);
-    add(l, 3 * d->E, 0, "%s.%llu.attn.c_attn.bias", h, i);
-    add(l, d->E, d->E, "%s.%llu.attn.c_proj.weight", h, i);
-    add(l, d->E, 0, "%s.%llu.attn.c_proj.bias", h, i);
-    add(l, d->E, 0, "%s.%llu.ln_2.weight", h, i);
-    add(l, d->E, 0, "%s.%llu.ln_2.bias", h, i);
-    add(l, d->E, d->I, "%s.%llu.mlp.c_fc.weight", h, i);
-    add(l, d->I, 0, "%s.%llu.mlp.c_fc.bias", h, i);
-    add(l, d->I, d->E, "%s.%llu.mlp.c_proj.weight", h, i);
-    add(l, d->E, 0, "%s.%llu.mlp.c_proj.bias", h, i);
+  for (ull i = 0; i < (ull)d->L && l->err == 0; i++) {
+    add_wb(l, h, i, "ln_1", d->E, 0, d->E);
+    add_wb(l, h, i, "attn.c_attn", d->E, 3 * d->E, 3 * d->E);
+    add_wb(l, h, i, "attn.c_proj", d->E, d->E, d->E);
+    add_wb(l, h, i, "ln_2", d->E, 0, d->E);
+    add_wb(l, h, i, "mlp.c_fc", d->E, d->I, d->I);
+    add_wb(l, h, i, "mlp.c_proj", d->I, d->E, d->E);
   }
   add(l, d->E, 0, "transformer.ln_f.weight");
   add(l, d->E, 0, "transformer.ln_f.bias");
 }
 
-/* Appends NAME.weight [d0(, d1)] and NAME.bias [d0]. */
-static void add_wb(struct tlist *l, uint64_t d0, uint64_t d1, ull i,
-                   const char *what) {
-  add(l, d0, d1, "gpt_neox.layers.%llu.%s.weight", i, what);
-  add(l, d0, 0, "gpt_neox.layers.%llu.%s.bias", i, what);
-}
-
 static void build_neox(struct tlist *l, const struct dims *d) {
+  const char *p = "gpt_neox.layers";
   add(l, d->V, d->E, "gpt_neox.embed_in.weight");
-  for (ull i = 0; i < d->L && l->err == 0; i++) {
-    add_wb(l, d->E, 0, i, "input_layernorm");
-    add_wb(l, d->E, 0, i, "post_attention_layernorm");
-    add_wb(l, 3 * d->E, d->E, i, "attention.query_key_value");
-    add_wb(l, d->E, d->E, i, "attention.dense");
-    add_wb(l, d->I, d->E, i, "mlp.dense_h_to_4h");
-    add_wb(l, d->E, d->I, i, "mlp.dense_4h_to_h");
+  for (ull i = 0; i < (ull)d->L && l->err == 0; i++) {
+    add_wb(l, p, i, "input_layernorm", d->E, 0, d->E);
+    add_wb(l, p, i, "post_attention_layernorm", d->E, 0, d->E);
+    add_wb(l, p, i, "attention.query_key_value", 3 * d->E, d->E, 3 * d->E);
+    add_wb(l, p, i, "attention.dense", d->E, d->E, d->E);
+    add_wb(l, p, i, "mlp.dense_h_to_4h", d->I, d->E, d->I);
+    add_wb(l, p, i, "mlp.dense_4h_to_h", d->E, d->I, d->E);
   }
   add(l, d->E, 0, "gpt_neox.final_layer_norm.weight");
   add(l, d->E, 0, "gpt_neox.final_layer_norm.bias");
@@ -427,14 +425,6 @@ static int build_list(const struct tpl__synth_opts *o, struct tlist *l) {
   return l->err;
 }
 
-static int list_bytes(const struct tlist *l, uint64_t *out) {
-  uint64_t total = 0;
-  for (size_t i = 0; i < l->n; i++)
-    if (tpl__add_u64(total, l->v[i].nbytes, &total) != 0) return TPL_EOVERFLOW;
-  *out = total;
-  return 0;
-}
-
 /* ---- option defaults and checks ---- */
 
 static void apply_defaults(struct tpl__synth_opts *o) {
@@ -528,7 +518,7 @@ static int bytes_for_layers(const struct tpl__synth_opts *o, uint64_t layers,
   int rc;
   t.layers = layers;
   rc = build_list(&t, &l);
-  if (rc == 0) rc = list_bytes(&l, out);
+  *out = l.bytes;
   free(l.v);
   return rc;
 }
@@ -555,10 +545,8 @@ static int layers_for_gib(struct tpl__synth_opts *o, struct tpl_error *err) {
 
 static int check_list(const struct tpl__synth_opts *o, struct tpl_error *err) {
   struct tlist l;
-  uint64_t total = 0;
   int rc = build_list(o, &l);
   size_t n = l.n;
-  if (rc == 0) rc = list_bytes(&l, &total);
   free(l.v);
   if (rc == TPL_ELIMIT)
     return tpl__fail(err, TPL_EUSAGE,
@@ -693,25 +681,21 @@ static int out_commit(struct tpl__atomic *f, int rc, const char *dir,
   return rc;
 }
 
-static int write_text(const char *dir, const char *name, const char *text,
-                      struct tpl_error *err) {
-  struct tpl__atomic f;
-  int rc = out_open(dir, name, &f, err);
-  if (rc != 0) return rc;
-  rc = out_write(&f, text, strlen(text), err);
-  if (rc == 0) rc = out_write(&f, "\n", 1, err);
-  return out_commit(&f, rc, dir, name, err);
-}
-
-/* Dumps `j` (stolen) the way HF does: indent 2, sorted keys. */
+/* Dumps `j` (stolen) the way HF does: indent 2, a final newline. */
 static int write_json(const char *dir, const char *name, json_t *j,
                       size_t flags, struct tpl_error *err) {
   char *text = j == NULL ? NULL : json_dumps(j, flags | JSON_REAL_PRECISION(8));
+  struct tpl__atomic f;
   int rc;
   json_decref(j);
   if (text == NULL)
     return tpl__fail(err, -ENOMEM, "%s/%s: out of memory", dir, name);
-  rc = write_text(dir, name, text, err);
+  rc = out_open(dir, name, &f, err);
+  if (rc == 0) {
+    rc = out_write(&f, text, strlen(text), err);
+    if (rc == 0) rc = out_write(&f, "\n", 1, err);
+    rc = out_commit(&f, rc, dir, name, err);
+  }
   free(text);
   return rc;
 }
@@ -867,14 +851,14 @@ static int write_st_file(const char *dir, const char *name, struct stensor **ts,
 
 /* HF's split: tensors in state-dict order, files filled to about
  * total/K each, every file non-empty. */
-static void assign_files(struct tlist *l, uint64_t k, uint64_t total) {
+static void assign_files(struct tlist *l, uint64_t k) {
   uint64_t cum = 0, f = 0;
   for (size_t j = 0; j < l->n; j++) {
     uint64_t left_t = l->n - j - 1, left_f = k - 1 - f;
     l->v[j].file = (uint32_t)f;
     cum += l->v[j].nbytes;
     if (left_f > 0 &&
-        ((double)cum * (double)k >= (double)(f + 1) * (double)total ||
+        ((double)cum * (double)k >= (double)(f + 1) * (double)l->bytes ||
          left_t == left_f))
       f++;
   }
@@ -889,17 +873,16 @@ static void shard_name(char *buf, size_t len, uint64_t i, uint64_t k) {
 }
 
 static int write_index(const char *dir, const struct tlist *l, uint64_t k,
-                       uint64_t total, struct tpl_error *err) {
-  json_t *root = json_object(), *meta = json_object(), *map = json_object();
+                       struct tpl_error *err) {
+  json_t *map = json_object();
   char fname[64];
-  json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
   for (size_t i = 0; i < l->n; i++) {
     shard_name(fname, sizeof(fname), l->v[i].file, k);
     json_object_set_new(map, l->v[i].name, json_string(fname));
   }
-  json_object_set_new(root, "metadata", meta);
-  json_object_set_new(root, "weight_map", map);
-  return write_json(dir, "model.safetensors.index.json", root,
+  return write_json(dir, "model.safetensors.index.json",
+                    json_pack("{s{sI} so}", "metadata", "total_size",
+                              (json_int_t)l->bytes, "weight_map", map),
                     JSON_INDENT(2) | JSON_SORT_KEYS, err);
 }
 
@@ -907,12 +890,10 @@ static int write_hf_files(const char *dir, struct tlist *l,
                           const struct tpl__synth_opts *o, uint8_t *buf,
                           struct tpl_error *err) {
   struct stensor **ts = malloc(l->n * sizeof(*ts));
-  uint64_t total = 0;
   char fname[64];
   int rc = 0;
   if (ts == NULL) return tpl__fail(err, -ENOMEM, "synth: out of memory");
-  list_bytes(l, &total);
-  assign_files(l, o->files, total);
+  assign_files(l, o->files);
   for (uint64_t f = 0; rc == 0 && f < o->files; f++) {
     size_t n = 0;
     for (size_t i = 0; i < l->n; i++)
@@ -921,108 +902,74 @@ static int write_hf_files(const char *dir, struct tlist *l,
     rc = write_st_file(dir, fname, ts, n, o, buf, err);
   }
   free(ts);
-  if (rc == 0 && o->files > 1) rc = write_index(dir, l, o->files, total, err);
+  if (rc == 0 && o->files > 1) rc = write_index(dir, l, o->files, err);
   return rc;
 }
 
 /* ---- config.json ---- */
 
-static void put_int(json_t *o, const char *k, uint64_t v) {
-  json_object_set_new(o, k, json_integer((json_int_t)v));
-}
-
-static void put_str(json_t *o, const char *k, const char *v) {
-  json_object_set_new(o, k, json_string(v));
-}
-
-static void put_real(json_t *o, const char *k, double v) {
-  json_object_set_new(o, k, json_real(v));
-}
-
-static const char *torch_dtype(int dtype) {
-  return dtype == TPL_DT_F32   ? "float32"
-         : dtype == TPL_DT_F16 ? "float16"
-                               : "bfloat16";
-}
-
-static void config_llama(json_t *c, const struct tpl__synth_opts *o,
-                         const struct dims *d) {
+static json_t *config_llama(const struct tpl__synth_opts *o,
+                            const struct dims *d) {
   const struct arch_info *a = &archs[o->arch];
-  put_int(c, "hidden_size", d->E);
-  put_int(c, "intermediate_size", d->I);
-  put_int(c, "num_attention_heads", d->H);
-  put_int(c, "num_key_value_heads", d->KV);
-  put_int(c, "num_hidden_layers", d->L);
-  if (a->head_dim_key) put_int(c, "head_dim", d->D);
-  put_int(c, "max_position_embeddings", 4096);
-  put_real(c, "rms_norm_eps", 1e-5);
-  put_real(c, "rope_theta", o->arch == TPL_ARCH_LLAMA ? 10000.0 : 1000000.0);
-  put_str(c, "hidden_act",
-          o->arch == TPL_ARCH_GEMMA ? "gelu_pytorch_tanh" : "silu");
-  put_int(c, "bos_token_id", 1);
-  put_int(c, "eos_token_id", 2);
-  json_object_set_new(c, "attention_bias", json_boolean(a->qkv_bias));
-  if (o->arch == TPL_ARCH_MISTRAL || o->arch == TPL_ARCH_QWEN2 ||
-      o->arch == TPL_ARCH_PHI3)
-    put_int(c, "sliding_window", 4096);
-  if (o->arch == TPL_ARCH_QWEN2) {
-    json_object_set_new(c, "use_sliding_window", json_false());
-    put_int(c, "max_window_layers", d->L);
-  }
-  if (o->arch == TPL_ARCH_PHI3)
-    put_int(c, "original_max_position_embeddings", 4096);
-  if (a->moe) {
-    put_int(c, "num_local_experts", d->X);
-    put_int(c, "num_experts_per_tok", d->X < 2 ? d->X : 2);
-    put_real(c, "router_aux_loss_coef", 0.02);
-  }
+  int arch = o->arch;
+  json_t *c = json_pack(
+      "{sI sI sI sI sI si sf sf ss si si sb}", "hidden_size", d->E,
+      "intermediate_size", d->I, "num_attention_heads", d->H,
+      "num_key_value_heads", d->KV, "num_hidden_layers", d->L,
+      "max_position_embeddings", 4096, "rms_norm_eps", 1e-5, "rope_theta",
+      arch == TPL_ARCH_LLAMA ? 10000.0 : 1000000.0, "hidden_act",
+      arch == TPL_ARCH_GEMMA ? "gelu_pytorch_tanh" : "silu", "bos_token_id", 1,
+      "eos_token_id", 2, "attention_bias", a->qkv_bias);
+  if (a->head_dim_key) json_object_set_new(c, "head_dim", json_integer(d->D));
+  if (arch == TPL_ARCH_MISTRAL || arch == TPL_ARCH_QWEN2 ||
+      arch == TPL_ARCH_PHI3)
+    json_object_set_new(c, "sliding_window", json_integer(4096));
+  if (arch == TPL_ARCH_QWEN2)
+    json_object_update_new(c, json_pack("{sb sI}", "use_sliding_window", 0,
+                                        "max_window_layers", d->L));
+  if (arch == TPL_ARCH_PHI3)
+    json_object_set_new(c, "original_max_position_embeddings",
+                        json_integer(4096));
+  if (a->moe)
+    json_object_update_new(c,
+                           json_pack("{sI sI sf}", "num_local_experts", d->X,
+                                     "num_experts_per_tok", d->X < 2 ? d->X : 2,
+                                     "router_aux_loss_coef", 0.02));
+  return c;
 }
 
-static void config_gpt2(json_t *c, const struct dims *d) {
-  put_int(c, "n_embd", d->E);
-  put_int(c, "n_head", d->H);
-  put_int(c, "n_layer", d->L);
-  put_int(c, "n_inner", d->I);
-  put_int(c, "n_positions", 1024);
-  put_int(c, "n_ctx", 1024);
-  put_str(c, "activation_function", "gelu_new");
-  put_real(c, "layer_norm_epsilon", 1e-5);
-  put_int(c, "bos_token_id", d->V - 1);
-  put_int(c, "eos_token_id", d->V - 1);
+static json_t *config_gpt2(const struct dims *d) {
+  return json_pack("{sI sI sI sI si si ss sf sI sI}", "n_embd", d->E, "n_head",
+                   d->H, "n_layer", d->L, "n_inner", d->I, "n_positions", 1024,
+                   "n_ctx", 1024, "activation_function", "gelu_new",
+                   "layer_norm_epsilon", 1e-5, "bos_token_id", d->V - 1,
+                   "eos_token_id", d->V - 1);
 }
 
-static void config_neox(json_t *c, const struct dims *d) {
-  put_int(c, "hidden_size", d->E);
-  put_int(c, "intermediate_size", d->I);
-  put_int(c, "num_attention_heads", d->H);
-  put_int(c, "num_hidden_layers", d->L);
-  put_int(c, "max_position_embeddings", 2048);
-  put_real(c, "rotary_pct", 0.25);
-  put_int(c, "rotary_emb_base", 10000);
-  put_real(c, "layer_norm_eps", 1e-5);
-  json_object_set_new(c, "use_parallel_residual", json_true());
-  put_str(c, "hidden_act", "gelu");
-  put_int(c, "bos_token_id", 0);
-  put_int(c, "eos_token_id", 0);
+static json_t *config_neox(const struct dims *d) {
+  return json_pack("{sI sI sI sI si sf si sf sb ss si si}", "hidden_size", d->E,
+                   "intermediate_size", d->I, "num_attention_heads", d->H,
+                   "num_hidden_layers", d->L, "max_position_embeddings", 2048,
+                   "rotary_pct", 0.25, "rotary_emb_base", 10000,
+                   "layer_norm_eps", 1e-5, "use_parallel_residual", 1,
+                   "hidden_act", "gelu", "bos_token_id", 0, "eos_token_id", 0);
 }
 
+/* The keys every arch has, then the arch's own (synth's dtypes have the
+ * same names in torch and MLC). */
 static json_t *hf_config(const struct tpl__synth_opts *o) {
   const struct arch_info *a = &archs[o->arch];
   struct dims d = dims_of(o);
-  json_t *c = json_object(), *cls = json_array();
-  json_array_append_new(cls, json_string(a->hf_class));
-  json_object_set_new(c, "architectures", cls);
-  put_str(c, "model_type", a->name);
-  put_int(c, "vocab_size", d.V);
-  put_str(c, "torch_dtype", torch_dtype(o->dtype));
-  put_real(c, "initializer_range", 0.02);
-  json_object_set_new(c, "use_cache", json_true());
+  json_t *c = json_pack("{s[s] ss sI ss sf sb}", "architectures", a->hf_class,
+                        "model_type", a->name, "vocab_size", d.V, "torch_dtype",
+                        tpl__dtype_mlc_name(o->dtype), "initializer_range",
+                        0.02, "use_cache", 1);
   if (o->arch == TPL_ARCH_GPT2)
-    config_gpt2(c, &d);
+    json_object_update_new(c, config_gpt2(&d));
   else if (o->arch == TPL_ARCH_GPT_NEOX)
-    config_neox(c, &d);
+    json_object_update_new(c, config_neox(&d));
   else
-    config_llama(c, o, &d);
+    json_object_update_new(c, config_llama(o, &d));
   if (o->arch != TPL_ARCH_GPT2)
     json_object_set_new(c, "tie_word_embeddings", json_boolean(a->tied));
   return c;
@@ -1050,25 +997,11 @@ static uint32_t assign_mlc_shards(struct tlist *l) {
 /* A record as TVM's dump_tensor_cache writes it for MLC's encode_format
  * "f32-to-bf16": that format on every record, whatever the dtype. */
 static json_t *mlc_record(const struct stensor *t) {
-  json_t *r = json_object();
-  put_str(r, "name", t->name);
-  json_object_set_new(r, "shape",
-                      tpl__json_u64_array(t->shape, (size_t)t->ndim));
-  put_str(r, "dtype", tpl__dtype_mlc_name(t->dtype));
-  put_str(r, "format", "f32-to-bf16");
-  put_int(r, "nbytes", t->nbytes);
-  put_int(r, "byteOffset", t->offset);
-  return r;
-}
-
-static json_t *mlc_shard_entry(const char *fname, uint64_t bytes,
-                               json_t *recs) {
-  json_t *s = json_object();
-  put_str(s, "dataPath", fname);
-  put_str(s, "format", "raw-shard");
-  put_int(s, "nbytes", bytes);
-  json_object_set_new(s, "records", recs);
-  return s;
+  return json_pack("{ss so ss ss sI sI}", "name", t->name, "shape",
+                   tpl__json_u64_array(t->shape, (size_t)t->ndim), "dtype",
+                   tpl__dtype_mlc_name(t->dtype), "format", "f32-to-bf16",
+                   "nbytes", (json_int_t)t->nbytes, "byteOffset",
+                   (json_int_t)t->offset);
 }
 
 /* Writes params_shard_{f}.bin and appends its entry to `shards`. */
@@ -1091,52 +1024,42 @@ static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
     rc = write_tensor_data(&out, &l->v[i], o, buf, err);
   }
   /* On failure the caller drops `shards`, this entry with it. */
-  json_array_append_new(shards, mlc_shard_entry(fname, bytes, recs));
+  json_array_append_new(shards, json_pack("{ss ss sI so}", "dataPath", fname,
+                                          "format", "raw-shard", "nbytes",
+                                          (json_int_t)bytes, "records", recs));
   return out_commit(&out, rc, dir, fname, err);
 }
 
 static json_t *mlc_chat_config(const struct tpl__synth_opts *o) {
   struct dims d = dims_of(o);
-  json_t *c = json_object(), *m = json_object();
   static const char *const quant[] = {"q0bf16", "q0f16", "q0f32"};
   int q = o->dtype == TPL_DT_F16 ? 1 : o->dtype == TPL_DT_F32 ? 2 : 0;
   static const uint64_t block[2] = {128, 128};
-  put_int(m, "hidden_size", d.E);
-  put_int(m, "num_attention_heads", d.H);
-  put_int(m, "num_key_value_heads", d.KV);
-  put_int(m, "intermediate_size", d.I);
-  put_int(m, "head_dim", d.D);
-  put_int(m, "num_hidden_layers", d.L);
-  put_int(m, "vocab_size", d.V);
-  put_int(m, "context_window_size", 4096);
-  put_int(m, "tensor_parallel_shards", 1);
+  json_t *m = json_pack(
+      "{sI sI sI sI sI sI sI si si}", "hidden_size", d.E, "num_attention_heads",
+      d.H, "num_key_value_heads", d.KV, "intermediate_size", d.I, "head_dim",
+      d.D, "num_hidden_layers", d.L, "vocab_size", d.V, "context_window_size",
+      4096, "tensor_parallel_shards", 1);
   if (o->quant != NULL && o->quant->kind == TPL_QK_BLOCK_SCALE)
     json_object_set_new(m, "weight_block_size", tpl__json_u64_array(block, 2));
-  put_str(c, "model_type", archs[o->arch].name);
-  put_str(c, "quantization", o->quant != NULL ? o->quant->name : quant[q]);
-  json_object_set_new(c, "model_config", m);
-  put_int(c, "vocab_size", d.V);
-  put_int(c, "context_window_size", 4096);
-  put_int(c, "tensor_parallel_shards", 1);
-  return c;
+  return json_pack("{ss ss so sI si si}", "model_type", archs[o->arch].name,
+                   "quantization", o->quant != NULL ? o->quant->name : quant[q],
+                   "model_config", m, "vocab_size", d.V, "context_window_size",
+                   4096, "tensor_parallel_shards", 1);
 }
 
 /* convert_weight.py's metadata: ParamSize counts params (tensors),
  * ParamBytes their bytes, BitsPerParam bits per element. */
 static json_t *mlc_cache(const struct tlist *l, json_t *shards) {
-  json_t *c = json_object(), *meta = json_object();
   uint64_t numel = 0, bytes = 0;
   for (size_t i = 0; i < l->n; i++) {
     numel += l->v[i].numel;
     bytes += l->v[i].nbytes;
   }
-  put_int(meta, "ParamSize", l->n);
-  put_int(meta, "ParamBytes", bytes);
-  put_real(meta, "BitsPerParam",
-           numel ? 8.0 * (double)bytes / (double)numel : 0.0);
-  json_object_set_new(c, "metadata", meta);
-  json_object_set_new(c, "records", shards);
-  return c;
+  return json_pack(
+      "{s{sI sI sf} so}", "metadata", "ParamSize", (json_int_t)l->n,
+      "ParamBytes", (json_int_t)bytes, "BitsPerParam",
+      numel ? 8.0 * (double)bytes / (double)numel : 0.0, "records", shards);
 }
 
 static int write_mlc_files(const char *dir, struct tlist *l,
@@ -1189,7 +1112,6 @@ int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
   struct tlist l;
   uint8_t *buf = NULL;
   size_t nfiles = 0;
-  uint64_t total = 0;
   int rc = build_list(o, &l);
   if (rc != 0) {
     free(l.v);
@@ -1198,12 +1120,11 @@ int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
   }
   buf = malloc(CHUNK_BYTES);
   if (buf == NULL) rc = tpl__fail(err, -ENOMEM, "synth: out of memory");
-  if (rc == 0) rc = list_bytes(&l, &total);
   if (rc == 0) rc = write_all(o, dir, &l, buf, &nfiles, err);
   if (rc == 0) {
     sum->files = nfiles;
     sum->tensors = l.n;
-    sum->bytes = total;
+    sum->bytes = l.bytes;
     sum->layers = o->layers;
   }
   free(buf);
