@@ -140,7 +140,9 @@ int tpl__engine_finalize(struct tpl_error *err) {
   return mpi_check(MPI_Finalize(), "finalize", err);
 }
 
-void tpl__engine_abort(int code) {
+/* Aborts the whole job with exit code `code` (after printing); never
+ * returns. */
+static void engine_abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   _exit(code); /* MPI could not end the job: this rank ends at least */
 }
@@ -258,17 +260,15 @@ static int make_store(struct engine *e, struct tpl_error *err) {
  * and end the whole job (the peer may never answer a collective). */
 static void stall_abort(const struct engine *e, int peer,
                         const struct tpl__stall *st) {
+  char who[64] = "";
   if (peer >= 0)
-    fprintf(stderr,
-            "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
-            "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
-            e->rank, tpl__stall_quiet_for(st), peer, peer);
-  else
-    fprintf(stderr,
-            "tpload: rank %u: no progress for %.0f s; ending the job "
-            "(--stall-timeout)\n",
-            e->rank, tpl__stall_quiet_for(st));
-  tpl__engine_abort(tpl_exit_code(TPL_EPEER));
+    snprintf(who, sizeof(who), " waiting for rank %d: rank %d stopped or hangs",
+             peer, peer);
+  fprintf(stderr,
+          "tpload: rank %u: no progress for %.0f s%s; ending the job "
+          "(--stall-timeout)\n",
+          e->rank, tpl__stall_quiet_for(st), who);
+  engine_abort(tpl_exit_code(TPL_EPEER));
 }
 
 /* Polls `n` requests in order until all completed, backing off while
@@ -759,13 +759,13 @@ static int receive_some(const struct engine *e, struct inbox *in, int from,
 
 /* Tensor i (held here) from its predecessor, through in[predecessor]
  * (one inbox per source: rank 0's batches and forwarded parts from
- * several ranks can all be pending), each part forwarded to the
- * successor as it arrives. */
+ * several ranks can all be pending), each part forwarded to `to` (its
+ * successor, or -1) as it arrives. */
 static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
-                          struct slot *fwd, struct tpl_error *err) {
+                          struct slot *fwd, int to, struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
-  int from = predecessor(e, i, e->rank), to = successor(e, i);
+  int from = predecessor(e, i, e->rank);
   uint64_t got = 0, n;
   int rc =
       tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
@@ -798,9 +798,11 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   int rc = in != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
   tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
+    int to;
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
-    rc = receive_tensor(e, i, in, &fwd, err);
-    if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
+    to = successor(e, i);
+    rc = receive_tensor(e, i, in, &fwd, to, err);
+    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err); /* on receipt */
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -1013,7 +1015,7 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   if (rc == 0) rc = finish_store(e, err);
   if (rc != 0) {
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
-    tpl__engine_abort(tpl_exit_code(rc));
+    engine_abort(tpl_exit_code(rc));
   }
   return 0;
 }
