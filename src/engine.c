@@ -70,7 +70,6 @@ struct inbox {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl__pos pos;     /* this rank's place in the job's grid */
   struct tpl_model *model; /* rank 0 */
   struct tpl__plan *plan;  /* rank 0 */
   struct tpl__job *job;
@@ -227,11 +226,9 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   return agree(code, err);
 }
 
-/* This rank's place in the grid, and its store's layout: the tensors of
- * its stage. */
+/* This rank's store layout: the tensors of its stage in the grid. */
 static int place_job(struct engine *e, struct tpl_error *err) {
-  e->pos = tpl__grid_coord(&e->job->grid, e->rank);
-  return tpl__job_place(e->job, e->pos.p, err);
+  return tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
 }
 
 /* The sink's check of where the output goes, by every rank (its own
@@ -460,8 +457,7 @@ static int deliver_part(struct engine *e, struct slot *s,
                         uint64_t *own, uint64_t *packed,
                         struct tpl_error *err) {
   double t = tpl__now();
-  uint32_t nshards =
-      e->job->tensors[pc->i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
+  uint32_t nshards = chain_step(e, pc->i); /* T for a cut tensor, else 1 */
   for (uint32_t k = 0; k < nshards; k++) {
     int rc = 0;
     if (k == 0 && tpl__job_holds(e->job, pc->i, 0))
@@ -916,14 +912,11 @@ static int coord_share(void *ctx, void *buf, size_t len,
 static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
   struct tpl_error *err = NULL;
+  uint32_t first = e->rank == 0 ? 1 : 0, end = e->rank == 0 ? e->world : 1;
   int one = 1;
   if (e->shutdown_sent) return 0;
   e->shutdown_sent = 1;
-  if (e->rank != 0)
-    return mpi_check(
-        MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
-        err);
-  for (uint32_t r = 1; r < e->world; r++)
+  for (uint32_t r = first; r < end; r++)
     MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
             "send");
   return 0;
