@@ -356,6 +356,9 @@ static const struct tpl__ptmpl mlc_llama4[] = {
  * weights cut dim 1 and the row-parallel ones dim 0, under names of their
  * own (a different layout is a different shard function). ---- */
 
+#define GPT2_TAIL                                                              \
+  RP("*wte.weight"), RP("*wpe.weight"), RP("*lm_head.weight"), RP("*ln_*")
+
 static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.attn.c_attn.weight", "_shard_c_attn_weight", 1, EEE),
     W("*.attn.c_attn.bias", "_shard_c_attn_bias", 0, EEE),
@@ -365,10 +368,7 @@ static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_mlp_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 0, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"),
-    RP("*wpe.weight"),
-    RP("*lm_head.weight"),
-    RP("*ln_*"),
+    GPT2_TAIL,
     MASKS("*.attn"),
 };
 static const struct tpl__ptmpl mlc_gpt2[] = {
@@ -380,10 +380,7 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"),
-    RP("*wpe.weight"),
-    RP("*lm_head.weight"),
-    RP("*ln_*"),
+    GPT2_TAIL,
 };
 
 /* ---- gpt_neox: gpt_neox_model.py GPTNeoXLayer._set_tp.  HF interleaves

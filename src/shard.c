@@ -292,12 +292,9 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
 void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
   layout_empty(out);
   if (nbytes == 0) return;
+  push_piece(out, 0, nbytes);
   out->rows = 1;
-  out->row_stride = nbytes;
-  out->npieces = 1;
-  out->pieces[0].offset = 0;
-  out->pieces[0].length = nbytes;
-  out->total = nbytes;
+  out->row_stride = out->total = nbytes;
 }
 
 void tpl__shard_shape(const uint64_t *shape, int ndim,
