@@ -257,7 +257,7 @@ static int make_store(struct engine *e, struct tpl_error *err) {
  * and end the whole job (the peer may never answer a collective). */
 static void stall_abort(const struct engine *e, int peer,
                         const struct tpl__stall *st) {
-  char who[64] = "";
+  char who[96] = "";
   if (peer >= 0)
     snprintf(who, sizeof(who), " waiting for rank %d: rank %d stopped or hangs",
              peer, peer);
