@@ -70,7 +70,6 @@ struct inbox {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl__pos pos;     /* this rank's place in the job's grid */
   struct tpl_model *model; /* rank 0 */
   struct tpl__plan *plan;  /* rank 0 */
   struct tpl__job *job;
@@ -140,7 +139,9 @@ int tpl__engine_finalize(struct tpl_error *err) {
   return mpi_check(MPI_Finalize(), "finalize", err);
 }
 
-void tpl__engine_abort(int code) {
+/* Aborts the whole job with exit code `code` (after printing); never
+ * returns. */
+static void engine_abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   _exit(code); /* MPI could not end the job: this rank ends at least */
 }
@@ -225,11 +226,9 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   return agree(code, err);
 }
 
-/* This rank's place in the grid, and its store's layout: the tensors of
- * its stage. */
+/* This rank's store layout: the tensors of its stage in the grid. */
 static int place_job(struct engine *e, struct tpl_error *err) {
-  e->pos = tpl__grid_coord(&e->job->grid, e->rank);
-  return tpl__job_place(e->job, e->pos.p, err);
+  return tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
 }
 
 /* The sink's check of where the output goes, by every rank (its own
@@ -258,17 +257,15 @@ static int make_store(struct engine *e, struct tpl_error *err) {
  * and end the whole job (the peer may never answer a collective). */
 static void stall_abort(const struct engine *e, int peer,
                         const struct tpl__stall *st) {
+  char who[96] = "";
   if (peer >= 0)
-    fprintf(stderr,
-            "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
-            "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
-            e->rank, tpl__stall_quiet_for(st), peer, peer);
-  else
-    fprintf(stderr,
-            "tpload: rank %u: no progress for %.0f s; ending the job "
-            "(--stall-timeout)\n",
-            e->rank, tpl__stall_quiet_for(st));
-  tpl__engine_abort(tpl_exit_code(TPL_EPEER));
+    snprintf(who, sizeof(who), " waiting for rank %d: rank %d stopped or hangs",
+             peer, peer);
+  fprintf(stderr,
+          "tpload: rank %u: no progress for %.0f s%s; ending the job "
+          "(--stall-timeout)\n",
+          e->rank, tpl__stall_quiet_for(st), who);
+  engine_abort(tpl_exit_code(TPL_EPEER));
 }
 
 /* Polls `n` requests in order until all completed, backing off while
@@ -460,8 +457,7 @@ static int deliver_part(struct engine *e, struct slot *s,
                         uint64_t *own, uint64_t *packed,
                         struct tpl_error *err) {
   double t = tpl__now();
-  uint32_t nshards =
-      e->job->tensors[pc->i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
+  uint32_t nshards = chain_step(e, pc->i); /* T for a cut tensor, else 1 */
   for (uint32_t k = 0; k < nshards; k++) {
     int rc = 0;
     if (k == 0 && tpl__job_holds(e->job, pc->i, 0))
@@ -759,13 +755,13 @@ static int receive_some(const struct engine *e, struct inbox *in, int from,
 
 /* Tensor i (held here) from its predecessor, through in[predecessor]
  * (one inbox per source: rank 0's batches and forwarded parts from
- * several ranks can all be pending), each part forwarded to the
- * successor as it arrives. */
+ * several ranks can all be pending), each part forwarded to `to` (its
+ * successor, or -1) as it arrives. */
 static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
-                          struct slot *fwd, struct tpl_error *err) {
+                          struct slot *fwd, int to, struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
-  int from = predecessor(e, i, e->rank), to = successor(e, i);
+  int from = predecessor(e, i, e->rank);
   uint64_t got = 0, n;
   int rc =
       tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
@@ -798,9 +794,11 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   int rc = in != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
   tpl__stall_test_stop(e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
+    int to;
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
-    rc = receive_tensor(e, i, in, &fwd, err);
-    if (rc == 0 && finished_on_receipt(e, i)) rc = finish_tensor(e, i, err);
+    to = successor(e, i);
+    rc = receive_tensor(e, i, in, &fwd, to, err);
+    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err); /* on receipt */
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -914,14 +912,11 @@ static int coord_share(void *ctx, void *buf, size_t len,
 static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
   struct tpl_error *err = NULL;
+  uint32_t first = e->rank == 0 ? 1 : 0, end = e->rank == 0 ? e->world : 1;
   int one = 1;
   if (e->shutdown_sent) return 0;
   e->shutdown_sent = 1;
-  if (e->rank != 0)
-    return mpi_check(
-        MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
-        err);
-  for (uint32_t r = 1; r < e->world; r++)
+  for (uint32_t r = first; r < end; r++)
     MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
             "send");
   return 0;
@@ -1013,7 +1008,7 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   if (rc == 0) rc = finish_store(e, err);
   if (rc != 0) {
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
-    tpl__engine_abort(tpl_exit_code(rc));
+    engine_abort(tpl_exit_code(rc));
   }
   return 0;
 }

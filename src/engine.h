@@ -53,8 +53,4 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err);
 /* Finalizes MPI.  Returns 0 or TPL_EPEER (err says why). */
 int tpl__engine_finalize(struct tpl_error *err);
 
-/* Aborts the whole job with exit code `code` (after printing); never
- * returns. */
-void tpl__engine_abort(int code);
-
 #endif

@@ -180,10 +180,10 @@ static int assign_stages(const struct tpl_model *m, const struct config *c,
 }
 
 /* tpl__plan_for_model, and the stages when `stages` is not NULL. */
-static int plan_model(const char *arg, const struct tpl_model *m,
-                      const struct tpl__grid *grid, struct tpl__plan **plan,
-                      struct tpl__strategy **strategies,
-                      struct tpl__stages **stages, struct tpl_error *err) {
+int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
+                       const struct tpl__grid *grid, struct tpl__plan **plan,
+                       struct tpl__strategy **strategies,
+                       struct tpl__stages **stages, struct tpl_error *err) {
   struct config c = {0};
   struct tpl__plan *p = NULL;
   struct tpl__strategy *s = NULL;
@@ -217,12 +217,5 @@ int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
                         struct tpl__strategy **strategies,
                         struct tpl_error *err) {
   struct tpl__grid grid = {nshards, nshards, 1, 1};
-  return plan_model(arg, m, &grid, plan, strategies, NULL, err);
-}
-
-int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
-                       const struct tpl__grid *grid, struct tpl__plan **plan,
-                       struct tpl__strategy **strategies,
-                       struct tpl__stages **stages, struct tpl_error *err) {
-  return plan_model(arg, m, grid, plan, strategies, stages, err);
+  return tpl__plan_for_grid(arg, m, &grid, plan, strategies, NULL, err);
 }

@@ -64,7 +64,7 @@
       O(b ".gate_proj.bias", "_shard_gate_bias", 0, NONE),                     \
       O(b ".up_proj.bias", "_shard_up_bias", 0, NONE), SC(b ".down_proj.bias")
 
-#define HF_TAIL                                                                \
+#define TAIL                                                                   \
   RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
 
 /* MLC llama-style layer (llama_model.py LlamaDecoderLayer._set_tp): MLC
@@ -77,8 +77,6 @@
 #define MLC_MLP(R, b)                                                          \
   R(b ".gate_up_proj.weight", "_shard_mlp_up", 0, II),                         \
       R(b ".down_proj.weight", "_shard_mlp_down", 1, NONE)
-#define MLC_TAIL                                                               \
-  RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
 
 /* MLC qwen2-style attention (qwen2_model.py QWen2DecoderLayer._set_tp). */
 #define MLC_C_ATTN(rb)                                                         \
@@ -103,13 +101,13 @@ static const struct tpl__ptmpl hf_llama[] = {
     VISION,
     HF_ATTN,
     HF_MLP(W, "*.mlp"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_llama[] = {
     VISION,
     MLC_QKV_O("*.self_attn", "o_proj"),
     MLC_MLP(W, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- mixtral: mixtral_model.py MixtralDecoderLayer._set_tp.  MLC stacks
@@ -122,14 +120,14 @@ static const struct tpl__ptmpl hf_mixtral[] = {
     W("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, NONE),
     W("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, NONE),
     RP("*.block_sparse_moe.gate.weight"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_mixtral[] = {
     MLC_QKV_O("*.self_attn", "o_proj"),
     W("*.moe.e1_e3.weight", "_shard_mlp_up", 1, II),
     W("*.moe.e2.weight", "_shard_mlp_down", 2, NONE),
     RP("*.moe.gate.weight"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- phi3: phi3_model.py Phi3ParallelBlock._set_tp.  MLC names the
@@ -141,7 +139,7 @@ static const struct tpl__ptmpl hf_phi3[] = {
     W("*.self_attn.qkv_proj.weight", "_shard_qkv", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     MLC_MLP(W, "*.mlp"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_phi3[] = {
     MLC_QKV_O("*.mixer", "out_proj"),
@@ -162,18 +160,18 @@ static const struct tpl__ptmpl hf_qwen2[] = {
     VISION,
     HF_ATTN,
     HF_MLP(W, "*.mlp"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2[] = {
     VISION,
     MLC_C_ATTN(TPL_REQ_LAYER),
     MLC_MLP(W, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3[] = {
     MLC_C_ATTN(TPL_REQ_NO),
     MLC_MLP(W, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- qwen2_moe: qwen2_moe_model.py Qwen2MoeDecoderLayer._set_tp (shared
@@ -200,7 +198,7 @@ static const struct tpl__ptmpl hf_qwen2_moe[] = {
     HF_SHARED(W, "*.mlp.shared_expert"),
     RP("*.mlp.gate.weight"),
     RP("*.mlp.shared_expert_gate.weight"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2_moe[] = {
     MLC_C_ATTN(TPL_REQ_LAYER),
@@ -211,19 +209,19 @@ static const struct tpl__ptmpl mlc_qwen2_moe[] = {
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
     RP("*.mlp.gate.weight"),
     RP("*.mlp.shared_expert_gate.weight"),
-    MLC_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl hf_qwen3_moe[] = {
     HF_ATTN,
     HF_EXPERTS(W, "*.mlp"),
     RP("*.mlp.gate.weight"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3_moe[] = {
     MLC_C_ATTN(TPL_REQ_NO),
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
     RP("*.mlp.gate.weight"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- deepseek_v2 / v3: deepseek_v2_model.py DeepseekV2DecoderLayer
@@ -252,7 +250,7 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
  * layers, gate/up/down in dense ones. */
 #define HF_DS_MLP                                                              \
   HF_EXPERTS(WM, "*.mlp"), HF_SHARED(WM, "*.mlp.shared_experts"),              \
-      RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), HF_TAIL
+      RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), TAIL
 
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
     DS_ATTN,
@@ -274,7 +272,7 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
     RP("*.mlp.gate.weight"),
     WD("*.mlp.gate_up_proj.weight", "_shard_gate_up", 0, II),
     WD("*.mlp.down_proj.weight", "_shard_down", 1, NONE),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- deepseek (v1): deepseek_model.py DeepseekDecoderLayer._set_tp.
@@ -295,7 +293,7 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
     MLC_DS_SHARED,
     RP("*.mlp.gate.weight"),
     MLC_MLP(WD, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- gemma3: gemma3_model.py Gemma3DecoderLayer._set_tp, sizes under
@@ -317,7 +315,7 @@ static const struct tpl__ptmpl mlc_gemma3[] = {
     VISION,
     SEP_QKV_O,
     MLC_MLP(W, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- llama4: llama4_model.py Llama4TextDecoderLayer._set_tp, sizes under
@@ -336,7 +334,7 @@ static const struct tpl__ptmpl hf_llama4[] = {
     HF_SHARED(WM, "*.feed_forward.shared_expert"),
     RP("*.feed_forward.router.weight"),
     HF_MLP(WD, "*.feed_forward"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_llama4[] = {
     VISION,
@@ -346,7 +344,7 @@ static const struct tpl__ptmpl mlc_llama4[] = {
     MLC_MLP(WM, "*.feed_forward.shared_expert"),
     RP("*.feed_forward.router.router.weight"),
     MLC_MLP(WD, "*.feed_forward"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* Older HF checkpoints of GPT-2, GPT-J and GPT-NeoX store the causal
@@ -358,6 +356,9 @@ static const struct tpl__ptmpl mlc_llama4[] = {
  * weights cut dim 1 and the row-parallel ones dim 0, under names of their
  * own (a different layout is a different shard function). ---- */
 
+#define GPT2_TAIL                                                              \
+  RP("*wte.weight"), RP("*wpe.weight"), RP("*lm_head.weight"), RP("*ln_*")
+
 static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.attn.c_attn.weight", "_shard_c_attn_weight", 1, EEE),
     W("*.attn.c_attn.bias", "_shard_c_attn_bias", 0, EEE),
@@ -367,10 +368,7 @@ static const struct tpl__ptmpl hf_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_mlp_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 0, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"),
-    RP("*wpe.weight"),
-    RP("*lm_head.weight"),
-    RP("*ln_*"),
+    GPT2_TAIL,
     MASKS("*.attn"),
 };
 static const struct tpl__ptmpl mlc_gpt2[] = {
@@ -382,10 +380,7 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
     W("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),
     W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),
     SC("*.mlp.c_proj.bias"),
-    RP("*wte.weight"),
-    RP("*wpe.weight"),
-    RP("*lm_head.weight"),
-    RP("*ln_*"),
+    GPT2_TAIL,
 };
 
 /* ---- gpt_neox: gpt_neox_model.py GPTNeoXLayer._set_tp.  HF interleaves
@@ -453,7 +448,7 @@ static const struct tpl__ptmpl hf_phi[] = {
     W("*.self_attn.dense.weight", "_shard_o_weight", 1, NONE),
     SC("*.self_attn.dense.bias"),
     PHI_MLP,
-    HF_TAIL,
+    TAIL,
     RP("*final_layernorm.*"),
     RP("*input_layernorm.*"),
 };
@@ -509,7 +504,7 @@ static const struct tpl__ptmpl mlc_internlm[] = {
     SC("*.self_attn.o_proj.bias"),
     W("*.mlp.gate_up_proj.weight", "_shard_mlp_gate_up", 0, II),
     W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- baichuan: baichuan_model.py BaichuanDecoderLayer._set_tp.  HF's
@@ -521,14 +516,14 @@ static const struct tpl__ptmpl hf_baichuan[] = {
     W("*.mlp.gate_proj.weight", "_shard_gate", 0, NONE),
     W("*.mlp.up_proj.weight", "_shard_up", 0, NONE),
     W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_baichuan[] = {
     W("*.self_attn.W_pack.weight", "_shard_qkv_weight", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     W("*.mlp.gate_up_proj.weight", "_shard_mlp_gate_up", 0, II),
     W("*.mlp.down_proj.weight", "_shard_mlp_down_proj", 1, NONE),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- chatglm3: chatglm3_model.py GLMBlock._set_tp; HF and MLC share the
@@ -560,7 +555,7 @@ static const struct tpl__ptmpl chatglm3[] = {
   W("*.mlp.c_fc.weight", "_shard_c_fc_weight", 0, NONE),                       \
       O("*.mlp.c_fc.bias", "_shard_c_fc_bias", 0, NONE),                       \
       W("*.mlp.c_proj.weight", "_shard_mlp_c_proj", 1, NONE),                  \
-      SC("*.mlp.c_proj.bias"), HF_TAIL, RP("*norm.bias")
+      SC("*.mlp.c_proj.bias"), TAIL, RP("*norm.bias")
 
 static const struct tpl__ptmpl hf_starcoder2[] = {HF_ATTN, SC2_MLP};
 static const struct tpl__ptmpl mlc_starcoder2[] = {
@@ -578,14 +573,14 @@ static const struct tpl__ptmpl mlc_starcoder2[] = {
 static const struct tpl__ptmpl hf_cohere[] = {
     HF_ATTN,
     HF_MLP(W, "*.mlp"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_cohere[] = {
     MLC_QKV_O("*.self_attn", "out_proj"),
     W("*.mlp.gate_proj.weight", "_shard_mlp_gate", 0, NONE),
     W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
     W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- nemotron: nemotron_model.py NemotronDecoderLayer._set_tp.  MLC:
@@ -593,23 +588,16 @@ static const struct tpl__ptmpl mlc_cohere[] = {
  * also cuts its input features; a column-parallel up_proj must cut dim 0,
  * as here. ---- */
 
-static const struct tpl__ptmpl hf_nemotron[] = {
-    HF_ATTN,
-    W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
-    O("*.mlp.up_proj.bias", "_shard_mlp_up_bias", 0, NONE),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    SC("*.mlp.down_proj.bias"),
-    HF_TAIL,
-    RP("*norm.bias"),
-};
+#define NEMOTRON_MLP                                                           \
+  W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),                         \
+      O("*.mlp.up_proj.bias", "_shard_mlp_up_bias", 0, NONE),                  \
+      W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),                 \
+      SC("*.mlp.down_proj.bias"), TAIL, RP("*norm.bias")
+
+static const struct tpl__ptmpl hf_nemotron[] = {HF_ATTN, NEMOTRON_MLP};
 static const struct tpl__ptmpl mlc_nemotron[] = {
     MLC_QKV_O("*.self_attn", "o_proj"),
-    W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
-    O("*.mlp.up_proj.bias", "_shard_mlp_up_bias", 0, NONE),
-    W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
-    SC("*.mlp.down_proj.bias"),
-    MLC_TAIL,
-    RP("*norm.bias"),
+    NEMOTRON_MLP,
 };
 
 /* ---- stable_lm: stablelm_model.py StableLMDecoderLayer._set_tp. ---- */
@@ -619,7 +607,7 @@ static const struct tpl__ptmpl mlc_stable_lm[] = {
     O("*.self_attn.qkv_proj.bias", "_shard_qkv_bias", 0, QKV),
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     MLC_MLP(W, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
     RP("*norm.bias"),
 };
 
@@ -634,7 +622,7 @@ static const struct tpl__ptmpl hf_minicpm[] = {
     WM("*.mlp.experts.*.w2.weight", "_shard_w2", 1, NONE),
     RP("*.mlp.gate.weight"),
     HF_MLP(WD, "*.mlp"),
-    HF_TAIL,
+    TAIL,
 };
 static const struct tpl__ptmpl mlc_minicpm[] = {
     W("*.self_attn.wqkv_pack.weight", "_shard_qkv_weight", 0, QKV),
@@ -643,7 +631,7 @@ static const struct tpl__ptmpl mlc_minicpm[] = {
     WM("*.mlp.e2.weight", "_shard_mlp_down", 2, NONE),
     RP("*.mlp.gate.weight"),
     MLC_MLP(WD, "*.mlp"),
-    MLC_TAIL,
+    TAIL,
 };
 
 /* ---- qwen (v1): qwen_model.py QWenBlock._set_tp.  config.json's

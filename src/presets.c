@@ -32,12 +32,18 @@ static const struct tpl__preset_def *find_preset(const char *name) {
   return NULL;
 }
 
+/* What `from` maps to in `map` (n entries), or NULL. */
+static const char *map_name(const struct tpl__name_map *map, size_t n,
+                            const char *from) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(map[i].from, from) == 0) return map[i].to;
+  return NULL;
+}
+
 /* A preset name or one of its model_type aliases ("deepseek_v3"). */
 static const struct tpl__preset_def *find_preset_or_alias(const char *name) {
-  for (size_t i = 0; i < tpl__npreset_types; i++)
-    if (strcmp(tpl__preset_types[i].from, name) == 0)
-      return find_preset(tpl__preset_types[i].to);
-  return find_preset(name);
+  const char *to = map_name(tpl__preset_types, tpl__npreset_types, name);
+  return find_preset(to != NULL ? to : name);
 }
 
 int tpl__preset_known(const char *name) {
@@ -349,13 +355,6 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
 
 /* --- detecting the architecture --- */
 
-static const char *preset_for_arch(const char *arch) {
-  for (size_t i = 0; i < tpl__npreset_archs; i++)
-    if (strcmp(tpl__preset_archs[i].from, arch) == 0)
-      return tpl__preset_archs[i].to;
-  return NULL;
-}
-
 int tpl__preset_detect(const json_t *config, int mlc, const char *what,
                        const char **name, struct tpl_error *err) {
   const json_t *archs = json_object_get(config, "architectures");
@@ -365,7 +364,8 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
   if (!mlc && json_is_array(archs) && json_array_size(archs) > 0 &&
       json_is_string(json_array_get(archs, 0))) {
     arch = json_string_value(json_array_get(archs, 0));
-    if ((*name = preset_for_arch(arch)) != NULL) return 0;
+    *name = map_name(tpl__preset_archs, tpl__npreset_archs, arch);
+    if (*name != NULL) return 0;
   }
   if (json_is_string(type)) {
     mt = json_string_value(type);

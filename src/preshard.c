@@ -21,6 +21,22 @@
 #include "shardinfo.h"
 #include "st_writer.h"
 
+/* A rank file being written: unnamed (O_TMPFILE) where the filesystem
+ * allows it, else a hidden temp name that is removed on failure. */
+struct shard_file {
+  int fd;    /* -1 when none */
+  int named; /* 1: lives at DIR/.rank{R}.safetensors.tmp */
+};
+
+/* DIR exists, or is created now. */
+static int make_dir(const char *dir, struct tpl_error *err) {
+  int e;
+  if (mkdir(dir, 0755) == 0 || errno == EEXIST) return 0;
+  e = errno;
+  return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
+                   strerror(e));
+}
+
 /* Without --force the output directory must be empty: output of an
  * earlier run, the model's own files or anything else is refused. */
 static int dir_has_entries(const char *dir, char *found, size_t len) {
@@ -67,21 +83,32 @@ static int remove_old_output(const char *dir, struct tpl_error *err) {
   return 0;
 }
 
-int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
+/* Rank 0's check before loading (the sink's prepare step): DIR exists or
+ * can be created; without --force, it must be empty (old output, the
+ * model's own files or anything else is refused).  With --force, removes
+ * the old shard-info.json (so a half-replaced directory never looks
+ * complete) and every old rank<digits>.safetensors (so fewer ranks than
+ * last time leave no stale file).  Returns 0 or TPL_EOUTPUT / -errno. */
+static int preshard_prepare(void *ctx, struct tpl_error *err) {
+  const struct tpl__preshard_opts *o = ctx;
+  const char *dir = o->dir;
   char found[256];
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-    int e = errno;
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
-                     strerror(e));
-  }
+  int rc = make_dir(dir, err);
+  if (rc != 0) return rc;
   if (!tpl__is_dir(dir))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: expected a directory, found another file", dir);
-  if (!force && dir_has_entries(dir, found, sizeof(found)))
+  if (!o->force && dir_has_entries(dir, found, sizeof(found)))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: already holds %s (pass --force to replace)", dir,
                      found);
-  return force ? remove_old_output(dir, err) : 0;
+  return o->force ? remove_old_output(dir, err) : 0;
+}
+
+/* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of
+ * these; they get a named temp file instead. */
+static int no_tmpfile(int e) {
+  return e == EOPNOTSUPP || e == EISDIR || e == EINVAL;
 }
 
 /* Creates a file in `dir` that never gets a name (or, where O_TMPFILE is
@@ -90,7 +117,7 @@ int tpl__preshard_prepare(const char *dir, int force, struct tpl_error *err) {
 static int probe_writable(const char *dir) {
   char name[64];
   int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+  if (fd < 0 && no_tmpfile(errno)) {
     snprintf(name, sizeof(name), "%s/.tpload-probe.%ld", dir, (long)getpid());
     fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) unlink(name);
@@ -100,14 +127,17 @@ static int probe_writable(const char *dir) {
   return 0;
 }
 
-int tpl__preshard_check_dir(const char *dir, struct tpl_error *err) {
+/* Every rank's check of DIR before any byte moves (the sink's check
+ * step, what its own node sees): creates it if missing; it must be a
+ * directory owned by this user, writable by no one else (or sticky), and
+ * this process must be able to create files in it (tested by creating
+ * one).  Returns 0 or TPL_EOUTPUT. */
+static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+  const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
   struct stat st;
-  int rc;
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-    int e = errno;
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot create directory: %s", dir,
-                     strerror(e));
-  }
+  int rc = make_dir(dir, err);
+  (void)rank;
+  if (rc != 0) return rc;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: expected a directory, found another file", dir);
@@ -136,14 +166,8 @@ static void temp_name(char *buf, size_t len, uint32_t rank) {
   snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
 }
 
-/* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of
- * these; they get a named temp file instead. */
-static int no_tmpfile(int e) {
-  return e == EOPNOTSUPP || e == EISDIR || e == EINVAL;
-}
-
-static int open_output(const char *dir, uint32_t rank,
-                       struct tpl__shard_file *f, struct tpl_error *err) {
+static int open_output(const char *dir, uint32_t rank, struct shard_file *f,
+                       struct tpl_error *err) {
   char tmp[64];
   int d = -1, e;
   f->named = 0;
@@ -166,8 +190,8 @@ static int open_output(const char *dir, uint32_t rank,
                    strerror(e));
 }
 
-void tpl__preshard_discard(const char *dir, uint32_t rank,
-                           struct tpl__shard_file *f) {
+/* Drops a written but unpublished file (after a failure elsewhere). */
+static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
   if (f->fd >= 0) close(f->fd);
   if (f->named) {
     char tmp[64], *p;
@@ -220,9 +244,14 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
   return 0;
 }
 
-int tpl__preshard_write(const char *dir, const struct tpl__job *job,
-                        const struct tpl__store *store, uint32_t rank,
-                        struct tpl__shard_file *f, struct tpl_error *err) {
+/* Writes this rank's safetensors file (header with its place in the
+ * grid, tpl__rank_file_header; the tensors its stage holds, in checkpoint
+ * order) to a file no reader will take for output and fsyncs it.  Disk
+ * full is -ENOSPC (exit 74).  On failure nothing is left in DIR and
+ * f->fd is -1. */
+static int write_rank_file(const char *dir, const struct tpl__job *job,
+                           const struct tpl__store *store, uint32_t rank,
+                           struct shard_file *f, struct tpl_error *err) {
   int rc = open_output(dir, rank, f, err);
   if (rc != 0) return rc;
   rc = write_header(f->fd, dir, job, rank, err);
@@ -240,14 +269,16 @@ int tpl__preshard_write(const char *dir, const struct tpl__job *job,
     rc = tpl__fail(err, -e, "%s/rank%u.safetensors: fsync: %s", dir, rank,
                    strerror(e));
   }
-  if (rc != 0) tpl__preshard_discard(dir, rank, f);
+  if (rc != 0) discard(dir, rank, f);
   return rc;
 }
 
-/* An unnamed file first gets the temp name, then every file is renamed
+/* Gives the written file its name DIR/rank{R}.safetensors (replacing an
+ * old one), fsyncs DIR and closes it; on failure the file is gone.  An
+ * unnamed file first gets the temp name, then every file is renamed
  * over the final one: readers see the old file or the new, never a part. */
-int tpl__preshard_publish(const char *dir, uint32_t rank,
-                          struct tpl__shard_file *f, struct tpl_error *err) {
+static int publish(const char *dir, uint32_t rank, struct shard_file *f,
+                   struct tpl_error *err) {
   char proc[64], tmp[64], final[64];
   int d, rc = 0;
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
@@ -265,7 +296,7 @@ int tpl__preshard_publish(const char *dir, uint32_t rank,
   if (rc == 0 && renameat(d, tmp, d, final) != 0) rc = -errno;
   if (rc == 0) f->named = 0;
   if (d >= 0) close(d);
-  tpl__preshard_discard(dir, rank, f);
+  discard(dir, rank, f);
   if (rc == 0) rc = tpl__fsync_dir(dir);
   if (rc != 0)
     return tpl__fail(err, rc, "%s/%s: cannot publish: %s", dir, final,
@@ -273,7 +304,8 @@ int tpl__preshard_publish(const char *dir, uint32_t rank,
   return 0;
 }
 
-void tpl__preshard_unpublish(const char *dir, uint32_t rank) {
+/* Removes DIR/rank{R}.safetensors (after a failure elsewhere). */
+static void unpublish(const char *dir, uint32_t rank) {
   char name[64], *p;
   snprintf(name, sizeof(name), "rank%u.safetensors", rank);
   p = tpl__path_join(dir, name);
@@ -313,10 +345,10 @@ static int write_shard_info(const char *dir, const struct tpl__loaded *l,
 static int preshard_run(void *ctx, const struct tpl__loaded *l,
                         const struct tpl__coord *c, struct tpl_error *err) {
   const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
-  struct tpl__shard_file f = {-1, 0};
+  struct shard_file f = {-1, 0};
   int rc, all;
   sigset_t stop, old;
-  rc = tpl__preshard_write(dir, l->job, l->store, c->rank, &f, err);
+  rc = write_rank_file(dir, l->job, l->store, c->rank, &f, err);
   all = c->agree(c->ctx, rc, err);
   /* Once files get names, a SIGTERM or SIGINT waits until the directory
    * is complete or cleaned (a few milliseconds): a signal between the
@@ -328,26 +360,15 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
   sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, &old);
   if (all == 0) {
-    rc = tpl__preshard_publish(dir, c->rank, &f, err);
+    rc = publish(dir, c->rank, &f, err);
     all = c->agree(c->ctx, rc, err);
   }
-  tpl__preshard_discard(dir, c->rank, &f);
+  discard(dir, c->rank, &f);
   if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, c->world, err);
   all = c->agree(c->ctx, rc, err);
-  if (all != 0) tpl__preshard_unpublish(dir, c->rank);
+  if (all != 0) unpublish(dir, c->rank);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   return all;
-}
-
-static int preshard_prepare(void *ctx, struct tpl_error *err) {
-  const struct tpl__preshard_opts *o = ctx;
-  return tpl__preshard_prepare(o->dir, o->force, err);
-}
-
-static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
-  (void)rank;
-  return tpl__preshard_check_dir(((const struct tpl__preshard_opts *)ctx)->dir,
-                                 err);
 }
 
 struct tpl__sink tpl__preshard_sink(const struct tpl__preshard_opts *o) {

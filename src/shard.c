@@ -248,10 +248,8 @@ static void push_piece(struct tpl__layout *out, uint64_t off, uint64_t len) {
 static int spec_is_sane(const uint64_t *shape, int ndim, size_t itemsize,
                         const struct tpl__shard_spec *spec, uint32_t nshards,
                         uint32_t rank) {
-  if (itemsize == 0 || nshards == 0 || rank >= nshards) return 0;
-  if (check_shape(shape, ndim, spec, nshards, NULL, NULL) != 0) return 0;
-  if (check_segs(shape, spec, NULL, NULL) != 0) return 0;
-  return check_divisible(shape, spec, nshards, NULL, NULL) == 0;
+  return itemsize != 0 && nshards != 0 && rank < nshards &&
+         tpl__shard_check(shape, ndim, spec, nshards, NULL, NULL) == 0;
 }
 
 int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
@@ -294,12 +292,9 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
 void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
   layout_empty(out);
   if (nbytes == 0) return;
+  push_piece(out, 0, nbytes);
   out->rows = 1;
-  out->row_stride = nbytes;
-  out->npieces = 1;
-  out->pieces[0].offset = 0;
-  out->pieces[0].length = nbytes;
-  out->total = nbytes;
+  out->row_stride = out->total = nbytes;
 }
 
 void tpl__shard_shape(const uint64_t *shape, int ndim,

@@ -22,15 +22,14 @@
 #define FIRST_SLEEP_NS 10000L
 #define MAX_SLEEP_NS 1000000L
 
-void tpl__stall_start(struct tpl__stall *s, double timeout) {
-  s->timeout = timeout;
+void tpl__stall_progress(struct tpl__stall *s) {
   s->last = tpl__now();
   s->polls = 0;
 }
 
-void tpl__stall_progress(struct tpl__stall *s) {
-  s->last = tpl__now();
-  s->polls = 0;
+void tpl__stall_start(struct tpl__stall *s, double timeout) {
+  s->timeout = timeout;
+  tpl__stall_progress(s);
 }
 
 double tpl__stall_quiet_for(const struct tpl__stall *s) {
