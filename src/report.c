@@ -439,9 +439,10 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
 json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
   struct tpl__grid g;
-  json_t *o, *ranks = json_array();
+  json_t *o, *ranks;
   int agree;
   if (lr == NULL) return NULL;
+  ranks = json_array();
   g = report_grid(lr);
   agree = check_replicas(lr, NULL);
   o = json_pack("{s:s, s:I, s:I, s:I}", "model", lr->model,
