@@ -46,12 +46,14 @@ static const char inspect_help[] =
     "missing, 74 I/O error.\n";
 
 static const char *format_name(int format) {
-  static const char *const names[] = {[TPL_FMT_SAFETENSORS] = "safetensors",
-                                      [TPL_FMT_ST_INDEX] = "safetensors-index",
-                                      [TPL_FMT_MLC] = "mlc"};
-  return format == TPL_FMT_SAFETENSORS || format == TPL_FMT_ST_INDEX
-             ? names[format]
-             : names[TPL_FMT_MLC];
+  switch (format) {
+  case TPL_FMT_SAFETENSORS:
+    return "safetensors";
+  case TPL_FMT_ST_INDEX:
+    return "safetensors-index";
+  default:
+    return "mlc";
+  }
 }
 
 /* Adds shard_shape, rule and, taken from the shard-info entry so both

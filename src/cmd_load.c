@@ -141,8 +141,12 @@ static int want_bar(int mode) {
 
 /* The options whose values need checking (64 when one is bad). */
 static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
-  static const char *const progress[] = {"auto", "always", "never"};
-  static const char *const huge[] = {"auto", "on", "off"}; /* tpl_huge */
+  static const char *const progress[] = {[PROGRESS_AUTO] = "auto",
+                                         [PROGRESS_ALWAYS] = "always",
+                                         [PROGRESS_NEVER] = "never"};
+  static const char *const huge[] = {[TPL_HUGE_AUTO] = "auto",
+                                     [TPL_HUGE_HUGETLB] = "on",
+                                     [TPL_HUGE_OFF] = "off"};
   const char *const *v = a->value;
   /* A 48 MiB window keeps rank 0 within 64 MiB beyond its shard at 4 ranks
    * with MPI's own buffers (bench: 72 -> 60 MiB; 64 and 48 load alike). */

@@ -669,17 +669,19 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
 
 /* A receiver finishes a tensor as soon as it has it, while its bytes are
  * fresh in cache and rank 0 is still sending, unless it forwards the
- * tensor down the chain: those bytes must stay as received until the
- * forwarding sends complete.  Rank 0 finishes everything after sending. */
-static int finished_on_receipt(const struct engine *e, size_t i) {
-  return e->rank != 0 && successor(e, i) < 0;
+ * tensor down the chain (to `to`, its successor, or -1): those bytes must
+ * stay as received until the forwarding sends complete.  Rank 0 finishes
+ * everything after sending. */
+static int finished_on_receipt(const struct engine *e, int to) {
+  return e->rank != 0 && to < 0;
 }
 
 /* Finishes the tensors this rank holds that were not finished on
  * receipt. */
 static int finish_store(struct engine *e, struct tpl_error *err) {
   for (size_t i = 0; i < e->job->ntensors; i++) {
-    int rc = !tpl__job_holds(e->job, i, e->rank) || finished_on_receipt(e, i)
+    int rc = !tpl__job_holds(e->job, i, e->rank) ||
+                     finished_on_receipt(e, successor(e, i))
                  ? 0
                  : finish_tensor(e, i, err);
     if (rc != 0) return rc;
@@ -798,7 +800,7 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
     to = successor(e, i);
     rc = receive_tensor(e, i, in, &fwd, to, err);
-    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err); /* on receipt */
+    if (rc == 0 && finished_on_receipt(e, to)) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -912,11 +914,15 @@ static int coord_share(void *ctx, void *buf, size_t len,
 static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
   struct tpl_error *err = NULL;
-  uint32_t first = e->rank == 0 ? 1 : 0, end = e->rank == 0 ? e->world : 1;
   int one = 1;
   if (e->shutdown_sent) return 0;
   e->shutdown_sent = 1;
-  for (uint32_t r = first; r < end; r++)
+  /* Another rank asks rank 0, which tells every other rank. */
+  if (e->rank != 0)
+    return mpi_check(
+        MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
+        err);
+  for (uint32_t r = 1; r < e->world; r++)
     MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
             "send");
   return 0;

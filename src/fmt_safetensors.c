@@ -435,17 +435,22 @@ static int check_file_size(uint64_t header_len, uint64_t data_len,
                      "%s: expected a data section below 2^64 bytes, found "
                      "data_offsets ending at %llu",
                      fname, (unsigned long long)data_len);
-  if (file_size != want)
+  if (file_size > want)
     return tpl__fail(
         err, TPL_EFORMAT,
         "%s: expected %llu bytes (8 + header %llu + data %llu), "
-        "found %llu: %s%llu%s",
+        "found %llu: %llu trailing bytes after the last tensor",
         fname, (unsigned long long)want, (unsigned long long)header_len,
         (unsigned long long)data_len, (unsigned long long)file_size,
-        file_size > want ? "" : "file truncated by ",
-        (unsigned long long)(file_size > want ? file_size - want
-                                              : want - file_size),
-        file_size > want ? " trailing bytes after the last tensor" : " bytes");
+        (unsigned long long)(file_size - want));
+  if (file_size < want)
+    return tpl__fail(
+        err, TPL_EFORMAT,
+        "%s: expected %llu bytes (8 + header %llu + data %llu), "
+        "found %llu: file truncated by %llu bytes",
+        fname, (unsigned long long)want, (unsigned long long)header_len,
+        (unsigned long long)data_len, (unsigned long long)file_size,
+        (unsigned long long)(want - file_size));
   return 0;
 }
 

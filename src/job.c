@@ -181,8 +181,11 @@ int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
     int r = job->tensors[i].rule;
     if (r >= 0 && (size_t)r < p->nrules) used[r] = 1;
   }
-  for (size_t r = 0; r < p->nrules; r++)
-    if (!used[r] && unused++ == 0) first = r;
+  for (size_t r = 0; r < p->nrules; r++) {
+    if (used[r]) continue;
+    if (unused == 0) first = r;
+    unused++;
+  }
   free(used);
   if (unused == 0) return 0;
   tpl__fail(err, TPL_EPLAN,
