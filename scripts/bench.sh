@@ -125,7 +125,7 @@ record fresh_memory_2m_cold_gib_per_s "$($PY "$PEERS" cold 256 | awk '{print $2}
 
 for m in "$big" "$small"; do cat $(files_of "$m") >/dev/null; done
 big_bytes=$(bytes_of "$big")
-warm() { $PY "$PEERS" warm $((2 * big_bytes)); }
+warm() { $PY "$PEERS" warm "${1:-$((2 * big_bytes))}"; } # [BYTES]
 hot() { warm; wall "$@"; } # seconds "$@" takes on warmed memory
 small_tensors=$("$T" inspect --json "$small" | field 'r["tensor_count"]')
 cats=
@@ -228,7 +228,7 @@ if [ "$scaling" = 1 ]; then
     cat $(files_of "$m") >/dev/null
     ts=
     for _ in $(seq "$runs"); do
-      $PY "$PEERS" warm $((2 * $(bytes_of "$m")))
+      warm $((2 * $(bytes_of "$m")))
       ts="$ts $($MPIRUN -np 2 "$T" load "$m" --json --quiet | field 'r["seconds"]')"
     done
     t=$(echo "$ts" | median)
