@@ -45,12 +45,17 @@ t_refused() {
 # nobody must reach its own directories below $T_TMP.
 chmod 0711 "$T_TMP"
 mkdir -m 0777 "$T_TMP/pub"
+# nobody runs the impostor from here: the source tree may sit in a
+# directory only root can enter (a clone under mktemp -d is 0700).
+cp "$FAKE" "$T_TMP/pub/fake_daemon.py"
+chmod 0644 "$T_TMP/pub/fake_daemon.py"
 
 # 1. An impostor in a socket directory nobody made first.
 mkdir -m 0700 "$T_TMP/theirs"
 chown $NOBODY:$NOBODY "$T_TMP/theirs"
 setpriv --reuid=$NOBODY --regid=$NOBODY --clear-groups \
-  "$ORACLE" "$FAKE" "$T_TMP/theirs/rank0.sock" "$T_TMP/pub/theirs.ready" &
+  "$ORACLE" "$T_TMP/pub/fake_daemon.py" "$T_TMP/theirs/rank0.sock" \
+  "$T_TMP/pub/theirs.ready" &
 PIDS="$PIDS $!"
 wait_file "$T_TMP/pub/theirs.ready" ||
   { echo "Bail out! nobody's impostor did not start"; exit 99; }
