@@ -81,14 +81,16 @@ static uint64_t hugetlb_free_bytes(void) {
 }
 
 /* Shared memory in huge pages even where shmem THP is off (shmem_enabled
- * = never; only "deny" forbids it): one byte written per 2 MiB, then
- * MADV_COLLAPSE (Linux 6.1+) makes each 2 MiB a huge page, filling the
- * holes.  Best effort: on failure the 4 KiB pages stay. */
-static void collapse_huge(uint8_t *p, uint64_t size) {
-  uint64_t whole = size & ~(HUGE_PAGE - 1);
+ * = never; only "deny" forbids it): one byte written per 2 MiB through the
+ * file (no page-table fault, unlike a write through the mapping: measured
+ * half the cost), then MADV_COLLAPSE (Linux 6.1+) makes each 2 MiB a huge
+ * page, filling the holes.  Best effort: on failure the 4 KiB pages stay. */
+static void collapse_huge(const struct tpl__store *s, uint64_t from,
+                          uint64_t to) {
+  uint64_t whole = (to - from) & ~(HUGE_PAGE - 1);
   for (uint64_t off = 0; off < whole; off += HUGE_PAGE)
-    p[off] = 0;
-  if (whole > 0) madvise(p, (size_t)whole, MADV_COLLAPSE);
+    if (pwrite(s->fd, "", 1, (off_t)(from + off)) != 1) s->base[from + off] = 0;
+  if (whole > 0) madvise(s->base + from, (size_t)whole, MADV_COLLAPSE);
 }
 
 /* Maps the memfd at a 2 MiB aligned address (so huge pages can be mapped
@@ -118,40 +120,58 @@ static int map_store(struct tpl__store *s, int prot, struct tpl_error *err) {
   return 0;
 }
 
-/* The step in which a store is prefaulted: large enough to amortize the
- * calls, small enough for the writer to follow closely. */
+/* A memfd store is prepared in steps: large enough to amortize the calls,
+ * small enough for the writer to follow closely. */
 #define PREPARE_STEP ((uint64_t)32 << 20)
 
-/* Puts [from, to) of the writable mapping (`from` 2 MiB aligned) in huge
- * pages where it can (a memfd needs MADV_COLLAPSE; private memory is
- * advised already) and populates it writable in one pass: a shared
- * mapping would otherwise take one write fault per 4 KiB page.  Returns 0
- * or -errno; EINVAL (an old kernel) is not an error: pages fault in. */
-static int populate(struct tpl__store *s, uint64_t from, uint64_t to) {
-  uint8_t *p = s->base + from;
-  if (s->fd >= 0 && !s->hugetlb) collapse_huge(p, to - from);
-  if (madvise(p, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 &&
+static uint32_t step_count(uint64_t bytes) {
+  return (uint32_t)((bytes + PREPARE_STEP - 1) / PREPARE_STEP);
+}
+
+/* Puts step `k` of the writable mapping in huge pages where it can (a
+ * memfd needs MADV_COLLAPSE unless it is hugetlb; private memory is
+ * advised already) and populates it
+ * writable in one pass: a shared mapping would otherwise take one write
+ * fault per 4 KiB page.  Returns 0 or -errno; EINVAL (an old kernel) is
+ * not an error: pages fault in. */
+static int populate(const struct tpl__store *s, uint32_t k) {
+  uint64_t from = (uint64_t)k * PREPARE_STEP;
+  uint64_t to = s->size - from > PREPARE_STEP ? from + PREPARE_STEP : s->size;
+  if (s->fd >= 0 && !s->hugetlb) collapse_huge(s, from, to);
+  if (madvise(s->base + from, (size_t)(to - from), MADV_POPULATE_WRITE) != 0 &&
       errno != EINVAL)
     return -errno;
   return 0;
 }
 
-/* The prefault thread: populates the store from the start, step by step,
- * publishing how far it got, so that the page clearing runs beside the
- * transfer (on another core when one is free) instead of inside it. */
+/* Steps are handed out in order, under the lock, to whoever asks first:
+ * the prefault thread working ahead, or the writer when it has caught up
+ * with the thread (so neither waits while a step is left to take). */
+static int step_left(const struct tpl__store *s, uint32_t below) {
+  return s->taken < below && s->prefault_rc == 0;
+}
+
+/* The prefault thread: takes steps from the start, so that the page
+ * clearing runs beside the transfer (on another core when one is free)
+ * instead of inside it.  The step it is on is marked in the same lock
+ * that hands it out, and a writer waiting for it is woken when it ends.
+ * A private store's writer never waits: it faults in what the thread has
+ * not reached. */
 static void *prefault_main(void *arg) {
   struct tpl__store *s = arg;
-  uint64_t off = 0;
-  while (off < s->size && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-    uint64_t to = s->size - off > PREPARE_STEP ? off + PREPARE_STEP : s->size;
-    int rc = populate(s, off, to);
-    if (rc != 0) {
-      __atomic_store_n(&s->prefault_rc, rc, __ATOMIC_RELEASE);
-      break;
-    }
-    off = to;
-    __atomic_store_n(&s->ready, off, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&s->lock);
+  while (!s->stop && step_left(s, step_count(s->size))) {
+    uint32_t k = s->taken++;
+    int rc;
+    s->thread_step = k;
+    pthread_mutex_unlock(&s->lock);
+    rc = populate(s, k);
+    pthread_mutex_lock(&s->lock);
+    s->thread_step = -1;
+    if (rc != 0) s->prefault_rc = rc;
+    pthread_cond_broadcast(&s->step_done);
   }
+  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -162,35 +182,51 @@ void tpl__store_prefault(struct tpl__store *s) {
 
 static void prefault_join(struct tpl__store *s) {
   if (!s->prefaulting) return;
-  __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&s->lock);
+  s->stop = 1;
+  pthread_mutex_unlock(&s->lock);
   pthread_join(s->prefaulter, NULL);
   s->prefaulting = 0;
 }
 
-/* A memfd store's writer waits for the prefault thread: a write ahead of
- * it would take 4 KiB pages that the collapse must then copy. */
-static int wait_prefault(struct tpl__store *s, uint64_t end) {
-  for (;;) {
-    int rc = __atomic_load_n(&s->prefault_rc, __ATOMIC_ACQUIRE);
-    if (rc != 0) return rc;
-    if (__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE) >= end) return 0;
-    sched_yield();
+/* Whether steps [0, need) are all populated: every one is taken and none
+ * of them is still in the thread's hands (the writer's own step is done
+ * when it asks).  Called under the lock. */
+static int steps_done(const struct tpl__store *s, uint32_t need) {
+  return s->taken >= need && !(s->thread_step >= 0 && s->thread_step < need);
+}
+
+/* The writer's side: takes the steps below `need` that the thread has not
+ * taken yet, then waits for the one the thread may still be working on. */
+static int prepare_steps(struct tpl__store *s, uint32_t need) {
+  int rc;
+  pthread_mutex_lock(&s->lock);
+  while (s->prefault_rc == 0 && !steps_done(s, need)) {
+    if (step_left(s, need)) {
+      uint32_t k = s->taken++;
+      pthread_mutex_unlock(&s->lock);
+      rc = populate(s, k);
+      pthread_mutex_lock(&s->lock);
+      if (rc != 0) s->prefault_rc = rc;
+    } else {
+      pthread_cond_wait(&s->step_done, &s->lock);
+    }
   }
+  rc = s->prefault_rc;
+  pthread_mutex_unlock(&s->lock);
+  return rc;
 }
 
 int tpl__store_prepare(struct tpl__store *s, uint64_t end,
                        struct tpl_error *err) {
-  uint64_t to;
-  int rc = 0;
+  int rc;
   if (s->fd < 0 || s->sealed || end <= s->prepared) return 0;
-  to = end < s->size - s->size % PREPARE_STEP
-           ? (end + PREPARE_STEP - 1) / PREPARE_STEP * PREPARE_STEP
-           : s->size;
-  rc = s->prefaulting ? wait_prefault(s, end) : populate(s, s->prepared, to);
+  if (end > s->size) end = s->size;
+  rc = prepare_steps(s, step_count(end));
   if (rc != 0)
     return tpl__fail(err, rc, "cannot populate the %llu-byte shard store: %s",
                      (unsigned long long)s->size, strerror(-rc));
-  s->prepared = s->prefaulting ? end : to;
+  s->prepared = (uint64_t)step_count(end) * PREPARE_STEP;
   return 0;
 }
 
@@ -199,6 +235,9 @@ static int init_store(struct tpl__store *s, size_t ntensors,
                       struct tpl_error *err) {
   memset(s, 0, sizeof(*s));
   s->fd = -1;
+  s->thread_step = -1;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->step_done, NULL);
   s->xxh3 = calloc(ntensors ? ntensors : 1, sizeof(*s->xxh3));
   if (s->xxh3 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   s->ntensors = ntensors;
@@ -284,6 +323,8 @@ void tpl__store_free(struct tpl__store *s) {
   if (s->base != NULL) munmap(s->base, (size_t)s->mapped);
   if (s->fd >= 0) close(s->fd);
   free(s->xxh3);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->step_done);
   memset(s, 0, sizeof(*s));
   s->fd = -1;
 }

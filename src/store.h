@@ -19,17 +19,20 @@ struct tpl__store {
   int fd;        /* memfd, -1 when closed */
   uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
-  uint64_t mapped;      /* bytes reserved at base */
-  uint64_t prepared;    /* memfd: [0, prepared) is populated */
-  pthread_t prefaulter; /* see tpl__store_prefault */
-  int prefaulting;      /* 1 while the thread is to be joined */
-  int stop;             /* atomic: asks the thread to stop */
-  int prefault_rc;      /* atomic: the thread's -errno */
-  uint64_t ready;       /* atomic: [0, ready) populated by it */
-  int sealed;           /* 1 once read-only and sealed */
-  int hugetlb;          /* 1 when the memfd is in hugetlb pages */
-  uint64_t *xxh3;       /* owned: per job tensor, XXH3-64 of its
-                           bytes (after scaling) */
+  uint64_t mapped;          /* bytes reserved at base */
+  uint64_t prepared;        /* memfd: [0, prepared) is populated */
+  pthread_t prefaulter;     /* see tpl__store_prefault */
+  int prefaulting;          /* 1 while the thread is to be joined */
+  pthread_mutex_t lock;     /* guards the four fields below */
+  pthread_cond_t step_done; /* signalled as the thread ends a step */
+  uint32_t taken;           /* prepare steps [0, taken) handed out */
+  int64_t thread_step;      /* the step the thread is on, or -1 */
+  int stop;                 /* asks the thread to stop */
+  int prefault_rc;          /* the first failed step's -errno */
+  int sealed;               /* 1 once read-only and sealed */
+  int hugetlb;              /* 1 when the memfd is in hugetlb pages */
+  uint64_t *xxh3;           /* owned: per job tensor, XXH3-64 of its
+                               bytes (after scaling) */
   size_t ntensors;
 };
 
@@ -54,7 +57,8 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
 
 /* Starts a thread that populates the whole store (huge pages where the
  * kernel allows) from the start, ahead of the writer; tpl__store_prepare
- * then waits for it instead of populating.  Best effort: without a thread
+ * shares the steps with it (it takes those the thread has not, and waits
+ * only for one the thread is on).  Best effort: without a thread
  * the store is populated as it is written.  Joined by tpl__store_seal and
  * tpl__store_free; the store must not move meanwhile. */
 void tpl__store_prefault(struct tpl__store *s);
