@@ -843,23 +843,18 @@ static int gathered_layout(struct gathered *g, uint32_t world) {
 }
 
 /* Every rank's packed RankReport goes to rank 0, which assembles the
- * job's LoadReport in e->report, timed by the slowest rank. Collective:
- * every rank takes part. */
-static int gather_reports(struct engine *e, struct tpl_error *err) {
+ * job's LoadReport in e->report. Collective: every rank takes part. */
+static int gather_reports(struct engine *e, double seconds,
+                          struct tpl_error *err) {
   struct gathered g = {0};
   uint8_t *mine = NULL;
   size_t len = 0;
-  double seconds = e->st.seconds;
   int n = 0, rc;
   rc = tpl__rank_report_pack(e->job, &e->store, &e->st, &mine, &len);
   if (rc == 0 && e->rank == 0) rc = gathered_alloc(&g, e->world);
   if (rc != 0) tpl__fail(err, rc, "cannot build the rank report");
   rc = agree(e, rc, err);
   n = (int)len;
-  if (rc == 0)
-    rc = mpi_check(MPI_Reduce(&e->st.seconds, &seconds, 1, MPI_DOUBLE, MPI_MAX,
-                              0, MPI_COMM_WORLD),
-                   "reduce", err);
   if (rc == 0)
     rc = mpi_check(
         MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
@@ -995,6 +990,14 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   return 0;
 }
 
+/* The job's time: the slowest rank's, in *max on rank 0 (collective). */
+static int slowest(double mine, double *max, struct tpl_error *err) {
+  *max = mine;
+  MPI_TRY(MPI_Reduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+          "reduce");
+  return 0;
+}
+
 static void engine_free(struct engine *e) {
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
@@ -1005,7 +1008,7 @@ static void engine_free(struct engine *e) {
 
 int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   struct engine e = {0};
-  double t0;
+  double t0, seconds;
   int rank, world, rc;
   MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank");
   MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &world), "size");
@@ -1026,7 +1029,8 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(&e, gather_reports(&e, err), err);
+  rc = agree(&e, slowest(e.st.seconds, &seconds, err), err);
+  if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
   rc = run_sink(&e, err);
