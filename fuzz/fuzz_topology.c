@@ -2,11 +2,13 @@
  * world, tp, pp and layers (one byte each, so every loop stays small), a
  * tied flag, then a tensor name (the rest, cut at TPL_MAX_NAME).  It
  * aborts when an invariant breaks: tpl__grid_make accepts exactly the
- * worlds tp * pp divides, every rank round-trips through its coordinate
- * inside the grid, tpl__stage_check accepts exactly 1 <= pp <= layers with
- * pp dividing layers, every layer's stage is < pp and its stage's layer
- * range contains it, and tpl__tensor_stages never overruns the name and
- * returns a non-empty range inside [0, pp) or TPL_EPLAN with a message. */
+ * worlds tp * pp divides, every rank's coordinate lies inside the grid and
+ * gives the rank back as (d * pp + p) * tp + t, tpl__stage_check accepts
+ * exactly 1 <= pp <= layers with pp dividing layers, every decoder layer's
+ * tensor is on the one stage layer / (layers / pp) (< pp), and
+ * tpl__tensor_stages never overruns the name and returns a non-empty range
+ * inside [0, pp) or TPL_EPLAN with a message. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +27,7 @@ static void check_grid(uint32_t world, uint32_t tp, uint32_t pp) {
   for (uint32_t r = 0; r < world; r++) {
     struct tpl__pos c = tpl__grid_coord(&g, r);
     if (c.d >= g.dp || c.p >= g.pp || c.t >= g.tp) abort();
-    if (tpl__grid_rank(&g, c) != r) abort();
+    if ((c.d * g.pp + c.p) * g.tp + c.t != r) abort();
   }
 }
 
@@ -35,9 +37,11 @@ static void check_layers(uint32_t layers, uint32_t pp) {
   if ((rc == 0) != want_ok || (rc != 0 && rc != TPL_EUSAGE)) abort();
   if (rc != 0) return;
   for (uint32_t i = 0; i < layers; i++) {
-    uint32_t p = tpl__layer_stage(layers, pp, i);
-    if (p >= pp || !tpl__stages_has(tpl__stage_layers(layers, pp, p), i))
-      abort();
+    char name[48];
+    struct tpl__stages s = {0, 0};
+    snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", i);
+    if (tpl__tensor_stages(name, layers, pp, 0, NULL, &s) != 0) abort();
+    if (s.count != 1 || s.first >= pp || s.first != i / (layers / pp)) abort();
   }
 }
 

@@ -45,11 +45,16 @@
 
 enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
 
+/* A request in flight and the rank it talks to. */
+struct pending {
+  MPI_Request req;
+  int peer;
+};
+
 struct slot {
   uint8_t *read;
   uint8_t *pack;
-  MPI_Request *reqs;
-  int *peers; /* the rank each request talks to */
+  struct pending *reqs;
   size_t nreqs, cap;
   uint64_t sent;        /* bytes of every send so far */
   int batch_dest;       /* the rank of the open batch, -1 when none */
@@ -80,7 +85,7 @@ struct engine {
   size_t report_len;
   struct slot slots[2];
   uint64_t chunk;
-  MPI_Request shutdown_req; /* ranks > 0, while the sink runs */
+  MPI_Request shutdown_req; /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
 
@@ -178,64 +183,51 @@ static int bcast_bytes(uint8_t *buf, uint64_t n, struct tpl_error *err) {
 /* Every rank's local result in, the worst one out (codes are negative).
  * Only the lowest rank that failed with that code keeps its message, so a
  * failure is told once, by the rank that saw it. */
-static int agree(int rc, struct tpl_error *err) {
+static int agree(const struct engine *e, int rc, struct tpl_error *err) {
   struct {
     int code, rank;
-  } mine, worst;
-  int me = -1;
-  int mrc = mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &me), "rank", err);
-  mine.code = rc;
-  mine.rank = me;
-  if (mrc == 0)
-    mrc = mpi_check(
-        MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
-        "agreement", err);
-  if (mrc != 0) return mrc; /* this rank tells it */
-  if (worst.code != 0 && worst.rank != me) {
+  } mine = {rc, (int)e->rank}, worst;
+  /* An MPI failure here is this rank's to tell. */
+  MPI_TRY(MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
+          "agreement");
+  if (worst.code != 0 && worst.rank != mine.rank) {
     err->code = worst.code;
     err->msg[0] = '\0';
   }
   return worst.code;
 }
 
-/* Rank 0's verdict, then the job table: every rank returns the same code,
- * and only rank 0 has a message for a refused job. */
+/* Rank 0's verdict with the job table's size, then the table: every rank
+ * returns the same code, and only rank 0 has a message for a refused job.
+ * Each rank then lays out its store: the tensors of its stage. */
 static int share_job(struct engine *e, struct tpl_error *err) {
-  int code = 0;
+  int64_t head[2] = {0, 0}; /* the verdict, the table's size */
   uint8_t *buf = NULL;
   size_t len = 0;
-  uint64_t n;
+  int code = 0;
   if (e->rank == 0) code = validate(e, err);
-  MPI_TRY(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), "broadcast");
-  if (code != 0) {
+  if (code == 0 && e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
+    code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
+  head[0] = code;
+  head[1] = (int64_t)len;
+  MPI_TRY(MPI_Bcast(head, 2, MPI_INT64_T, 0, MPI_COMM_WORLD), "broadcast");
+  if (head[0] != 0) {
     if (e->rank != 0) err->msg[0] = '\0';
-    return code;
+    free(buf);
+    return (int)head[0];
   }
   /* From here every rank takes every collective step, failed or not. */
-  if (e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
-    code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
-  n = len;
-  MPI_TRY(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD), "broadcast");
-  if (e->rank != 0 && (buf = malloc(n ? n : 1)) == NULL)
+  len = (size_t)head[1];
+  if (e->rank != 0 && (buf = malloc(len + 1)) == NULL)
     code = tpl__fail(err, -ENOMEM, "no memory for the job table");
-  code = agree(code, err);
-  if (code == 0) code = agree(bcast_bytes(buf, n, err), err);
-  if (code == 0 && e->rank != 0)
-    code = tpl__job_unpack(buf, (size_t)n, &e->job, err);
+  code = agree(e, code, err);
+  if (code == 0) code = agree(e, bcast_bytes(buf, len, err), err);
+  if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
   free(buf);
-  return agree(code, err);
-}
-
-/* This rank's store layout: the tensors of its stage in the grid. */
-static int place_job(struct engine *e, struct tpl_error *err) {
-  return tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
-}
-
-/* The sink's check of where the output goes, by every rank (its own
- * node's view) before any byte moves. */
-static int check_sink(const struct engine *e, struct tpl_error *err) {
-  const struct tpl__sink *s = &e->o->steps;
-  return s->check != NULL ? s->check(s->ctx, e->rank, err) : 0;
+  if (code == 0)
+    code =
+        tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
+  return agree(e, code, err);
 }
 
 /* --- the store --- */
@@ -257,39 +249,31 @@ static int make_store(struct engine *e, struct tpl_error *err) {
  * and end the whole job (the peer may never answer a collective). */
 static void stall_abort(const struct engine *e, int peer,
                         const struct tpl__stall *st) {
-  char who[96] = "";
-  if (peer >= 0)
-    snprintf(who, sizeof(who), " waiting for rank %d: rank %d stopped or hangs",
-             peer, peer);
   fprintf(stderr,
-          "tpload: rank %u: no progress for %.0f s%s; ending the job "
-          "(--stall-timeout)\n",
-          e->rank, tpl__stall_quiet_for(st), who);
+          "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
+          "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
+          e->rank, tpl__stall_quiet_for(st), peer, peer);
   engine_abort(tpl_exit_code(TPL_EPEER));
 }
 
 /* Polls `n` requests in order until all completed, backing off while
- * the oldest pending one does not complete; `status` (NULL to ignore)
- * receives the status of a single request.  Testing only the oldest
+ * the oldest pending one does not complete.  Testing only the oldest
  * keeps a wait on a million requests linear (any MPI_Test drives all of
  * them), and when it stalls, its peer is the one to name: after
  * --stall-timeout without progress the job ends. */
-static int wait_reqs(const struct engine *e, MPI_Request *reqs,
-                     const int *peers, size_t n, MPI_Status *status,
+static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
                      struct tpl_error *err) {
   struct tpl__stall st;
   size_t first = 0;
   tpl__stall_start(&st, e->o->stall_timeout);
   while (first < n) {
     int done = 0;
-    MPI_TRY(MPI_Test(&reqs[first], &done,
-                     n == 1 && status ? status : MPI_STATUS_IGNORE),
-            "wait");
+    MPI_TRY(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE), "wait");
     if (done) {
       first++;
       tpl__stall_progress(&st);
     } else if (tpl__stall_idle(&st)) {
-      stall_abort(e, peers ? peers[first] : -1, &st);
+      stall_abort(e, reqs[first].peer, &st);
     }
   }
   return 0;
@@ -299,7 +283,7 @@ static int wait_reqs(const struct engine *e, MPI_Request *reqs,
 
 static int slot_wait(const struct engine *e, struct slot *s,
                      struct tpl_error *err) {
-  int rc = wait_reqs(e, s->reqs, s->peers, s->nreqs, NULL, err);
+  int rc = wait_reqs(e, s->reqs, s->nreqs, err);
   s->nreqs = 0;
   return rc;
 }
@@ -308,17 +292,15 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
                      struct tpl_error *err) {
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
-    MPI_Request *r = realloc(s->reqs, cap * sizeof(*r));
-    int *peers = r ? realloc(s->peers, cap * sizeof(*peers)) : NULL;
-    if (r != NULL) s->reqs = r;
-    if (peers == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-    s->peers = peers;
+    struct pending *r = realloc(s->reqs, cap * sizeof(*r));
+    if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    s->reqs = r;
     s->cap = cap;
   }
-  s->peers[s->nreqs] = dest;
+  s->reqs[s->nreqs].peer = dest;
   s->sent += n;
   MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
-                    &s->reqs[s->nreqs]),
+                    &s->reqs[s->nreqs].req),
           "send");
   s->nreqs++;
   return 0;
@@ -617,7 +599,6 @@ static void free_slots(struct engine *e) {
     tpl__huge_free(e->slots[i].read, (size_t)e->chunk);
     tpl__huge_free(e->slots[i].pack, (size_t)e->chunk);
     free(e->slots[i].reqs);
-    free(e->slots[i].peers);
   }
 }
 
@@ -711,9 +692,9 @@ static int probe_message(const struct engine *e, int from, MPI_Message *msg,
 
 static int take_message(const struct engine *e, MPI_Message *msg, uint8_t *dst,
                         int n, int from, struct tpl_error *err) {
-  MPI_Request req;
-  MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &req), "receive");
-  return wait_reqs(e, &req, &from, 1, NULL, err);
+  struct pending p = {MPI_REQUEST_NULL, from};
+  MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &p.req), "receive");
+  return wait_reqs(e, &p, 1, err);
 }
 
 static int inbox_fill(const struct engine *e, struct inbox *in,
@@ -808,7 +789,6 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   if (rc == 0) rc = inboxes_empty(e, in, err);
   e->st.bytes_sent = fwd.sent;
   free(fwd.reqs);
-  free(fwd.peers);
   for (uint32_t k = 0; in != NULL && k < e->world; k++)
     free(in[k].buf);
   free(in);
@@ -873,14 +853,14 @@ static int gather_reports(struct engine *e, double seconds,
   rc = tpl__rank_report_pack(e->job, &e->store, &e->st, &mine, &len);
   if (rc == 0 && e->rank == 0) rc = gathered_alloc(&g, e->world);
   if (rc != 0) tpl__fail(err, rc, "cannot build the rank report");
-  rc = agree(rc, err);
+  rc = agree(e, rc, err);
   n = (int)len;
   if (rc == 0)
     rc = mpi_check(
         MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
         "gathering the report sizes", err);
   if (rc == 0 && e->rank == 0) rc = gathered_layout(&g, e->world);
-  rc = agree(rc, err);
+  rc = agree(e, rc, err);
   if (rc == 0)
     rc = mpi_check(MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
                                MPI_BYTE, 0, MPI_COMM_WORLD),
@@ -900,8 +880,7 @@ static int gather_reports(struct engine *e, double seconds,
 /* --- the coordination sinks use (coord.h) --- */
 
 static int coord_agree(void *ctx, int rc, struct tpl_error *err) {
-  (void)ctx;
-  return agree(rc, err);
+  return agree(ctx, rc, err);
 }
 
 static int coord_share(void *ctx, void *buf, size_t len,
@@ -917,7 +896,6 @@ static int coord_request_shutdown(void *ctx) {
   int one = 1;
   if (e->shutdown_sent) return 0;
   e->shutdown_sent = 1;
-  /* Another rank asks rank 0, which tells every other rank. */
   if (e->rank != 0)
     return mpi_check(
         MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
@@ -928,54 +906,47 @@ static int coord_request_shutdown(void *ctx) {
   return 0;
 }
 
-/* Rank 0 takes one rank's request for a shutdown, if there is one. */
-static int take_request(int *flag, struct tpl_error *err) {
-  MPI_Status st;
-  int v;
-  MPI_TRY(MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, flag, &st),
-          "probe");
-  if (*flag)
-    MPI_TRY(MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, TAG_SHUTDOWN,
-                     MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-            "receive");
-  return 0;
-}
-
+/* Whether the message this rank listens for (shutdown_arm) has come;
+ * rank 0, having taken a request, tells everyone. */
 static int coord_poll_shutdown(void *ctx) {
   struct engine *e = ctx;
   struct tpl_error *err = NULL;
   int flag = 0;
   if (e->shutdown_flag) return 1;
-  if (e->rank != 0)
-    MPI_TRY(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test");
-  else if (take_request(&flag, err) != 0)
-    return TPL_EPEER;
+  MPI_TRY(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test");
   if (flag && e->rank == 0 && coord_request_shutdown(e) != 0) return TPL_EPEER;
   e->shutdown_flag = flag;
   return flag;
 }
 
-/* Ranks > 0 listen for rank 0's shutdown message while the sink runs. */
+/* While the sink runs, rank 0 listens for any rank's request to shut
+ * down, another rank for rank 0's shutdown message. */
 static int shutdown_arm(struct engine *e, struct tpl_error *err) {
-  if (e->rank != 0)
-    MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, 0, TAG_SHUTDOWN,
-                      MPI_COMM_WORLD, &e->shutdown_req),
-            "receive");
+  int from = e->rank == 0 ? MPI_ANY_SOURCE : 0;
+  MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from, TAG_SHUTDOWN,
+                    MPI_COMM_WORLD, &e->shutdown_req),
+          "receive");
   return 0;
 }
 
-/* Leaves no shutdown message unmatched at MPI_Finalize: another rank
+/* Leaves no shutdown message unmatched at MPI_Finalize: every rank
  * withdraws its pending receive; rank 0 takes every request still queued
  * (several ranks may have asked). */
 static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
+  MPI_Status st;
   int flag = 1;
-  if (e->rank != 0 && e->shutdown_req != MPI_REQUEST_NULL) {
+  if (e->shutdown_req != MPI_REQUEST_NULL) {
     MPI_TRY(MPI_Cancel(&e->shutdown_req), "cancel");
     MPI_TRY(MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE), "wait");
   }
   while (e->rank == 0 && flag) {
-    int rc = take_request(&flag, err);
-    if (rc != 0) return rc;
+    MPI_TRY(
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st),
+        "probe");
+    if (flag)
+      MPI_TRY(MPI_Recv(&e->shutdown_value, 1, MPI_INT, st.MPI_SOURCE,
+                       TAG_SHUTDOWN, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              "receive");
   }
   return 0;
 }
@@ -994,7 +965,7 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
   struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len};
   int rc, end;
   if (s->run == NULL) return 0;
-  rc = agree(shutdown_arm(e, err), err);
+  rc = agree(e, shutdown_arm(e, err), err);
   if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
   end = shutdown_disarm(e, rc == 0 ? err : NULL);
   return rc != 0 ? rc : end;
@@ -1007,7 +978,7 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
  * says why and ends the whole job. */
 static int deliver(struct engine *e, struct tpl_error *err) {
   double t = tpl__now();
-  int rc = agree(make_store(e, err), err);
+  int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
@@ -1048,17 +1019,18 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
   e.shutdown_req = MPI_REQUEST_NULL;
   rc = share_job(&e, err);
-  if (rc == 0) rc = agree(place_job(&e, err), err);
-  if (rc == 0) rc = agree(check_sink(&e, err), err);
-  if (rc == 0)
-    rc = agree(mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier", err), err);
+  /* The sink's check of where the output goes, by every rank (its own
+   * node's view) before any byte moves.  Each step ends in an agreement,
+   * so the ranks start the clock together. */
+  if (rc == 0 && o->steps.check != NULL)
+    rc = agree(&e, o->steps.check(o->steps.ctx, e.rank, err), err);
   if (rc != 0) goto out;
   t0 = tpl__now();
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(slowest(e.st.seconds, &seconds, err), err);
-  if (rc == 0) rc = agree(gather_reports(&e, seconds, err), err);
+  rc = agree(&e, slowest(e.st.seconds, &seconds, err), err);
+  if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
   rc = run_sink(&e, err);

@@ -12,7 +12,8 @@
 #include "scope.h"
 #include "store.h"
 
-size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t) {
+/* Element size as stored in the source (2 for f32-to-bf16 records). */
+static size_t stored_itemsize(const struct tpl__job_tensor *t) {
   return t->encoding == TPL_ENC_F32_TO_BF16 ? 2 : tpl__dtype_size(t->dtype);
 }
 
@@ -27,20 +28,19 @@ static uint64_t numel(const uint64_t *shape, int ndim) {
 
 static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
                          struct tpl_error *err) {
-  uint64_t elems, stored;
+  uint64_t elems;
   memcpy(t->rank_shape, t->shape, sizeof(t->shape));
   if (t->kind == TPL_RULE_SHARD)
     tpl__shard_shape(t->shape, t->ndim, &t->spec, job->grid.tp, t->rank_shape);
   if (t->stages.count == 0 && job->grid.pp <= 1)
     t->stages = (struct tpl__stages){0, 1};
   elems = numel(t->rank_shape, t->ndim);
-  if (tpl__mul_u64(elems, tpl__job_stored_itemsize(t), &stored) != 0 ||
+  if (tpl__mul_u64(elems, stored_itemsize(t), &t->rank_stored) != 0 ||
       tpl__mul_u64(elems, tpl__dtype_size(t->dtype), &t->rank_bytes) != 0 ||
-      tpl__mul_u64(numel(t->shape, t->ndim), tpl__job_stored_itemsize(t),
+      tpl__mul_u64(numel(t->shape, t->ndim), stored_itemsize(t),
                    &t->stored_bytes) != 0)
     return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                      t->name);
-  t->rank_stored = stored;
   return 0;
 }
 
@@ -203,8 +203,8 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
     tpl__layout_whole(t->rank_stored, out);
     return 0;
   }
-  return tpl__shard_layout(t->shape, t->ndim, tpl__job_stored_itemsize(t),
-                           &t->spec, job->grid.tp, shard, out);
+  return tpl__shard_layout(t->shape, t->ndim, stored_itemsize(t), &t->spec,
+                           job->grid.tp, shard, out);
 }
 
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,

@@ -94,9 +94,6 @@ int tpl__job_place(struct tpl__job *job, uint32_t stage, struct tpl_error *err);
  * stage is among the tensor's stages. */
 int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 
-/* Element size as stored in the source (2 for f32-to-bf16 records). */
-size_t tpl__job_stored_itemsize(const struct tpl__job_tensor *t);
-
 /* Shard `shard`'s (0 .. grid.tp - 1) layout over the tensor's stored
  * bytes (every shard of a tensor that is not cut has all of them). */
 int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,

@@ -83,60 +83,62 @@ static int remove_old_output(const char *dir, struct tpl_error *err) {
   return 0;
 }
 
-/* Rank 0's check before loading (the sink's prepare step): DIR exists or
- * can be created; without --force, it must be empty (old output, the
- * model's own files or anything else is refused).  With --force, removes
- * the old shard-info.json (so a half-replaced directory never looks
- * complete) and every old rank<digits>.safetensors (so fewer ranks than
- * last time leave no stale file).  Returns 0 or TPL_EOUTPUT / -errno. */
-static int preshard_prepare(void *ctx, struct tpl_error *err) {
-  const struct tpl__preshard_opts *o = ctx;
-  const char *dir = o->dir;
-  char found[256];
-  int rc = make_dir(dir, err);
-  if (rc != 0) return rc;
-  if (!tpl__is_dir(dir))
-    return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: expected a directory, found another file", dir);
-  if (!o->force && dir_has_entries(dir, found, sizeof(found)))
-    return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: already holds %s (pass --force to replace)", dir,
-                     found);
-  return o->force ? remove_old_output(dir, err) : 0;
-}
-
 /* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of
  * these; they get a named temp file instead. */
 static int no_tmpfile(int e) {
   return e == EOPNOTSUPP || e == EISDIR || e == EINVAL;
 }
 
-/* Creates a file in `dir` that never gets a name (or, where O_TMPFILE is
- * missing, a named one removed at once): the only sure test that this
- * process may write there (a read-only mount, ACLs, root squash). */
-static int probe_writable(const char *dir) {
-  char name[64];
-  int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0 && no_tmpfile(errno)) {
-    snprintf(name, sizeof(name), "%s/.tpload-probe.%ld", dir, (long)getpid());
-    fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd >= 0) unlink(name);
+static void temp_name(char *buf, size_t len, uint32_t rank) {
+  snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
+}
+
+/* Creates rank's file in `dir`: unnamed (O_TMPFILE), or where the
+ * filesystem lacks that, at its temp name (replacing a stale one).
+ * Returns 0 or -errno. */
+static int create_file(const char *dir, uint32_t rank, struct shard_file *f) {
+  char tmp[64];
+  int d, e;
+  f->named = 0;
+  f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (f->fd >= 0) return 0;
+  if (!no_tmpfile(errno)) return -errno;
+  temp_name(tmp, sizeof(tmp), rank);
+  d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (d < 0) return -errno;
+  unlinkat(d, tmp, 0);
+  f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  e = errno;
+  close(d);
+  f->named = f->fd >= 0;
+  return f->fd >= 0 ? 0 : -e;
+}
+
+/* Drops a written but unpublished file (after a failure elsewhere). */
+static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
+  if (f->fd >= 0) close(f->fd);
+  if (f->named) {
+    char tmp[64], *p;
+    temp_name(tmp, sizeof(tmp), rank);
+    p = tpl__path_join(dir, tmp);
+    if (p != NULL) unlink(p);
+    free(p);
   }
-  if (fd < 0) return -errno;
-  close(fd);
-  return 0;
+  f->fd = -1;
+  f->named = 0;
 }
 
 /* Every rank's check of DIR before any byte moves (the sink's check
  * step, what its own node sees): creates it if missing; it must be a
  * directory owned by this user, writable by no one else (or sticky), and
  * this process must be able to create files in it (tested by creating
- * one).  Returns 0 or TPL_EOUTPUT. */
+ * the rank's file, which is dropped at once: the only sure test against
+ * a read-only mount, ACLs or root squash).  Returns 0 or TPL_EOUTPUT. */
 static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
   const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
+  struct shard_file f;
   struct stat st;
   int rc = make_dir(dir, err);
-  (void)rank;
   if (rc != 0) return rc;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return tpl__fail(err, TPL_EOUTPUT,
@@ -153,7 +155,8 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
                      "%s: output directory: expected no group or other write "
                      "permission (unless sticky), found mode %04o",
                      dir, (unsigned)(st.st_mode & 07777));
-  rc = probe_writable(dir);
+  rc = create_file(dir, rank, &f);
+  discard(dir, rank, &f);
   if (rc != 0)
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: cannot write in the output "
@@ -162,46 +165,23 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
   return 0;
 }
 
-static void temp_name(char *buf, size_t len, uint32_t rank) {
-  snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
-}
-
-static int open_output(const char *dir, uint32_t rank, struct shard_file *f,
-                       struct tpl_error *err) {
-  char tmp[64];
-  int d = -1, e;
-  f->named = 0;
-  f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (f->fd < 0 && no_tmpfile(errno)) {
-    temp_name(tmp, sizeof(tmp), rank);
-    d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (d >= 0) {
-      unlinkat(d, tmp, 0);
-      f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      f->named = 1;
-    }
-  }
-  e = errno;
-  if (d >= 0) close(d);
-  if (f->fd >= 0) return 0;
-  f->named = 0;
-  return tpl__fail(err, e == ENOSPC ? -ENOSPC : TPL_EOUTPUT,
-                   "%s: cannot create rank %u's file: %s", dir, rank,
-                   strerror(e));
-}
-
-/* Drops a written but unpublished file (after a failure elsewhere). */
-static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
-  if (f->fd >= 0) close(f->fd);
-  if (f->named) {
-    char tmp[64], *p;
-    temp_name(tmp, sizeof(tmp), rank);
-    p = tpl__path_join(dir, tmp);
-    if (p != NULL) unlink(p);
-    free(p);
-  }
-  f->fd = -1;
-  f->named = 0;
+/* Rank 0's check before loading (the sink's prepare step): its check of
+ * DIR (preshard_check), then without --force, DIR must be empty (old
+ * output, the model's own files or anything else is refused).  With
+ * --force, removes the old shard-info.json (so a half-replaced directory
+ * never looks complete) and every old rank<digits>.safetensors (so fewer
+ * ranks than last time leave no stale file).  Returns 0 or TPL_EOUTPUT /
+ * -errno. */
+static int preshard_prepare(void *ctx, struct tpl_error *err) {
+  const struct tpl__preshard_opts *o = ctx;
+  char found[256];
+  int rc = preshard_check(ctx, 0, err);
+  if (rc != 0) return rc;
+  if (!o->force && dir_has_entries(o->dir, found, sizeof(found)))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: already holds %s (pass --force to replace)", o->dir,
+                     found);
+  return o->force ? remove_old_output(o->dir, err) : 0;
 }
 
 int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
@@ -252,8 +232,11 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
 static int write_rank_file(const char *dir, const struct tpl__job *job,
                            const struct tpl__store *store, uint32_t rank,
                            struct shard_file *f, struct tpl_error *err) {
-  int rc = open_output(dir, rank, f, err);
-  if (rc != 0) return rc;
+  int rc = create_file(dir, rank, f);
+  if (rc != 0)
+    return tpl__fail(err, rc == -ENOSPC ? -ENOSPC : TPL_EOUTPUT,
+                     "%s: cannot create rank %u's file: %s", dir, rank,
+                     strerror(-rc));
   rc = write_header(f->fd, dir, job, rank, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];

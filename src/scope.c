@@ -12,20 +12,14 @@ float tpl__f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, x;
   float f;
-  if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    x = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    x = sign;
-  } else {
-    uint32_t shifts = 0;
-    while (!(man & 0x400u)) {
-      man <<= 1;
-      shifts++;
-    }
-    x = sign | ((113 - shifts) << 23) | ((man & 0x3ffu) << 13);
+  if (exp == 0) { /* zero or subnormal: man * 2^-24, exact in binary32 */
+    f = (float)man * 0x1p-24f;
+    return sign ? -f : f;
   }
+  if (exp == 0x1f)
+    x = sign | 0x7f800000u | (man << 13);
+  else
+    x = sign | ((exp + 112) << 23) | (man << 13);
   memcpy(&f, &x, 4);
   return f;
 }

@@ -9,10 +9,11 @@
  * that resumes is noticed quickly), and once no request has
  * completed for the stall timeout the engine ends the job naming the
  * rank it was waiting for. */
-#include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common.h"
@@ -60,10 +61,7 @@ int tpl__stall_idle(struct tpl__stall *s) {
 
 void tpl__stall_test_stop(uint32_t rank) {
   const char *v = getenv("TPLOAD_TEST_SIGSTOP_RANK");
-  char *end;
-  unsigned long r;
-  if (v == NULL || *v < '0' || *v > '9') return;
-  errno = 0;
-  r = strtoul(v, &end, 10);
-  if (errno == 0 && *end == '\0' && r == rank) raise(SIGSTOP);
+  char mine[16];
+  snprintf(mine, sizeof(mine), "%u", rank);
+  if (v != NULL && strcmp(v, mine) == 0) raise(SIGSTOP);
 }

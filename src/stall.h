@@ -32,7 +32,7 @@ int tpl__stall_idle(struct tpl__stall *s);
 double tpl__stall_quiet_for(const struct tpl__stall *s);
 
 /* For tests only: stops this process with SIGSTOP when the environment
- * variable TPLOAD_TEST_SIGSTOP_RANK holds `rank` (a stuck rank, made on
+ * variable TPLOAD_TEST_SIGSTOP_RANK is `rank` in decimal (a stuck rank, made on
  * purpose at a known point).  Does nothing otherwise. */
 void tpl__stall_test_stop(uint32_t rank);
 

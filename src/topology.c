@@ -44,10 +44,6 @@ int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
   return 0;
 }
 
-uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__pos c) {
-  return (c.d * g->pp + c.p) * g->tp + c.t;
-}
-
 struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
   uint32_t group = rank / g->tp; /* d * pp + p */
   return (struct tpl__pos){
@@ -67,15 +63,6 @@ int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err) {
                      pp, layers, layers, pp, layers - layers % pp, layers - 1,
                      pp);
   return 0;
-}
-
-uint32_t tpl__layer_stage(uint32_t layers, uint32_t pp, uint32_t layer) {
-  return layer / (layers / pp);
-}
-
-struct tpl__stages tpl__stage_layers(uint32_t layers, uint32_t pp, uint32_t p) {
-  uint32_t per = layers / pp;
-  return (struct tpl__stages){.first = p * per, .count = per};
 }
 
 /* Parses "model.layers.<i>." at the start of name: returns 1 and *layer,
@@ -105,7 +92,8 @@ int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
       return tpl__fail(err, TPL_EPLAN,
                        "%s: layer %u is outside the model's %u layers", name,
                        layer, layers);
-    *out = (struct tpl__stages){tpl__layer_stage(layers, pp, layer), 1};
+    /* MLC's metadata: layer // (layers // pp). */
+    *out = (struct tpl__stages){layer / (layers / pp), 1};
   } else if (strcmp(name, "model.norm.weight") == 0) {
     *out = (struct tpl__stages){pp - 1, 1};
   } else if (strcmp(name, "model.embed_tokens.weight") == 0 ||

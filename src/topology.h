@@ -25,25 +25,22 @@ struct tpl__stages {
   uint32_t first, count;
 };
 
-/* Validates a world of `world` ranks against --tp `tp` and --pp `pp` and
- * fills *out with dp = world / (tp * pp).  Returns 0, or TPL_EUSAGE with a
- * message giving the numbers when tp or pp is 0 or tp * pp does not divide
- * world.  *out is written only on success. */
 /* --tp when only --pp (or neither) is given: the stages share the world,
  * T = world / pp; 1 when pp does not divide world, so that
  * tpl__grid_make's refusal names the numbers given. */
 uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp);
 
+/* Validates a world of `world` ranks against --tp `tp` and --pp `pp` and
+ * fills *out with dp = world / (tp * pp).  Returns 0, or TPL_EUSAGE with a
+ * message giving the numbers when tp or pp is 0 or tp * pp does not divide
+ * world.  *out is written only on success. */
 int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
                    struct tpl_error *err, struct tpl__grid *out);
 
-/* The global rank of coordinate c: (d * pp + p) * tp + t.  This numbering
- * is stable (rank files, sockets and reports depend on it): shards of one
- * stage are adjacent, then stages of one replica, then replicas.  With
- * pp == dp == 1 it is today's rank == shard.  c must lie inside g. */
-uint32_t tpl__grid_rank(const struct tpl__grid *g, struct tpl__pos c);
-
-/* The inverse of tpl__grid_rank; rank must be < g->world. */
+/* Where global rank `rank` (< g->world) sits: rank = (d * pp + p) * tp +
+ * t.  This numbering is stable (rank files, sockets and reports depend on
+ * it): shards of one stage are adjacent, then stages of one replica, then
+ * replicas.  With pp == dp == 1 it is today's rank == shard. */
 struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
 
 /* Checks that `layers` decoder layers can be split over `pp` stages as MLC
@@ -52,19 +49,10 @@ struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
  * topology.c).  Returns 0 or TPL_EUSAGE with the numbers. */
 int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err);
 
-/* The stage that holds decoder layer `layer`, as MLC's metadata says:
- * layer / (layers / pp).  Requires tpl__stage_check(layers, pp) == 0 and
- * layer < layers. */
-uint32_t tpl__layer_stage(uint32_t layers, uint32_t pp, uint32_t layer);
-
-/* The decoder layers of stage p: [p * layers / pp, (p + 1) * layers / pp).
- * Same preconditions as tpl__layer_stage, p < pp. */
-struct tpl__stages tpl__stage_layers(uint32_t layers, uint32_t pp, uint32_t p);
-
 /* MLC's "pipeline_stages" for the tensor `name` of a llama-family model of
  * `layers` layers over `pp` stages (tied != 0: the model ties lm_head to
  * the embedding).  With pp == 1 every tensor is [0].  Otherwise
- * model.layers.<i>.* -> [stage of i], model.norm.weight -> [pp - 1],
+ * model.layers.<i>.* -> [i / (layers / pp)], model.norm.weight -> [pp - 1],
  * model.embed_tokens.weight and (untied) lm_head.weight -> every stage.
  * Returns 0, or TPL_EPLAN naming the tensor when MLC assigns it no stage
  * (any other name, a layer index out of range, lm_head of a tied model).
