@@ -404,17 +404,9 @@ static long layer_of(const char *name) {
 /* The weight a quantized param stands for: "x.q_weight", "x.q_scale" and
  * "x.weight_scale_inv" all say "x.weight" is there.  Writes into buf. */
 static const char *base_name(const char *name, char *buf, size_t len) {
-  static const char *const suffixes[] = {".q_weight", ".q_scale",
-                                         ".weight_scale_inv", NULL};
-  size_t n = strlen(name);
-  for (const char *const *s = suffixes; *s != NULL; s++) {
-    size_t k = strlen(*s);
-    if (n > k && n - k + 8 < len && strcmp(name + n - k, *s) == 0) {
-      memcpy(buf, name, n - k);
-      memcpy(buf + n - k, ".weight", 8);
-      return buf;
-    }
-  }
+  int qp = tpl__quant_param(name, buf, len);
+  if (qp == TPL_QP_Q_WEIGHT || qp == TPL_QP_Q_SCALE || qp == TPL_QP_SCALE_INV)
+    return buf;
   return name;
 }
 

@@ -191,13 +191,6 @@ int tpl__shard_check(const uint64_t *shape, int ndim,
   return rc;
 }
 
-static void layout_empty(struct tpl__layout *out) {
-  out->rows = 0;
-  out->row_stride = 0;
-  out->npieces = 0;
-  out->total = 0;
-}
-
 /* Splits the tensor around `dim`: rows before it, bytes per step along it
  * (inner), and whether any extent is zero.  Returns 0 or TPL_EOVERFLOW
  * (an empty tensor never overflows: it has no bytes). */
@@ -263,7 +256,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
   int rc = split_shape(shape, ndim, spec->dim, itemsize, &rows, &inner, &empty);
   if (rc != 0) return rc;
   if (empty) {
-    layout_empty(out);
+    *out = (struct tpl__layout){0};
     return 0;
   }
   if (tpl__mul_u64(shape[spec->dim], inner, &stride) != 0 ||
@@ -290,7 +283,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
 }
 
 void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
-  layout_empty(out);
+  *out = (struct tpl__layout){0};
   if (nbytes == 0) return;
   push_piece(out, 0, nbytes);
   out->rows = 1;

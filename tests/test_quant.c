@@ -236,6 +236,18 @@ static int check_one(const struct tpl__tensor *t,
 
 /* Applies `plan` (a path or "auto") for N = 1, 2, 4 and checks every
  * param against the table.  Returns the number of params checked. */
+/* What the program gets for --plan `arg` on `n` shards without pipeline
+ * stages (tpl__plan_for_grid); *st is free()'s. */
+static int plan_for(const char *arg, const struct tpl_model *m, uint32_t n,
+                    struct tpl__plan **p, struct tpl__strategy **st,
+                    struct tpl_error *err) {
+  struct tpl__grid grid = {n, n, 1, 1};
+  struct tpl__stages *stages = NULL;
+  int rc = tpl__plan_for_grid(arg, m, &grid, p, st, &stages, err);
+  free(stages);
+  return rc;
+}
+
 static size_t check_matrix(const char *dir, const char *plan,
                            const struct arch_table *a, const struct sizes *s,
                            int per_tensor) {
@@ -247,7 +259,7 @@ static size_t check_matrix(const char *dir, const char *plan,
   for (size_t k = 0; m != NULL && k < ARRAY_SIZE(ns); k++) {
     struct tpl__plan *p = NULL;
     struct tpl__strategy *st = NULL;
-    int rc = tpl__plan_for_model(plan, m, ns[k], &p, &st, &err);
+    int rc = plan_for(plan, m, ns[k], &p, &st, &err);
     if (rc != 0) printf("# %s N=%u: %s\n", a->arch, ns[k], err.msg);
     CHECK_EQ_INT(rc, 0);
     for (size_t i = 0; rc == 0 && i < m->ntensors; i++) {
@@ -311,7 +323,7 @@ static int plan_n(const char *dir, const char *plan, uint32_t n,
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
   int rc = tpl__model_open(dir, &m, err);
-  if (rc == 0) rc = tpl__plan_for_model(plan, m, n, &p, &st, err);
+  if (rc == 0) rc = plan_for(plan, m, n, &p, &st, err);
   free(st);
   tpl__plan_free(p);
   tpl__model_free(m);
