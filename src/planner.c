@@ -47,30 +47,23 @@ static int config_read(const struct tpl_model *m, struct config *c,
   return rc;
 }
 
-/* A preset needs the config for the model's sizes: `why` ("preset 'x'",
+/* Preset `name`, or the one the config asks for when `name` is NULL.  A
+ * preset needs the config for the model's sizes: `why` ("preset 'x'",
  * "--plan auto") says who in the message for a missing one. */
-static int config_require(const struct tpl_model *m, const char *why,
-                          struct config *c, struct tpl_error *err) {
+static int build_preset(const char *name, const struct tpl_model *m,
+                        uint32_t nshards, struct config *c,
+                        struct tpl__plan **out, struct tpl_error *err) {
+  char why[128];
   int rc = config_read(m, c, err);
+  if (name != NULL)
+    snprintf(why, sizeof(why), "preset '%s'", name);
+  else
+    snprintf(why, sizeof(why), "--plan auto");
   if (rc == -ENOENT)
     return tpl__fail(err, rc,
                      "%s: not found; %s needs it for the model's sizes "
                      "(pass --plan FILE to use a plan file instead)",
                      c->path, why);
-  return rc;
-}
-
-/* Preset `name`, or the one the config asks for when `name` is NULL. */
-static int build_preset(const char *name, const struct tpl_model *m,
-                        uint32_t nshards, struct config *c,
-                        struct tpl__plan **out, struct tpl_error *err) {
-  char why[128];
-  int rc;
-  if (name != NULL)
-    snprintf(why, sizeof(why), "preset '%s'", name);
-  else
-    snprintf(why, sizeof(why), "--plan auto");
-  rc = config_require(m, why, c, err);
   if (rc == 0 && name == NULL)
     rc = tpl__preset_detect(c->json, c->mlc, c->path, &name, err);
   if (rc == 0)

@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_for.h"
 #include "planner.h"
 #include "presets.h"
 #include "shardinfo.h"
@@ -1112,18 +1113,6 @@ static void remove_file(const char *dir, const char *name) {
   char *path = tpl__path_join(dir, name);
   unlink(path);
   free(path);
-}
-
-/* What the program gets for --plan `arg` on `n` shards without pipeline
- * stages (tpl__plan_for_grid); *st is free()'s. */
-static int plan_for(const char *arg, const struct tpl_model *m, uint32_t n,
-                    struct tpl__plan **p, struct tpl__strategy **st,
-                    struct tpl_error *err) {
-  struct tpl__grid grid = {n, n, 1, 1};
-  struct tpl__stages *stages = NULL;
-  int rc = tpl__plan_for_grid(arg, m, &grid, p, st, &stages, err);
-  free(stages);
-  return rc;
 }
 
 static void test_resolve_auto(void) {

@@ -31,6 +31,7 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_for.h"
 #include "planner.h"
 #include "quant.h"
 #include "synth.h"
@@ -236,17 +237,6 @@ static int check_one(const struct tpl__tensor *t,
 
 /* Applies `plan` (a path or "auto") for N = 1, 2, 4 and checks every
  * param against the table.  Returns the number of params checked. */
-/* What the program gets for --plan `arg` on `n` shards without pipeline
- * stages (tpl__plan_for_grid); *st is free()'s. */
-static int plan_for(const char *arg, const struct tpl_model *m, uint32_t n,
-                    struct tpl__plan **p, struct tpl__strategy **st,
-                    struct tpl_error *err) {
-  struct tpl__grid grid = {n, n, 1, 1};
-  struct tpl__stages *stages = NULL;
-  int rc = tpl__plan_for_grid(arg, m, &grid, p, st, &stages, err);
-  free(stages);
-  return rc;
-}
 
 static size_t check_matrix(const char *dir, const char *plan,
                            const struct arch_table *a, const struct sizes *s,
