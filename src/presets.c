@@ -142,13 +142,11 @@ static int read_attention(const json_t *cfg, unsigned flags, const char *what,
     return rc;
   add_check(s, heads_key, s->heads);
   if (flags & TPL_P_MLA) return 0;
-  if ((rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err)) == 1) {
-    s->kv_heads = s->heads;
-    kv_key = heads_key;
-  } else if (rc != 0) {
-    return rc;
-  }
-  add_check(s, kv_key, s->kv_heads);
+  /* Without a kv count every head is a kv head (checked above). */
+  s->kv_heads = s->heads;
+  rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err);
+  if (rc == 0) add_check(s, kv_key, s->kv_heads);
+  if (rc < 0) return rc;
   if ((rc = get_size(cfg, hd, what, &s->head_dim, NULL, err)) != 1) return rc;
   if (s->hidden % s->heads != 0)
     return tpl__fail(err, TPL_EFORMAT,
