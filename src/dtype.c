@@ -1,6 +1,7 @@
 /* dtype.c - the table of element types: safetensors name, MLC name, size. */
 #include <string.h>
 
+#include "common.h"
 #include "dtype.h"
 
 struct dtype_info {
@@ -45,8 +46,7 @@ int tpl__dtype_from_mlc(const char *name) {
 }
 
 int tpl__dtype_is_known_unsupported(const char *name) {
-  for (size_t i = 0; i < sizeof(refused_by_name) / sizeof(refused_by_name[0]);
-       i++)
+  for (size_t i = 0; i < ARRAY_SIZE(refused_by_name); i++)
     if (strcmp(refused_by_name[i], name) == 0) return 1;
   return 0;
 }

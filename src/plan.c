@@ -229,8 +229,8 @@ static int parse_field(const char *key, const json_t *v, const char *what,
 
 /* Checks the combination of keys: match required, exactly one action,
  * name/segs only with dim. */
-static int check_fields(const struct rule_fields *f, int has_segs,
-                        const char *what, size_t idx, struct tpl_error *err) {
+static int check_fields(const struct rule_fields *f, const char *what,
+                        size_t idx, struct tpl_error *err) {
   int actions = f->has_dim + f->has_scale + f->has_replicate;
   if (f->match == NULL)
     return tpl__fail(err, TPL_EPLAN,
@@ -241,7 +241,8 @@ static int check_fields(const struct rule_fields *f, int has_segs,
                      "%s: rule %zu: expected exactly one of 'dim', "
                      "'scale_bias', 'replicate', found %d",
                      what, idx, actions);
-  if (!f->has_dim && (f->name != NULL || has_segs))
+  /* 'segs' always gives nsegs > 0: parse_segs refuses an empty array. */
+  if (!f->has_dim && (f->name != NULL || f->spec.nsegs != 0))
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected 'dim' with '%s', found '%s' "
                      "without 'dim'",
@@ -265,7 +266,7 @@ static int parse_rule(const json_t *obj, const char *what, size_t idx,
     rc = parse_field(key, v, what, idx, &f, err);
     if (rc != 0) return rc;
   }
-  rc = check_fields(&f, json_object_get(obj, "segs") != NULL, what, idx, err);
+  rc = check_fields(&f, what, idx, err);
   if (rc != 0) return rc;
   kind = f.has_dim     ? TPL_RULE_SHARD
          : f.has_scale ? TPL_RULE_SCALE_BIAS

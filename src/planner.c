@@ -18,10 +18,11 @@
 
 /* The model's config file, read at most once. */
 struct config {
-  char *path;   /* m->dir/config.json or mlc-chat-config.json; owned */
+  /* m->dir/config.json or mlc-chat-config.json; owned; NULL until
+   * reading it was tried. */
+  char *path;
   json_t *json; /* owned; NULL until read successfully */
   int mlc;      /* an MLC weight directory's mlc-chat-config.json */
-  int read;     /* reading it was tried */
 };
 
 static void config_clear(struct config *c) {
@@ -36,7 +37,6 @@ static int config_read(const struct tpl_model *m, struct config *c,
   char *buf = NULL;
   size_t len = 0;
   int rc;
-  c->read = 1;
   c->mlc = m->format == TPL_FMT_MLC;
   c->path =
       tpl__path_join(m->dir, c->mlc ? "mlc-chat-config.json" : "config.json");
@@ -47,30 +47,23 @@ static int config_read(const struct tpl_model *m, struct config *c,
   return rc;
 }
 
-/* A preset needs the config for the model's sizes: `why` ("preset 'x'",
+/* Preset `name`, or the one the config asks for when `name` is NULL.  A
+ * preset needs the config for the model's sizes: `why` ("preset 'x'",
  * "--plan auto") says who in the message for a missing one. */
-static int config_require(const struct tpl_model *m, const char *why,
-                          struct config *c, struct tpl_error *err) {
+static int build_preset(const char *name, const struct tpl_model *m,
+                        uint32_t nshards, struct config *c,
+                        struct tpl__plan **out, struct tpl_error *err) {
+  char why[128];
   int rc = config_read(m, c, err);
+  if (name != NULL)
+    snprintf(why, sizeof(why), "preset '%s'", name);
+  else
+    snprintf(why, sizeof(why), "--plan auto");
   if (rc == -ENOENT)
     return tpl__fail(err, rc,
                      "%s: not found; %s needs it for the model's sizes "
                      "(pass --plan FILE to use a plan file instead)",
                      c->path, why);
-  return rc;
-}
-
-/* Preset `name`, or the one the config asks for when `name` is NULL. */
-static int build_preset(const char *name, const struct tpl_model *m,
-                        uint32_t nshards, struct config *c,
-                        struct tpl__plan **out, struct tpl_error *err) {
-  char why[128];
-  int rc;
-  if (name != NULL)
-    snprintf(why, sizeof(why), "preset '%s'", name);
-  else
-    snprintf(why, sizeof(why), "--plan auto");
-  rc = config_require(m, why, c, err);
   if (rc == 0 && name == NULL)
     rc = tpl__preset_detect(c->json, c->mlc, c->path, &name, err);
   if (rc == 0)
@@ -95,21 +88,17 @@ static int load_plan_file(const char *path, struct tpl__plan **out,
   return rc;
 }
 
-/* The quantization facts of the config.  A missing config, or any error
- * in an HF config.json, leaves the defaults: a plan file must not start
+/* The quantization facts of the config into the plan's `q` (which holds
+ * the defaults).  A missing config, or any error in an HF config.json,
+ * leaves the defaults: a plan file must not start
  * failing on a config it never needed (an HF config only refines fp8
  * block sizes).  MLC's scheme decides how quantized params are cut, so
  * the errors of its config stand. */
 static int read_quant(const struct tpl_model *m, struct config *c,
                       struct tpl__quant_info *q, struct tpl_error *err) {
-  int rc = c->read ? 0 : config_read(m, c, err);
-  tpl__quant_info_init(q);
-  if (rc == -ENOENT) return 0;
+  int rc = c->path != NULL ? 0 : config_read(m, c, err);
   if (rc == 0) rc = tpl__quant_info_parse(c->json, c->mlc, c->path, q, err);
-  if (rc != 0 && !c->mlc) {
-    tpl__quant_info_init(q);
-    rc = 0;
-  }
+  if (rc == -ENOENT || !c->mlc) return 0;
   return rc;
 }
 
@@ -132,15 +121,6 @@ static int resolve(const char *arg, const struct tpl_model *m, uint32_t nshards,
   }
   *out = p;
   return 0;
-}
-
-int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err) {
-  struct config c = {0};
-  int rc = resolve(arg, m, nshards, &c, out, err);
-  config_clear(&c);
-  return rc;
 }
 
 /* The layer count and tied flag MLC's stage assignment needs, from the
@@ -179,7 +159,6 @@ static int assign_stages(const struct tpl_model *m, const struct config *c,
   return rc;
 }
 
-/* tpl__plan_for_model, and the stages when `stages` is not NULL. */
 int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,
@@ -192,13 +171,12 @@ int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
   int rc = resolve(arg, m, grid->tp, &c, &p, err);
   if (rc == 0) {
     s = calloc(n, sizeof(*s));
-    g = stages != NULL ? calloc(n, sizeof(*g)) : NULL;
-    if (s == NULL || (stages != NULL && g == NULL))
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
+    g = calloc(n, sizeof(*g));
+    if (s == NULL || g == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
-  if (rc == 0 && g != NULL) rc = assign_stages(m, &c, grid->pp, g, err);
+  if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {
     free(s);
@@ -208,14 +186,6 @@ int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
   }
   *plan = p;
   *strategies = s;
-  if (stages != NULL) *stages = g;
+  *stages = g;
   return 0;
-}
-
-int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
-                        uint32_t nshards, struct tpl__plan **plan,
-                        struct tpl__strategy **strategies,
-                        struct tpl_error *err) {
-  struct tpl__grid grid = {nshards, nshards, 1, 1};
-  return tpl__plan_for_grid(arg, m, &grid, plan, strategies, NULL, err);
 }

@@ -9,39 +9,30 @@
 #include "plan.h"
 #include "topology.h"
 
-/* Resolves --plan ARG for model `m` and `nshards`: ARG is a plan file path,
- * a preset name (llama, mistral, qwen2, gemma, mixtral, phi3, gpt2,
- * gpt_neox, ...) or "auto" (from m->dir's config.json, or
+/* Resolves --plan ARG for model `m` and grid->tp shards: ARG is a plan
+ * file path, a preset name (llama, mistral, qwen2, gemma, mixtral, phi3,
+ * gpt2, gpt_neox, ...) or "auto" (from m->dir's config.json, or
  * mlc-chat-config.json for an MLC directory).  Presets read their sizes
  * from the config and check that heads, kv heads and intermediate size
- * divide by nshards (TPL_EINDIVISIBLE naming the number and the shard
+ * divide by grid->tp (TPL_EINDIVISIBLE naming the number and the shard
  * counts that would work); a preset without its config is -ENOENT with a
  * hint to pass --plan FILE.  The plan's `quant` is read from the same
  * config (a missing one, or any error in an HF config.json, leaves the
- * defaults), and a scheme MLC cannot shard nshards ways is refused
- * (tpl__quant_check_tp).  *out is the caller's (tpl__plan_free). */
-int tpl__plan_resolve(const char *arg, const struct tpl_model *m,
-                      uint32_t nshards, struct tpl__plan **out,
-                      struct tpl_error *err);
-
-/* Resolves `arg` (see tpl__plan_resolve), applies it to every tensor of
- * `m` (tpl__plan_apply) and checks the model against its preset
- * (tpl__preset_check): on success *plan (tpl__plan_free) and *strategies
- * (free(); one per tensor, func_name borrowing from *plan) are the
- * caller's. */
-int tpl__plan_for_model(const char *arg, const struct tpl_model *m,
-                        uint32_t nshards, struct tpl__plan **plan,
-                        struct tpl__strategy **strategies,
-                        struct tpl_error *err);
-
-/* tpl__plan_for_model for grid->tp shards, and the pipeline stages of
- * every tensor in *stages (free(); one per tensor).  With grid->pp > 1
- * the same config gives the layer count ("num_hidden_layers" of
- * config.json, of "model_config" in mlc-chat-config.json) and
- * "tie_word_embeddings"; a missing count is TPL_EUSAGE, a pp that does
- * not split the layers TPL_EUSAGE with the numbers (tpl__stage_check),
- * a tensor MLC puts on no stage TPL_EPLAN (tpl__tensor_stages).  With
- * pp == 1 every tensor is on [0, 1). */
+ * defaults), and a scheme MLC cannot shard grid->tp ways is refused
+ * (tpl__quant_check_tp).
+ *
+ * Then applies the plan to every tensor of `m` (tpl__plan_apply), checks
+ * the model against its preset (tpl__preset_check) and gives every tensor
+ * its pipeline stages.  With grid->pp > 1 the same config gives the layer
+ * count ("num_hidden_layers" of config.json, of "model_config" in
+ * mlc-chat-config.json) and "tie_word_embeddings"; a missing count is
+ * TPL_EUSAGE, a pp that does not split the layers TPL_EUSAGE with the
+ * numbers (tpl__stage_check), a tensor MLC puts on no stage TPL_EPLAN
+ * (tpl__tensor_stages).  With pp == 1 every tensor is on [0, 1).
+ *
+ * On success *plan (tpl__plan_free), *strategies (free(); one per tensor,
+ * func_name borrowing from *plan) and *stages (free(); one per tensor) are
+ * the caller's. */
 int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,

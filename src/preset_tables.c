@@ -154,14 +154,9 @@ static const struct tpl__ptmpl mlc_phi3[] = {
  * qwen3_model.py Qwen3DecoderLayer._set_tp (bias only with
  * attention_bias), qwen2_5_vl_model.py Qwen25VLDecoderLayer._set_tp (the
  * vision tower `visual.` replicated).  qwen3's q_norm / k_norm are
- * [head_dim], shared by every head: replicated. ---- */
+ * [head_dim], shared by every head: replicated.  Their HF names are
+ * llama's (hf_llama). ---- */
 
-static const struct tpl__ptmpl hf_qwen2[] = {
-    VISION,
-    HF_ATTN,
-    HF_MLP(W, "*.mlp"),
-    TAIL,
-};
 static const struct tpl__ptmpl mlc_qwen2[] = {
     VISION,
     MLC_C_ATTN(TPL_REQ_LAYER),
@@ -677,9 +672,9 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"phi3", T(hf_phi3), T(mlc_phi3), 0},
     {"phi", T(hf_phi), T(mlc_phi), TPL_P_4X},
     {"qwen", T(hf_qwen), T(mlc_qwen), TPL_P_HALF_I},
-    {"qwen2", T(hf_qwen2), T(mlc_qwen2), 0},
-    {"qwen2_5_vl", T(hf_qwen2), T(mlc_qwen2), 0},
-    {"qwen3", T(hf_qwen2), T(mlc_qwen3), 0},
+    {"qwen2", T(hf_llama), T(mlc_qwen2), 0},
+    {"qwen2_5_vl", T(hf_llama), T(mlc_qwen2), 0},
+    {"qwen3", T(hf_llama), T(mlc_qwen3), 0},
     {"qwen2_moe", T(hf_qwen2_moe), T(mlc_qwen2_moe), TPL_P_MOE | TPL_P_SHARED},
     {"qwen3_moe", T(hf_qwen3_moe), T(mlc_qwen3_moe), TPL_P_MOE},
     {"deepseek_v2", T(hf_deepseek_v2), T(mlc_deepseek_v2),

@@ -142,13 +142,11 @@ static int read_attention(const json_t *cfg, unsigned flags, const char *what,
     return rc;
   add_check(s, heads_key, s->heads);
   if (flags & TPL_P_MLA) return 0;
-  if ((rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err)) == 1) {
-    s->kv_heads = s->heads;
-    kv_key = heads_key;
-  } else if (rc != 0) {
-    return rc;
-  }
-  add_check(s, kv_key, s->kv_heads);
+  /* Without a kv count every head is a kv head (checked above). */
+  s->kv_heads = s->heads;
+  rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err);
+  if (rc == 0) add_check(s, kv_key, s->kv_heads);
+  if (rc < 0) return rc;
   if ((rc = get_size(cfg, hd, what, &s->head_dim, NULL, err)) != 1) return rc;
   if (s->hidden % s->heads != 0)
     return tpl__fail(err, TPL_EFORMAT,
@@ -404,17 +402,9 @@ static long layer_of(const char *name) {
 /* The weight a quantized param stands for: "x.q_weight", "x.q_scale" and
  * "x.weight_scale_inv" all say "x.weight" is there.  Writes into buf. */
 static const char *base_name(const char *name, char *buf, size_t len) {
-  static const char *const suffixes[] = {".q_weight", ".q_scale",
-                                         ".weight_scale_inv", NULL};
-  size_t n = strlen(name);
-  for (const char *const *s = suffixes; *s != NULL; s++) {
-    size_t k = strlen(*s);
-    if (n > k && n - k + 8 < len && strcmp(name + n - k, *s) == 0) {
-      memcpy(buf, name, n - k);
-      memcpy(buf + n - k, ".weight", 8);
-      return buf;
-    }
-  }
+  int qp = tpl__quant_param(name, buf, len);
+  if (qp == TPL_QP_Q_WEIGHT || qp == TPL_QP_Q_SCALE || qp == TPL_QP_SCALE_INV)
+    return buf;
   return name;
 }
 

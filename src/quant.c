@@ -265,9 +265,8 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
     }
     out->dim = 0;
   }
+  if (base->dim < in_dim - 1) return 0; /* an expert axis: whole blocks */
   bdim = base->dim == in_dim ? 1 : 0;
-  if (base->dim < in_dim - 1) bdim = -1; /* an expert axis: whole blocks */
-  if (bdim < 0) return 0;
   return segs_in_units(base, q->block[bdim], t->name,
                        qp == TPL_QP_ACT_SCALE ? "activation_scale"
                                               : "weight_scale_inv",

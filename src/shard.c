@@ -191,13 +191,6 @@ int tpl__shard_check(const uint64_t *shape, int ndim,
   return rc;
 }
 
-static void layout_empty(struct tpl__layout *out) {
-  out->rows = 0;
-  out->row_stride = 0;
-  out->npieces = 0;
-  out->total = 0;
-}
-
 /* Splits the tensor around `dim`: rows before it, bytes per step along it
  * (inner), and whether any extent is zero.  Returns 0 or TPL_EOVERFLOW
  * (an empty tensor never overflows: it has no bytes). */
@@ -263,7 +256,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
   int rc = split_shape(shape, ndim, spec->dim, itemsize, &rows, &inner, &empty);
   if (rc != 0) return rc;
   if (empty) {
-    layout_empty(out);
+    *out = (struct tpl__layout){0};
     return 0;
   }
   if (tpl__mul_u64(shape[spec->dim], inner, &stride) != 0 ||
@@ -290,7 +283,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
 }
 
 void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
-  layout_empty(out);
+  *out = (struct tpl__layout){0};
   if (nbytes == 0) return;
   push_piece(out, 0, nbytes);
   out->rows = 1;
@@ -383,34 +376,20 @@ static uint64_t next_byte(const struct tpl__layout *l, uint64_t x) {
   return (row + 1) * l->row_stride + l->pieces[0].offset;
 }
 
-/* The last layout byte before x (x > 0), or UINT64_MAX if none. */
-static uint64_t prev_byte(const struct tpl__layout *l, uint64_t x) {
-  uint64_t row = (x - 1) / l->row_stride, y = (x - 1) % l->row_stride;
-  for (size_t i = l->npieces; i-- > 0;) {
-    const struct tpl__piece *p = &l->pieces[i];
-    if (p->offset <= y) {
-      uint64_t last = p->offset + p->length - 1;
-      return row * l->row_stride + (last < y ? last : y);
-    }
-  }
-  if (row == 0) return UINT64_MAX;
-  const struct tpl__piece *p = &l->pieces[l->npieces - 1];
-  return (row - 1) * l->row_stride + p->offset + p->length - 1;
-}
-
 uint64_t tpl__layout_contiguous(const struct tpl__layout *l, uint64_t begin,
                                 uint64_t end, uint64_t *start) {
-  uint64_t count = tpl__layout_count(l, begin, end);
+  uint64_t count = tpl__layout_count(l, begin, end), first;
   if (count == 0) {
     *start = begin;
     return 0;
   }
-  uint64_t span = layout_span(l);
-  if (end > span) end = span;
-  /* count > 0, so both exist; the bytes between them are all in the
-   * layout exactly when there are as many as the count says. */
-  uint64_t first = next_byte(l, begin), last = prev_byte(l, end);
-  if (last - first + 1 != count) return UINT64_MAX;
+  /* count > 0, so the first byte exists; the bytes are one range exactly
+   * when the `count` bytes from it are all in the layout (then they do
+   * not reach past `end`, which holds only `count`). */
+  first = next_byte(l, begin);
+  if (count > UINT64_MAX - first ||
+      tpl__layout_count(l, first, first + count) != count)
+    return UINT64_MAX;
   *start = first;
   return count;
 }

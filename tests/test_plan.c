@@ -17,6 +17,7 @@
 #include "fileio.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_for.h"
 #include "planner.h"
 #include "presets.h"
 #include "shardinfo.h"
@@ -1122,7 +1123,7 @@ static void test_resolve_auto(void) {
   free(m->dir);
   m->dir = strdup(tmpdir);
   write_text(tmpdir, "config.json", LLAMA_CFG);
-  CHECK_EQ_INT(tpl__plan_for_model("auto", m, 2, &p, &st, &err), 0);
+  CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), 0);
   if (p != NULL) {
     CHECK_STR_CONTAINS(p->source, "preset llama");
     CHECK_STR_CONTAINS(p->source, "config.json");
@@ -1131,16 +1132,16 @@ static void test_resolve_auto(void) {
   free(st);
   tpl__plan_free(p);
   /* An explicit preset uses the same config (and its checks). */
-  CHECK_EQ_INT(tpl__plan_resolve("gemma", m, 4, &p, &err), TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(plan_for("gemma", m, 4, &p, &st, &err), TPL_EINDIVISIBLE);
   CHECK_STR_CONTAINS(err.msg, "config.json");
   remove_file(tmpdir, "config.json");
-  CHECK_EQ_INT(tpl__plan_resolve("auto", m, 2, &p, &err), -ENOENT);
+  CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), -ENOENT);
   CHECK_STR_CONTAINS(err.msg, "config.json");
   CHECK_STR_CONTAINS(err.msg, "--plan");
-  CHECK_EQ_INT(tpl__plan_resolve("llama", m, 2, &p, &err), -ENOENT);
+  CHECK_EQ_INT(plan_for("llama", m, 2, &p, &st, &err), -ENOENT);
   CHECK_STR_CONTAINS(err.msg, "preset 'llama'");
   write_text(tmpdir, "config.json", "{\"architectures\": ");
-  CHECK_EQ_INT(tpl__plan_resolve("auto", m, 2, &p, &err), TPL_EFORMAT);
+  CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "config.json");
   remove_file(tmpdir, "config.json");
   tpl__model_free(m);
@@ -1149,15 +1150,22 @@ static void test_resolve_auto(void) {
 static void test_resolve_auto_mlc(void) {
   struct tpl_model *m = new_model(TPL_FMT_MLC, tmpdir);
   struct tpl__plan *p = NULL;
+  struct tpl__strategy *st = NULL;
   struct tpl_error err = {0};
+  /* One layer of MLC's llama, so that the preset's check passes. */
+  add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_F16, 2, U(64),
+      U(32));
+  add(m, "model.layers.0.self_attn.o_proj.weight", TPL_DT_F16, 2, U(32), U(32));
+  add(m, "model.layers.0.mlp.gate_up_proj.weight", TPL_DT_F16, 2, U(96), U(32));
+  add(m, "model.layers.0.mlp.down_proj.weight", TPL_DT_F16, 2, U(32), U(48));
   /* A config.json alone is not what an MLC directory is read by. */
   write_text(tmpdir, "config.json", LLAMA_CFG);
-  CHECK_EQ_INT(tpl__plan_resolve("auto", m, 2, &p, &err), -ENOENT);
+  CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), -ENOENT);
   CHECK_STR_CONTAINS(err.msg, "mlc-chat-config.json");
   write_text(tmpdir, "mlc-chat-config.json", MLC_LLAMA_CFG);
-  CHECK_EQ_INT(tpl__plan_resolve("auto", m, 2, &p, &err), 0);
+  CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), 0);
   if (p != NULL) {
-    const char *qkv = "model.layers.3.self_attn.qkv_proj.weight";
+    const char *qkv = "model.layers.0.self_attn.qkv_proj.weight";
     size_t i = 0;
     CHECK_STR_CONTAINS(p->source, "mlc");
     while (i < p->nrules && !tpl__glob_match(p->rules[i].match, qkv))
@@ -1165,6 +1173,7 @@ static void test_resolve_auto_mlc(void) {
     CHECK(i < p->nrules);
     if (i < p->nrules) CHECK_EQ_U64(p->rules[i].spec.nsegs, 3);
   }
+  free(st);
   tpl__plan_free(p);
   remove_file(tmpdir, "config.json");
   remove_file(tmpdir, "mlc-chat-config.json");
@@ -1179,7 +1188,7 @@ static void test_resolve_file(void) {
   char *path = tpl__path_join(tmpdir, "p.json");
   write_text(tmpdir, "p.json",
              "{\"rules\": [{\"match\": \"*.weight\", \"dim\": 0}]}");
-  CHECK_EQ_INT(tpl__plan_for_model(path, m, 1, &p, &st, &err), 0);
+  CHECK_EQ_INT(plan_for(path, m, 1, &p, &st, &err), 0);
   if (p != NULL) {
     CHECK_STR_CONTAINS(p->source, "p.json");
     CHECK_EQ_INT(st[0].kind, TPL_RULE_SHARD);
@@ -1188,7 +1197,7 @@ static void test_resolve_file(void) {
   free(st);
   tpl__plan_free(p);
   remove_file(tmpdir, "p.json");
-  CHECK_EQ_INT(tpl__plan_resolve(path, m, 1, &p, &err), -ENOENT);
+  CHECK_EQ_INT(plan_for(path, m, 1, &p, &st, &err), -ENOENT);
   CHECK_STR_CONTAINS(err.msg, "plan file not found");
   CHECK_STR_CONTAINS(err.msg, "p.json");
   free(path);

@@ -31,6 +31,7 @@
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_for.h"
 #include "planner.h"
 #include "quant.h"
 #include "synth.h"
@@ -236,6 +237,7 @@ static int check_one(const struct tpl__tensor *t,
 
 /* Applies `plan` (a path or "auto") for N = 1, 2, 4 and checks every
  * param against the table.  Returns the number of params checked. */
+
 static size_t check_matrix(const char *dir, const char *plan,
                            const struct arch_table *a, const struct sizes *s,
                            int per_tensor) {
@@ -247,7 +249,7 @@ static size_t check_matrix(const char *dir, const char *plan,
   for (size_t k = 0; m != NULL && k < ARRAY_SIZE(ns); k++) {
     struct tpl__plan *p = NULL;
     struct tpl__strategy *st = NULL;
-    int rc = tpl__plan_for_model(plan, m, ns[k], &p, &st, &err);
+    int rc = plan_for(plan, m, ns[k], &p, &st, &err);
     if (rc != 0) printf("# %s N=%u: %s\n", a->arch, ns[k], err.msg);
     CHECK_EQ_INT(rc, 0);
     for (size_t i = 0; rc == 0 && i < m->ntensors; i++) {
@@ -311,7 +313,7 @@ static int plan_n(const char *dir, const char *plan, uint32_t n,
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
   int rc = tpl__model_open(dir, &m, err);
-  if (rc == 0) rc = tpl__plan_for_model(plan, m, n, &p, &st, err);
+  if (rc == 0) rc = plan_for(plan, m, n, &p, &st, err);
   free(st);
   tpl__plan_free(p);
   tpl__model_free(m);
