@@ -16,8 +16,6 @@
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
 
-#define INDEX_NAME "model.safetensors.index.json"
-
 /* --- the drivers of the JSON-described formats --- */
 
 static int load_index_files(const struct tpl__st_index *ix, const char *dir,
@@ -25,59 +23,54 @@ static int load_index_files(const struct tpl__st_index *ix, const char *dir,
                             struct tpl_error *err) {
   for (size_t i = 0; i < tpl__st_index_nfiles(ix); i++) {
     const char *first, *fname = tpl__st_index_file(ix, i, &first);
-    char ctx[TPL_MAX_NAME + 16], *path = NULL;
+    char ctx[TPL_MAX_NAME + 16], *path = tpl__path_join(dir, fname);
     int rc;
+    if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
     snprintf(ctx, sizeof(ctx), "tensor '%s'", first);
-    rc = tpl__member_path(dir, fname, strlen(fname), what, ctx, &path, err);
-    if (rc != 0) return rc;
-    rc = tpl__st_load(path, fname, m, err);
+    rc = tpl__member_confine(dir, path, fname, what, ctx, err);
+    if (rc == 0) rc = tpl__st_load(path, fname, m, err);
     free(path);
     if (rc != 0) return rc;
   }
   return 0;
 }
 
-int tpl__checkpoint_index(const char *buf, size_t len, const char *dir,
-                          struct tpl_model *m, struct tpl_error *err) {
+/* Builds a sharded checkpoint from its index JSON (`what`): parses it,
+ * loads each member file once in sorted name order, and checks that the
+ * map and the files agree. */
+static int load_index(const char *buf, size_t len, const char *dir,
+                      const char *what, struct tpl_model *m,
+                      struct tpl_error *err) {
   struct tpl__st_index *ix = NULL;
-  char *what = tpl__path_join(dir, INDEX_NAME);
-  int rc;
-  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__st_index_parse(buf, len, what, &ix, err);
+  int rc = tpl__st_index_parse(buf, len, what, &ix, err);
   if (rc == 0) rc = load_index_files(ix, dir, what, m, err);
   if (rc == 0) rc = tpl__st_index_check(ix, m, err);
   tpl__st_index_free(ix);
-  free(what);
   return rc;
 }
 
-/* File i of an MLC model is the cache's file record i; the parser gave
- * it the path dir/dataPath that tpl__member_path confines here. */
-static int open_mlc_files(const char *dir, const char *what,
-                          struct tpl_model *m, struct tpl_error *err) {
+/* File i of an MLC model is the cache's file record i, at the path
+ * dir/dataPath the parser gave it. */
+static int open_mlc_files(const char *what, struct tpl_model *m,
+                          struct tpl_error *err) {
   for (uint32_t i = 0; i < m->nfiles; i++) {
-    const char *name = m->files[i].name;
-    char ctx[64], *path = NULL;
+    char ctx[64];
     int rc;
     snprintf(ctx, sizeof(ctx), "file record %u", i);
-    rc = tpl__member_path(dir, name, strlen(name), what, ctx, &path, err);
-    free(path);
-    if (rc == 0) rc = tpl__member_open(m, i, what, ctx, err);
+    rc = tpl__member_open(m, i, what, ctx, err);
     if (rc != 0) return rc;
   }
   return 0;
 }
 
-int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
-                        const char *cache_name, struct tpl_model *m,
-                        struct tpl_error *err) {
-  char *what = tpl__path_join(dir, cache_name);
-  int rc;
-  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__mlc_parse(buf, len, what, m, err);
-  if (rc == 0) rc = open_mlc_files(dir, what, m, err);
+/* Builds an MLC weight directory from its cache JSON (`what`): parses
+ * every record, then confines and opens each shard file, checking its
+ * size. */
+static int load_mlc(const char *buf, size_t len, const char *what,
+                    struct tpl_model *m, struct tpl_error *err) {
+  int rc = tpl__mlc_parse(buf, len, what, m, err);
+  if (rc == 0) rc = open_mlc_files(what, m, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
-  free(what);
   return rc;
 }
 
@@ -128,9 +121,9 @@ static int open_json_driven(const char *dir, const char *name, int format,
   if (rc == 0 && (m = tpl__model_new(format, dir)) == NULL)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   if (rc == 0 && format == TPL_FMT_ST_INDEX)
-    rc = tpl__checkpoint_index(buf, len, dir, m, err);
+    rc = load_index(buf, len, dir, path, m, err);
   else if (rc == 0)
-    rc = tpl__checkpoint_mlc(buf, len, dir, name, m, err);
+    rc = load_mlc(buf, len, path, m, err);
   free(path);
   free(buf);
   return hand_over(m, rc, out);
