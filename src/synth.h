@@ -30,7 +30,8 @@ enum tpl_synth_format {
 };
 
 /* Everything that decides a synthetic checkpoint.  Sizes left 0 take the
- * arch's defaults in tpl__synth_resolve; dtype must be set. */
+ * arch's defaults in tpl__synth_resolve; arch and dtype must be valid (the
+ * command line checks them). */
 struct tpl__synth_opts {
   int arch;   /* enum tpl_synth_arch */
   int format; /* enum tpl_synth_format */
