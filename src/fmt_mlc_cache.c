@@ -387,11 +387,10 @@ int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
 
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
                    struct tpl_model *m, struct tpl_error *err) {
-  struct mlc_ctx c = {.what = what};
+  struct mlc_ctx c = {
+      .what = what, .names = json_object(), .paths = json_object()};
   json_t *root = NULL;
   int rc;
-  c.names = json_object();
-  c.paths = json_object();
   if (c.names == NULL || c.paths == NULL)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   else

@@ -76,7 +76,7 @@ int tpl__synth_arch_from_name(const char *name) {
   return -1;
 }
 
-const char *tpl__synth_arch_name(int arch) {
+const char *tpl__synth_arch_name(size_t arch) {
   return archs[arch].name;
 }
 
@@ -1114,7 +1114,6 @@ int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
     sum->files = nfiles;
     sum->tensors = l.n;
     sum->bytes = l.bytes;
-    sum->layers = o->layers;
   }
   free(buf);
   free(l.v);
