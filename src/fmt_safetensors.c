@@ -21,14 +21,12 @@
 
 #define METADATA_KEY "__metadata__"
 
-/* One header entry, validated, before it becomes a model tensor.  `name`
- * is borrowed from the JSON tree and lives as long as it. */
+/* One header entry, validated, before it becomes a model tensor: `t`
+ * holds its dtype and shape, and its name borrowed from the JSON tree (it
+ * lives as long as the tree). */
 struct st_entry {
-  const char *name;
+  struct tpl__tensor t;
   size_t seq; /* position in the JSON object */
-  int dtype;
-  int ndim;
-  uint64_t shape[TPL_MAX_DIMS];
   uint64_t begin, end;
 };
 
@@ -285,13 +283,13 @@ static int parse_shape(const json_t *v, const char *shown, const char *fname,
                      "%s: tensor '%s': expected at most %d dims, found %zu",
                      fname, shown, TPL_MAX_DIMS, n);
   for (size_t i = 0; i < n; i++)
-    if (tpl__json_u64(json_array_get(v, i), &e->shape[i]) != 0)
+    if (tpl__json_u64(json_array_get(v, i), &e->t.shape[i]) != 0)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected shape[%zu] to be an "
                        "integer >= 0, found a negative, fractional or "
                        "non-numeric value",
                        fname, shown, i);
-  e->ndim = (int)n;
+  e->t.ndim = (int)n;
   return 0;
 }
 
@@ -321,23 +319,23 @@ static int parse_offsets(const json_t *v, const char *shown, const char *fname,
 /* shape product x itemsize must equal end - begin, without overflow. */
 static int check_size(const struct st_entry *e, const char *fname,
                       struct tpl_error *err) {
-  uint64_t bytes = tpl__dtype_size(e->dtype);
+  uint64_t bytes = tpl__dtype_size(e->t.dtype);
   char sb[512], shp[256];
-  for (int i = 0; i < e->ndim; i++)
-    if (tpl__mul_u64(bytes, e->shape[i], &bytes) != 0)
+  for (int i = 0; i < e->t.ndim; i++)
+    if (tpl__mul_u64(bytes, e->t.shape[i], &bytes) != 0)
       return tpl__fail(err, TPL_EOVERFLOW,
                        "%s: tensor '%s': expected a byte size below 2^64, "
                        "found shape %s x %zu bytes overflowing",
-                       fname, show(e->name, sb, sizeof(sb)),
-                       tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
-                       tpl__dtype_size(e->dtype));
+                       fname, show(e->t.name, sb, sizeof(sb)),
+                       tpl__shape_str(e->t.shape, e->t.ndim, shp, sizeof(shp)),
+                       tpl__dtype_size(e->t.dtype));
   if (bytes != e->end - e->begin)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected %llu bytes (%s shape %s), "
                      "found data_offsets [%llu, %llu] spanning %llu bytes",
-                     fname, show(e->name, sb, sizeof(sb)),
-                     (unsigned long long)bytes, tpl__dtype_st_name(e->dtype),
-                     tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
+                     fname, show(e->t.name, sb, sizeof(sb)),
+                     (unsigned long long)bytes, tpl__dtype_st_name(e->t.dtype),
+                     tpl__shape_str(e->t.shape, e->t.ndim, shp, sizeof(shp)),
                      (unsigned long long)e->begin, (unsigned long long)e->end,
                      (unsigned long long)(e->end - e->begin));
   return 0;
@@ -350,11 +348,12 @@ static int parse_entry(const char *name, size_t seq, const json_t *v,
   char sb[512];
   const char *shown = show(name, sb, sizeof(sb));
   int rc = check_name(name, shown, fname, err);
-  e->name = name;
+  e->t.name = (char *)name; /* borrowed, see struct st_entry */
   e->seq = seq;
   if (rc == 0) rc = check_keys(v, shown, fname, err);
   if (rc == 0)
-    rc = parse_dtype(json_object_get(v, "dtype"), shown, fname, &e->dtype, err);
+    rc = parse_dtype(json_object_get(v, "dtype"), shown, fname, &e->t.dtype,
+                     err);
   if (rc == 0)
     rc = parse_shape(json_object_get(v, "shape"), shown, fname, e, err);
   if (rc == 0)
@@ -410,15 +409,15 @@ static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected the first tensor's data to "
                        "begin at offset 0, found %llu",
-                       fname, show(e->name, sb, sizeof(sb)),
+                       fname, show(e->t.name, sb, sizeof(sb)),
                        (unsigned long long)e->begin);
     if (e->begin != at)
       return tpl__fail(
           err, TPL_EFORMAT,
           "%s: tensor '%s': expected data to begin at %llu "
           "(where '%s' ends), found %llu: %s %llu bytes",
-          fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
-          show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
+          fname, show(e->t.name, sb, sizeof(sb)), (unsigned long long)at,
+          show(es[i - 1].t.name, pb, sizeof(pb)), (unsigned long long)e->begin,
           e->begin > at ? "a gap of" : "overlaps it by",
           (unsigned long long)(e->begin > at ? e->begin - at : at - e->begin));
     at = e->end;
@@ -460,16 +459,11 @@ static int append_tensors(const struct st_entry *es, size_t n,
                           const char *fname, struct tpl_model *m,
                           struct tpl_error *err) {
   for (size_t i = 0; i < n; i++) {
-    struct tpl__tensor t;
-    memset(&t, 0, sizeof(t));
-    t.name = strdup(es[i].name);
+    struct tpl__tensor t = es[i].t; /* calloc'd: encoding TPL_ENC_RAW */
+    t.name = strdup(es[i].t.name);
     if (t.name == NULL)
       return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
-    t.dtype = es[i].dtype;
-    t.ndim = es[i].ndim;
-    memcpy(t.shape, es[i].shape, sizeof(t.shape));
     t.file = file_idx;
-    t.encoding = TPL_ENC_RAW;
     t.offset = data_start + es[i].begin;
     t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
     int rc = tpl__model_take_tensor(m, &t, fname, err);

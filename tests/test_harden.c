@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
 #include "cli.h"
 #include "fmt_mlc_cache.h"
 #include "fmt_safetensors.h"
