@@ -319,7 +319,6 @@ static int add_shard_file(struct tpl_model *m, struct shard *s,
   char *path = tpl__path_join(m->dir, s->data_path);
   int rc = path ? tpl__model_add_file(m, path, s->data_path, s->size, &s->file)
                 : -ENOMEM;
-  s->first = m->ntensors;
   free(path);
   if (rc != 0) return tpl__fail(err, rc, "%s: out of memory", s->data_path);
   return 0;
@@ -327,7 +326,7 @@ static int add_shard_file(struct tpl_model *m, struct shard *s,
 
 static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                        struct tpl_error *err) {
-  struct shard s = {0};
+  struct shard s = {.first = c->m->ntensors};
   json_t *recs = NULL;
   int rc;
   if (!json_is_object(frec))
