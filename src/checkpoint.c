@@ -16,8 +16,6 @@
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
 
-#define INDEX_NAME "model.safetensors.index.json"
-
 /* --- the drivers of the JSON-described formats --- */
 
 static int load_index_files(const struct tpl__st_index *ix, const char *dir,
@@ -25,80 +23,83 @@ static int load_index_files(const struct tpl__st_index *ix, const char *dir,
                             struct tpl_error *err) {
   for (size_t i = 0; i < tpl__st_index_nfiles(ix); i++) {
     const char *first, *fname = tpl__st_index_file(ix, i, &first);
-    char ctx[TPL_MAX_NAME + 16], *path = NULL;
+    char ctx[TPL_MAX_NAME + 16], *path = tpl__path_join(dir, fname);
     int rc;
+    if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
     snprintf(ctx, sizeof(ctx), "tensor '%s'", first);
-    rc = tpl__member_path(dir, fname, strlen(fname), what, ctx, &path, err);
-    if (rc != 0) return rc;
-    rc = tpl__st_load(path, fname, m, err);
+    rc = tpl__member_confine(dir, path, fname, what, ctx, err);
+    if (rc == 0) rc = tpl__st_load(path, fname, m, err);
     free(path);
     if (rc != 0) return rc;
   }
   return 0;
 }
 
-int tpl__checkpoint_index(const char *buf, size_t len, const char *dir,
-                          struct tpl_model *m, struct tpl_error *err) {
+/* Builds a sharded checkpoint from its index JSON (`what`): parses it,
+ * loads each member file once in sorted name order, and checks that the
+ * map and the files agree. */
+static int load_index(const char *buf, size_t len, const char *dir,
+                      const char *what, struct tpl_model *m,
+                      struct tpl_error *err) {
   struct tpl__st_index *ix = NULL;
-  char *what = tpl__path_join(dir, INDEX_NAME);
-  int rc;
-  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__st_index_parse(buf, len, what, &ix, err);
+  int rc = tpl__st_index_parse(buf, len, what, &ix, err);
   if (rc == 0) rc = load_index_files(ix, dir, what, m, err);
   if (rc == 0) rc = tpl__st_index_check(ix, m, err);
   tpl__st_index_free(ix);
-  free(what);
   return rc;
 }
 
-/* File i of an MLC model is the cache's file record i; the parser gave
- * it the path dir/dataPath that tpl__member_path confines here. */
-static int open_mlc_files(const char *dir, const char *what,
-                          struct tpl_model *m, struct tpl_error *err) {
+/* File i of an MLC model is the cache's file record i, at the path
+ * dir/dataPath the parser gave it. */
+static int open_mlc_files(const char *what, struct tpl_model *m,
+                          struct tpl_error *err) {
   for (uint32_t i = 0; i < m->nfiles; i++) {
-    const char *name = m->files[i].name;
-    char ctx[64], *path = NULL;
+    char ctx[64];
     int rc;
     snprintf(ctx, sizeof(ctx), "file record %u", i);
-    rc = tpl__member_path(dir, name, strlen(name), what, ctx, &path, err);
-    free(path);
-    if (rc == 0) rc = tpl__member_open(m, i, what, ctx, err);
+    rc = tpl__member_open(m, i, what, ctx, err);
     if (rc != 0) return rc;
   }
   return 0;
 }
 
-int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
-                        const char *cache_name, struct tpl_model *m,
-                        struct tpl_error *err) {
-  char *what = tpl__path_join(dir, cache_name);
-  int rc;
-  if (what == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__mlc_parse(buf, len, what, m, err);
-  if (rc == 0) rc = open_mlc_files(dir, what, m, err);
+/* Builds an MLC weight directory from its cache JSON (`what`): parses
+ * every record, then confines and opens each shard file, checking its
+ * size. */
+static int load_mlc(const char *buf, size_t len, const char *what,
+                    struct tpl_model *m, struct tpl_error *err) {
+  int rc = tpl__mlc_parse(buf, len, what, m, err);
+  if (rc == 0) rc = open_mlc_files(what, m, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
-  free(what);
   return rc;
 }
 
 /* --- format detection --- */
 
-/* After opening ended with `rc`: hands `m` to *out, or frees it. */
-static int hand_over(struct tpl_model *m, int rc, struct tpl_model **out) {
+/* Opens `path`, a file named `name` in `dir`, as a checkpoint of
+ * `format`: a safetensors file, or the JSON of an index or MLC cache. */
+static int open_format(const char *dir, const char *path, const char *name,
+                       int format, struct tpl_model **out,
+                       struct tpl_error *err) {
+  struct tpl_model *m = tpl__model_new(format, dir);
+  char *buf = NULL;
+  size_t len = 0;
+  int rc;
+  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (format == TPL_FMT_SAFETENSORS)
+    rc = tpl__st_load(path, name, m, err);
+  else
+    rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc == 0 && format == TPL_FMT_ST_INDEX)
+    rc = load_index(buf, len, dir, path, m, err);
+  else if (rc == 0 && format == TPL_FMT_MLC)
+    rc = load_mlc(buf, len, path, m, err);
+  free(buf);
   if (rc == 0)
     *out = m;
   else
     tpl__model_free(m);
   return rc;
-}
-
-/* One safetensors file `path`, known in the model as `name`; the
- * model's directory is `dir`. */
-static int open_st_file(const char *dir, const char *path, const char *name,
-                        struct tpl_model **out, struct tpl_error *err) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, dir);
-  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  return hand_over(m, tpl__st_load(path, name, m, err), out);
 }
 
 static int open_single_file(const char *path, struct tpl_model **out,
@@ -111,31 +112,14 @@ static int open_single_file(const char *path, struct tpl_model **out,
     slash[1] = '\0';
   else if (slash)
     *slash = '\0';
-  rc = open_st_file(slash ? dir : ".", path,
-                    slash ? path + (slash - dir) + 1 : path, out, err);
+  rc = open_format(slash ? dir : ".", path,
+                   slash ? path + (slash - dir) + 1 : path, TPL_FMT_SAFETENSORS,
+                   out, err);
   free(dir);
   return rc;
 }
 
-static int open_json_driven(const char *dir, const char *name, int format,
-                            struct tpl_model **out, struct tpl_error *err) {
-  char *path = tpl__path_join(dir, name), *buf = NULL;
-  size_t len = 0;
-  struct tpl_model *m = NULL;
-  int rc;
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc == 0 && (m = tpl__model_new(format, dir)) == NULL)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
-  if (rc == 0 && format == TPL_FMT_ST_INDEX)
-    rc = tpl__checkpoint_index(buf, len, dir, m, err);
-  else if (rc == 0)
-    rc = tpl__checkpoint_mlc(buf, len, dir, name, m, err);
-  free(path);
-  free(buf);
-  return hand_over(m, rc, out);
-}
-
+/* The first of the probes that exists decides the format. */
 static int open_directory(const char *dir, struct tpl_model **out,
                           struct tpl_error *err) {
   static const struct {
@@ -145,28 +129,25 @@ static int open_directory(const char *dir, struct tpl_model **out,
       {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
       {"tensor-cache.json", TPL_FMT_MLC},
       {"ndarray-cache.json", TPL_FMT_MLC},
+      {"model.safetensors", TPL_FMT_SAFETENSORS},
   };
-  char *single;
-  int rc;
   for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
     char *p = tpl__path_join(dir, probes[i].name);
-    int found = p != NULL && tpl__exists(p);
+    int rc;
+    if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (!tpl__exists(p)) {
+      free(p);
+      continue;
+    }
+    rc = open_format(dir, p, probes[i].name, probes[i].format, out, err);
     free(p);
-    if (found)
-      return open_json_driven(dir, probes[i].name, probes[i].format, out, err);
+    return rc;
   }
-  single = tpl__path_join(dir, "model.safetensors");
-  if (single == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  if (tpl__exists(single))
-    rc = open_st_file(dir, single, "model.safetensors", out, err);
-  else
-    rc = tpl__fail(err, TPL_ENOMODEL,
+  return tpl__fail(err, TPL_ENOMODEL,
                    "%s: expected model.safetensors, "
                    "model.safetensors.index.json, tensor-cache.json or "
                    "ndarray-cache.json, found none",
                    dir);
-  free(single);
-  return rc;
 }
 
 /* Every member stays open from validation to the end of the load (see

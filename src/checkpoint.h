@@ -4,8 +4,6 @@
 #ifndef TPL_CHECKPOINT_H
 #define TPL_CHECKPOINT_H
 
-#include <stddef.h>
-
 #include "model.h"
 
 /* Opens MODEL (a .safetensors file, a directory with model.safetensors or
@@ -17,20 +15,5 @@
  * Returns 0, TPL_E* for bad data, or -errno. */
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err);
-
-/* Builds a sharded checkpoint into `m` from its index JSON (`buf`, `len`,
- * as read from dir/model.safetensors.index.json): parses it, loads each
- * member file once in sorted name order, and checks that the map and the
- * files agree.  On failure `m` may hold part of it; callers free it. */
-int tpl__checkpoint_index(const char *buf, size_t len, const char *dir,
-                          struct tpl_model *m, struct tpl_error *err);
-
-/* Builds an MLC weight directory into `m` from its cache JSON (`buf`,
- * `len`, as read from dir/`cache_name`): parses every record, then
- * confines and opens each shard file, checking its size.  On failure `m`
- * may hold part of it; callers free it. */
-int tpl__checkpoint_mlc(const char *buf, size_t len, const char *dir,
-                        const char *cache_name, struct tpl_model *m,
-                        struct tpl_error *err);
 
 #endif

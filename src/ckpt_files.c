@@ -84,27 +84,17 @@ static int check_symlink(const char *dir, const char *path, const char *name,
   return rc;
 }
 
-int tpl__member_path(const char *dir, const char *name, size_t len,
-                     const char *what, const char *ctx, char **path,
-                     struct tpl_error *err) {
+int tpl__member_confine(const char *dir, const char *path, const char *name,
+                        const char *what, const char *ctx,
+                        struct tpl_error *err) {
   struct stat st;
-  char *p;
-  int rc = tpl__model_check_file_name(name, len, what, ctx, err);
-  if (rc != 0) return rc;
-  p = tpl__path_join(dir, name);
-  if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  if (lstat(p, &st) != 0) {
+  if (lstat(path, &st) != 0) {
     int e = errno;
-    rc = tpl__fail(err, -e, "%s: %s: expected file '%s', found %s", what, ctx,
-                   name, e == ENOENT ? "no such file" : strerror(e));
-  } else if (S_ISLNK(st.st_mode)) {
-    rc = check_symlink(dir, p, name, what, ctx, err);
+    return tpl__fail(err, -e, "%s: %s: expected file '%s', found %s", what, ctx,
+                     name, e == ENOENT ? "no such file" : strerror(e));
   }
-  if (rc != 0) {
-    free(p);
-    return rc;
-  }
-  *path = p;
+  if (S_ISLNK(st.st_mode))
+    return check_symlink(dir, path, name, what, ctx, err);
   return 0;
 }
 
@@ -112,7 +102,9 @@ int tpl__member_open(struct tpl_model *m, uint32_t idx, const char *what,
                      const char *ctx, struct tpl_error *err) {
   const struct tpl__file *f = &m->files[idx];
   uint64_t size;
-  int fd, rc = tpl__open_regular(f->path, &fd, &size, err);
+  int fd, rc = tpl__member_confine(m->dir, f->path, f->name, what, ctx, err);
+  if (rc != 0) return rc;
+  rc = tpl__open_regular(f->path, &fd, &size, err);
   if (rc == TPL_EFORMAT)
     return tpl__fail(err, rc,
                      "%s: %s: expected '%s' to be a regular file, found "

@@ -121,15 +121,12 @@ static const char *dtype_name(size_t i) {
   return synth_dtypes[i].name;
 }
 
-static const char *arch_name(size_t i) {
-  return tpl__synth_arch_name((int)i);
-}
-
 /* The lists in help and errors, from the arch and dtype tables. */
 static const char *help_list(const char *key) {
   static char archs[256], dtypes[64];
   if (strcmp(key, "archs") == 0)
-    return tpl__cli_list(TPL_ARCH_COUNT, arch_name, archs, sizeof(archs));
+    return tpl__cli_list(TPL_ARCH_COUNT, tpl__synth_arch_name, archs,
+                         sizeof(archs));
   if (strcmp(key, "dtypes") == 0)
     return tpl__cli_list(ARRAY_SIZE(synth_dtypes), dtype_name, dtypes,
                          sizeof(dtypes));
@@ -229,7 +226,7 @@ static void print_summary(const struct tpl__synth_opts *o, const char *out,
       o->format == TPL_SYNTH_MLC ? "params_shard" : "safetensors";
   printf("synth: %s: %s, %llu layers, %zu %s file%s, %zu tensors, %llu bytes "
          "(%.2f MiB)\n",
-         out, tpl__synth_arch_name(o->arch), (unsigned long long)s->layers,
+         out, tpl__synth_arch_name(o->arch), (unsigned long long)o->layers,
          s->files, kind, s->files == 1 ? "" : "s", s->tensors,
          (unsigned long long)s->bytes, (double)s->bytes / 1048576.0);
 }

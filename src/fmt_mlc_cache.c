@@ -25,18 +25,19 @@
 #include "jsonu.h"
 
 struct mlc_ctx {
-  const char *what; /* "DIR/tensor-cache.json" */
-  json_t *names;    /* tensor name -> dataPath, across all files */
-  json_t *paths;    /* dataPath set */
+  const char *what;    /* "DIR/tensor-cache.json" */
+  json_t *names;       /* tensor name -> dataPath, across all files */
+  json_t *paths;       /* dataPath set */
+  struct tpl_model *m; /* the model being filled */
 };
 
-/* One shard file's records, sorted by offset before they join the model. */
+/* One shard file: its records are the model's tensors from `first` on,
+ * sorted by offset once all are in. */
 struct shard {
   const char *data_path; /* borrowed from the JSON */
   uint32_t file;
   uint64_t size; /* as "nbytes" declares it */
-  struct tpl__tensor *t;
-  size_t n;
+  size_t first;
 };
 
 /* --- one tensor record --- */
@@ -211,7 +212,7 @@ static int get_range(struct mlc_ctx *c, const struct shard *s, const char *name,
   return 0;
 }
 
-static int parse_tensor(struct mlc_ctx *c, struct shard *s, size_t k,
+static int parse_tensor(struct mlc_ctx *c, const struct shard *s, size_t k,
                         json_t *rec, struct tpl_error *err) {
   struct tpl__tensor t = {0};
   const char *name = NULL;
@@ -230,8 +231,7 @@ static int parse_tensor(struct mlc_ctx *c, struct shard *s, size_t k,
   t.file = s->file;
   t.name = strdup(name);
   if (t.name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->t[s->n++] = t;
-  return 0;
+  return tpl__model_take_tensor(c->m, &t, s->data_path, err);
 }
 
 /* --- one shard file --- */
@@ -250,8 +250,8 @@ static int check_overlaps(struct mlc_ctx *c, const struct shard *s,
                           struct tpl_error *err) {
   const struct tpl__tensor *far = NULL;
   uint64_t end = 0;
-  for (size_t i = 0; i < s->n; i++) {
-    const struct tpl__tensor *t = &s->t[i];
+  for (size_t i = s->first; i < c->m->ntensors; i++) {
+    const struct tpl__tensor *t = &c->m->tensors[i];
     if (t->stored_bytes == 0) continue;
     if (far != NULL && t->offset < end)
       return tpl__fail(err, TPL_EFORMAT,
@@ -325,10 +325,9 @@ static int add_shard_file(struct tpl_model *m, struct shard *s,
 }
 
 static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
-                       struct tpl_model *m, struct tpl_error *err) {
-  struct shard s = {0};
+                       struct tpl_error *err) {
+  struct shard s = {.first = c->m->ntensors};
   json_t *recs = NULL;
-  size_t k;
   int rc;
   if (!json_is_object(frec))
     return tpl__fail(err, TPL_EFORMAT,
@@ -336,26 +335,18 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                      "another JSON type",
                      c->what, i);
   rc = read_shard_header(c, frec, i, &s, &recs, err);
-  if (rc == 0) rc = add_shard_file(m, &s, err);
-  if (rc != 0) return rc;
-  s.t = calloc(json_array_size(recs) + 1, sizeof(*s.t));
-  if (s.t == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  for (k = 0; rc == 0 && k < json_array_size(recs); k++)
+  if (rc == 0) rc = add_shard_file(c->m, &s, err);
+  for (size_t k = 0; rc == 0 && k < json_array_size(recs); k++)
     rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
-  qsort(s.t, s.n, sizeof(*s.t), cmp_offset);
-  if (rc == 0) rc = check_overlaps(c, &s, err);
-  for (k = 0; rc == 0 && k < s.n; k++)
-    rc = tpl__model_take_tensor(m, &s.t[k], s.data_path, err);
-  for (k = 0; k < s.n; k++) /* those the model did not take */
-    free(s.t[k].name);
-  free(s.t);
-  return rc;
+  if (rc != 0) return rc;
+  qsort(c->m->tensors + s.first, c->m->ntensors - s.first,
+        sizeof(*c->m->tensors), cmp_offset);
+  return check_overlaps(c, &s, err);
 }
 
 /* --- the cache file --- */
 
-static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_model *m,
-                      struct tpl_error *err) {
+static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_error *err) {
   json_t *meta = json_object_get(root, "metadata");
   json_t *files = json_object_get(root, "records"), *frec;
   size_t i;
@@ -370,7 +361,7 @@ static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_model *m,
                      "%s: expected a \"records\" array of files, found %s",
                      c->what, files ? "another JSON type" : "none");
   json_array_foreach(files, i, frec) {
-    rc = parse_shard(c, frec, i, m, err);
+    rc = parse_shard(c, frec, i, err);
     if (rc != 0) return rc;
   }
   return 0;
@@ -387,16 +378,15 @@ int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
 
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
                    struct tpl_model *m, struct tpl_error *err) {
-  struct mlc_ctx c = {.what = what};
+  struct mlc_ctx c = {
+      .what = what, .names = json_object(), .paths = json_object(), .m = m};
   json_t *root = NULL;
   int rc;
-  c.names = json_object();
-  c.paths = json_object();
   if (c.names == NULL || c.paths == NULL)
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   else
     rc = tpl__json_parse_object(buf, len, what, &root, err);
-  if (rc == 0) rc = parse_root(&c, root, m, err);
+  if (rc == 0) rc = parse_root(&c, root, err);
   json_decref(root);
   json_decref(c.names);
   json_decref(c.paths);

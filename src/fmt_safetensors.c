@@ -21,14 +21,12 @@
 
 #define METADATA_KEY "__metadata__"
 
-/* One header entry, validated, before it becomes a model tensor.  `name`
- * is borrowed from the JSON tree and lives as long as it. */
+/* One header entry, validated, before it becomes a model tensor: `t`
+ * holds its dtype and shape, and its name borrowed from the JSON tree (it
+ * lives as long as the tree). */
 struct st_entry {
-  const char *name;
+  struct tpl__tensor t;
   size_t seq; /* position in the JSON object */
-  int dtype;
-  int ndim;
-  uint64_t shape[TPL_MAX_DIMS];
   uint64_t begin, end;
 };
 
@@ -195,10 +193,10 @@ static int check_metadata(const json_t *v, const char *fname,
   return 0;
 }
 
-static int check_name(const char *name, const char *fname,
+/* `shown` is `name` as show() renders it, for messages. */
+static int check_name(const char *name, const char *shown, const char *fname,
                       struct tpl_error *err) {
   size_t len = strlen(name);
-  char sb[512];
   if (len == 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected non-empty tensor names, found an empty "
@@ -208,50 +206,51 @@ static int check_name(const char *name, const char *fname,
     return tpl__fail(err, TPL_ELIMIT,
                      "%s: tensor '%s': expected a name of at most %d bytes, "
                      "found %zu bytes",
-                     fname, show(name, sb, sizeof(sb)), TPL_MAX_NAME, len);
+                     fname, shown, TPL_MAX_NAME, len);
   return 0;
 }
 
-/* An entry must be an object with exactly dtype, shape, data_offsets. */
-static int check_keys(const json_t *v, const char *name, const char *fname,
+/* The entry checks below name the tensor by `shown` (its name as show()
+ * renders it).  An entry must be an object with exactly dtype, shape,
+ * data_offsets. */
+static int check_keys(const json_t *v, const char *shown, const char *fname,
                       struct tpl_error *err) {
   static const char *const want[] = {"dtype", "shape", "data_offsets"};
   const char *key;
   json_t *val;
-  char sb[512], kb[512];
+  char kb[512];
   if (!json_is_object(v))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected an object with dtype, shape "
                      "and data_offsets, found another JSON value",
-                     fname, show(name, sb, sizeof(sb)));
+                     fname, shown);
   for (size_t i = 0; i < ARRAY_SIZE(want); i++)
     if (json_object_get(v, want[i]) == NULL)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected key '%s', found it "
                        "missing",
-                       fname, show(name, sb, sizeof(sb)), want[i]);
+                       fname, shown, want[i]);
   json_object_foreach((json_t *)v, key, val) {
     if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
         strcmp(key, "data_offsets") != 0)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected only the keys dtype, shape "
                        "and data_offsets, found unknown key '%s'",
-                       fname, show(name, sb, sizeof(sb)),
-                       show(key, kb, sizeof(kb)));
+                       fname, shown, show(key, kb, sizeof(kb)));
   }
   return 0;
 }
 
-static int parse_dtype(const json_t *v, const char *name, const char *fname,
+static int parse_dtype(const json_t *v, const char *shown, const char *fname,
                        int *dtype, struct tpl_error *err) {
   const char *s;
   size_t len;
-  char sb[512], db[512];
+  char db[512];
   if (!json_is_string(v))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected dtype to be a string, found "
                      "another JSON value",
-                     fname, show(name, sb, sizeof(sb)));
+                     fname, shown);
   s = json_string_value(v);
   len = json_string_length(v);
   if (!tpl__has_nul(s, len) && tpl__dtype_is_known_unsupported(s))
@@ -259,87 +258,84 @@ static int parse_dtype(const json_t *v, const char *name, const char *fname,
                      "%s: tensor '%s': unsupported dtype %s (expected one of "
                      "BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, "
                      "I64, U64, F8_E4M3, F8_E5M2)",
-                     fname, show(name, sb, sizeof(sb)), s);
+                     fname, shown, s);
   *dtype = tpl__dtype_from_st(s, len);
   if (*dtype < 0)
     return tpl__fail(err, TPL_EDTYPE,
                      "%s: tensor '%s': expected a known dtype (BOOL, U8, I8, "
                      "I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, "
                      "F8_E4M3, F8_E5M2), found unknown dtype '%s'",
-                     fname, show(name, sb, sizeof(sb)),
-                     show(s, db, sizeof(db)));
+                     fname, shown, show(s, db, sizeof(db)));
   return 0;
 }
 
-static int parse_shape(const json_t *v, const char *name, const char *fname,
+static int parse_shape(const json_t *v, const char *shown, const char *fname,
                        struct st_entry *e, struct tpl_error *err) {
-  char sb[512];
   size_t n;
   if (!json_is_array(v))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected shape to be an array of "
                      "integers, found another JSON value",
-                     fname, show(name, sb, sizeof(sb)));
+                     fname, shown);
   n = json_array_size(v);
   if (n > TPL_MAX_DIMS)
     return tpl__fail(err, TPL_ELIMIT,
                      "%s: tensor '%s': expected at most %d dims, found %zu",
-                     fname, show(name, sb, sizeof(sb)), TPL_MAX_DIMS, n);
+                     fname, shown, TPL_MAX_DIMS, n);
   for (size_t i = 0; i < n; i++)
-    if (tpl__json_u64(json_array_get(v, i), &e->shape[i]) != 0)
+    if (tpl__json_u64(json_array_get(v, i), &e->t.shape[i]) != 0)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected shape[%zu] to be an "
                        "integer >= 0, found a negative, fractional or "
                        "non-numeric value",
-                       fname, show(name, sb, sizeof(sb)), i);
-  e->ndim = (int)n;
+                       fname, shown, i);
+  e->t.ndim = (int)n;
   return 0;
 }
 
-static int parse_offsets(const json_t *v, const char *name, const char *fname,
+static int parse_offsets(const json_t *v, const char *shown, const char *fname,
                          struct st_entry *e, struct tpl_error *err) {
-  char sb[512];
   if (!json_is_array(v) || json_array_size(v) != 2)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected data_offsets to be an array "
                      "[begin, end], found another JSON value",
-                     fname, show(name, sb, sizeof(sb)));
+                     fname, shown);
   if (tpl__json_u64(json_array_get(v, 0), &e->begin) != 0 ||
       tpl__json_u64(json_array_get(v, 1), &e->end) != 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected data_offsets to be integers "
                      ">= 0, found a negative, fractional or non-numeric "
                      "value",
-                     fname, show(name, sb, sizeof(sb)));
+                     fname, shown);
   if (e->begin > e->end)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected data_offsets begin <= end, "
                      "found begin %llu > end %llu",
-                     fname, show(name, sb, sizeof(sb)),
-                     (unsigned long long)e->begin, (unsigned long long)e->end);
+                     fname, shown, (unsigned long long)e->begin,
+                     (unsigned long long)e->end);
   return 0;
 }
 
 /* shape product x itemsize must equal end - begin, without overflow. */
 static int check_size(const struct st_entry *e, const char *fname,
                       struct tpl_error *err) {
-  uint64_t bytes = tpl__dtype_size(e->dtype);
+  uint64_t bytes = tpl__dtype_size(e->t.dtype);
   char sb[512], shp[256];
-  for (int i = 0; i < e->ndim; i++)
-    if (tpl__mul_u64(bytes, e->shape[i], &bytes) != 0)
+  for (int i = 0; i < e->t.ndim; i++)
+    if (tpl__mul_u64(bytes, e->t.shape[i], &bytes) != 0)
       return tpl__fail(err, TPL_EOVERFLOW,
                        "%s: tensor '%s': expected a byte size below 2^64, "
                        "found shape %s x %zu bytes overflowing",
-                       fname, show(e->name, sb, sizeof(sb)),
-                       tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
-                       tpl__dtype_size(e->dtype));
+                       fname, show(e->t.name, sb, sizeof(sb)),
+                       tpl__shape_str(e->t.shape, e->t.ndim, shp, sizeof(shp)),
+                       tpl__dtype_size(e->t.dtype));
   if (bytes != e->end - e->begin)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected %llu bytes (%s shape %s), "
                      "found data_offsets [%llu, %llu] spanning %llu bytes",
-                     fname, show(e->name, sb, sizeof(sb)),
-                     (unsigned long long)bytes, tpl__dtype_st_name(e->dtype),
-                     tpl__shape_str(e->shape, e->ndim, shp, sizeof(shp)),
+                     fname, show(e->t.name, sb, sizeof(sb)),
+                     (unsigned long long)bytes, tpl__dtype_st_name(e->t.dtype),
+                     tpl__shape_str(e->t.shape, e->t.ndim, shp, sizeof(shp)),
                      (unsigned long long)e->begin, (unsigned long long)e->end,
                      (unsigned long long)(e->end - e->begin));
   return 0;
@@ -349,16 +345,20 @@ static int check_size(const struct st_entry *e, const char *fname,
 static int parse_entry(const char *name, size_t seq, const json_t *v,
                        const char *fname, struct st_entry *e,
                        struct tpl_error *err) {
-  int rc = check_name(name, fname, err);
-  e->name = name;
+  char sb[512];
+  const char *shown = show(name, sb, sizeof(sb));
+  int rc = check_name(name, shown, fname, err);
+  e->t.name = (char *)name; /* borrowed, see struct st_entry */
   e->seq = seq;
-  if (rc == 0) rc = check_keys(v, name, fname, err);
+  if (rc == 0) rc = check_keys(v, shown, fname, err);
   if (rc == 0)
-    rc = parse_dtype(json_object_get(v, "dtype"), name, fname, &e->dtype, err);
+    rc = parse_dtype(json_object_get(v, "dtype"), shown, fname, &e->t.dtype,
+                     err);
   if (rc == 0)
-    rc = parse_shape(json_object_get(v, "shape"), name, fname, e, err);
+    rc = parse_shape(json_object_get(v, "shape"), shown, fname, e, err);
   if (rc == 0)
-    rc = parse_offsets(json_object_get(v, "data_offsets"), name, fname, e, err);
+    rc =
+        parse_offsets(json_object_get(v, "data_offsets"), shown, fname, e, err);
   return rc == 0 ? check_size(e, fname, err) : rc;
 }
 
@@ -409,15 +409,15 @@ static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: tensor '%s': expected the first tensor's data to "
                        "begin at offset 0, found %llu",
-                       fname, show(e->name, sb, sizeof(sb)),
+                       fname, show(e->t.name, sb, sizeof(sb)),
                        (unsigned long long)e->begin);
     if (e->begin != at)
       return tpl__fail(
           err, TPL_EFORMAT,
           "%s: tensor '%s': expected data to begin at %llu "
           "(where '%s' ends), found %llu: %s %llu bytes",
-          fname, show(e->name, sb, sizeof(sb)), (unsigned long long)at,
-          show(es[i - 1].name, pb, sizeof(pb)), (unsigned long long)e->begin,
+          fname, show(e->t.name, sb, sizeof(sb)), (unsigned long long)at,
+          show(es[i - 1].t.name, pb, sizeof(pb)), (unsigned long long)e->begin,
           e->begin > at ? "a gap of" : "overlaps it by",
           (unsigned long long)(e->begin > at ? e->begin - at : at - e->begin));
     at = e->end;
@@ -459,16 +459,11 @@ static int append_tensors(const struct st_entry *es, size_t n,
                           const char *fname, struct tpl_model *m,
                           struct tpl_error *err) {
   for (size_t i = 0; i < n; i++) {
-    struct tpl__tensor t;
-    memset(&t, 0, sizeof(t));
-    t.name = strdup(es[i].name);
+    struct tpl__tensor t = es[i].t; /* calloc'd: encoding TPL_ENC_RAW */
+    t.name = strdup(es[i].t.name);
     if (t.name == NULL)
       return tpl__fail(err, -ENOMEM, "%s: out of memory", fname);
-    t.dtype = es[i].dtype;
-    t.ndim = es[i].ndim;
-    memcpy(t.shape, es[i].shape, sizeof(t.shape));
     t.file = file_idx;
-    t.encoding = TPL_ENC_RAW;
     t.offset = data_start + es[i].begin;
     t.stored_bytes = t.nbytes = es[i].end - es[i].begin;
     int rc = tpl__model_take_tensor(m, &t, fname, err);

@@ -17,7 +17,7 @@
 #include "jsonu.h"
 
 struct tpl__st_index {
-  char *what;          /* owned: "DIR/model.safetensors.index.json" */
+  const char *what;    /* borrowed: "DIR/model.safetensors.index.json" */
   json_t *root;        /* owned: the parsed index */
   json_t *weight_map;  /* borrowed from the root */
   json_t *files;       /* owned: file name -> first tensor mapped to it */
@@ -182,7 +182,6 @@ void tpl__st_index_free(struct tpl__st_index *c) {
   free(c->sorted);
   json_decref(c->files);
   json_decref(c->root);
-  free(c->what);
   free(c);
 }
 
@@ -190,10 +189,8 @@ int tpl__st_index_parse(const char *buf, size_t len, const char *what,
                         struct tpl__st_index **out, struct tpl_error *err) {
   struct tpl__st_index *c = calloc(1, sizeof(*c));
   int rc;
-  if (c == NULL || (c->what = strdup(what)) == NULL) {
-    free(c);
-    return tpl__fail(err, -ENOMEM, "out of memory");
-  }
+  if (c == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  c->what = what;
   rc = tpl__json_parse_object(buf, len, what, &c->root, err);
   if (rc == 0) rc = check_top_level(c->root, c, err);
   if (rc == 0) rc = collect_files(c, err);

@@ -12,10 +12,10 @@
 struct tpl__st_index;
 
 /* Parses the index JSON (`buf`, `len`); `what` ("DIR/model.safetensors.
- * index.json") names it in messages.  Checks its structure and that every
- * file named is a plain name (tpl__model_check_file_name).  On success
- * *out is the caller's (tpl__st_index_free).  Returns 0, TPL_EFORMAT or
- * -ENOMEM. */
+ * index.json", borrowed: it must outlive the index) names it in messages.
+ * Checks its structure and that every file named is a plain name
+ * (tpl__model_check_file_name).  On success *out is the caller's
+ * (tpl__st_index_free).  Returns 0, TPL_EFORMAT or -ENOMEM. */
 int tpl__st_index_parse(const char *buf, size_t len, const char *what,
                         struct tpl__st_index **out, struct tpl_error *err);
 

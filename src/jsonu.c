@@ -20,14 +20,15 @@ static const json_t *find_nul_value(const json_t *v, const char *in_key,
     *key = in_key;
     return v;
   }
-  if (json_is_array(v))
-    json_array_foreach(v, i,
-                       item) if ((hit = find_nul_value(item, in_key, key)) !=
-                                 NULL) return hit;
-  if (json_is_object(v))
-    json_object_foreach((json_t *)v, k,
-                        item) if ((hit = find_nul_value(item, k, key)) !=
-                                  NULL) return hit;
+  /* The foreach macros visit nothing of a value of another type. */
+  json_array_foreach(v, i, item) {
+    hit = find_nul_value(item, in_key, key);
+    if (hit != NULL) return hit;
+  }
+  json_object_foreach((json_t *)v, k, item) {
+    hit = find_nul_value(item, k, key);
+    if (hit != NULL) return hit;
+  }
   return NULL;
 }
 

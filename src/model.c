@@ -179,10 +179,9 @@ uint64_t tpl__model_bytes(const struct tpl_model *m) {
 }
 
 char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len) {
-  size_t used = 0;
+  size_t used;
   if (len == 0) return buf;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, len, "[");
+  used = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && used < len; i++)
     used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? ", " : "",
                              (unsigned long long)shape[i]);

@@ -76,7 +76,7 @@ int tpl__synth_arch_from_name(const char *name) {
   return -1;
 }
 
-const char *tpl__synth_arch_name(int arch) {
+const char *tpl__synth_arch_name(size_t arch) {
   return archs[arch].name;
 }
 
@@ -91,7 +91,7 @@ struct stensor {
   int ndim;
   uint64_t shape[2];
   int dtype; /* enum tpl_dtype, as recorded */
-  int gen;   /* dtype of the stored values (see set_sizes) */
+  int gen;   /* dtype of the stored values (see vadd) */
   uint64_t numel;
   uint64_t nbytes; /* bytes stored in its file */
   uint64_t offset; /* in its file, once laid out */
@@ -108,16 +108,9 @@ struct tlist {
   int err;
 };
 
-/* Element count and stored bytes.  MLC converts with encode_format
- * "f32-to-bf16": a float32 param is stored as bf16 (TVM's
- * dump_tensor_cache), so synth generates bf16 values for it. */
-static void set_sizes(struct tlist *l, struct stensor *t) {
-  t->gen = l->mlc && t->dtype == TPL_DT_F32 ? TPL_DT_BF16 : t->dtype;
-  if (tpl__mul_u64(t->shape[0], t->ndim == 2 ? t->shape[1] : 1, &t->numel) ||
-      tpl__mul_u64(t->numel, tpl__dtype_size(t->gen), &t->nbytes))
-    l->err = TPL_EOVERFLOW;
-}
-
+/* Appends a tensor with its element count and stored bytes.  MLC converts
+ * with encode_format "f32-to-bf16": a float32 param is stored as bf16
+ * (TVM's dump_tensor_cache), so synth generates bf16 values for it. */
 static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
                  const char *fmt, va_list ap) {
   struct stensor *t;
@@ -144,10 +137,13 @@ static void vadd(struct tlist *l, int dtype, uint64_t d0, uint64_t d1,
   t->shape[0] = d0;
   t->shape[1] = d1;
   t->dtype = dtype;
-  set_sizes(l, t);
-  if (l->err == 0 && tpl__add_u64(l->bytes, t->nbytes, &l->bytes) != 0)
+  t->gen = l->mlc && dtype == TPL_DT_F32 ? TPL_DT_BF16 : dtype;
+  if (tpl__mul_u64(d0, d1 == 0 ? 1 : d1, &t->numel) ||
+      tpl__mul_u64(t->numel, tpl__dtype_size(t->gen), &t->nbytes) ||
+      tpl__add_u64(l->bytes, t->nbytes, &l->bytes))
     l->err = TPL_EOVERFLOW;
-  if (l->err == 0) l->n++;
+  else
+    l->n++;
 }
 
 /* Appends a tensor of the model's dtype, shape [d0] (d1 == 0) or
@@ -563,14 +559,7 @@ static int check_list(const struct tpl__synth_opts *o, struct tpl_error *err) {
 }
 
 int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err) {
-  int rc;
-  if (o->arch < 0 || o->arch >= TPL_ARCH_COUNT)
-    return tpl__fail(err, TPL_EUSAGE, "synth: unknown arch");
-  if (o->dtype != TPL_DT_BF16 && o->dtype != TPL_DT_F16 &&
-      o->dtype != TPL_DT_F32)
-    return tpl__fail(err, TPL_EUSAGE,
-                     "synth: --dtype: expected bf16, f16 or f32");
-  rc = check_arch_options(o, err);
+  int rc = check_arch_options(o, err);
   if (rc != 0) return rc;
   if (o->quant != NULL) o->dtype = o->quant->model_dtype;
   apply_defaults(o);
@@ -1125,7 +1114,6 @@ int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
     sum->files = nfiles;
     sum->tensors = l.n;
     sum->bytes = l.bytes;
-    sum->layers = o->layers;
   }
   free(buf);
   free(l.v);

@@ -30,7 +30,8 @@ enum tpl_synth_format {
 };
 
 /* Everything that decides a synthetic checkpoint.  Sizes left 0 take the
- * arch's defaults in tpl__synth_resolve; dtype must be set. */
+ * arch's defaults in tpl__synth_resolve; arch and dtype must be valid (the
+ * command line checks them). */
 struct tpl__synth_opts {
   int arch;   /* enum tpl_synth_arch */
   int format; /* enum tpl_synth_format */
@@ -56,8 +57,7 @@ struct tpl__synth_opts {
 struct tpl__synth_summary {
   size_t files; /* data files (safetensors or shard .bin) */
   size_t tensors;
-  uint64_t bytes;  /* tensor data bytes */
-  uint64_t layers; /* the layer count used */
+  uint64_t bytes; /* tensor data bytes */
 };
 
 /* Returns the arch named `name` ("llama", ..., "gpt_neox"; "gpt-neox" is
@@ -65,7 +65,7 @@ struct tpl__synth_summary {
 int tpl__synth_arch_from_name(const char *name);
 
 /* Returns the static name of a valid arch. */
-const char *tpl__synth_arch_name(int arch);
+const char *tpl__synth_arch_name(size_t arch);
 
 /* Fills the sizes left 0 in `o` with the arch's defaults (a model of a few
  * MiB), picks the layer count for o->gib, and checks every size (heads

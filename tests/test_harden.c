@@ -13,9 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
 #include "cli.h"
+#include "fmt_mlc_cache.h"
 #include "fmt_safetensors.h"
+#include "fmt_st_index.h"
 #include "jsonu.h"
 #include "model.h"
 #include "plan.h"
@@ -56,12 +57,13 @@ static void test_json_without_nul_accepted(void) {
 static void test_index_weight_map_nul_refused(void) {
   static const char idx[] =
       "{\"weight_map\": {\"a\": \"model.safetensors\\u0000.evil\"}}";
-  struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, "/nonexistent");
+  struct tpl__st_index *ix = NULL;
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(tpl__checkpoint_index(idx, strlen(idx), "/nonexistent", m, &err),
+  CHECK_EQ_INT(tpl__st_index_parse(idx, strlen(idx),
+                                   "model.safetensors.index.json", &ix, &err),
                TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "\\u0000");
-  tpl__model_free(m);
+  tpl__st_index_free(ix);
 }
 
 static void test_mlc_format_nul_refused(void) {
@@ -70,9 +72,9 @@ static void test_mlc_format_nul_refused(void) {
       " \"format\": \"raw-shard\\u0000x\", \"nbytes\": 0, \"records\": []}]}";
   struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(tpl__checkpoint_mlc(cache, strlen(cache), "/nonexistent",
-                                   "tensor-cache.json", m, &err),
-               TPL_EFORMAT);
+  CHECK_EQ_INT(
+      tpl__mlc_parse(cache, strlen(cache), "tensor-cache.json", m, &err),
+      TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "key 'format'");
   tpl__model_free(m);
 }

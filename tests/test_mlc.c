@@ -31,12 +31,13 @@ static void write_bin(const char *dir, const char *name, size_t size) {
 
 static struct tpl_error err;
 
+/* Opens `dir` with `json` as its tensor-cache.json. */
 static int parse(const char *dir, const char *json, struct tpl_model **out) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, dir);
+  struct tpl_model *m = NULL;
   int rc;
   memset(&err, 0, sizeof(err));
-  rc = tpl__checkpoint_mlc(json, strlen(json), dir, "tensor-cache.json", m,
-                           &err);
+  write_bytes(dir, "tensor-cache.json", json, strlen(json));
+  rc = tpl__model_open(dir, &m, &err);
   if (out != NULL && rc == 0)
     *out = m;
   else
