@@ -7,10 +7,8 @@
  * mapping is handed out (every entry inside the store, nbytes = numel x
  * itemsize, names inside the table, the name index consistent), so a
  * confused daemon cannot make a reader run off the end; lookups then
- * hash and compare in the mapping, allocating nothing.  An older daemon
- * sends the table in compact form instead, which the client lays out the
- * same way in its own memory.  I/O is blocking with poll() deadlines;
- * there is no libuv here. */
+ * hash and compare in the mapping, allocating nothing.  I/O is blocking
+ * with poll() deadlines; there is no libuv here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,9 +33,8 @@ struct tpl_shard {
   const uint8_t *base;
   uint64_t size;
   struct tpl__wire_response man; /* the attach reply: identity */
-  const uint8_t *table;          /* the TPLM region ... */
+  const uint8_t *table;          /* the TPLM region mapped from table_fd */
   size_t table_len;
-  int table_mapped;     /* ... mapped from table_fd (else malloc'd) */
   struct tpl__tmap map; /* validated; borrows `table` */
 };
 
@@ -95,7 +92,8 @@ static int check_peer(int s, const char *path, uid_t uid,
                       struct tpl_error *err) {
   char why[96];
   uid_t peer;
-  int rc = tpl__peer_uid(s, &peer);
+  pid_t pid;
+  int rc = tpl__peer_cred(s, &peer, &pid);
   if (rc == 0 && peer == uid) return 0;
   if (rc != 0)
     snprintf(why, sizeof(why), "cannot read its credentials: %s",
@@ -326,33 +324,15 @@ static int map_memfd(int fd, uint64_t size, int flags, const char *path,
   return 0;
 }
 
-/* The table the daemon laid out in its own memfd, mapped with its page
- * tables filled in one call (it is read whole to validate it). */
-static int map_table(struct tpl_shard *s, const char *path,
-                     struct tpl_error *err) {
-  int rc = map_memfd(s->table_fd, s->man.table_bytes, MAP_POPULATE, path,
-                     "tensor table", &s->table, err);
-  s->table_len = (size_t)s->man.table_bytes;
-  s->table_mapped = rc == 0;
-  return rc;
-}
-
-/* A daemon without TPL_REQ_F_TABLE_FD sent the compact table: lay it out
- * here as the daemon would have, so lookups are the same either way. */
-static int build_table(struct tpl_shard *s, struct tpl_error *why) {
-  uint8_t *b;
-  int rc =
-      tpl__tmap_build(s->man.tensors, s->man.ntensors, &b, &s->table_len, why);
-  if (rc == 0) s->table = b;
-  return rc == TPL_EFORMAT ? TPL_EPROTO : rc;
-}
-
-/* Opens the table, whichever way it came, against the mapped store;
- * errors about its content name the socket. */
+/* Maps the table the daemon laid out in its own memfd, with its page
+ * tables filled in one call (it is read whole to validate it), and opens
+ * it against the mapped store; errors about its content name the socket. */
 static int open_table(struct tpl_shard *s, const char *path,
                       struct tpl_error *err) {
   struct tpl_error why = {0};
-  int rc = s->table_fd >= 0 ? map_table(s, path, err) : build_table(s, &why);
+  int rc = map_memfd(s->table_fd, s->man.table_bytes, MAP_POPULATE, path,
+                     "tensor table", &s->table, err);
+  s->table_len = (size_t)s->man.table_bytes;
   if (rc == 0)
     rc = tpl__tmap_open(s->table, s->table_len, s->size, &s->map, &why);
   if (rc != 0 && why.msg[0] != '\0')
@@ -361,7 +341,7 @@ static int open_table(struct tpl_shard *s, const char *path,
 }
 
 /* One round trip: the attach reply carries the store's memfd and the
- * table's (or, from an older daemon, the table in compact form). */
+ * table's. */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                  struct tpl_error *err) {
   int fds[2];
@@ -371,12 +351,8 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                         &s->man, fds, 2, err);
   close(sock);
   s->fd = fds[0];
-  if (s->man.table_bytes > 0)
-    s->table_fd = fds[1];
-  else if (fds[1] >= 0)
-    close(fds[1]);
-  if (rc == 0 &&
-      (!s->man.ok || s->fd < 0 || (s->man.table_bytes > 0 && s->table_fd < 0)))
+  s->table_fd = fds[1];
+  if (rc == 0 && (!s->man.ok || s->fd < 0 || s->table_fd < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
                    s->man.error ? s->man.error
                                 : "a file descriptor is missing from the "
@@ -398,15 +374,9 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
     tpl_detach(s);
     return rc;
   }
-  /* Mapped: the descriptors are no longer needed, nor the decoded
-   * compact table. */
+  /* Mapped: the table's descriptor is no longer needed. */
   close(s->table_fd);
   s->table_fd = -1;
-  free(s->man.tensors);
-  free(s->man.strings);
-  s->man.tensors = NULL;
-  s->man.strings = NULL;
-  s->man.ntensors = 0;
   *out = s;
   return 0;
 }
@@ -426,10 +396,7 @@ void tpl_detach(struct tpl_shard *s) {
   if (s->base != NULL) munmap((void *)s->base, (size_t)s->size);
   if (s->fd >= 0) close(s->fd);
   if (s->table_fd >= 0) close(s->table_fd);
-  if (s->table_mapped)
-    munmap((void *)s->table, s->table_len);
-  else
-    free((void *)s->table);
+  if (s->table != NULL) munmap((void *)s->table, s->table_len);
   tpl__wire_response_free(&s->man);
   free(s);
 }
@@ -456,10 +423,10 @@ const char *tpl_shard_model(const struct tpl_shard *s) {
 static void fill_view(const struct tpl_shard *s, size_t i,
                       struct tpl_tensor_view *v) {
   const struct tpl__tmap_entry *e = &s->map.entries[i];
-  v->name = tpl__tmap_name(&s->map, i);
+  v->name = s->map.names + e->name_off;
   v->dtype = tpl__dtype_mlc_name(e->dtype);
   v->ndim = e->ndim;
-  v->shape = tpl__tmap_shape(&s->map, i);
+  v->shape = s->map.dims + e->dims_off;
   v->data = e->nbytes == 0 ? NULL : s->base + e->offset;
   v->nbytes = e->nbytes;
   v->xxh3 = e->xxh3;

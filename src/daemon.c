@@ -47,8 +47,8 @@
 #include "wire.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
-#define DEFAULT_MAX_CONNS 256
-#define HEALTH_SLOTS 32     /* beyond max_conns: one health reply each */
+#define MAX_CONNS 256       /* extra ones get a "busy" error and are closed */
+#define HEALTH_SLOTS 32     /* beyond MAX_CONNS: one health reply each */
 #define HEALTH_SLOT_MS 1000 /* ... and this long to ask for it */
 #define POLL_MS 100
 #define STOP_GRACE_MS 1000
@@ -113,7 +113,7 @@ struct server {
   size_t frame_len[F_COUNT];
   struct conn *conns;
   size_t nconns;
-  unsigned timeout_ms, max_conns;
+  unsigned timeout_ms;
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
   int stopping, shutdown_sent, stop_timer_open, ready_written;
@@ -303,14 +303,6 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   if (rc == 0 && s->cfg->rank == 0 && s->cfg->status != NULL)
     rc = tpl__wire_status_summary(s->cfg->status, s->cfg->status_len,
                                   &s->summary, err);
-  return rc;
-}
-
-/* Rank 0's ready file (ready.c), carrying the job id. */
-static int write_ready(struct server *s, struct tpl_error *err) {
-  int rc = tpl__ready_write(s->cfg->ready_file, s->dir, s->cfg->world,
-                            s->cfg->job_id, err);
-  s->ready_written = rc == 0;
   return rc;
 }
 
@@ -509,12 +501,9 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
 
 static void handle_frame(struct conn *c) {
   struct tpl_error err = {0};
-  const uint8_t *body;
-  size_t len;
-  int kind, rc;
+  int kind;
   unsigned flags = 0;
-  tpl__frame_body(&c->fr, &body, &len);
-  rc = tpl__wire_decode_request(body, len, &kind, &flags, &err);
+  int rc = tpl__wire_decode_request(c->fr.body, c->fr.len, &kind, &flags, &err);
   tpl__frame_reset(&c->fr);
   if (rc != 0)
     send_error(c, 1, "malformed request: %s", err.msg);
@@ -526,12 +515,12 @@ static void handle_frame(struct conn *c) {
  * reading; handles a complete frame; resumes reading when all is used. */
 static void drive(struct conn *c) {
   while (c->state == C_READING && c->in_off < c->in_len) {
-    int started = tpl__frame_started(&c->fr), rc;
+    int started = c->fr.hdr_have > 0, rc;
     size_t used;
     rc = tpl__frame_feed(&c->fr, c->in + c->in_off, c->in_len - c->in_off,
                          &used);
     c->in_off += used;
-    if (!started && tpl__frame_started(&c->fr)) /* a request has this long */
+    if (!started && c->fr.hdr_have > 0) /* a request has this long */
       arm_timer(c, c->health_only ? HEALTH_SLOT_MS : c->srv->timeout_ms);
     if (rc == TPL_ELIMIT)
       send_error(c, 1, "request of %u bytes: expected at most %u", c->fr.len,
@@ -636,8 +625,7 @@ static int peer_allowed(struct conn *c) {
   uv_os_fd_t fd;
   uid_t uid;
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
-  if (tpl__peer_uid(fd, &uid) != 0) return 0;
-  if (tpl__peer_pid(fd, &c->pid) != 0) c->pid = 0;
+  if (tpl__peer_cred(fd, &uid, &c->pid) != 0) return 0;
   return uid == geteuid() || uid == 0;
 }
 
@@ -681,7 +669,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     close_conn(c);
     return;
   }
-  if (s->nconns > s->max_conns + reserved) {
+  if (s->nconns > MAX_CONNS + reserved) {
     uv_buf_t b =
         uv_buf_init((char *)s->frames[F_BUSY], (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
@@ -691,7 +679,7 @@ static void on_connection(uv_stream_t *listener, int status) {
   /* Clients holding every slot must not make the daemon look dead: a
    * few more connections get one health reply each, then close, and
    * have little time to ask, so nobody can hold them. */
-  c->health_only = s->nconns > s->max_conns;
+  c->health_only = s->nconns > MAX_CONNS;
   LOG_AT(s, TPL_LOG_DEBUG, "client connected (pid %ld)", (long)c->pid);
   arm_timer(c, c->health_only ? HEALTH_SLOT_MS : s->timeout_ms);
   start_read(c);
@@ -853,8 +841,11 @@ static int serve(struct server *s, int rc, struct tpl_error *err) {
    * on them once it runs. */
   if (rc == 0) rc = start_handles(s, err);
   rc = job_agree(cfg, rc, err);
-  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL)
-    rc = write_ready(s, err);
+  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL) {
+    rc = tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
+                          err); /* ready.c: carries the job id */
+    s->ready_written = rc == 0;
+  }
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0)
     LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
@@ -871,7 +862,6 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.cfg = cfg;
   s.table_fd = -1;
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
-  s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);
   rc = check_config(cfg, err);
   if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);

@@ -73,16 +73,6 @@ int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data, size_t n,
   return r->have == r->len ? 1 : 0;
 }
 
-int tpl__frame_started(const struct tpl__frame_reader *r) {
-  return r->hdr_have > 0;
-}
-
-void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
-                     size_t *len) {
-  *body = r->body;
-  *len = r->len;
-}
-
 void tpl__frame_reset(struct tpl__frame_reader *r) {
   free(r->body);
   tpl__frame_reader_init(r, r->cap);
