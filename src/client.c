@@ -133,8 +133,13 @@ static int connect_to(const char *path, const char *real, int timeout_ms,
   return 0;
 }
 
-int tpl__client_connect(const char *path, int timeout_ms, int *fd,
-                        struct tpl_error *err) {
+/* Connects to the daemon socket `path`, waiting at most timeout_ms, once
+ * the path and then the peer are trusted.  Stores a blocking,
+ * close-on-exec socket in *fd.  Returns 0, TPL_EUNREACHABLE (nothing
+ * answers, or not a trusted daemon; err names the path and the reason) or
+ * -ENAMETOOLONG. */
+static int connect_trusted(const char *path, int timeout_ms, int *fd,
+                           struct tpl_error *err) {
   char *real = NULL;
   uid_t uid;
   int s = -1, rc = tpl__trusted_uid(&uid, err);
@@ -264,20 +269,22 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
   return rc;
 }
 
-int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
+int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err) {
   struct fd_sink sink = {fds, nfds, 0};
   uint8_t *frame;
   size_t len;
-  int rc;
+  int fd = -1, rc;
   for (size_t i = 0; i < nfds; i++)
     fds[i] = -1;
   rc = tpl__wire_encode_request(kind, flags, &frame, &len);
   if (rc != 0) return tpl__fail(err, rc, "out of memory");
-  rc = send_all(fd, frame, len, err);
+  rc = connect_trusted(path, timeout_ms, &fd, err);
+  if (rc == 0) rc = send_all(fd, frame, len, err);
   free(frame);
   if (rc == 0) rc = read_reply(fd, timeout_ms, resp, &sink, err);
+  if (fd >= 0) close(fd);
   if (rc != 0) close_fds(&sink);
   return rc;
 }
@@ -285,11 +292,7 @@ int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err) {
-  int fd, rc = tpl__client_connect(path, timeout_ms, &fd, err);
-  if (rc != 0) return rc;
-  rc = tpl__client_call(fd, kind, flags, timeout_ms, resp, NULL, 0, err);
-  close(fd);
-  return rc;
+  return tpl__client_call(path, kind, flags, timeout_ms, resp, NULL, 0, err);
 }
 
 /* ---- attaching ---- */
@@ -345,11 +348,8 @@ static int open_table(struct tpl_shard *s, const char *path,
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                  struct tpl_error *err) {
   int fds[2];
-  int sock, rc = tpl__client_connect(path, timeout_ms, &sock, err);
-  if (rc != 0) return rc;
-  rc = tpl__client_call(sock, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD, timeout_ms,
-                        &s->man, fds, 2, err);
-  close(sock);
+  int rc = tpl__client_call(path, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
+                            timeout_ms, &s->man, fds, 2, err);
   s->fd = fds[0];
   s->table_fd = fds[1];
   if (rc == 0 && (!s->man.ok || s->fd < 0 || s->table_fd < 0))

@@ -116,7 +116,7 @@ struct server {
   unsigned timeout_ms;
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
-  int stopping, shutdown_sent, stop_timer_open, ready_written;
+  int stopping, shutdown_sent, ready_written;
   int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
   struct tpl__status_summary summary; /* rank 0: report without tensors */
   uint64_t started_ns;                /* uv_hrtime() when serving began */
@@ -317,13 +317,6 @@ static void on_conn_closed(uv_handle_t *h) {
   free(c);
 }
 
-static void maybe_finish_stop(struct server *s) {
-  if (s->stopping && s->nconns == 0 && s->stop_timer_open) {
-    s->stop_timer_open = 0;
-    uv_close((uv_handle_t *)&s->stop_timer, NULL);
-  }
-}
-
 static void close_conn(struct conn *c) {
   struct server *s = c->srv;
   if (c->state == C_CLOSING) return;
@@ -341,7 +334,6 @@ static void close_conn(struct conn *c) {
   tpl__frame_reset(&c->fr);
   uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
   uv_close((uv_handle_t *)&c->timer, on_conn_closed);
-  maybe_finish_stop(s);
 }
 
 static void stop_reading(struct conn *c) {
@@ -695,7 +687,6 @@ static void on_stop_timer(uv_timer_t *t) {
   struct server *s = t->data;
   while (s->conns != NULL)
     close_conn(s->conns);
-  maybe_finish_stop(s);
 }
 
 /* Stops accepting, removes the socket, closes idle connections and lets
@@ -712,8 +703,9 @@ static void begin_stop(struct server *s) {
   uv_close((uv_handle_t *)&s->poll_timer, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
-  s->stop_timer_open = 1;
+  /* Unreferenced: the loop ends as soon as the last connection closes. */
   uv_timer_start(&s->stop_timer, on_stop_timer, STOP_GRACE_MS, 0);
+  uv_unref((uv_handle_t *)&s->stop_timer);
   for (c = s->conns; c != NULL; c = next) {
     next = c->next;
     if (c->state == C_WRITING)
@@ -721,7 +713,6 @@ static void begin_stop(struct server *s) {
     else
       close_conn(c);
   }
-  maybe_finish_stop(s);
 }
 
 static void on_poll(uv_timer_t *t) {
@@ -791,20 +782,6 @@ static int start_handles(struct server *s, struct tpl_error *err) {
   return 0;
 }
 
-static int check_config(const struct tpl__daemon_config *cfg,
-                        struct tpl_error *err) {
-  if (cfg->socket_dir == NULL || cfg->store == NULL || cfg->job == NULL ||
-      cfg->job->ntensors != cfg->store->ntensors || cfg->world == 0 ||
-      cfg->rank >= cfg->world)
-    return tpl__fail(err, TPL_EINTERNAL,
-                     "daemon: expected a socket dir, a store with its job "
-                     "and rank < world, found an incomplete configuration");
-  if (!cfg->store->sealed || cfg->store->fd < 0)
-    return tpl__fail(err, TPL_EINTERNAL,
-                     "daemon: expected a sealed store, found an open one");
-  return 0;
-}
-
 /* Closes whatever handles remain and lets libuv finish closing them. */
 static void drain_loop(struct server *s) {
   uv_walk(&s->loop, close_if_open, NULL);
@@ -863,8 +840,7 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.table_fd = -1;
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   signal(SIGPIPE, SIG_IGN);
-  rc = check_config(cfg, err);
-  if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
+  rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
