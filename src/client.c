@@ -29,11 +29,10 @@
 #include "trust.h"
 
 struct tpl_shard {
-  int fd, table_fd; /* the store's and the table's memfds, -1 when none */
-  const uint8_t *base;
+  const uint8_t *base; /* the store's memfd, mapped */
   uint64_t size;
   struct tpl__wire_response man; /* the attach reply: identity */
-  const uint8_t *table;          /* the TPLM region mapped from table_fd */
+  const uint8_t *table;          /* the TPLM region, mapped from its memfd */
   size_t table_len;
   struct tpl__tmap map; /* validated; borrows `table` */
 };
@@ -330,11 +329,11 @@ static int map_memfd(int fd, uint64_t size, int flags, const char *path,
 /* Maps the table the daemon laid out in its own memfd, with its page
  * tables filled in one call (it is read whole to validate it), and opens
  * it against the mapped store; errors about its content name the socket. */
-static int open_table(struct tpl_shard *s, const char *path,
+static int open_table(struct tpl_shard *s, const char *path, int fd,
                       struct tpl_error *err) {
   struct tpl_error why = {0};
-  int rc = map_memfd(s->table_fd, s->man.table_bytes, MAP_POPULATE, path,
-                     "tensor table", &s->table, err);
+  int rc = map_memfd(fd, s->man.table_bytes, MAP_POPULATE, path, "tensor table",
+                     &s->table, err);
   s->table_len = (size_t)s->man.table_bytes;
   if (rc == 0)
     rc = tpl__tmap_open(s->table, s->table_len, s->size, &s->map, &why);
@@ -344,15 +343,12 @@ static int open_table(struct tpl_shard *s, const char *path,
 }
 
 /* One round trip: the attach reply carries the store's memfd and the
- * table's. */
+ * table's, into fds[0] and fds[1]. */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
-                 struct tpl_error *err) {
-  int fds[2];
+                 int *fds, struct tpl_error *err) {
   int rc = tpl__client_call(path, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
                             timeout_ms, &s->man, fds, 2, err);
-  s->fd = fds[0];
-  s->table_fd = fds[1];
-  if (rc == 0 && (!s->man.ok || s->fd < 0 || s->table_fd < 0))
+  if (rc == 0 && (!s->man.ok || fds[0] < 0 || fds[1] < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
                    s->man.error ? s->man.error
                                 : "a file descriptor is missing from the "
@@ -364,19 +360,17 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
                        struct tpl_error *err) {
   struct tpl_shard *s = calloc(1, sizeof(*s));
-  int rc;
+  int fds[2] = {-1, -1}, rc;
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->fd = s->table_fd = -1;
-  rc = fetch(s, path, timeout_ms, err);
-  if (rc == 0) rc = map_memfd(s->fd, s->size, 0, path, "store", &s->base, err);
-  if (rc == 0) rc = open_table(s, path, err);
+  rc = fetch(s, path, timeout_ms, fds, err);
+  if (rc == 0) rc = map_memfd(fds[0], s->size, 0, path, "store", &s->base, err);
+  if (rc == 0) rc = open_table(s, path, fds[1], err);
+  for (int i = 0; i < 2; i++) /* mapped: the descriptors are not needed */
+    if (fds[i] >= 0) close(fds[i]);
   if (rc != 0) {
     tpl_detach(s);
     return rc;
   }
-  /* Mapped: the table's descriptor is no longer needed. */
-  close(s->table_fd);
-  s->table_fd = -1;
   *out = s;
   return 0;
 }
@@ -394,8 +388,6 @@ int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
 void tpl_detach(struct tpl_shard *s) {
   if (s == NULL) return;
   if (s->base != NULL) munmap((void *)s->base, (size_t)s->size);
-  if (s->fd >= 0) close(s->fd);
-  if (s->table_fd >= 0) close(s->table_fd);
   if (s->table != NULL) munmap((void *)s->table, s->table_len);
   tpl__wire_response_free(&s->man);
   free(s);

@@ -116,7 +116,7 @@ struct server {
   unsigned timeout_ms;
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
-  int stopping, shutdown_sent, ready_written;
+  int stopping, ready_written;
   int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
   struct tpl__status_summary summary; /* rank 0: report without tensors */
   uint64_t started_ns;                /* uv_hrtime() when serving began */
@@ -425,10 +425,8 @@ static void send_status(struct conn *c, int summary) {
   fill_identity(s, &r);
   r.status = summary ? s->summary.report : s->cfg->status;
   r.status_len = summary ? s->summary.len : s->cfg->status_len;
-  if (summary) {
-    r.tensor_counts = s->summary.tensor_counts;
-    r.ncounts = s->summary.ncounts;
-  }
+  r.tensor_counts = summary ? s->summary.tensor_counts : NULL;
+  r.ncounts = summary ? s->summary.ncounts : 0;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
@@ -451,10 +449,10 @@ static void note_attach(struct conn *c) {
  * others serve. */
 static void stop_job(struct server *s) {
   const struct tpl__coord *c = s->cfg->coord;
-  if (!s->shutdown_sent && c != NULL && c->request_shutdown != NULL &&
+  if (s->stopping) return; /* no request or signal is handled after this */
+  if (c != NULL && c->request_shutdown != NULL &&
       c->request_shutdown(c->ctx) != 0)
     LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
-  s->shutdown_sent = 1;
   begin_stop(s);
 }
 
@@ -782,12 +780,6 @@ static int start_handles(struct server *s, struct tpl_error *err) {
   return 0;
 }
 
-/* Closes whatever handles remain and lets libuv finish closing them. */
-static void drain_loop(struct server *s) {
-  uv_walk(&s->loop, close_if_open, NULL);
-  uv_run(&s->loop, UV_RUN_DEFAULT);
-}
-
 static void free_server(struct server *s) {
   for (int i = 0; i < F_COUNT; i++)
     free(s->frames[i]);
@@ -848,8 +840,9 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   else if (rc == 0)
     s.loop_ready = 1;
   rc = serve(&s, rc, err);
-  if (s.loop_ready) {
-    drain_loop(&s);
+  if (s.loop_ready) { /* close what remains, let libuv finish closing it */
+    uv_walk(&s.loop, close_if_open, NULL);
+    uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
   }
   if (s.bound) unlink(s.sock_path);
