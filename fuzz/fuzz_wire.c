@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc == 1) {
       const uint8_t *body;
       size_t len;
-      tpl__frame_body(&fr, &body, &len);
+      body = fr.body;
+      len = fr.len;
       handle(body, len);
       tpl__frame_reset(&fr);
     }

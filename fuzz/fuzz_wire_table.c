@@ -46,11 +46,11 @@ static void in_place(const uint8_t *data, size_t size) {
   if (tpl__tmap_open((const uint8_t *)words, size, STORE_BYTES, &m, NULL) ==
       0) {
     for (size_t i = 0; i < m.count; i++) {
-      const char *name = tpl__tmap_name(&m, i);
+      const char *name = m.names + m.entries[i].name_off;
       size_t found;
       if (m.entries[i].offset + m.entries[i].nbytes > STORE_BYTES) abort();
       if (tpl__tmap_find(&m, name, &found) == 0 &&
-          strcmp(tpl__tmap_name(&m, found), name) != 0)
+          strcmp(m.names + m.entries[found].name_off, name) != 0)
         abort();
     }
   }

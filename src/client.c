@@ -7,10 +7,8 @@
  * mapping is handed out (every entry inside the store, nbytes = numel x
  * itemsize, names inside the table, the name index consistent), so a
  * confused daemon cannot make a reader run off the end; lookups then
- * hash and compare in the mapping, allocating nothing.  An older daemon
- * sends the table in compact form instead, which the client lays out the
- * same way in its own memory.  I/O is blocking with poll() deadlines;
- * there is no libuv here. */
+ * hash and compare in the mapping, allocating nothing.  I/O is blocking
+ * with poll() deadlines; there is no libuv here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -31,13 +29,11 @@
 #include "trust.h"
 
 struct tpl_shard {
-  int fd, table_fd; /* the store's and the table's memfds, -1 when none */
-  const uint8_t *base;
+  const uint8_t *base; /* the store's memfd, mapped */
   uint64_t size;
   struct tpl__wire_response man; /* the attach reply: identity */
-  const uint8_t *table;          /* the TPLM region ... */
+  const uint8_t *table;          /* the TPLM region, mapped from its memfd */
   size_t table_len;
-  int table_mapped;     /* ... mapped from table_fd (else malloc'd) */
   struct tpl__tmap map; /* validated; borrows `table` */
 };
 
@@ -95,7 +91,8 @@ static int check_peer(int s, const char *path, uid_t uid,
                       struct tpl_error *err) {
   char why[96];
   uid_t peer;
-  int rc = tpl__peer_uid(s, &peer);
+  pid_t pid;
+  int rc = tpl__peer_cred(s, &peer, &pid);
   if (rc == 0 && peer == uid) return 0;
   if (rc != 0)
     snprintf(why, sizeof(why), "cannot read its credentials: %s",
@@ -135,8 +132,13 @@ static int connect_to(const char *path, const char *real, int timeout_ms,
   return 0;
 }
 
-int tpl__client_connect(const char *path, int timeout_ms, int *fd,
-                        struct tpl_error *err) {
+/* Connects to the daemon socket `path`, waiting at most timeout_ms, once
+ * the path and then the peer are trusted.  Stores a blocking,
+ * close-on-exec socket in *fd.  Returns 0, TPL_EUNREACHABLE (nothing
+ * answers, or not a trusted daemon; err names the path and the reason) or
+ * -ENAMETOOLONG. */
+static int connect_trusted(const char *path, int timeout_ms, int *fd,
+                           struct tpl_error *err) {
   char *real = NULL;
   uid_t uid;
   int s = -1, rc = tpl__trusted_uid(&uid, err);
@@ -266,20 +268,22 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
   return rc;
 }
 
-int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
+int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err) {
   struct fd_sink sink = {fds, nfds, 0};
   uint8_t *frame;
   size_t len;
-  int rc;
+  int fd = -1, rc;
   for (size_t i = 0; i < nfds; i++)
     fds[i] = -1;
   rc = tpl__wire_encode_request(kind, flags, &frame, &len);
   if (rc != 0) return tpl__fail(err, rc, "out of memory");
-  rc = send_all(fd, frame, len, err);
+  rc = connect_trusted(path, timeout_ms, &fd, err);
+  if (rc == 0) rc = send_all(fd, frame, len, err);
   free(frame);
   if (rc == 0) rc = read_reply(fd, timeout_ms, resp, &sink, err);
+  if (fd >= 0) close(fd);
   if (rc != 0) close_fds(&sink);
   return rc;
 }
@@ -287,11 +291,7 @@ int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err) {
-  int fd, rc = tpl__client_connect(path, timeout_ms, &fd, err);
-  if (rc != 0) return rc;
-  rc = tpl__client_call(fd, kind, flags, timeout_ms, resp, NULL, 0, err);
-  close(fd);
-  return rc;
+  return tpl__client_call(path, kind, flags, timeout_ms, resp, NULL, 0, err);
 }
 
 /* ---- attaching ---- */
@@ -326,33 +326,15 @@ static int map_memfd(int fd, uint64_t size, int flags, const char *path,
   return 0;
 }
 
-/* The table the daemon laid out in its own memfd, mapped with its page
- * tables filled in one call (it is read whole to validate it). */
-static int map_table(struct tpl_shard *s, const char *path,
-                     struct tpl_error *err) {
-  int rc = map_memfd(s->table_fd, s->man.table_bytes, MAP_POPULATE, path,
-                     "tensor table", &s->table, err);
-  s->table_len = (size_t)s->man.table_bytes;
-  s->table_mapped = rc == 0;
-  return rc;
-}
-
-/* A daemon without TPL_REQ_F_TABLE_FD sent the compact table: lay it out
- * here as the daemon would have, so lookups are the same either way. */
-static int build_table(struct tpl_shard *s, struct tpl_error *why) {
-  uint8_t *b;
-  int rc =
-      tpl__tmap_build(s->man.tensors, s->man.ntensors, &b, &s->table_len, why);
-  if (rc == 0) s->table = b;
-  return rc == TPL_EFORMAT ? TPL_EPROTO : rc;
-}
-
-/* Opens the table, whichever way it came, against the mapped store;
- * errors about its content name the socket. */
-static int open_table(struct tpl_shard *s, const char *path,
+/* Maps the table the daemon laid out in its own memfd, with its page
+ * tables filled in one call (it is read whole to validate it), and opens
+ * it against the mapped store; errors about its content name the socket. */
+static int open_table(struct tpl_shard *s, const char *path, int fd,
                       struct tpl_error *err) {
   struct tpl_error why = {0};
-  int rc = s->table_fd >= 0 ? map_table(s, path, err) : build_table(s, &why);
+  int rc = map_memfd(fd, s->man.table_bytes, MAP_POPULATE, path, "tensor table",
+                     &s->table, err);
+  s->table_len = (size_t)s->man.table_bytes;
   if (rc == 0)
     rc = tpl__tmap_open(s->table, s->table_len, s->size, &s->map, &why);
   if (rc != 0 && why.msg[0] != '\0')
@@ -361,22 +343,12 @@ static int open_table(struct tpl_shard *s, const char *path,
 }
 
 /* One round trip: the attach reply carries the store's memfd and the
- * table's (or, from an older daemon, the table in compact form). */
+ * table's, into fds[0] and fds[1]. */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
-                 struct tpl_error *err) {
-  int fds[2];
-  int sock, rc = tpl__client_connect(path, timeout_ms, &sock, err);
-  if (rc != 0) return rc;
-  rc = tpl__client_call(sock, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD, timeout_ms,
-                        &s->man, fds, 2, err);
-  close(sock);
-  s->fd = fds[0];
-  if (s->man.table_bytes > 0)
-    s->table_fd = fds[1];
-  else if (fds[1] >= 0)
-    close(fds[1]);
-  if (rc == 0 &&
-      (!s->man.ok || s->fd < 0 || (s->man.table_bytes > 0 && s->table_fd < 0)))
+                 int *fds, struct tpl_error *err) {
+  int rc = tpl__client_call(path, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
+                            timeout_ms, &s->man, fds, 2, err);
+  if (rc == 0 && (!s->man.ok || fds[0] < 0 || fds[1] < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
                    s->man.error ? s->man.error
                                 : "a file descriptor is missing from the "
@@ -388,25 +360,17 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
                        struct tpl_error *err) {
   struct tpl_shard *s = calloc(1, sizeof(*s));
-  int rc;
+  int fds[2] = {-1, -1}, rc;
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  s->fd = s->table_fd = -1;
-  rc = fetch(s, path, timeout_ms, err);
-  if (rc == 0) rc = map_memfd(s->fd, s->size, 0, path, "store", &s->base, err);
-  if (rc == 0) rc = open_table(s, path, err);
+  rc = fetch(s, path, timeout_ms, fds, err);
+  if (rc == 0) rc = map_memfd(fds[0], s->size, 0, path, "store", &s->base, err);
+  if (rc == 0) rc = open_table(s, path, fds[1], err);
+  for (int i = 0; i < 2; i++) /* mapped: the descriptors are not needed */
+    if (fds[i] >= 0) close(fds[i]);
   if (rc != 0) {
     tpl_detach(s);
     return rc;
   }
-  /* Mapped: the descriptors are no longer needed, nor the decoded
-   * compact table. */
-  close(s->table_fd);
-  s->table_fd = -1;
-  free(s->man.tensors);
-  free(s->man.strings);
-  s->man.tensors = NULL;
-  s->man.strings = NULL;
-  s->man.ntensors = 0;
   *out = s;
   return 0;
 }
@@ -424,12 +388,7 @@ int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
 void tpl_detach(struct tpl_shard *s) {
   if (s == NULL) return;
   if (s->base != NULL) munmap((void *)s->base, (size_t)s->size);
-  if (s->fd >= 0) close(s->fd);
-  if (s->table_fd >= 0) close(s->table_fd);
-  if (s->table_mapped)
-    munmap((void *)s->table, s->table_len);
-  else
-    free((void *)s->table);
+  if (s->table != NULL) munmap((void *)s->table, s->table_len);
   tpl__wire_response_free(&s->man);
   free(s);
 }
@@ -456,10 +415,10 @@ const char *tpl_shard_model(const struct tpl_shard *s) {
 static void fill_view(const struct tpl_shard *s, size_t i,
                       struct tpl_tensor_view *v) {
   const struct tpl__tmap_entry *e = &s->map.entries[i];
-  v->name = tpl__tmap_name(&s->map, i);
+  v->name = s->map.names + e->name_off;
   v->dtype = tpl__dtype_mlc_name(e->dtype);
   v->ndim = e->ndim;
-  v->shape = tpl__tmap_shape(&s->map, i);
+  v->shape = s->map.dims + e->dims_off;
   v->data = e->nbytes == 0 ? NULL : s->base + e->offset;
   v->nbytes = e->nbytes;
   v->xxh3 = e->xxh3;

@@ -10,27 +10,23 @@
 
 #define TPL_CLIENT_TIMEOUT_MS 10000
 
-/* Connects to the daemon socket `path`, waiting at most timeout_ms.
- * Stores a blocking, close-on-exec socket in *fd (caller closes).
- * Returns 0, TPL_EUNREACHABLE (nothing answers; err names the path and
- * the reason) or -ENAMETOOLONG. */
-int tpl__client_connect(const char *path, int timeout_ms, int *fd,
-                        struct tpl_error *err);
-
-/* Sends a request of `kind` with TPL_REQ_F_* `flags` on `fd` and reads
- * its reply into *resp (free with tpl__wire_response_free).  The first
+/* Connects to the daemon socket `path` (after checking that it and the
+ * daemon run as the trusted uid: trust.h), sends a request of `kind` with
+ * TPL_REQ_F_* `flags` (e.g. a summary status, or 0), reads its reply into
+ * *resp (free with tpl__wire_response_free) and disconnects.  The first
  * `nfds` descriptors the daemon sends along with the reply go to
  * fds[0..nfds) in order, the rest are -1 (caller closes); descriptors
  * nobody asked for are closed.  Each step waits at most timeout_ms.
- * Returns 0 (also for a reply with ok == 0), TPL_EUNREACHABLE (timeout,
- * connection closed before a reply) or TPL_EPROTO (oversized or
- * undecodable reply); on failure no descriptor is left open. */
-int tpl__client_call(int fd, int kind, unsigned flags, int timeout_ms,
+ * Returns 0 (also for a reply with ok == 0), TPL_EUNREACHABLE (nothing
+ * answers, an untrusted daemon, timeout, connection closed before a
+ * reply; err names the path and the reason), -ENAMETOOLONG or TPL_EPROTO
+ * (oversized or undecodable reply); on failure no descriptor is left
+ * open. */
+int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err);
 
-/* Connects, sends one request of `kind` with TPL_REQ_F_* `flags` (e.g.
- * a summary status, or 0), reads the reply and disconnects. */
+/* tpl__client_call without descriptors. */
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err);

@@ -47,8 +47,8 @@
 #include "wire.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
-#define DEFAULT_MAX_CONNS 256
-#define HEALTH_SLOTS 32     /* beyond max_conns: one health reply each */
+#define MAX_CONNS 256       /* extra ones get a "busy" error and are closed */
+#define HEALTH_SLOTS 32     /* beyond MAX_CONNS: one health reply each */
 #define HEALTH_SLOT_MS 1000 /* ... and this long to ask for it */
 #define POLL_MS 100
 #define STOP_GRACE_MS 1000
@@ -113,10 +113,10 @@ struct server {
   size_t frame_len[F_COUNT];
   struct conn *conns;
   size_t nconns;
-  unsigned timeout_ms, max_conns;
+  unsigned timeout_ms;
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
-  int stopping, shutdown_sent, stop_timer_open, ready_written;
+  int stopping, ready_written;
   int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
   struct tpl__status_summary summary; /* rank 0: report without tensors */
   uint64_t started_ns;                /* uv_hrtime() when serving began */
@@ -306,14 +306,6 @@ static int build_frames(struct server *s, struct tpl_error *err) {
   return rc;
 }
 
-/* Rank 0's ready file (ready.c), carrying the job id. */
-static int write_ready(struct server *s, struct tpl_error *err) {
-  int rc = tpl__ready_write(s->cfg->ready_file, s->dir, s->cfg->world,
-                            s->cfg->job_id, err);
-  s->ready_written = rc == 0;
-  return rc;
-}
-
 /* ---- connections ---- */
 
 static void arm_timer(struct conn *c, uint64_t ms);
@@ -323,13 +315,6 @@ static void on_conn_closed(uv_handle_t *h) {
   if (--c->open_handles > 0) return;
   free(c->owned);
   free(c);
-}
-
-static void maybe_finish_stop(struct server *s) {
-  if (s->stopping && s->nconns == 0 && s->stop_timer_open) {
-    s->stop_timer_open = 0;
-    uv_close((uv_handle_t *)&s->stop_timer, NULL);
-  }
 }
 
 static void close_conn(struct conn *c) {
@@ -349,7 +334,6 @@ static void close_conn(struct conn *c) {
   tpl__frame_reset(&c->fr);
   uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
   uv_close((uv_handle_t *)&c->timer, on_conn_closed);
-  maybe_finish_stop(s);
 }
 
 static void stop_reading(struct conn *c) {
@@ -441,10 +425,8 @@ static void send_status(struct conn *c, int summary) {
   fill_identity(s, &r);
   r.status = summary ? s->summary.report : s->cfg->status;
   r.status_len = summary ? s->summary.len : s->cfg->status_len;
-  if (summary) {
-    r.tensor_counts = s->summary.tensor_counts;
-    r.ncounts = s->summary.ncounts;
-  }
+  r.tensor_counts = summary ? s->summary.tensor_counts : NULL;
+  r.ncounts = summary ? s->summary.ncounts : 0;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
@@ -467,10 +449,10 @@ static void note_attach(struct conn *c) {
  * others serve. */
 static void stop_job(struct server *s) {
   const struct tpl__coord *c = s->cfg->coord;
-  if (!s->shutdown_sent && c != NULL && c->request_shutdown != NULL &&
+  if (s->stopping) return; /* no request or signal is handled after this */
+  if (c != NULL && c->request_shutdown != NULL &&
       c->request_shutdown(c->ctx) != 0)
     LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
-  s->shutdown_sent = 1;
   begin_stop(s);
 }
 
@@ -509,12 +491,9 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
 
 static void handle_frame(struct conn *c) {
   struct tpl_error err = {0};
-  const uint8_t *body;
-  size_t len;
-  int kind, rc;
+  int kind;
   unsigned flags = 0;
-  tpl__frame_body(&c->fr, &body, &len);
-  rc = tpl__wire_decode_request(body, len, &kind, &flags, &err);
+  int rc = tpl__wire_decode_request(c->fr.body, c->fr.len, &kind, &flags, &err);
   tpl__frame_reset(&c->fr);
   if (rc != 0)
     send_error(c, 1, "malformed request: %s", err.msg);
@@ -526,12 +505,12 @@ static void handle_frame(struct conn *c) {
  * reading; handles a complete frame; resumes reading when all is used. */
 static void drive(struct conn *c) {
   while (c->state == C_READING && c->in_off < c->in_len) {
-    int started = tpl__frame_started(&c->fr), rc;
+    int started = c->fr.hdr_have > 0, rc;
     size_t used;
     rc = tpl__frame_feed(&c->fr, c->in + c->in_off, c->in_len - c->in_off,
                          &used);
     c->in_off += used;
-    if (!started && tpl__frame_started(&c->fr)) /* a request has this long */
+    if (!started && c->fr.hdr_have > 0) /* a request has this long */
       arm_timer(c, c->health_only ? HEALTH_SLOT_MS : c->srv->timeout_ms);
     if (rc == TPL_ELIMIT)
       send_error(c, 1, "request of %u bytes: expected at most %u", c->fr.len,
@@ -636,8 +615,7 @@ static int peer_allowed(struct conn *c) {
   uv_os_fd_t fd;
   uid_t uid;
   if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0) return 0;
-  if (tpl__peer_uid(fd, &uid) != 0) return 0;
-  if (tpl__peer_pid(fd, &c->pid) != 0) c->pid = 0;
+  if (tpl__peer_cred(fd, &uid, &c->pid) != 0) return 0;
   return uid == geteuid() || uid == 0;
 }
 
@@ -681,7 +659,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     close_conn(c);
     return;
   }
-  if (s->nconns > s->max_conns + reserved) {
+  if (s->nconns > MAX_CONNS + reserved) {
     uv_buf_t b =
         uv_buf_init((char *)s->frames[F_BUSY], (unsigned)s->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
@@ -691,7 +669,7 @@ static void on_connection(uv_stream_t *listener, int status) {
   /* Clients holding every slot must not make the daemon look dead: a
    * few more connections get one health reply each, then close, and
    * have little time to ask, so nobody can hold them. */
-  c->health_only = s->nconns > s->max_conns;
+  c->health_only = s->nconns > MAX_CONNS;
   LOG_AT(s, TPL_LOG_DEBUG, "client connected (pid %ld)", (long)c->pid);
   arm_timer(c, c->health_only ? HEALTH_SLOT_MS : s->timeout_ms);
   start_read(c);
@@ -707,7 +685,6 @@ static void on_stop_timer(uv_timer_t *t) {
   struct server *s = t->data;
   while (s->conns != NULL)
     close_conn(s->conns);
-  maybe_finish_stop(s);
 }
 
 /* Stops accepting, removes the socket, closes idle connections and lets
@@ -724,8 +701,9 @@ static void begin_stop(struct server *s) {
   uv_close((uv_handle_t *)&s->poll_timer, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
-  s->stop_timer_open = 1;
+  /* Unreferenced: the loop ends as soon as the last connection closes. */
   uv_timer_start(&s->stop_timer, on_stop_timer, STOP_GRACE_MS, 0);
+  uv_unref((uv_handle_t *)&s->stop_timer);
   for (c = s->conns; c != NULL; c = next) {
     next = c->next;
     if (c->state == C_WRITING)
@@ -733,7 +711,6 @@ static void begin_stop(struct server *s) {
     else
       close_conn(c);
   }
-  maybe_finish_stop(s);
 }
 
 static void on_poll(uv_timer_t *t) {
@@ -803,26 +780,6 @@ static int start_handles(struct server *s, struct tpl_error *err) {
   return 0;
 }
 
-static int check_config(const struct tpl__daemon_config *cfg,
-                        struct tpl_error *err) {
-  if (cfg->socket_dir == NULL || cfg->store == NULL || cfg->job == NULL ||
-      cfg->job->ntensors != cfg->store->ntensors || cfg->world == 0 ||
-      cfg->rank >= cfg->world)
-    return tpl__fail(err, TPL_EINTERNAL,
-                     "daemon: expected a socket dir, a store with its job "
-                     "and rank < world, found an incomplete configuration");
-  if (!cfg->store->sealed || cfg->store->fd < 0)
-    return tpl__fail(err, TPL_EINTERNAL,
-                     "daemon: expected a sealed store, found an open one");
-  return 0;
-}
-
-/* Closes whatever handles remain and lets libuv finish closing them. */
-static void drain_loop(struct server *s) {
-  uv_walk(&s->loop, close_if_open, NULL);
-  uv_run(&s->loop, UV_RUN_DEFAULT);
-}
-
 static void free_server(struct server *s) {
   for (int i = 0; i < F_COUNT; i++)
     free(s->frames[i]);
@@ -853,8 +810,11 @@ static int serve(struct server *s, int rc, struct tpl_error *err) {
    * on them once it runs. */
   if (rc == 0) rc = start_handles(s, err);
   rc = job_agree(cfg, rc, err);
-  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL)
-    rc = write_ready(s, err);
+  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL) {
+    rc = tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
+                          err); /* ready.c: carries the job id */
+    s->ready_written = rc == 0;
+  }
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0)
     LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
@@ -871,10 +831,8 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   s.cfg = cfg;
   s.table_fd = -1;
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
-  s.max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_MAX_CONNS;
   signal(SIGPIPE, SIG_IGN);
-  rc = check_config(cfg, err);
-  if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
+  rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = build_frames(&s, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
@@ -882,8 +840,9 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   else if (rc == 0)
     s.loop_ready = 1;
   rc = serve(&s, rc, err);
-  if (s.loop_ready) {
-    drain_loop(&s);
+  if (s.loop_ready) { /* close what remains, let libuv finish closing it */
+    uv_walk(&s.loop, close_if_open, NULL);
+    uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
   }
   if (s.bound) unlink(s.sock_path);

@@ -33,9 +33,9 @@ struct tpl__daemon_config {
   unsigned timeout_ms; /* each phase of a connection (waiting for a
                           request, receiving it, sending the reply);
                           default 10000 */
-  unsigned max_conns;  /* open connections; default 256, extra ones
-                          get a "busy" error and are closed ... */
-  int reserve_health;  /* ... except, when set, 32 more that each
+  int reserve_health;  /* when set, beyond the 256 open connections
+                          (extra ones get a "busy" error and are
+                          closed) 32 more that each
                           answer one health request within 1 s and
                           close: health stays answerable while
                           clients hold every slot (tpload serve) */

@@ -85,7 +85,6 @@ int tpl__ready_claim(const char *path, struct tpl_error *err) {
 
 int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
                      const char *job_id, struct tpl_error *err) {
-  char tmp[PATH_MAX];
   struct tpl__atomic a;
   json_t *o = json_pack("{ss sI sI ss}", "socket_dir", socket_dir, "world_size",
                         (json_int_t)world, "pid", (json_int_t)getpid(),
@@ -94,8 +93,7 @@ int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
   int rc;
   json_decref(o);
   if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-  rc = tpl__atomic_open(path, tmp, &a, err);
+  rc = tpl__atomic_open(path, NULL, &a, err); /* temp: DIR/.NAME.tmp.PID */
   if (rc == 0) rc = tpl__write_full(a.fd, text, strlen(text));
   if (rc == 0) rc = tpl__write_full(a.fd, "\n", 1);
   if (rc == 0)

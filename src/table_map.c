@@ -29,10 +29,6 @@ _Static_assert(sizeof(struct header) == TPL_TMAP_HEADER, "header size");
 _Static_assert(sizeof(struct tpl__tmap_entry) == 40, "entry size");
 _Static_assert(sizeof(struct tpl__tmap_slot) == 8, "slot size");
 
-static uint64_t hash_of(const char *name, size_t len) {
-  return XXH3_64bits(name, len);
-}
-
 static uint32_t tag_of(uint64_t h) {
   return (uint32_t)(h >> 32);
 }
@@ -75,11 +71,10 @@ static int measure(const struct tpl__wire_tensor *t, size_t n, struct header *h,
   return 0;
 }
 
-/* Fills entry e from t, its shape at dims[dims_off]. */
+/* Fills entry e (zeroed) from t, its shape at dims[dims_off]. */
 static void put_entry(struct tpl__tmap_entry *e,
                       const struct tpl__wire_tensor *t, uint32_t name_off,
                       uint64_t *dims, uint32_t dims_off) {
-  memset(e, 0, sizeof(*e));
   e->offset = t->offset;
   e->nbytes = t->nbytes;
   e->xxh3 = t->xxh3;
@@ -96,7 +91,7 @@ static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
                      const char *names, const struct tpl__tmap_entry *es,
                      size_t i, struct tpl_error *err) {
   const char *name = names + es[i].name_off;
-  uint64_t h = hash_of(name, es[i].name_len), j = h & mask;
+  uint64_t h = XXH3_64bits(name, es[i].name_len), j = h & mask;
   for (; index[j].entry != 0; j = (j + 1) & mask)
     if (index[j].tag == tag_of(h) &&
         strcmp(names + es[index[j].entry - 1].name_off, name) == 0)
@@ -262,7 +257,7 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
 
 int tpl__tmap_find(const struct tpl__tmap *m, const char *name, size_t *index) {
   size_t len = strlen(name);
-  uint64_t h = hash_of(name, len);
+  uint64_t h = XXH3_64bits(name, len);
   uint32_t tag = tag_of(h);
   for (uint64_t j = h & m->mask; m->index[j].entry != 0;
        j = (j + 1) & m->mask) {

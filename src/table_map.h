@@ -84,15 +84,4 @@ int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
  * known to have. */
 int tpl__tmap_find(const struct tpl__tmap *m, const char *name, size_t *index);
 
-/* The shape of entry i of an opened table (ndim values). */
-static inline const uint64_t *tpl__tmap_shape(const struct tpl__tmap *m,
-                                              size_t i) {
-  return m->dims + m->entries[i].dims_off;
-}
-
-/* The name of entry i of an opened table (i < m->count). */
-static inline const char *tpl__tmap_name(const struct tpl__tmap *m, size_t i) {
-  return m->names + m->entries[i].name_off;
-}
-
 #endif

@@ -154,18 +154,11 @@ int tpl__new_job_id(char *out) {
   return 0;
 }
 
-int tpl__peer_uid(int fd, uid_t *uid) {
+int tpl__peer_cred(int fd, uid_t *uid, pid_t *pid) {
   struct ucred cred;
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -errno;
   *uid = cred.uid;
-  return 0;
-}
-
-int tpl__peer_pid(int fd, pid_t *pid) {
-  struct ucred cred;
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -errno;
   *pid = cred.pid;
   return 0;
 }

@@ -28,14 +28,10 @@ int tpl__trusted_uid(uid_t *uid, struct tpl_error *err);
 int tpl__check_private_dir(const char *dir, uid_t uid, char **resolved,
                            struct tpl_error *err);
 
-/* The uid of the process at the other end of the connected Unix socket
- * `fd` (SO_PEERCRED: the process that called listen() or connect()).
- * Returns 0 or -errno. */
-int tpl__peer_uid(int fd, uid_t *uid);
-
-/* The pid of the process at the other end of the Unix socket `fd`
- * (SO_PEERCRED, as it was when it connected).  Returns 0 or -errno. */
-int tpl__peer_pid(int fd, pid_t *pid);
+/* The uid and pid of the process at the other end of the connected Unix
+ * socket `fd` (SO_PEERCRED: the process that called listen() or connect(),
+ * as it was then).  Returns 0 or -errno. */
+int tpl__peer_cred(int fd, uid_t *uid, pid_t *pid);
 
 /* Bytes of a job id in hex, without the NUL. */
 #define TPL_JOB_ID_LEN 32

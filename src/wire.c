@@ -73,16 +73,6 @@ int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data, size_t n,
   return r->have == r->len ? 1 : 0;
 }
 
-int tpl__frame_started(const struct tpl__frame_reader *r) {
-  return r->hdr_have > 0;
-}
-
-void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
-                     size_t *len) {
-  *body = r->body;
-  *len = r->len;
-}
-
 void tpl__frame_reset(struct tpl__frame_reader *r) {
   free(r->body);
   tpl__frame_reader_init(r, r->cap);
@@ -131,18 +121,6 @@ int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
 
 /* ---- responses ---- */
 
-static void entry_from(Tpload__TensorEntry *e,
-                       const struct tpl__wire_tensor *t) {
-  tpload__tensor_entry__init(e);
-  e->name = (char *)t->name;
-  e->dtype = (char *)t->dtype;
-  e->n_shape = (size_t)t->ndim;
-  e->shape = (uint64_t *)t->shape;
-  e->offset = t->offset;
-  e->nbytes = t->nbytes;
-  e->xxh3 = t->xxh3;
-}
-
 /* Points m->tensors at entries built from r's tensors: the entries, then
  * the pointers, in one malloc'd block (*store, the caller frees it). */
 static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
@@ -153,7 +131,15 @@ static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
   if (es == NULL) return -ENOMEM;
   m->tensors = (Tpload__TensorEntry **)(es + r->ntensors);
   for (size_t i = 0; i < r->ntensors; i++) {
-    entry_from(&es[i], &r->tensors[i]);
+    const struct tpl__wire_tensor *t = &r->tensors[i];
+    tpload__tensor_entry__init(&es[i]);
+    es[i].name = (char *)t->name;
+    es[i].dtype = (char *)t->dtype;
+    es[i].n_shape = (size_t)t->ndim;
+    es[i].shape = (uint64_t *)t->shape;
+    es[i].offset = t->offset;
+    es[i].nbytes = t->nbytes;
+    es[i].xxh3 = t->xxh3;
     m->tensors[i] = &es[i];
   }
   m->n_tensors = r->ntensors;

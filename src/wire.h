@@ -25,7 +25,9 @@ enum tpl__req_kind {
 };
 
 /* Assembles one frame at a time from input that arrives in pieces.  The
- * body is allocated only once the length is known and within `cap`. */
+ * body is allocated only once the length is known and within `cap`.  Part
+ * of a frame has been received when hdr_have > 0; a complete frame is
+ * body (NULL when empty), len bytes, until tpl__frame_reset. */
 struct tpl__frame_reader {
   uint32_t cap;
   uint8_t hdr[TPL_WIRE_HEADER];
@@ -40,20 +42,12 @@ void tpl__frame_reader_init(struct tpl__frame_reader *r, uint32_t cap);
 
 /* Consumes bytes from `data` (n of them) up to the end of the current
  * frame and stores how many it took in *used.  Returns 1 when a frame is
- * complete (read it with tpl__frame_body, then tpl__frame_reset), 0 when
+ * complete (read its body, then tpl__frame_reset), 0 when
  * every byte was taken and more are needed, TPL_ELIMIT when the announced
  * length exceeds the cap (r->len holds it; nothing was allocated), or
  * -ENOMEM.  After an error the reader must be reset before reuse. */
 int tpl__frame_feed(struct tpl__frame_reader *r, const uint8_t *data, size_t n,
                     size_t *used);
-
-/* Returns 1 when part of a frame has been received, else 0. */
-int tpl__frame_started(const struct tpl__frame_reader *r);
-
-/* The completed frame's body; borrowed until tpl__frame_reset.  *body may
- * be NULL for an empty body. */
-void tpl__frame_body(const struct tpl__frame_reader *r, const uint8_t **body,
-                     size_t *len);
 
 /* Drops the current frame (and its buffer); the reader starts over. */
 void tpl__frame_reset(struct tpl__frame_reader *r);

@@ -35,10 +35,6 @@ static uint64_t get_le(const uint8_t *p, int n) {
   return v;
 }
 
-static size_t entry_size(const struct tpl__wire_tensor *t) {
-  return ENTRY_FIXED + 8 * (size_t)t->ndim + strlen(t->name);
-}
-
 static uint8_t *put_entry(uint8_t *p, const struct tpl__wire_tensor *t) {
   size_t nl = strlen(t->name);
   p = put_le(p, t->offset, 8);
@@ -61,7 +57,7 @@ int tpl__wire_table_encode(const struct tpl__wire_tensor *t, size_t n,
     if (strlen(t[i].name) > UINT16_MAX || t[i].ndim > TPL_MAX_DIMS ||
         tpl__dtype_from_mlc(t[i].dtype) < 0)
       return -EINVAL;
-    total += entry_size(&t[i]);
+    total += ENTRY_FIXED + 8 * (size_t)t[i].ndim + strlen(t[i].name);
   }
   if (n > TPL_MAX_TENSORS || (b = malloc(total)) == NULL) return -ENOMEM;
   memcpy(b, TABLE_MAGIC, 4);

@@ -434,16 +434,15 @@ static uint8_t *read_memfd(int fd, size_t len) {
  * gets (the fallback for older daemons). */
 static void test_attach_table_memfd(void) {
   struct tpl__wire_response r = {0}, old = {0};
-  int s = -1, fds[2] = {-1, -1}, ofd[2] = {-1, -1};
+  int fds[2] = {-1, -1}, ofd[2] = {-1, -1};
   uint8_t *mine = NULL, *theirs = NULL;
   size_t len = 0;
-  REQUIRE(tpl__client_connect(sock, HANG_MS, &s, NULL) == 0);
-  CHECK_EQ_INT(tpl__client_call(s, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD, HANG_MS,
-                                &r, fds, 2, NULL),
+  CHECK_EQ_INT(tpl__client_call(sock, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
+                                HANG_MS, &r, fds, 2, NULL),
                0);
   CHECK_EQ_INT(
-      tpl__client_call(s, TPL_REQ_ATTACH, 0, HANG_MS, &old, ofd, 2, NULL), 0);
-  close(s);
+      tpl__client_call(sock, TPL_REQ_ATTACH, 0, HANG_MS, &old, ofd, 2, NULL),
+      0);
   CHECK(fds[0] >= 0 && fds[1] >= 0);
   CHECK(ofd[0] >= 0 && ofd[1] == -1); /* the store only */
   CHECK_EQ_U64(r.ntensors, 0);

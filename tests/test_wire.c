@@ -49,12 +49,13 @@ static void test_whole_frame(void) {
   tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
   CHECK_EQ_INT(tpl__frame_feed(&r, fr, sizeof(fr), &used), 1);
   CHECK_EQ_U64(used, 6);
-  tpl__frame_body(&r, &body, &len);
+  body = r.body;
+  len = r.len;
   CHECK_EQ_U64(len, 2);
   CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_ATTACH);
   tpl__frame_reset(&r);
-  CHECK_EQ_INT(tpl__frame_started(&r), 0);
+  CHECK_EQ_INT(r.hdr_have > 0, 0);
 }
 
 static void test_one_byte_at_a_time(void) {
@@ -65,7 +66,7 @@ static void test_one_byte_at_a_time(void) {
   for (size_t i = 0; i + 1 < sizeof(fr); i++) {
     CHECK_EQ_INT(tpl__frame_feed(&r, fr + i, 1, &used), 0);
     CHECK_EQ_U64(used, 1);
-    CHECK_EQ_INT(tpl__frame_started(&r), 1);
+    CHECK_EQ_INT(r.hdr_have > 0, 1);
   }
   CHECK_EQ_INT(tpl__frame_feed(&r, fr + 5, 1, &used), 1);
   CHECK_EQ_U64(r.len, 2);
@@ -85,14 +86,16 @@ static void test_two_frames_in_one_buffer(void) {
   tpl__frame_reader_init(&r, TPL_WIRE_MAX_REQUEST);
   CHECK_EQ_INT(tpl__frame_feed(&r, buf, sizeof(buf), &used), 1);
   CHECK_EQ_U64(used, 4);
-  tpl__frame_body(&r, &body, &len);
+  body = r.body;
+  len = r.len;
   CHECK_EQ_U64(len, 0);
   CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_HEALTH);
   tpl__frame_reset(&r);
   CHECK_EQ_INT(tpl__frame_feed(&r, buf + used, sizeof(buf) - used, &used2), 1);
   CHECK_EQ_U64(used2, 6);
-  tpl__frame_body(&r, &body, &len);
+  body = r.body;
+  len = r.len;
   CHECK_EQ_INT(tpl__wire_decode_request(body, len, &kind, &flags, NULL), 0);
   CHECK_EQ_INT(kind, TPL_REQ_MANIFEST);
   tpl__frame_reset(&r);
@@ -223,7 +226,8 @@ static void test_response_roundtrip(void) {
   tpl__frame_reader_init(&r, TPL_WIRE_MAX_RESPONSE);
   CHECK_EQ_INT(tpl__frame_feed(&r, f, len, &used), 1);
   CHECK_EQ_U64(used, len);
-  tpl__frame_body(&r, &body, &blen);
+  body = r.body;
+  blen = r.len;
   CHECK_EQ_INT(tpl__wire_decode_response(body, blen, &out, NULL), 0);
   CHECK_EQ_INT(out.ok, 1);
   CHECK(out.error == NULL);
