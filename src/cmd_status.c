@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "client.h"
 #include "common.h"
-#include "fileio.h"
 #include "jsonu.h"
 #include "report.h"
 
@@ -49,12 +48,9 @@ static const char status_help[] =
 /* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
 static char *rank0_path(const char *path) {
   const char *slash = strrchr(path, '/');
-  char *dir, *out;
-  if (slash == NULL) return strdup("rank0.sock");
-  dir = strndup(path, (size_t)(slash - path) + (slash == path));
-  if (dir == NULL) return NULL;
-  out = tpl__path_join(dir, "rank0.sock");
-  free(dir);
+  int dir = slash != NULL ? (int)(slash - path) + 1 : 0;
+  char *out = malloc((size_t)dir + sizeof("rank0.sock"));
+  if (out != NULL) sprintf(out, "%.*srank0.sock", dir, path);
   return out;
 }
 
@@ -261,9 +257,7 @@ static int run(const struct tpl__cli_command *cmd,
       (!tpl__cli_has(a, OPT_JSON) || tpl__cli_has(a, OPT_TENSORS)))
     return tpl__cli_usage_error(cmd, "--summary goes with --json, without "
                                      "--tensors");
-  if (tpl__cli_has(a, OPT_DAEMON_UID) &&
-      tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
-    return 64;
+  if (tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0) return 64;
   if (tpl__cli_has(a, OPT_HEALTH)) return run_health(path);
   if (tpl__cli_has(a, OPT_SHUTDOWN)) return run_shutdown(path);
   json = tpl__cli_has(a, OPT_JSON);
