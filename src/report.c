@@ -346,28 +346,23 @@ int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
 
 /* --- JSON --- */
 
-/* Adds the members of `more` (a new reference, NULL on ENOMEM) to o. */
-static void add_members(json_t *o, json_t *more) {
-  json_object_update(o, more);
-  json_decref(more);
-}
-
 static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   char hex[17];
   json_t *o = json_pack("{s:s, s:s, s:o}", "name", s->name, "dtype", s->dtype,
                         "shape", tpl__json_u64_array(s->shape, s->n_shape));
   snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
   if (s->func_name[0] != '\0')
-    add_members(o, json_pack("{s:s, s:o, s:o, s:I, s:o}", "func_name",
-                             s->func_name, "in_shape",
-                             tpl__json_u64_array(s->in_shape, s->n_in_shape),
-                             "out_shape",
-                             tpl__json_u64_array(s->out_shape, s->n_out_shape),
-                             "dim", (json_int_t)s->dim, "segs",
-                             tpl__json_u64_array(s->segs, s->n_segs)));
-  add_members(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale", s->bias_scale,
-                           "nbytes", (json_int_t)s->nbytes, "offset",
-                           (json_int_t)s->offset, "xxh3", hex));
+    json_object_update_new(
+        o, json_pack(
+               "{s:s, s:o, s:o, s:I, s:o}", "func_name", s->func_name,
+               "in_shape", tpl__json_u64_array(s->in_shape, s->n_in_shape),
+               "out_shape", tpl__json_u64_array(s->out_shape, s->n_out_shape),
+               "dim", (json_int_t)s->dim, "segs",
+               tpl__json_u64_array(s->segs, s->n_segs)));
+  json_object_update_new(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale",
+                                      s->bias_scale, "nbytes",
+                                      (json_int_t)s->nbytes, "offset",
+                                      (json_int_t)s->offset, "xxh3", hex));
   return o;
 }
 
@@ -438,11 +433,11 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
     json_object_set_new(o, "replicas_agree", json_boolean(agree == 0));
   for (size_t i = 0; i < lr->n_ranks; i++)
     json_array_append_new(ranks, rank_json(lr->ranks[i], with_tensors));
-  add_members(o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
-                           (int)lr->bias_scaling, "seconds", usec(lr->seconds),
-                           "bytes_read", (json_int_t)lr->bytes_read,
-                           "bytes_delivered", (json_int_t)lr->bytes_delivered,
-                           "ranks", ranks));
+  json_object_update_new(
+      o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
+                   (int)lr->bias_scaling, "seconds", usec(lr->seconds),
+                   "bytes_read", (json_int_t)lr->bytes_read, "bytes_delivered",
+                   (json_int_t)lr->bytes_delivered, "ranks", ranks));
   tpload__load_report__free_unpacked(lr, NULL);
   return o;
 }
