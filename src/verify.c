@@ -35,6 +35,7 @@ struct verify {
   struct tpl__rank_info *found;
   /* the largest tensor as stored, the largest shard, twice */
   uint8_t *src, *want, *got;
+  struct tpl__verify_result res; /* what was compared so far */
 };
 
 /* A count of shard-info.json: 1..65536; `dflt` when absent (0: required). */
@@ -210,7 +211,7 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i, size_t k,
  * v->want, the shard the model gives for r's shard t; on a replica d > 0
  * that is also what replica 0's rank at the same (p, t) was held to. */
 static int compare_rank(struct verify *v, size_t i, uint32_t r,
-                        struct tpl__verify_result *res, struct tpl_error *err) {
+                        struct tpl_error *err) {
   const struct tpl__job_tensor *t = &v->job->tensors[i];
   size_t k = v->pos[r]++;
   const struct tpl__tensor *o = &v->outs[r]->tensors[k];
@@ -231,8 +232,8 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
                      c.d > 0 ? "; replica 0 holds the right bytes" : "");
   v->found[r].nbytes = t->rank_bytes;
   v->found[r].xxh3 = XXH3_64bits(v->got, (size_t)t->rank_bytes);
-  res->tensors++;
-  res->bytes += t->rank_bytes;
+  v->res.tensors++;
+  v->res.bytes += t->rank_bytes;
   return 0;
 }
 
@@ -249,15 +250,13 @@ static int expected_shard(struct verify *v, size_t i, uint32_t t,
 /* Every holder of tensor i, shard by shard: each shard t is recomputed
  * once and checked on the ranks of every stage and replica that hold
  * it. */
-static int compare_holders(struct verify *v, size_t i,
-                           struct tpl__verify_result *res,
-                           struct tpl_error *err) {
+static int compare_holders(struct verify *v, size_t i, struct tpl_error *err) {
   const struct tpl__grid *g = &v->job->grid;
   int rc = 0;
   for (uint32_t t = 0; rc == 0 && t < g->tp; t++) {
     rc = expected_shard(v, i, t, err);
     for (uint32_t r = t; rc == 0 && r < g->world; r += g->tp)
-      if (tpl__job_holds(v->job, i, r)) rc = compare_rank(v, i, r, res, err);
+      if (tpl__job_holds(v->job, i, r)) rc = compare_rank(v, i, r, err);
   }
   return rc;
 }
@@ -281,16 +280,14 @@ static int check_param(const struct verify *v, size_t i,
   return 0;
 }
 
-static int compare_tensor(struct verify *v, size_t i,
-                          struct tpl__verify_result *res,
-                          struct tpl_error *err) {
+static int compare_tensor(struct verify *v, size_t i, struct tpl_error *err) {
   const struct tpl__tensor *t = &v->model->tensors[i];
   const struct tpl__file *f = &v->model->files[t->file];
   int rc = tpl__pread_full(f->fd, v->src, (size_t)t->stored_bytes, t->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, t->name,
                      tpl_strerror(rc));
-  rc = compare_holders(v, i, res, err);
+  rc = compare_holders(v, i, err);
   return rc != 0 ? rc : check_param(v, i, err);
 }
 
@@ -381,15 +378,14 @@ int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
                 struct tpl__verify_result *out, struct tpl_error *err) {
   struct verify v = {0};
-  struct tpl__verify_result res = {0};
   int rc;
   v.dir = dir;
   rc = prepare(&v, model, plan, want, err);
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
-    rc = compare_tensor(&v, i, &res, err);
+    rc = compare_tensor(&v, i, err);
   if (rc == 0) {
-    res.grid = v.job->grid;
-    *out = res;
+    v.res.grid = v.job->grid;
+    *out = v.res;
   }
   verify_free(&v);
   return rc;
