@@ -253,6 +253,7 @@ int tpl__cli_usage_error(const struct tpl__cli_command *cmd, const char *fmt,
 
 int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg) {
   unsigned long long uid;
+  if (arg == NULL) return 0;
   if (tpl__cli_parse_uint(arg, 0xfffffffeull, &uid) != 0)
     return tpl__cli_usage_error(cmd,
                                 "--daemon-uid expects a numeric "
@@ -260,14 +261,6 @@ int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg) {
                                 arg);
   setenv("TPLOAD_DAEMON_UID", arg, 1);
   return 0;
-}
-
-int tpl__cli_uint_option(const struct tpl__cli_command *cmd, const char *option,
-                         const char *s, unsigned long long min,
-                         unsigned long long max, unsigned long long *out) {
-  if (tpl__cli_parse_uint(s, max, out) == 0 && *out >= min) return 0;
-  return tpl__cli_usage_error(cmd, "--%s: expected %llu..%llu, found '%s'",
-                              option, min, max, s);
 }
 
 int tpl__cli_parse_uint(const char *s, unsigned long long max,

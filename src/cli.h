@@ -90,12 +90,6 @@ int tpl__cli_report(int code, const struct tpl_error *err);
 int tpl__cli_usage_error(const struct tpl__cli_command *cmd, const char *fmt,
                          ...) __attribute__((format(printf, 2, 3)));
 
-/* Parses a decimal integer no larger than `max` (and no smaller than
- * `min`); 0 on success, else a usage error naming --`option` (64). */
-int tpl__cli_uint_option(const struct tpl__cli_command *cmd, const char *option,
-                         const char *s, unsigned long long min,
-                         unsigned long long max, unsigned long long *out);
-
 /* Parses a positive decimal integer no larger than `max`; 0 on success. */
 int tpl__cli_parse_uint(const char *s, unsigned long long max,
                         unsigned long long *out);
@@ -116,8 +110,9 @@ const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
 const char *tpl__cli_safe(const char *s, char *buf, size_t len);
 
 /* --daemon-uid UID of status and dump: the uid a client trusts its daemon
- * to run as (TPLOAD_DAEMON_UID for the rest of the process).  Returns 0,
- * or 64 after printing a usage error for `cmd`. */
+ * to run as (TPLOAD_DAEMON_UID for the rest of the process); `arg` NULL
+ * (not given) does nothing.  Returns 0, or 64 after printing a usage
+ * error for `cmd`. */
 int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg);
 
 #endif

@@ -137,9 +137,7 @@ static int run(const struct tpl__cli_command *cmd,
   const char *out = a->value[OPT_OUT];
   uint32_t tp, pp;
   int rc;
-  if (tpl__cli_has(a, OPT_DAEMON_UID) &&
-      tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
-    return 64;
+  if (tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0) return 64;
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &pp) != 0)
     return 64;

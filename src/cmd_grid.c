@@ -4,14 +4,15 @@
  * of T x P is a usage error naming the numbers, from tpl__grid_make). */
 #include "cmd_grid.h"
 
-#define MAX_RANKS 65536
+#define MAX_RANKS 65536u
 
 int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
                         const char *value, uint32_t *out) {
   unsigned long long n = 0;
   if (value != NULL &&
-      tpl__cli_uint_option(cmd, name, value, 1, MAX_RANKS, &n) != 0)
-    return 64;
+      (tpl__cli_parse_uint(value, MAX_RANKS, &n) != 0 || n == 0))
+    return tpl__cli_usage_error(cmd, "--%s: expected 1..%u, found '%s'", name,
+                                MAX_RANKS, value);
   *out = (uint32_t)n;
   return 0;
 }

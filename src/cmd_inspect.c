@@ -99,12 +99,11 @@ static void print_json(const struct tpl_model *m, const struct tpl__plan *p,
     if (job != NULL) add_shard_json(o, job, i);
     json_array_append_new(tensors, o);
   }
-  json_object_set_new(root, "tensors", tensors);
-  json_object_set_new(root, "tensor_count",
-                      json_integer((json_int_t)m->ntensors));
-  json_object_set_new(root, "file_count", json_integer((json_int_t)m->nfiles));
-  json_object_set_new(root, "total_bytes",
-                      json_integer((json_int_t)tpl__model_bytes(m)));
+  json_object_update_new(root, json_pack("{s:o, s:I, s:I, s:I}", "tensors",
+                                         tensors, "tensor_count",
+                                         (json_int_t)m->ntensors, "file_count",
+                                         (json_int_t)m->nfiles, "total_bytes",
+                                         (json_int_t)tpl__model_bytes(m)));
   json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   fputc('\n', stdout);
   json_decref(root);
@@ -146,13 +145,10 @@ static void print_rank_table(const struct tpl__job *job) {
   printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t\n",
          g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
   json_array_foreach(ranks, k, r) {
-    printf("rank %zu (d %lld, p %lld, t %lld): stage %lld of %u, shard %lld "
-           "of %u: %zu tensors, %lld bytes\n",
-           k, json_integer_value(json_object_get(r, "replica")),
-           json_integer_value(json_object_get(r, "stage")),
-           json_integer_value(json_object_get(r, "shard")),
-           json_integer_value(json_object_get(r, "stage")), g->pp,
-           json_integer_value(json_object_get(r, "shard")), g->tp,
+    struct tpl__pos c = tpl__grid_coord(g, (uint32_t)k);
+    printf("rank %zu (d %u, p %u, t %u): stage %u of %u, shard %u of %u: %zu "
+           "tensors, %lld bytes\n",
+           k, c.d, c.p, c.t, c.p, g->pp, c.t, g->tp,
            json_array_size(json_object_get(r, "tensors")),
            json_integer_value(json_object_get(r, "bytes")));
   }

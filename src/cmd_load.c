@@ -72,7 +72,7 @@ struct load_cli {
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
-  struct tpl__preshard_opts preshard; /* the sink's options (pick_sink) */
+  struct tpl__preshard_opts preshard; /* the sinks' options */
   struct tpl__serve_opts serve;
 };
 
@@ -167,7 +167,7 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
     return usage(c, "--stall-timeout expects seconds (0 disables), got '%s'",
                  v[OPT_STALL]);
   if (v[OPT_LOG_LEVEL] != NULL &&
-      tpl__log_level_parse(v[OPT_LOG_LEVEL], &c->o.log_level) != 0)
+      tpl__log_level_parse(v[OPT_LOG_LEVEL], &c->serve.log_level) != 0)
     return usage(c, "--log-level expects quiet, info or debug, got '%s'",
                  v[OPT_LOG_LEVEL]);
   if (v[OPT_CHUNK] != NULL &&
@@ -189,17 +189,17 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
 
 static int check_sink_options(struct load_cli *c,
                               const struct tpl__cli_args *a) {
-  int preshard = c->o.sink == TPL_SINK_PRESHARD;
-  int serve = c->o.sink == TPL_SINK_SERVE;
-  if (preshard && c->o.out_dir == NULL)
+  int preshard = c->cmd == &tpl__cmd_preshard;
+  int serve = c->cmd == &tpl__cmd_serve;
+  if (preshard && c->preshard.dir == NULL)
     return usage(c, "%s needs --out DIR", "preshard");
-  if (!preshard && (c->o.out_dir || c->o.force))
+  if (!preshard && (c->preshard.dir || c->preshard.force))
     return usage(c, "%s: --out and --force are for preshard", c->cmd->name);
-  if (serve && c->o.socket_dir == NULL)
+  if (serve && c->serve.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
   if (!serve &&
-      (c->o.socket_dir || c->o.ready_file || tpl__cli_has(a, OPT_HUGETLB) ||
-       tpl__cli_has(a, OPT_LOG_LEVEL)))
+      (c->serve.socket_dir || c->serve.ready_file ||
+       tpl__cli_has(a, OPT_HUGETLB) || tpl__cli_has(a, OPT_LOG_LEVEL)))
     return usage(c,
                  "%s: --socket-dir, --ready-file, --hugetlb and --log-level "
                  "are for serve",
@@ -212,29 +212,15 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->o.model = a->operands[0];
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
-  c->o.out_dir = a->value[OPT_OUT];
-  c->o.force = tpl__cli_has(a, OPT_FORCE);
-  c->o.socket_dir = a->value[OPT_SOCKET_DIR];
-  c->o.ready_file = a->value[OPT_READY];
-  c->o.log_level = TPL_LOG_INFO;
+  c->preshard.dir = a->value[OPT_OUT];
+  c->preshard.force = tpl__cli_has(a, OPT_FORCE);
+  c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
+  c->serve.ready_file = a->value[OPT_READY];
+  c->serve.log_level = TPL_LOG_INFO;
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
   return rc != 0 ? rc : check_sink_options(c, a);
-}
-
-/* The sink dispatch: the command's sink and its options. */
-static void pick_sink(struct load_cli *c) {
-  if (c->o.sink == TPL_SINK_PRESHARD) {
-    c->preshard.dir = c->o.out_dir;
-    c->preshard.force = c->o.force;
-    c->o.steps = tpl__preshard_sink(&c->preshard);
-  } else if (c->o.sink == TPL_SINK_SERVE) {
-    c->serve.socket_dir = c->o.socket_dir;
-    c->serve.ready_file = c->o.ready_file;
-    c->serve.log_level = c->o.log_level;
-    c->o.steps = tpl__serve_sink(&c->serve);
-  }
 }
 
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
@@ -309,12 +295,11 @@ static int run(const struct tpl__cli_command *cmd,
   uint32_t rank = 0, world = 1;
   int argc = a->argc, rc;
   char **argv = a->argv;
-  c.o.sink = cmd == &tpl__cmd_preshard ? TPL_SINK_PRESHARD
-             : cmd == &tpl__cmd_serve  ? TPL_SINK_SERVE
-                                       : TPL_SINK_NONE;
   rc = parse_args(&c, a);
   if (rc != 0) return rc;
-  pick_sink(&c);
+  /* the sink: the command's, with its options */
+  if (cmd == &tpl__cmd_preshard) c.o.steps = tpl__preshard_sink(&c.preshard);
+  if (cmd == &tpl__cmd_serve) c.o.steps = tpl__serve_sink(&c.serve);
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   c.bar = want_bar(c.progress);
@@ -327,11 +312,11 @@ static int run(const struct tpl__cli_command *cmd,
   }
   rc = tpl__engine_run(&c.o, &err);
   if (rc != 0) report_failure(rc, &err, rank);
-  if (rc == 0 && rank == 0 && !c.quiet && c.o.sink == TPL_SINK_PRESHARD)
+  if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
     fprintf(stderr,
             "tpload preshard: wrote %u rank files and "
             "shard-info.json to %s\n",
-            world, c.o.out_dir);
+            world, c.preshard.dir);
   /* Last: what a rank prints after MPI_Finalize may never reach mpirun. */
   if (tpl__engine_finalize(rc == 0 ? &err : NULL) != 0 && rc == 0) {
     rc = TPL_EPEER;

@@ -17,7 +17,6 @@
 #include "cli.h"
 #include "client.h"
 #include "common.h"
-#include "fileio.h"
 #include "jsonu.h"
 #include "report.h"
 
@@ -49,29 +48,10 @@ static const char status_help[] =
 /* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
 static char *rank0_path(const char *path) {
   const char *slash = strrchr(path, '/');
-  char *dir, *out;
-  if (slash == NULL) return strdup("rank0.sock");
-  dir = strndup(path, (size_t)(slash - path) + (slash == path));
-  if (dir == NULL) return NULL;
-  out = tpl__path_join(dir, "rank0.sock");
-  free(dir);
+  int dir = slash != NULL ? (int)(slash - path) + 1 : 0;
+  char *out = malloc((size_t)dir + sizeof("rank0.sock"));
+  if (out != NULL) sprintf(out, "%.*srank0.sock", dir, path);
   return out;
-}
-
-/* Sends a job-wide request; a rank other than 0 refers us to rank 0. */
-static int job_request(const char *path, int kind, unsigned flags,
-                       struct tpl__wire_response *resp, struct tpl_error *err) {
-  char *r0;
-  int rc = tpl__client_request_flags(path, kind, flags, TPL_CLIENT_TIMEOUT_MS,
-                                     resp, err);
-  if (rc != 0 || resp->ok || resp->rank == 0) return rc;
-  tpl__wire_response_free(resp);
-  r0 = rank0_path(path);
-  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__client_request_flags(r0, kind, flags, TPL_CLIENT_TIMEOUT_MS, resp,
-                                 err);
-  free(r0);
-  return rc;
 }
 
 static int refused(const char *path, const struct tpl__wire_response *r) {
@@ -80,6 +60,29 @@ static int refused(const char *path, const struct tpl__wire_response *r) {
           tpl__cli_safe(r->error ? r->error : "no reason given", safe,
                         sizeof(safe)));
   return 69;
+}
+
+/* Sends a job-wide request; a rank other than 0 refers us to rank 0.
+ * Returns 0 for an accepted request, else the exit code after saying
+ * why.  The caller frees *resp either way. */
+static int job_request(const char *path, int kind, unsigned flags,
+                       struct tpl__wire_response *resp) {
+  struct tpl_error err = {0};
+  char *r0;
+  int rc = tpl__client_request_flags(path, kind, flags, TPL_CLIENT_TIMEOUT_MS,
+                                     resp, &err);
+  if (rc == 0 && !resp->ok && resp->rank != 0) {
+    tpl__wire_response_free(resp);
+    r0 = rank0_path(path);
+    if (r0 == NULL)
+      rc = tpl__fail(&err, -ENOMEM, "out of memory");
+    else
+      rc = tpl__client_request_flags(r0, kind, flags, TPL_CLIENT_TIMEOUT_MS,
+                                     resp, &err);
+    free(r0);
+  }
+  if (rc != 0) return tpl__cli_report(rc, &err);
+  return resp->ok ? 0 : refused(path, resp);
 }
 
 static int run_health(const char *path) {
@@ -92,14 +95,9 @@ static int run_health(const char *path) {
 }
 
 static int run_shutdown(const char *path) {
-  struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
-  int rc = job_request(path, TPL_REQ_SHUTDOWN, 0, &r, &err);
-  if (rc != 0) return tpl__cli_report(rc, &err);
-  if (!r.ok)
-    rc = refused(path, &r);
-  else
-    printf("shutdown requested: %u rank(s) stopping\n", r.world);
+  int rc = job_request(path, TPL_REQ_SHUTDOWN, 0, &r);
+  if (rc == 0) printf("shutdown requested: %u rank(s) stopping\n", r.world);
   tpl__wire_response_free(&r);
   return rc;
 }
@@ -203,14 +201,12 @@ static void set_tensor_counts(json_t *rep, const struct tpl__wire_response *r) {
 
 /* `tensors`: the report with every rank's ShardInfos. */
 static int run_status(const char *path, int json, int tensors) {
-  struct tpl_error err = {0};
   struct tpl__wire_response r = {0};
   json_t *rep;
-  int rc = job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY,
-                       &r, &err);
-  if (rc != 0) return tpl__cli_report(rc, &err);
-  if (!r.ok || r.status == NULL) {
-    rc = refused(path, &r);
+  int rc =
+      job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY, &r);
+  if (rc == 0 && r.status == NULL) rc = refused(path, &r);
+  if (rc != 0) {
     tpl__wire_response_free(&r);
     return rc;
   }
@@ -261,9 +257,7 @@ static int run(const struct tpl__cli_command *cmd,
       (!tpl__cli_has(a, OPT_JSON) || tpl__cli_has(a, OPT_TENSORS)))
     return tpl__cli_usage_error(cmd, "--summary goes with --json, without "
                                      "--tensors");
-  if (tpl__cli_has(a, OPT_DAEMON_UID) &&
-      tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0)
-    return 64;
+  if (tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0) return 64;
   if (tpl__cli_has(a, OPT_HEALTH)) return run_health(path);
   if (tpl__cli_has(a, OPT_SHUTDOWN)) return run_shutdown(path);
   json = tpl__cli_has(a, OPT_JSON);

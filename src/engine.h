@@ -13,10 +13,7 @@
 #include "common.h"
 #include "coord.h"
 
-enum tpl_sink { TPL_SINK_NONE = 0, TPL_SINK_PRESHARD, TPL_SINK_SERVE };
-
 struct tpl__load_opts {
-  int sink;               /* enum tpl_sink: the command's choice */
   struct tpl__sink steps; /* what the engine runs for the sink */
   const char *model;
   const char *plan;     /* plan file, preset name or "auto" */
@@ -25,13 +22,7 @@ struct tpl__load_opts {
   double stall_timeout; /* seconds without progress that end the
                            job (exit 69); 0 waits forever */
   uint64_t chunk_bytes; /* rank 0's streaming window */
-  /* The sinks' options, read by the command that builds `steps`: */
-  const char *out_dir;    /* preshard */
-  int force;              /* preshard: replace existing output */
-  const char *socket_dir; /* serve */
-  const char *ready_file; /* serve, may be NULL */
-  int huge;               /* memfd store: enum tpl_huge (store.h) */
-  int log_level;          /* serve: enum tpl_log_level (log.h) */
+  int huge;             /* memfd store: enum tpl_huge (store.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

@@ -22,25 +22,20 @@ const char *tpl_strerror(int code) {
   return "unknown error";
 }
 
+/* The exit code of an errno; any other is an I/O error (74: EIO,
+ * ENOSPC, EDQUOT, short reads ...). */
+static const struct {
+  int errnum, exit_code;
+} errno_exits[] = {
+    {ENOENT, 66}, {ENOTDIR, 66}, {EACCES, 73},       {EPERM, 73},
+    {EEXIST, 73}, {EROFS, 73},   {ECONNREFUSED, 69}, {ECONNRESET, 69},
+    {EPIPE, 69},  {ENOMEM, 70},
+};
+
 static int errno_exit_code(int e) {
-  switch (e) {
-  case ENOENT:
-  case ENOTDIR:
-    return 66;
-  case EACCES:
-  case EPERM:
-  case EEXIST:
-  case EROFS:
-    return 73;
-  case ECONNREFUSED:
-  case ECONNRESET:
-  case EPIPE:
-    return 69;
-  case ENOMEM:
-    return 70;
-  default:
-    return 74; /* EIO, ENOSPC, EDQUOT, short reads ... */
-  }
+  for (size_t i = 0; i < ARRAY_SIZE(errno_exits); i++)
+    if (errno_exits[i].errnum == e) return errno_exits[i].exit_code;
+  return 74;
 }
 
 int tpl_exit_code(int code) {

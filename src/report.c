@@ -132,19 +132,20 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
 
 /* --- rank report --- */
 
-struct shard_msgs {
-  Tpload__ShardInfo *infos;
-  Tpload__ShardInfo **ptrs;
-  uint64_t *shapes; /* per tensor: out_shape (ndim + 1) and segs */
+/* A ShardInfo message with room for the arrays it points to. */
+struct shard_msg {
+  Tpload__ShardInfo info;
+  uint64_t out_shape[TPL_MAX_DIMS + 1];
+  uint64_t segs[TPL_MAX_SEGS];
 };
 
 /* Tensor i as rank `rank` holds it.  A tensor of another pipeline stage
  * keeps its place in the list (so reports index tensors as the job does)
  * with no bytes, checksum 0 and offset UINT64_MAX. */
 static void fill_shard_info(const struct tpl__job *job, size_t i, uint32_t rank,
-                            uint64_t xxh3, Tpload__ShardInfo *m,
-                            uint64_t *scratch) {
+                            uint64_t xxh3, struct shard_msg *s) {
   const struct tpl__job_tensor *t = &job->tensors[i];
+  Tpload__ShardInfo *m = &s->info;
   int held = tpl__job_holds(job, i, rank);
   tpload__shard_info__init(m);
   m->name = t->name;
@@ -160,34 +161,11 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint32_t rank,
   m->func_name = t->func_name;
   m->n_in_shape = (size_t)t->ndim;
   m->in_shape = (uint64_t *)t->shape;
-  m->out_shape = scratch;
+  m->out_shape = s->out_shape;
   m->n_out_shape = tpl__job_out_shape(job, t, m->out_shape);
   m->dim = t->spec.dim;
-  m->segs = scratch + TPL_MAX_DIMS + 1;
+  m->segs = s->segs;
   m->n_segs = tpl__job_mlc_segs(job, t, m->segs);
-}
-
-static int build_shard_msgs(const struct tpl__job *job,
-                            const struct tpl__store *store, uint32_t rank,
-                            struct shard_msgs *s) {
-  const size_t per = TPL_MAX_DIMS + 1 + TPL_MAX_SEGS;
-  size_t n = job->ntensors + 1;
-  s->infos = calloc(n, sizeof(*s->infos));
-  s->ptrs = calloc(n, sizeof(*s->ptrs));
-  s->shapes = calloc(n * per, sizeof(uint64_t));
-  if (s->infos == NULL || s->ptrs == NULL || s->shapes == NULL) return -ENOMEM;
-  for (size_t i = 0; i < job->ntensors; i++) {
-    fill_shard_info(job, i, rank, store->xxh3[i], &s->infos[i],
-                    s->shapes + i * per);
-    s->ptrs[i] = &s->infos[i];
-  }
-  return 0;
-}
-
-static void free_shard_msgs(struct shard_msgs *s) {
-  free(s->infos);
-  free(s->ptrs);
-  free(s->shapes);
 }
 
 int tpl__rank_report_pack(const struct tpl__job *job,
@@ -196,10 +174,16 @@ int tpl__rank_report_pack(const struct tpl__job *job,
                           size_t *len) {
   Tpload__RankReport r = TPLOAD__RANK_REPORT__INIT;
   Tpload__PhaseTimes times = TPLOAD__PHASE_TIMES__INIT;
-  struct shard_msgs s = {0};
   struct tpl__pos c = tpl__grid_coord(&job->grid, st->rank);
-  int rc = build_shard_msgs(job, store, st->rank, &s);
-  if (rc != 0) goto out;
+  struct shard_msg *msgs = calloc(job->ntensors + 1, sizeof(*msgs));
+  Tpload__ShardInfo **ptrs = calloc(job->ntensors + 1, sizeof(*ptrs));
+  int rc = -ENOMEM;
+  if (msgs == NULL || ptrs == NULL) goto out;
+  for (size_t i = 0; i < job->ntensors; i++) {
+    fill_shard_info(job, i, st->rank, store->xxh3[i], &msgs[i]);
+    ptrs[i] = &msgs[i].info;
+    r.bytes += msgs[i].info.nbytes;
+  }
   times.read = st->t_read;
   times.pack = st->t_pack;
   times.send = st->t_send;
@@ -214,16 +198,15 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.host = (char *)st->host;
   r.pid = st->pid;
   r.n_tensors = job->ntensors;
-  r.tensors = s.ptrs;
-  for (size_t i = 0; i < job->ntensors; i++)
-    r.bytes += s.infos[i].nbytes;
+  r.tensors = ptrs;
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
   rc = pack_message(&r.base, buf, len);
 out:
-  free_shard_msgs(&s);
+  free(msgs);
+  free(ptrs);
   return rc;
 }
 
@@ -363,28 +346,23 @@ int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
 
 /* --- JSON --- */
 
-/* Adds the members of `more` (a new reference, NULL on ENOMEM) to o. */
-static void add_members(json_t *o, json_t *more) {
-  json_object_update(o, more);
-  json_decref(more);
-}
-
 static json_t *shard_info_json(const Tpload__ShardInfo *s) {
   char hex[17];
   json_t *o = json_pack("{s:s, s:s, s:o}", "name", s->name, "dtype", s->dtype,
                         "shape", tpl__json_u64_array(s->shape, s->n_shape));
   snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
   if (s->func_name[0] != '\0')
-    add_members(o, json_pack("{s:s, s:o, s:o, s:I, s:o}", "func_name",
-                             s->func_name, "in_shape",
-                             tpl__json_u64_array(s->in_shape, s->n_in_shape),
-                             "out_shape",
-                             tpl__json_u64_array(s->out_shape, s->n_out_shape),
-                             "dim", (json_int_t)s->dim, "segs",
-                             tpl__json_u64_array(s->segs, s->n_segs)));
-  add_members(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale", s->bias_scale,
-                           "nbytes", (json_int_t)s->nbytes, "offset",
-                           (json_int_t)s->offset, "xxh3", hex));
+    json_object_update_new(
+        o, json_pack(
+               "{s:s, s:o, s:o, s:I, s:o}", "func_name", s->func_name,
+               "in_shape", tpl__json_u64_array(s->in_shape, s->n_in_shape),
+               "out_shape", tpl__json_u64_array(s->out_shape, s->n_out_shape),
+               "dim", (json_int_t)s->dim, "segs",
+               tpl__json_u64_array(s->segs, s->n_segs)));
+  json_object_update_new(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale",
+                                      s->bias_scale, "nbytes",
+                                      (json_int_t)s->nbytes, "offset",
+                                      (json_int_t)s->offset, "xxh3", hex));
   return o;
 }
 
@@ -455,11 +433,11 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
     json_object_set_new(o, "replicas_agree", json_boolean(agree == 0));
   for (size_t i = 0; i < lr->n_ranks; i++)
     json_array_append_new(ranks, rank_json(lr->ranks[i], with_tensors));
-  add_members(o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
-                           (int)lr->bias_scaling, "seconds", usec(lr->seconds),
-                           "bytes_read", (json_int_t)lr->bytes_read,
-                           "bytes_delivered", (json_int_t)lr->bytes_delivered,
-                           "ranks", ranks));
+  json_object_update_new(
+      o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
+                   (int)lr->bias_scaling, "seconds", usec(lr->seconds),
+                   "bytes_read", (json_int_t)lr->bytes_read, "bytes_delivered",
+                   (json_int_t)lr->bytes_delivered, "ranks", ranks));
   tpload__load_report__free_unpacked(lr, NULL);
   return o;
 }

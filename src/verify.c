@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "checkpoint.h"
@@ -30,14 +29,13 @@ struct verify {
   struct tpl__plan *plan;
   struct tpl__job *job;
   json_t *info;            /* shard-info.json */
-  json_t *expect;          /* shard info recomputed from the model */
-  struct tpl_model **outs; /* one per rank */
-  int *fds;                /* rank files, open */
+  struct tpl_model **outs; /* one per rank: its file, held open */
   size_t *pos;             /* per rank: its file's next tensor */
+  /* per rank: its bytes and checksum of the tensor being compared */
+  struct tpl__rank_info *found;
+  /* the largest tensor as stored, the largest shard, twice */
   uint8_t *src, *want, *got;
-  size_t src_cap, want_cap, got_cap; /* their capacities */
-  int src_fd;        /* the model file being read, -1 when none */
-  uint32_t src_file; /* its index in the model */
+  struct tpl__verify_result res; /* what was compared so far */
 };
 
 /* A count of shard-info.json: 1..65536; `dflt` when absent (0: required). */
@@ -134,17 +132,17 @@ static json_t *expected_metadata(const struct verify *v, uint32_t r) {
 
 /* Reads the __metadata__ of rank r's file (already parsed strictly by
  * tpl__st_load, so its length is sound). */
-static json_t *file_metadata(const struct verify *v, uint32_t r,
-                             uint64_t size) {
+static json_t *file_metadata(const struct verify *v, uint32_t r) {
+  const struct tpl__file *f = &v->outs[r]->files[0];
   uint8_t pre[8];
   uint64_t hl = 0;
   uint8_t *hdr;
   json_t *meta = NULL;
-  if (tpl__pread_full(v->fds[r], pre, sizeof(pre), 0) != 0 ||
-      tpl__st_header_len(pre, sizeof(pre), size, "", &hl, NULL) != 0)
+  if (tpl__pread_full(f->fd, pre, sizeof(pre), 0) != 0 ||
+      tpl__st_header_len(pre, sizeof(pre), f->size, "", &hl, NULL) != 0)
     return NULL;
   hdr = malloc((size_t)hl + 8);
-  if (hdr != NULL && tpl__pread_full(v->fds[r], hdr, (size_t)hl + 8, 0) == 0)
+  if (hdr != NULL && tpl__pread_full(f->fd, hdr, (size_t)hl + 8, 0) == 0)
     meta = header_metadata(hdr, (size_t)hl + 8);
   free(hdr);
   return meta;
@@ -152,9 +150,8 @@ static json_t *file_metadata(const struct verify *v, uint32_t r,
 
 /* Rank r's file says where r sits in the grid, as preshard writes it. */
 static int check_rank_metadata(const struct verify *v, uint32_t r,
-                               const char *path, uint64_t size,
-                               struct tpl_error *err) {
-  json_t *want = expected_metadata(v, r), *got = file_metadata(v, r, size);
+                               const char *path, struct tpl_error *err) {
+  json_t *want = expected_metadata(v, r), *got = file_metadata(v, r);
   struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
   char *w = want ? json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -175,15 +172,13 @@ static int check_rank_metadata(const struct verify *v, uint32_t r,
 
 static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
   char name[64], *path;
-  uint64_t size;
   int rc;
   snprintf(name, sizeof(name), "rank%u.safetensors", r);
   path = tpl__path_join(v->dir, name);
   if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   v->outs[r] = tpl__model_new(TPL_FMT_SAFETENSORS, v->dir);
   rc = v->outs[r] ? tpl__st_load(path, name, v->outs[r], err) : -ENOMEM;
-  if (rc == 0) rc = tpl__open_regular(path, &v->fds[r], &size, err);
-  if (rc == 0) rc = check_rank_metadata(v, r, path, size, err);
+  if (rc == 0) rc = check_rank_metadata(v, r, path, err);
   if (rc == 0 && v->outs[r]->ntensors != held_count(v->job, r))
     rc = tpl__fail(err, TPL_EMISMATCH, "%s: expected %zu tensors, found %zu",
                    path, held_count(v->job, r), v->outs[r]->ntensors);
@@ -212,80 +207,19 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i, size_t k,
   return 0;
 }
 
-/* shard-info.json's "ranks" entry of rank r in params entry `p`, or NULL. */
-static json_t *rank_entry(json_t *p, uint32_t r) {
-  json_t *ranks = json_object_get(p, "ranks"), *e;
-  size_t k;
-  json_array_foreach(ranks, k, e) {
-    if (json_integer_value(json_object_get(e, "rank")) == (json_int_t)r)
-      return e;
-  }
-  return NULL;
-}
-
-/* The recorded ranks of params[i] are its holders in rank order, each
- * with the bytes every holder has. */
-static int same_holders(const struct verify *v, size_t i, json_t *ranks) {
-  const struct tpl__job *job = v->job;
-  size_t k = 0;
-  for (uint32_t r = 0; r < job->grid.world; r++) {
-    json_t *rk, *nb;
-    if (!tpl__job_holds(job, i, r)) continue;
-    rk = json_array_get(ranks, k++);
-    nb = json_object_get(rk, "nbytes");
-    if (json_integer_value(json_object_get(rk, "rank")) != (json_int_t)r ||
-        !json_is_integer(nb) ||
-        (uint64_t)json_integer_value(nb) != job->tensors[i].rank_bytes)
-      return 0;
-  }
-  return k == json_array_size(ranks);
-}
-
-/* shard-info.json's params[i] must say what the model and plan say, apart
- * from the per-rank checksums (checked against the files' bytes) and the
- * holders' coordinates (which the grid gives). */
-static int check_param(const struct verify *v, size_t i,
-                       struct tpl_error *err) {
-  json_t *want = json_array_get(json_object_get(v->expect, "params"), i);
-  json_t *got =
-      json_deep_copy(json_array_get(json_object_get(v->info, "params"), i));
-  int same = same_holders(v, i, json_object_get(got, "ranks"));
-  json_object_del(got, "ranks");
-  same = same && json_equal(want, got);
-  json_decref(got);
-  if (!same)
-    return tpl__fail(err, TPL_EMISMATCH,
-                     "shard-info.json: params[%zu] ('%s'): expected the "
-                     "shard info the model and plan give, found another",
-                     i, v->job->tensors[i].name);
-  return 0;
-}
-
-/* shard-info.json's recorded checksum of tensor i on rank r. */
-static int recorded_xxh3(const struct verify *v, size_t i, uint32_t r,
-                         uint64_t *out) {
-  json_t *p = json_array_get(json_object_get(v->info, "params"), i);
-  const char *hex =
-      json_string_value(json_object_get(rank_entry(p, r), "xxh3"));
-  char *end;
-  if (hex == NULL || strlen(hex) != 16) return TPL_EFORMAT;
-  *out = strtoull(hex, &end, 16);
-  return *end == '\0' ? 0 : TPL_EFORMAT;
-}
-
 /* Rank r's copy of tensor i (the next tensor of its file) against
  * v->want, the shard the model gives for r's shard t; on a replica d > 0
  * that is also what replica 0's rank at the same (p, t) was held to. */
 static int compare_rank(struct verify *v, size_t i, uint32_t r,
-                        struct tpl__verify_result *res, struct tpl_error *err) {
+                        struct tpl_error *err) {
   const struct tpl__job_tensor *t = &v->job->tensors[i];
   size_t k = v->pos[r]++;
   const struct tpl__tensor *o = &v->outs[r]->tensors[k];
   struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
-  uint64_t rec;
   int rc = check_meta(v, r, i, k, o, err);
   if (rc == 0)
-    rc = tpl__pread_full(v->fds[r], v->got, (size_t)t->rank_bytes, o->offset);
+    rc = tpl__pread_full(v->outs[r]->files[0].fd, v->got, (size_t)t->rank_bytes,
+                         o->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "rank%u.safetensors: '%s': %s", r, t->name,
                      tpl_strerror(rc));
@@ -296,14 +230,10 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
                      "d %u, p %u, t %u%s)",
                      r, t->name, r, c.d, c.p, c.t,
                      c.d > 0 ? "; replica 0 holds the right bytes" : "");
-  if (recorded_xxh3(v, i, r, &rec) != 0 ||
-      rec != XXH3_64bits(v->got, (size_t)t->rank_bytes))
-    return tpl__fail(err, TPL_EMISMATCH,
-                     "shard-info.json: tensor '%s' rank %u: checksum missing "
-                     "or different from the file's bytes",
-                     t->name, r);
-  res->tensors++;
-  res->bytes += t->rank_bytes;
+  v->found[r].nbytes = t->rank_bytes;
+  v->found[r].xxh3 = XXH3_64bits(v->got, (size_t)t->rank_bytes);
+  v->res.tensors++;
+  v->res.bytes += t->rank_bytes;
   return 0;
 }
 
@@ -320,61 +250,84 @@ static int expected_shard(struct verify *v, size_t i, uint32_t t,
 /* Every holder of tensor i, shard by shard: each shard t is recomputed
  * once and checked on the ranks of every stage and replica that hold
  * it. */
-static int compare_holders(struct verify *v, size_t i,
-                           struct tpl__verify_result *res,
-                           struct tpl_error *err) {
+static int compare_holders(struct verify *v, size_t i, struct tpl_error *err) {
   const struct tpl__grid *g = &v->job->grid;
   int rc = 0;
   for (uint32_t t = 0; rc == 0 && t < g->tp; t++) {
     rc = expected_shard(v, i, t, err);
     for (uint32_t r = t; rc == 0 && r < g->world; r += g->tp)
-      if (tpl__job_holds(v->job, i, r)) rc = compare_rank(v, i, r, res, err);
+      if (tpl__job_holds(v->job, i, r)) rc = compare_rank(v, i, r, err);
   }
   return rc;
 }
 
-/* Makes *p hold at least `need` bytes, keeping the larger buffer. */
-static int reserve(uint8_t **p, size_t *cap, size_t need) {
-  uint8_t *n;
-  if (*p != NULL && *cap >= need) return 0;
-  n = realloc(*p, need ? need : 1);
-  if (n == NULL) return -ENOMEM;
-  *p = n;
-  *cap = need;
+/* Gives `want`'s ranks the checksums `got` records for them; returns the
+ * first rank whose recorded checksum is missing or another, or -1. */
+static json_int_t adopt_checksums(json_t *want, json_t *got) {
+  json_t *ranks = json_object_get(got, "ranks"), *e;
+  json_int_t first = -1;
+  size_t k;
+  json_array_foreach(json_object_get(want, "ranks"), k, e) {
+    json_t *sum = json_object_get(json_array_get(ranks, k), "xxh3");
+    if (first < 0 && !json_equal(sum, json_object_get(e, "xxh3")))
+      first = json_integer_value(json_object_get(e, "rank"));
+    json_object_del(e, "xxh3");
+    if (sum != NULL) json_object_set(e, "xxh3", sum);
+  }
+  return first;
+}
+
+/* shard-info.json's params[i] must be what preshard writes for it: the
+ * shard info the model and plan give, with the checksums of the bytes the
+ * rank files hold (v->found). A difference in checksums alone names the
+ * rank. */
+static int check_param(const struct verify *v, size_t i,
+                       struct tpl_error *err) {
+  json_t *want = tpl__shardinfo_param(v->job, i, v->found);
+  json_t *got = json_array_get(json_object_get(v->info, "params"), i);
+  int same = json_equal(want, got);
+  json_int_t r = same ? -1 : adopt_checksums(want, got);
+  int sums_only = r >= 0 && json_equal(want, got);
+  if (want == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  json_decref(want);
+  if (sums_only)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "shard-info.json: tensor '%s' rank %u: checksum missing "
+                     "or different from the file's bytes",
+                     v->job->tensors[i].name, (uint32_t)r);
+  if (!same)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "shard-info.json: params[%zu] ('%s'): expected the "
+                     "shard info the model and plan give, with the rank "
+                     "files' checksums, found another",
+                     i, v->job->tensors[i].name);
   return 0;
 }
 
-/* Tensors come file by file, so each model file is opened once. */
-static int source_fd(struct verify *v, uint32_t file, struct tpl_error *err) {
-  uint64_t size;
-  int rc;
-  if (v->src_fd >= 0 && v->src_file == file) return 0;
-  if (v->src_fd >= 0) close(v->src_fd);
-  v->src_fd = -1;
-  rc = tpl__open_regular(v->model->files[file].path, &v->src_fd, &size, err);
-  if (rc == 0) v->src_file = file;
-  return rc;
+static int compare_tensor(struct verify *v, size_t i, struct tpl_error *err) {
+  const struct tpl__tensor *t = &v->model->tensors[i];
+  const struct tpl__file *f = &v->model->files[t->file];
+  int rc = tpl__pread_full(f->fd, v->src, (size_t)t->stored_bytes, t->offset);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, t->name,
+                     tpl_strerror(rc));
+  rc = compare_holders(v, i, err);
+  return rc != 0 ? rc : check_param(v, i, err);
 }
 
-static int compare_tensor(struct verify *v, size_t i,
-                          struct tpl__verify_result *res,
-                          struct tpl_error *err) {
-  const struct tpl__tensor *t = &v->model->tensors[i];
-  const struct tpl__job_tensor *jt = &v->job->tensors[i];
-  int rc;
-  if (reserve(&v->src, &v->src_cap, (size_t)t->stored_bytes) != 0 ||
-      reserve(&v->want, &v->want_cap, (size_t)jt->rank_bytes) != 0 ||
-      reserve(&v->got, &v->got_cap, (size_t)jt->rank_bytes) != 0)
-    return tpl__fail(err, -ENOMEM, "tensor '%s': out of memory", t->name);
-  rc = source_fd(v, t->file, err);
-  if (rc != 0) return rc;
-  rc = tpl__pread_full(v->src_fd, v->src, (size_t)t->stored_bytes, t->offset);
-  if (rc != 0)
-    return tpl__fail(err, rc, "%s: tensor '%s': %s",
-                     v->model->files[t->file].path, t->name, tpl_strerror(rc));
-  rc = check_param(v, i, err);
-  if (rc == 0) rc = compare_holders(v, i, res, err);
-  return rc;
+/* The buffers, for the largest tensor and the largest shard. */
+static int alloc_buffers(struct verify *v) {
+  uint64_t src = 1, shard = 1;
+  for (size_t i = 0; i < v->job->ntensors; i++) {
+    if (v->model->tensors[i].stored_bytes > src)
+      src = v->model->tensors[i].stored_bytes;
+    if (v->job->tensors[i].rank_bytes > shard)
+      shard = v->job->tensors[i].rank_bytes;
+  }
+  v->src = malloc((size_t)src);
+  v->want = malloc((size_t)shard);
+  v->got = malloc((size_t)shard);
+  return v->src && v->want && v->got ? 0 : -ENOMEM;
 }
 
 /* The directory holds exactly rank0..rank{N-1}, and shard-info.json one
@@ -417,36 +370,29 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   if (rc == 0)
     rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
                        err);
-  if (rc == 0 && tpl__shardinfo_build(v->job, NULL, &v->expect) != 0)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
   if (rc == 0) rc = check_layout(v, world, err);
   if (rc != 0) return rc;
   v->outs = calloc(world, sizeof(*v->outs));
-  v->fds = calloc(world, sizeof(*v->fds));
   v->pos = calloc(world, sizeof(*v->pos));
-  if (v->outs == NULL || v->fds == NULL || v->pos == NULL)
+  v->found = calloc(world, sizeof(*v->found));
+  if (v->outs == NULL || v->pos == NULL || v->found == NULL ||
+      alloc_buffers(v) != 0)
     return tpl__fail(err, -ENOMEM, "out of memory");
-  for (uint32_t r = 0; r < world; r++)
-    v->fds[r] = -1;
   for (uint32_t r = 0; rc == 0 && r < world; r++)
     rc = open_rank_file(v, r, err);
   return rc;
 }
 
 static void verify_free(struct verify *v) {
-  for (uint32_t r = 0; v->job && v->outs && r < v->job->grid.world; r++) {
+  for (uint32_t r = 0; v->job && v->outs && r < v->job->grid.world; r++)
     tpl__model_free(v->outs[r]);
-    if (v->fds[r] >= 0) close(v->fds[r]);
-  }
   free(v->outs);
-  free(v->fds);
   free(v->pos);
+  free(v->found);
   free(v->src);
   free(v->want);
   free(v->got);
-  if (v->src_fd >= 0) close(v->src_fd);
   json_decref(v->info);
-  json_decref(v->expect);
   tpl__job_free(v->job);
   tpl__plan_free(v->plan);
   tpl__model_free(v->model);
@@ -456,16 +402,14 @@ int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
                 struct tpl__verify_result *out, struct tpl_error *err) {
   struct verify v = {0};
-  struct tpl__verify_result res = {0};
   int rc;
   v.dir = dir;
-  v.src_fd = -1;
   rc = prepare(&v, model, plan, want, err);
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
-    rc = compare_tensor(&v, i, &res, err);
+    rc = compare_tensor(&v, i, err);
   if (rc == 0) {
-    res.grid = v.job->grid;
-    *out = res;
+    v.res.grid = v.job->grid;
+    *out = v.res;
   }
   verify_free(&v);
   return rc;

@@ -25,14 +25,20 @@ copy  # flip the last byte of rank 1's file (inside the last tensor's data)
 "$ORACLE" -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-1]^=1; open(p,"wb").write(b)' "$T_TMP/bad/rank1.safetensors"
 expect_bad "one flipped byte" "rank1.safetensors: tensor"
 
-copy  # a checksum in shard-info.json that is not the file's
-"$ORACLE" -c '
+# wrong_checksum R: rank R's checksum of params[3] in shard-info.json is
+# not its file's
+wrong_checksum() {
+  copy
+  "$ORACLE" -c '
 import json, sys
 p = sys.argv[1]; d = json.load(open(p))
-r = d["params"][3]["ranks"][0]
+r = d["params"][3]["ranks"][int(sys.argv[2])]
 r["xxh3"] = "%016x" % (int(r["xxh3"], 16) ^ 1)
-json.dump(d, open(p, "w"))' "$T_TMP/bad/shard-info.json"
-expect_bad "wrong checksum" "checksum"
+json.dump(d, open(p, "w"))' "$T_TMP/bad/shard-info.json" "$1"
+  expect_bad "wrong checksum of rank $1" "' rank $1: checksum"
+}
+wrong_checksum 0
+wrong_checksum 1
 
 copy  # a shape in shard-info.json that the plan does not give
 "$ORACLE" -c '
