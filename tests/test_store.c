@@ -1,0 +1,104 @@
+/* test_store.c - the shard store's preparation (store.c): a memfd store
+ * is prepared in steps that the writer and the prefault thread share, and
+ * whoever prepares, every byte the writer puts in must read back the same
+ * through the sealed read-only mapping.  Sizes are not multiples of the
+ * 32 MiB step or of 2 MiB, so the last step is a partial one. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "tap.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define SIZE (100 * MIB + 4099)
+
+static uint8_t pattern(uint64_t off) {
+  return (uint8_t)(off * 2654435761u >> 13);
+}
+
+/* Prepares and writes [0, size) in uneven pieces, as the engine does
+ * tensor by tensor. */
+static int write_in_pieces(struct tpl__store *s) {
+  uint64_t off = 0, piece = 3 * MIB + 17;
+  while (off < s->size) {
+    uint64_t end = s->size - off > piece ? off + piece : s->size;
+    if (tpl__store_prepare(s, end, NULL) != 0) return -1;
+    for (uint64_t i = off; i < end; i++)
+      s->base[i] = pattern(i);
+    off = end;
+    piece = piece * 3 / 2;
+  }
+  return 0;
+}
+
+static int reads_back(const struct tpl__store *s) {
+  for (uint64_t i = 0; i < s->size; i++)
+    if (s->base[i] != pattern(i)) return 0;
+  return 1;
+}
+
+static void check_memfd_store(int with_thread) {
+  struct tpl__store s;
+  REQUIRE(tpl__store_create_huge(&s, SIZE, 1, TPL_HUGE_OFF, NULL) == 0);
+  if (with_thread) tpl__store_prefault(&s);
+  CHECK_EQ_INT(write_in_pieces(&s), 0);
+  /* Beyond the end and again from the start: nothing left to prepare. */
+  CHECK_EQ_INT(tpl__store_prepare(&s, SIZE + 5 * MIB, NULL), 0);
+  CHECK_EQ_INT(tpl__store_prepare(&s, 1, NULL), 0);
+  CHECK_EQ_INT(tpl__store_seal(&s, NULL), 0);
+  CHECK(reads_back(&s));
+  CHECK_EQ_INT(fcntl(s.fd, F_GET_SEALS) & F_SEAL_WRITE, F_SEAL_WRITE);
+  CHECK_EQ_INT(tpl__store_prepare(&s, SIZE, NULL), 0); /* sealed: no-op */
+  tpl__store_free(&s);
+}
+
+static void test_memfd_prepared_by_writer_alone(void) {
+  check_memfd_store(0);
+}
+
+static void test_memfd_prepared_with_thread(void) {
+  check_memfd_store(1);
+}
+
+/* The thread may be anywhere when the writer jumps to the end at once. */
+static void test_memfd_writer_jumps_to_end(void) {
+  struct tpl__store s;
+  REQUIRE(tpl__store_create_huge(&s, SIZE, 1, TPL_HUGE_OFF, NULL) == 0);
+  tpl__store_prefault(&s);
+  CHECK_EQ_INT(tpl__store_prepare(&s, SIZE, NULL), 0);
+  for (uint64_t i = 0; i < s.size; i++)
+    s.base[i] = pattern(i);
+  CHECK_EQ_INT(tpl__store_seal(&s, NULL), 0);
+  CHECK(reads_back(&s));
+  tpl__store_free(&s);
+}
+
+/* Freed while the thread still works: joined, nothing leaks. */
+static void test_memfd_freed_while_prefaulting(void) {
+  struct tpl__store s;
+  REQUIRE(tpl__store_create_huge(&s, SIZE, 1, TPL_HUGE_OFF, NULL) == 0);
+  tpl__store_prefault(&s);
+  tpl__store_free(&s);
+  CHECK_EQ_INT(s.fd, -1);
+}
+
+/* A private store's writer never waits for the thread. */
+static void test_private_store(void) {
+  struct tpl__store s;
+  REQUIRE(tpl__store_create_private(&s, SIZE, 1, NULL) == 0);
+  tpl__store_prefault(&s);
+  CHECK_EQ_INT(write_in_pieces(&s), 0);
+  CHECK(reads_back(&s));
+  tpl__store_free(&s);
+}
+
+int main(void) {
+  RUN(test_memfd_prepared_by_writer_alone);
+  RUN(test_memfd_prepared_with_thread);
+  RUN(test_memfd_writer_jumps_to_end);
+  RUN(test_memfd_freed_while_prefaulting);
+  RUN(test_private_store);
+  return tap_done();
+}
