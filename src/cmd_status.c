@@ -48,9 +48,10 @@ static const char status_help[] =
 /* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
 static char *rank0_path(const char *path) {
   const char *slash = strrchr(path, '/');
-  int dir = slash != NULL ? (int)(slash - path) + 1 : 0;
-  char *out = malloc((size_t)dir + sizeof("rank0.sock"));
-  if (out != NULL) sprintf(out, "%.*srank0.sock", dir, path);
+  size_t dir_len = slash != NULL ? (size_t)(slash - path) + 1 : 0;
+  size_t size = dir_len + sizeof("rank0.sock");
+  char *out = malloc(size);
+  if (out != NULL) snprintf(out, size, "%.*srank0.sock", (int)dir_len, path);
   return out;
 }
 

@@ -284,11 +284,11 @@ static json_int_t adopt_checksums(json_t *want, json_t *got) {
 static int check_param(const struct verify *v, size_t i,
                        struct tpl_error *err) {
   json_t *want = tpl__shardinfo_param(v->job, i, v->found);
+  if (want == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   json_t *got = json_array_get(json_object_get(v->info, "params"), i);
   int same = json_equal(want, got);
   json_int_t r = same ? -1 : adopt_checksums(want, got);
   int sums_only = r >= 0 && json_equal(want, got);
-  if (want == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   json_decref(want);
   if (sums_only)
     return tpl__fail(err, TPL_EMISMATCH,

@@ -48,6 +48,14 @@ d["params"][5]["shape"][0] += 1
 json.dump(d, open(p, "w"))' "$T_TMP/bad/shard-info.json"
 expect_bad "wrong shape in shard-info.json" "params\[5\]"
 
+copy  # a key in a ranks entry of shard-info.json that preshard never writes
+"$ORACLE" -c '
+import json, sys
+p = sys.argv[1]; d = json.load(open(p))
+d["params"][3]["ranks"][0]["extra"] = 1
+json.dump(d, open(p, "w"))' "$T_TMP/bad/shard-info.json"
+expect_bad "an extra key in a ranks entry" "params\[3\]"
+
 copy; cp "$T_TMP/bad/rank0.safetensors" "$T_TMP/bad/rank2.safetensors"
 expect_bad "a stray rank file" "rank2.safetensors"
 
