@@ -177,16 +177,20 @@ static void *prefault_main(void *arg) {
 
 /* Whether this process may run on more than one CPU.  mpirun binds each
  * rank to one core when there are at most two ranks (and srun often
- * does): a prefault thread there only takes turns with the writer on the
- * same core, adding switches and waits (measured: serve's engine time
- * 0.51-1.01 s with the thread, 0.50-0.55 s without, 2 ranks). */
+ * does).  A memfd store's writer must wait for a step the thread is on,
+ * and on a shared core that thread is often not running: serve's engine
+ * time was 0.51-1.01 s with the thread there, 0.50-0.55 s without (2
+ * ranks, quiet).  A private store's writer never waits, and its thread
+ * still uses the time the rank spends waiting for MPI (load's job time
+ * 0.32 s with it, 0.38 s without), so it keeps its thread. */
 static int spare_cpu(void) {
   cpu_set_t set;
   return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 1;
 }
 
 void tpl__store_prefault(struct tpl__store *s) {
-  if (s->size == 0 || s->prefaulting || s->sealed || !spare_cpu()) return;
+  if (s->size == 0 || s->prefaulting || s->sealed) return;
+  if (s->fd >= 0 && !spare_cpu()) return;
   s->prefaulting = pthread_create(&s->prefaulter, NULL, prefault_main, s) == 0;
 }
 
