@@ -59,11 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pos += used;
     if (rc < 0) break; /* the daemon replies with an error and hangs up */
     if (rc == 1) {
-      const uint8_t *body;
-      size_t len;
-      body = fr.body;
-      len = fr.len;
-      handle(body, len);
+      handle(fr.body, fr.len);
       tpl__frame_reset(&fr);
     }
   }

@@ -244,34 +244,90 @@ static int raw_connect(void) {
   return connect_to(sock);
 }
 
-/* Reads n bytes within ms; returns bytes read (short on EOF/timeout). */
-static size_t read_for(int fd, uint8_t *buf, size_t n, int ms) {
+/* Keeps the descriptors a message passed in the free slots of fds[0..2)
+ * (all closed when fds is NULL or full). */
+static void keep_fds(struct msghdr *m, int *fds) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR(m, c))
+    for (size_t i = 0; c->cmsg_type == SCM_RIGHTS &&
+                       i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+         i++) {
+      int d;
+      memcpy(&d, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fds != NULL && fds[0] < 0)
+        fds[0] = d;
+      else if (fds != NULL && fds[1] < 0)
+        fds[1] = d;
+      else
+        close(d);
+    }
+}
+
+/* Reads n bytes within ms, the descriptors passed along as keep_fds does;
+ * returns bytes read (short on EOF/timeout). */
+static size_t read_for(int fd, uint8_t *buf, size_t n, int *fds, int ms) {
   size_t got = 0;
   while (got < n) {
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(4 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf + got, n - got};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.b,
+                       .msg_controllen = sizeof(ctl.b)};
     struct pollfd p = {.fd = fd, .events = POLLIN};
     ssize_t k;
     if (poll(&p, 1, ms) <= 0) break;
-    k = read(fd, buf + got, n - got);
+    k = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
     if (k <= 0) break;
+    keep_fds(&m, fds);
     got += (size_t)k;
   }
   return got;
 }
 
-/* Reads one reply frame; returns 0 and fills *r, or -1. */
-static int raw_reply(int fd, struct tpl__wire_response *r, int ms) {
-  uint8_t hdr[4], *body;
+/* Reads one frame (of at most 1 MiB) with its length header into *frame
+ * (malloc'd) and its descriptors into fds (two slots at -1, or NULL);
+ * returns its length, or 0. */
+static size_t raw_frame(int fd, uint8_t **frame, int *fds, int ms) {
+  uint8_t hdr[4];
   uint32_t len;
-  int rc;
-  if (read_for(fd, hdr, 4, ms) != 4) return -1;
+  *frame = NULL;
+  if (read_for(fd, hdr, 4, fds, ms) != 4) return 0;
   len = (uint32_t)hdr[0] << 24 | hdr[1] << 16 | hdr[2] << 8 | hdr[3];
-  if (len > (1u << 20)) return -1;
-  body = malloc(len + 1);
-  rc = read_for(fd, body, len, ms) == len
-           ? tpl__wire_decode_response(body, len, r, NULL)
-           : -1;
-  free(body);
+  if (len > (1u << 20)) return 0;
+  *frame = malloc(len + 4);
+  memcpy(*frame, hdr, 4);
+  return read_for(fd, *frame + 4, len, fds, ms) == len ? len + 4 : 0;
+}
+
+/* Reads one reply frame, its descriptors into fds as raw_frame does;
+ * returns 0 and fills *r, or -1. */
+static int raw_reply_fds(int fd, struct tpl__wire_response *r, int *fds,
+                         int ms) {
+  uint8_t *frame;
+  size_t len = raw_frame(fd, &frame, fds, ms);
+  int rc =
+      len > 0 ? tpl__wire_decode_response(frame + 4, len - 4, r, NULL) : -1;
+  free(frame);
   return rc;
+}
+
+static int raw_reply(int fd, struct tpl__wire_response *r, int ms) {
+  return raw_reply_fds(fd, r, NULL, ms);
+}
+
+/* Sends an attach request with `flags` on fd; 0 when it went whole. */
+static int raw_attach(int fd, unsigned flags) {
+  uint8_t *frame;
+  size_t len;
+  int ok;
+  if (tpl__wire_encode_request(TPL_REQ_ATTACH, flags, &frame, &len) != 0)
+    return -1;
+  ok = write(fd, frame, len) == (ssize_t)len;
+  free(frame);
+  return ok ? 0 : -1;
 }
 
 /* 1 when the daemon closes the connection (within HANG_MS). */
@@ -359,11 +415,11 @@ static void test_manifest(void) {
   tpl__wire_response_free(&r);
 }
 
-static void check_attached(void) {
+static void check_attached(const char *path) {
   struct tpl_shard *s = NULL;
   struct tpl_tensor_view v;
   char msg[256];
-  CHECK_EQ_INT(tpl_attach(sock, &s, msg, sizeof(msg)), 0);
+  CHECK_EQ_INT(tpl_attach(path, &s, msg, sizeof(msg)), 0);
   if (s == NULL) {
     printf("# attach: %s\n", msg);
     return;
@@ -390,7 +446,7 @@ static void check_attached(void) {
 }
 
 static void test_attach_lookup_every_tensor(void) {
-  check_attached();
+  check_attached(sock);
 }
 
 static void test_status_report_bytes(void) {
@@ -431,18 +487,20 @@ static uint8_t *read_memfd(int fd, size_t len) {
 /* The attach reply for a client that asks for the table's memfd: two
  * sealed fds, no table in the reply, and the table memfd holds byte for
  * byte what a client lays out from the compact table an older client
- * gets (the fallback for older daemons). */
+ * gets (as it does from an older daemon: test_attach_old_daemon).  Both
+ * attaches go over one connection, which keeps serving after a reply
+ * that carried descriptors. */
 static void test_attach_table_memfd(void) {
   struct tpl__wire_response r = {0}, old = {0};
-  int fds[2] = {-1, -1}, ofd[2] = {-1, -1};
+  int fds[2] = {-1, -1}, ofd[2] = {-1, -1}, s = raw_connect();
   uint8_t *mine = NULL, *theirs = NULL;
   size_t len = 0;
-  CHECK_EQ_INT(tpl__client_call(sock, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
-                                HANG_MS, &r, fds, 2, NULL),
-               0);
-  CHECK_EQ_INT(
-      tpl__client_call(sock, TPL_REQ_ATTACH, 0, HANG_MS, &old, ofd, 2, NULL),
-      0);
+  REQUIRE(s >= 0);
+  CHECK_EQ_INT(raw_attach(s, TPL_REQ_F_TABLE_FD), 0);
+  CHECK_EQ_INT(raw_reply_fds(s, &r, fds, HANG_MS), 0);
+  CHECK_EQ_INT(raw_attach(s, 0), 0);
+  CHECK_EQ_INT(raw_reply_fds(s, &old, ofd, HANG_MS), 0);
+  close(s);
   CHECK(fds[0] >= 0 && fds[1] >= 0);
   CHECK(ofd[0] >= 0 && ofd[1] == -1); /* the store only */
   CHECK_EQ_U64(r.ntensors, 0);
@@ -475,6 +533,75 @@ static void test_status_counters(void) {
   CHECK(r.uptime_seconds >= 0);
   CHECK_EQ_U64(r.attaches, 3); /* tpl_attach, and the two raw ones */
   tpl__wire_response_free(&r);
+}
+
+/* Sends `len` bytes of `frame` on fd with descriptor `pass`; 0 when they
+ * went whole. */
+static int send_with_fd(int fd, const uint8_t *frame, size_t len, int pass) {
+  union {
+    struct cmsghdr h;
+    char b[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct iovec iov = {(void *)frame, len};
+  struct msghdr m = {.msg_iov = &iov,
+                     .msg_iovlen = 1,
+                     .msg_control = ctl.b,
+                     .msg_controllen = sizeof(ctl.b)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &pass, sizeof(int));
+  return sendmsg(fd, &m, 0) == (ssize_t)len ? 0 : -1;
+}
+
+/* An older daemon, forked, listening on `path` (bound before the fork):
+ * it reads its one client's request and answers it with what the daemon
+ * sends a client that does not ask for the table's memfd, the compact
+ * table and the store's memfd only.  It exits 0 when it relayed such a
+ * reply whole (and dies of SIGALRM when no client comes). */
+static pid_t fake_old_daemon(const char *path) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  pid_t p;
+  memcpy(sa.sun_path, path, strlen(path) + 1);
+  if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+      listen(l, 1) != 0)
+    abort();
+  fflush(stdout);
+  p = fork();
+  if (p == 0) {
+    int c, d, fds[2] = {-1, -1};
+    uint8_t *req, *reply = NULL;
+    size_t len;
+    alarm(HANG_MS / 1000);
+    c = accept(l, NULL, NULL);
+    d = raw_connect();
+    len = raw_frame(c, &req, NULL, HANG_MS) > 0 && raw_attach(d, 0) == 0
+              ? raw_frame(d, &reply, fds, HANG_MS)
+              : 0;
+    _exit(len > 0 && fds[0] >= 0 && fds[1] < 0 &&
+                  send_with_fd(c, reply, len, fds[0]) == 0
+              ? 0
+              : 1);
+  }
+  close(l);
+  return p;
+}
+
+/* A new client attached to an older daemon (no table memfd, the table in
+ * the reply) still finds every tensor.  After test_status_counters, which
+ * counts the attaches before it. */
+static void test_attach_old_daemon(void) {
+  char path[340];
+  pid_t p;
+  int st = -1;
+  snprintf(path, sizeof(path), "%s/old.sock", sockdir);
+  p = fake_old_daemon(path);
+  check_attached(path);
+  waitpid(p, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  unlink(path);
 }
 
 /* Runs a command with stdout sent to `out`; returns its exit code. */
@@ -772,7 +899,7 @@ static void test_300_connections(void) {
   for (int i = 0; i < N; i++)
     if (fds[i] >= 0) close(fds[i]);
   CHECK(health_ok_again());
-  check_attached();
+  check_attached(sock);
 }
 
 static void test_other_uid_refused(void) {
@@ -895,6 +1022,7 @@ int main(void) {
   RUN(test_status_summary);
   RUN(test_attach_table_memfd);
   RUN(test_status_counters);
+  RUN(test_attach_old_daemon);
   RUN(test_status_command);
   RUN(test_status_command_tensors);
   RUN(test_dump_command);
