@@ -130,10 +130,9 @@ static uint32_t step_count(uint64_t bytes) {
 
 /* Puts step `k` of the writable mapping in huge pages where it can (a
  * memfd needs MADV_COLLAPSE unless it is hugetlb; private memory is
- * advised already) and populates it
- * writable in one pass: a shared mapping would otherwise take one write
- * fault per 4 KiB page.  Returns 0 or -errno; EINVAL (an old kernel) is
- * not an error: pages fault in. */
+ * advised already) and populates it writable in one pass: a shared
+ * mapping would otherwise take one write fault per 4 KiB page.  Returns 0
+ * or -errno; EINVAL (an old kernel) is not an error: pages fault in. */
 static int populate(const struct tpl__store *s, uint32_t k) {
   uint64_t from = (uint64_t)k * PREPARE_STEP;
   uint64_t to = s->size - from > PREPARE_STEP ? from + PREPARE_STEP : s->size;
@@ -154,9 +153,7 @@ static int step_left(const struct tpl__store *s, uint32_t below) {
 /* The prefault thread: takes steps from the start, so that the page
  * clearing runs beside the transfer (on another core when one is free)
  * instead of inside it.  The step it is on is marked in the same lock
- * that hands it out, and a writer waiting for it is woken when it ends.
- * A private store's writer never waits: it faults in what the thread has
- * not reached. */
+ * that hands it out, and a writer waiting for it is woken when it ends. */
 static void *prefault_main(void *arg) {
   struct tpl__store *s = arg;
   pthread_mutex_lock(&s->lock);

@@ -58,11 +58,12 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
 /* Starts a thread that populates the whole store (huge pages where the
  * kernel allows) from the start, ahead of the writer; tpl__store_prepare
  * shares the steps with it (it takes those the thread has not, and waits
- * only for one the thread is on).  None is started for a memfd store
- * where this process is bound to a single CPU (the writer would wait for
- * a thread that takes turns with it).  Best effort: without a thread the store
- * is populated as it is written.  Joined by tpl__store_seal and
- * tpl__store_free; the store must not move meanwhile. */
+ * only for one the thread is on; a private store's writer never waits and
+ * faults in what the thread has not reached).  None is started for a
+ * memfd store where this process is bound to a single CPU (the writer
+ * would wait for a thread that takes turns with it).  Best effort:
+ * without a thread the store is populated as it is written.  Joined by
+ * tpl__store_seal and tpl__store_free; the store must not move meanwhile. */
 void tpl__store_prefault(struct tpl__store *s);
 
 /* Prepares a memfd store's bytes [0, end) for writing, in huge pages
