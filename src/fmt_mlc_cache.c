@@ -339,8 +339,11 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
   for (size_t k = 0; rc == 0 && k < json_array_size(recs); k++)
     rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
   if (rc != 0) return rc;
-  qsort(c->m->tensors + s.first, c->m->ntensors - s.first,
-        sizeof(*c->m->tensors), cmp_offset);
+  /* A shard without records may come before any tensor was added: the
+   * model's array is then still NULL, which qsort must not be given. */
+  if (c->m->ntensors > s.first)
+    qsort(c->m->tensors + s.first, c->m->ntensors - s.first,
+          sizeof(*c->m->tensors), cmp_offset);
   return check_overlaps(c, &s, err);
 }
 
