@@ -36,6 +36,7 @@
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"
+#include "finisher.h"
 #include "job.h"
 #include "model.h"
 #include "plan.h"
@@ -85,7 +86,8 @@ struct engine {
   size_t report_len;
   struct slot slots[2];
   uint64_t chunk;
-  MPI_Request shutdown_req; /* while the sink runs (shutdown_arm) */
+  struct tpl__finisher finisher; /* rank 0's (finish_own) */
+  MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
 
@@ -508,9 +510,12 @@ static int next_extent(const struct engine *e, struct file_walk *w,
   return 0;
 }
 
+/* Delivers the chunk's pieces, then lets rank 0's finisher have every
+ * tensor whose last byte was in the chunk. */
 static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
                          uint64_t pos, uint64_t len, struct tpl_error *err) {
   uint64_t packed = 0;
+  size_t complete = 0;
   for (size_t i = w->scan; i < w->end; i++) {
     const struct tpl__job_tensor *t = &e->job->tensors[i];
     uint64_t tb = t->file_offset, te = t->file_offset + t->stored_bytes;
@@ -527,7 +532,9 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
       rc = deliver_part(e, s, &pc, w->layouts, w->dests, &w->own, &packed, err);
     if (rc != 0) return rc;
     w->done += pc.e - pc.b;
+    if (pc.e == t->stored_bytes) complete = i + 1;
   }
+  tpl__finisher_release(&e->finisher, complete);
   return batch_flush(s, err);
 }
 
@@ -648,23 +655,26 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
   return 0;
 }
 
-/* A receiver finishes a tensor as soon as it has it, while its bytes are
- * fresh in cache and rank 0 is still sending, unless it forwards the
- * tensor down the chain (to `to`, its successor, or -1): those bytes must
- * stay as received until the forwarding sends complete.  Rank 0 finishes
- * everything after sending. */
-static int finished_on_receipt(const struct engine *e, int to) {
-  return e->rank != 0 && to < 0;
+/* Rank 0's finisher step (finisher.h): rank 0 hands it each of its
+ * tensors as the tensor's last bytes land in its store (deliver_chunk),
+ * so decoding, scaling and hashing them runs beside reading and sending,
+ * on a neighbouring core where the launcher bound rank 0 to one (a pass
+ * after the sends took 0.05 s of a 0.25 s job, 2 ranks, 1 GiB). */
+static int finish_own(void *ctx, size_t i, struct tpl_error *err) {
+  struct engine *e = ctx;
+  return tpl__job_holds(e->job, i, 0) ? finish_tensor(e, i, err) : 0;
 }
 
-/* Finishes the tensors this rank holds that were not finished on
- * receipt. */
+/* A receiver finishes a tensor as soon as it has it, while its bytes are
+ * fresh in cache and rank 0 is still sending, unless it forwards the
+ * tensor down the chain: those bytes must stay as received until the
+ * forwarding sends complete, so it finishes them here, after. */
 static int finish_store(struct engine *e, struct tpl_error *err) {
+  if (e->rank == 0) return tpl__finisher_join(&e->finisher, err);
   for (size_t i = 0; i < e->job->ntensors; i++) {
-    int rc = !tpl__job_holds(e->job, i, e->rank) ||
-                     finished_on_receipt(e, successor(e, i))
-                 ? 0
-                 : finish_tensor(e, i, err);
+    int rc = tpl__job_holds(e->job, i, e->rank) && successor(e, i) >= 0
+                 ? finish_tensor(e, i, err)
+                 : 0;
     if (rc != 0) return rc;
   }
   return 0;
@@ -781,7 +791,7 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
     to = successor(e, i);
     rc = receive_tensor(e, i, in, &fwd, to, err);
-    if (rc == 0 && finished_on_receipt(e, to)) rc = finish_tensor(e, i, err);
+    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -981,6 +991,8 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
+  if (e->rank == 0)
+    tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
   if (rc == 0) rc = finish_store(e, err);
   if (rc != 0) {

@@ -59,9 +59,9 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
  * kernel allows) from the start, ahead of the writer; tpl__store_prepare
  * shares the steps with it (it takes those the thread has not, and waits
  * only for one the thread is on; a private store's writer never waits and
- * faults in what the thread has not reached).  None is started for a
- * memfd store where this process is bound to a single CPU (the writer
- * would wait for a thread that takes turns with it).  Best effort:
+ * faults in what the thread has not reached).  The thread may run on any
+ * core of the rank's NUMA node, not only the one the launcher bound the
+ * rank to (affinity.h).  Best effort:
  * without a thread the store is populated as it is written.  Joined by
  * tpl__store_seal and tpl__store_free; the store must not move meanwhile. */
 void tpl__store_prefault(struct tpl__store *s);
