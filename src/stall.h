@@ -1,6 +1,6 @@
 /* stall.h - the progress deadline of the MPI commands (--stall-timeout):
  * a waiter that polls for completion asks this module what to do while
- * nothing completes.  It backs off (yields, then sleeps growing to 1 ms)
+ * nothing completes.  It backs off (sleeps 0.1 ms, growing to 1 ms)
  * instead of spinning, and says when nothing has progressed for the
  * timeout.  No MPI here: the engine polls its requests and calls in. */
 #ifndef TPL_STALL_H
@@ -13,7 +13,7 @@
 struct tpl__stall {
   double timeout; /* seconds without progress that end the job; 0 never */
   double last;    /* monotonic time of the last progress */
-  unsigned polls; /* sleeps since then */
+  unsigned polls; /* growing sleeps since then */
 };
 
 /* Starts a wait: progress "now", no idle polls yet. */
@@ -23,9 +23,9 @@ void tpl__stall_start(struct tpl__stall *s, double timeout);
 void tpl__stall_progress(struct tpl__stall *s);
 
 /* Nothing completed on this poll.  Returns 1 when the deadline has
- * passed (the caller ends the job), else waits a little (yields the CPU
- * during the first 10 ms without progress, then sleeps, 10 us doubling
- * up to 1 ms) and returns 0. */
+ * passed (the caller ends the job), else sleeps a little (0.1 ms during
+ * the first 10 ms without progress, then doubling up to 1 ms) and
+ * returns 0. */
 int tpl__stall_idle(struct tpl__stall *s);
 
 /* Seconds since the last progress. */
