@@ -17,10 +17,17 @@ static int cpu_on_node(int cpu, int node) {
   return access(path, F_OK) == 0;
 }
 
+static int node_exists(int node) {
+  char path[64];
+  snprintf(path, sizeof(path), "/sys/devices/system/node/node%d", node);
+  return access(path, F_OK) == 0;
+}
+
 /* Adds to `wide` every CPU of `node` when one of `mine` is on it. */
 static void add_node_if_mine(const cpu_set_t *mine, int node, int ncpu,
                              cpu_set_t *wide) {
   int mine_here = 0;
+  if (!node_exists(node)) return; /* nodes may be sparse: keep looking */
   for (int c = 0; c < ncpu && !mine_here; c++)
     mine_here = CPU_ISSET(c, mine) && cpu_on_node(c, node);
   for (int c = 0; mine_here && c < ncpu; c++)
