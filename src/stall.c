@@ -6,8 +6,8 @@
  * 10 ms without progress, then growing to 1 ms (so a transfer that
  * resumes is noticed quickly), and once no request has completed for the
  * stall timeout the engine ends the job naming the rank it was waiting
- * for.  It never only yields: a yielding rank stays runnable, so its core
- * looks busy and the helper threads (affinity.h) and oversubscribed
+ * for.  It does not yield instead: a yielding rank stays runnable, so its
+ * core looks busy and the helper threads (affinity.h) and oversubscribed
  * ranks queue behind it, where a sleeping one leaves the core idle.
  * Alternated runs, 1 GiB model, 2 ranks, job seconds: `serve' 0.51 ->
  * 0.35 s (medians of 10; spread 0.37-2.16 -> 0.33-0.45 s), `load' 0.32
