@@ -101,6 +101,19 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   return 0;
 }
 
+static int copy_files(struct tpl__job *job, const struct tpl_model *m) {
+  job->files = calloc(m->nfiles ? m->nfiles : 1, sizeof(*job->files));
+  if (job->files == NULL) return -ENOMEM;
+  job->nfiles = m->nfiles;
+  for (size_t f = 0; f < m->nfiles; f++) {
+    job->files[f].path = strdup(m->files[f].path);
+    job->files[f].size = m->files[f].size;
+    job->files[f].mtime_ns = m->files[f].mtime_ns;
+    if (job->files[f].path == NULL) return -ENOMEM;
+  }
+  return 0;
+}
+
 int tpl__job_from_model(const struct tpl_model *m,
                         const struct tpl__strategy *strategies,
                         const struct tpl__stages *stages,
@@ -115,7 +128,8 @@ int tpl__job_from_model(const struct tpl_model *m,
   job->model = strdup(model_arg);
   job->plan_source = strdup(plan_source ? plan_source : "");
   job->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof(*job->tensors));
-  if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL)
+  if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL ||
+      copy_files(job, m) != 0)
     goto nomem;
   job->ntensors = m->ntensors;
   for (size_t i = 0; i < m->ntensors; i++) {
@@ -219,6 +233,12 @@ int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
   return 0;
 }
 
+int tpl__job_bytes_final(const struct tpl__job *job, size_t i) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  return t->encoding == TPL_ENC_RAW &&
+         !(t->kind == TPL_RULE_SCALE_BIAS && job->bias_scaling);
+}
+
 void tpl__job_free(struct tpl__job *job) {
   if (job == NULL) return;
   for (size_t i = 0; job->tensors != NULL && i < job->ntensors; i++) {
@@ -226,6 +246,9 @@ void tpl__job_free(struct tpl__job *job) {
     free(job->tensors[i].func_name);
   }
   free(job->tensors);
+  for (size_t f = 0; job->files != NULL && f < job->nfiles; f++)
+    free(job->files[f].path);
+  free(job->files);
   free(job->model);
   free(job->plan_source);
   free(job);

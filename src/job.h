@@ -2,8 +2,8 @@
  * every rank needs to know about every tensor to take part in a load
  * (name, dtype, full shape, storage encoding, the strategy of its plan
  * rule), what follows from it for each rank (its shape, its byte counts,
- * where the tensor sits in its store) and, on rank 0, where its bytes are
- * in the checkpoint.  Rank 0 builds it from the model and plan; the other
+ * where the tensor sits in its store) and where its bytes are in the
+ * checkpoint's files.  Rank 0 builds it from the model and plan; the other
  * ranks get it by broadcast.  Pure: no I/O, no MPI. */
 #ifndef TPL_JOB_H
 #define TPL_JOB_H
@@ -27,8 +27,8 @@ struct tpl__job_tensor {
   char *func_name;              /* owned; NULL unless SHARD */
   int rule; /* rank 0 only: index of the plan rule that decided, or -1 */
   struct tpl__shard_spec spec; /* SHARD only */
-  /* rank 0 only (not broadcast): the source, from the model */
-  uint32_t file;        /* index into the model's files */
+  /* the source, from the model (broadcast with the job) */
+  uint32_t file;        /* index into the model's files and job->files */
   uint64_t file_offset; /* absolute byte offset in that file */
   /* The pipeline stages that hold it (MLC's "pipeline_stages"; [0, 1)
    * when pp == 1); broadcast with the job. */
@@ -44,6 +44,13 @@ struct tpl__job_tensor {
   uint64_t store_offset;
 };
 
+/* A checkpoint file as rank 0 validated it (`--read local`). */
+struct tpl__job_file {
+  char *path; /* owned: as rank 0 opened it */
+  uint64_t size;
+  int64_t mtime_ns;
+};
+
 struct tpl__job {
   /* world = tp * pp * dp; tp is the shard count of every layout, shape
    * and segs function below and the divisor of bias scaling. */
@@ -54,6 +61,10 @@ struct tpl__job {
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;
   size_t ntensors;
+  /* The model's files (none in a job built by hand or from a table
+   * without them); every tensor's file indexes them. */
+  struct tpl__job_file *files;
+  size_t nfiles;
   uint64_t store_size;   /* per stage: bytes of the store of its ranks */
   uint64_t source_bytes; /* stored bytes of the whole checkpoint */
 };
@@ -105,6 +116,10 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
  * or TPL_EDTYPE (err names the tensor). */
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
                           struct tpl_error *err);
+
+/* Nonzero when the bytes a holder receives of tensor i are already what
+ * it holds (tpl__job_finish_bytes would leave them as they are). */
+int tpl__job_bytes_final(const struct tpl__job *job, size_t i);
 
 /* MLC's out_shape of a sharded tensor, [tp, *rank_shape], into out
  * (TPL_MAX_DIMS + 1 entries); returns its length. */

@@ -38,6 +38,8 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
   m->kind = (uint32_t)t->kind;
   m->stage_first = t->stages.first;
   m->stage_count = t->stages.count;
+  m->file = t->file;
+  m->file_offset = t->file_offset;
   if (t->kind == TPL_RULE_SHARD) {
     m->func_name = t->func_name;
     m->dim = t->spec.dim;
@@ -50,12 +52,23 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
   Tpload__JobTable table = TPLOAD__JOB_TABLE__INIT;
   Tpload__JobTensor *msgs = calloc(job->ntensors + 1, sizeof(*msgs));
   Tpload__JobTensor **ptrs = calloc(job->ntensors + 1, sizeof(*ptrs));
+  Tpload__SourceFile *fmsgs = calloc(job->nfiles + 1, sizeof(*fmsgs));
+  Tpload__SourceFile **fptrs = calloc(job->nfiles + 1, sizeof(*fptrs));
   int rc = -ENOMEM;
-  if (msgs == NULL || ptrs == NULL) goto out;
+  if (msgs == NULL || ptrs == NULL || fmsgs == NULL || fptrs == NULL) goto out;
   for (size_t i = 0; i < job->ntensors; i++) {
     job_tensor_to_msg(&job->tensors[i], &msgs[i]);
     ptrs[i] = &msgs[i];
   }
+  for (size_t f = 0; f < job->nfiles; f++) {
+    tpload__source_file__init(&fmsgs[f]);
+    fmsgs[f].path = job->files[f].path;
+    fmsgs[f].size = job->files[f].size;
+    fmsgs[f].mtime_ns = job->files[f].mtime_ns;
+    fptrs[f] = &fmsgs[f];
+  }
+  table.n_files = job->nfiles;
+  table.files = fptrs;
   table.model = job->model;
   table.world = job->grid.world;
   table.tp = job->grid.tp;
@@ -68,6 +81,8 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
 out:
   free(msgs);
   free(ptrs);
+  free(fmsgs);
+  free(fptrs);
   return rc;
 }
 
@@ -85,6 +100,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
   t->stages = (struct tpl__stages){m->stage_first, m->stage_count};
+  t->file = m->file;
+  t->file_offset = m->file_offset;
   t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
@@ -92,6 +109,37 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     t->spec.dim = m->dim;
     t->spec.nsegs = m->n_segs;
     if (m->n_segs) memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
+  }
+  return 0;
+}
+
+static int msgs_to_job_files(const Tpload__JobTable *table,
+                             struct tpl__job *job, struct tpl_error *err) {
+  job->files = calloc(table->n_files + 1, sizeof(*job->files));
+  if (job->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  job->nfiles = table->n_files;
+  for (size_t f = 0; f < table->n_files; f++) {
+    job->files[f].path = strdup(table->files[f]->path);
+    job->files[f].size = table->files[f]->size;
+    job->files[f].mtime_ns = table->files[f]->mtime_ns;
+    if (job->files[f].path == NULL)
+      return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+/* A table with files places every tensor's bytes inside one of them. */
+static int check_sources(const struct tpl__job *job, struct tpl_error *err) {
+  for (size_t i = 0; job->nfiles > 0 && i < job->ntensors; i++) {
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    uint64_t end;
+    if (t->file >= job->nfiles)
+      return tpl__fail(err, TPL_EPEER, "job table: tensor '%s': no file %u",
+                       t->name, t->file);
+    if (tpl__add_u64(t->file_offset, t->stored_bytes, &end) != 0 ||
+        end > job->files[t->file].size)
+      return tpl__fail(err, TPL_EPEER,
+                       "job table: tensor '%s' ends beyond its file", t->name);
   }
   return 0;
 }
@@ -120,8 +168,10 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < table->n_tensors; i++)
     rc = msg_to_job_tensor(table->tensors[i], &job->tensors[i], err);
+  if (rc == 0) rc = msgs_to_job_files(table, job, err);
   tpload__job_table__free_unpacked(table, NULL);
   if (rc == 0) rc = tpl__job_finish(job, err);
+  if (rc == 0) rc = check_sources(job, err);
   if (rc != 0) {
     tpl__job_free(job);
     return rc;

@@ -4,6 +4,7 @@
  * info of DESIGN.md's GQA example: [8, 2] f32, segs [4, 2, 2], N 2), the
  * per-rank checksums read back for shard-info.json, and the refusals of a
  * malformed or mismatched report. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,67 @@ static void test_job_unpack_refuses_junk(void) {
   CHECK_EQ_INT(tpl__job_unpack(junk, sizeof(junk), &out, &err), TPL_EPEER);
   CHECK(out == NULL);
   CHECK_STR_CONTAINS(err.msg, "job table");
+}
+
+/* The source table: a job with files carries each tensor's file and
+ * offset and each file's path, size and time to the other ranks. */
+static struct tpl__job_file two_files[2] = {{"a.st", 100, 7}, {"b.st", 64, 9}};
+
+static int roundtrip_sources(struct tpl__job **out, struct tpl_error *err) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rc;
+  if (tpl__job_pack(&job, &buf, &len) != 0) return -ENOMEM;
+  rc = tpl__job_unpack(buf, len, out, err);
+  free(buf);
+  return rc;
+}
+
+static void make_job_with_files(void) {
+  make_job();
+  job.files = two_files;
+  job.nfiles = 2;
+  tensors[0].file = 1;
+  tensors[0].file_offset = 0; /* 64 bytes: all of b.st */
+  tensors[1].file = 0;
+  tensors[1].file_offset = 84; /* 16 bytes: up to a.st's end */
+}
+
+static void test_job_table_carries_sources(void) {
+  struct tpl__job *out = NULL;
+  make_job_with_files();
+  CHECK_EQ_INT(roundtrip_sources(&out, NULL), 0);
+  if (out == NULL) return;
+  CHECK_EQ_U64(out->nfiles, 2);
+  CHECK(out->nfiles == 2 && strcmp(out->files[1].path, "b.st") == 0);
+  CHECK_EQ_U64(out->files[0].size, 100);
+  CHECK_EQ_INT((int)out->files[1].mtime_ns, 9);
+  CHECK_EQ_U64(out->tensors[0].file, 1);
+  CHECK_EQ_U64(out->tensors[1].file_offset, 84);
+  tpl__job_free(out);
+}
+
+static void test_job_table_refuses_a_file_it_lacks(void) {
+  struct tpl__job *out = NULL;
+  struct tpl_error err = {0};
+  make_job_with_files();
+  tensors[1].file = 2;
+  CHECK_EQ_INT(roundtrip_sources(&out, &err), TPL_EPEER);
+  CHECK(out == NULL);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'o.bias': no file 2");
+}
+
+static void test_job_table_refuses_a_tensor_beyond_its_file(void) {
+  struct tpl__job *out = NULL;
+  struct tpl_error err = {0};
+  make_job_with_files();
+  tensors[1].file_offset = 85; /* one byte beyond a.st */
+  CHECK_EQ_INT(roundtrip_sources(&out, &err), TPL_EPEER);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'o.bias' ends beyond its file");
+  tensors[1].file_offset = UINT64_MAX - 3; /* the end overflows */
+  CHECK_EQ_INT(roundtrip_sources(&out, &err), TPL_EPEER);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'o.bias' ends beyond its file");
+  CHECK(out == NULL);
 }
 
 /* Rank r's report: checksums 0x1000 * (i + 1) + r for tensor i. */
@@ -232,6 +294,9 @@ static void test_malformed_rank_report(void) {
 int main(void) {
   RUN(test_job_table_roundtrip);
   RUN(test_job_unpack_refuses_junk);
+  RUN(test_job_table_carries_sources);
+  RUN(test_job_table_refuses_a_file_it_lacks);
+  RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
