@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "checkpoint.h"
 #include "ckpt_files.h"
@@ -150,20 +149,11 @@ static int open_directory(const char *dir, struct tpl_model **out,
                    dir);
 }
 
-/* Every member stays open from validation to the end of the load (see
- * tpl__model_hold_fd); a model of more files than the soft descriptor
- * limit (1024 by default) must not fail for that, so take the hard one. */
-static void raise_fd_limit(void) {
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err) {
-  raise_fd_limit();
+  /* Every member stays open from validation to the end of the load (see
+   * tpl__model_hold_fd). */
+  tpl__raise_fd_limit();
   if (!tpl__exists(path))
     return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);
   if (tpl__is_dir(path)) return open_directory(path, out, err);

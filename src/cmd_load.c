@@ -43,6 +43,13 @@ static const char load_help[] =
     "                      (default 1)\n"
     "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
     "  --chunk-mib M       rank 0's streaming window in MiB (default 48)\n"
+    "  --read R            mpi (default): rank 0 reads, MPI delivers; local:\n"
+    "                      every rank reads its own slices from the files\n"
+    "                      itself (they must be the files rank 0 validated,\n"
+    "                      same size and time; else 66 or 65).  local wins\n"
+    "                      where every node reads the files fast (one node,\n"
+    "                      page cache warm); mpi where one reader is best\n"
+    "                      (a shared or slow filesystem)\n"
     "  --json              print the LoadReport as JSON on stdout\n"
     "  --quiet             no progress and no summary\n"
     "  --progress[=W]      the progress bar: auto (default: when stderr,\n"
@@ -82,6 +89,7 @@ struct load_cli {
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
+  X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
   X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
   X(OPT_QUIET, "quiet", TPL_CLI_FLAG)                                          \
   X(OPT_PROGRESS, "progress", TPL_CLI_OPTIONAL)                                \
@@ -170,6 +178,10 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
       tpl__log_level_parse(v[OPT_LOG_LEVEL], &c->serve.log_level) != 0)
     return usage(c, "--log-level expects quiet, info or debug, got '%s'",
                  v[OPT_LOG_LEVEL]);
+  if (v[OPT_READ] != NULL && strcmp(v[OPT_READ], "mpi") != 0 &&
+      strcmp(v[OPT_READ], "local") != 0)
+    return usage(c, "--read expects mpi or local, got '%s'", v[OPT_READ]);
+  c->o.read_local = v[OPT_READ] != NULL && strcmp(v[OPT_READ], "local") == 0;
   if (v[OPT_CHUNK] != NULL &&
       (tpl__cli_parse_uint(v[OPT_CHUNK], 4096, &chunk_mib) != 0 ||
        chunk_mib == 0))

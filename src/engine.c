@@ -38,6 +38,7 @@
 #include "fileio.h"
 #include "finisher.h"
 #include "job.h"
+#include "local_read.h"
 #include "model.h"
 #include "plan.h"
 #include "report.h"
@@ -241,7 +242,10 @@ static int make_store(struct engine *e, struct tpl_error *err) {
                                         job->ntensors, e->o->huge, err)
                : tpl__store_create_private(&e->store, job->store_size,
                                            job->ntensors, err);
-  if (rc == 0) tpl__store_prefault(&e->store);
+  /* With --read local every rank reads and copies at once: a thread
+   * populating the store beside it only competes for the cores (2 ranks,
+   * 1 GiB: job 0.32 -> 0.29 s without it). */
+  if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);
   return rc;
 }
 
@@ -663,7 +667,7 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
  * now rank 0 ends before rank 1, which bounds the job. */
 static int finish_own(void *ctx, size_t i, struct tpl_error *err) {
   struct engine *e = ctx;
-  return tpl__job_holds(e->job, i, 0) ? finish_tensor(e, i, err) : 0;
+  return tpl__job_holds(e->job, i, e->rank) ? finish_tensor(e, i, err) : 0;
 }
 
 /* A receiver finishes a tensor as soon as it has it, while its bytes are
@@ -679,6 +683,60 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
     if (rc != 0) return rc;
   }
   return 0;
+}
+
+/* --- --read local: every rank reads its own slices --- */
+
+/* The step of local reads: small enough that a step's bytes are still in
+ * cache when they are hashed. */
+#define LOCAL_STEP ((size_t)2 << 20)
+
+static int finish_local(void *ctx, size_t i, struct tpl_error *err) {
+  return finish_tensor(ctx, i, err);
+}
+
+static void local_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct engine *e = ctx;
+  e->o->progress(e->o->ctx, done, total);
+}
+
+/* This rank's descriptors of the job's files: rank 0's are the ones it
+ * validated (never the paths again), the others open the paths and
+ * check they are the same files. */
+static int local_fds(const struct engine *e, int *fds, struct tpl_error *err) {
+  if (e->rank != 0) return tpl__local_open(e->job, fds, err);
+  for (size_t f = 0; f < e->job->nfiles; f++)
+    fds[f] = e->model->files[f].fd;
+  return 0;
+}
+
+/* Nobody waits for anybody until the agreement after, so a failure here
+ * is agreed on, not a reason to end the job. */
+static int read_local(struct engine *e, struct tpl_error *err) {
+  size_t n = e->job->nfiles;
+  struct tpl__local_read lr = {.job = e->job,
+                               .rank = e->rank,
+                               .store = &e->store,
+                               .window_len = LOCAL_STEP,
+                               .finish = finish_local,
+                               .ctx = e};
+  int *fds = malloc((n + 1) * sizeof(*fds)), rc;
+  lr.window = tpl__huge_alloc(LOCAL_STEP);
+  if (e->rank == 0 && e->o->progress) lr.progress = local_progress;
+  if (fds == NULL || lr.window == NULL)
+    rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
+  else
+    rc = local_fds(e, fds, err);
+  lr.fds = fds;
+  if (rc == 0) rc = tpl__local_read_all(&lr, err);
+  e->st.t_read = lr.t_read;
+  e->st.t_pack = lr.t_pack;
+  e->st.t_hash += lr.t_hash;
+  e->bytes_read = lr.bytes_read;
+  if (e->rank != 0 && fds != NULL) tpl__local_close(fds, n);
+  free(fds);
+  tpl__huge_free(lr.window, LOCAL_STEP);
+  return rc;
 }
 
 /* --- ranks > 0: receiving --- */
@@ -992,6 +1050,7 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
+  if (e->o->read_local) return agree(e, read_local(e, err), err);
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
@@ -1003,10 +1062,17 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   return 0;
 }
 
-/* The job's time: the slowest rank's, in *max on rank 0 (collective). */
-static int slowest(double mine, double *max, struct tpl_error *err) {
+/* The job's time: the slowest rank's, in *max on rank 0; and the bytes
+ * every rank read from the files (rank 0's alone unless --read local)
+ * in e->bytes_read on rank 0.  Collective. */
+static int slowest(struct engine *e, double mine, double *max,
+                   struct tpl_error *err) {
+  uint64_t mine_read = e->bytes_read;
   *max = mine;
   MPI_TRY(MPI_Reduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+          "reduce");
+  MPI_TRY(MPI_Reduce(&mine_read, &e->bytes_read, 1, MPI_UINT64_T, MPI_SUM, 0,
+                     MPI_COMM_WORLD),
           "reduce");
   return 0;
 }
@@ -1042,7 +1108,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(&e, slowest(e.st.seconds, &seconds, err), err);
+  rc = agree(&e, slowest(&e, e.st.seconds, &seconds, err), err);
   if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);

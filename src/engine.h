@@ -23,6 +23,8 @@ struct tpl__load_opts {
                            job (exit 69); 0 waits forever */
   uint64_t chunk_bytes; /* rank 0's streaming window */
   int huge;             /* memfd store: enum tpl_huge (store.h) */
+  int read_local;       /* --read local: every rank reads its own slices
+                           from the files (local_read.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

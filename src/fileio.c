@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +40,14 @@ int tpl__open_regular(const char *path, int *fd, uint64_t *size,
   *fd = f;
   *size = (uint64_t)st.st_size;
   return 0;
+}
+
+void tpl__raise_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }
 
 int tpl__pread_full(int fd, void *buf, size_t len, uint64_t off) {

@@ -17,6 +17,11 @@
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,
                       struct tpl_error *err);
 
+/* Raises the soft limit on open descriptors to the hard one, so that a
+ * model of more files than the soft limit (1024 by default) can keep every
+ * file open while it loads.  Best effort. */
+void tpl__raise_fd_limit(void);
+
 /* Reads exactly `len` bytes at `off`, retrying on EINTR and partial reads.
  * Returns 0, -errno, or -EIO when the file ends early. */
 int tpl__pread_full(int fd, void *buf, size_t len, uint64_t off);

@@ -4,7 +4,8 @@
 # replica) checked against the numpy oracle's expected_grid (oracle.py
 # check-grid: MLC's stage assignment, shard t of T, the grid in the
 # metadata) for TP2 x DP2, TP2 x PP2, TP1 x PP4 (4 ranks), TP2 x PP2 x DP2
-# (8 ranks) and an MLC weight directory at TP2 x PP2; serve on TP2 x PP2
+# (8 ranks) and an MLC weight directory at TP2 x PP2, the same with
+# --read local (TP2 x DP2, TP2 x PP2, MLC); serve on TP2 x PP2
 # (each rank's dump = its preshard tensors); that rank 0 sends each tensor
 # byte once whatever D (TP2 x DP2, TP1 x DP4, TP1 x DP2: its bytes_sent is
 # the model's); and the refusals (exit 64, one message with the numbers)
@@ -40,11 +41,12 @@ synth l4 4
 
 # grid_check NAME N TP PP [MODEL PLAN]: preshard a 4-layer model (default
 # the synth llama) on the grid, then every rank against the oracle.
+# $GRID_ARGS: more preshard options.
 grid_check() {
   local out="$T_TMP/$1" model=${5:-$M/l4} plan=${6:-$PLAN}
-  t_exit "$1: preshard -np $2 --tp $3 --pp $4 exits 0" 0 \
+  t_exit "$1: preshard -np $2 --tp $3 --pp $4 ${GRID_ARGS:-}exits 0" 0 \
     mpi "$2" preshard "$model" --plan "$plan" --tp "$3" --pp "$4" \
-    --out "$out" --quiet
+    --out "$out" --quiet ${GRID_ARGS:-}
   t_oracle "$1: every rank's tensors match the oracle" \
     check-grid "$model" "$plan" "$2" "$3" "$4" 4 "$out"
 }
@@ -81,6 +83,13 @@ cat >"$T_TMP/mlc-plan.json" <<'EOF'
 ]}
 EOF
 grid_check mlc-tp2pp2 4 2 2 "$M/mlc" "$T_TMP/mlc-plan.json"
+
+# --- --read local: every rank reads its stage's slices itself ---------------
+GRID_ARGS="--read local " grid_check local-tp2dp2 4 2 1
+GRID_ARGS="--read local " grid_check local-tp2pp2 4 2 2
+GRID_ARGS="--read local " grid_check local-mlc-tp2pp2 4 2 2 "$M/mlc" \
+  "$T_TMP/mlc-plan.json"
+GRID_ARGS=
 
 # --- serve on a grid: each daemon serves its stage's tensors ---------------
 # Dumps carry no grid in their metadata yet (the manifest has rank and

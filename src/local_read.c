@@ -1,0 +1,180 @@
+/* local_read.c - `--read local`: this rank's slices, straight from the
+ * checkpoint's files (see local_read.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fileio.h"
+#include "local_read.h"
+#include "shard.h"
+
+#define SAME_FILES_HINT                                                        \
+  "--read local needs every rank to see the files rank 0 validated"
+
+static int64_t mtime_ns(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
+                         struct tpl_error *err) {
+  const struct tpl__job_file *jf = &job->files[f];
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return tpl__fail(err, TPL_EMISMATCH, "%s: cannot examine it: %s", jf->path,
+                     strerror(errno));
+  if ((uint64_t)st.st_size != jf->size)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s: %llu bytes here, %llu on rank 0 (%s)", jf->path,
+                     (unsigned long long)st.st_size,
+                     (unsigned long long)jf->size, SAME_FILES_HINT);
+  if (mtime_ns(&st) != jf->mtime_ns)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s: modified at another time than on rank 0 (%s)",
+                     jf->path, SAME_FILES_HINT);
+  return 0;
+}
+
+int tpl__local_open(const struct tpl__job *job, int *fds,
+                    struct tpl_error *err) {
+  int rc = 0;
+  for (size_t f = 0; f < job->nfiles; f++)
+    fds[f] = -1;
+  if (job->nfiles == 0 && job->ntensors > 0)
+    return tpl__fail(err, TPL_EINTERNAL, "the job table names no files");
+  tpl__raise_fd_limit(); /* every file stays open while this rank reads */
+  for (size_t f = 0; rc == 0 && f < job->nfiles; f++) {
+    uint64_t size;
+    rc = tpl__open_regular(job->files[f].path, &fds[f], &size, err);
+    if (rc != 0)
+      return tpl__fail(err, TPL_ENOMODEL, "%s: cannot open it: %s (%s)",
+                       job->files[f].path, tpl_strerror(rc), SAME_FILES_HINT);
+    rc = tpl__local_unchanged(job, (uint32_t)f, fds[f], err);
+  }
+  return rc;
+}
+
+void tpl__local_close(int *fds, size_t n) {
+  for (size_t f = 0; fds != NULL && f < n; f++)
+    if (fds[f] >= 0) {
+      close(fds[f]);
+      fds[f] = -1;
+    }
+}
+
+/* Reads n bytes of tensor i's source from `begin` (tensor-relative). */
+static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
+                     uint64_t n, uint64_t begin, struct tpl_error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  uint64_t off = t->file_offset + begin;
+  double t0 = tpl__now();
+  int rc = tpl__pread_full(lr->fds[t->file], dst, (size_t)n, off);
+  lr->t_read += tpl__now() - t0;
+  lr->bytes_read += n;
+  if (rc == 0) return 0;
+  return tpl__fail(
+      err, rc, "%s: read failed at offset %llu (tensor '%s'): %s%s",
+      lr->job->files[t->file].path, (unsigned long long)off, t->name,
+      tpl_strerror(rc), rc == -EIO ? " (file shrank while loading?)" : "");
+}
+
+/* The slice's bytes within source range [b, e) of tensor i, to dst: read
+ * straight there when they are one contiguous range, else the range is
+ * read into the window and gathered.  *got grows by their count. */
+static int read_range(struct tpl__local_read *lr, size_t i,
+                      const struct tpl__layout *l, uint64_t b, uint64_t e,
+                      uint8_t *dst, uint64_t *got, struct tpl_error *err) {
+  uint64_t start, n = tpl__layout_contiguous(l, b, e, &start);
+  double t0;
+  int rc;
+  if (n != UINT64_MAX) {
+    rc = n ? read_part(lr, i, dst + *got, n, start, err) : 0;
+    *got += n;
+    return rc;
+  }
+  rc = read_part(lr, i, lr->window, e - b, b, err);
+  if (rc != 0) return rc;
+  t0 = tpl__now();
+  *got += tpl__layout_gather(l, b, e, lr->window, dst + *got);
+  lr->t_pack += tpl__now() - t0;
+  return 0;
+}
+
+static void hash_step(struct tpl__local_read *lr, XXH3_state_t *h,
+                      const uint8_t *p, uint64_t n) {
+  double t0 = tpl__now();
+  if (h != NULL) XXH3_64bits_update(h, p, (size_t)n);
+  lr->t_hash += tpl__now() - t0;
+}
+
+/* Tensor i's slice into the store a window at a time, each window hashed
+ * into h right after it lands when h is not NULL. */
+static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
+                      struct tpl_error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  uint32_t shard = tpl__grid_coord(&lr->job->grid, lr->rank).t;
+  uint8_t *dst = lr->store->base + t->store_offset;
+  struct tpl__layout l;
+  uint64_t got = 0;
+  int rc = tpl__job_layout(lr->job, i, shard, &l);
+  if (rc != 0)
+    return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
+                     shard, tpl_strerror(rc));
+  rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
+  for (uint64_t b = 0; rc == 0 && got < l.total; b += lr->window_len) {
+    uint64_t e = t->stored_bytes - b < lr->window_len ? t->stored_bytes
+                                                      : b + lr->window_len;
+    uint64_t before = got;
+    rc = read_range(lr, i, &l, b, e, dst, &got, err);
+    if (rc == 0) hash_step(lr, h, dst + before, got - before);
+  }
+  if (rc == 0 && got != t->rank_stored)
+    rc = tpl__fail(err, TPL_EINTERNAL, "tensor '%s': read %llu of %llu bytes",
+                   t->name, (unsigned long long)got,
+                   (unsigned long long)t->rank_stored);
+  return rc;
+}
+
+/* Reads tensor i and sets its checksum: hashed as it lands when its bytes
+ * are final, else by `finish` after. */
+static int read_tensor(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
+                       struct tpl_error *err) {
+  int final = tpl__job_bytes_final(lr->job, i), rc;
+  if (!final) h = NULL;
+  if (h != NULL) XXH3_64bits_reset(h);
+  rc = read_slice(lr, i, h, err);
+  if (rc != 0) return rc;
+  if (!final) return lr->finish(lr->ctx, i, err);
+  lr->store->xxh3[i] = XXH3_64bits_digest(h);
+  return 0;
+}
+
+/* The source bytes this rank holds: what progress counts up to. */
+static uint64_t held_bytes(const struct tpl__local_read *lr) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < lr->job->ntensors; i++)
+    if (tpl__job_holds(lr->job, i, lr->rank))
+      n += lr->job->tensors[i].rank_stored;
+  return n;
+}
+
+int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err) {
+  uint64_t total = held_bytes(lr), done = 0, shown = 0;
+  XXH3_state_t *h = XXH3_createState();
+  int rc = h != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++) {
+    if (!tpl__job_holds(lr->job, i, lr->rank)) continue;
+    rc = read_tensor(lr, i, h, err);
+    done += lr->job->tensors[i].rank_stored;
+    if (lr->progress && (done - shown >= lr->window_len || done == total)) {
+      lr->progress(lr->ctx, done, total);
+      shown = done;
+    }
+  }
+  XXH3_freeState(h);
+  for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
+    rc = tpl__local_unchanged(lr->job, f, lr->fds[f], err);
+  return rc;
+}

@@ -1,0 +1,62 @@
+/* local_read.h - `--read local`: a rank copies its own slice of every
+ * tensor it holds from the checkpoint's files into its store itself,
+ * instead of receiving it from rank 0.  A slice that is contiguous in the
+ * file is read straight into the store (one copy, page cache to store); a
+ * strided one is read through a window and gathered.  A tensor whose bytes
+ * land as the rank holds them is hashed a window at a time, while the
+ * window is still in cache.  No MPI: the engine broadcasts the job (with
+ * its files) and agrees on the outcome. */
+#ifndef TPL_LOCAL_READ_H
+#define TPL_LOCAL_READ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "job.h"
+#include "store.h"
+
+/* Opens every file of job->files into fds[f] (job->nfiles entries, -1
+ * when not open), checking that each is the file rank 0 validated: a
+ * regular file of the same size and modification time.  Returns 0,
+ * TPL_ENOMODEL (a file is missing or cannot be opened), TPL_EMISMATCH (its
+ * size or time differs) or TPL_EINTERNAL (the job has no files); err
+ * names the file and what differs.  Close with tpl__local_close. */
+int tpl__local_open(const struct tpl__job *job, int *fds,
+                    struct tpl_error *err);
+
+/* Checks that file f, open as fd, still has the size and time of
+ * job->files[f].  Returns 0 or TPL_EMISMATCH naming it. */
+int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
+                         struct tpl_error *err);
+
+/* Closes the n descriptors of fds that are open. */
+void tpl__local_close(int *fds, size_t n);
+
+struct tpl__local_read {
+  const struct tpl__job *job; /* placed for this rank's stage */
+  uint32_t rank;              /* global rank: what it holds, its shard */
+  const int *fds;             /* job->nfiles descriptors */
+  struct tpl__store *store;
+  uint8_t *window; /* for strided slices; also the step of reads */
+  uint64_t window_len;
+  /* Called with each held tensor whose bytes need finishing (decoding,
+   * scaling: see tpl__job_bytes_final) once they are in the store; it
+   * sets the tensor's checksum.  The others' are set here. */
+  int (*finish)(void *ctx, size_t i, struct tpl_error *err);
+  /* Optional: called every window_len bytes or so and at the end with
+   * the bytes read into the store so far and the rank's total. */
+  void (*progress)(void *ctx, uint64_t done, uint64_t total);
+  void *ctx;
+  /* out: bytes read from the files, seconds reading, gathering and
+   * hashing */
+  uint64_t bytes_read;
+  double t_read, t_pack, t_hash;
+};
+
+/* Reads this rank's slice of every tensor it holds into its store, in
+ * job order.  Returns 0, -errno from a read (-EIO when a file ended early;
+ * err names the file, offset and tensor) or what `finish` returned. */
+int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err);
+
+#endif

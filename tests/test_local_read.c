@@ -1,0 +1,254 @@
+/* test_local_read.c - `--read local` on one rank (local_read.c): each
+ * rank's slices of a hand-written file land in its store as the tables
+ * below say, whatever the read step (straight reads and window gathers
+ * alike), final tensors are hashed as they land and the others handed to
+ * `finish`; and the refusals: a missing file or a directory (66), another
+ * size or modification time (65), a job without files, a file that
+ * shrinks under the read (-EIO naming file and tensor) or changes before
+ * the read ends. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "dtype.h"
+#include "local_read.h"
+#include "store.h"
+#include "tap.h"
+#include "tmpdir.h"
+
+/* The file: 8 bytes of header, then
+ *   A  u8 [2, 6] = 0..11 at 8, cut along dim 1 (2 shards);
+ *   B  u8 [4, 2] = 100..107 at 20, cut along dim 0;
+ *   C  f32 [2] = {2, 4} at 28, a scale_bias bias (not final: finish). */
+#define FILE_BYTES 36
+static const uint8_t want_a[2][6] = {{0, 1, 2, 6, 7, 8}, {3, 4, 5, 9, 10, 11}};
+static const uint8_t want_b[2][4] = {{100, 101, 102, 103},
+                                     {104, 105, 106, 107}};
+
+static char *dir;
+static char path[1024];
+static struct tpl__job_tensor tensors[3];
+static struct tpl__job_file files[1];
+static struct tpl__job job;
+
+static void write_model(void) {
+  uint8_t buf[FILE_BYTES] = {0};
+  float c[2] = {2.0f, 4.0f};
+  for (int k = 0; k < 12; k++)
+    buf[8 + k] = (uint8_t)k;
+  for (int k = 0; k < 8; k++)
+    buf[20 + k] = (uint8_t)(100 + k);
+  memcpy(buf + 28, c, sizeof(c));
+  write_bytes(dir, "w.bin", buf, sizeof(buf));
+}
+
+static void set_tensor(int i, const char *name, int dtype, uint64_t r,
+                       uint64_t c, int kind, uint64_t off) {
+  struct tpl__job_tensor *t = &tensors[i];
+  memset(t, 0, sizeof(*t));
+  t->name = (char *)name;
+  t->dtype = dtype;
+  t->ndim = c ? 2 : 1;
+  t->shape[0] = r;
+  t->shape[1] = c;
+  t->kind = kind;
+  t->func_name = kind == TPL_RULE_SHARD ? "_shard" : NULL;
+  t->spec.dim = i == 0 ? 1 : 0;
+  t->file_offset = off;
+}
+
+/* The job on a world of 2 ranks, 2 shards, with the file as validated. */
+static void make_job(void) {
+  struct stat st;
+  write_model();
+  stat(path, &st);
+  files[0] = (struct tpl__job_file){path, (uint64_t)st.st_size,
+                                    (int64_t)st.st_mtim.tv_sec * 1000000000 +
+                                        st.st_mtim.tv_nsec};
+  set_tensor(0, "A", TPL_DT_U8, 2, 6, TPL_RULE_SHARD, 8);
+  set_tensor(1, "B", TPL_DT_U8, 4, 2, TPL_RULE_SHARD, 20);
+  set_tensor(2, "C", TPL_DT_F32, 2, 0, TPL_RULE_SCALE_BIAS, 28);
+  memset(&job, 0, sizeof(job));
+  job.grid = (struct tpl__grid){2, 2, 1, 1};
+  job.bias_scaling = 1;
+  job.tensors = tensors;
+  job.ntensors = 3;
+  job.files = files;
+  job.nfiles = 1;
+  if (tpl__job_finish(&job, NULL) != 0) abort();
+}
+
+struct finished {
+  int calls, index;
+};
+
+static int record_finish(void *ctx, size_t i, struct tpl_error *err) {
+  struct finished *f = ctx;
+  (void)err;
+  f->calls++;
+  f->index = (int)i;
+  return 0;
+}
+
+/* Rank `rank` reads with read steps of `step` bytes; its store is
+ * checked against the tables. */
+static void check_rank(uint32_t rank, uint64_t step) {
+  struct tpl__store s = {.fd = -1};
+  struct finished fin = {0, -1};
+  uint8_t window[64];
+  int fd = -1;
+  struct tpl__local_read lr = {.job = &job,
+                               .rank = rank,
+                               .fds = &fd,
+                               .store = &s,
+                               .window = window,
+                               .window_len = step,
+                               .finish = record_finish,
+                               .ctx = &fin};
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(tpl__store_create_private(&s, job.store_size, 3, &err), 0);
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), 0);
+  CHECK_EQ_INT(tpl__local_read_all(&lr, &err), 0);
+  CHECK(memcmp(s.base + tensors[0].store_offset, want_a[rank], 6) == 0);
+  CHECK(memcmp(s.base + tensors[1].store_offset, want_b[rank], 4) == 0);
+  CHECK_EQ_U64(s.xxh3[0], XXH3_64bits(want_a[rank], 6));
+  CHECK_EQ_U64(s.xxh3[1], XXH3_64bits(want_b[rank], 4));
+  CHECK_EQ_INT(fin.calls, 1); /* C only: its bytes need scaling */
+  CHECK_EQ_INT(fin.index, 2);
+  CHECK(memcmp(s.base + tensors[2].store_offset, "\0\0\0\x40\0\0\x80\x40", 8) ==
+        0); /* read as stored: 2.0f, 4.0f */
+  CHECK(lr.bytes_read >= 6 + 4 + 8);
+  if (tap_case_failed)
+    printf("# rank %u, step %llu\n", rank, (unsigned long long)step);
+  tpl__local_close(&fd, 1);
+  tpl__store_free(&s);
+}
+
+/* Steps of 1 .. 13 bytes: slices straddle, fill and skip windows, read
+ * straight or gathered (a step of 12 holds both rows of A). */
+static void test_slices_land_as_the_tables_say(void) {
+  make_job();
+  for (uint64_t step = 1; step <= 13; step++)
+    for (uint32_t rank = 0; rank < 2; rank++)
+      check_rank(rank, step);
+}
+
+static void test_missing_file_is_66(void) {
+  struct tpl_error err = {0};
+  int fd;
+  make_job();
+  unlink(path);
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_ENOMODEL);
+  CHECK_STR_CONTAINS(err.msg, path);
+  CHECK_STR_CONTAINS(err.msg, "cannot open");
+  CHECK_STR_CONTAINS(err.msg, "--read local");
+  CHECK_EQ_INT(fd, -1);
+}
+
+static void test_directory_is_66(void) {
+  struct tpl_error err = {0};
+  int fd;
+  make_job();
+  unlink(path);
+  mkdir(path, 0700);
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_ENOMODEL);
+  CHECK_STR_CONTAINS(err.msg, path);
+  rmdir(path);
+}
+
+static void test_other_size_is_65(void) {
+  struct tpl_error err = {0};
+  int fd;
+  make_job();
+  files[0].size = FILE_BYTES + 1;
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, "36 bytes here, 37 on rank 0");
+  tpl__local_close(&fd, 1);
+}
+
+static void test_other_time_is_65(void) {
+  struct tpl_error err = {0};
+  int fd;
+  make_job();
+  files[0].mtime_ns += 1;
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, "modified at another time");
+  tpl__local_close(&fd, 1);
+}
+
+static void test_job_without_files_is_internal(void) {
+  struct tpl_error err = {0};
+  int fd = -1;
+  make_job();
+  job.nfiles = 0;
+  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EINTERNAL);
+  CHECK_STR_CONTAINS(err.msg, "no files");
+}
+
+/* run_after_open: opens, lets `change` alter the file, then reads as rank
+ * 1 and returns the read's result with its message in err. */
+static int read_after(void (*change)(void), struct tpl_error *err) {
+  struct tpl__store s = {.fd = -1};
+  struct finished fin = {0, -1};
+  uint8_t window[64];
+  int fd = -1, rc;
+  struct tpl__local_read lr = {.job = &job,
+                               .rank = 1,
+                               .fds = &fd,
+                               .store = &s,
+                               .window = window,
+                               .window_len = sizeof(window),
+                               .finish = record_finish,
+                               .ctx = &fin};
+  make_job();
+  if (tpl__store_create_private(&s, job.store_size, 3, err) != 0 ||
+      tpl__local_open(&job, &fd, err) != 0)
+    return 1;
+  change();
+  rc = tpl__local_read_all(&lr, err);
+  tpl__local_close(&fd, 1);
+  tpl__store_free(&s);
+  return rc;
+}
+
+static void shrink(void) {
+  if (truncate(path, 12) != 0) abort();
+}
+
+static void touch(void) {
+  struct timespec t[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  if (utimensat(AT_FDCWD, path, t, 0) != 0) abort();
+}
+
+static void test_file_that_shrinks_is_eio(void) {
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(read_after(shrink, &err), -EIO);
+  CHECK_STR_CONTAINS(err.msg, path);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'A'");
+  CHECK_STR_CONTAINS(err.msg, "shrank");
+}
+
+static void test_file_changed_during_the_read_is_65(void) {
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(read_after(touch, &err), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, "modified at another time");
+}
+
+int main(void) {
+  dir = make_dir("tpl-local");
+  if (dir == NULL) return 99;
+  snprintf(path, sizeof(path), "%s/w.bin", dir);
+  RUN(test_slices_land_as_the_tables_say);
+  RUN(test_missing_file_is_66);
+  RUN(test_directory_is_66);
+  RUN(test_other_size_is_65);
+  RUN(test_other_time_is_65);
+  RUN(test_job_without_files_is_internal);
+  RUN(test_file_that_shrinks_is_eio);
+  RUN(test_file_changed_during_the_read_is_65);
+  drop_dir(dir);
+  return tap_done();
+}
