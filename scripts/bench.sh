@@ -4,7 +4,7 @@
 # Synthesizes once (cached in $TPLOAD_BENCH_DIR, default /tmp/tpload-bench)
 # a ~1 GiB Llama-shaped bf16 checkpoint and a 20,000-small-tensor one,
 # warms the page cache, then for each rank count runs, alternated run by
-# run: `tpload load`, the rank-read peer (every rank maps the files and
+# run: `tpload load`, `tpload load --read local`, the rank-read peer (every rank maps the files and
 # copies out its slices with numpy), the scatter peer (numpy + mpi4py:
 # rank 0 reads and Scatters), `tpload serve` until its ready file exists,
 # and the memory floor (every rank writes fresh memory of its shard size
@@ -143,7 +143,7 @@ for n in $ranks; do
   echo "ranks: $n"
   plan="$cache/plan-$(basename "$big")-$n.json"
   "$T" plan "$big" --shards "$n" >"$plan"
-  lw= jobs= rd= sc= sv= fl= j= he= ho=
+  lw= jobs= lo= lojobs= rd= sc= sv= fl= j= he= ho=
   for _ in $(seq "$runs"); do
     warm
     s=$(date +%s.%N)
@@ -151,6 +151,12 @@ for n in $ranks; do
     e=$(date +%s.%N)
     lw="$lw $(calc "$e - $s")"
     jobs="$jobs $(echo "$j" | field 'r["seconds"]')"
+    warm
+    s=$(date +%s.%N)
+    jl=$($MPIRUN -np "$n" "$T" load "$big" --read local --json --quiet)
+    e=$(date +%s.%N)
+    lo="$lo $(calc "$e - $s")"
+    lojobs="$lojobs $(echo "$jl" | field 'r["seconds"]')"
     rd="$rd $(hot $MPIRUN -np "$n" $PY "$PEERS" read "$plan" "$big")"
     sc="$sc $(hot $MPIRUN -np "$n" $PY "$PEERS" scatter "$plan" "$big")"
     warm
@@ -166,6 +172,7 @@ for n in $ranks; do
   sleep 5
   read_cold=$(wall $MPIRUN -np "$n" $PY "$PEERS" read "$plan" "$big")
   load=$(echo "$lw" | median) job=$(echo "$jobs" | median)
+  local_wall=$(echo "$lo" | median) local_job=$(echo "$lojobs" | median)
   read_peer=$(echo "$rd" | median) scatter=$(echo "$sc" | median)
   serve=$(echo "$sv" | median) floor=$(echo "$fl" | median)
   hello=$(echo "$he" | median) hello_ob1=$(echo "$ho" | median)
@@ -173,6 +180,8 @@ for n in $ranks; do
   record "load_wall_seconds_np$n" "$load" s
   record "load_job_seconds_np$n" "$job" s
   record "load_gib_per_s_np$n" "$(calc "$big_bytes / 1073741824 / $job")" GiB/s
+  record "load_local_wall_seconds_np$n" "$local_wall" s
+  record "load_local_job_seconds_np$n" "$local_job" s
   record "rank_read_peer_seconds_np$n" "$read_peer" s
   record "scatter_peer_seconds_np$n" "$scatter" s
   record "serve_to_ready_seconds_np$n" "$serve" s
@@ -181,6 +190,10 @@ for n in $ranks; do
   record "peer_mpi_start_ob1_seconds_np$n" "$hello_ob1" s
   record "load_over_rank_read_np$n" "$(calc "$load / $read_peer")" x "[<=0.6]"
   record "scatter_over_load_np$n" "$(calc "$scatter / $load")" x "[>=4]"
+  # --read local: every rank reads its own slices (opt-in; the default
+  # stays rank 0 reading and MPI delivering).
+  record "load_local_over_load_np$n" "$(calc "$local_wall / $load")" x
+  record "load_local_over_rank_read_np$n" "$(calc "$local_wall / $read_peer")" x
   # tpload names pml ob1 on one node; the peers run Open MPI's defaults,
   # as their users would.  What the ratio is if they named it too:
   record "scatter_ob1_over_load_np$n" \

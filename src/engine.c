@@ -688,8 +688,10 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
 /* --- --read local: every rank reads its own slices --- */
 
 /* The step of local reads: small enough that a step's bytes are still in
- * cache when they are hashed. */
-#define LOCAL_STEP ((size_t)2 << 20)
+ * cache when they are hashed (2 ranks, 1 GiB, medians of 9: job 0.32 s
+ * with 2 MiB steps, 0.30 s with 1 MiB, 0.26 s with 512 or 256 KiB; hashing
+ * 0.065 -> 0.04 s). */
+#define LOCAL_STEP ((size_t)512 << 10)
 
 static int finish_local(void *ctx, size_t i, struct tpl_error *err) {
   return finish_tensor(ctx, i, err);

@@ -4,7 +4,7 @@
 # against the numpy oracle on the models mpi_load.sh uses (every dtype,
 # fused segments, strided dims, zero-size tensors, scale_bias biases; the
 # single, index and MLC layouts with f32-to-bf16 records; tensors larger
-# than the 2 MiB read step; --no-bias-scaling), the --json report, and
+# than the 512 KiB read step; --no-bias-scaling), the --json report, and
 # serve (each rank's dump = its preshard file).  The refusals, with ranks
 # started in different working directories so that a relative MODEL names
 # other files on rank 1: a file of another size or time (65), a missing
