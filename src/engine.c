@@ -411,13 +411,39 @@ static int successor(const struct engine *e, size_t i) {
   return holder_from(e, i, e->rank + chain_step(e, i));
 }
 
-/* Rank 0 keeps its own shard of a tensor its stage holds. */
+/* Own parts at least this long are read straight into rank 0's store
+ * (shorter ones share the chunk's one read). */
+#define DIRECT_MIN (64u << 10)
+
+/* Rank 0's own part of tensor i within its source range [b, end) when it
+ * is read straight into rank 0's store: a cut tensor whose shard 0 no
+ * other rank holds (no send needs those bytes in the chunk) and whose
+ * part there is one contiguous range of at least DIRECT_MIN bytes.
+ * Returns its length, 0 when it is not, with its start in *start. */
+static uint64_t own_direct(const struct engine *e, size_t i,
+                           const struct tpl__layout *l0, uint64_t b,
+                           uint64_t end, uint64_t *start) {
+  uint64_t n;
+  if (e->job->tensors[i].kind != TPL_RULE_SHARD ||
+      !tpl__job_holds(e->job, i, 0) || holder_from(e, i, 0) >= 0)
+    return 0;
+  n = tpl__layout_contiguous(l0, b, end, start);
+  return n != UINT64_MAX && n >= DIRECT_MIN ? n : 0;
+}
+
+/* Rank 0 keeps its own shard of a tensor its stage holds (read_chunk put
+ * a direct part in place already). */
 static int gather_own(struct engine *e, const struct piece_of_chunk *pc,
                       const struct tpl__layout *l, uint64_t *own,
                       struct tpl_error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
-  int rc =
-      tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
+  uint64_t start, direct = own_direct(e, pc->i, l, pc->b, pc->e, &start);
+  int rc;
+  if (direct != 0) {
+    *own += direct;
+    return 0;
+  }
+  rc = tpl__store_prepare(&e->store, jt->store_offset + jt->rank_bytes, err);
   if (rc != 0) return rc;
   *own += tpl__layout_gather(l, pc->b, pc->e, pc->src,
                              e->store.base + jt->store_offset + *own);
@@ -552,16 +578,72 @@ static uint64_t file_data_end(const struct engine *e,
   return 0;
 }
 
+static int read_failed(const char *path, uint64_t off, int rc,
+                       struct tpl_error *err) {
+  return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
+                   (unsigned long long)off, tpl_strerror(rc),
+                   rc == -EIO ? " (file shrank while loading?)" : "");
+}
+
+/* File bytes [from, to) into the slot's read buffer, at their offset from
+ * the chunk's start `pos`. */
+static int read_span(int fd, const char *path, struct slot *s, uint64_t pos,
+                     uint64_t from, uint64_t to, struct tpl_error *err) {
+  int rc =
+      tpl__pread_full(fd, s->read + (from - pos), (size_t)(to - from), from);
+  return rc == 0 ? 0 : read_failed(path, from, rc, err);
+}
+
+/* Tensor i's own bytes [start, start + n) (tensor-relative, one range of
+ * layout l0) straight into rank 0's store. */
+static int read_own(struct engine *e, int fd, const char *path, size_t i,
+                    const struct tpl__layout *l0, uint64_t start, uint64_t n,
+                    struct tpl_error *err) {
+  const struct tpl__job_tensor *t = &e->job->tensors[i];
+  uint8_t *dst =
+      e->store.base + t->store_offset + tpl__layout_count(l0, 0, start);
+  int rc = tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes, err);
+  if (rc != 0) return rc;
+  rc = tpl__pread_full(fd, dst, (size_t)n, t->file_offset + start);
+  return rc == 0 ? 0 : read_failed(path, t->file_offset + start, rc, err);
+}
+
+/* The chunk [pos, pos + len): rank 0's direct own parts (own_direct) into
+ * its store, every other byte into the slot's read buffer.  One copy less
+ * per own byte of a cut tensor than reading it into the buffer and
+ * gathering it from there. */
+static int read_direct(struct engine *e, int fd, const char *path,
+                       struct slot *s, const struct file_walk *w, uint64_t pos,
+                       uint64_t len, struct tpl_error *err) {
+  uint64_t at = pos; /* the chunk is read up to here */
+  int rc = 0;
+  for (size_t i = w->scan; rc == 0 && i < w->end; i++) {
+    const struct tpl__job_tensor *t = &e->job->tensors[i];
+    uint64_t tb = t->file_offset, te = tb + t->stored_bytes, start, n;
+    struct tpl__layout l0;
+    if (te <= pos || t->stored_bytes == 0) continue;
+    if (tb >= pos + len) break;
+    if (t->kind != TPL_RULE_SHARD || tpl__job_layout(e->job, i, 0, &l0) != 0)
+      continue; /* cache_layouts reports a layout that fails */
+    n = own_direct(e, i, &l0, (pos > tb ? pos : tb) - tb,
+                   (pos + len < te ? pos + len : te) - tb, &start);
+    if (n == 0) continue;
+    if (tb + start > at) rc = read_span(fd, path, s, pos, at, tb + start, err);
+    if (rc == 0) rc = read_own(e, fd, path, i, &l0, start, n, err);
+    at = tb + start + n;
+  }
+  if (rc == 0 && at < pos + len)
+    rc = read_span(fd, path, s, pos, at, pos + len, err);
+  return rc;
+}
+
 static int read_chunk(struct engine *e, int fd, const char *path,
-                      struct slot *s, uint64_t pos, uint64_t len, uint64_t end,
-                      struct tpl_error *err) {
+                      struct slot *s, const struct file_walk *w, uint64_t pos,
+                      uint64_t len, uint64_t end, struct tpl_error *err) {
   double t = tpl__now();
-  int rc = tpl__pread_full(fd, s->read, (size_t)len, pos);
+  int rc = read_direct(e, fd, path, s, w, pos, len, err);
   e->st.t_read += tpl__now() - t;
-  if (rc != 0)
-    return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
-                     (unsigned long long)pos, tpl_strerror(rc),
-                     rc == -EIO ? " (file shrank while loading?)" : "");
+  if (rc != 0) return rc;
   if (pos + len < end) /* start the kernel on the next chunk */
     posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk, POSIX_FADV_WILLNEED);
   e->bytes_read += len;
@@ -583,7 +665,7 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
     struct slot *s = &e->slots[(*k)++ & 1];
     uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
     rc = slot_wait(e, s, err);
-    if (rc == 0) rc = read_chunk(e, fd, path, s, pos, len, end, err);
+    if (rc == 0) rc = read_chunk(e, fd, path, s, w, pos, len, end, err);
     if (rc == 0) rc = deliver_chunk(e, s, w, pos, len, err);
     pos += len;
     if (e->o->progress)
