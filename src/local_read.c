@@ -80,9 +80,39 @@ static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
       tpl_strerror(rc), rc == -EIO ? " (file shrank while loading?)" : "");
 }
 
+/* The shortest piece of a row in layout l. */
+static uint64_t shortest_piece(const struct tpl__layout *l) {
+  uint64_t n = UINT64_MAX;
+  for (size_t k = 0; k < l->npieces; k++)
+    if (l->pieces[k].length < n) n = l->pieces[k].length;
+  return n;
+}
+
+/* The slice's bytes within source range [b, e) of tensor i, a read per
+ * piece of each row, straight to dst + *got. */
+static int read_pieces(struct tpl__local_read *lr, size_t i,
+                       const struct tpl__layout *l, uint64_t b, uint64_t e,
+                       uint8_t *dst, uint64_t *got, struct tpl_error *err) {
+  for (uint64_t r = b / l->row_stride; r * l->row_stride < e; r++)
+    for (size_t k = 0; k < l->npieces; k++) {
+      uint64_t pb = r * l->row_stride + l->pieces[k].offset;
+      uint64_t pe = pb + l->pieces[k].length;
+      int rc;
+      if (pb < b) pb = b;
+      if (pe > e) pe = e;
+      if (pb >= pe) continue;
+      rc = read_part(lr, i, dst + *got, pe - pb, pb, err);
+      if (rc != 0) return rc;
+      *got += pe - pb;
+    }
+  return 0;
+}
+
 /* The slice's bytes within source range [b, e) of tensor i, to dst: read
- * straight there when they are one contiguous range, else the range is
- * read into the window and gathered.  *got grows by their count. */
+ * straight there when they are one contiguous range or pieces of at least
+ * lr->piece_min bytes, else the range is read into the window and
+ * gathered (a read per short piece costs more than the bytes between).
+ * *got grows by their count. */
 static int read_range(struct tpl__local_read *lr, size_t i,
                       const struct tpl__layout *l, uint64_t b, uint64_t e,
                       uint8_t *dst, uint64_t *got, struct tpl_error *err) {
@@ -94,6 +124,8 @@ static int read_range(struct tpl__local_read *lr, size_t i,
     *got += n;
     return rc;
   }
+  if (shortest_piece(l) >= lr->piece_min)
+    return read_pieces(lr, i, l, b, e, dst, got, err);
   rc = read_part(lr, i, lr->window, e - b, b, err);
   if (rc != 0) return rc;
   t0 = tpl__now();
@@ -123,7 +155,8 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
     return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
                      shard, tpl_strerror(rc));
   rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
-  for (uint64_t b = 0; rc == 0 && got < l.total; b += lr->window_len) {
+  for (uint64_t b = 0; rc == 0 && got < l.total && b < t->stored_bytes;
+       b += lr->window_len) {
     uint64_t e = t->stored_bytes - b < lr->window_len ? t->stored_bytes
                                                       : b + lr->window_len;
     uint64_t before = got;

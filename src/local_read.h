@@ -1,8 +1,9 @@
 /* local_read.h - `--read local`: a rank copies its own slice of every
  * tensor it holds from the checkpoint's files into its store itself,
  * instead of receiving it from rank 0.  A slice that is contiguous in the
- * file is read straight into the store (one copy, page cache to store); a
- * strided one is read through a window and gathered.  A tensor whose bytes
+ * file is read straight into the store (one copy, page cache to store), and
+ * so is a strided one (a dim-1 cut) of long pieces, a read per piece; one
+ * of short pieces is read through a window and gathered.  A tensor whose bytes
  * land as the rank holds them is hashed a window at a time, while the
  * window is still in cache.  No MPI: the engine broadcasts the job (with
  * its files) and agrees on the outcome. */
@@ -40,6 +41,8 @@ struct tpl__local_read {
   struct tpl__store *store;
   uint8_t *window; /* for strided slices; also the step of reads */
   uint64_t window_len;
+  uint64_t piece_min; /* strided slices of pieces this long and longer
+                         are read piece by piece, not through the window */
   /* Called with each held tensor whose bytes need finishing (decoding,
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */

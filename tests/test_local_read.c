@@ -1,10 +1,10 @@
 /* test_local_read.c - `--read local` on one rank (local_read.c): each
  * rank's slices of a hand-written file land in its store as the tables
- * below say, whatever the read step (straight reads and window gathers
- * alike), final tensors are hashed as they land and the others handed to
- * `finish`; and the refusals: a missing file or a directory (66), another
- * size or modification time (65), a job without files, a file that
- * shrinks under the read (-EIO naming file and tensor) or changes before
+ * below say, whatever the read step (straight reads, reads piece by piece
+ * and window gathers alike), final tensors are hashed as they land and the
+ * others handed to `finish`; and the refusals: a missing file or a directory
+ * (66), another size or modification time (65), a job without files, a file
+ * that shrinks under the read (-EIO naming file and tensor) or changes before
  * the read ends. */
 #include <errno.h>
 #include <fcntl.h>
@@ -93,9 +93,10 @@ static int record_finish(void *ctx, size_t i, struct tpl_error *err) {
   return 0;
 }
 
-/* Rank `rank` reads with read steps of `step` bytes; its store is
- * checked against the tables. */
-static void check_rank(uint32_t rank, uint64_t step) {
+/* Rank `rank` reads with read steps of `step` bytes, strided slices of
+ * pieces of piece_min bytes or more piece by piece; its store is checked
+ * against the tables. */
+static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
   uint8_t window[64];
@@ -106,6 +107,7 @@ static void check_rank(uint32_t rank, uint64_t step) {
                                .store = &s,
                                .window = window,
                                .window_len = step,
+                               .piece_min = piece_min,
                                .finish = record_finish,
                                .ctx = &fin};
   struct tpl_error err = {0};
@@ -128,12 +130,15 @@ static void check_rank(uint32_t rank, uint64_t step) {
 }
 
 /* Steps of 1 .. 13 bytes: slices straddle, fill and skip windows, read
- * straight or gathered (a step of 12 holds both rows of A). */
+ * straight or gathered (a step of 12 holds both rows of A); A's 3-byte
+ * pieces read one by one (piece_min 1 and 3) or through the window (4). */
 static void test_slices_land_as_the_tables_say(void) {
+  static const uint64_t piece_mins[] = {1, 3, 4};
   make_job();
   for (uint64_t step = 1; step <= 13; step++)
-    for (uint32_t rank = 0; rank < 2; rank++)
-      check_rank(rank, step);
+    for (size_t k = 0; k < ARRAY_SIZE(piece_mins); k++)
+      for (uint32_t rank = 0; rank < 2; rank++)
+        check_rank(rank, step, piece_mins[k]);
 }
 
 static void test_missing_file_is_66(void) {
