@@ -4,7 +4,8 @@
 # slurm.conf, free ports, state, spool, pid and log files; auth/none, no
 # munge, no systemd), then:
 #   - `srun --mpi=pmix -n 2 tpload load --json`: the report agrees with
-#     the numpy oracle;
+#     the numpy oracle; `preshard --read local` (each task reads its own
+#     slices): every rank file agrees with it;
 #   - `sbatch scripts/slurm-serve.sbatch` with an ENGINE: ready file and
 #     health, each engine task (srun --overlap) reaches its own rank's
 #     socket, then `tpload status --shutdown`: the job completes with exit
@@ -124,6 +125,16 @@ else t_fail "srun tpload load exits 0" "exit $rc" \
   "$(head -c 1500 "$T_TMP/load.err")"; fi
 t_check "srun load: the report agrees with the numpy oracle (2 ranks)" \
   "$ORACLE" "$O" check-report "$MODEL" "$MODEL/plan.json" 2 "$T_TMP/load.json"
+
+# --- srun ... preshard --read local: each task reads its own slices ---
+srun --mpi=pmix -n 2 "$TPLOAD" preshard "$MODEL" --plan "$MODEL/plan.json" \
+  --read local --out "$T_TMP/local" --quiet >/dev/null 2>"$T_TMP/local.err"
+rc=$?
+if [ "$rc" -eq 0 ]; then t_ok "srun -n 2 tpload preshard --read local exits 0"
+else t_fail "srun preshard --read local exits 0" "exit $rc" \
+  "$(head -c 1500 "$T_TMP/local.err")"; fi
+t_check "srun preshard --read local: every rank matches the numpy oracle" \
+  "$ORACLE" "$O" check-preshard "$MODEL" "$MODEL/plan.json" 2 "$T_TMP/local"
 
 # --- sbatch scripts/slurm-serve.sbatch ---
 cat >"$S/engine.sh" <<EOF
