@@ -65,6 +65,21 @@ serve_end() {
   SERVE_PID=""
 }
 
+# t_dumps_match NAME N DUMPS PRESHARD: for every rank r < N, the dump
+# DUMPS/rank{r}.safetensors holds exactly the tensors, shapes and bytes of
+# PRESHARD/rank{r}.safetensors (a checked preshard output).
+t_dumps_match() {
+  t_check "$1" "$ORACLE" -c 'import sys
+sys.path.insert(0, sys.argv[1])
+import npst
+for r in range(int(sys.argv[4])):
+    a = npst.read("%s/rank%d.safetensors" % (sys.argv[2], r))
+    b = npst.read("%s/rank%d.safetensors" % (sys.argv[3], r))
+    if (a[0], a[2]) != (b[0], b[2]):
+        sys.exit("rank %d: dump %r, preshard %r" % (r, a[2], b[2]))' \
+    "$TESTS_SRCDIR" "$3" "$4" "$2"
+}
+
 # serve_cleanup: the EXIT trap: a job still running gets SIGTERM, then
 # SIGKILL after 10 s.
 serve_cleanup() {

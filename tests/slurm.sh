@@ -116,23 +116,27 @@ fi
 gen m --seed 31 --layout single
 MODEL=$M/m
 
+# t_srun NAME OUT ARGS...: srun ARGS, stdout to OUT; passes on exit 0.
+t_srun() {
+  local name=$1 out=$2 rc
+  shift 2
+  srun "$@" >"$out" 2>"$T_TMP/srun.err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then t_ok "$name"
+  else t_fail "$name" "exit $rc" "$(head -c 1500 "$T_TMP/srun.err")"; fi
+}
+
 # --- srun --mpi=pmix -n 2 tpload load ---
-srun --mpi=pmix -n 2 "$TPLOAD" load "$MODEL" --plan "$MODEL/plan.json" \
-  --json --quiet >"$T_TMP/load.json" 2>"$T_TMP/load.err"
-rc=$?
-if [ "$rc" -eq 0 ]; then t_ok "srun --mpi=pmix -n 2 tpload load exits 0"
-else t_fail "srun tpload load exits 0" "exit $rc" \
-  "$(head -c 1500 "$T_TMP/load.err")"; fi
+t_srun "srun --mpi=pmix -n 2 tpload load exits 0" "$T_TMP/load.json" \
+  --mpi=pmix -n 2 "$TPLOAD" load "$MODEL" --plan "$MODEL/plan.json" \
+  --json --quiet
 t_check "srun load: the report agrees with the numpy oracle (2 ranks)" \
   "$ORACLE" "$O" check-report "$MODEL" "$MODEL/plan.json" 2 "$T_TMP/load.json"
 
 # --- srun ... preshard --read local: each task reads its own slices ---
-srun --mpi=pmix -n 2 "$TPLOAD" preshard "$MODEL" --plan "$MODEL/plan.json" \
-  --read local --out "$T_TMP/local" --quiet >/dev/null 2>"$T_TMP/local.err"
-rc=$?
-if [ "$rc" -eq 0 ]; then t_ok "srun -n 2 tpload preshard --read local exits 0"
-else t_fail "srun preshard --read local exits 0" "exit $rc" \
-  "$(head -c 1500 "$T_TMP/local.err")"; fi
+t_srun "srun -n 2 tpload preshard --read local exits 0" /dev/null \
+  --mpi=pmix -n 2 "$TPLOAD" preshard "$MODEL" --plan "$MODEL/plan.json" \
+  --read local --out "$T_TMP/local" --quiet
 t_check "srun preshard --read local: every rank matches the numpy oracle" \
   "$ORACLE" "$O" check-preshard "$MODEL" "$MODEL/plan.json" 2 "$T_TMP/local"
 
