@@ -812,6 +812,8 @@ static int read_local(struct engine *e, struct tpl_error *err) {
                                .finish = finish_local,
                                .ctx = e};
   int *fds = malloc((n + 1) * sizeof(*fds)), rc;
+  for (size_t f = 0; fds != NULL && f < n; f++)
+    fds[f] = -1; /* none of them open yet */
   lr.window = tpl__huge_alloc(LOCAL_STEP);
   if (e->rank == 0 && e->o->progress) lr.progress = local_progress;
   if (fds == NULL || lr.window == NULL)
