@@ -2,6 +2,7 @@
  * checkpoint's files (see local_read.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,23 +19,43 @@ static int64_t mtime_ns(const struct stat *st) {
   return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                         struct tpl_error *err) {
+/* How file f, open as fd, differs from job->files[f] as rank 0 validated
+ * it, into buf; NULL when it does not. */
+static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
+                           char *buf, size_t len) {
   const struct tpl__job_file *jf = &job->files[f];
   struct stat st;
   if (fstat(fd, &st) != 0)
-    return tpl__fail(err, TPL_EMISMATCH, "%s: cannot examine it: %s", jf->path,
-                     strerror(errno));
-  if ((uint64_t)st.st_size != jf->size)
-    return tpl__fail(err, TPL_EMISMATCH,
-                     "%s: %llu bytes here, %llu on rank 0 (%s)", jf->path,
-                     (unsigned long long)st.st_size,
-                     (unsigned long long)jf->size, SAME_FILES_HINT);
-  if (mtime_ns(&st) != jf->mtime_ns)
-    return tpl__fail(err, TPL_EMISMATCH,
-                     "%s: modified at another time than on rank 0 (%s)",
-                     jf->path, SAME_FILES_HINT);
-  return 0;
+    snprintf(buf, len, "it cannot be examined: %s", strerror(errno));
+  else if ((uint64_t)st.st_size != jf->size)
+    snprintf(buf, len, "%llu bytes here, %llu on rank 0",
+             (unsigned long long)st.st_size, (unsigned long long)jf->size);
+  else if (mtime_ns(&st) != jf->mtime_ns)
+    snprintf(buf, len, "modified at another time than on rank 0");
+  else
+    return NULL;
+  return buf;
+}
+
+/* At open: not the file rank 0 validated (65). */
+static int check_same(const struct tpl__job *job, uint32_t f, int fd,
+                      struct tpl_error *err) {
+  char buf[128];
+  const char *what = differs(job, f, fd, buf, sizeof(buf));
+  if (what == NULL) return 0;
+  return tpl__fail(err, TPL_EMISMATCH, "%s: %s (%s)", job->files[f].path, what,
+                   SAME_FILES_HINT);
+}
+
+int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
+                         struct tpl_error *err) {
+  char buf[128];
+  const char *what = differs(job, f, fd, buf, sizeof(buf));
+  if (what == NULL) return 0;
+  return tpl__fail(err, -EIO,
+                   "%s: changed while loading (%s); expected the file "
+                   "validated at start",
+                   job->files[f].path, what);
 }
 
 int tpl__local_open(const struct tpl__job *job, int *fds,
@@ -51,7 +72,7 @@ int tpl__local_open(const struct tpl__job *job, int *fds,
     if (rc != 0)
       return tpl__fail(err, TPL_ENOMODEL, "%s: cannot open it: %s (%s)",
                        job->files[f].path, tpl_strerror(rc), SAME_FILES_HINT);
-    rc = tpl__local_unchanged(job, (uint32_t)f, fds[f], err);
+    rc = check_same(job, (uint32_t)f, fds[f], err);
   }
   return rc;
 }

@@ -27,7 +27,8 @@ int tpl__local_open(const struct tpl__job *job, int *fds,
                     struct tpl_error *err);
 
 /* Checks that file f, open as fd, still has the size and time of
- * job->files[f].  Returns 0 or TPL_EMISMATCH naming it. */
+ * job->files[f].  Returns 0 or -EIO (74) naming it: it changed while
+ * loading. */
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
                          struct tpl_error *err);
 
@@ -58,8 +59,9 @@ struct tpl__local_read {
 };
 
 /* Reads this rank's slice of every tensor it holds into its store, in
- * job order.  Returns 0, -errno from a read (-EIO when a file ended early;
- * err names the file, offset and tensor) or what `finish` returned. */
+ * job order, then checks every file is unchanged.  Returns 0, -errno from
+ * a read (-EIO when a file ended early; err names the file, offset and
+ * tensor), -EIO when a file changed, or what `finish` returned. */
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err);
 
 #endif
