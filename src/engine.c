@@ -820,6 +820,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
     rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
   else
     rc = local_fds(e, fds, err);
+  if (rc == 0) tpl__stall_test_stop(e->rank); /* files open, none read */
   lr.fds = fds;
   if (rc == 0) rc = tpl__local_read_all(&lr, err);
   e->st.t_read = lr.t_read;

@@ -5,6 +5,7 @@
 #   the engine reading whatever the path now names; the change is made
 #   while rank 1 is stopped (SIGSTOP at a known point, the test-only
 #   TPLOAD_TEST_SIGSTOP_RANK) and rank 0 is part way through the file;
+#   with --read local, a file grown while rank 1 has it open is 74 too;
 # - the HF hub-cache layout (REPO/snapshots/REV/* symlinked into
 #   REPO/blobs/) loads for a single file, a sharded index and an MLC
 #   directory, and gives byte for byte the rank files of the plain copy.
@@ -30,14 +31,15 @@ stopped_rank1() {
 
 # t_changed NAME WORDS MUTATION...: loads a fresh copy of model m with
 # rank 1 stopped, runs MUTATION on its file meanwhile, resumes rank 1 and
-# expects exit 74 with a message containing WORDS.
+# expects exit 74 with a message containing WORDS.  $LOAD_ARGS: more load
+# options.
 t_changed() {
   local name=$1 words=$2 p rc; shift 2
   rm -rf "$T_TMP/c"; cp -r "$M/m" "$T_TMP/c"
   TPLOAD_TEST_SIGSTOP_RANK=1 "$MPIRUN" --oversubscribe -np 2 \
     -x TPLOAD_TEST_SIGSTOP_RANK "$TPLOAD" load "$T_TMP/c" \
     --plan "$T_TMP/c/plan.json" --chunk-mib 1 --stall-timeout 0 --quiet \
-    >"$T_TMP/out" 2>"$T_TMP/err" &
+    ${LOAD_ARGS:-} >"$T_TMP/out" 2>"$T_TMP/err" &
   JOB=$!
   PIDS="$PIDS $JOB"
   p=$(stopped_rank1)
@@ -65,6 +67,13 @@ grow() { printf 'x' >>"$T_TMP/c/model.safetensors"; }
 gen m --seed 8101 --layout single --big-mib 8
 t_changed "a model file replaced mid-load" "another file took its place" replace
 t_changed "a model file grown mid-load" "its size changed" grow
+# --read local: rank 1 stops once it has opened the files, before it
+# reads (so a file replaced meanwhile changes nothing: it reads the one it
+# opened); a file grown meanwhile is 74 from whichever rank sees it.
+size=$(wc -c <"$M/m/model.safetensors")
+LOAD_ARGS="--read local" t_changed "--read local: a model file grown mid-load" \
+  "$((size + 1)) bytes here, $size on rank 0" grow
+LOAD_ARGS=
 
 # hub LAYOUT: the model as the HF hub cache stores it.
 hub() {
