@@ -35,13 +35,19 @@ S=$T_TMP/slurm
 SCRIPTS=$(cd "$TESTS_SRCDIR/../scripts" && pwd)
 mkdir -p "$S/state" "$S/spool" "$S/jobs"
 
-# free_port FROM: the first TCP port from FROM on that nothing listens on.
+# free_port FROM: the first TCP port from FROM on that no socket uses
+# (listening or connected).
 free_port() {
   local p=$1
-  while ss -Htln "sport = :$p" | grep -q .; do p=$((p + 1)); done
+  while ss -Htan "sport = :$p" | grep -q .; do p=$((p + 1)); done
   echo "$p"
 }
-CTLD_PORT=$(free_port $((40000 + $$ % 10000 * 2)))
+# Below the kernel's ephemeral range: there, a port free now could become
+# the local end of some other process's connection before slurmctld binds
+# it (seen: "Address already in use" in a distcheck run).
+PORT_BASE=$(($(cut -f1 /proc/sys/net/ipv4/ip_local_port_range) - 12000))
+[ "$PORT_BASE" -ge 1024 ] || PORT_BASE=40000  # all ephemeral: no way out
+CTLD_PORT=$(free_port $((PORT_BASE + $$ % 5000 * 2)))
 SLURMD_PORT=$(free_port $((CTLD_PORT + 1)))
 HOST=$(hostname)
 MEM_MB=$(awk '/^MemTotal:/ { print int($2 / 1024 / 2) }' /proc/meminfo)
