@@ -42,6 +42,10 @@ int tpl__open_regular(const char *path, int *fd, uint64_t *size,
   return 0;
 }
 
+int64_t tpl__mtime_ns(const struct stat *st) {
+  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
 void tpl__raise_fd_limit(void) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

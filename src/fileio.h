@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "common.h"
 
@@ -16,6 +17,9 @@
  * TPL_EFORMAT for a non-regular file; err names the path. */
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,
                       struct tpl_error *err);
+
+/* A file's modification time in nanoseconds, from its stat. */
+int64_t tpl__mtime_ns(const struct stat *st);
 
 /* Raises the soft limit on open descriptors to the hard one, so that a
  * model of more files than the soft limit (1024 by default) can keep every

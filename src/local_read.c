@@ -15,10 +15,6 @@
 #define SAME_FILES_HINT                                                        \
   "--read local needs every rank to see the files rank 0 validated"
 
-static int64_t mtime_ns(const struct stat *st) {
-  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 /* How file f, open as fd, differs from job->files[f] as rank 0 validated
  * it, into buf; NULL when it does not. */
 static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
@@ -30,7 +26,7 @@ static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
   else if ((uint64_t)st.st_size != jf->size)
     snprintf(buf, len, "%llu bytes here, %llu on rank 0",
              (unsigned long long)st.st_size, (unsigned long long)jf->size);
-  else if (mtime_ns(&st) != jf->mtime_ns)
+  else if (tpl__mtime_ns(&st) != jf->mtime_ns)
     snprintf(buf, len, "modified at another time than on rank 0");
   else
     return NULL;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fileio.h"
 #include "jsonu.h"
 #include "model.h"
 
@@ -76,10 +77,6 @@ int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t) {
   return 0;
 }
 
-static int64_t mtime_ns(const struct stat *st) {
-  return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd) {
   struct tpl__file *f = &m->files[idx];
   struct stat st;
@@ -93,7 +90,7 @@ int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd) {
   f->dev = (uint64_t)st.st_dev;
   f->ino = (uint64_t)st.st_ino;
   f->size = (uint64_t)st.st_size;
-  f->mtime_ns = mtime_ns(&st);
+  f->mtime_ns = tpl__mtime_ns(&st);
   return 0;
 }
 
@@ -113,7 +110,7 @@ int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
     what = "another file took its place";
   else if ((uint64_t)st.st_size != f->size)
     what = "its size changed";
-  else if (mtime_ns(&st) != f->mtime_ns)
+  else if (tpl__mtime_ns(&st) != f->mtime_ns)
     what = "it was modified";
   if (what == NULL) return 0;
   return tpl__fail(err, -EIO,
