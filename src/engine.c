@@ -415,18 +415,25 @@ static int successor(const struct engine *e, size_t i) {
  * (shorter ones share the chunk's one read). */
 #define DIRECT_MIN (64u << 10)
 
+/* Whether any part of tensor i may be read straight into rank 0's store:
+ * a cut tensor rank 0 holds at least DIRECT_MIN bytes of, whose shard 0
+ * no other rank holds (no send needs those bytes in the chunk).  Cheap:
+ * no layout. */
+static int may_go_direct(const struct engine *e, size_t i) {
+  const struct tpl__job_tensor *t = &e->job->tensors[i];
+  return t->kind == TPL_RULE_SHARD && t->rank_stored >= DIRECT_MIN &&
+         tpl__job_holds(e->job, i, 0) && holder_from(e, i, 0) < 0;
+}
+
 /* Rank 0's own part of tensor i within its source range [b, end) when it
- * is read straight into rank 0's store: a cut tensor whose shard 0 no
- * other rank holds (no send needs those bytes in the chunk) and whose
- * part there is one contiguous range of at least DIRECT_MIN bytes.
- * Returns its length, 0 when it is not, with its start in *start. */
+ * is read straight into rank 0's store (may_go_direct, and the part there
+ * is one contiguous range of at least DIRECT_MIN bytes).  Returns its
+ * length, 0 when it is not, with its start in *start. */
 static uint64_t own_direct(const struct engine *e, size_t i,
                            const struct tpl__layout *l0, uint64_t b,
                            uint64_t end, uint64_t *start) {
   uint64_t n;
-  if (e->job->tensors[i].kind != TPL_RULE_SHARD ||
-      !tpl__job_holds(e->job, i, 0) || holder_from(e, i, 0) >= 0)
-    return 0;
+  if (!may_go_direct(e, i)) return 0;
   n = tpl__layout_contiguous(l0, b, end, start);
   return n != UINT64_MAX && n >= DIRECT_MIN ? n : 0;
 }
@@ -623,7 +630,7 @@ static int read_direct(struct engine *e, int fd, const char *path,
     struct tpl__layout l0;
     if (te <= pos || t->stored_bytes == 0) continue;
     if (tb >= pos + len) break;
-    if (t->kind != TPL_RULE_SHARD || tpl__job_layout(e->job, i, 0, &l0) != 0)
+    if (!may_go_direct(e, i) || tpl__job_layout(e->job, i, 0, &l0) != 0)
       continue; /* cache_layouts reports a layout that fails */
     n = own_direct(e, i, &l0, (pos > tb ? pos : tb) - tb,
                    (pos + len < te ? pos + len : te) - tb, &start);
@@ -781,10 +788,6 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
  * reading the row-parallel weights four times over). */
 #define LOCAL_PIECE_MIN 1024
 
-static int finish_local(void *ctx, size_t i, struct tpl_error *err) {
-  return finish_tensor(ctx, i, err);
-}
-
 static void local_progress(void *ctx, uint64_t done, uint64_t total) {
   struct engine *e = ctx;
   e->o->progress(e->o->ctx, done, total);
@@ -809,7 +812,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
                                .store = &e->store,
                                .window_len = LOCAL_STEP,
                                .piece_min = LOCAL_PIECE_MIN,
-                               .finish = finish_local,
+                               .finish = finish_own,
                                .ctx = e};
   int *fds = malloc((n + 1) * sizeof(*fds)), rc;
   for (size_t f = 0; fds != NULL && f < n; f++)
@@ -1156,11 +1159,11 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   return 0;
 }
 
-/* The job's time: the slowest rank's, in *max on rank 0; and the bytes
- * every rank read from the files (rank 0's alone unless --read local)
- * in e->bytes_read on rank 0.  Collective. */
-static int slowest(struct engine *e, double mine, double *max,
-                   struct tpl_error *err) {
+/* The job's totals on rank 0: its time, the slowest rank's, in *max; and
+ * the bytes every rank read from the files (rank 0's alone unless --read
+ * local) in e->bytes_read.  Collective. */
+static int job_totals(struct engine *e, double mine, double *max,
+                      struct tpl_error *err) {
   uint64_t mine_read = e->bytes_read;
   *max = mine;
   MPI_TRY(MPI_Reduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
@@ -1202,7 +1205,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
-  rc = agree(&e, slowest(&e, e.st.seconds, &seconds, err), err);
+  rc = agree(&e, job_totals(&e, e.st.seconds, &seconds, err), err);
   if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;
   if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
