@@ -32,6 +32,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "beat.h"
 #include "checkpoint.h"
 #include "dtype.h"
 #include "engine.h"
@@ -88,6 +89,7 @@ struct engine {
   struct slot slots[2];
   uint64_t chunk;
   struct tpl__finisher finisher; /* rank 0's (finish_own) */
+  struct tpl__beats beats;       /* --read local's heartbeats */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
@@ -186,18 +188,25 @@ static int bcast_bytes(uint8_t *buf, uint64_t n, struct tpl_error *err) {
 /* Every rank's local result in, the worst one out (codes are negative).
  * Only the lowest rank that failed with that code keeps its message, so a
  * failure is told once, by the rank that saw it. */
-static int agree(const struct engine *e, int rc, struct tpl_error *err) {
-  struct {
-    int code, rank;
-  } mine = {rc, (int)e->rank}, worst;
-  /* An MPI failure here is this rank's to tell. */
-  MPI_TRY(MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
-          "agreement");
-  if (worst.code != 0 && worst.rank != mine.rank) {
+struct verdict {
+  int code, rank;
+};
+
+static int agreed(const struct engine *e, struct verdict worst,
+                  struct tpl_error *err) {
+  if (worst.code != 0 && worst.rank != (int)e->rank) {
     err->code = worst.code;
     err->msg[0] = '\0';
   }
   return worst.code;
+}
+
+static int agree(const struct engine *e, int rc, struct tpl_error *err) {
+  struct verdict mine = {rc, (int)e->rank}, worst;
+  /* An MPI failure here is this rank's to tell. */
+  MPI_TRY(MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
+          "agreement");
+  return agreed(e, worst, err);
 }
 
 /* Rank 0's verdict with the job table's size, then the table: every rank
@@ -788,9 +797,19 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
  * reading the row-parallel weights four times over). */
 #define LOCAL_PIECE_MIN 1024
 
+/* After every step of a rank's local reads: its heartbeat, and rank 0's
+ * progress line. */
 static void local_progress(void *ctx, uint64_t done, uint64_t total) {
   struct engine *e = ctx;
-  e->o->progress(e->o->ctx, done, total);
+  int mrc = tpl__beats_tick(&e->beats);
+  if (mrc != MPI_SUCCESS) {
+    struct tpl_error err;
+    mpi_check(mrc, "heartbeat", &err);
+    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err.msg);
+    engine_abort(tpl_exit_code(TPL_EPEER));
+  }
+  tpl__stall_test_slow(e->rank);
+  if (e->rank == 0 && e->o->progress) e->o->progress(e->o->ctx, done, total);
 }
 
 /* This rank's descriptors of the job's files: rank 0's are the ones it
@@ -818,7 +837,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
   for (size_t f = 0; fds != NULL && f < n; f++)
     fds[f] = -1; /* none of them open yet */
   lr.window = tpl__huge_alloc(LOCAL_STEP);
-  if (e->rank == 0 && e->o->progress) lr.progress = local_progress;
+  lr.progress = local_progress;
   if (fds == NULL || lr.window == NULL)
     rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
   else
@@ -1139,6 +1158,34 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
 
 /* --- the whole job --- */
 
+/* agree() after --read local: a rank that finished reading waits for the
+ * others under the stall deadline, which their heartbeats move (beat.h);
+ * when a rank still reading went quiet for --stall-timeout, the job
+ * ends naming it. */
+static int agree_reading(struct engine *e, int rc, struct tpl_error *err) {
+  struct verdict mine = {rc, (int)e->rank}, worst;
+  struct tpl__stall st;
+  MPI_Request req;
+  int flag = 0;
+  MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
+  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
+                         &req),
+          "agreement");
+  tpl__stall_start(&st, e->o->stall_timeout);
+  for (;;) {
+    int heard = 0;
+    MPI_TRY(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "agreement");
+    if (flag) break;
+    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
+    if (heard)
+      tpl__stall_progress(&st);
+    else if (tpl__stall_idle(&st))
+      stall_abort(e, tpl__beats_quietest(&e->beats), &st);
+  }
+  MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
+  return agreed(e, worst, err);
+}
+
 /* Every rank builds its store; a failure there is agreed on and returned.
  * A failure once bytes move strands the others mid-transfer: the rank
  * says why and ends the whole job. */
@@ -1147,7 +1194,13 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
-  if (e->o->read_local) return agree(e, read_local(e, err), err);
+  if (e->o->read_local) {
+    if (tpl__beats_open(&e->beats, e->rank, e->world, e->o->stall_timeout)) {
+      fprintf(stderr, "tpload: rank %u: out of memory\n", e->rank);
+      engine_abort(tpl_exit_code(-ENOMEM)); /* the others wait for beats */
+    }
+    return agree_reading(e, read_local(e, err), err);
+  }
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);

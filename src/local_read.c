@@ -151,6 +151,17 @@ static int read_range(struct tpl__local_read *lr, size_t i,
   return 0;
 }
 
+/* n more bytes landed: the progress callback every window_len bytes and
+ * at the end (every step, inside a long tensor too, is a heartbeat). */
+static void landed(struct tpl__local_read *lr, uint64_t n) {
+  lr->landed += n;
+  if (lr->progress == NULL ||
+      (lr->landed - lr->shown < lr->window_len && lr->landed != lr->total))
+    return;
+  lr->progress(lr->ctx, lr->landed, lr->total);
+  lr->shown = lr->landed;
+}
+
 static void hash_step(struct tpl__local_read *lr, XXH3_state_t *h,
                       const uint8_t *p, uint64_t n) {
   double t0 = tpl__now();
@@ -178,7 +189,9 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
                                                       : b + lr->window_len;
     uint64_t before = got;
     rc = read_range(lr, i, &l, b, e, dst, &got, err);
-    if (rc == 0) hash_step(lr, h, dst + before, got - before);
+    if (rc != 0) break;
+    hash_step(lr, h, dst + before, got - before);
+    landed(lr, got - before);
   }
   if (rc == 0 && got != t->rank_stored)
     rc = tpl__fail(err, TPL_EINTERNAL, "tensor '%s': read %llu of %llu bytes",
@@ -211,18 +224,12 @@ static uint64_t held_bytes(const struct tpl__local_read *lr) {
 }
 
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err) {
-  uint64_t total = held_bytes(lr), done = 0, shown = 0;
   XXH3_state_t *h = XXH3_createState();
   int rc = h != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
-  for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++) {
-    if (!tpl__job_holds(lr->job, i, lr->rank)) continue;
-    rc = read_tensor(lr, i, h, err);
-    done += lr->job->tensors[i].rank_stored;
-    if (lr->progress && (done - shown >= lr->window_len || done == total)) {
-      lr->progress(lr->ctx, done, total);
-      shown = done;
-    }
-  }
+  lr->total = held_bytes(lr);
+  lr->landed = lr->shown = 0;
+  for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
+    if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
   for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
     rc = tpl__local_unchanged(lr->job, f, lr->fds[f], err);

@@ -48,14 +48,16 @@ struct tpl__local_read {
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */
   int (*finish)(void *ctx, size_t i, struct tpl_error *err);
-  /* Optional: called every window_len bytes or so and at the end with
-   * the bytes read into the store so far and the rank's total. */
+  /* Optional: called every window_len bytes or so (inside a tensor too)
+   * and at the end with the bytes read into the store so far and the
+   * rank's total. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   void *ctx;
   /* out: bytes read from the files, seconds reading, gathering and
    * hashing */
   uint64_t bytes_read;
   double t_read, t_pack, t_hash;
+  uint64_t landed, shown, total; /* inside: progress so far */
 };
 
 /* Reads this rank's slice of every tensor it holds into its store, in

@@ -59,9 +59,19 @@ int tpl__stall_idle(struct tpl__stall *s) {
   return 0;
 }
 
-void tpl__stall_test_stop(uint32_t rank) {
-  const char *v = getenv("TPLOAD_TEST_SIGSTOP_RANK");
+/* Whether the environment variable `name` is `rank` in decimal. */
+static int test_rank_is(const char *name, uint32_t rank) {
+  const char *v = getenv(name);
   char mine[16];
   snprintf(mine, sizeof(mine), "%u", rank);
-  if (v != NULL && strcmp(v, mine) == 0) raise(SIGSTOP);
+  return v != NULL && strcmp(v, mine) == 0;
+}
+
+void tpl__stall_test_stop(uint32_t rank) {
+  if (test_rank_is("TPLOAD_TEST_SIGSTOP_RANK", rank)) raise(SIGSTOP);
+}
+
+void tpl__stall_test_slow(uint32_t rank) {
+  struct timespec ts = {0, 50000000L};
+  if (test_rank_is("TPLOAD_TEST_SLOW_RANK", rank)) nanosleep(&ts, NULL);
 }

@@ -36,4 +36,8 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * purpose at a known point).  Does nothing otherwise. */
 void tpl__stall_test_stop(uint32_t rank);
 
+/* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a
+ * rank that reads slowly but keeps going). */
+void tpl__stall_test_slow(uint32_t rank);
+
 #endif
