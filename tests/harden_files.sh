@@ -65,10 +65,9 @@ replace() {
   mv "$T_TMP/c/new" "$T_TMP/c/model.safetensors"
 }
 grow() { printf 'x' >>"$T_TMP/c/model.safetensors"; }
-
-gen m --seed 8101 --layout single --big-mib 8
 shrink() { truncate -s "$((size / 2))" "$T_TMP/c/model.safetensors"; }
 
+gen m --seed 8101 --layout single --big-mib 8
 size=$(wc -c <"$M/m/model.safetensors")
 t_changed "a model file replaced mid-load" \
   "changed while loading (another file took its place)" replace
