@@ -173,13 +173,86 @@ static int validate(struct engine *e, struct tpl_error *err) {
   return rc;
 }
 
+/* --- waiting with a progress deadline (stall.c) --- */
+
+/* Nothing moved for --stall-timeout: say who this rank was waiting for
+ * (`peer`, or -1 for any of the others at collective step `what`) and end
+ * the whole job (the peer may never answer a collective). */
+static void stall_abort(const struct engine *e, int peer, const char *what,
+                        const struct tpl__stall *st) {
+  if (peer >= 0)
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
+            "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st), peer, peer);
+  else
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s waiting for the other "
+            "ranks (%s): one of them stopped or hangs; ending the job "
+            "(--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st), what);
+  engine_abort(tpl_exit_code(TPL_EPEER));
+}
+
+/* Waits for a nonblocking collective, polling like wait_reqs, for at
+ * most `timeout` seconds without completion (0: no deadline; the wait
+ * still sleeps rather than spins).  `peer`: the rank it waits for (the
+ * root of a broadcast), or -1; `what` names the step. */
+static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
+                           const char *what, double timeout,
+                           struct tpl_error *err) {
+  struct tpl__stall st;
+  int done = 0;
+  if (peer < 0 && e->world == 2) peer = (int)(1 - e->rank); /* the other */
+  tpl__stall_start(&st, timeout);
+  for (;;) {
+    MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return 0;
+    if (tpl__stall_idle(&st)) stall_abort(e, peer, what, &st);
+  }
+}
+
+/* Polls `n` requests in order until all completed, backing off while
+ * the oldest pending one does not complete.  Testing only the oldest
+ * keeps a wait on a million requests linear (any MPI_Test drives all of
+ * them), and when it stalls, its peer is the one to name: after
+ * --stall-timeout without progress the job ends. */
+static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
+                     struct tpl_error *err) {
+  struct tpl__stall st;
+  size_t first = 0;
+  tpl__stall_start(&st, e->o->stall_timeout);
+  while (first < n) {
+    int done = 0;
+    MPI_TRY(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE), "wait");
+    if (done) {
+      first++;
+      tpl__stall_progress(&st);
+    } else if (tpl__stall_idle(&st)) {
+      stall_abort(e, reqs[first].peer, "wait", &st);
+    }
+  }
+  return 0;
+}
+
+/* Rank 0's `count` items at buf to every rank, waiting at most
+ * `timeout` seconds for rank 0 (wait_collective). */
+static int bcast_from_0(const struct engine *e, void *buf, int count,
+                        MPI_Datatype type, double timeout,
+                        struct tpl_error *err) {
+  MPI_Request req;
+  MPI_TRY(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req), "broadcast");
+  return wait_collective(e, &req, 0, "broadcast", timeout, err);
+}
+
 /* Broadcasts `n` bytes at buf (allocated by every rank) in int-sized
  * parts. */
-static int bcast_bytes(uint8_t *buf, uint64_t n, struct tpl_error *err) {
+static int bcast_bytes(const struct engine *e, uint8_t *buf, uint64_t n,
+                       double timeout, struct tpl_error *err) {
   for (uint64_t off = 0; off < n;) {
     int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
-    MPI_TRY(MPI_Bcast(buf + off, part, MPI_BYTE, 0, MPI_COMM_WORLD),
-            "broadcast");
+    int rc = bcast_from_0(e, buf + off, part, MPI_BYTE, timeout, err);
+    if (rc != 0) return rc;
     off += (uint64_t)part;
   }
   return 0;
@@ -201,12 +274,23 @@ static int agreed(const struct engine *e, struct verdict worst,
   return worst.code;
 }
 
-static int agree(const struct engine *e, int rc, struct tpl_error *err) {
+/* The agreement, waiting at most `timeout` seconds for the others
+ * (wait_collective). */
+static int agree_within(const struct engine *e, int rc, double timeout,
+                        struct tpl_error *err) {
   struct verdict mine = {rc, (int)e->rank}, worst;
+  MPI_Request req;
   /* An MPI failure here is this rank's to tell. */
-  MPI_TRY(MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD),
+  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
+                         &req),
           "agreement");
-  return agreed(e, worst, err);
+  rc = wait_collective(e, &req, -1, "agreement", timeout, err);
+  return rc != 0 ? rc : agreed(e, worst, err);
+}
+
+/* The engine's agreements are short steps: under --stall-timeout. */
+static int agree(const struct engine *e, int rc, struct tpl_error *err) {
+  return agree_within(e, rc, e->o->stall_timeout, err);
 }
 
 /* Rank 0's verdict with the job table's size, then the table: every rank
@@ -217,12 +301,14 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   uint8_t *buf = NULL;
   size_t len = 0;
   int code = 0;
+  tpl__stall_test_stop("validate", e->rank);
   if (e->rank == 0) code = validate(e, err);
   if (code == 0 && e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
   head[0] = code;
   head[1] = (int64_t)len;
-  MPI_TRY(MPI_Bcast(head, 2, MPI_INT64_T, 0, MPI_COMM_WORLD), "broadcast");
+  code = bcast_from_0(e, head, 2, MPI_INT64_T, e->o->stall_timeout, err);
+  if (code != 0) return code;
   if (head[0] != 0) {
     if (e->rank != 0) err->msg[0] = '\0';
     free(buf);
@@ -233,7 +319,8 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   if (e->rank != 0 && (buf = malloc(len + 1)) == NULL)
     code = tpl__fail(err, -ENOMEM, "no memory for the job table");
   code = agree(e, code, err);
-  if (code == 0) code = agree(e, bcast_bytes(buf, len, err), err);
+  if (code == 0)
+    code = agree(e, bcast_bytes(e, buf, len, e->o->stall_timeout, err), err);
   if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
   free(buf);
   if (code == 0)
@@ -256,42 +343,6 @@ static int make_store(struct engine *e, struct tpl_error *err) {
    * 1 GiB: job 0.32 -> 0.29 s without it). */
   if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);
   return rc;
-}
-
-/* --- waiting with a progress deadline (stall.c) --- */
-
-/* Nothing moved for --stall-timeout: say who this rank was waiting for
- * and end the whole job (the peer may never answer a collective). */
-static void stall_abort(const struct engine *e, int peer,
-                        const struct tpl__stall *st) {
-  fprintf(stderr,
-          "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
-          "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
-          e->rank, tpl__stall_quiet_for(st), peer, peer);
-  engine_abort(tpl_exit_code(TPL_EPEER));
-}
-
-/* Polls `n` requests in order until all completed, backing off while
- * the oldest pending one does not complete.  Testing only the oldest
- * keeps a wait on a million requests linear (any MPI_Test drives all of
- * them), and when it stalls, its peer is the one to name: after
- * --stall-timeout without progress the job ends. */
-static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
-                     struct tpl_error *err) {
-  struct tpl__stall st;
-  size_t first = 0;
-  tpl__stall_start(&st, e->o->stall_timeout);
-  while (first < n) {
-    int done = 0;
-    MPI_TRY(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE), "wait");
-    if (done) {
-      first++;
-      tpl__stall_progress(&st);
-    } else if (tpl__stall_idle(&st)) {
-      stall_abort(e, reqs[first].peer, &st);
-    }
-  }
-  return 0;
 }
 
 /* --- rank 0: streaming and sending --- */
@@ -842,7 +893,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
     rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
   else
     rc = local_fds(e, fds, err);
-  if (rc == 0) tpl__stall_test_stop(e->rank); /* files open, none read */
+  if (rc == 0) tpl__stall_test_stop("deliver", e->rank); /* files open */
   lr.fds = fds;
   if (rc == 0) rc = tpl__local_read_all(&lr, err);
   e->st.t_read = lr.t_read;
@@ -869,7 +920,7 @@ static int probe_message(const struct engine *e, int from, MPI_Message *msg,
     MPI_TRY(MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
             "probe");
     if (flag) break;
-    if (tpl__stall_idle(&st)) stall_abort(e, from, &st);
+    if (tpl__stall_idle(&st)) stall_abort(e, from, "receive", &st);
   }
   MPI_TRY(MPI_Get_count(&status, MPI_BYTE, n), "receive");
   return 0;
@@ -960,7 +1011,7 @@ static int receive_all(struct engine *e, struct tpl_error *err) {
   struct inbox *in = calloc(e->world, sizeof(*in));
   double t = tpl__now();
   int rc = in != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
-  tpl__stall_test_stop(e->rank);
+  tpl__stall_test_stop("deliver", e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
     int to;
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
@@ -1027,11 +1078,20 @@ static int gathered_layout(struct gathered *g, uint32_t world) {
   return g->all ? 0 : -ENOMEM;
 }
 
+/* Waits under --stall-timeout for a collective whose root is rank 0
+ * (a gather, a reduction): the others wait for rank 0, rank 0 for all. */
+static int wait_to_0(const struct engine *e, MPI_Request *req, const char *what,
+                     struct tpl_error *err) {
+  return wait_collective(e, req, e->rank == 0 ? -1 : 0, what,
+                         e->o->stall_timeout, err);
+}
+
 /* Every rank's packed RankReport goes to rank 0, which assembles the
  * job's LoadReport in e->report. Collective: every rank takes part. */
 static int gather_reports(struct engine *e, double seconds,
                           struct tpl_error *err) {
   struct gathered g = {0};
+  MPI_Request req;
   uint8_t *mine = NULL;
   size_t len = 0;
   int n = 0, rc;
@@ -1041,15 +1101,17 @@ static int gather_reports(struct engine *e, double seconds,
   rc = agree(e, rc, err);
   n = (int)len;
   if (rc == 0)
-    rc = mpi_check(
-        MPI_Gather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
-        "gathering the report sizes", err);
+    rc = mpi_check(MPI_Igather(&n, 1, MPI_INT, g.counts, 1, MPI_INT, 0,
+                               MPI_COMM_WORLD, &req),
+                   "gathering the report sizes", err);
+  if (rc == 0) rc = wait_to_0(e, &req, "gathering the report sizes", err);
   if (rc == 0 && e->rank == 0) rc = gathered_layout(&g, e->world);
   rc = agree(e, rc, err);
   if (rc == 0)
-    rc = mpi_check(MPI_Gatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
-                               MPI_BYTE, 0, MPI_COMM_WORLD),
+    rc = mpi_check(MPI_Igatherv(mine, n, MPI_BYTE, g.all, g.counts, g.displs,
+                                MPI_BYTE, 0, MPI_COMM_WORLD, &req),
                    "gathering the rank reports", err);
+  if (rc == 0) rc = wait_to_0(e, &req, "gathering the rank reports", err);
   for (uint32_t r = 0; rc == 0 && e->rank == 0 && r < e->world; r++) {
     g.parts[r] = g.all + g.displs[r];
     g.lens[r] = (size_t)g.counts[r];
@@ -1064,14 +1126,16 @@ static int gather_reports(struct engine *e, double seconds,
 
 /* --- the coordination sinks use (coord.h) --- */
 
+/* A sink's steps between its agreements can be long (preshard writes
+ * every rank's file) and tell nothing of their progress, so its waits
+ * have no deadline (they sleep-poll all the same). */
 static int coord_agree(void *ctx, int rc, struct tpl_error *err) {
-  return agree(ctx, rc, err);
+  return agree_within(ctx, rc, 0, err);
 }
 
 static int coord_share(void *ctx, void *buf, size_t len,
                        struct tpl_error *err) {
-  (void)ctx;
-  return bcast_bytes(buf, len, err);
+  return bcast_bytes(ctx, buf, len, 0, err);
 }
 
 /* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
@@ -1180,7 +1244,7 @@ static int agree_reading(struct engine *e, int rc, struct tpl_error *err) {
     if (heard)
       tpl__stall_progress(&st);
     else if (tpl__stall_idle(&st))
-      stall_abort(e, tpl__beats_quietest(&e->beats), &st);
+      stall_abort(e, tpl__beats_quietest(&e->beats), "agreement", &st);
   }
   MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
   return agreed(e, worst, err);
@@ -1218,13 +1282,18 @@ static int deliver(struct engine *e, struct tpl_error *err) {
 static int job_totals(struct engine *e, double mine, double *max,
                       struct tpl_error *err) {
   uint64_t mine_read = e->bytes_read;
+  MPI_Request req;
+  int rc;
   *max = mine;
-  MPI_TRY(MPI_Reduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD),
+  MPI_TRY(
+      MPI_Ireduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &req),
+      "reduce");
+  rc = wait_to_0(e, &req, "the job's time", err);
+  if (rc != 0) return rc;
+  MPI_TRY(MPI_Ireduce(&mine_read, &e->bytes_read, 1, MPI_UINT64_T, MPI_SUM, 0,
+                      MPI_COMM_WORLD, &req),
           "reduce");
-  MPI_TRY(MPI_Reduce(&mine_read, &e->bytes_read, 1, MPI_UINT64_T, MPI_SUM, 0,
-                     MPI_COMM_WORLD),
-          "reduce");
-  return 0;
+  return wait_to_0(e, &req, "the bytes read", err);
 }
 
 static void engine_free(struct engine *e) {
@@ -1258,6 +1327,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   rc = deliver(&e, err);
   if (rc != 0) goto out;
   fill_stats(&e, t0);
+  tpl__stall_test_stop("report", e.rank);
   rc = agree(&e, job_totals(&e, e.st.seconds, &seconds, err), err);
   if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
   if (rc != 0) goto out;

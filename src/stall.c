@@ -67,8 +67,11 @@ static int test_rank_is(const char *name, uint32_t rank) {
   return v != NULL && strcmp(v, mine) == 0;
 }
 
-void tpl__stall_test_stop(uint32_t rank) {
-  if (test_rank_is("TPLOAD_TEST_SIGSTOP_RANK", rank)) raise(SIGSTOP);
+void tpl__stall_test_stop(const char *point, uint32_t rank) {
+  const char *at = getenv("TPLOAD_TEST_SIGSTOP_AT");
+  if (strcmp(at != NULL ? at : "deliver", point) == 0 &&
+      test_rank_is("TPLOAD_TEST_SIGSTOP_RANK", rank))
+    raise(SIGSTOP);
 }
 
 void tpl__stall_test_slow(uint32_t rank) {

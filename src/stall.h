@@ -32,9 +32,14 @@ int tpl__stall_idle(struct tpl__stall *s);
 double tpl__stall_quiet_for(const struct tpl__stall *s);
 
 /* For tests only: stops this process with SIGSTOP when the environment
- * variable TPLOAD_TEST_SIGSTOP_RANK is `rank` in decimal (a stuck rank, made on
- * purpose at a known point).  Does nothing otherwise. */
-void tpl__stall_test_stop(uint32_t rank);
+ * variable TPLOAD_TEST_SIGSTOP_RANK is `rank` in decimal and
+ * TPLOAD_TEST_SIGSTOP_AT is `point` ("deliver" when unset): a stuck rank,
+ * made on purpose at a known point.  Does nothing otherwise.  Points:
+ * "validate" (every rank, before rank 0 validates), "deliver" (a
+ * receiver before it receives; with --read local, every rank with its
+ * files open, before it reads), "report" (every rank, after the
+ * delivery, before the reports are gathered). */
+void tpl__stall_test_stop(const char *point, uint32_t rank);
 
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a
  * rank that reads slowly but keeps going). */
