@@ -103,16 +103,11 @@ static int open_format(const char *dir, const char *path, const char *name,
 
 static int open_single_file(const char *path, struct tpl_model **out,
                             struct tpl_error *err) {
-  char *dir = strdup(path), *slash;
+  const char *slash = strrchr(path, '/');
+  char *dir = tpl__dir_of(path);
   int rc;
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  slash = strrchr(dir, '/');
-  if (slash == dir)
-    slash[1] = '\0';
-  else if (slash)
-    *slash = '\0';
-  rc = open_format(slash ? dir : ".", path,
-                   slash ? path + (slash - dir) + 1 : path, TPL_FMT_SAFETENSORS,
+  rc = open_format(dir, path, slash ? slash + 1 : path, TPL_FMT_SAFETENSORS,
                    out, err);
   free(dir);
   return rc;

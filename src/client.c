@@ -49,13 +49,6 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The directory part of a socket path ("." when there is none). */
-static char *dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  if (slash == NULL) return strdup(".");
-  return strndup(path, slash == path ? 1 : (size_t)(slash - path));
-}
-
 static int untrusted(const char *path, const char *why, struct tpl_error *err) {
   return tpl__fail(err, TPL_EUNREACHABLE,
                    "%s: refusing to talk to this daemon: %s", path, why);
@@ -68,7 +61,7 @@ static int trusted_path(const char *path, uid_t uid, char **out,
                         struct tpl_error *err) {
   struct tpl_error why = {0};
   const char *base = strrchr(path, '/');
-  char *dir = dir_of(path), *real = NULL, *full = NULL;
+  char *dir = tpl__dir_of(path), *real = NULL, *full = NULL;
   struct stat st;
   int rc;
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");

@@ -120,6 +120,12 @@ char *tpl__path_join(const char *dir, const char *name) {
   return p;
 }
 
+char *tpl__dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) return strdup(".");
+  return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
 int tpl__is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -152,8 +158,7 @@ static int atomic_names(const char *path, const char *tmp,
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
   a->path = strdup(path);
-  a->dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
-                 : strdup(".");
+  a->dir = tpl__dir_of(path);
   if (tmp != NULL) {
     a->tmp = strdup(tmp);
   } else {

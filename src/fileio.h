@@ -41,6 +41,10 @@ int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
 /* Joins dir and name with '/' into a malloc'd string, NULL on ENOMEM. */
 char *tpl__path_join(const char *dir, const char *name);
 
+/* The directory part of `path` as a malloc'd string: "." for a bare
+ * name, "/" for a name in the root; NULL on ENOMEM. */
+char *tpl__dir_of(const char *path);
+
 /* Returns 1 when `path` is a directory, 0 otherwise. */
 int tpl__is_dir(const char *path);
 

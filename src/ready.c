@@ -38,10 +38,7 @@ static int pid_alive(json_int_t pid) {
 }
 
 static int check_parent(const char *path, struct tpl_error *err) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash == NULL   ? strdup(".")
-              : slash == path ? strdup("/")
-                              : strndup(path, (size_t)(slash - path));
+  char *dir = tpl__dir_of(path);
   int ok;
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   ok = tpl__is_dir(dir) && access(dir, W_OK | X_OK) == 0;

@@ -69,6 +69,19 @@ static void check_file(const char *dir, const char *name, const char *want) {
   free(path);
 }
 
+/* The directory part of a path, as every caller needs it: "." for a bare
+ * name, "/" in the root, everything before the last '/' otherwise. */
+static void test_dir_of(void) {
+  static const char *cases[][2] = {
+      {"x", "."},       {"/x", "/"},     {"a/b", "a"},     {"/a/b", "/a"},
+      {"a/b/c", "a/b"}, {"a/b/", "a/b"}, {"./x.sock", "."}};
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    char *d = tpl__dir_of(cases[k][0]);
+    CHECK(d != NULL && strcmp(d, cases[k][1]) == 0);
+    free(d);
+  }
+}
+
 static void test_write_file_atomic(void) {
   char *dir = make_dir("tpl-basics");
   struct tpl_error err = {0};
@@ -265,6 +278,7 @@ int main(void) {
   RUN(test_strerror);
   RUN(test_dtype_table);
   RUN(test_overflow_helpers);
+  RUN(test_dir_of);
   RUN(test_write_file_atomic);
   RUN(test_atomic_commit);
   RUN(test_atomic_abort);
