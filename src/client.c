@@ -409,6 +409,11 @@ void tpl_detach(struct tpl_shard *s) {
 uint32_t tpl_shard_rank(const struct tpl_shard *s) {
   return s->man.rank;
 }
+void tpl__shard_grid(const struct tpl_shard *s, uint32_t *tp, uint32_t *pp) {
+  *tp = s->man.tp;
+  *pp = s->man.pp;
+}
+
 uint32_t tpl_shard_world(const struct tpl_shard *s) {
   return s->man.world;
 }

@@ -36,4 +36,8 @@ struct tpl_shard;
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
                        struct tpl_error *err);
 
+/* The grid of the job the attached daemon serves (world = tp x pp x
+ * replicas); both 0 when the daemon is older than the grid field. */
+void tpl__shard_grid(const struct tpl_shard *s, uint32_t *tp, uint32_t *pp);
+
 #endif

@@ -2,7 +2,8 @@
  * attaches to one rank of a running daemon (zero-copy, through the
  * consumer API) and writes what it holds as a safetensors file: tensors in
  * manifest (checkpoint) order, `__metadata__` the rank's place in the grid
- * (tpl__rank_file_header; the daemon's world seen as --tp x --pp x D), so
+ * (tpl__rank_file_header; the grid the daemon names, or for an older
+ * daemon its world seen as --tp x --pp x D), so
  * the result is byte for byte the rank file `tpload preshard` writes.  Each
  * tensor's checksum is verified on the way out.  The file appears atomically
  * (fileio's tpl__atomic_*): temp name, fsync, rename, directory fsync. */
@@ -34,8 +35,11 @@ static const char dump_help[] =
     "  --out FILE   where to write; an existing FILE is refused (73)\n"
     "  --force      replace an existing FILE (atomically)\n"
     "  --tp T, --pp P  the grid the daemon was started with (serve --tp\n"
-    "               --pp; default one tensor-parallel group): the file's\n"
-    "               metadata gives the rank's (d, p, t) as preshard's does\n"
+    "               --pp): the file's metadata gives the rank's (d, p, t)\n"
+    "               as preshard's does.  The daemon names its grid, so\n"
+    "               these are only checked against it (64 when they\n"
+    "               differ); a daemon of an older tpload does not, and\n"
+    "               then they say it (default one tensor-parallel group)\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
     "               or TPLOAD_DAEMON_UID)\n"
     "  --help       show this help\n"
@@ -119,6 +123,26 @@ static int write_file(const struct tpl_shard *s, const struct tpl__grid *g,
   return rc != 0 && a.step == TPL__ATOMIC_RENAME ? output_error(err) : rc;
 }
 
+/* The grid in the file's metadata: the daemon's own (its reply names
+ * it), which --tp / --pp, when given, must match; from a daemon older
+ * than that field, --tp x --pp (0: one tensor-parallel group).
+ * TPL_EUSAGE with the numbers when they disagree or do not divide. */
+static int dump_grid(const struct tpl_shard *s, const char *sock, uint32_t tp,
+                     uint32_t pp, struct tpl__grid *g, struct tpl_error *err) {
+  uint32_t world = tpl_shard_world(s), dtp, dpp;
+  tpl__shard_grid(s, &dtp, &dpp);
+  if (dtp != 0 && ((tp != 0 && tp != dtp) || (pp != 0 && pp != dpp)))
+    return tpl__fail(err, TPL_EUSAGE,
+                     "%s: the daemon serves a grid of tp %u x pp %u (%u "
+                     "ranks), not the --tp %u --pp %u given",
+                     sock, dtp, dpp, world, tp ? tp : dtp, pp ? pp : dpp);
+  if (dtp != 0) {
+    tp = dtp;
+    pp = dpp;
+  }
+  return tpl__grid_make(world, tp ? tp : world, pp ? pp : 1, err, g);
+}
+
 enum { OPT_OUT, OPT_FORCE, OPT_DAEMON_UID, OPT_TP, OPT_PP };
 
 static const struct tpl__cli_option dump_options[] = {
@@ -147,11 +171,7 @@ static int run(const struct tpl__cli_command *cmd,
     return tpl__cli_report(TPL_EOUTPUT, &err);
   }
   rc = tpl__client_attach(a->operands[0], TPL_CLIENT_TIMEOUT_MS, &s, &err);
-  /* The daemon's world as --tp x --pp x D (default: one tensor-parallel
-   * group); TPL_EUSAGE with the numbers when it does not divide. */
-  if (rc == 0)
-    rc = tpl__grid_make(tpl_shard_world(s), tp ? tp : tpl_shard_world(s),
-                        pp ? pp : 1, &err, &g);
+  if (rc == 0) rc = dump_grid(s, a->operands[0], tp, pp, &g, &err);
   if (rc == 0) rc = write_file(s, &g, out, &err);
   tpl_detach(s);
   return rc == 0 ? 0 : tpl__cli_report(rc, &err);

@@ -199,6 +199,8 @@ static int clear_stale_socket(const char *path, struct tpl_error *err) {
 static void fill_identity(struct server *s, struct tpl__wire_response *r) {
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
+  r->tp = s->cfg->job->grid.tp;
+  r->pp = s->cfg->job->grid.pp;
   r->store_bytes = s->cfg->store->size;
   r->job_id = s->cfg->job_id;
   r->model = s->cfg->model;

@@ -157,6 +157,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.error = (char *)(r->error ? r->error : "");
   m.rank = r->rank;
   m.world = r->world;
+  m.tp = r->tp;
+  m.pp = r->pp;
   m.store_bytes = r->store_bytes;
   m.job_id = (char *)(r->job_id ? r->job_id : "");
   m.model = (char *)(r->model ? r->model : "");
@@ -215,6 +217,8 @@ static int copy_response(struct tpl__wire_response *out,
   out->ok = m->ok ? 1 : 0;
   out->rank = m->rank;
   out->world = m->world;
+  out->tp = m->tp;
+  out->pp = m->pp;
   out->store_bytes = m->store_bytes;
   out->uptime_seconds = m->uptime_seconds;
   out->clients = m->clients;

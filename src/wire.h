@@ -85,6 +85,7 @@ struct tpl__wire_response {
   int ok;
   const char *error; /* NULL or "" when none */
   uint32_t rank, world;
+  uint32_t tp, pp;       /* the serving job's grid; 0 from an older daemon */
   const uint8_t *status; /* packed tpload.LoadReport, or NULL: carried
                             as is, unpacked only by whoever reads it */
   size_t status_len;

@@ -92,9 +92,9 @@ GRID_ARGS="--read local " grid_check local-mlc-tp2pp2 4 2 2 "$M/mlc" \
 GRID_ARGS=
 
 # --- serve on a grid: each daemon serves its stage's tensors ---------------
-# Dumps carry no grid in their metadata yet (the manifest has rank and
-# world only), so the data are compared: each rank's dump holds exactly
-# the tensors, shapes and bytes of its checked preshard file.
+# Each rank's dump holds exactly the tensors, shapes and bytes of its
+# checked preshard file, and (the daemon names its grid) is that file
+# byte for byte.
 . "$TESTS_SRCDIR/serve_lib.sh"
 SOCK=$T_TMP/sock
 mkdir -p "$T_TMP/dump"
@@ -108,6 +108,10 @@ for r in 0 1 2 3; do
 done
 t_dumps_match "serve TP2xPP2: every rank serves what its preshard file holds" \
   4 "$T_TMP/dump" "$T_TMP/tp2pp2"
+for r in 0 1 2 3; do
+  t_check "serve TP2xPP2: rank $r's dump is its preshard file" \
+    cmp "$T_TMP/dump/rank$r.safetensors" "$T_TMP/tp2pp2/rank$r.safetensors"
+done
 t_exit "serve TP2xPP2: status --shutdown exits 0" 0 \
   "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
 serve_end

@@ -9,7 +9,7 @@
 # coordinates, nbytes and the XXH3 of the oracle's bytes; `verify`
 # accepts that output and names a flipped byte in replica 1 and replica
 # 0's file standing in for replica 1 (65); `status --json` of a TP1 x
-# PP2 x DP2 daemon gives its grid (and the text status its grid line), and `dump --tp 1 --pp 2` of each of
+# PP2 x DP2 daemon gives its grid (and the text status its grid line), and `dump` (with or without `--tp 1 --pp 2`) of each of
 # its ranks is byte for byte that rank's preshard file.
 # Every job runs under $MPIRUN (mpi_lib.sh), so check-fast skips it.
 . "$TESTS_SRCDIR/lib.sh"
@@ -142,14 +142,29 @@ cp "$T_TMP/out" "$T_TMP/status.txt"
 t_check "status prints the grid line" grep -qx \
   'grid: tp 1 x pp 2 x dp 2, rank = (d\*2 + p)\*1 + t; replicas agree: yes' \
   "$T_TMP/status.txt"
+# The daemon names its grid: dump needs no --tp / --pp, and checks them
+# against it when given.
 for r in 0 1 2 3; do
-  t_exit "dump rank $r --tp 1 --pp 2" 0 "$TPLOAD" dump "$SOCK/rank$r.sock" \
-    --out "$T_TMP/dump$r.safetensors" --tp 1 --pp 2
+  t_exit "dump rank $r" 0 "$TPLOAD" dump "$SOCK/rank$r.sock" \
+    --out "$T_TMP/dump$r.safetensors"
   t_check "rank $r's dump is byte for byte its preshard file" \
     cmp "$T_TMP/dump$r.safetensors" "$T_TMP/ps/rank$r.safetensors"
+  t_exit "dump rank $r --tp 1 --pp 2 (the daemon's grid)" 0 "$TPLOAD" dump \
+    "$SOCK/rank$r.sock" --out "$T_TMP/dump$r.safetensors" --tp 1 --pp 2 \
+    --force
+  t_check "rank $r's dump --tp 1 --pp 2 is its preshard file" \
+    cmp "$T_TMP/dump$r.safetensors" "$T_TMP/ps/rank$r.safetensors"
 done
-t_exit "dump --tp 3 (does not divide 4 ranks)" 64 \
+t_exit "dump --tp 3 (not the daemon's grid)" 64 \
   "$TPLOAD" dump "$SOCK/rank1.sock" --out "$T_TMP/x.safetensors" --tp 3
+t_exit "dump --tp 2 --pp 2 (divides 4 ranks, not the daemon's grid)" 64 \
+  "$TPLOAD" dump "$SOCK/rank1.sock" --out "$T_TMP/x.safetensors" --tp 2 \
+  --pp 2
+cp "$T_TMP/err" "$T_TMP/refusal"
+t_check "the refusal names the daemon's grid and the flags" grep -qF \
+  "rank1.sock: the daemon serves a grid of tp 1 x pp 2 (4 ranks), not the --tp 2 --pp 2 given" \
+  "$T_TMP/refusal"
+t_check "a refused dump writes nothing" [ ! -e "$T_TMP/x.safetensors" ]
 t_exit "status --shutdown" 0 "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
 serve_end
 t_check "the serve job ends with 0" [ "$SERVE_RC" = 0 ]

@@ -391,6 +391,8 @@ static void test_health(void) {
   CHECK_EQ_INT(r.ok, 1);
   CHECK_EQ_U64(r.rank, 0);
   CHECK_EQ_U64(r.world, 1);
+  CHECK_EQ_U64(r.tp, 1); /* the job's grid */
+  CHECK_EQ_U64(r.pp, 1);
   CHECK_EQ_U64(r.store_bytes, store.size);
   tpl__wire_response_free(&r);
 }

@@ -211,6 +211,8 @@ static void test_response_roundtrip(void) {
   struct tpl__wire_response in = {.ok = 1,
                                   .rank = 3,
                                   .world = 4,
+                                  .tp = 2,
+                                  .pp = 2,
                                   .status = load_report,
                                   .status_len = sizeof(load_report),
                                   .tensors = t,
@@ -233,6 +235,8 @@ static void test_response_roundtrip(void) {
   CHECK(out.error == NULL);
   CHECK_EQ_U64(out.rank, 3);
   CHECK_EQ_U64(out.world, 4);
+  CHECK_EQ_U64(out.tp, 2);
+  CHECK_EQ_U64(out.pp, 2);
   CHECK_EQ_U64(out.store_bytes, 192);
   CHECK_EQ_U64(out.ntensors, 2);
   CHECK_EQ_U64(out.status_len, sizeof(load_report));
