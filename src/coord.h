@@ -32,6 +32,16 @@ struct tpl__coord {
    * rank asks rank 0 to (it then stops when poll_shutdown says so).
    * Returns 0 or a negative code. */
   int (*request_shutdown)(void *ctx);
+  /* Optional (NULL: none), around a sink's long local step (preshard's
+   * write): `beats_begin` on every rank before it, `beat` now and then
+   * during it (cheap: it sends only when a beat is due), and
+   * `agree_after_beats` instead of `agree` after it: a rank that finished
+   * waits for the others under --stall-timeout, which their beats move,
+   * so a rank that stops or hangs in the step is named and ends the job
+   * (beat.h). */
+  void (*beats_begin)(void *ctx);
+  void (*beat)(void *ctx);
+  int (*agree_after_beats)(void *ctx, int rc, struct tpl_error *err);
   void *ctx;
 };
 

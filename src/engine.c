@@ -195,16 +195,14 @@ static void stall_abort(const struct engine *e, int peer, const char *what,
 }
 
 /* Waits for a nonblocking collective, polling like wait_reqs, for at
- * most `timeout` seconds without completion (0: no deadline; the wait
- * still sleeps rather than spins).  `peer`: the rank it waits for (the
- * root of a broadcast), or -1; `what` names the step. */
+ * most --stall-timeout without completion.  `peer`: the rank it waits
+ * for (the root of a broadcast), or -1; `what` names the step. */
 static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
-                           const char *what, double timeout,
-                           struct tpl_error *err) {
+                           const char *what, struct tpl_error *err) {
   struct tpl__stall st;
   int done = 0;
   if (peer < 0 && e->world == 2) peer = (int)(1 - e->rank); /* the other */
-  tpl__stall_start(&st, timeout);
+  tpl__stall_start(&st, e->o->stall_timeout);
   for (;;) {
     MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
     if (done) return 0;
@@ -235,23 +233,22 @@ static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
   return 0;
 }
 
-/* Rank 0's `count` items at buf to every rank, waiting at most
- * `timeout` seconds for rank 0 (wait_collective). */
+/* Rank 0's `count` items at buf to every rank, waiting for rank 0 under
+ * --stall-timeout (wait_collective). */
 static int bcast_from_0(const struct engine *e, void *buf, int count,
-                        MPI_Datatype type, double timeout,
-                        struct tpl_error *err) {
+                        MPI_Datatype type, struct tpl_error *err) {
   MPI_Request req;
   MPI_TRY(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req), "broadcast");
-  return wait_collective(e, &req, 0, "broadcast", timeout, err);
+  return wait_collective(e, &req, 0, "broadcast", err);
 }
 
 /* Broadcasts `n` bytes at buf (allocated by every rank) in int-sized
  * parts. */
 static int bcast_bytes(const struct engine *e, uint8_t *buf, uint64_t n,
-                       double timeout, struct tpl_error *err) {
+                       struct tpl_error *err) {
   for (uint64_t off = 0; off < n;) {
     int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
-    int rc = bcast_from_0(e, buf + off, part, MPI_BYTE, timeout, err);
+    int rc = bcast_from_0(e, buf + off, part, MPI_BYTE, err);
     if (rc != 0) return rc;
     off += (uint64_t)part;
   }
@@ -274,23 +271,46 @@ static int agreed(const struct engine *e, struct verdict worst,
   return worst.code;
 }
 
-/* The agreement, waiting at most `timeout` seconds for the others
- * (wait_collective). */
-static int agree_within(const struct engine *e, int rc, double timeout,
-                        struct tpl_error *err) {
+/* The agreement, waiting for the others under --stall-timeout
+ * (wait_collective): every step before one is short, but for the long
+ * local ones that beat (agree_after_beats). */
+static int agree(const struct engine *e, int rc, struct tpl_error *err) {
   struct verdict mine = {rc, (int)e->rank}, worst;
   MPI_Request req;
   /* An MPI failure here is this rank's to tell. */
   MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
                          &req),
           "agreement");
-  rc = wait_collective(e, &req, -1, "agreement", timeout, err);
+  rc = wait_collective(e, &req, -1, "agreement", err);
   return rc != 0 ? rc : agreed(e, worst, err);
 }
 
-/* The engine's agreements are short steps: under --stall-timeout. */
-static int agree(const struct engine *e, int rc, struct tpl_error *err) {
-  return agree_within(e, rc, e->o->stall_timeout, err);
+/* agree() after a step that beat (--read local's reading, preshard's
+ * write): a rank that finished waits for the others under the stall
+ * deadline, which their heartbeats move (beat.h); when a rank still in
+ * the step went quiet for --stall-timeout, the job ends naming it. */
+static int agree_after_beats(struct engine *e, int rc, struct tpl_error *err) {
+  struct verdict mine = {rc, (int)e->rank}, worst;
+  struct tpl__stall st;
+  MPI_Request req;
+  int flag = 0;
+  MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
+  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
+                         &req),
+          "agreement");
+  tpl__stall_start(&st, e->o->stall_timeout);
+  for (;;) {
+    int heard = 0;
+    MPI_TRY(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "agreement");
+    if (flag) break;
+    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
+    if (heard)
+      tpl__stall_progress(&st);
+    else if (tpl__stall_idle(&st))
+      stall_abort(e, tpl__beats_quietest(&e->beats), "agreement", &st);
+  }
+  MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
+  return agreed(e, worst, err);
 }
 
 /* Rank 0's verdict with the job table's size, then the table: every rank
@@ -307,7 +327,7 @@ static int share_job(struct engine *e, struct tpl_error *err) {
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
   head[0] = code;
   head[1] = (int64_t)len;
-  code = bcast_from_0(e, head, 2, MPI_INT64_T, e->o->stall_timeout, err);
+  code = bcast_from_0(e, head, 2, MPI_INT64_T, err);
   if (code != 0) return code;
   if (head[0] != 0) {
     if (e->rank != 0) err->msg[0] = '\0';
@@ -319,8 +339,7 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   if (e->rank != 0 && (buf = malloc(len + 1)) == NULL)
     code = tpl__fail(err, -ENOMEM, "no memory for the job table");
   code = agree(e, code, err);
-  if (code == 0)
-    code = agree(e, bcast_bytes(e, buf, len, e->o->stall_timeout, err), err);
+  if (code == 0) code = agree(e, bcast_bytes(e, buf, len, err), err);
   if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
   free(buf);
   if (code == 0)
@@ -848,10 +867,17 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
  * reading the row-parallel weights four times over). */
 #define LOCAL_PIECE_MIN 1024
 
-/* After every step of a rank's local reads: its heartbeat, and rank 0's
- * progress line. */
-static void local_progress(void *ctx, uint64_t done, uint64_t total) {
-  struct engine *e = ctx;
+/* Starts this rank's heartbeats (beat.h); every rank does, before a
+ * step whose end is agree_after_beats. */
+static void beats_begin(struct engine *e) {
+  if (tpl__beats_open(&e->beats, e->rank, e->world, e->o->stall_timeout)) {
+    fprintf(stderr, "tpload: rank %u: out of memory\n", e->rank);
+    engine_abort(tpl_exit_code(-ENOMEM)); /* the others wait for beats */
+  }
+}
+
+/* A heartbeat when one is due; an MPI failure ends the job. */
+static void beat(struct engine *e) {
   int mrc = tpl__beats_tick(&e->beats);
   if (mrc != MPI_SUCCESS) {
     struct tpl_error err;
@@ -860,6 +886,13 @@ static void local_progress(void *ctx, uint64_t done, uint64_t total) {
     engine_abort(tpl_exit_code(TPL_EPEER));
   }
   tpl__stall_test_slow(e->rank);
+}
+
+/* After every step of a rank's local reads: its heartbeat, and rank 0's
+ * progress line. */
+static void local_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct engine *e = ctx;
+  beat(e);
   if (e->rank == 0 && e->o->progress) e->o->progress(e->o->ctx, done, total);
 }
 
@@ -1082,8 +1115,7 @@ static int gathered_layout(struct gathered *g, uint32_t world) {
  * (a gather, a reduction): the others wait for rank 0, rank 0 for all. */
 static int wait_to_0(const struct engine *e, MPI_Request *req, const char *what,
                      struct tpl_error *err) {
-  return wait_collective(e, req, e->rank == 0 ? -1 : 0, what,
-                         e->o->stall_timeout, err);
+  return wait_collective(e, req, e->rank == 0 ? -1 : 0, what, err);
 }
 
 /* Every rank's packed RankReport goes to rank 0, which assembles the
@@ -1126,16 +1158,28 @@ static int gather_reports(struct engine *e, double seconds,
 
 /* --- the coordination sinks use (coord.h) --- */
 
-/* A sink's steps between its agreements can be long (preshard writes
- * every rank's file) and tell nothing of their progress, so its waits
- * have no deadline (they sleep-poll all the same). */
+/* A sink's waits are under --stall-timeout too: its steps between them
+ * are short, but for its long local one (preshard's write), which beats
+ * and ends in coord_agree_after_beats. */
 static int coord_agree(void *ctx, int rc, struct tpl_error *err) {
-  return agree_within(ctx, rc, 0, err);
+  return agree(ctx, rc, err);
 }
 
 static int coord_share(void *ctx, void *buf, size_t len,
                        struct tpl_error *err) {
-  return bcast_bytes(ctx, buf, len, 0, err);
+  return bcast_bytes(ctx, buf, len, err);
+}
+
+static void coord_beats_begin(void *ctx) {
+  beats_begin(ctx);
+}
+
+static void coord_beat(void *ctx) {
+  beat(ctx);
+}
+
+static int coord_agree_after_beats(void *ctx, int rc, struct tpl_error *err) {
+  return agree_after_beats(ctx, rc, err);
 }
 
 /* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
@@ -1210,6 +1254,9 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
                          coord_share,
                          coord_poll_shutdown,
                          coord_request_shutdown,
+                         coord_beats_begin,
+                         coord_beat,
+                         coord_agree_after_beats,
                          e};
   struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len};
   int rc, end;
@@ -1222,34 +1269,6 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
 
 /* --- the whole job --- */
 
-/* agree() after --read local: a rank that finished reading waits for the
- * others under the stall deadline, which their heartbeats move (beat.h);
- * when a rank still reading went quiet for --stall-timeout, the job
- * ends naming it. */
-static int agree_reading(struct engine *e, int rc, struct tpl_error *err) {
-  struct verdict mine = {rc, (int)e->rank}, worst;
-  struct tpl__stall st;
-  MPI_Request req;
-  int flag = 0;
-  MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
-  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
-                         &req),
-          "agreement");
-  tpl__stall_start(&st, e->o->stall_timeout);
-  for (;;) {
-    int heard = 0;
-    MPI_TRY(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "agreement");
-    if (flag) break;
-    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
-    if (heard)
-      tpl__stall_progress(&st);
-    else if (tpl__stall_idle(&st))
-      stall_abort(e, tpl__beats_quietest(&e->beats), "agreement", &st);
-  }
-  MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
-  return agreed(e, worst, err);
-}
-
 /* Every rank builds its store; a failure there is agreed on and returned.
  * A failure once bytes move strands the others mid-transfer: the rank
  * says why and ends the whole job. */
@@ -1259,11 +1278,8 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
   if (e->o->read_local) {
-    if (tpl__beats_open(&e->beats, e->rank, e->world, e->o->stall_timeout)) {
-      fprintf(stderr, "tpload: rank %u: out of memory\n", e->rank);
-      engine_abort(tpl_exit_code(-ENOMEM)); /* the others wait for beats */
-    }
-    return agree_reading(e, read_local(e, err), err);
+    beats_begin(e);
+    return agree_after_beats(e, read_local(e, err), err);
   }
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);

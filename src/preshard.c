@@ -3,7 +3,9 @@
  * directory, fsynced, then linked under a temporary name and renamed into
  * place, and the directory fsynced.  A rank killed mid-write leaves
  * nothing behind: the kernel drops the unnamed file.  The sink's job-wide
- * order (write, agree, publish, agree, shard-info.json) is at the end. */
+ * order (write, agree, publish, agree, shard-info.json) is at the end.
+ * While it writes and fsyncs, a rank beats (coord.h), so the others wait
+ * for the agreement after the write under --stall-timeout. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -20,6 +23,7 @@
 #include "report.h"
 #include "shardinfo.h"
 #include "st_writer.h"
+#include "stall.h"
 
 /* A rank file being written: unnamed (O_TMPFILE) where the filesystem
  * allows it, else a hidden temp name that is removed on failure. */
@@ -224,14 +228,80 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
   return 0;
 }
 
+/* Writes go in steps of this size, with a heartbeat between (coord.h). */
+#define WRITE_STEP ((size_t)1 << 20)
+
+static void beat(const struct tpl__coord *c) {
+  if (c->beat != NULL) c->beat(c->ctx);
+}
+
+/* n bytes at p to fd, a step at a time, beating between steps. */
+static int write_beating(int fd, const uint8_t *p, size_t n,
+                         const struct tpl__coord *c) {
+  for (size_t at = 0; at < n; at += WRITE_STEP) {
+    int rc =
+        tpl__write_full(fd, p + at, n - at < WRITE_STEP ? n - at : WRITE_STEP);
+    if (rc != 0) return rc;
+    beat(c);
+  }
+  return 0;
+}
+
+/* An fsync that may take as long as the writing did (every dirty page of
+ * the file goes to disk), run by a thread while this one beats. */
+struct sync_job {
+  int fd, rc, done;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+};
+
+static void *sync_main(void *arg) {
+  struct sync_job *j = arg;
+  int rc = fsync(j->fd) == 0 ? 0 : -errno;
+  pthread_mutex_lock(&j->lock);
+  j->rc = rc;
+  j->done = 1;
+  pthread_cond_signal(&j->cond);
+  pthread_mutex_unlock(&j->lock);
+  return NULL;
+}
+
+/* fsync(fd) beating every 100 ms while it runs; 0 or -errno. */
+static int fsync_beating(int fd, const struct tpl__coord *c) {
+  struct sync_job j = {fd, 0, 0, PTHREAD_MUTEX_INITIALIZER,
+                       PTHREAD_COND_INITIALIZER};
+  pthread_t t;
+  if (c->beat == NULL || pthread_create(&t, NULL, sync_main, &j) != 0)
+    return fsync(fd) == 0 ? 0 : -errno;
+  pthread_mutex_lock(&j.lock);
+  while (!j.done) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 100000000L;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&j.cond, &j.lock, &until);
+    pthread_mutex_unlock(&j.lock);
+    beat(c);
+    pthread_mutex_lock(&j.lock);
+  }
+  pthread_mutex_unlock(&j.lock);
+  pthread_join(t, NULL);
+  return j.rc;
+}
+
 /* Writes this rank's safetensors file (header with its place in the
  * grid, tpl__rank_file_header; the tensors its stage holds, in checkpoint
- * order) to a file no reader will take for output and fsyncs it.  Disk
- * full is -ENOSPC (exit 74).  On failure nothing is left in DIR and
- * f->fd is -1. */
-static int write_rank_file(const char *dir, const struct tpl__job *job,
-                           const struct tpl__store *store, uint32_t rank,
-                           struct shard_file *f, struct tpl_error *err) {
+ * order) to a file no reader will take for output and fsyncs it, beating
+ * all along (c->beat).  Disk full is -ENOSPC (exit 74).  On failure
+ * nothing is left in DIR and f->fd is -1. */
+static int write_rank_file(const char *dir, const struct tpl__loaded *l,
+                           const struct tpl__coord *c, struct shard_file *f,
+                           struct tpl_error *err) {
+  const struct tpl__job *job = l->job;
+  uint32_t rank = c->rank;
   int rc = create_file(dir, rank, f);
   if (rc != 0)
     return tpl__fail(err, rc == -ENOSPC ? -ENOSPC : TPL_EOUTPUT,
@@ -241,17 +311,15 @@ static int write_rank_file(const char *dir, const struct tpl__job *job,
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     if (t->store_offset == UINT64_MAX) continue;
-    rc = tpl__write_full(f->fd, store->base + t->store_offset,
-                         (size_t)t->rank_bytes);
+    rc = write_beating(f->fd, l->store->base + t->store_offset,
+                       (size_t)t->rank_bytes, c);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
                      rank, t->name, tpl_strerror(rc));
   }
-  if (rc == 0 && fsync(f->fd) != 0) {
-    int e = errno;
-    rc = tpl__fail(err, -e, "%s/rank%u.safetensors: fsync: %s", dir, rank,
-                   strerror(e));
-  }
+  if (rc == 0 && (rc = fsync_beating(f->fd, c)) != 0)
+    tpl__fail(err, rc, "%s/rank%u.safetensors: fsync: %s", dir, rank,
+              tpl_strerror(rc));
   if (rc != 0) discard(dir, rank, f);
   return rc;
 }
@@ -331,8 +399,11 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
   struct shard_file f = {-1, 0};
   int rc, all;
   sigset_t stop, old;
-  rc = write_rank_file(dir, l->job, l->store, c->rank, &f, err);
-  all = c->agree(c->ctx, rc, err);
+  if (c->beats_begin != NULL) c->beats_begin(c->ctx);
+  tpl__stall_test_stop("write", c->rank);
+  rc = write_rank_file(dir, l, c, &f, err);
+  all = c->agree_after_beats != NULL ? c->agree_after_beats(c->ctx, rc, err)
+                                     : c->agree(c->ctx, rc, err);
   /* Once files get names, a SIGTERM or SIGINT waits until the directory
    * is complete or cleaned (a few milliseconds): a signal between the
    * renames and shard-info.json would otherwise leave rank files that no

@@ -38,7 +38,8 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * "validate" (every rank, before rank 0 validates), "deliver" (a
  * receiver before it receives; with --read local, every rank with its
  * files open, before it reads), "report" (every rank, after the
- * delivery, before the reports are gathered). */
+ * delivery, before the reports are gathered), "write" (preshard, every
+ * rank before it writes its file). */
 void tpl__stall_test_stop(const char *point, uint32_t rank);
 
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a

@@ -3,12 +3,14 @@
 # stops (SIGSTOP, raised by the rank itself at a known point via the
 # test-only TPLOAD_TEST_SIGSTOP_RANK / _AT: before it receives, with
 # --read local before it reads, before rank 0 validates, after the
-# delivery) ends the job with exit 69 and one message naming the stopped
-# rank (or, with 3 ranks, saying one of the others stopped), instead of
-# hanging with its peers waiting; no process of the job is left.  With --read local a rank that reads slowly
-# but keeps going is waited for (its heartbeats move the deadline).  The
-# bound is generous (it only catches a hang); the measured stall-to-exit
-# time is printed as a TAP comment.
+# delivery, before preshard writes) ends the job with exit 69 and one
+# message naming the stopped rank (or, with 3 ranks, saying one of the
+# others stopped), instead of hanging with its peers waiting; no process
+# of the job, and no preshard file, is left.  A rank that reads slowly
+# with --read local, or writes its preshard file slowly, but keeps going
+# is waited for (its heartbeats move the deadline).  The bound is
+# generous (it only catches a hang); the measured stall-to-exit time is
+# printed as a TAP comment.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 . "$TESTS_SRCDIR/harden_lib.sh"
@@ -91,4 +93,48 @@ r = json.load(open(sys.argv[1]))["ranks"][1]
 if r["seconds"] <= 3:
     sys.exit("rank 1 took %.2f s: too fast to test the heartbeats" % r["seconds"])
 ' "$T_TMP/out"
+
+# --- preshard: the write is under the deadline too -----------------------
+# Rank 1 stops before it writes its file: rank 0, done writing, waits for
+# the agreement in vain; the job ends naming rank 1 and leaves no file.
+rm -rf "$T_TMP/ps"
+TPLOAD_TEST_SIGSTOP_AT=write TPLOAD_TEST_SIGSTOP_RANK=1 \
+  timeout -s KILL $BOUND_SECS "$MPIRUN" --oversubscribe -np 2 \
+  -x TPLOAD_TEST_SIGSTOP_AT -x TPLOAD_TEST_SIGSTOP_RANK "$TPLOAD" \
+  preshard "$M/m" --plan "$M/m/plan.json" --out "$T_TMP/ps" --quiet \
+  --stall-timeout $STALL_SECS >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 69 ]; then t_ok "preshard: a rank stopped before writing ends the job with 69"
+else t_fail "preshard: a rank stopped before writing ends the job with 69" \
+  "exit $rc" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+messages "$T_TMP/err" | grep '^tpload' >"$T_TMP/msgs"
+if [ "$(grep -c . "$T_TMP/msgs")" -eq 1 ] && grep -q -F "$R1" "$T_TMP/msgs"
+then t_ok "preshard: one message names rank 1"
+else t_fail "preshard: one message names rank 1" "$(cat "$T_TMP/msgs")"; fi
+if [ -z "$(ls -A "$T_TMP/ps")" ]; then t_ok "preshard: the stopped job leaves no file"
+else t_fail "preshard: the stopped job leaves no file" "$(ls -la "$T_TMP/ps")"; fi
+left=$(pgrep -f -- "$M/m/plan.json")
+if [ -z "$left" ]; then t_ok "preshard: no process of the job is left"
+else t_fail "preshard: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.json")"
+  kill -KILL $left; fi
+
+# Rank 1 writes slowly (50 ms per 1 MiB step: about 3.2 s for its 64 MiB)
+# but keeps going: its beats keep rank 0 waiting past the 2 s deadline.
+gen slowp --seed 6103 --layout single --big-mib 64
+rm -rf "$T_TMP/ps"
+t0=$(ms)
+TPLOAD_TEST_SLOW_RANK=1 timeout -s KILL $BOUND_SECS \
+  "$MPIRUN" --oversubscribe -np 2 -x TPLOAD_TEST_SLOW_RANK "$TPLOAD" \
+  preshard "$M/slowp" --plan "$M/slowp/plan.json" --out "$T_TMP/ps" \
+  --quiet --stall-timeout $STALL_SECS >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+el=$(($(ms) - t0))
+echo "# preshard with a slow writer: $el ms"
+if [ $rc -eq 0 ]; then t_ok "preshard: a slow writer that keeps going is waited for"
+else t_fail "preshard: a slow writer that keeps going is waited for" \
+  "exit $rc after $el ms" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+t_check "preshard: the slow writer took longer than the stall deadline" \
+  [ "$el" -gt $((STALL_SECS * 1000 + 500)) ]
+t_check "preshard: the slow writer's job wrote both rank files" \
+  [ -s "$T_TMP/ps/rank0.safetensors" -a -s "$T_TMP/ps/rank1.safetensors" ]
 t_done
