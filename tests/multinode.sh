@@ -4,7 +4,8 @@
 # through this test's own rsh agent (as ssh would on a real second node),
 # and --mca btl tcp,self makes every byte cross TCP, as between nodes.
 # Checked: the agent really launched the second node's daemon; `load`
-# (report vs the numpy oracle) and `preshard` (files vs the oracle) over
+# (report vs the numpy oracle) and `preshard` (files vs the oracle, with
+# the default reading and with --read local, whose heartbeats cross TCP) over
 # that path; `serve`: the ready file (on rank 0's node only), each node
 # probing its own rank's socket (--health), the job's status asked through
 # rank 1's socket, rank 1's dump = its preshard file, and --shutdown on
@@ -59,6 +60,14 @@ t_exit "preshard on two nodes exits 0" 0 "$MPIRUN" $TWO_NODES "$TPLOAD" \
   preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/ps" --quiet
 t_oracle "preshard's files = numpy oracle" check-preshard "$MODEL" "$PLAN" 2 \
   "$T_TMP/ps"
+# --read local over TCP: each node reads its own slices (the nodes share
+# this machine's files); the heartbeats and the agreements cross TCP.
+# shellcheck disable=SC2086
+t_exit "preshard --read local on two nodes exits 0" 0 "$MPIRUN" $TWO_NODES \
+  "$TPLOAD" preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/psl" --read local \
+  --quiet
+t_oracle "preshard --read local's files = numpy oracle" check-preshard \
+  "$MODEL" "$PLAN" 2 "$T_TMP/psl"
 
 SOCK=$T_TMP/sock
 READY=$T_TMP/ready
