@@ -1264,6 +1264,11 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
   rc = agree(e, shutdown_arm(e, err), err);
   if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
   end = shutdown_disarm(e, rc == 0 ? err : NULL);
+  /* Every rank meets once more, under the deadline, before MPI_Finalize
+   * (which waits for every rank, with none): a rank stopped while
+   * serving ends the job naming it instead of holding the others there
+   * after --shutdown.  A failed sink has agreed on its code already. */
+  if (rc == 0 && end == 0) end = agree(e, 0, err);
   return rc != 0 ? rc : end;
 }
 

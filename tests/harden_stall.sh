@@ -6,11 +6,12 @@
 # delivery, before preshard writes) ends the job with exit 69 and one
 # message naming the stopped rank (or, with 3 ranks, saying one of the
 # others stopped), instead of hanging with its peers waiting; no process
-# of the job, and no preshard file, is left.  A rank that reads slowly
-# with --read local, or writes its preshard file slowly, but keeps going
-# is waited for (its heartbeats move the deadline).  The bound is
-# generous (it only catches a hang); the measured stall-to-exit time is
-# printed as a TAP comment.
+# of the job, and no preshard file, is left.  A rank stopped while
+# serving ends the job once --shutdown stops the others.  A rank that
+# reads slowly with --read local, or writes its preshard file slowly, but
+# keeps going is waited for (its heartbeats move the deadline).  The
+# bound is generous (it only catches a hang); the measured stall-to-exit
+# time is printed as a TAP comment.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 . "$TESTS_SRCDIR/harden_lib.sh"
@@ -137,4 +138,33 @@ t_check "preshard: the slow writer took longer than the stall deadline" \
   [ "$el" -gt $((STALL_SECS * 1000 + 500)) ]
 t_check "preshard: the slow writer's job wrote both rank files" \
   [ -s "$T_TMP/ps/rank0.safetensors" -a -s "$T_TMP/ps/rank1.safetensors" ]
+
+# --- serve: the ranks meet once more after --shutdown ---------------------
+# Rank 1 is stopped while serving; --shutdown to rank 0 must still end the
+# job (69, naming rank 1) instead of holding rank 0 in MPI_Finalize.
+. "$TESTS_SRCDIR/serve_lib.sh"
+serve_start "$T_TMP/sv" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "$M/m" --plan "$M/m/plan.json" --socket-dir "$T_TMP/sock" \
+  --ready-file "$T_TMP/ready" --quiet --stall-timeout $STALL_SECS
+PIDS="$PIDS $SERVE_PID"
+t_serve_ready "serve: ready" "$T_TMP/ready"
+r1=""
+for p in $(pgrep -P "$SERVE_PID"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+     grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
+done
+if [ -n "$r1" ] && kill -STOP "$r1"; then t_ok "serve: rank 1 stopped while serving"
+else t_fail "serve: rank 1 stopped while serving" "no rank 1 among $(pgrep -P "$SERVE_PID")"; fi
+t_exit "serve: --shutdown asked of rank 0" 0 \
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown
+serve_end
+t_check "serve: the job ends with 69" [ "$SERVE_RC" = 69 ]
+messages "$T_TMP/sv.err" | grep '^tpload' >"$T_TMP/msgs"
+if [ "$(grep -c . "$T_TMP/msgs")" -eq 1 ] && grep -q -F "$R1" "$T_TMP/msgs"
+then t_ok "serve: one message names rank 1"
+else t_fail "serve: one message names rank 1" "$(cat "$T_TMP/msgs")"; fi
+left=$(pgrep -f -- "$M/m/plan.json")
+if [ -z "$left" ]; then t_ok "serve: no process of the job is left"
+else t_fail "serve: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.json")"
+  kill -KILL $left; fi
 t_done
