@@ -1,6 +1,6 @@
-/* beat.c - heartbeats between the ranks of a `--read local` load (see
+/* beat.c - heartbeats between the ranks during a long local step (see
  * beat.h).  A beat is a one-int message on MPI_COMM_WORLD with its own
- * tag: BEAT_GOING while reading, BEAT_DONE once.  Messages from one rank
+ * tag: BEAT_GOING during the step, BEAT_DONE once.  Messages from one rank
  * with one tag arrive in the order sent, so after a rank's done nothing
  * of it is left to take. */
 #include <errno.h>

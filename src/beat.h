@@ -1,11 +1,12 @@
-/* beat.h - `--read local`'s heartbeats.  While the ranks read their own
- * slices no byte crosses MPI, so a rank that finished sees nothing of the
- * others until the agreement after the reading.  Each reading rank
- * therefore tells every other rank, now and then, that it is still going
- * (a beat), and once that it is done.  A rank that finished waits for
- * the agreement under the stall deadline (stall.h), which the others'
- * beats move: when for --stall-timeout no beat came from a rank still
- * reading, that rank stopped or hangs, and the waiter ends the job. */
+/* beat.h - heartbeats during a long local step: `--read local`'s
+ * reading, preshard's writing.  There no byte crosses MPI, so a rank that
+ * finished sees nothing of the others until the agreement after the step.
+ * Each rank therefore tells every other rank, now and then, that it is
+ * still going (a beat), and once that it is done.  A rank that finished
+ * waits for the agreement under the stall deadline (stall.h), which the
+ * others' beats move: when for --stall-timeout no beat came from a rank
+ * still in the step, that rank stopped or hangs, and the waiter ends the
+ * job. */
 #ifndef TPL_BEAT_H
 #define TPL_BEAT_H
 
@@ -16,7 +17,7 @@ struct tpl__beats {
   double every;  /* seconds between this rank's beats */
   double last;   /* when this rank last beat */
   double *heard; /* per rank: when its last beat (or done) arrived */
-  uint8_t *done; /* per rank: it said it finished reading */
+  uint8_t *done; /* per rank: it said it finished the step */
 };
 
 /* Starts heartbeats for a stall deadline of `timeout` seconds (0: none):
@@ -28,13 +29,13 @@ int tpl__beats_open(struct tpl__beats *b, uint32_t rank, uint32_t world,
 /* Beats when one is due.  Returns 0 or an MPI error code. */
 int tpl__beats_tick(struct tpl__beats *b);
 
-/* Tells every other rank this one finished reading (its last beat). */
+/* Tells every other rank this one finished the step (its last beat). */
 int tpl__beats_done(struct tpl__beats *b);
 
 /* Takes the beats that arrived; *heard is set when any did. */
 int tpl__beats_hear(struct tpl__beats *b, int *heard);
 
-/* The rank to name when the wait stalls: of the others still reading,
+/* The rank to name when the wait stalls: of the others still in the step,
  * the one heard from longest ago (any other rank when all said done). */
 int tpl__beats_quietest(const struct tpl__beats *b);
 

@@ -89,7 +89,7 @@ struct engine {
   struct slot slots[2];
   uint64_t chunk;
   struct tpl__finisher finisher; /* rank 0's (finish_own) */
-  struct tpl__beats beats;       /* --read local's heartbeats */
+  struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
 };
