@@ -6,7 +6,9 @@
  * waits for the agreement under the stall deadline (stall.h), which the
  * others' beats move: when for --stall-timeout no beat came from a rank
  * still in the step, that rank stopped or hangs, and the waiter ends the
- * job. */
+ * job.  Cost: world - 1 tiny messages per rank and beat (at most one a
+ * second): 4,032 a second across a 64-rank job, taken only at the end of
+ * the step. */
 #ifndef TPL_BEAT_H
 #define TPL_BEAT_H
 
