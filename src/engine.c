@@ -196,18 +196,31 @@ static void stall_abort(const struct engine *e, int peer, const char *what,
 
 /* Waits for a nonblocking collective, polling like wait_reqs, for at
  * most --stall-timeout without completion.  `peer`: the rank it waits
- * for (the root of a broadcast), or -1; `what` names the step. */
-static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
-                           const char *what, struct tpl_error *err) {
+ * for (the root of a broadcast), or -1; `what` names the step.  With
+ * `beats` (after a step that beat, beat.h) every beat that arrives moves
+ * the deadline, and a stall names the rank heard from longest ago. */
+static int wait_hearing(const struct engine *e, MPI_Request *req, int peer,
+                        struct tpl__beats *beats, const char *what,
+                        struct tpl_error *err) {
   struct tpl__stall st;
   int done = 0;
   if (peer < 0 && e->world == 2) peer = (int)(1 - e->rank); /* the other */
   tpl__stall_start(&st, e->o->stall_timeout);
   for (;;) {
+    int heard = 0;
     MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
     if (done) return 0;
-    if (tpl__stall_idle(&st)) stall_abort(e, peer, what, &st);
+    if (beats != NULL) MPI_TRY(tpl__beats_hear(beats, &heard), "heartbeat");
+    if (heard)
+      tpl__stall_progress(&st);
+    else if (tpl__stall_idle(&st))
+      stall_abort(e, beats ? tpl__beats_quietest(beats) : peer, what, &st);
   }
+}
+
+static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
+                           const char *what, struct tpl_error *err) {
+  return wait_hearing(e, req, peer, NULL, what, err);
 }
 
 /* Polls `n` requests in order until all completed, backing off while
@@ -271,17 +284,26 @@ static int agreed(const struct engine *e, struct verdict worst,
   return worst.code;
 }
 
-/* The agreement, waiting for the others under --stall-timeout
- * (wait_collective): every step before one is short, but for the long
- * local ones that beat (agree_after_beats). */
-static int agree(const struct engine *e, int rc, struct tpl_error *err) {
-  struct verdict mine = {rc, (int)e->rank}, worst;
+/* Every rank's verdict in, the worst in *worst, waiting for the others
+ * under --stall-timeout (wait_hearing, moved by `beats` when not NULL). */
+static int reduce_verdicts(const struct engine *e, int rc,
+                           struct tpl__beats *beats, struct verdict *worst,
+                           struct tpl_error *err) {
+  struct verdict mine = {rc, (int)e->rank};
   MPI_Request req;
   /* An MPI failure here is this rank's to tell. */
-  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
+  MPI_TRY(MPI_Iallreduce(&mine, worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
                          &req),
           "agreement");
-  rc = wait_collective(e, &req, -1, "agreement", err);
+  return wait_hearing(e, &req, -1, beats, "agreement", err);
+}
+
+/* The agreement, waiting for the others under --stall-timeout: every
+ * step before one is short, but for the long local ones that beat
+ * (agree_after_beats). */
+static int agree(const struct engine *e, int rc, struct tpl_error *err) {
+  struct verdict worst;
+  rc = reduce_verdicts(e, rc, NULL, &worst, err);
   return rc != 0 ? rc : agreed(e, worst, err);
 }
 
@@ -290,25 +312,10 @@ static int agree(const struct engine *e, int rc, struct tpl_error *err) {
  * deadline, which their heartbeats move (beat.h); when a rank still in
  * the step went quiet for --stall-timeout, the job ends naming it. */
 static int agree_after_beats(struct engine *e, int rc, struct tpl_error *err) {
-  struct verdict mine = {rc, (int)e->rank}, worst;
-  struct tpl__stall st;
-  MPI_Request req;
-  int flag = 0;
+  struct verdict worst;
   MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
-  MPI_TRY(MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
-                         &req),
-          "agreement");
-  tpl__stall_start(&st, e->o->stall_timeout);
-  for (;;) {
-    int heard = 0;
-    MPI_TRY(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "agreement");
-    if (flag) break;
-    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
-    if (heard)
-      tpl__stall_progress(&st);
-    else if (tpl__stall_idle(&st))
-      stall_abort(e, tpl__beats_quietest(&e->beats), "agreement", &st);
-  }
+  rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
+  if (rc != 0) return rc;
   MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
   return agreed(e, worst, err);
 }
@@ -320,19 +327,18 @@ static int share_job(struct engine *e, struct tpl_error *err) {
   int64_t head[2] = {0, 0}; /* the verdict, the table's size */
   uint8_t *buf = NULL;
   size_t len = 0;
-  int code = 0;
+  int code = 0, mrc;
   tpl__stall_test_stop("validate", e->rank);
   if (e->rank == 0) code = validate(e, err);
   if (code == 0 && e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
   head[0] = code;
   head[1] = (int64_t)len;
-  code = bcast_from_0(e, head, 2, MPI_INT64_T, err);
-  if (code != 0) return code;
-  if (head[0] != 0) {
-    if (e->rank != 0) err->msg[0] = '\0';
+  mrc = bcast_from_0(e, head, 2, MPI_INT64_T, err);
+  if (mrc != 0 || head[0] != 0) {
+    if (mrc == 0 && e->rank != 0) err->msg[0] = '\0';
     free(buf);
-    return (int)head[0];
+    return mrc != 0 ? mrc : (int)head[0];
   }
   /* From here every rank takes every collective step, failed or not. */
   len = (size_t)head[1];

@@ -43,7 +43,8 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
 void tpl__stall_test_stop(const char *point, uint32_t rank);
 
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a
- * rank that reads slowly but keeps going). */
+ * rank that reads or writes slowly but keeps going; called on every beat,
+ * the environment is read once). */
 void tpl__stall_test_slow(uint32_t rank);
 
 #endif
