@@ -19,11 +19,6 @@ static const struct tpl__cli_command *const commands[] = {
     &tpl__cmd_verify,  &tpl__cmd_status,   &tpl__cmd_dump,
 };
 
-const struct tpl__cli_command *const *tpl__cli_commands(size_t *n) {
-  *n = ARRAY_SIZE(commands);
-  return commands;
-}
-
 static void print_help(FILE *out) {
   fprintf(out, "usage: tpload COMMAND [OPTIONS]\n"
                "\n"

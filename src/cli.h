@@ -67,9 +67,6 @@ extern const struct tpl__cli_command tpl__cmd_inspect, tpl__cmd_plan,
     tpl__cmd_synth, tpl__cmd_load, tpl__cmd_preshard, tpl__cmd_serve,
     tpl__cmd_verify, tpl__cmd_status, tpl__cmd_dump;
 
-/* The command table, in `tpload --help` order: *n commands. */
-const struct tpl__cli_command *const *tpl__cli_commands(size_t *n);
-
 /* Dispatches `tpload COMMAND ...`; returns the exit code. */
 int tpl__cli_main(int argc, char **argv);
 
