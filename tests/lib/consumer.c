@@ -9,8 +9,9 @@
  * rank serving SOCKET (tpl_health), attaches, and writes what it holds:
  * OUT gets one line a tensor, "name<TAB>dtype<TAB>dtype_id<TAB>shape<TAB>
  * nbytes<TAB>xxh3" (shape as d0,d1,... or "-" for a scalar), OUT.bin the
- * tensors' bytes back to back, for tests/oracle/consumer_check.py to compare with
- * the numpy oracle; stdout gets "rank R of W: B bytes, job ID, model M".
+ * tensors' bytes back to back, for tests/oracle/consumer_check.py to
+ * compare with the numpy oracle; stdout gets "rank R of W: B bytes, job
+ * ID, model M" (B: the store's size).
  * With --shutdown it then asks the job to stop through SOCKET.  Exits
  * tpl_exit_code() of the first failure, with one line on stderr. */
 #include <stdio.h>
