@@ -278,7 +278,8 @@ else
 fi
 serve_end
 if [ "$SERVE_RC" = 0 ]; then t_ok "the job ends with exit 0"
-else t_fail "the job ends with exit 0" "exit: $SERVE_RC"; fi
+else t_fail "the job ends with exit 0" "exit: $SERVE_RC" \
+  "$(messages "$T_TMP/serve.err" | tail -c 1500)"; fi
 
 if ${MAKE:-make} -C "$TPL_BUILDDIR" uninstall DESTDIR="$DEST" \
     >"$T_TMP/uninstall.log" 2>&1 &&
