@@ -59,7 +59,6 @@ except ImportError:  # Debian 12 does not package it
     _ml = None
 
 
-
 class DType(enum.IntEnum):
     """enum tpl_dtype of tpload.h: the element type as a number (values
     never change; the MLC name is the view's "dtype" string)."""
@@ -271,9 +270,11 @@ class Shard(collections.abc.Mapping):
             return np.frombuffer(b"", dtype).reshape(shape)
         buf = (ctypes.c_uint8 * v.nbytes).from_address(v.data)
         buf._attachment = self._att  # the array keeps the mapping
-        return np.frombuffer(memoryview(buf).toreadonly(), dtype).reshape(shape)
+        ro = memoryview(buf).toreadonly()
+        return np.frombuffer(ro, dtype).reshape(shape)
 
     def __len__(self):
+        """The number of tensors this rank holds."""
         return self._count
 
     def __iter__(self):
@@ -282,12 +283,14 @@ class Shard(collections.abc.Mapping):
             yield self._view(i).name.decode()
 
     def __getitem__(self, name):
+        """Tensor `name` as a read-only numpy array; KeyError if absent."""
         v = self._find(name)
         if v is None:
             raise KeyError(name)
         return self._array(v)
 
     def __contains__(self, name):
+        """Whether this rank holds tensor `name` (no array is made)."""
         return self._find(name) is not None
 
     def info(self, i):

@@ -19,11 +19,22 @@ public_functions() {
 man_functions() {
   sed 's/\\-/-/g; s/\\f[BIRP]//g' "$1" | awk '
     /^\.SH/ { sec = $2; next }
-    sec == "NAME" { s = $0; while (match(s, /tpl_[a-z0-9_]+/)) {
-        print "name", substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH) } }
-    sec == "SYNOPSIS" { s = $0; gsub(/"/, "", s)
+    sec == "NAME" {
+      s = $0
+      while (match(s, /tpl_[a-z0-9_]+/)) {
+        print "name", substr(s, RSTART, RLENGTH)
+        s = substr(s, RSTART + RLENGTH)
+      }
+    }
+    sec == "SYNOPSIS" {
+      s = $0
+      gsub(/"/, "", s)
       if (match(s, /tpl_[a-z0-9_]+ *\(/)) {
-        f = substr(s, RSTART, RLENGTH); sub(/ *\($/, "", f); print "synopsis", f } }' |
+        f = substr(s, RSTART, RLENGTH)
+        sub(/ *\($/, "", f)
+        print "synopsis", f
+      }
+    }' |
     sort -u
 }
 
@@ -41,8 +52,13 @@ option_problems() {
     -v mode="$2" -v cmd="${3:-}" '
     BEGIN {
       while ((getline l < table) > 0) {
-        n = split(l, w, " "); ncmd++; cmds[ncmd] = w[1]; iscmd[w[1]] = 1
-        for (i = 2; i <= n; i++) { has[w[1], w[i]] = 1; opts[w[1]] = opts[w[1]] " " w[i] }
+        n = split(l, w, " ")
+        cmds[++ncmd] = w[1]
+        iscmd[w[1]] = 1
+        for (i = 2; i <= n; i++) {
+          has[w[1], w[i]] = 1
+          opts[w[1]] = opts[w[1]] " " w[i]
+        }
       }
       if (mode == "help") { ctx = " " cmd; reading = 1 }
     }
@@ -55,9 +71,16 @@ option_problems() {
       }
       return out
     }
-    mode == "man" && /^\.SH/ { sec = $2; ctx = ""
-      reading = (sec == "SYNOPSIS" || sec == "COMMANDS"); next }
-    mode == "man" && sec == "COMMANDS" && /^\.SS/ { ctx = commands_in(substr($0, 4)); next }
+    mode == "man" && /^\.SH/ {
+      sec = $2
+      ctx = ""
+      reading = (sec == "SYNOPSIS" || sec == "COMMANDS")
+      next
+    }
+    mode == "man" && sec == "COMMANDS" && /^\.SS/ {
+      ctx = commands_in(substr($0, 4))
+      next
+    }
     mode == "man" && sec == "SYNOPSIS" && /^\.B tpload [a-z]+/ &&
       match($0, /tpload [a-z]+/) {
       ctx = commands_in(substr($0, RSTART + 7, RLENGTH - 7))
@@ -71,12 +94,16 @@ option_problems() {
       }
       s = $0
       while (match(s, /--[a-z][a-z0-9-]*[a-z0-9]/)) {
-        o = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH)
+        o = substr(s, RSTART, RLENGTH)
+        s = substr(s, RSTART + RLENGTH)
         if (o == "--help") continue
-        n = split(here, cs, " "); ok = 0
-        for (i = 1; i <= n; i++) if ((cs[i], o) in has) {
-          ok = 1; if (counts) seen[cs[i], o] = 1
-        }
+        n = split(here, cs, " ")
+        ok = 0
+        for (i = 1; i <= n; i++)
+          if ((cs[i], o) in has) {
+            ok = 1
+            if (counts) seen[cs[i], o] = 1
+          }
         if (!ok) printf "unknown %s: %s\n", o, $0
       }
     }
@@ -85,7 +112,8 @@ option_problems() {
         if (mode == "help" && cmds[c] != cmd) continue
         n = split(opts[cmds[c]], os, " ")
         for (i = 1; i <= n; i++)
-          if (!((cmds[c], os[i]) in seen)) printf "missing %s %s\n", cmds[c], os[i]
+          if (!((cmds[c], os[i]) in seen))
+            printf "missing %s %s\n", cmds[c], os[i]
       }
     }'
 }
