@@ -1,8 +1,9 @@
 /* attach.c - a complete C consumer of a running `tpload serve`: attach to
  * one rank, print what it holds and one tensor, detach.  README's "Using
- * the shards" quotes this file; tests/mpi/install.sh builds it exactly so
- * against an installed tree and runs it against a live job (it prints
- * what docs/examples/attach.py prints).
+ * the shards" quotes this file and `make install` puts it in
+ * $(docdir)/examples (/usr/local/share/doc/tpload/examples);
+ * tests/mpi/install.sh builds that copy as below against an installed
+ * tree and runs it against a live job.  It prints what attach.py prints.
  *
  *   cc attach.c -o attach $(pkg-config --cflags --libs tpload)
  *   ./attach /run/tp/rank0.sock lm_head.weight

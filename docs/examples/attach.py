@@ -1,8 +1,9 @@
 """attach.py - a complete Python consumer of a running `tpload serve`:
 attach to one rank, print what it holds and one tensor.  README's "Using
-the shards" quotes this file; tests/mpi/install.sh runs it against a live job
-with the module `make install` put on python3's path (it prints what
-docs/examples/attach.c prints).
+the shards" quotes this file and `make install` puts it in
+$(docdir)/examples (/usr/local/share/doc/tpload/examples);
+tests/mpi/install.sh runs that copy against a live job with the module
+`make install` put on python3's path.  It prints what attach.c prints.
 
     python3 attach.py /run/tp/rank0.sock lm_head.weight
 """

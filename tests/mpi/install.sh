@@ -6,10 +6,11 @@
 # live 2-rank `tpload serve`; what it reads from each rank is checked
 # against the numpy oracle, and the installed Python module reads the
 # same bytes with nothing set but PYTHONPATH (standing for the DESTDIR).
-# README's two consumers (docs/examples/attach.c and attach.py) run as
-# they are written.  Also: the installed files (header, shared and static
-# library, tpload.pc, man pages, tpload.py where the system's python3
-# imports from for the prefix); every function tpload.h declares resolves
+# README's two consumers (docs/examples/attach.c and attach.py, installed
+# in DOCDIR/examples) run as they are written.  Also: the installed files
+# (header, shared and static library, tpload.pc, man pages, examples,
+# tpload.py where the system's python3 imports from for the prefix);
+# every function tpload.h declares resolves
 # (dlsym) in the installed libtpload.so, which exports nothing else, and
 # is in libtpload(3); tpload(1) has a section per command and names every
 # option of the command table where it describes the command, and none a
@@ -26,7 +27,7 @@ DEST=$T_TMP/root
 LIBDIR=$DEST$TPL_LIBDIR
 PREFIX=${TPL_PREFIX:-${TPL_LIBDIR%/lib}}
 PY=${PYTHON:-/usr/bin/python3}
-EXAMPLES=$TESTS_SRCDIR/../docs/examples
+EXAMPLES=$DEST${TPL_DOCDIR:-$PREFIX/share/doc/tpload}/examples  # as installed
 unset MAKEFLAGS MFLAGS
 
 if ${MAKE:-make} -C "$TPL_BUILDDIR" install DESTDIR="$DEST" \
@@ -40,10 +41,11 @@ missing=""
 for f in "$DEST$TPL_INCLUDEDIR/tpload.h" "$LIBDIR/libtpload.so.0" \
     "$LIBDIR/libtpload.a" "$LIBDIR/pkgconfig/tpload.pc" \
     "$DEST$TPL_BINDIR/tpload" "$DEST$TPL_MANDIR/man1/tpload.1" \
-    "$DEST$TPL_MANDIR/man3/libtpload.3"; do
+    "$DEST$TPL_MANDIR/man3/libtpload.3" "$EXAMPLES/attach.c" \
+    "$EXAMPLES/attach.py"; do
   [ -e "$f" ] || missing="$missing ${f#"$DEST"}"
 done
-if [ -z "$missing" ]; then t_ok "installed: header, libtpload (.so, .a), tpload.pc, tpload, man pages"
+if [ -z "$missing" ]; then t_ok "installed: header, libtpload (.so, .a), tpload.pc, tpload, man pages, examples"
 else t_fail "installed files" "missing:$missing"; fi
 
 want=$(sed -n 's/^#define TPL_VERSION_STRING "\(.*\)"$/\1/p' \
@@ -190,7 +192,7 @@ ATTACH_CC=cc
 if (cd "$WORK" &&
     $ATTACH_CC attach.c -o attach $(pkg-config --cflags --libs tpload)) \
     >"$T_TMP/cc.log" 2>&1; then
-  t_ok "docs/examples/attach.c builds with cc and pkg-config"
+  t_ok "the installed examples/attach.c builds with cc and pkg-config"
 else t_fail "attach.c builds" "$(head -c 2000 "$T_TMP/cc.log")"; fi
 export LD_LIBRARY_PATH="$LIBDIR"  # what ldconfig does for /usr/local
 if ldd "$WORK/consumer" | grep -q "$LIBDIR/libtpload.so.0"; then
@@ -238,7 +240,7 @@ t_prints() {
   else t_fail "$name" "expected: $(cat "$T_TMP/attach.want")" \
     "found: $(cat "$T_TMP/attach.got" "$T_TMP/err")"; fi
 }
-t_prints "docs/examples/attach.c on rank 1 = numpy oracle" \
+t_prints "examples/attach.c on rank 1 = numpy oracle" \
   "$WORK/attach" "$SOCK/rank1.sock" lm_head.weight
 
 # The installed Python module with only PYTHONPATH set (for the DESTDIR):
@@ -262,7 +264,7 @@ if [ -z "$SAN_CFLAGS" ]; then
       "$PY" -c "$INST_PY" "$SOCK/rank$r.sock" "$T_TMP/rank$r.txt.bin" \
       "$LIBDIR/libtpload.so.0"
   done
-  t_prints "docs/examples/attach.py on rank 1 (installed tpload.py) = numpy oracle" \
+  t_prints "examples/attach.py on rank 1 (installed tpload.py) = numpy oracle" \
     env -u TPLOAD_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$PYDIR" \
     "$PY" "$EXAMPLES/attach.py" "$SOCK/rank1.sock" lm_head.weight
 fi
