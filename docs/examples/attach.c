@@ -3,7 +3,8 @@
  * the shards" quotes this file and `make install` puts it in
  * $(docdir)/examples (/usr/local/share/doc/tpload/examples);
  * tests/mpi/install.sh builds that copy as below against an installed
- * tree and runs it against a live job.  It prints what attach.py prints.
+ * tree and runs it against a live job.  It prints what attach.py prints
+ * (which names numpy's dtype: uint16 for bfloat16 without ml_dtypes).
  *
  *   cc attach.c -o attach $(pkg-config --cflags --libs tpload)
  *   ./attach /run/tp/rank0.sock lm_head.weight

@@ -3,7 +3,8 @@ attach to one rank, print what it holds and one tensor.  README's "Using
 the shards" quotes this file and `make install` puts it in
 $(docdir)/examples (/usr/local/share/doc/tpload/examples);
 tests/mpi/install.sh runs that copy against a live job with the module
-`make install` put on python3's path.  It prints what attach.c prints.
+`make install` put on python3's path.  It prints what attach.c prints,
+but numpy's dtype: bfloat16 is uint16 bits unless ml_dtypes is installed.
 
     python3 attach.py /run/tp/rank0.sock lm_head.weight
 """
