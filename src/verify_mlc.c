@@ -1,0 +1,2 @@
+/* verify_mlc.c */
+#include "verify_mlc.h"
