@@ -288,15 +288,25 @@ static int write_json(const char *dir, const char *name, json_t *v,
   return rc;
 }
 
-/* mlc-chat-config.json with the job's grid. */
+/* Sets the grid's two counts in `o`; nonzero on ENOMEM. */
+static int set_grid(json_t *o, const struct tpl__grid *g) {
+  return json_object_set_new(o, "tensor_parallel_shards",
+                             json_integer(g->tp)) != 0 ||
+         json_object_set_new(o, "pipeline_parallel_stages",
+                             json_integer(g->pp)) != 0;
+}
+
+/* mlc-chat-config.json with the job's grid, at the top level (what the
+ * runtime reads) and in "model_config" where that holds the counts too
+ * (as MLC's gen_config writes it). */
 static int write_chat_config(const struct writer *w, struct tpl_error *err) {
   const struct tpl__grid *g = &w->l->job->grid;
-  json_t *cfg = NULL;
+  json_t *cfg = NULL, *mc;
   int rc = read_chat_config(w->o->model, &cfg, err);
-  if (rc == 0 && (json_object_set_new(cfg, "tensor_parallel_shards",
-                                      json_integer(g->tp)) != 0 ||
-                  json_object_set_new(cfg, "pipeline_parallel_stages",
-                                      json_integer(g->pp)) != 0))
+  mc = json_object_get(cfg, "model_config");
+  if (rc == 0 &&
+      (set_grid(cfg, g) != 0 ||
+       (json_object_get(mc, "tensor_parallel_shards") && set_grid(mc, g))))
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   if (rc == 0) rc = write_json(w->o->dir, "mlc-chat-config.json", cfg, 2, err);
   json_decref(cfg);
