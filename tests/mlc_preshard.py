@@ -34,6 +34,8 @@ CLI:
     mlc_preshard.py check SRC OUT PLAN.json   TAP-free: prints "ok" or
         "fail: ..." lines, one check per line, and the bytes each worker
         reads under OUT's layout and under MLC's own
+    mlc_preshard.py bytes SRC OUT PLAN.json   only those bytes, from the
+        JSON alone (no .bin is read): "stage shard this-layout mlc-own"
 """
 import hashlib
 import json
@@ -127,11 +129,14 @@ def expected(src, swhere, p, n, k):
 def mlc_own_files(params, swhere, n):
     """MLC's converter's files with MLC_INTERNAL_PRESHARD_NUM=n: [(nbytes,
     names)], records in the source's order, each param's shards side by
-    side (TensorCacheShardingManager.append_or_update's packing)."""
+    side (TensorCacheShardingManager.append_or_update's packing), float32
+    stored as bf16 (encode_format f32-to-bf16)."""
     order = {name: i for i, name in enumerate(swhere)}
     files, cur, size = [], [], 0
     for p in sorted(params, key=lambda q: order[q["name"]]):
         nb = int(np.prod(p["shape"], dtype=np.int64)) * SIZE[p["dtype"]]
+        if p["dtype"] == "float32":
+            nb //= 2  # encode_format f32-to-bf16
         names = (["%s_shard-%d" % (p["name"], k) for k in range(n)]
                  if p["preprocs"] else [p["name"]])
         for name in names:
@@ -160,6 +165,35 @@ def mlc_own_read(files, params, g, k):
             current = f
             read += files[f][0]
     return read
+
+
+def walk_bytes(cache, params, g, k):
+    """Bytes worker (g, k) reads from a cache, from its JSON alone."""
+    at = {rec["name"]: frec for frec in cache["records"]
+          for rec in frec["records"]}
+    current, read = None, 0
+    for p in params:
+        if g not in p["pipeline_stages"]:
+            continue
+        frec = at[p["name"] + ("_shard-%d" % k if p["preprocs"] else "")]
+        if frec["dataPath"] != current:
+            current = frec["dataPath"]
+            read += frec["nbytes"]
+    return read
+
+
+def report(src, out, plan_path):
+    with open(plan_path) as f:
+        plan = json.load(f)
+    tp, pp = plan["tensor_parallel_shards"], plan["pipeline_parallel_stages"]
+    _, swhere = read_cache(src)
+    cache, _ = read_cache(out)
+    own = mlc_own_files(plan["params"], swhere, tp)
+    for g in range(pp):
+        for k in range(tp):
+            print(g, k, walk_bytes(cache, plan["params"], g, k),
+                  mlc_own_read(own, plan["params"], g, k))
+    return 0
 
 
 def check(src, out, plan_path):
@@ -215,6 +249,8 @@ def check(src, out, plan_path):
 def main(argv):
     if len(argv) == 5 and argv[1] == "check":
         return check(argv[2], argv[3], argv[4])
+    if len(argv) == 5 and argv[1] == "bytes":
+        return report(argv[2], argv[3], argv[4])
     sys.stderr.write(__doc__)
     return 64
 
