@@ -29,7 +29,9 @@ struct stream {
 struct builder {
   const struct tpl__job *job;
   struct tpl__mlc_layout *l;
-  struct stream *streams; /* pp x (1 + tp): slot 0 replicated, 1 + k */
+  /* per lane (2 x stage, + 1 for the tensors of several stages from that
+   * one on) x (1 + tp) slots: 0 replicated, 1 + k worker k's */
+  struct stream *streams;
   size_t cap_files, cap_recs;
 };
 
@@ -37,9 +39,9 @@ static int is_cut(const struct tpl__job *job, const struct tpl__job_tensor *t) {
   return t->kind == TPL_RULE_SHARD && job->grid.tp > 1;
 }
 
-static struct stream *stream_of(struct builder *b, uint32_t stage,
+static struct stream *stream_of(struct builder *b, uint32_t lane,
                                 uint32_t slot) {
-  return &b->streams[(size_t)stage * (b->job->grid.tp + 1) + slot];
+  return &b->streams[(size_t)lane * (b->job->grid.tp + 1) + slot];
 }
 
 static int grow(void **p, size_t *cap, size_t n, size_t size) {
@@ -53,9 +55,10 @@ static int grow(void **p, size_t *cap, size_t n, size_t size) {
   return 0;
 }
 
-static int open_file(struct builder *b, struct stream *s, uint32_t stage,
+static int open_file(struct builder *b, struct stream *s, uint32_t lane,
                      uint32_t slot) {
   struct tpl__mlc_file *f;
+  uint32_t stage = lane / 2;
   uint32_t shard = slot == 0 ? 0 : slot - 1;
   if (grow((void **)&b->l->files, &b->cap_files, b->l->nfiles, sizeof(*f)))
     return -ENOMEM;
@@ -72,13 +75,13 @@ static int open_file(struct builder *b, struct stream *s, uint32_t stage,
 
 /* Appends tensor i (shard slot - 1, or whole for slot 0) to its stream;
  * records are grouped by file afterwards. */
-static int append(struct builder *b, size_t i, uint32_t stage, uint32_t slot) {
-  struct stream *s = stream_of(b, stage, slot);
+static int append(struct builder *b, size_t i, uint32_t lane, uint32_t slot) {
+  struct stream *s = stream_of(b, lane, slot);
   uint64_t n = b->job->tensors[i].rank_bytes;
   struct tpl__mlc_rec *r;
   if ((s->cur < 0 || s->broken ||
        (s->size > 0 && s->size + n > TPL_MLC_FILE_CAP)) &&
-      open_file(b, s, stage, slot) != 0)
+      open_file(b, s, lane, slot) != 0)
     return -ENOMEM;
   if (grow((void **)&b->l->recs, &b->cap_recs, b->l->nrecs, sizeof(*r)))
     return -ENOMEM;
@@ -93,20 +96,32 @@ static int append(struct builder *b, size_t i, uint32_t stage, uint32_t slot) {
   return 0;
 }
 
-/* Tensor i into the streams of its first stage; every other stream of a
- * stage that holds it is left by that stage's workers here. */
+/* After tensor t went to `lane`'s slots (cut: 1..tp, else 0), the files
+ * its readers leave: every other stream of a stage that holds t, and
+ * every other stream of several stages (whose readers vary: each run of
+ * such tensors gets files of its own). */
+static void mark_left(struct builder *b, const struct tpl__job_tensor *t,
+                      uint32_t lane, int cut) {
+  uint32_t tp = b->job->grid.tp;
+  for (uint32_t l = 0; l < 2 * b->job->grid.pp; l++)
+    for (uint32_t slot = 0; slot <= tp; slot++)
+      if ((l != lane || (cut ? slot == 0 : slot != 0)) &&
+          (l % 2 == 1 || tpl__stages_has(t->stages, l / 2)))
+        stream_of(b, l, slot)->broken = 1;
+}
+
+/* Tensor i into the streams of its first stage (a tensor of several
+ * stages: those stages' shared lane), and the walk's cuts. */
 static int place(struct builder *b, size_t i, long *file_of) {
   const struct tpl__job_tensor *t = &b->job->tensors[i];
-  uint32_t tp = b->job->grid.tp, p0 = t->stages.first;
+  uint32_t tp = b->job->grid.tp;
+  uint32_t lane = 2 * t->stages.first + (t->stages.count > 1);
   int cut = is_cut(b->job, t);
   for (uint32_t slot = cut ? 1 : 0; slot <= (cut ? tp : 0); slot++) {
-    if (append(b, i, p0, slot) != 0) return -ENOMEM;
-    file_of[b->l->nrecs - 1] = stream_of(b, p0, slot)->cur;
+    if (append(b, i, lane, slot) != 0) return -ENOMEM;
+    file_of[b->l->nrecs - 1] = stream_of(b, lane, slot)->cur;
   }
-  for (uint32_t p = t->stages.first; p - t->stages.first < t->stages.count; p++)
-    for (uint32_t slot = 0; slot <= tp; slot++)
-      if (p != p0 || (cut ? slot == 0 : slot != 0))
-        stream_of(b, p, slot)->broken = 1;
+  mark_left(b, t, lane, cut);
   return 0;
 }
 
@@ -130,7 +145,7 @@ int tpl__mlc_layout_build(const struct tpl__job *job,
                           struct tpl__mlc_layout *out) {
   struct tpl__mlc_layout l = {0};
   struct builder b = {job, &l, NULL, 0, 0};
-  size_t nstreams = (size_t)job->grid.pp * (job->grid.tp + 1);
+  size_t nstreams = (size_t)2 * job->grid.pp * (job->grid.tp + 1);
   /* at most tp records per tensor */
   long *file_of = malloc((job->ntensors * job->grid.tp + 1) * sizeof(long));
   int rc = 0;

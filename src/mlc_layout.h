@@ -42,17 +42,18 @@ struct tpl__mlc_layout {
   size_t nrecs;
 };
 
-/* Lays out job's tensors (each once: a tensor on several stages lives with
- * its first): a tensor that is cut (SHARD at tp > 1, as MLC gives it a
- * preproc) as tp records "<name>_shard-<k>" in files of worker k of its
- * stage (written by rank (stage, shard k) of replica 0); any other tensor
- * once under its name in files of its stage's replicated params (written
- * by rank (stage, 0)).  Files follow the job's order and end where a
- * worker's walk through the params would leave them (a param of that
- * stage goes elsewhere), so a worker that reads each file it enters reads
- * it once; each is at most TPL_MLC_FILE_CAP bytes, or holds a single
- * larger tensor alone.  *out is freed with tpl__mlc_layout_free.
- * Returns 0 or -ENOMEM. */
+/* Lays out job's tensors, each once: a tensor that is cut (SHARD at tp >
+ * 1, as MLC gives it a preproc) as tp records "<name>_shard-<k>" in files
+ * of worker k of its stage (written by rank (stage, shard k) of replica
+ * 0); any other tensor once under its name in files of its stage's
+ * replicated params (written by rank (stage, 0)).  A tensor of several
+ * stages (an embedding) goes to files of such tensors only, with its
+ * first stage's writers.  Files follow the job's order and end where a
+ * worker's walk through the params would leave them (a param of its
+ * stage goes elsewhere), so a worker reads each file it enters once and
+ * no file of another stage's params; each is at most TPL_MLC_FILE_CAP
+ * bytes, or holds a single larger tensor alone.  *out is freed with
+ * tpl__mlc_layout_free. Returns 0 or -ENOMEM. */
 int tpl__mlc_layout_build(const struct tpl__job *job,
                           struct tpl__mlc_layout *out);
 

@@ -2,7 +2,8 @@
 # mpi_mlc_layout.sh - `preshard --layout mlc` end to end: every
 # architecture `tpload synth --format mlc` writes, plain, q4f16_1 and
 # e4m3_e4m3_f16, at N = 2 and 4 (alternating, so every architecture and
-# every scheme meets both), and one --pp 2 job.  tests/mlc_preshard.py
+# every scheme meets both), and --pp 2 (with tp 2 and tp 1) and two
+# replicas once each.  tests/mlc_preshard.py
 # reads each output as MLC's LoadMultiGPUPresharded does and compares
 # every worker's params with its numpy transcription of MLC's gen_tir on
 # the source, checks the md5 sums, that no worker loads a file twice and
@@ -56,6 +57,10 @@ for arch in llama mistral qwen2 gemma phi3; do
   done
 done
 layout_case "llama-plain-tp2-pp2" 4 llama plain --tp 2 --pp 2
+# Stages alone (the embedding and lm_head are on both: stored once, in
+# files of their own), and two replicas (replica 1 writes nothing).
+layout_case "qwen2-plain-tp1-pp2" 2 qwen2 plain --tp 1 --pp 2
+layout_case "gemma-q4f16_1-tp2-dp2" 4 gemma q4f16_1 --tp 2
 
 # The output of the first case, doctored and otherwise.
 src="$M/llama-plain-2" out="$T_TMP/llama-plain-2.out"

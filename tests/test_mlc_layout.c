@@ -97,22 +97,27 @@ static void test_cap(void) {
 }
 
 /* tp 2 x pp 2: stage 1's files are written by ranks 2 and 3; a tensor of
- * both stages is stored once, with stage 0. */
+ * both stages is stored once, with stage 0's writers, in a file of its
+ * own (not beside stage 0's norm, which stage 1 would read too), and the
+ * next such tensor in a new one (stage 1 has been elsewhere since). */
 static void test_stages(void) {
-  struct tpl__job_tensor t[] = {tensor("emb", 64, 0), tensor("a", 128, 1),
-                                tensor("b", 128, 1)};
+  struct tpl__job_tensor t[] = {tensor("emb", 64, 0), tensor("norm0", 64, 0),
+                                tensor("a", 128, 1), tensor("b", 128, 1),
+                                tensor("head", 64, 0)};
   struct tpl__job job;
   struct tpl__mlc_layout l;
-  t[0].stages.count = 2;
-  t[2].stages.first = 1;
-  job = job_of(t, 3, 2, 2);
+  t[0].stages.count = t[4].stages.count = 2;
+  t[3].stages.first = 1;
+  job = job_of(t, 5, 2, 2);
   REQUIRE(tpl__mlc_layout_build(&job, &l) == 0);
-  REQUIRE(l.nfiles == 5);
+  REQUIRE(l.nfiles == 7);
   check_file(&l, 0, 0, -1, (const int[]){0, -1});
-  check_file(&l, 1, 0, 0, (const int[]){1, -1});
-  check_file(&l, 2, 1, 1, (const int[]){1, -1});
-  check_file(&l, 3, 2, 0, (const int[]){2, -1});
-  check_file(&l, 4, 3, 1, (const int[]){2, -1});
+  check_file(&l, 1, 0, -1, (const int[]){1, -1});
+  check_file(&l, 2, 0, 0, (const int[]){2, -1});
+  check_file(&l, 3, 1, 1, (const int[]){2, -1});
+  check_file(&l, 4, 2, 0, (const int[]){3, -1});
+  check_file(&l, 5, 3, 1, (const int[]){3, -1});
+  check_file(&l, 6, 0, -1, (const int[]){4, -1});
   tpl__mlc_layout_free(&l);
 }
 
