@@ -197,23 +197,13 @@ size_t tpl__mlc_max_owned(const struct tpl__mlc_layout *l, uint32_t world) {
   return most;
 }
 
-static json_t *shape_json(const uint64_t *shape, int ndim) {
-  json_t *a = json_array();
-  for (int d = 0; a != NULL && d < ndim; d++)
-    if (json_array_append_new(a, json_integer((json_int_t)shape[d])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
 static json_t *rec_json(const struct tpl__job *job,
                         const struct tpl__mlc_rec *r) {
   const struct tpl__job_tensor *t = &job->tensors[r->tensor];
   char name[TPL_MAX_NAME + 32];
   tpl__mlc_rec_name(job, r, name, sizeof(name));
   return json_pack("{s:s, s:o, s:s, s:s, s:I, s:I}", "name", name, "shape",
-                   shape_json(t->rank_shape, t->ndim), "dtype",
+                   tpl__json_u64_array(t->rank_shape, (size_t)t->ndim), "dtype",
                    tpl__dtype_mlc_name(t->dtype), "format", "raw", "nbytes",
                    (json_int_t)t->rank_bytes, "byteOffset",
                    (json_int_t)r->offset);

@@ -75,21 +75,8 @@ static int is_cache_file(const char *name) {
 /* --force: the cache JSON goes first (a half-replaced directory never
  * looks complete), then every .bin file and temp of an earlier cache. */
 static int remove_old_cache(const char *dir, struct tpl_error *err) {
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  int rc = d == NULL ? -errno : 0;
-  for (size_t i = 0; rc == 0 && i < ARRAY_SIZE(cache_names); i++)
-    if (unlinkat(dirfd(d), cache_names[i], 0) != 0 && errno != ENOENT)
-      rc = -errno;
-  while (rc == 0 && (e = readdir(d)) != NULL)
-    if (is_cache_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
-        errno != ENOENT)
-      rc = -errno;
-  if (d != NULL) closedir(d);
-  if (rc != 0)
-    return tpl__fail(err, TPL_EOUTPUT, "%s: cannot remove the old output: %s",
-                     dir, strerror(-rc));
-  return 0;
+  return tpl__preshard_remove_old(dir, cache_names, ARRAY_SIZE(cache_names),
+                                  is_cache_file, err);
 }
 
 /* MODEL/mlc-chat-config.json, parsed (a new reference in *out). */

@@ -66,18 +66,16 @@ static int is_rank_file(const char *name) {
   return strcmp(p, ".safetensors") == 0;
 }
 
-/* --force: shard-info.json goes first (a half-replaced directory never
- * looks complete), then every old rank file, so that a run with fewer
- * ranks than the last one leaves no stale rank{R}.safetensors behind. */
-static int remove_old_output(const char *dir, struct tpl_error *err) {
+int tpl__preshard_remove_old(const char *dir, const char *const *marks,
+                             size_t nmarks, int (*is_old)(const char *name),
+                             struct tpl_error *err) {
   DIR *d = opendir(dir);
   struct dirent *e;
-  int rc = 0;
-  if (d == NULL ||
-      (unlinkat(dirfd(d), "shard-info.json", 0) != 0 && errno != ENOENT))
-    rc = -errno;
+  int rc = d == NULL ? -errno : 0;
+  for (size_t i = 0; rc == 0 && i < nmarks; i++)
+    if (unlinkat(dirfd(d), marks[i], 0) != 0 && errno != ENOENT) rc = -errno;
   while (rc == 0 && (e = readdir(d)) != NULL)
-    if (is_rank_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
+    if (is_old(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
         errno != ENOENT)
       rc = -errno;
   if (d != NULL) closedir(d);
@@ -85,6 +83,14 @@ static int remove_old_output(const char *dir, struct tpl_error *err) {
     return tpl__fail(err, TPL_EOUTPUT, "%s: cannot remove the old output: %s",
                      dir, strerror(-rc));
   return 0;
+}
+
+/* --force: shard-info.json goes first (a half-replaced directory never
+ * looks complete), then every old rank file, so that a run with fewer
+ * ranks than the last one leaves no stale rank{R}.safetensors behind. */
+static int remove_old_output(const char *dir, struct tpl_error *err) {
+  static const char *const marks[] = {"shard-info.json"};
+  return tpl__preshard_remove_old(dir, marks, 1, is_rank_file, err);
 }
 
 /* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of

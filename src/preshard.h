@@ -39,6 +39,14 @@ int tpl__preshard_check_dir(const char *dir, uint32_t rank,
  * to replace"). */
 int tpl__preshard_require_empty(const char *dir, struct tpl_error *err);
 
+/* --force's cleaning of DIR: removes the `nmarks` files `marks` first
+ * (what vouches for a complete output: a half-replaced directory never
+ * looks complete), then every entry `is_old` says is an earlier run's.
+ * Missing files are fine.  Returns 0 or TPL_EOUTPUT. */
+int tpl__preshard_remove_old(const char *dir, const char *const *marks,
+                             size_t nmarks, int (*is_old)(const char *name),
+                             struct tpl_error *err);
+
 /* `n` bytes at `p` to fd, a MiB at a time, beating (c->beat) between
  * steps.  Returns 0 or -errno. */
 int tpl__preshard_write_beating(int fd, const uint8_t *p, size_t n,
