@@ -9,7 +9,7 @@
 # each the median of R runs (default 5) on a small synthesized model
 # (plain build; cached in $TPLOAD_BENCH_DIR, default /tmp/tpload-bench).
 # First, what a consumer waits for on a 2-rank serve of 20,001 small
-# tensors (tests/attach_bench, R rounds of 20): attach + lookup of every
+# tensors (tests/bench/attach_bench, R rounds of 20): attach + lookup of every
 # tensor (the process's first, cold, and best and median of 20, wall and
 # the client's CPU time), the
 # summary status round trip (`tpload status`) and the whole report's
@@ -51,7 +51,7 @@ small="$cache/small-20k"
 [ -f "$small/config.json" ] || "$T" synth --arch llama --out "$small" \
   --layers 2222 --hidden 64 --heads 4 --kv-heads 4 --intermediate 128 \
   --vocab 256 --force --quiet || exit 1
-make -C "$build" tests/attach_bench >/dev/null || exit 1
+make -C "$build" tests/bench/attach_bench >/dev/null || exit 1
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpload-latency.XXXXXX")
 job=""
 side_jobs=""
@@ -154,7 +154,7 @@ attach_figures() {
   : >"$work/attach"
   for r in $(seq "$runs"); do
     for n in $names; do
-      if [ "$n" = new ]; then b="$build/tests/attach_bench"
+      if [ "$n" = new ]; then b="$build/tests/bench/attach_bench"
       else b="$against/attach_bench"; fi
       "$b" "$work/$n/rank0.sock" 20 --all | sed "s/^/$n /" >>"$work/attach" ||
         return 1

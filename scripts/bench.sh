@@ -251,7 +251,7 @@ if [ "$scaling" = 1 ]; then
   done
 fi
 
-if make -C "$build" tests/attach_bench >/dev/null 2>&1; then
+if make -C "$build" tests/bench/attach_bench >/dev/null 2>&1; then
   sock="$cache/sock-small"
   ready="$cache/ready-small"
   rm -f "$ready"
@@ -259,7 +259,7 @@ if make -C "$build" tests/attach_bench >/dev/null 2>&1; then
     --ready-file "$ready" --quiet &
   pid=$!
   for _ in $(seq 600); do [ -f "$ready" ] && break; sleep 0.1; done
-  out=$("$build/tests/attach_bench" "$sock/rank0.sock" 20)
+  out=$("$build/tests/bench/attach_bench" "$sock/rank0.sock" 20)
   record attach_lookup_all_ms_small "$(echo "$out" | awk '/attach/ {print $2}')" ms "[<=2]"
   record status_roundtrip_ms_small "$(echo "$out" | awk '/status/ {print $2}')" ms "[<=5]"
   "$T" status "$sock/rank0.sock" --shutdown >/dev/null

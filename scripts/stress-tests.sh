@@ -9,8 +9,8 @@
 # A deterministic suite shows none: no verdict may depend on the speed of
 # the machine.
 set -u
-tests="tests/test_daemon tests/mpi_load.sh tests/mpi_failures.sh \
-tests/mpi_edge.sh tests/verify.sh tests/mpi_serve.sh"
+tests="tests/unit/test_daemon tests/mpi/mpi_load.sh tests/mpi/mpi_failures.sh \
+tests/mpi/mpi_edge.sh tests/mpi/verify.sh tests/mpi/mpi_serve.sh"
 if [ "${1:-}" = --all ]; then tests=""; shift; fi
 rounds=${1:-5}
 case $rounds in '' | *[!0-9]*)

@@ -8,12 +8,8 @@
  * stall timeout the engine ends the job naming the rank it was waiting
  * for.  It does not yield instead: a yielding rank stays runnable, so its
  * core looks busy and the helper threads (affinity.h) and oversubscribed
- * ranks queue behind it, where a sleeping one leaves the core idle.
- * Alternated runs, 1 GiB model, 2 ranks, job seconds: `serve' 0.51 ->
- * 0.35 s (medians of 10; spread 0.37-2.16 -> 0.33-0.45 s), `load' 0.32
- * s either way (medians of 6; 0.31 -> 0.29 s over 22 runs of a build
- * that slept 0.1 ms throughout); 4 ranks on 2 cores `load' 0.34 s either
- * way (medians of 6, both now and then twice that). */
+ * ranks queue behind it, where a sleeping one leaves the core idle
+ * (measured in the commit that made it sleep). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

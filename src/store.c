@@ -153,9 +153,8 @@ static int step_left(const struct tpl__store *s, uint32_t below) {
 /* The prefault thread: takes steps from the start, so that the page
  * clearing runs beside the transfer instead of inside it, on any core of
  * the rank's NUMA node (affinity.h): a thread left on a rank's one bound
- * core made serve's writer wait for it (engine time 0.51-1.01 s against
- * 0.50-0.55 s without it, 2 ranks); widened, serve's job took 0.36-0.37 s
- * against 0.40-0.42 s without a thread.  The step it is on is marked in the
+ * core would take turns with the writer instead of running beside it.
+ * The step it is on is marked in the
  * same lock that hands it out, and a writer waiting for it is woken when it
  * ends. */
 static void *prefault_main(void *arg) {

@@ -1,0 +1,73 @@
+# mpi_lib.sh - what the mpirun tests share, sourced after lib.sh: the
+# oracle ($O), a models directory ($M), ASan settings that work with Open
+# MPI, and helpers to run tpload under mpirun, generate a model and read
+# tpload's own messages out of mpirun's stderr.
+
+O="$TESTS_SRCDIR/oracle/oracle.py"
+# Under --enable-sanitizers: Open MPI's allocations need full stacks for
+# tests/lsan.supp to recognise them (the fast unwinder stops at 2 frames).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+M="$T_TMP/models"
+mkdir -p "$M"
+
+# mpi N ARGS...: tpload ARGS under mpirun with N ranks.
+mpi() {
+  local n=$1; shift
+  "$MPIRUN" --oversubscribe -np "$n" "$TPLOAD" "$@"
+}
+
+# gen NAME ARGS...: a model from the oracle in $M/NAME.
+gen() {
+  local name=$1; shift
+  "$ORACLE" "$O" gen-model "$M/$name" "$@" ||
+    { echo "Bail out! oracle.py gen-model $name failed"; exit 99; }
+}
+
+# messages FILE: stderr without mpirun's boxed notices (between lines of
+# dashes) and blank lines: what tpload itself printed.
+messages() {
+  awk '/^------------------------------/ { box = !box; next }
+       !box && NF' "$1"
+}
+
+# t_oracle NAME ARGS...: one TAP line for an oracle check; its diagnostics
+# (on stderr) become TAP comments.
+t_oracle() {
+  local name=$1; shift
+  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "oracle.py $*"
+    head -c 3000 "$T_TMP/oerr" | sed 's/^/# /'
+  fi
+}
+
+# t_oracle_fails NAME ARGS...: the oracle must reject (a doctored output)
+# with a message matching $ORACLE_WANT.
+t_oracle_fails() {
+  local name=$1; shift
+  if "$ORACLE" "$O" "$@" >"$T_TMP/oout" 2>"$T_TMP/oerr"; then
+    t_fail "$name" "the oracle accepted it: oracle.py $*"
+  elif grep -q "$ORACLE_WANT" "$T_TMP/oerr"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "expected a message matching '$ORACLE_WANT', got:" \
+      "$(head -c 1000 "$T_TMP/oerr")"
+  fi
+}
+
+# flip_byte FILE TENSOR K: flips a bit of byte K of TENSOR's data in the
+# safetensors FILE (a doctored output for the oracle to find).
+flip_byte() {
+  "$ORACLE" - "$@" <<'EOF'
+import sys
+sys.path.insert(0, __import__("os").environ["TESTS_SRCDIR"] + "/oracle")
+import npst
+path, name, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start, spans = npst.layout(path)
+b, _ = spans[name]
+data = bytearray(open(path, "rb").read())
+data[start + b + k] ^= 0x10
+open(path, "wb").write(data)
+EOF
+}

@@ -1,0 +1,170 @@
+#!/bin/sh
+# harden_stall.sh - the progress deadline (--stall-timeout): a rank that
+# stops (SIGSTOP, raised by the rank itself at a known point via the
+# test-only TPLOAD_TEST_SIGSTOP_RANK / _AT: before it receives, with
+# --read local before it reads, before rank 0 validates, after the
+# delivery, before preshard writes) ends the job with exit 69 and one
+# message naming the stopped rank (or, with 3 ranks, saying one of the
+# others stopped), instead of hanging with its peers waiting; no process
+# of the job, and no preshard file, is left.  A rank stopped while
+# serving ends the job once --shutdown stops the others.  A rank that
+# reads slowly with --read local, or writes its preshard file slowly, but
+# keeps going is waited for (its heartbeats move the deadline).  The
+# bound is generous (it only catches a hang); the measured stall-to-exit
+# time is printed as a TAP comment.
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/harden_lib.sh"
+
+BOUND_SECS=120
+STALL_SECS=2
+
+# The big tensor (8 MiB) travels in messages far above any eager limit, so
+# rank 0 must wait for the stopped rank to take them.
+gen m --seed 6101 --layout single --big-mib 8
+
+t_exit "--stall-timeout takes seconds (64)" 64 \
+  mpi 2 load "$M/m" --plan "$M/m/plan.json" --stall-timeout soon
+
+# stopped_rank LABEL NP AT RANK WORDS ARGS...: rank RANK stops (SIGSTOP)
+# at point AT (stall.h) of an NP-rank load of "$M/m" with ARGS; the job
+# must end with 69, one message containing WORDS (with 3 ranks or more,
+# at least one: every waiter may time out before the first abort lands),
+# and no process left.
+stopped_rank() {
+  local label=$1 np=$2 at=$3 rank=$4 words=$5; shift 5
+  local t0 rc el left n
+  t0=$(ms)
+  TPLOAD_TEST_SIGSTOP_AT=$at TPLOAD_TEST_SIGSTOP_RANK=$rank \
+    timeout -s KILL $BOUND_SECS "$MPIRUN" --oversubscribe -np "$np" \
+    -x TPLOAD_TEST_SIGSTOP_AT -x TPLOAD_TEST_SIGSTOP_RANK "$TPLOAD" \
+    load "$M/m" --plan "$M/m/plan.json" --quiet \
+    --stall-timeout $STALL_SECS "$@" >"$T_TMP/out" 2>"$T_TMP/err"
+  rc=$?
+  el=$(($(ms) - t0))
+  if [ $rc -eq 69 ]; then t_ok "$label: a stopped rank ends the job with 69"
+  else t_fail "$label: a stopped rank ends the job with 69" \
+    "exit $rc after $el ms" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+  echo "# $label: stall-to-exit: $el ms with --stall-timeout $STALL_SECS"
+  messages "$T_TMP/err" | grep '^tpload' >"$T_TMP/msgs"
+  n=$(grep -c . "$T_TMP/msgs")
+  if { [ "$n" -eq 1 ] || { [ "$np" -gt 2 ] && [ "$n" -ge 1 ]; }; } &&
+     [ "$(grep -c -F -e "$words" "$T_TMP/msgs")" -eq "$n" ]; then
+    t_ok "$label: one message: $words"
+  else t_fail "$label: one message: $words" "$(cat "$T_TMP/msgs")"; fi
+  left=$(pgrep -f -- "$M/m/plan.json")
+  if [ -z "$left" ]; then t_ok "$label: no process of the job is left"
+  else
+    t_fail "$label: no process of the job is left" \
+      "$(pgrep -a -f -- "$M/m/plan.json")"
+    kill -KILL $left
+  fi
+}
+
+R1="waiting for rank 1: rank 1 stopped or hangs"
+# Rank 1 stops just before it receives.
+stopped_rank "--read mpi" 2 deliver 1 "$R1"
+# --read local: rank 1 stops with its files open, before it reads; rank 0
+# reads its own slices, then waits for rank 1's heartbeats in vain.
+stopped_rank "--read local" 2 deliver 1 "$R1" --read local
+# Rank 0 stops before it validates: the others wait for its verdict.
+stopped_rank "rank 0 stopped in validation" 2 validate 0 \
+  "waiting for rank 0: rank 0 stopped or hangs"
+# After the delivery, before the reports: rank 0 gathers from all, rank 1
+# agrees with all; neither knows which of the others is missing.
+stopped_rank "a rank stopped after the delivery" 3 report 2 \
+  "one of them stopped or hangs"
+
+# --read local: rank 1 reads slowly (50 ms per 512 KiB step, the
+# test-only TPLOAD_TEST_SLOW_RANK: about 5 s for its 48 MiB) but keeps
+# going; its heartbeats (every 0.5 s) keep rank 0 waiting past the 2 s
+# stall deadline.
+gen slow --seed 6102 --layout single --big-mib 48
+TPLOAD_TEST_SLOW_RANK=1 timeout -s KILL $BOUND_SECS \
+  "$MPIRUN" --oversubscribe -np 2 -x TPLOAD_TEST_SLOW_RANK "$TPLOAD" \
+  load "$M/slow" --plan "$M/slow/plan.json" --read local --json \
+  --stall-timeout $STALL_SECS >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 0 ]; then t_ok "--read local: a slow rank that keeps reading is waited for"
+else t_fail "--read local: a slow rank that keeps reading is waited for" \
+  "exit $rc" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+t_py "--read local: the slow rank read for longer than the stall deadline" '
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][1]
+if r["seconds"] <= 3:
+    sys.exit("rank 1 took %.2f s: too fast to test the heartbeats" % r["seconds"])
+' "$T_TMP/out"
+
+# --- preshard: the write is under the deadline too -----------------------
+# Rank 1 stops before it writes its file: rank 0, done writing, waits for
+# the agreement in vain; the job ends naming rank 1 and leaves no file.
+rm -rf "$T_TMP/ps"
+TPLOAD_TEST_SIGSTOP_AT=write TPLOAD_TEST_SIGSTOP_RANK=1 \
+  timeout -s KILL $BOUND_SECS "$MPIRUN" --oversubscribe -np 2 \
+  -x TPLOAD_TEST_SIGSTOP_AT -x TPLOAD_TEST_SIGSTOP_RANK "$TPLOAD" \
+  preshard "$M/m" --plan "$M/m/plan.json" --out "$T_TMP/ps" --quiet \
+  --stall-timeout $STALL_SECS >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 69 ]; then t_ok "preshard: a rank stopped before writing ends the job with 69"
+else t_fail "preshard: a rank stopped before writing ends the job with 69" \
+  "exit $rc" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+messages "$T_TMP/err" | grep '^tpload' >"$T_TMP/msgs"
+if [ "$(grep -c . "$T_TMP/msgs")" -eq 1 ] && grep -q -F "$R1" "$T_TMP/msgs"
+then t_ok "preshard: one message names rank 1"
+else t_fail "preshard: one message names rank 1" "$(cat "$T_TMP/msgs")"; fi
+if [ -z "$(ls -A "$T_TMP/ps")" ]; then t_ok "preshard: the stopped job leaves no file"
+else t_fail "preshard: the stopped job leaves no file" "$(ls -la "$T_TMP/ps")"; fi
+left=$(pgrep -f -- "$M/m/plan.json")
+if [ -z "$left" ]; then t_ok "preshard: no process of the job is left"
+else t_fail "preshard: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.json")"
+  kill -KILL $left; fi
+
+# Rank 1 writes slowly (50 ms per 1 MiB step: about 3.2 s for its 64 MiB)
+# but keeps going: its beats keep rank 0 waiting past the 2 s deadline.
+gen slowp --seed 6103 --layout single --big-mib 64
+rm -rf "$T_TMP/ps"
+t0=$(ms)
+TPLOAD_TEST_SLOW_RANK=1 timeout -s KILL $BOUND_SECS \
+  "$MPIRUN" --oversubscribe -np 2 -x TPLOAD_TEST_SLOW_RANK "$TPLOAD" \
+  preshard "$M/slowp" --plan "$M/slowp/plan.json" --out "$T_TMP/ps" \
+  --quiet --stall-timeout $STALL_SECS >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+el=$(($(ms) - t0))
+echo "# preshard with a slow writer: $el ms"
+if [ $rc -eq 0 ]; then t_ok "preshard: a slow writer that keeps going is waited for"
+else t_fail "preshard: a slow writer that keeps going is waited for" \
+  "exit $rc after $el ms" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+t_check "preshard: the slow writer took longer than the stall deadline" \
+  [ "$el" -gt $((STALL_SECS * 1000 + 500)) ]
+t_check "preshard: the slow writer's job wrote both rank files" \
+  [ -s "$T_TMP/ps/rank0.safetensors" -a -s "$T_TMP/ps/rank1.safetensors" ]
+
+# --- serve: the ranks meet once more after --shutdown ---------------------
+# Rank 1 is stopped while serving; --shutdown to rank 0 must still end the
+# job (69, naming rank 1) instead of holding rank 0 in MPI_Finalize.
+. "$TESTS_SRCDIR/lib/serve_lib.sh"
+serve_start "$T_TMP/sv" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "$M/m" --plan "$M/m/plan.json" --socket-dir "$T_TMP/sock" \
+  --ready-file "$T_TMP/ready" --quiet --stall-timeout $STALL_SECS
+PIDS="$PIDS $SERVE_PID"
+t_serve_ready "serve: ready" "$T_TMP/ready"
+r1=""
+for p in $(pgrep -P "$SERVE_PID"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+     grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
+done
+if [ -n "$r1" ] && kill -STOP "$r1"; then t_ok "serve: rank 1 stopped while serving"
+else t_fail "serve: rank 1 stopped while serving" "no rank 1 among $(pgrep -P "$SERVE_PID")"; fi
+t_exit "serve: --shutdown asked of rank 0" 0 \
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown
+serve_end
+t_check "serve: the job ends with 69" [ "$SERVE_RC" = 69 ]
+messages "$T_TMP/sv.err" | grep '^tpload' >"$T_TMP/msgs"
+if [ "$(grep -c . "$T_TMP/msgs")" -eq 1 ] && grep -q -F "$R1" "$T_TMP/msgs"
+then t_ok "serve: one message names rank 1"
+else t_fail "serve: one message names rank 1" "$(cat "$T_TMP/msgs")"; fi
+left=$(pgrep -f -- "$M/m/plan.json")
+if [ -z "$left" ]; then t_ok "serve: no process of the job is left"
+else t_fail "serve: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.json")"
+  kill -KILL $left; fi
+t_done
