@@ -372,9 +372,9 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard &&
       c.layout_mlc)
     fprintf(stderr,
-            "tpload preshard: wrote MLC's presharded cache for %u workers "
-            "to %s\n",
-            world, c.mlc.dir);
+            "tpload preshard: wrote MLC's presharded cache to %s (load it "
+            "with MLC_INTERNAL_PRESHARD_NUM set)\n",
+            c.mlc.dir);
   else if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
     fprintf(stderr,
             "tpload preshard: wrote %u rank files and "

@@ -320,7 +320,12 @@ static json_t *source_metadata(const char *model) {
 static char *md5_table(const struct writer *w) {
   char *hex = malloc(w->layout.nfiles * 33 + 1);
   size_t *next = calloc(w->c->world, sizeof(size_t));
-  for (size_t f = 0; hex && next && f < w->layout.nfiles; f++) {
+  if (hex == NULL || next == NULL) {
+    free(hex);
+    free(next);
+    return NULL;
+  }
+  for (size_t f = 0; f < w->layout.nfiles; f++) {
     uint32_t owner = w->layout.files[f].owner;
     const uint8_t *sum =
         w->all + ((size_t)owner * w->max_owned + next[owner]++) * 16;
@@ -381,7 +386,10 @@ static int write_step(struct writer *w, struct tpl_error *err) {
   if (rc == 0) rc = write_own(w, err);
   rc = c->agree_after_beats != NULL ? c->agree_after_beats(c->ctx, rc, err)
                                     : c->agree(c->ctx, rc, err);
-  if (rc == 0) rc = c->gather(c->ctx, w->mine, w->max_owned * 16, w->all, err);
+  if (rc == 0 && c->gather == NULL)
+    rc = tpl__fail(err, TPL_EINTERNAL, "the md5 sums need a gather");
+  else if (rc == 0)
+    rc = c->gather(c->ctx, w->mine, w->max_owned * 16, w->all, err);
   return rc;
 }
 
