@@ -399,8 +399,9 @@ static int writer_run(void *ctx, const struct tpl__loaded *l,
   sigset_t stop, old;
   int rc, all = write_step(&w, err);
   all = c->agree(c->ctx, all, err);
-  /* From the first rename to the cache JSON, SIGTERM / SIGINT wait (a few
-   * milliseconds) so that they never leave files no JSON vouches for. */
+  /* From the first rename to the cache JSON, SIGTERM / SIGINT wait (for
+   * the renames, the small files' copies and the JSON) so that they never
+   * leave .bin files that no cache JSON vouches for. */
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
