@@ -66,11 +66,12 @@ const char *tpl__preset_names(void) {
 
 struct sizes {
   uint64_t hidden, heads, kv_heads, head_dim, inter, moe, shared;
-  uint64_t layers; /* 0 when the config does not say */
+  uint64_t layers;  /* 0 when the config does not say */
+  uint64_t experts; /* routed experts a layer; 0 when none or not said */
   /* The config keys each size came from ("num_attention_heads", ...);
    * head_dim's is "hidden / heads" when derived. */
   const char *heads_key, *kv_key, *hd_key, *inter_key, *moe_key, *shared_key,
-      *layers_key;
+      *layers_key, *experts_key;
   /* The numbers that must divide by the shard count, as the config
    * names them. */
   struct {
@@ -239,6 +240,20 @@ static int read_layer_count(const json_t *cfg, const char *what,
   return rc > 0 ? 0 : rc;
 }
 
+/* The routed experts' count, when the config gives a positive one
+ * (minicpm's num_experts 0 means a dense model). */
+static void read_expert_count(const json_t *cfg, struct sizes *s) {
+  static const char *const keys[] = {"num_local_experts", "num_experts",
+                                     "n_routed_experts", NULL};
+  for (const char *const *k = keys; *k != NULL; k++)
+    if (tpl__json_u64(json_object_get(cfg, *k), &s->experts) == 0 &&
+        s->experts > 0) {
+      s->experts_key = *k;
+      return;
+    }
+  s->experts = 0;
+}
+
 static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
                       struct sizes *s, struct tpl_error *err) {
   int rc;
@@ -247,6 +262,7 @@ static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
       (rc = read_mlp(cfg, flags, what, s, err)) != 0 ||
       (rc = read_layer_count(cfg, what, s, err)) != 0)
     return rc;
+  read_expert_count(cfg, s);
   return read_experts(cfg, flags, what, s, err);
 }
 
@@ -710,6 +726,48 @@ static int check_layer_count(const struct tpl__plan *p,
   return 0; /* not reached: some tensor is in layer nlayers - 1 >= L */
 }
 
+/* The expert a tensor's name gives ("...experts.3.w1.weight" is 3), or
+ * -1. */
+static long expert_of(const char *name) {
+  static const char key[] = ".experts.";
+  for (const char *p = strstr(name, key); p != NULL; p = strstr(p, key)) {
+    const char *end;
+    p += sizeof(key) - 1;
+    end = p;
+    while (*end >= '0' && *end <= '9')
+      end++;
+    if (end > p && *end == '.' && end - p < 9) return strtol(p, NULL, 10);
+  }
+  return -1;
+}
+
+/* Experts named one per tensor are 0..X-1, X as the config says. */
+static int check_experts(const struct tpl__plan *p, const struct tpl_model *m,
+                         const struct sizes *s, struct tpl_error *err) {
+  long top = -1;
+  const char *top_name = NULL;
+  for (size_t i = 0; s->experts > 0 && i < m->ntensors; i++) {
+    long e = expert_of(m->tensors[i].name);
+    if (e < 0) continue;
+    if ((uint64_t)e >= s->experts)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s' is expert %ld: expected experts "
+                       "0..%llu (%s = %llu); the checkpoint contradicts its "
+                       "config",
+                       p->source, m->tensors[i].name, e,
+                       (unsigned long long)s->experts - 1, s->experts_key,
+                       (unsigned long long)s->experts);
+    if (e > top) top = e, top_name = m->tensors[i].name;
+  }
+  if (top < 0 || (uint64_t)top + 1 == s->experts) return 0;
+  return tpl__fail(err, TPL_EFORMAT,
+                   "%s: %s = %llu: expected experts 0..%llu, found experts "
+                   "0..%ld at most (the last is '%s'); the checkpoint "
+                   "contradicts its config",
+                   p->source, s->experts_key, (unsigned long long)s->experts,
+                   (unsigned long long)s->experts - 1, top, top_name);
+}
+
 /* 1 when a dim of tensor `x` measures like the heads: heads, kv heads,
  * or either times head_dim.  A 1-D tensor of the hidden size (a norm or
  * a row-parallel bias of the hidden state) does not count. */
@@ -796,7 +854,8 @@ int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
                          err)) != 0 ||
       (rc = read_sizes(cfg, d->flags, p->source, &sz, err)) != 0 ||
       (rc = check_units(p, t, m, s, &sz, err)) != 0 ||
-      (rc = check_layer_count(p, m, &sz, nlayers, err)) != 0)
+      (rc = check_layer_count(p, m, &sz, nlayers, err)) != 0 ||
+      (rc = check_experts(p, m, &sz, err)) != 0)
     return rc;
   return check_whole_heads(p, t, m, s, &sz, err);
 }
