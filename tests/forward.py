@@ -18,11 +18,14 @@ next stage.
 
     forward.py ref MODEL OUT.npy
         the logits of the full checkpoint (one process).
-    forward.py write-cohere DIR
-        a hand-made Cohere checkpoint (CohereForCausalLM, which `tpload
-        synth` cannot write) with use_qk_norm: per-head q_norm [heads,
-        head_dim] and k_norm [kv heads, head_dim], as Command R+ stores
-        them; float32, 2 layers, hidden 64, 8 heads, 4 kv heads.
+    forward.py write ARCH DIR
+        a hand-made checkpoint of an architecture `tpload synth` cannot
+        write, float32, 2 layers, hidden 64, 8 heads, 4 kv heads, each
+        with q/k norms of another shape: cohere (use_qk_norm, Command R+:
+        per-head q_norm [heads, head_dim], k_norm [kv heads, head_dim],
+        cut with the heads), qwen3 ([head_dim], shared by every head) and
+        olmo2 ([heads x head_dim], one norm over all heads' q, which the
+        ranks all-gather first).
     mpirun -np W forward.py tp MODEL SRC REF.npy --tp T [--pp P]
                             [--mismatch]
         every rank takes its shard from SRC (a preshard directory,
@@ -210,8 +213,10 @@ def attention(q, k, v):
 class Arch:
     """One decoder: sizes from the config, local ones for `n` shards."""
 
-    def __init__(self, cfg, mlc, n, allreduce):
+    def __init__(self, cfg, mlc, n, allreduce, allgather=None):
         self.cfg, self.mlc, self.n, self.allreduce = cfg, mlc, n, allreduce
+        self.allgather = allgather or (lambda y: [y])
+        self.t = 0  # this rank's place in its TP group
         g = lambda *ks, d=None: next((cfg[k] for k in ks if k in cfg), d)
         self.E = g("hidden_size", "n_embd")
         self.H = g("num_attention_heads", "n_head")
@@ -243,10 +248,12 @@ class Llama(Arch):
     """LlamaDecoderLayer and its kin: mistral, qwen2 (q/k/v biases), gemma
     ((1 + w) norms, gelu, scaled embeddings, tied head), phi3 (fused
     qkv_proj, gate_up_proj), mixtral (experts), cohere (one layernorm,
-    parallel attention and MLP, per-head q/k norms)."""
+    parallel attention and MLP, per-head q/k norms), qwen3 (q/k norms over
+    each head's features, one weight for all heads), olmo2 (q/k norms over
+    all heads' q / k, norms after attention and MLP)."""
 
-    def __init__(self, cfg, mlc, n, allreduce, kind):
-        super().__init__(cfg, mlc, n, allreduce)
+    def __init__(self, cfg, mlc, n, allreduce, kind, allgather=None):
+        super().__init__(cfg, mlc, n, allreduce, allgather)
         self.kind = kind
         self.base = "transformer.h" if kind == "phi3" and mlc \
             else "model.layers"
@@ -310,11 +317,36 @@ class Llama(Arch):
                        self.eps)
         return q.reshape(t, -1), k.reshape(t, -1)
 
+    def shared_qk_norm(self, w, a, q, k):
+        """Qwen3Attention: RMSNorm over each head's features, [head_dim]."""
+        t = q.shape[0]
+        q = rms_norm(q.reshape(t, self.h, self.D),
+                     w.get(a + ".q_norm.weight", (self.D,)), self.eps)
+        k = rms_norm(k.reshape(t, self.kv, self.D),
+                     w.get(a + ".k_norm.weight", (self.D,)), self.eps)
+        return q.reshape(t, -1), k.reshape(t, -1)
+
+    def whole_qk_norm(self, w, a, q, k):
+        """Olmo2Attention: RMSNorm over all heads' q (k), [heads x
+        head_dim]; a rank all-gathers q, norms it, keeps its heads."""
+        out = []
+        for x, name, full in ((q, ".q_norm.weight", self.H * self.D),
+                              (k, ".k_norm.weight", self.KV * self.D)):
+            whole = np.concatenate(self.allgather(x), axis=1)
+            normed = rms_norm(whole, w.get(a + name, (full,)), self.eps)
+            part = x.shape[1]
+            out.append(normed[:, self.t * part:(self.t + 1) * part])
+        return out
+
     def attn(self, w, i, h):
         _, a, _, o = self.names(i)
         q, k, v = self.qkv(w, a, h)
         if self.kind == "cohere" and self.cfg.get("use_qk_norm"):
             q, k = self.qk_norm(w, a, q, k)
+        elif self.kind == "qwen3":
+            q, k = self.shared_qk_norm(w, a, q, k)
+        elif self.kind == "olmo2":
+            q, k = self.whole_qk_norm(w, a, q, k)
         out = self.attend(q, k, v, interleaved=self.kind == "cohere")
         out = self.proj(out, w.linear(o, (self.E, self.h * self.D)),
                         w.bias(o + ".bias", self.E))
@@ -358,6 +390,13 @@ class Llama(Arch):
 
     def layer(self, w, i, x):
         b, _, ln, _ = self.names(i)
+        if self.kind == "olmo2":
+            e = (self.E,)
+            x = x + self.norm(self.attn(w, i, x),
+                              w.get(b + ".post_attention_layernorm.weight", e))
+            return x + self.norm(self.mlp(w, i, x),
+                                 w.get(b + ".post_feedforward_layernorm.weight",
+                                       e))
         h = self.norm(x, w.get(ln + ".weight", (self.E,)))
         if self.kind == "cohere":
             return x + self.attn(w, i, h) + self.mlp(w, i, h)
@@ -445,7 +484,7 @@ class NeoX(Arch):
 
 
 LLAMA_KINDS = ("llama", "mistral", "qwen2", "gemma", "mixtral", "phi3",
-               "cohere")
+               "cohere", "qwen3", "olmo2")
 
 
 def load_config(model):
@@ -460,10 +499,10 @@ def load_config(model):
     return cfg, False, cfg["model_type"]
 
 
-def make_arch(model, n, allreduce):
+def make_arch(model, n, allreduce, allgather=None):
     cfg, mlc, kind = load_config(model)
     if kind in LLAMA_KINDS:
-        return Llama(cfg, mlc, n, allreduce, kind)
+        return Llama(cfg, mlc, n, allreduce, kind, allgather)
     if kind == "gpt2":
         return GPT2(cfg, mlc, n, allreduce)
     if kind == "gpt_neox":
@@ -529,7 +568,9 @@ def tensor_parallel(a):
     allreduce = lambda y: group.allreduce(np.ascontiguousarray(y,
                                                                np.float32),
                                           op=MPI.SUM)
-    arch = make_arch(a.model, tp_size, allreduce)
+    arch = make_arch(a.model, tp_size, allreduce,
+                     lambda y: group.allgather(np.ascontiguousarray(y)))
+    arch.t = t
     nlayers = arch.cfg.get("num_hidden_layers", arch.cfg.get("n_layer"))
     err, why = None, None
     try:
@@ -561,49 +602,72 @@ def tensor_parallel(a):
     return 0 if comm.bcast(ok, root=0) else 1
 
 
-COHERE = {"architectures": ["CohereForCausalLM"], "model_type": "cohere",
-          "hidden_size": 64, "num_attention_heads": 8,
-          "num_key_value_heads": 4, "intermediate_size": 128,
-          "num_hidden_layers": 2, "vocab_size": 128, "layer_norm_eps": 1e-5,
-          "logit_scale": 0.0625, "rope_theta": 10000.0,
-          "use_qk_norm": True, "tie_word_embeddings": True,
-          "torch_dtype": "float32"}
+BASE = {"hidden_size": 64, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "intermediate_size": 128,
+        "num_hidden_layers": 2, "vocab_size": 128, "rope_theta": 10000.0,
+        "torch_dtype": "float32"}
+HAND_MADE = {
+    "cohere": dict(BASE, architectures=["CohereForCausalLM"],
+                   model_type="cohere", layer_norm_eps=1e-5,
+                   logit_scale=0.0625, use_qk_norm=True,
+                   tie_word_embeddings=True),
+    "qwen3": dict(BASE, architectures=["Qwen3ForCausalLM"],
+                  model_type="qwen3", head_dim=8, rms_norm_eps=1e-6,
+                  tie_word_embeddings=False),
+    "olmo2": dict(BASE, architectures=["Olmo2ForCausalLM"],
+                  model_type="olmo2", rms_norm_eps=1e-6,
+                  tie_word_embeddings=False),
+}
 
 
-def cohere_tensors(cfg, rng):
-    """The tensors of CohereForCausalLM (transformers' modeling_cohere.py),
-    random float32; norms near 1 so that every row of q_norm differs."""
+def _qk_norm_shapes(kind, h, kv, d):
+    """The q_norm / k_norm shapes of transformers' modeling_<kind>.py."""
+    return {"cohere": ((h, d), (kv, d)), "qwen3": ((d,), (d,)),
+            "olmo2": ((h * d,), (kv * d,))}[kind]
+
+
+def hand_made_tensors(kind, cfg, rng):
+    """Random float32 tensors named as transformers names them; norms near
+    1 so that every row of a per-head norm differs."""
     e, h, kv = cfg["hidden_size"], cfg["num_attention_heads"], \
         cfg["num_key_value_heads"]
-    d, i, v = e // h, cfg["intermediate_size"], cfg["vocab_size"]
+    d, i, v = cfg.get("head_dim", e // h), cfg["intermediate_size"], \
+        cfg["vocab_size"]
     mat = lambda *s: (rng.standard_normal(s) * 0.125).astype(np.float32)
     near1 = lambda *s: (1.0 + rng.standard_normal(s) * 0.25).astype(
         np.float32)
     out = {"model.embed_tokens.weight": mat(v, e),
            "model.norm.weight": near1(e)}
+    if not cfg["tie_word_embeddings"]:
+        out["lm_head.weight"] = mat(v, e)
+    qn, kn = _qk_norm_shapes(kind, h, kv, d)
+    norms = {"cohere": ["input_layernorm"],
+             "qwen3": ["input_layernorm", "post_attention_layernorm"],
+             "olmo2": ["post_attention_layernorm",
+                       "post_feedforward_layernorm"]}[kind]
     for n in range(cfg["num_hidden_layers"]):
         b = "model.layers.%d." % n
+        out.update({b + x + ".weight": near1(e) for x in norms})
         out.update({
-            b + "input_layernorm.weight": near1(e),
             b + "self_attn.q_proj.weight": mat(h * d, e),
             b + "self_attn.k_proj.weight": mat(kv * d, e),
             b + "self_attn.v_proj.weight": mat(kv * d, e),
             b + "self_attn.o_proj.weight": mat(e, h * d),
+            b + "self_attn.q_norm.weight": near1(*qn),
+            b + "self_attn.k_norm.weight": near1(*kn),
             b + "mlp.gate_proj.weight": mat(i, e),
             b + "mlp.up_proj.weight": mat(i, e),
             b + "mlp.down_proj.weight": mat(e, i)})
-        if cfg.get("use_qk_norm"):
-            out[b + "self_attn.q_norm.weight"] = near1(h, d)
-            out[b + "self_attn.k_norm.weight"] = near1(kv, d)
     return out
 
 
-def write_cohere(d):
+def write_hand_made(kind, d):
+    cfg = HAND_MADE[kind]
     os.makedirs(d)
     npst.write(os.path.join(d, "model.safetensors"),
-               cohere_tensors(COHERE, np.random.default_rng(25)))
+               hand_made_tensors(kind, cfg, np.random.default_rng(25)))
     with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(COHERE, f, indent=1)
+        json.dump(cfg, f, indent=1)
     return 0
 
 
@@ -613,8 +677,9 @@ def main(argv):
     ref = sub.add_parser("ref")
     ref.add_argument("model")
     ref.add_argument("out")
-    wc = sub.add_parser("write-cohere")
-    wc.add_argument("dir")
+    wr = sub.add_parser("write")
+    wr.add_argument("arch", choices=sorted(HAND_MADE))
+    wr.add_argument("dir")
     tp = sub.add_parser("tp")
     tp.add_argument("model")
     tp.add_argument("src")
@@ -625,8 +690,8 @@ def main(argv):
     a = p.parse_args(argv)
     if a.cmd == "ref":
         return reference(a.model, a.out)
-    if a.cmd == "write-cohere":
-        return write_cohere(a.dir)
+    if a.cmd == "write":
+        return write_hand_made(a.arch, a.dir)
     return tensor_parallel(a)
 
 

@@ -1,15 +1,15 @@
 #!/bin/sh
 # forward.sh - tpload's shards compute the right answer: for every
 # architecture `tpload synth` writes (HF names; MLC's fused names, one of
-# them quantized q4f16_1) and a hand-made Cohere checkpoint with per-head
-# q/k norms, the logits of a tensor-parallel forward pass over the shards
-# (tests/forward.py under mpirun, mpi4py all-reducing after the
-# row-parallel layers) equal those of the full checkpoint in one process,
-# float32, relative error below 1e-5: N = 1, 2 and 4 preshard files, a
-# TP x PP grid whose stages each run their own layers, and a `serve` job
-# read through python/tpload.py.  The negative control: gpt2's row-parallel
-# biases delivered unscaled (--no-bias-scaling) are summed N times by the
-# all-reduce, and the test asserts the logits do NOT match.
+# them quantized q4f16_1) and hand-made cohere, qwen3 and olmo2 checkpoints
+# (three kinds of q/k norms), the logits of a tensor-parallel forward pass
+# over the shards (tests/forward.py under mpirun, mpi4py all-reducing after
+# the row-parallel layers) equal those of the full checkpoint in one
+# process, float32, relative error below 1e-5: N = 1, 2 and 4 preshard
+# files, a TP x PP grid whose stages each run their own layers, and a
+# `serve` job read through python/tpload.py.  The negative control: gpt2's
+# row-parallel biases delivered unscaled (--no-bias-scaling) are summed N
+# times by the all-reduce, and the test asserts the logits do NOT match.
 . "$TESTS_SRCDIR/lib.sh"
 . "$TESTS_SRCDIR/mpi_lib.sh"
 . "$TESTS_SRCDIR/serve_lib.sh"
@@ -87,12 +87,16 @@ t_exit "gpt2 N=2 --no-bias-scaling: preshard exits 0" 0 \
 forward "gpt2 N=2 --no-bias-scaling: the logits do NOT match (error > 1e-3)" \
   gpt2 "$T_TMP/noscale" 2 1 --mismatch
 
-# --- Cohere with per-head q/k norms (hand-made: synth cannot write it) ------
-"$ORACLE" "$FWD" write-cohere "$M/cohere" &&
-  "$ORACLE" "$FWD" ref "$M/cohere" "$M/cohere.ref.npy" ||
-  { echo "Bail out! forward.py write-cohere failed"; exit 99; }
-sharded cohere 2
-sharded cohere 4
+# --- hand-made checkpoints (synth cannot write them), q/k norms of three
+# kinds: cohere's per head (cut with the heads), qwen3's shared by every
+# head and olmo2's over all heads (both whole, the ranks all-gather q for
+# olmo2's) -------------------------------------------------------------------
+for arch in cohere qwen3 olmo2; do
+  "$ORACLE" "$FWD" write "$arch" "$M/$arch" &&
+    "$ORACLE" "$FWD" ref "$M/$arch" "$M/$arch.ref.npy" ||
+    { echo "Bail out! forward.py write $arch failed"; exit 99; }
+  for n in 2 4; do sharded "$arch" "$n"; done
+done
 
 # --- serve, read through python/tpload.py ------------------------------------
 if [ -n "$SAN_CFLAGS" ]; then
