@@ -236,12 +236,14 @@ static const struct tpl__ptmpl mlc_qwen2_moe[] = {
 };
 static const struct tpl__ptmpl hf_qwen3_moe[] = {
     HF_ATTN,
+    QK_NORMS,
     HF_EXPERTS(TPL_REQ_LAYER, "*.mlp"),
     RW("*.mlp.gate.weight", ROUTER),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3_moe[] = {
     MLC_C_ATTN(TPL_REQ_NO),
+    QK_NORMS,
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
     RW("*.mlp.gate.weight", ROUTER),
     TAIL,
@@ -460,8 +462,12 @@ static const struct tpl__ptmpl mlc_gpt_j[] = {
       W("*.mlp.fc2.weight", "_shard_mlp_fc2_weight", 1, NONE),                 \
       SC("*.mlp.fc2.bias")
 
+/* With qk_layernorm, PhiAttention's q_layernorm / k_layernorm are
+ * LayerNorm(head_dim), shared by every head. */
 static const struct tpl__ptmpl hf_phi[] = {
     HF_QKV_O("*.self_attn"),
+    RW("*.self_attn.q_layernorm.*", QK_WHY),
+    RW("*.self_attn.k_layernorm.*", QK_WHY),
     W("*.self_attn.dense.weight", "_shard_o_weight", 1, NONE),
     SC("*.self_attn.dense.bias"),
     PHI_MLP,
