@@ -3,22 +3,22 @@
 # architecture `tpload synth` writes (HF names; MLC's fused names, one of
 # them quantized q4f16_1) and hand-made cohere, qwen3 and olmo2 checkpoints
 # (three kinds of q/k norms), the logits of a tensor-parallel forward pass
-# over the shards (tests/forward.py under mpirun, mpi4py all-reducing after
+# over the shards (oracle/forward.py under mpirun, mpi4py all-reducing after
 # the row-parallel layers) equal those of the full checkpoint in one
 # process, float32, relative error below 1e-5: N = 1, 2 and 4 preshard
 # files, a TP x PP grid whose stages each run their own layers, and a
 # `serve` job read through python/tpload.py.  The negative control: gpt2's
 # row-parallel biases delivered unscaled (--no-bias-scaling) are summed N
 # times by the all-reduce, and the test asserts the logits do NOT match.
-. "$TESTS_SRCDIR/lib.sh"
-. "$TESTS_SRCDIR/mpi_lib.sh"
-. "$TESTS_SRCDIR/serve_lib.sh"
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/serve_lib.sh"
 
 if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
   echo "1..0 # SKIP $ORACLE without mpi4py (scripts/install-deps.sh installs python3-mpi4py)"
   exit 0
 fi
-FWD="$TESTS_SRCDIR/forward.py"
+FWD="$TESTS_SRCDIR/oracle/forward.py"
 SIZES="--layers 2 --hidden 64 --heads 8 --vocab 128 --dtype f32 --quiet"
 
 # model NAME SYNTH-OPTIONS...: a synth checkpoint in $M/NAME and its
@@ -103,7 +103,7 @@ if [ -n "$SAN_CFLAGS" ]; then
   t_ok "serve: # SKIP libtpload.so is built with sanitizers"
 else
   export TPLOAD_LIBRARY="$TPL_BUILDDIR/.libs/libtpload.so.0"
-  export PYTHONPATH="$TESTS_SRCDIR/../python:$TESTS_SRCDIR"
+  export PYTHONPATH="$TESTS_SRCDIR/../python:$TESTS_SRCDIR/oracle"
   SOCK=$T_TMP/sock
   serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" \
     serve "$M/qwen2" --socket-dir "$SOCK" --ready-file "$T_TMP/ready" --quiet

@@ -7,13 +7,13 @@
 # head_dim, more kv heads than heads, the MLP against intermediate_size,
 # the experts against num_local_experts, the layers against
 # num_hidden_layers (with and without --pp); preshard refuses before any
-# byte moves (no output directory).  Fixtures: tests/mlc_archs.py's llama
+# byte moves (no output directory).  Fixtures: oracle/mlc_archs.py's llama
 # (8 heads, 4 kv heads, head_dim 2, hidden 16, intermediate 24, 2 layers)
 # and mixtral (2 experts), changed by its --add / --set options.
-. "$TESTS_SRCDIR/lib.sh"
-. "$TESTS_SRCDIR/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
-A="$TESTS_SRCDIR/mlc_archs.py"
+A="$TESTS_SRCDIR/oracle/mlc_archs.py"
 
 # fixture NAME ARCH [write options...]: $T_TMP/NAME from mlc_archs.py.
 fixture() {
