@@ -1,8 +1,8 @@
 #!/bin/sh
 # forward.sh - tpload's shards compute the right answer: for every
 # architecture `tpload synth` writes (HF names; MLC's fused names, one of
-# them quantized q4f16_1) and hand-made cohere, qwen3 and olmo2 checkpoints
-# (three kinds of q/k norms), the logits of a tensor-parallel forward pass
+# them quantized q4f16_1) and hand-made cohere, qwen3 and olmo2 (three
+# kinds of q/k norms), qwen2_moe and internlm2 checkpoints, the logits of a tensor-parallel forward pass
 # over the shards (oracle/forward.py under mpirun, mpi4py all-reducing after
 # the row-parallel layers) equal those of the full checkpoint in one
 # process, float32, relative error below 1e-5: N = 1, 2 and 4 preshard
@@ -87,11 +87,12 @@ t_exit "gpt2 N=2 --no-bias-scaling: preshard exits 0" 0 \
 forward "gpt2 N=2 --no-bias-scaling: the logits do NOT match (error > 1e-3)" \
   gpt2 "$T_TMP/noscale" 2 1 --mismatch
 
-# --- hand-made checkpoints (synth cannot write them), q/k norms of three
-# kinds: cohere's per head (cut with the heads), qwen3's shared by every
+# --- hand-made checkpoints (synth cannot write them): q/k norms of three
+# kinds, cohere's per head (cut with the heads), qwen3's shared by every
 # head and olmo2's over all heads (both whole, the ranks all-gather q for
-# olmo2's) -------------------------------------------------------------------
-for arch in cohere qwen3 olmo2; do
+# olmo2's); qwen2_moe's experts, shared expert and its gate; internlm2's
+# wqkv grouped per kv head ---------------------------------------------------
+for arch in cohere qwen3 olmo2 qwen2_moe internlm2; do
   "$ORACLE" "$FWD" write "$arch" "$M/$arch" &&
     "$ORACLE" "$FWD" ref "$M/$arch" "$M/$arch.ref.npy" ||
     { echo "Bail out! forward.py write $arch failed"; exit 99; }

@@ -20,12 +20,13 @@ next stage.
         the logits of the full checkpoint (one process).
     forward.py write ARCH DIR
         a hand-made checkpoint of an architecture `tpload synth` cannot
-        write, float32, 2 layers, hidden 64, 8 heads, 4 kv heads, each
+        write, float32, 2 layers, hidden 64, 8 heads, 4 kv heads: three
         with q/k norms of another shape: cohere (use_qk_norm, Command R+:
         per-head q_norm [heads, head_dim], k_norm [kv heads, head_dim],
         cut with the heads), qwen3 ([head_dim], shared by every head) and
         olmo2 ([heads x head_dim], one norm over all heads' q, which the
-        ranks all-gather first).
+        ranks all-gather first); qwen2_moe (4 experts, top 2, a shared
+        expert and its gate) and internlm2 (wqkv grouped per kv head).
     mpirun -np W forward.py tp MODEL SRC REF.npy --tp T [--pp P]
                             [--mismatch]
         every rank takes its shard from SRC (a preshard directory,
@@ -250,7 +251,9 @@ class Llama(Arch):
     qkv_proj, gate_up_proj), mixtral (experts), cohere (one layernorm,
     parallel attention and MLP, per-head q/k norms), qwen3 (q/k norms over
     each head's features, one weight for all heads), olmo2 (q/k norms over
-    all heads' q / k, norms after attention and MLP)."""
+    all heads' q / k, norms after attention and MLP), qwen2_moe (experts,
+    a shared expert behind a sigmoid gate), internlm2 (wqkv grouped per kv
+    head: each group's q heads, its k, its v)."""
 
     def __init__(self, cfg, mlc, n, allreduce, kind, allgather=None):
         super().__init__(cfg, mlc, n, allreduce, allgather)
@@ -262,6 +265,9 @@ class Llama(Arch):
         b = "%s.%d" % (self.base, i)
         if self.kind == "phi3" and self.mlc:
             return b, b + ".mixer", b + ".ln", b + ".mixer.out_proj"
+        if self.kind == "internlm2":
+            return b, b + ".attention", b + ".attention_norm", \
+                b + ".attention.wo"
         return (b, b + ".self_attn", b + ".input_layernorm",
                 b + ".self_attn.o_proj")
 
@@ -275,6 +281,7 @@ class Llama(Arch):
 
     def embed(self, w):
         name = "transformer.embd" if self.base == "transformer.h" \
+            else "model.tok_embeddings" if self.kind == "internlm2" \
             else "model.embed_tokens"
         x = w.linear(name, (self.cfg_vocab(), self.E))[TOKENS]
         return x * np.float32(math.sqrt(self.E)) if self.kind == "gemma" \
@@ -287,12 +294,26 @@ class Llama(Arch):
         root = "transformer" if self.base == "transformer.h" else "model"
         x = self.norm(x, w.get(root + ".norm.weight", (self.E,)))
         name = "lm_head" if w.has("lm_head.weight") or \
-            w.has("lm_head.q_weight") else root + ".embed_tokens"
+            w.has("lm_head.q_weight") else "output" if w.has("output.weight") \
+            else root + ".embed_tokens"
         logits = x @ w.linear(name, (self.cfg_vocab(), self.E)).T
         return logits * np.float32(self.cfg.get("logit_scale", 1.0))
 
+    def grouped_qkv(self, w, a, h):
+        """InternLM2Attention: wqkv's rows are kv groups, each [its q heads,
+        k, v] x head_dim; a rank holds whole groups."""
+        per = self.H // self.KV + 2
+        out = self.proj(h, w.get(a + ".wqkv.weight",
+                                 (self.kv * per * self.D, self.E)))
+        out = out.reshape(h.shape[0], self.kv, per, self.D)
+        return (out[:, :, :-2].reshape(h.shape[0], -1),
+                out[:, :, -2].reshape(h.shape[0], -1),
+                out[:, :, -1].reshape(h.shape[0], -1))
+
     def qkv(self, w, a, h):
         q_n, kv_n = self.h * self.D, self.kv * self.D
+        if self.kind == "internlm2":
+            return self.grouped_qkv(w, a, h)
         fused = "qkv_proj" if self.kind != "qwen2" else "c_attn"
         if w.has(a + "." + fused + ".weight") or \
                 w.has(a + "." + fused + ".q_weight"):
@@ -352,16 +373,40 @@ class Llama(Arch):
                         w.bias(o + ".bias", self.E))
         return self.allreduce(out)
 
-    def gated(self, w, b, h, i_n):
+    def gated(self, w, b, h, i_n, names=("gate_proj", "up_proj",
+                                          "down_proj")):
         if w.has(b + ".gate_up_proj.weight") or \
                 w.has(b + ".gate_up_proj.q_weight"):
             gu = self.proj(h, w.linear(b + ".gate_up_proj", (2 * i_n, self.E)))
             g, u = gu[:, :i_n], gu[:, i_n:]
         else:
-            g = self.proj(h, w.linear(b + ".gate_proj", (i_n, self.E)))
-            u = self.proj(h, w.linear(b + ".up_proj", (i_n, self.E)))
+            g = self.proj(h, w.linear(b + "." + names[0], (i_n, self.E)))
+            u = self.proj(h, w.linear(b + "." + names[1], (i_n, self.E)))
         return self.proj(self.act(g) * u,
-                         w.linear(b + ".down_proj", (self.E, i_n)))
+                         w.linear(b + "." + names[2], (self.E, i_n)))
+
+    def qwen2_moe(self, w, b, h):
+        """Qwen2MoeSparseMoeBlock: softmax router, top-k (renormalised only
+        with norm_topk_prob), plus the shared expert times
+        sigmoid(shared_expert_gate)."""
+        x_n, k = self.cfg["num_experts"], self.cfg["num_experts_per_tok"]
+        mi = self.cfg["moe_intermediate_size"] // self.n
+        si = self.cfg["shared_expert_intermediate_size"] // self.n
+        logits = h @ w.get(b + ".gate.weight", (x_n, self.E)).T
+        p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        p = p / p.sum(axis=-1, keepdims=True)
+        weight = np.zeros_like(p)
+        for t in range(h.shape[0]):
+            top = np.argsort(-p[t], kind="stable")[:k]
+            weight[t, top] = p[t, top]
+            if self.cfg.get("norm_topk_prob"):
+                weight[t, top] /= p[t, top].sum()
+        out = sum(weight[:, e:e + 1] *
+                  self.gated(w, "%s.experts.%d" % (b, e), h, mi)
+                  for e in range(x_n))
+        gate = h @ w.get(b + ".shared_expert_gate.weight", (1, self.E)).T
+        return out + self.gated(w, b + ".shared_expert", h, si) / \
+            (1.0 + np.exp(-gate))
 
     def experts(self, w, b, h):
         """MixtralSparseMoeBlock: softmax router, top-k, renormalised."""
@@ -386,6 +431,11 @@ class Llama(Arch):
         b, _, _, _ = self.names(i)
         if self.kind == "mixtral":
             return self.allreduce(self.experts(w, b + ".block_sparse_moe", h))
+        if self.kind == "qwen2_moe":
+            return self.allreduce(self.qwen2_moe(w, b + ".mlp", h))
+        if self.kind == "internlm2":
+            return self.allreduce(self.gated(w, b + ".feed_forward", h,
+                                             self.i, ("w1", "w3", "w2")))
         return self.allreduce(self.gated(w, b + ".mlp", h, self.i))
 
     def layer(self, w, i, x):
@@ -401,8 +451,9 @@ class Llama(Arch):
         if self.kind == "cohere":
             return x + self.attn(w, i, h) + self.mlp(w, i, h)
         x = x + self.attn(w, i, h)
-        h = self.norm(x, w.get(b + ".post_attention_layernorm.weight",
-                               (self.E,)))
+        post = ".ffn_norm" if self.kind == "internlm2" \
+            else ".post_attention_layernorm"
+        h = self.norm(x, w.get(b + post + ".weight", (self.E,)))
         return x + self.mlp(w, i, h)
 
 
@@ -484,7 +535,7 @@ class NeoX(Arch):
 
 
 LLAMA_KINDS = ("llama", "mistral", "qwen2", "gemma", "mixtral", "phi3",
-               "cohere", "qwen3", "olmo2")
+               "cohere", "qwen3", "olmo2", "qwen2_moe", "internlm2")
 
 
 def load_config(model):
@@ -617,13 +668,70 @@ HAND_MADE = {
     "olmo2": dict(BASE, architectures=["Olmo2ForCausalLM"],
                   model_type="olmo2", rms_norm_eps=1e-6,
                   tie_word_embeddings=False),
+    "qwen2_moe": dict(BASE, architectures=["Qwen2MoeForCausalLM"],
+                      model_type="qwen2_moe", rms_norm_eps=1e-6,
+                      num_experts=4, num_experts_per_tok=2,
+                      moe_intermediate_size=32,
+                      shared_expert_intermediate_size=64,
+                      norm_topk_prob=False, tie_word_embeddings=False),
+    "internlm2": dict(BASE, architectures=["InternLM2ForCausalLM"],
+                      model_type="internlm2", rms_norm_eps=1e-6, bias=False,
+                      tie_word_embeddings=False),
 }
 
 
-def _qk_norm_shapes(kind, h, kv, d):
-    """The q_norm / k_norm shapes of transformers' modeling_<kind>.py."""
-    return {"cohere": ((h, d), (kv, d)), "qwen3": ((d,), (d,)),
-            "olmo2": ((h * d,), (kv * d,))}[kind]
+def _qk_norms(kind, h, kv, d, near1):
+    """The q_norm / k_norm of transformers' modeling_<kind>.py."""
+    shapes = {"cohere": ((h, d), (kv, d)), "qwen3": ((d,), (d,)),
+              "olmo2": ((h * d,), (kv * d,))}.get(kind)
+    if shapes is None:
+        return {}
+    return {"self_attn.q_norm.weight": near1(*shapes[0]),
+            "self_attn.k_norm.weight": near1(*shapes[1])}
+
+
+def _attention(kind, e, h, kv, d, mat, near1):
+    if kind == "internlm2":  # [groups, q heads of a group + k + v, d, e]
+        return {"attention.wqkv.weight": mat((h + 2 * kv) * d, e),
+                "attention.wo.weight": mat(e, h * d)}
+    out = {"self_attn.q_proj.weight": mat(h * d, e),
+           "self_attn.k_proj.weight": mat(kv * d, e),
+           "self_attn.v_proj.weight": mat(kv * d, e),
+           "self_attn.o_proj.weight": mat(e, h * d)}
+    if kind == "qwen2_moe":
+        out.update({"self_attn.q_proj.bias": mat(h * d),
+                    "self_attn.k_proj.bias": mat(kv * d),
+                    "self_attn.v_proj.bias": mat(kv * d)})
+    out.update(_qk_norms(kind, h, kv, d, near1))
+    return out
+
+
+def _gated(prefix, e, i, mat, names=("gate_proj", "up_proj", "down_proj")):
+    return {prefix + names[0] + ".weight": mat(i, e),
+            prefix + names[1] + ".weight": mat(i, e),
+            prefix + names[2] + ".weight": mat(e, i)}
+
+
+def _mlp(kind, cfg, e, mat):
+    if kind == "internlm2":
+        return _gated("feed_forward.", e, cfg["intermediate_size"], mat,
+                      ("w1", "w3", "w2"))
+    if kind != "qwen2_moe":
+        return _gated("mlp.", e, cfg["intermediate_size"], mat)
+    out = {"mlp.gate.weight": mat(cfg["num_experts"], e),
+           "mlp.shared_expert_gate.weight": mat(1, e)}
+    for x in range(cfg["num_experts"]):
+        out.update(_gated("mlp.experts.%d." % x, e,
+                          cfg["moe_intermediate_size"], mat))
+    out.update(_gated("mlp.shared_expert.", e,
+                      cfg["shared_expert_intermediate_size"], mat))
+    return out
+
+
+LAYER_NORMS = {"cohere": ["input_layernorm"],
+               "olmo2": ["post_attention_layernorm",
+                         "post_feedforward_layernorm"],
+               "internlm2": ["attention_norm", "ffn_norm"]}
 
 
 def hand_made_tensors(kind, cfg, rng):
@@ -631,33 +739,24 @@ def hand_made_tensors(kind, cfg, rng):
     1 so that every row of a per-head norm differs."""
     e, h, kv = cfg["hidden_size"], cfg["num_attention_heads"], \
         cfg["num_key_value_heads"]
-    d, i, v = cfg.get("head_dim", e // h), cfg["intermediate_size"], \
-        cfg["vocab_size"]
+    d, v = cfg.get("head_dim", e // h), cfg["vocab_size"]
     mat = lambda *s: (rng.standard_normal(s) * 0.125).astype(np.float32)
     near1 = lambda *s: (1.0 + rng.standard_normal(s) * 0.25).astype(
         np.float32)
-    out = {"model.embed_tokens.weight": mat(v, e),
-           "model.norm.weight": near1(e)}
+    embed = "model.tok_embeddings.weight" if kind == "internlm2" \
+        else "model.embed_tokens.weight"
+    out = {embed: mat(v, e), "model.norm.weight": near1(e)}
     if not cfg["tie_word_embeddings"]:
-        out["lm_head.weight"] = mat(v, e)
-    qn, kn = _qk_norm_shapes(kind, h, kv, d)
-    norms = {"cohere": ["input_layernorm"],
-             "qwen3": ["input_layernorm", "post_attention_layernorm"],
-             "olmo2": ["post_attention_layernorm",
-                       "post_feedforward_layernorm"]}[kind]
+        out["output.weight" if kind == "internlm2" else "lm_head.weight"] = \
+            mat(v, e)
+    norms = LAYER_NORMS.get(kind, ["input_layernorm",
+                                   "post_attention_layernorm"])
     for n in range(cfg["num_hidden_layers"]):
         b = "model.layers.%d." % n
-        out.update({b + x + ".weight": near1(e) for x in norms})
-        out.update({
-            b + "self_attn.q_proj.weight": mat(h * d, e),
-            b + "self_attn.k_proj.weight": mat(kv * d, e),
-            b + "self_attn.v_proj.weight": mat(kv * d, e),
-            b + "self_attn.o_proj.weight": mat(e, h * d),
-            b + "self_attn.q_norm.weight": near1(*qn),
-            b + "self_attn.k_norm.weight": near1(*kn),
-            b + "mlp.gate_proj.weight": mat(i, e),
-            b + "mlp.up_proj.weight": mat(i, e),
-            b + "mlp.down_proj.weight": mat(e, i)})
+        layer = {x + ".weight": near1(e) for x in norms}
+        layer.update(_attention(kind, e, h, kv, d, mat, near1))
+        layer.update(_mlp(kind, cfg, e, mat))
+        out.update({b + k: t for k, t in layer.items()})
     return out
 
 
