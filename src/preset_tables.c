@@ -72,14 +72,15 @@
       SC("*.self_attn.o_proj.bias")
 
 /* HF gate/up/down MLP under `b`, required in layers of kind `R` (enum
- * tpl__req). */
-#define HF_MLP(R, b)                                                           \
-  SU(b ".gate_proj.weight", "_shard_gate", 0, R, TPL_U_I),                     \
-      SU(b ".up_proj.weight", "_shard_up", 0, R, TPL_U_I),                     \
-      SU(b ".down_proj.weight", "_shard_down", 1, R, TPL_U_I),                 \
-      SU(b ".gate_proj.bias", "_shard_gate_bias", 0, NO, TPL_U_I),             \
-      SU(b ".up_proj.bias", "_shard_up_bias", 0, NO, TPL_U_I),                 \
+ * tpl__req), its features measuring `u` (enum tpl__unit). */
+#define HF_MLP_U(R, b, u)                                                      \
+  SU(b ".gate_proj.weight", "_shard_gate", 0, R, u),                           \
+      SU(b ".up_proj.weight", "_shard_up", 0, R, u),                           \
+      SU(b ".down_proj.weight", "_shard_down", 1, R, u),                       \
+      SU(b ".gate_proj.bias", "_shard_gate_bias", 0, NO, u),                   \
+      SU(b ".up_proj.bias", "_shard_up_bias", 0, NO, u),                       \
       SC(b ".down_proj.bias")
+#define HF_MLP(R, b) HF_MLP_U(R, b, TPL_U_I)
 
 /* Older HF checkpoints store each layer's rotary frequencies. */
 #define ROTARY                                                                 \
@@ -350,7 +351,9 @@ static const struct tpl__ptmpl hf_llama4[] = {
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
     HF_SHARED(TPL_REQ_MOE, "*.feed_forward.shared_expert"),
     RW("*.feed_forward.router.weight", ROUTER),
-    HF_MLP(TPL_REQ_DENSE, "*.feed_forward"),
+    /* Dense layers measure intermediate_size_mlp, which the preset does
+     * not read: unchecked. */
+    HF_MLP_U(TPL_REQ_DENSE, "*.feed_forward", TPL_U_ANY),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_llama4[] = {

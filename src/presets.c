@@ -471,16 +471,20 @@ static int check_unmatched(const struct tpl__plan *p, const struct tpl_model *m,
 }
 
 /* Marks seen[layer * n + j] for every required template j a tensor of
- * that layer matches; *nlayers is one past the highest such layer. */
+ * that layer matches (tensors a replicate rule matched first do not
+ * count); *nlayers is one past the highest such layer. */
 static void mark_required(const struct tpl__ptmpl *t, size_t n,
-                          const struct tpl_model *m, unsigned char *seen,
+                          const struct tpl_model *m,
+                          const struct tpl__strategy *s, unsigned char *seen,
                           size_t cap, size_t *nlayers) {
   char buf[TPL_MAX_NAME + 16];
   *nlayers = 0;
   for (size_t i = 0; i < m->ntensors; i++) {
     const char *name = base_name(m->tensors[i].name, buf, sizeof(buf));
     long layer = layer_of(name);
-    if (layer < 0 || (size_t)layer >= cap) continue;
+    /* A replicate rule took it first (a vision tower's own layers). */
+    int whole = s[i].rule >= 0 && t[s[i].rule].kind == TPL_RULE_REPLICATE;
+    if (layer < 0 || (size_t)layer >= cap || whole) continue;
     for (size_t j = 0; j < n; j++) {
       if (t[j].req == TPL_REQ_NO || !tpl__glob_match(t[j].match, name))
         continue;
@@ -599,6 +603,7 @@ static long layer_missing(const struct tpl__ptmpl *t, size_t n,
  * preset must shard. */
 static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
                           size_t n, const struct tpl_model *m,
+                          const struct tpl__strategy *s,
                           const struct moe_layers *k, size_t *out_layers,
                           struct tpl_error *err) {
   size_t cap = m->ntensors, nlayers = 0;
@@ -608,7 +613,7 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
   if (cap == 0 || n == 0) cap = 1;
   seen = calloc(cap, n);
   if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  mark_required(t, n, m, seen, cap, &nlayers);
+  mark_required(t, n, m, s, seen, cap, &nlayers);
   *out_layers = nlayers;
   for (; layer < nlayers && miss < 0; layer++)
     miss = layer_missing(t, n, seen + layer * n, layer_is_moe(k, layer));
@@ -848,7 +853,7 @@ int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
   rc = check_unmatched(p, m, s, err);
   if (rc != 0) return rc;
   config_moe_layers(d, p->preset_mlc, config, &k);
-  rc = check_required(p, t, n, m, &k, &nlayers, err);
+  rc = check_required(p, t, n, m, s, &k, &nlayers, err);
   if (rc != 0 || config == NULL) return rc;
   if ((rc = sizes_object(config, p->preset_mlc, d->flags, p->source, &cfg,
                          err)) != 0 ||

@@ -81,6 +81,14 @@ refused "num_hidden_layers 1 on a 2-layer checkpoint" llama \
   "is in layer 1: expected layers 0..0 (num_hidden_layers = 1), found 2 layers" \
   --set num_hidden_layers=1
 
+# A vision tower's own layers (replicated) do not count as the text
+# model's: a tower deeper than the text model (Llama 4's has 34 layers for
+# 48) is neither a missing layer nor one beyond num_hidden_layers.
+fixture deep_tower llava \
+  --add vision_tower.vision_model.encoder.layers.5.self_attn.q_proj.weight=16x16
+t_exit "llava with a vision tower deeper than its 2 text layers plans" 0 \
+  "$TPLOAD" plan "$T_TMP/deep_tower" --shards 2
+
 # preshard refuses at plan time: nothing is written.
 t_exit "preshard -np 2 of q_proj 18 rows: exit 65" 65 \
   mpi 2 preshard "$Q18" --out "$T_TMP/shards" --quiet
