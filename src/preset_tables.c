@@ -57,18 +57,19 @@
 /* ---- shared pieces ---- */
 
 /* HF llama-style attention: q/k/v column-parallel, o row-parallel. */
-#define L TPL_REQ_LAYER
-#define NO TPL_REQ_NO
+/* SU's required kinds, short. */
+#define EVERY TPL_REQ_LAYER
+#define OPT TPL_REQ_NO
 #define HF_QKV_O(b)                                                            \
-  SU(b ".q_proj.weight", "_shard_q", 0, L, TPL_U_Q),                           \
-      SU(b ".k_proj.weight", "_shard_k", 0, L, TPL_U_KV),                      \
-      SU(b ".v_proj.weight", "_shard_v", 0, L, TPL_U_KV),                      \
-      SU(b ".q_proj.bias", "_shard_q_bias", 0, NO, TPL_U_Q),                   \
-      SU(b ".k_proj.bias", "_shard_k_bias", 0, NO, TPL_U_KV),                  \
-      SU(b ".v_proj.bias", "_shard_v_bias", 0, NO, TPL_U_KV)
+  SU(b ".q_proj.weight", "_shard_q", 0, EVERY, TPL_U_Q),                       \
+      SU(b ".k_proj.weight", "_shard_k", 0, EVERY, TPL_U_KV),                  \
+      SU(b ".v_proj.weight", "_shard_v", 0, EVERY, TPL_U_KV),                  \
+      SU(b ".q_proj.bias", "_shard_q_bias", 0, OPT, TPL_U_Q),                  \
+      SU(b ".k_proj.bias", "_shard_k_bias", 0, OPT, TPL_U_KV),                 \
+      SU(b ".v_proj.bias", "_shard_v_bias", 0, OPT, TPL_U_KV)
 #define HF_ATTN                                                                \
   HF_QKV_O("*.self_attn"),                                                     \
-      SU("*.self_attn.o_proj.weight", "_shard_o", 1, L, TPL_U_Q),              \
+      SU("*.self_attn.o_proj.weight", "_shard_o", 1, EVERY, TPL_U_Q),          \
       SC("*.self_attn.o_proj.bias")
 
 /* HF gate/up/down MLP under `b`, required in layers of kind `R` (enum
@@ -77,8 +78,8 @@
   SU(b ".gate_proj.weight", "_shard_gate", 0, R, u),                           \
       SU(b ".up_proj.weight", "_shard_up", 0, R, u),                           \
       SU(b ".down_proj.weight", "_shard_down", 1, R, u),                       \
-      SU(b ".gate_proj.bias", "_shard_gate_bias", 0, NO, u),                   \
-      SU(b ".up_proj.bias", "_shard_up_bias", 0, NO, u),                       \
+      SU(b ".gate_proj.bias", "_shard_gate_bias", 0, OPT, u),                  \
+      SU(b ".up_proj.bias", "_shard_up_bias", 0, OPT, u),                      \
       SC(b ".down_proj.bias")
 #define HF_MLP(R, b) HF_MLP_U(R, b, TPL_U_I)
 
@@ -143,9 +144,12 @@ static const struct tpl__ptmpl mlc_llama[] = {
 
 static const struct tpl__ptmpl hf_mixtral[] = {
     HF_ATTN,
-    SU("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0, L, TPL_U_I),
-    SU("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, L, TPL_U_I),
-    SU("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, L, TPL_U_I),
+    SU("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0, EVERY,
+       TPL_U_I),
+    SU("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, EVERY,
+       TPL_U_I),
+    SU("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, EVERY,
+       TPL_U_I),
     RW("*.block_sparse_moe.gate.weight", ROUTER),
     TAIL,
 };
@@ -601,8 +605,8 @@ static const struct tpl__ptmpl mlc_starcoder2[] = {
  * directory with them gets the same cut). ---- */
 
 #define COHERE_QK_NORMS                                                        \
-  SU("*.self_attn.q_norm.weight", "_shard_q_norm", 0, NO, TPL_U_H),            \
-      SU("*.self_attn.k_norm.weight", "_shard_k_norm", 0, NO, TPL_U_KVH)
+  SU("*.self_attn.q_norm.weight", "_shard_q_norm", 0, OPT, TPL_U_H),           \
+      SU("*.self_attn.k_norm.weight", "_shard_k_norm", 0, OPT, TPL_U_KVH)
 
 static const struct tpl__ptmpl hf_cohere[] = {
     HF_ATTN,
