@@ -31,6 +31,9 @@
 /* A shard rule whose cut dim measures `u` (enum tpl__unit). */
 #define SU(m, n, d, r, u)                                                      \
   { m, TPL_RULE_SHARD, d, TPL_SEGS_NONE, r, n, u }
+/* SU's required kinds, short: every layer, or optional. */
+#define EVERY TPL_REQ_LAYER
+#define OPT TPL_REQ_NO
 /* A weight every layer must have; an optional shard (a bias); a weight of
  * every dense or every MoE layer. */
 #define W(m, n, d, s) SH(m, n, d, s, TPL_REQ_LAYER)
@@ -57,9 +60,6 @@
 /* ---- shared pieces ---- */
 
 /* HF llama-style attention: q/k/v column-parallel, o row-parallel. */
-/* SU's required kinds, short. */
-#define EVERY TPL_REQ_LAYER
-#define OPT TPL_REQ_NO
 #define HF_QKV_O(b)                                                            \
   SU(b ".q_proj.weight", "_shard_q", 0, EVERY, TPL_U_Q),                       \
       SU(b ".k_proj.weight", "_shard_k", 0, EVERY, TPL_U_KV),                  \
