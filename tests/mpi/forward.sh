@@ -2,20 +2,22 @@
 # forward.sh - tpload's shards compute the right answer: for every
 # architecture `tpload synth` writes (HF names; MLC's fused names, one of
 # them quantized q4f16_1) and hand-made cohere, qwen3 and olmo2 (three
-# kinds of q/k norms), qwen2_moe and internlm2 checkpoints, the logits of a tensor-parallel forward pass
-# over the shards (oracle/forward.py under mpirun, mpi4py all-reducing after
-# the row-parallel layers) equal those of the full checkpoint in one
-# process, float32, relative error below 1e-5: N = 1, 2 and 4 preshard
-# files, a TP x PP grid whose stages each run their own layers, and a
-# `serve` job read through python/tpload.py.  The negative control: gpt2's
-# row-parallel biases delivered unscaled (--no-bias-scaling) are summed N
-# times by the all-reduce, and the test asserts the logits do NOT match.
+# kinds of q/k norms), qwen2_moe and internlm2 checkpoints, the logits of
+# a tensor-parallel forward pass over the shards (oracle/forward.py under
+# mpirun, mpi4py all-reducing after the row-parallel layers) equal those
+# of the full checkpoint in one process, float32, relative error below
+# 1e-5: N = 1, 2 and 4 preshard files, a TP x PP grid whose stages each
+# run their own layers, and a `serve` job read through python/tpload.py.
+# The negative control: gpt2's row-parallel biases delivered unscaled
+# (--no-bias-scaling) are summed N times by the all-reduce, and the test
+# asserts the logits do NOT match.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
 
 if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
-  echo "1..0 # SKIP $ORACLE without mpi4py (scripts/install-deps.sh installs python3-mpi4py)"
+  echo "1..0 # SKIP $ORACLE without mpi4py" \
+    "(scripts/install-deps.sh installs python3-mpi4py)"
   exit 0
 fi
 FWD="$TESTS_SRCDIR/oracle/forward.py"
@@ -78,7 +80,7 @@ sharded llama-q4 2
 # --- TP x PP: each stage's ranks run the layers they hold --------------------
 t_exit "llama --tp 2 --pp 2: preshard exits 0" 0 \
   mpi 4 preshard "$M/llama" --tp 2 --pp 2 --out "$T_TMP/grid" --quiet
-forward "llama --tp 2 --pp 2: stages hold layers 0..L-1 in order; logits match" \
+forward "llama --tp 2 --pp 2: stages hold 0..L-1 in order; logits match" \
   llama "$T_TMP/grid" 2 2
 
 # --- the negative control: row-parallel biases left unscaled -----------------

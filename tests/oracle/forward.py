@@ -441,12 +441,11 @@ class Llama(Arch):
     def layer(self, w, i, x):
         b, _, ln, _ = self.names(i)
         if self.kind == "olmo2":
-            e = (self.E,)
+            post = lambda n: w.get(b + n + ".weight", (self.E,))
             x = x + self.norm(self.attn(w, i, x),
-                              w.get(b + ".post_attention_layernorm.weight", e))
+                              post(".post_attention_layernorm"))
             return x + self.norm(self.mlp(w, i, x),
-                                 w.get(b + ".post_feedforward_layernorm.weight",
-                                       e))
+                                 post(".post_feedforward_layernorm"))
         h = self.norm(x, w.get(ln + ".weight", (self.E,)))
         if self.kind == "cohere":
             return x + self.attn(w, i, h) + self.mlp(w, i, h)
@@ -603,6 +602,20 @@ def _stage_layers(comm, tp_size, pp_size, mine, nlayers):
     return None
 
 
+def _run_stage(arch, w, comm, r, tp_size, stage, pp_size, ref_path):
+    """This rank's part of the forward: embeddings on the first stage,
+    its layers, the hidden state on to the next stage or, on the last,
+    the logits' relative error against the reference (else None)."""
+    x = arch.embed(w) if stage == 0 else comm.recv(source=r - tp_size)
+    x = run_layers(arch, w, w.layers(), x)
+    if stage < pp_size - 1:
+        comm.send(x, dest=r + tp_size)
+        return None
+    ref = np.load(ref_path)
+    logits = arch.head(w, x)
+    return float(np.abs(logits - ref).max() / np.abs(ref).max())
+
+
 def _verdict(err, mismatch):
     if err is None:
         return False
@@ -623,28 +636,25 @@ def tensor_parallel(a):
                      lambda y: group.allgather(np.ascontiguousarray(y)))
     arch.t = t
     nlayers = arch.cfg.get("num_hidden_layers", arch.cfg.get("n_layer"))
-    err, why = None, None
+    err = None
+    w = _shard_source(a.src, r)
+    # Collective: every rank gets the same verdict, so all report it.
+    why = _stage_layers(comm, tp_size, pp_size, w.layers(), nlayers)
     try:
-        w = _shard_source(a.src, r)
-        why = _stage_layers(comm, tp_size, pp_size, w.layers(), nlayers)
-        if why is not None:
-            raise ForwardError(why)
-        x = arch.embed(w) if stage == 0 else comm.recv(source=r - tp_size)
-        x = run_layers(arch, w, w.layers(), x)
-        if stage < pp_size - 1:
-            comm.send(x, dest=r + tp_size)
-        else:
-            ref = np.load(a.ref)
-            logits = arch.head(w, x)
-            err = float(np.abs(logits - ref).max() / np.abs(ref).max())
+        if why is None:
+            err = _run_stage(arch, w, comm, r, tp_size, stage, pp_size, a.ref)
     except (ForwardError, KeyError) as e:
-        why = "rank %d: %s" % (r, e)
+        # One rank may fail while the others wait in a collective: end
+        # the job rather than hang it.
+        print("# rank %d: %s" % (r, e), file=sys.stderr, flush=True)
+        comm.Abort(1)
     report = comm.gather((stage == pp_size - 1, err, why), root=0)
     ok = True
     if r == 0:
         for rank, (last, e, msg) in enumerate(report):
-            if msg is not None:
-                print("# %s" % msg, file=sys.stderr)
+            if msg is not None:  # the same on every rank: said once
+                if rank == 0:
+                    print("# %s" % msg, file=sys.stderr)
                 ok = False
             elif last:
                 print("# rank %d: relative error %.3g" % (rank, e),
