@@ -26,14 +26,15 @@ static const char status_help[] =
     "\n"
     "Queries a running `tpload serve` through one rank's socket\n"
     "(DIR/rank{R}.sock).  By default prints rank 0's uptime, clients\n"
-    "connected and attaches served, then the job's load report: each\n"
-    "rank's host, tensors, bytes and timings.\n"
+    "connected and attaches served, the generation served, then its load\n"
+    "report: each rank's host, tensors, bytes and timings.\n"
     "Job-wide requests go to rank 0 (rank0.sock next to SOCKET).\n"
     "\n"
     "  --tensors    also every tensor's checksum per rank\n"
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "               with \"daemon\": uptime_seconds, clients_connected,\n"
-    "               attaches_served\n"
+    "               attaches_served, generation (1 for the first load, one\n"
+    "               more per reload), plan\n"
     "  --summary    with --json: without each rank's \"tensors\" list\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
@@ -44,16 +45,6 @@ static const char status_help[] =
     "\n"
     "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
     "70 internal error.\n";
-
-/* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
-static char *rank0_path(const char *path) {
-  const char *slash = strrchr(path, '/');
-  size_t dir_len = slash != NULL ? (size_t)(slash - path) + 1 : 0;
-  size_t size = dir_len + sizeof("rank0.sock");
-  char *out = malloc(size);
-  if (out != NULL) snprintf(out, size, "%.*srank0.sock", (int)dir_len, path);
-  return out;
-}
 
 static int refused(const char *path, const struct tpl__wire_response *r) {
   char safe[TPL_SAFE_LEN(256)];
@@ -74,7 +65,7 @@ static int job_request(const char *path, int kind, unsigned flags,
                                      resp, &err);
   if (rc == 0 && !resp->ok && resp->rank != 0) {
     tpl__wire_response_free(resp);
-    r0 = rank0_path(path);
+    r0 = tpl__client_rank0_path(path);
     if (r0 == NULL)
       rc = tpl__fail(&err, -ENOMEM, "out of memory");
     else
@@ -161,12 +152,14 @@ static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
   const json_t *d = json_object_get(rep, "daemon");
-  char model[TPL_SAFE_LEN(4096)], grid[256];
+  char model[TPL_SAFE_LEN(4096)], plan[TPL_SAFE_LEN(4096)], grid[256];
   printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
          "served\n",
          num(d, "uptime_seconds"), num(d, "clients_connected"),
          num(d, "attaches_served"));
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
+  printf("generation: %.0f (plan %s)\n", num(d, "generation"),
+         tpl__cli_safe(str(d, "plan"), plan, sizeof(plan)));
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
@@ -180,12 +173,14 @@ static void print_table(const json_t *rep, int tensors) {
 }
 
 /* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
- * uptime rounded to milliseconds. */
+ * uptime rounded to milliseconds; the generation served and its plan
+ * (the report's "model" is that generation's). */
 static json_t *daemon_json(const struct tpl__wire_response *r) {
-  return json_pack("{s:f, s:I, s:I}", "uptime_seconds",
+  return json_pack("{s:f, s:I, s:I, s:I, s:s}", "uptime_seconds",
                    round(r->uptime_seconds * 1000.0) / 1000.0,
                    "clients_connected", (json_int_t)r->clients,
-                   "attaches_served", (json_int_t)r->attaches);
+                   "attaches_served", (json_int_t)r->attaches, "generation",
+                   (json_int_t)r->generation, "plan", r->plan ? r->plan : "");
 }
 
 /* A summary's ranks carry no tensors: their counts come beside it (an
