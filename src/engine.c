@@ -1341,6 +1341,7 @@ static void switch_to(struct engine *e, struct engine *n) {
   else
     e->old = e->gen;
   e->gen = n;
+  e->plan_arg = n->plan_arg; /* the next reload's default */
 }
 
 static void generation_free(struct engine *n) {
@@ -1518,9 +1519,10 @@ static int load(struct engine *e, int reload, struct tpl_error *err) {
   const struct tpl__sink *s = &e->o->steps;
   double t0, seconds;
   int rc = share_job(e, err);
-  if (rc == 0 && reload)
+  if (rc == 0 && reload) {
+    tpl__stall_test_stop("reload", e->rank); /* validated, nothing moved */
     rc = agree(e, tpl__store_room(e->job->store_size, e->rank, err), err);
-  else if (rc == 0 && s->check != NULL)
+  } else if (rc == 0 && s->check != NULL)
     rc = agree(e, s->check(s->ctx, e->rank, err), err);
   if (rc != 0) return rc;
   t0 = tpl__now();
