@@ -28,11 +28,13 @@ libtpload.so.0 on the default path.
 """
 import ctypes
 import ctypes.util
+import errno
 import os
 
 import numpy as np
 
-__all__ = ["attach", "health", "shutdown", "Shard", "Error", "version"]
+__all__ = ["attach", "health", "shutdown", "Shard", "Error", "version",
+           "watch"]
 
 try:  # optional: real bfloat16 / float8 dtypes
     import ml_dtypes as _ml
@@ -95,6 +97,9 @@ def _declare(lib):
         "tpl_health": (c.c_int, [c.c_char_p, p(_Health), c.c_char_p,
                                  c.c_size_t]),
         "tpl_shutdown": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t]),
+        "tpl_shard_generation": (c.c_uint64, [c.c_void_p]),
+        "tpl_watch": (c.c_int, [c.c_char_p, c.c_uint64, c.c_int,
+                                p(c.c_uint64), c.c_char_p, c.c_size_t]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -165,6 +170,7 @@ class Shard:
         self.world = lib.tpl_shard_world(handle)
         self.nbytes = lib.tpl_shard_bytes(handle)
         self._count = lib.tpl_shard_count(handle)
+        self.generation = lib.tpl_shard_generation(handle)  # see watch()
 
     def _handle(self):
         if self._att is None:
@@ -239,3 +245,18 @@ class Shard:
 def attach(socket_path):
     """Attaches to the rank serving `socket_path` (DIR/rank{R}.sock)."""
     return Shard(socket_path)
+
+
+def watch(socket_path, after_generation, timeout_ms=-1):
+    """Waits until the rank serving `socket_path` serves a generation
+    after `after_generation` (the daemon answers when it switches: no
+    polling) and returns it, or None when `timeout_ms` (-1: no limit)
+    passed first.  An engine's loop: attach, serve from shard, then
+    watch(sock, shard.generation), attach again, close the old one."""
+    gen, err = ctypes.c_uint64(), ctypes.create_string_buffer(_ERRLEN)
+    rc = _lib().tpl_watch(os.fsencode(socket_path), after_generation,
+                          timeout_ms, ctypes.byref(gen), err, _ERRLEN)
+    if rc == -errno.ETIMEDOUT:
+        return None
+    _check(rc, err)
+    return gen.value

@@ -259,9 +259,33 @@ t_job_ends "main: shutdown after reloads ends the job cleanly"
 ln -s "$M/a" "$T_TMP/current"
 serve_job hup 2 "$T_TMP/current"
 consumers_start 2
+# Python (python/tpload.py): attached to generation 1, a watch that
+# times out, then one that wakes on the switch; the old arrays still
+# read generation 1's bytes after it.
+export TPLOAD_LIBRARY="$TPL_BUILDDIR/.libs/libtpload.so.0"
+export PYTHONPATH="$TESTS_SRCDIR/../python:$TESTS_SRCDIR/oracle"
+"$ORACLE" -c 'import sys, tpload
+sock, mark = sys.argv[1], sys.argv[2]
+old = tpload.attach(sock)
+before = [a.tobytes() for _, a in old.items()]
+assert old.generation == 1, old.generation
+assert tpload.watch(sock, 1, 10) is None, "a watch with nothing new"
+open(mark, "w").close()
+g = tpload.watch(sock, old.generation)
+new = tpload.attach(sock)
+assert (g, new.generation) == (2, 2), (g, new.generation)
+assert [a.tobytes() for _, a in old.items()] == before, "old arrays changed"
+assert [a.tobytes() for _, a in new.items()] != before, "no new bytes"
+print(g)' "$SOCK/rank1.sock" "$T_TMP/py-mark" >"$T_TMP/py.out" \
+  2>"$T_TMP/py.err" &
+PY=$!
+wait_until sh -c "test -f '$T_TMP/py-mark' || ! kill -0 $PY"
 ln -sfn "$M/a2" "$T_TMP/current"
 set -- $PIDS
 kill -HUP "$1"
+if wait "$PY" && [ "$(cat "$T_TMP/py.out")" = 2 ]; then
+  t_ok "Python: generation 1, a watch that times out, one that wakes on 2"
+else t_fail "Python watch" "$(cat "$T_TMP/py.out" "$T_TMP/py.err")"; fi
 t_consumers_see "SIGHUP to rank 0: every consumer reads generation 2" 2 2
 t_generation_is "... of the same path" 2 "$T_TMP/current"
 t_consumers_end "SIGHUP: no torn attachment" 2
