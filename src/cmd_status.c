@@ -34,7 +34,9 @@ static const char status_help[] =
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "               with \"daemon\": uptime_seconds, clients_connected,\n"
     "               attaches_served, generation (1 for the first load, one\n"
-    "               more per reload), plan\n"
+    "               more per reload), plan; while a reload runs, reload:\n"
+    "               model, store_bytes (rank 0's new store, 0 until the\n"
+    "               model is validated), current_store_bytes\n"
     "  --summary    with --json: without each rank's \"tensors\" list\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
@@ -160,6 +162,12 @@ static void print_table(const json_t *rep, int tensors) {
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
   printf("generation: %.0f (plan %s)\n", num(d, "generation"),
          tpl__cli_safe(str(d, "plan"), plan, sizeof(plan)));
+  if (json_object_get(d, "reload") != NULL) {
+    const json_t *rl = json_object_get(d, "reload");
+    printf("reload running: %s (new store %.0f bytes beside %.0f)\n",
+           tpl__cli_safe(str(rl, "model"), plan, sizeof(plan)),
+           num(rl, "store_bytes"), num(rl, "current_store_bytes"));
+  }
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
@@ -176,11 +184,18 @@ static void print_table(const json_t *rep, int tensors) {
  * uptime rounded to milliseconds; the generation served and its plan
  * (the report's "model" is that generation's). */
 static json_t *daemon_json(const struct tpl__wire_response *r) {
-  return json_pack("{s:f, s:I, s:I, s:I, s:s}", "uptime_seconds",
-                   round(r->uptime_seconds * 1000.0) / 1000.0,
-                   "clients_connected", (json_int_t)r->clients,
-                   "attaches_served", (json_int_t)r->attaches, "generation",
-                   (json_int_t)r->generation, "plan", r->plan ? r->plan : "");
+  json_t *d = json_pack(
+      "{s:f, s:I, s:I, s:I, s:s}", "uptime_seconds",
+      round(r->uptime_seconds * 1000.0) / 1000.0, "clients_connected",
+      (json_int_t)r->clients, "attaches_served", (json_int_t)r->attaches,
+      "generation", (json_int_t)r->generation, "plan", r->plan ? r->plan : "");
+  if (d != NULL && r->reload_model != NULL) /* a reload runs */
+    json_object_set_new(
+        d, "reload",
+        json_pack("{s:s, s:I, s:I}", "model", r->reload_model, "store_bytes",
+                  (json_int_t)r->reload_store_bytes, "current_store_bytes",
+                  (json_int_t)r->store_bytes));
+  return d;
 }
 
 /* A summary's ranks carry no tensors: their counts come beside it (an

@@ -17,6 +17,19 @@ struct tpl__job;
 struct tpl__store;
 struct tpl__loaded;
 
+/* What a sink hears during a reload (tpl__coord.reload), on the engine's
+ * thread. */
+struct tpl__reload_hooks {
+  /* Optional: once the new model is validated, this rank's new store's
+   * size (before the memory check). */
+  void (*sized)(void *ctx, uint64_t store_bytes);
+  /* Once this rank's new store is complete, checksummed and sealed: the
+   * sink builds what it will serve from it; 0 or a negative code. */
+  int (*ready)(void *ctx, const struct tpl__loaded *next,
+               struct tpl_error *err);
+  void *ctx;
+};
+
 /* The job-wide steps, for one rank of `world`. */
 struct tpl__coord {
   uint32_t rank, world;
@@ -54,17 +67,16 @@ struct tpl__coord {
    * other ranks pass NULL) as the next generation with the job's grid and
    * options, exactly as the first load (same checks, read path, stall
    * deadline and report), after every rank checked it has the memory for
-   * a second store.  `ready` runs on every rank once its new store is
-   * complete, checksummed and sealed (the sink builds what it will serve
-   * from it); its code is agreed on, and only then do all ranks switch.
+   * a second store.  The hooks' `ready` runs on every rank once its new
+   * store is complete, checksummed and sealed; its code is agreed on, and
+   * only then do all ranks switch.
    * On success *next is the new generation and the previous one stays
    * valid until retire.  On failure the previous one is still the
    * current, nothing of the new one is left, and every rank's err holds
    * the one message of the rank that saw the failure. */
   int (*reload)(void *ctx, const char *model, const char *plan,
-                int (*ready)(void *rctx, const struct tpl__loaded *next,
-                             struct tpl_error *err),
-                void *rctx, struct tpl__loaded *next, struct tpl_error *err);
+                const struct tpl__reload_hooks *hooks, struct tpl__loaded *next,
+                struct tpl_error *err);
   /* Frees the generation the last successful reload replaced. */
   void (*retire)(void *ctx);
 };

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,7 @@ struct server {
   char *reload_model, *reload_plan; /* rank 0: what to load; plan NULL:
                                        the current one */
   struct conn *reload_client;       /* rank 0: the `tpload reload` waiting */
+  _Atomic uint64_t next_bytes;      /* the new store's size, once known */
   struct served next;               /* the new generation ... */
   struct replies *next_rep;         /* ... and its replies, once ready */
 };
@@ -531,6 +533,10 @@ static void send_status(struct conn *c, int summary) {
   r.tensor_counts = summary ? sum->tensor_counts : NULL;
   r.ncounts = summary ? sum->ncounts : 0;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
+  if (s->reloading) { /* both stores' sizes while it runs */
+    r.reload_model = s->reload_model;
+    r.reload_store_bytes = atomic_load(&s->next_bytes);
+  }
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
   send_owned(c, &r, 0);
@@ -1034,6 +1040,12 @@ static void *loop_thread(void *arg) {
 /* On the engine's thread once this rank's new store is complete and
  * sealed (coord.h): the replies for serving it, built beside the loop
  * (which only reads the current ones). */
+/* On the engine's thread: the new store's size, for status. */
+static void note_size(void *ctx, uint64_t bytes) {
+  struct server *s = ctx;
+  atomic_store(&s->next_bytes, bytes);
+}
+
 static int prepare_next(void *ctx, const struct tpl__loaded *l,
                         struct tpl_error *err) {
   struct server *s = ctx;
@@ -1092,17 +1104,19 @@ static void switch_generation(struct server *s) {
  * runs the engine's reload; then the loop is back here, switched or not. */
 static void run_reload(struct server *s) {
   const struct tpl__coord *co = s->cfg->coord;
+  struct tpl__reload_hooks hooks = {note_size, prepare_next, s};
   struct tpl__loaded next = {0};
   struct tpl_error err = {0};
   pthread_t t;
   int rc, threaded;
   s->reload_asked = 0;
   s->reloading = 1;
+  atomic_store(&s->next_bytes, 0);
   threaded = pthread_create(&t, NULL, loop_thread, s) == 0;
   if (!threaded)
     LOG_AT(s, TPL_LOG_INFO, "reload: no thread for the loop: clients wait");
-  rc = co->reload(co->ctx, s->reload_model, s->reload_plan, prepare_next, s,
-                  &next, &err);
+  rc =
+      co->reload(co->ctx, s->reload_model, s->reload_plan, &hooks, &next, &err);
   if (threaded) {
     uv_async_send(&s->wake);
     pthread_join(t, NULL);

@@ -104,6 +104,7 @@ struct engine {
   char reload_req[2][PATH_MAX];   /* its model and plan, as rank 0 got them */
   struct engine *gen, *old;
   int old_is_self;
+  const struct tpl__reload_hooks *hooks; /* a reload's engine: the sink's */
   MPI_Request reload_req_mpi; /* ranks > 0: rank 0's word that one starts */
   int reload_value;
 };
@@ -1295,9 +1296,11 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
 }
 
 /* A new engine for the next generation, on the reload's options. */
-static struct engine *generation_new(const struct engine *e) {
+static struct engine *generation_new(const struct engine *e,
+                                     const struct tpl__reload_hooks *hooks) {
   struct engine *n = calloc(1, sizeof(*n));
   if (n == NULL) return NULL;
+  n->hooks = hooks;
   n->o = &e->reload_o;
   n->rank = e->rank;
   n->world = e->world;
@@ -1351,13 +1354,11 @@ static void generation_free(struct engine *n) {
 }
 
 static int coord_reload(void *ctx, const char *model, const char *plan,
-                        int (*ready)(void *rctx, const struct tpl__loaded *next,
-                                     struct tpl_error *err),
-                        void *rctx, struct tpl__loaded *next,
-                        struct tpl_error *err) {
+                        const struct tpl__reload_hooks *hooks,
+                        struct tpl__loaded *next, struct tpl_error *err) {
   struct engine *e = ctx, *n = NULL;
   int rc = reload_request(e, model, plan, err);
-  if (rc == 0 && (n = generation_new(e)) == NULL)
+  if (rc == 0 && (n = generation_new(e, hooks)) == NULL)
     rc = tpl__fail(err, -ENOMEM, "rank %u: out of memory", e->rank);
   if (rc == 0 || n != NULL) rc = agree(e, rc, err);
   if (rc == 0) rc = load(n, 1, err);
@@ -1365,7 +1366,7 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
   if (rc == 0) {
     *next = (struct tpl__loaded){n->job, &n->store, n->report, n->report_len,
                                  n->plan_arg};
-    rc = agree(e, ready(rctx, next, err), err);
+    rc = agree(e, hooks->ready(hooks->ctx, next, err), err);
   }
   if (rc != 0) {
     generation_free(n);
@@ -1520,6 +1521,8 @@ static int load(struct engine *e, int reload, struct tpl_error *err) {
   double t0, seconds;
   int rc = share_job(e, err);
   if (rc == 0 && reload) {
+    if (e->hooks->sized != NULL)
+      e->hooks->sized(e->hooks->ctx, e->job->store_size);
     tpl__stall_test_stop("reload", e->rank); /* validated, nothing moved */
     rc = agree(e, tpl__store_room(e->job->store_size, e->rank, err), err);
   } else if (rc == 0 && s->check != NULL)

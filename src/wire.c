@@ -218,6 +218,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.generation = r->generation;
   m.plan = (char *)(r->plan ? r->plan : "");
   m.error_code = r->error_code;
+  m.reload_model = (char *)(r->reload_model ? r->reload_model : "");
+  m.reload_store_bytes = r->reload_store_bytes;
   m.tensor_counts = (uint64_t *)r->tensor_counts;
   m.n_tensor_counts = r->tensor_counts != NULL ? r->ncounts : 0;
   m.status.data = (uint8_t *)r->status;
@@ -279,6 +281,10 @@ static int copy_response(struct tpl__wire_response *out,
   out->generation = m->generation;
   out->plan = m->plan != NULL && m->plan[0] != '\0' ? m->plan : NULL;
   out->error_code = m->error_code;
+  out->reload_model = m->reload_model != NULL && m->reload_model[0] != '\0'
+                          ? m->reload_model
+                          : NULL;
+  out->reload_store_bytes = m->reload_store_bytes;
   out->error = m->error != NULL && m->error[0] != '\0' ? m->error : NULL;
   out->job_id = m->job_id ? m->job_id : "";
   out->model = m->model ? m->model : "";

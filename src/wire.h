@@ -128,10 +128,12 @@ struct tpl__wire_response {
   const uint64_t *tensor_counts; /* summary status: per rank, in the
                                     report's rank order; decoded: owned */
   size_t ncounts;
-  uint64_t generation; /* the version served (1: the first load); 0 from
-                          an older daemon */
-  const char *plan;    /* the --plan of that generation, or NULL */
-  int error_code;      /* with `error`: the failure's code, or 0 */
+  uint64_t generation;         /* the version served (1: the first load); 0 from
+                                  an older daemon */
+  const char *plan;            /* the --plan of that generation, or NULL */
+  int error_code;              /* with `error`: the failure's code, or 0 */
+  const char *reload_model;    /* status during a reload, or NULL */
+  uint64_t reload_store_bytes; /* ... its new store (0: not yet known) */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).

@@ -337,6 +337,16 @@ set -- $PIDS
   2>"$T_TMP/r1.err" &
 R1=$!
 wait_until stopped "$2" # rank 0 validated c; no byte moved yet
+t_check "status during the reload: its model and both stores' sizes" \
+  "$ORACLE" -c 'import json, subprocess, sys
+st = json.loads(subprocess.run([sys.argv[1], "status", sys.argv[2], "--json",
+                "--summary"], capture_output=True, check=True).stdout)
+rl = st["daemon"].get("reload")
+if rl is None or rl["model"] != sys.argv[3]:
+    sys.exit("reload: %r, expected model %r" % (rl, sys.argv[3]))
+# c is a with other bytes: the same layout, so the same store size
+if rl["store_bytes"] == 0 or rl["store_bytes"] != rl["current_store_bytes"]:
+    sys.exit("sizes: %r" % rl)' "$TPLOAD" "$SOCK/rank0.sock" "$M/c"
 touch -d '2001-01-01' "$M/c/model.safetensors"
 kill -CONT "$2"
 wait "$R1"
