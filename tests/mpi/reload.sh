@@ -262,9 +262,10 @@ consumers_start 2
 # Python (python/tpload.py): attached to generation 1, a watch that
 # times out, then one that wakes on the switch; the old arrays still
 # read generation 1's bytes after it.
+# (Not under the sanitizers: python3 would need libasan preloaded.)
 export TPLOAD_LIBRARY="$TPL_BUILDDIR/.libs/libtpload.so.0"
 export PYTHONPATH="$TESTS_SRCDIR/../python:$TESTS_SRCDIR/oracle"
-"$ORACLE" -c 'import sys, tpload
+[ -n "$SAN_CFLAGS" ] || "$ORACLE" -c 'import sys, tpload
 sock, mark = sys.argv[1], sys.argv[2]
 old = tpload.attach(sock)
 before = [a.tobytes() for _, a in old.items()]
@@ -279,11 +280,14 @@ assert [a.tobytes() for _, a in new.items()] != before, "no new bytes"
 print(g)' "$SOCK/rank1.sock" "$T_TMP/py-mark" >"$T_TMP/py.out" \
   2>"$T_TMP/py.err" &
 PY=$!
-wait_until sh -c "test -f '$T_TMP/py-mark' || ! kill -0 $PY"
+[ -n "$SAN_CFLAGS" ] ||
+  wait_until sh -c "test -f '$T_TMP/py-mark' || ! kill -0 $PY"
 ln -sfn "$M/a2" "$T_TMP/current"
 set -- $PIDS
 kill -HUP "$1"
-if wait "$PY" && [ "$(cat "$T_TMP/py.out")" = 2 ]; then
+if [ -n "$SAN_CFLAGS" ]; then
+  t_ok "Python watch # SKIP libtpload.so is built with sanitizers"
+elif wait "$PY" && [ "$(cat "$T_TMP/py.out")" = 2 ]; then
   t_ok "Python: generation 1, a watch that times out, one that wakes on 2"
 else t_fail "Python watch" "$(cat "$T_TMP/py.out" "$T_TMP/py.err")"; fi
 t_consumers_see "SIGHUP to rank 0: every consumer reads generation 2" 2 2
