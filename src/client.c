@@ -307,6 +307,20 @@ char *tpl__client_rank0_path(const char *path) {
   return out;
 }
 
+int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp,
+                         struct tpl_error *err) {
+  char *r0;
+  int rc = tpl__client_call_req(path, q, resp, NULL, 0, err);
+  if (rc != 0 || resp->ok || resp->rank == 0) return rc;
+  tpl__wire_response_free(resp);
+  r0 = tpl__client_rank0_path(path);
+  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__client_call_req(r0, q, resp, NULL, 0, err);
+  free(r0);
+  return rc;
+}
+
 /* ---- attaching ---- */
 
 /* Checks a passed memfd, the `what` of `size` bytes, sealed against

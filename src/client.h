@@ -50,6 +50,13 @@ int tpl__client_request_flags(const char *path, int kind, unsigned flags,
  * the job-wide requests go. */
 char *tpl__client_rank0_path(const char *path);
 
+/* A job-wide request (status, shutdown, reload): `q` to `path`, and
+ * once more to rank0.sock beside it when another rank refused it.  As
+ * tpl__client_call_req otherwise. */
+int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp,
+                         struct tpl_error *err);
+
 /* tpl_attach with a timeout and a full error record. */
 struct tpl_shard;
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,

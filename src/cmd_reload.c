@@ -53,23 +53,6 @@ static char *absolute(const char *model) {
   return tpl__path_join(cwd, model);
 }
 
-/* The reload request to `path`; one more to rank0.sock when another rank
- * answered. */
-static int ask(const char *path, const struct tpl__wire_request_args *a,
-               struct tpl__wire_response *r, struct tpl_error *err) {
-  struct tpl__client_req q = {TPL_REQ_RELOAD, 0, a, TPL_CLIENT_TIMEOUT_MS,
-                              INT_MAX};
-  char *r0;
-  int rc = tpl__client_call_req(path, &q, r, NULL, 0, err);
-  if (rc != 0 || r->ok || r->rank == 0) return rc;
-  tpl__wire_response_free(r);
-  r0 = tpl__client_rank0_path(path);
-  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__client_call_req(r0, &q, r, NULL, 0, err);
-  free(r0);
-  return rc;
-}
-
 static int report(const char *path, const struct tpl__wire_response *r) {
   char safe[TPL_SAFE_LEN(1024)], model[TPL_SAFE_LEN(4096)];
   if (!r->ok) {
@@ -96,6 +79,8 @@ static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *path = a->operands[0];
   struct tpl__wire_request_args args = {0};
+  struct tpl__client_req q = {TPL_REQ_RELOAD, 0, NULL, TPL_CLIENT_TIMEOUT_MS,
+                              INT_MAX}; /* the reply: when the reload ends */
   struct tpl__wire_response r = {0};
   struct tpl_error err = {0};
   int rc;
@@ -103,7 +88,8 @@ static int run(const struct tpl__cli_command *cmd,
   if (a->noperands > 1 && (args.model = absolute(a->operands[1])) == NULL)
     return tpl__cli_report(-ENOMEM, NULL);
   args.plan = (char *)a->value[OPT_PLAN];
-  rc = ask(path, &args, &r, &err);
+  q.args = &args;
+  rc = tpl__client_job_call(path, &q, &r, &err);
   free(args.model);
   rc = rc != 0 ? tpl__cli_report(rc, &err) : report(path, &r);
   tpl__wire_response_free(&r);

@@ -7,7 +7,6 @@
  * report unless --summary.  The job-wide requests are answered by rank 0;
  * given another rank's socket, the command asks rank0.sock in the same
  * directory instead. */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,20 +60,10 @@ static int refused(const char *path, const struct tpl__wire_response *r) {
  * why.  The caller frees *resp either way. */
 static int job_request(const char *path, int kind, unsigned flags,
                        struct tpl__wire_response *resp) {
+  struct tpl__client_req q = {kind, flags, NULL, TPL_CLIENT_TIMEOUT_MS,
+                              TPL_CLIENT_TIMEOUT_MS};
   struct tpl_error err = {0};
-  char *r0;
-  int rc = tpl__client_request_flags(path, kind, flags, TPL_CLIENT_TIMEOUT_MS,
-                                     resp, &err);
-  if (rc == 0 && !resp->ok && resp->rank != 0) {
-    tpl__wire_response_free(resp);
-    r0 = tpl__client_rank0_path(path);
-    if (r0 == NULL)
-      rc = tpl__fail(&err, -ENOMEM, "out of memory");
-    else
-      rc = tpl__client_request_flags(r0, kind, flags, TPL_CLIENT_TIMEOUT_MS,
-                                     resp, &err);
-    free(r0);
-  }
+  int rc = tpl__client_job_call(path, &q, resp, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   return resp->ok ? 0 : refused(path, resp);
 }

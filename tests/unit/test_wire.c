@@ -445,9 +445,9 @@ static void test_generation_fields_roundtrip(void) {
                             back = {0};
   uint8_t *f = NULL;
   size_t len = 0;
-  CHECK_EQ_INT(tpl__wire_encode_response(&r, &f, &len, NULL), 0);
-  CHECK_EQ_INT(tpl__wire_decode_response(f + TPL_WIRE_HEADER,
-                                         len - TPL_WIRE_HEADER, &back, NULL),
+  CHECK_EQ_INT(tpl__wire_encode_response(&r, &f, &len, NULL) ||
+                   tpl__wire_decode_response(
+                       f + TPL_WIRE_HEADER, len - TPL_WIRE_HEADER, &back, NULL),
                0);
   CHECK_EQ_U64(back.generation, 7);
   CHECK(back.plan != NULL && strcmp(back.plan, "auto") == 0);
