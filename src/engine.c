@@ -1358,9 +1358,14 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
                         struct tpl__loaded *next, struct tpl_error *err) {
   struct engine *e = ctx, *n = NULL;
   int rc = reload_request(e, model, plan, err);
-  if (rc == 0 && (n = generation_new(e, hooks)) == NULL)
-    rc = tpl__fail(err, -ENOMEM, "rank %u: out of memory", e->rank);
-  if (rc == 0 || n != NULL) rc = agree(e, rc, err);
+  if (rc == 0) {
+    n = generation_new(e, hooks);
+    rc = agree(e,
+               n != NULL
+                   ? 0
+                   : tpl__fail(err, -ENOMEM, "rank %u: out of memory", e->rank),
+               err);
+  }
   if (rc == 0) rc = load(n, 1, err);
   if (rc == 0) rc = agree(e, tpl__store_seal(&n->store, err), err);
   if (rc == 0) {
