@@ -1127,7 +1127,9 @@ static void run_reload(struct server *s) {
   } else {
     replies_put(s->next_rep);
     s->next_rep = NULL;
-    LOG_AT(s, TPL_LOG_INFO, "reload failed: %s; still serving generation %llu",
+    /* Every rank has the message: rank 0 tells it (the others in debug) */
+    LOG_AT(s, s->cfg->rank == 0 ? TPL_LOG_INFO : TPL_LOG_DEBUG,
+           "reload failed: %s; still serving generation %llu",
            err.msg[0] ? err.msg : tpl_strerror(rc),
            (unsigned long long)s->cur.generation);
   }

@@ -1529,7 +1529,8 @@ static int load(struct engine *e, int reload, struct tpl_error *err) {
     if (e->hooks->sized != NULL)
       e->hooks->sized(e->hooks->ctx, e->job->store_size);
     tpl__stall_test_stop("reload", e->rank); /* validated, nothing moved */
-    rc = agree(e, tpl__store_room(e->job->store_size, e->rank, err), err);
+    rc = agree(e, tpl__store_room(e->job->store_size, e->o->huge, e->rank, err),
+               err);
   } else if (rc == 0 && s->check != NULL)
     rc = agree(e, s->check(s->ctx, e->rank, err), err);
   if (rc != 0) return rc;

@@ -140,10 +140,17 @@ static int test_room(uint32_t rank, uint64_t *out) {
   return 1;
 }
 
-int tpl__store_room(uint64_t size, uint32_t rank, struct tpl_error *err) {
+static int want_hugetlb(int huge, uint64_t size);
+
+int tpl__store_room(uint64_t size, int huge, uint32_t rank,
+                    struct tpl_error *err) {
   uint64_t avail = meminfo_bytes("MemAvailable"), cg = cgroup_room();
   const char *what = "MemAvailable";
-  if (cg < avail) {
+  if (want_hugetlb(huge, size)) { /* the pool's pages, not MemAvailable */
+    avail = hugetlb_free_bytes();
+    what = "huge pages free in the hugetlb pool";
+    size = round_huge(size);
+  } else if (cg < avail) {
     avail = cg;
     what = "the cgroup's memory.max";
   }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,15 +101,37 @@ static void test_private_store(void) {
  * rank a number of bytes, the others their real room. */
 static void test_room(void) {
   struct tpl_error err = {0};
-  CHECK_EQ_INT(tpl__store_room(0, 0, NULL), 0);
-  CHECK_EQ_INT(tpl__store_room((uint64_t)1 << 62, 0, &err), -ENOMEM);
+  CHECK_EQ_INT(tpl__store_room(0, TPL_HUGE_OFF, 0, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room((uint64_t)1 << 62, TPL_HUGE_OFF, 0, &err),
+               -ENOMEM);
   CHECK(strstr(err.msg, "rank 0: no room for a second store") != NULL);
   setenv("TPLOAD_TEST_MEM_AVAILABLE", "3:100", 1);
-  CHECK_EQ_INT(tpl__store_room(100, 3, NULL), 0);
-  CHECK_EQ_INT(tpl__store_room(101, 3, &err), -ENOMEM);
+  CHECK_EQ_INT(tpl__store_room(100, TPL_HUGE_OFF, 3, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room(101, TPL_HUGE_OFF, 3, &err), -ENOMEM);
   CHECK(strstr(err.msg, "100 available (TPLOAD_TEST_MEM_AVAILABLE)") != NULL);
-  CHECK_EQ_INT(tpl__store_room(101, 2, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room(101, TPL_HUGE_OFF, 2, NULL), 0);
   unsetenv("TPLOAD_TEST_MEM_AVAILABLE");
+}
+
+/* HugePages_Free in bytes (2 MiB pages), read here on its own. */
+static uint64_t pool_free(void) {
+  char line[128];
+  unsigned long long n = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "HugePages_Free: %llu", &n) == 1) break;
+  if (f != NULL) fclose(f);
+  return (uint64_t)n * 2 * MIB;
+}
+
+/* --hugetlb on: the room is the pool's free pages, whole ones. */
+static void test_room_hugetlb(void) {
+  struct tpl_error err = {0};
+  uint64_t pool = pool_free();
+  if (pool > 0)
+    CHECK_EQ_INT(tpl__store_room(pool, TPL_HUGE_HUGETLB, 0, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room(pool + 1, TPL_HUGE_HUGETLB, 0, &err), -ENOMEM);
+  CHECK(strstr(err.msg, "hugetlb pool") != NULL);
 }
 
 int main(void) {
@@ -118,5 +141,6 @@ int main(void) {
   RUN(test_memfd_freed_while_prefaulting);
   RUN(test_private_store);
   RUN(test_room);
+  RUN(test_room_hugetlb);
   return tap_done();
 }
