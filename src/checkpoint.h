@@ -16,4 +16,10 @@
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err);
 
+/* tpl__model_open, and with `presharded` nonzero an MLC cache presharded
+ * by MLC's layout (records "NAME_shard-K") is read as it is, for listing
+ * or checking it; never a model to shard. */
+int tpl__model_open_flags(const char *path, int presharded,
+                          struct tpl_model **out, struct tpl_error *err);
+
 #endif

@@ -26,7 +26,9 @@ static const char inspect_help[] =
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
-    "directory) and lists every tensor: name, dtype, shape, bytes, file.\n"
+    "directory, presharded ones too: what `tpload preshard --layout mlc`\n"
+    "writes or MLC's own) and lists every tensor: name, dtype, shape,\n"
+    "bytes, file.\n"
     "\n"
     "  --json      print one JSON object (tensors in checkpoint order,\n"
     "              totals)\n"
@@ -200,7 +202,8 @@ static int run(const struct tpl__cli_command *cmd,
     return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
                                      "--tp T");
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
-  rc = tpl__model_open(a->operands[0], &m, &err);
+  /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
+  rc = tpl__model_open_flags(a->operands[0], !sharded, &m, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), &err);

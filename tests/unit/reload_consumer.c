@@ -74,7 +74,7 @@ static int write_listing(const struct tpl_shard *s, const char *out,
   for (size_t i = 0; i < tpl_shard_count(s); i++) {
     struct tpl_tensor_view v;
     tpl_shard_tensor(s, i, &v);
-    fprintf(list, "%s\t%s\t", v.name, v.dtype);
+    fprintf(list, "%s\t%s\t%d\t", v.name, v.dtype, (int)v.dtype_id);
     if (v.ndim == 0) fputc('-', list);
     for (int d = 0; d < v.ndim; d++)
       fprintf(list, "%s%llu", d ? "," : "", (unsigned long long)v.shape[d]);
