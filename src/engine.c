@@ -836,9 +836,13 @@ static void keep_io(struct engine *e) {
   if (e->src == NULL) return;
   free(e->st.file_io);
   e->st.file_io = malloc(e->job->nfiles + 1);
-  e->st.nfile_io = e->st.file_io != NULL ? e->job->nfiles : 0;
-  for (size_t f = 0; f < e->st.nfile_io; f++)
+  free(e->st.file_align);
+  e->st.file_align = malloc((e->job->nfiles + 1) * sizeof(uint64_t));
+  e->st.nfile_io = e->st.file_io && e->st.file_align ? e->job->nfiles : 0;
+  for (size_t f = 0; f < e->st.nfile_io; f++) {
     e->st.file_io[f] = (uint8_t)(e->src->used[f] + 1);
+    e->st.file_align[f] = e->src->align[f];
+  }
 }
 
 /* Every completed request (a few MiB) is progress: a beat when one is
@@ -851,8 +855,14 @@ static void source_progress(void *ctx) {
  * any, on stderr (rank 0's only: the others' would say the same). */
 static int open_source(struct engine *e, const int *fds,
                        const char *const *paths, struct tpl_error *err) {
-  int rc = tpl__source_files_open(&e->src, fds, paths, e->job->nfiles,
-                                  e->o->io_mode, err);
+  /* --read local on one node: the ranks share the page cache's pages,
+   * where direct reads would fetch every page of a strided slice once per
+   * rank (2 ranks, 1 GiB cold, job: 0.73-0.79 s buffered, 0.95-1.0 s
+   * direct), so auto reads buffered there. */
+  int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
+                                                              : e->o->io_mode;
+  int rc =
+      tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
   if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0)
     fprintf(stderr, "tpload: %s\n", e->src->note);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
@@ -1702,6 +1712,7 @@ static int load(struct engine *e, int reload, struct tpl_error *err) {
 
 static void engine_free(struct engine *e) {
   free(e->st.file_io);
+  free(e->st.file_align);
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
   release_sources(e);

@@ -238,6 +238,7 @@ static int fill_reads(const struct tpl__job *job,
     tpload__file_read__init(m);
     m->file = job->files[f].path;
     m->mode = (char *)tpl__io_used_name(st->file_io[f] - 1);
+    m->align = (uint32_t)st->file_align[f];
     fr->ptrs[r->n_reads++] = m;
   }
   r->reads = fr->ptrs;
@@ -484,8 +485,10 @@ static json_t *phases_json(const Tpload__PhaseTimes *t) {
 static json_t *reads_json(const Tpload__RankReport *r) {
   json_t *a = json_array();
   for (size_t k = 0; k < r->n_reads; k++)
-    json_array_append_new(a, json_pack("{s:s, s:s}", "file", r->reads[k]->file,
-                                       "mode", r->reads[k]->mode));
+    json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "file",
+                                       r->reads[k]->file, "mode",
+                                       r->reads[k]->mode, "align",
+                                       (json_int_t)r->reads[k]->align));
   return a;
 }
 

@@ -32,6 +32,7 @@ struct tpl__rank_stats {
   uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
   /* per job file: 0 not read by this rank, else enum tpl__io_used + 1 */
   uint8_t *file_io;
+  uint64_t *file_align; /* per job file: its direct reads' alignment */
   size_t nfile_io;
 };
 

@@ -104,8 +104,7 @@ struct file_source {
   struct tpl__source base;
   const int *fds;
   const char *const *paths;
-  int *dfds;       /* per file: its O_DIRECT descriptor, -1 when buffered */
-  uint64_t *align; /* per file: offsets and lengths of direct reads */
+  int *dfds; /* per file: its O_DIRECT descriptor, -1 when buffered */
   uint64_t *size;
   int ring_up;
   struct io_uring ring;
@@ -140,7 +139,7 @@ static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
                       uint64_t off) {
   struct file_source *fs = (struct file_source *)s;
   if (fs->dfds[file] < 0) return buf;
-  return buf + (off - align_down(off, fs->align[file]));
+  return buf + (off - align_down(off, fs->base.align[file]));
 }
 
 /* --- buffered: the kernel's readahead, then pread --- */
@@ -199,7 +198,7 @@ static int pump(struct file_source *fs) {
     p->r = r;
     p->off = r->next;
     p->len = len;
-    p->dst = r->base + (r->next - align_down(r->off, fs->align[r->file]));
+    p->dst = r->base + (r->next - align_down(r->off, fs->base.align[r->file]));
     submit_piece(fs, p);
     r->next += len;
     if (r->next == r->end) done++;
@@ -235,7 +234,7 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
     piece_free(fs, p);
     return;
   }
-  if (res > 0 && p->off % fs->align[r->file] == 0) {
+  if (res > 0 && p->off % fs->base.align[r->file] == 0) {
     submit_piece(fs, p); /* short at an aligned offset: the rest */
     return;
   }
@@ -264,7 +263,7 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
 
 static int direct_start(struct file_source *fs, struct tpl__read *r,
                         struct tpl_error *err) {
-  uint64_t a = fs->align[r->file];
+  uint64_t a = fs->base.align[r->file];
   uint64_t end = r->off + r->len;
   r->next = align_down(r->off, a);
   r->end = (end + a - 1) / a * a;
@@ -329,7 +328,7 @@ static void files_close(struct tpl__source *s) {
   for (size_t f = 0; fs->dfds != NULL && f < s->nfiles; f++)
     if (fs->dfds[f] >= 0) close(fs->dfds[f]);
   free(fs->dfds);
-  free(fs->align);
+  free(s->align);
   free(fs->size);
   free(fs->pieces);
   free(fs->open);
@@ -382,7 +381,7 @@ static int open_direct(struct file_source *fs, size_t f) {
   }
   if (fstat(dfd, &a) != 0 || fstat(fs->fds[f], &b) != 0 ||
       a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
-      (fs->align[f] = dio_align(dfd)) == 0) {
+      (fs->base.align[f] = dio_align(dfd)) == 0) {
     note(&fs->base, fs->paths[f], "its file system refuses O_DIRECT");
     close(dfd);
     return -1;
@@ -426,7 +425,7 @@ static void all_buffered(struct file_source *fs) {
 static uint64_t max_align(const struct file_source *fs) {
   uint64_t a = 0;
   for (size_t f = 0; f < fs->base.nfiles; f++)
-    if (fs->dfds[f] >= 0 && fs->align[f] > a) a = fs->align[f];
+    if (fs->dfds[f] >= 0 && fs->base.align[f] > a) a = fs->base.align[f];
   return a;
 }
 
@@ -437,11 +436,12 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
   int any = 0;
   if (fs != NULL) {
     fs->dfds = malloc((n + 1) * sizeof(*fs->dfds));
-    fs->align = calloc(n + 1, sizeof(*fs->align));
+    fs->base.align = calloc(n + 1, sizeof(*fs->base.align));
     fs->size = calloc(n + 1, sizeof(*fs->size));
     fs->base.used = calloc(n + 1, 1);
   }
-  if (fs == NULL || !fs->dfds || !fs->align || !fs->size || !fs->base.used) {
+  if (fs == NULL || !fs->dfds || !fs->base.align || !fs->size ||
+      !fs->base.used) {
     if (fs != NULL) files_close(&fs->base);
     return tpl__fail(err, -ENOMEM, "out of memory");
   }
@@ -454,9 +454,11 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
     any |= fs->dfds[f] >= 0;
   }
   if (any && ring_open(fs) != 0) all_buffered(fs);
-  for (size_t f = 0; f < n; f++)
+  for (size_t f = 0; f < n; f++) {
     fs->base.used[f] =
         fs->dfds[f] >= 0 ? TPL_IO_USED_DIRECT : TPL_IO_USED_BUFFERED;
+    if (fs->dfds[f] < 0) fs->base.align[f] = 0;
+  }
   fs->base.slack = 2 * max_align(fs);
   *s = &fs->base;
   return 0;

@@ -72,8 +72,10 @@ struct tpl__source {
   const struct tpl__source_ops *ops;
   uint64_t slack; /* bytes a buffer needs beyond its extents */
   size_t nfiles;
-  uint8_t *used;  /* per file: enum tpl__io_used */
-  char note[256]; /* a fallback to tell (one line), "" when none */
+  uint8_t *used;   /* per file: enum tpl__io_used */
+  uint64_t *align; /* per file: what offsets, lengths and buffers of its
+                      direct reads are aligned to (bytes; 0: buffered) */
+  char note[256];  /* a fallback to tell (one line), "" when none */
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;
