@@ -811,8 +811,10 @@ static int stream_file(struct engine *e, struct file_walk *w, uint64_t *k,
     while (rc == 0 && issued - done < NSLOTS - 1 &&
            next_extent(e, w, &scan, &pos)) {
       uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
+      double t = tpl__now();
       s = slot_of(e, issued++);
-      rc = slot_wait(e, s, err);
+      rc = slot_wait(e, s, err); /* its sends of NSLOTS chunks before */
+      e->st.t_send += tpl__now() - t;
       if (rc == 0) rc = chunk_start(e, file, s, pos, len, err);
       pos += len;
     }
