@@ -762,8 +762,7 @@ static int chunk_start(struct engine *e, uint32_t file, struct slot *s,
   s->rd = (struct tpl__read){.file = file, .off = pos, .len = len};
   s->rd.dst = s->data;
   if (e->direct) return tpl__source_start(e->src, &s->rd, err);
-  posix_fadvise(e->model->files[file].fd, (off_t)pos, (off_t)len,
-                POSIX_FADV_WILLNEED);
+  tpl__source_hint(e->src, file, pos, len);
   return 0;
 }
 

@@ -201,6 +201,25 @@ static void hash_step(struct tpl__local_read *lr, XXH3_state_t *h,
   lr->t_hash += tpl__now() - t0;
 }
 
+/* Tells the source which bytes of tensor i this rank is about to read
+ * (its contiguous range, or every row of a strided slice), so a buffered
+ * file is read ahead by more than the kernel's default readahead (with
+ * every rank reading a part of each tensor, that alone keeps the device
+ * a request or two deep). */
+#define HINT_MIN ((uint64_t)1 << 20) /* smaller: one syscall too many */
+
+static void hint_slice(struct tpl__local_read *lr, size_t i,
+                       const struct tpl__layout *l) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  uint64_t start, n = tpl__layout_contiguous(l, 0, t->stored_bytes, &start);
+  if (n == UINT64_MAX) {
+    start = 0;
+    n = t->stored_bytes;
+  }
+  if (n >= HINT_MIN)
+    tpl__source_hint(lr->src, t->file, t->file_offset + start, n);
+}
+
 /* Tensor i's slice into the store a window at a time, each window hashed
  * into h right after it lands when h is not NULL. */
 static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
@@ -217,6 +236,7 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
     return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
                      shard, tpl_strerror(rc));
   rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
+  if (rc == 0) hint_slice(lr, i, &l);
   for (uint64_t b = 0; rc == 0 && got < l.total && b < t->stored_bytes;
        b += step) {
     uint64_t e = t->stored_bytes - b < step ? t->stored_bytes : b + step;

@@ -336,8 +336,15 @@ static void files_close(struct tpl__source *s) {
   free(fs);
 }
 
-static const struct tpl__source_ops files_ops = {place, files_start,
-                                                 files_finish, files_close};
+static void files_hint(struct tpl__source *s, uint32_t file, uint64_t off,
+                       uint64_t len) {
+  struct file_source *fs = (struct file_source *)s;
+  if (fs->dfds[file] < 0)
+    posix_fadvise(fs->fds[file], (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static const struct tpl__source_ops files_ops = {
+    place, files_start, files_finish, files_close, files_hint};
 
 /* --- opening --- */
 

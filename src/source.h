@@ -66,6 +66,10 @@ struct tpl__source_ops {
                 struct tpl_error *err);
   /* Waits for whatever is still in flight and frees the source. */
   void (*close)(struct tpl__source *s);
+  /* The bytes [off, off + len) of `file` are wanted soon (buffered: the
+   * kernel reads them ahead; a source may do nothing). */
+  void (*hint)(struct tpl__source *s, uint32_t file, uint64_t off,
+               uint64_t len);
 };
 
 struct tpl__source {
@@ -114,6 +118,11 @@ static inline int tpl__source_start(struct tpl__source *s, struct tpl__read *r,
 static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
                                      struct tpl_error *err) {
   return s->ops->finish(s, r, err);
+}
+
+static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
+                                    uint64_t off, uint64_t len) {
+  s->ops->hint(s, file, off, len);
 }
 
 /* start and finish: the whole read, now. */
