@@ -71,22 +71,9 @@ for layout in single index mlc; do
 done
 
 # A TP2 x PP2 grid of a synth llama.
-"$TPLOAD" synth --arch llama --out "$M/l4" --layers 4 --hidden 64 \
-  --heads 4 --vocab 128 >/dev/null 2>&1 ||
-  { echo "Bail out! tpload synth failed"; exit 99; }
+synth_llama l4 4
 PLAN=$T_TMP/plan.json
-cat >"$PLAN" <<'EOF'
-{"rules": [
- {"match": "*.self_attn.q_proj.weight", "dim": 0},
- {"match": "*.self_attn.k_proj.weight", "dim": 0},
- {"match": "*.self_attn.v_proj.weight", "dim": 0},
- {"match": "*.self_attn.o_proj.weight", "dim": 1},
- {"match": "*.mlp.gate_proj.weight", "dim": 0},
- {"match": "*.mlp.up_proj.weight", "dim": 0},
- {"match": "*.mlp.down_proj.weight", "dim": 1},
- {"match": "lm_head.weight", "dim": 0}
-]}
-EOF
+llama_grid_plan "$PLAN"
 for read in mpi local; do
   io_check "tp2 x pp2 direct $read" 4 "$M/l4" direct $read --tp 2 --pp 2
 done
