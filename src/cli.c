@@ -261,6 +261,27 @@ const char *tpl__cli_safe(const char *s, char *buf, size_t len) {
   return buf;
 }
 
+const char *tpl__cli_unit(double total, double *scale) {
+  static const struct {
+    const char *name;
+    double size;
+  } units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}};
+  size_t i = 0;
+  while (i + 1 < ARRAY_SIZE(units) && total < units[i].size)
+    i++;
+  *scale = units[i].size;
+  return units[i].name;
+}
+
+const char *tpl__cli_rate(double bytes_per_s, char *buf, size_t len) {
+  double scale;
+  const char *unit = tpl__cli_unit(bytes_per_s, &scale);
+  /* Three significant digits or so, whatever the unit. */
+  snprintf(buf, len, scale > 1048576.0 ? "%.2f %s/s" : "%.1f %s/s",
+           bytes_per_s / scale, unit);
+  return buf;
+}
+
 int tpl__cli_report(int code, const struct tpl_error *err) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (err != NULL && err->msg[0] != '\0')

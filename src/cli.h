@@ -99,6 +99,16 @@ int tpl__cli_parse_uint(const char *s, unsigned long long max,
 const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
                           size_t len);
 
+/* The unit progress shows an amount in: the largest of GiB, MiB and KiB
+ * that `total` bytes reach (KiB below 1 MiB); *scale is its size in
+ * bytes.  Returns the unit's name. */
+const char *tpl__cli_unit(double total, double *scale);
+
+/* `bytes_per_s` as "1.25 GiB/s", "3.4 MiB/s" or "512 KiB/s" (the largest
+ * unit it reaches, KiB/s below 1 MiB/s) into buf (`len` bytes).  Returns
+ * buf. */
+const char *tpl__cli_rate(double bytes_per_s, char *buf, size_t len);
+
 /* Room for any text of up to n bytes once escaped by tpl__cli_safe. */
 #define TPL_SAFE_LEN(n) (4 * (n) + 1)
 

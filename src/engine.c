@@ -685,20 +685,28 @@ static uint64_t file_data_end(const struct engine *e,
   return 0;
 }
 
-static int read_failed(const char *path, uint64_t off, int rc,
+/* A read of the model that failed at offset `at`: the file ended there
+ * (it shrank after it was validated), or the device failed (EIO: a bad
+ * sector, a network filesystem's error). */
+static int read_failed(const char *path, uint64_t at, int rc,
                        struct tpl_error *err) {
-  return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
-                   (unsigned long long)off, tpl_strerror(rc),
-                   rc == -EIO ? " (file shrank while loading?)" : "");
+  if (rc == TPL_ESHORT)
+    return tpl__fail(err, rc,
+                     "%s: the file ended at offset %llu, shorter than when "
+                     "it was validated (it shrank while loading)",
+                     path, (unsigned long long)at);
+  return tpl__fail(err, rc, "%s: I/O error reading at offset %llu: %s", path,
+                   (unsigned long long)at, tpl_strerror(rc));
 }
 
 /* File bytes [from, to) into the slot's read buffer, at their offset from
  * the chunk's start `pos`. */
 static int read_span(int fd, const char *path, struct slot *s, uint64_t pos,
                      uint64_t from, uint64_t to, struct tpl_error *err) {
+  uint64_t at = from;
   int rc =
-      tpl__pread_full(fd, s->read + (from - pos), (size_t)(to - from), from);
-  return rc == 0 ? 0 : read_failed(path, from, rc, err);
+      tpl__pread_at(fd, s->read + (from - pos), (size_t)(to - from), from, &at);
+  return rc == 0 ? 0 : read_failed(path, at, rc, err);
 }
 
 /* Tensor i's own bytes [start, start + n) (tensor-relative, one range of
@@ -709,10 +717,11 @@ static int read_own(struct engine *e, int fd, const char *path, size_t i,
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *dst =
       e->store.base + t->store_offset + tpl__layout_count(l0, 0, start);
+  uint64_t at = t->file_offset + start;
   int rc = tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes, err);
   if (rc != 0) return rc;
-  rc = tpl__pread_full(fd, dst, (size_t)n, t->file_offset + start);
-  return rc == 0 ? 0 : read_failed(path, t->file_offset + start, rc, err);
+  rc = tpl__pread_at(fd, dst, (size_t)n, t->file_offset + start, &at);
+  return rc == 0 ? 0 : read_failed(path, at, rc, err);
 }
 
 /* The chunk [pos, pos + len): rank 0's direct own parts (own_direct) into

@@ -85,16 +85,24 @@ void tpl__local_close(int *fds, size_t n) {
 static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
                      uint64_t n, uint64_t begin, struct tpl_error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
-  uint64_t off = t->file_offset + begin;
+  uint64_t off = t->file_offset + begin, at = off;
   double t0 = tpl__now();
-  int rc = tpl__pread_full(lr->fds[t->file], dst, (size_t)n, off);
+  int rc = tpl__pread_at(lr->fds[t->file], dst, (size_t)n, off, &at);
   lr->t_read += tpl__now() - t0;
   lr->bytes_read += n;
   if (rc == 0) return 0;
-  return tpl__fail(
-      err, rc, "%s: read failed at offset %llu (tensor '%s'): %s%s",
-      lr->job->files[t->file].path, (unsigned long long)off, t->name,
-      tpl_strerror(rc), rc == -EIO ? " (file shrank while loading?)" : "");
+  if (rc == TPL_ESHORT)
+    return tpl__fail(err, rc,
+                     "%s: the file ended at offset %llu (tensor '%s'), "
+                     "shorter than when it was validated (it shrank while "
+                     "loading)",
+                     lr->job->files[t->file].path, (unsigned long long)at,
+                     t->name);
+  return tpl__fail(err, rc,
+                   "%s: I/O error reading at offset %llu (tensor "
+                   "'%s'): %s",
+                   lr->job->files[t->file].path, (unsigned long long)at,
+                   t->name, tpl_strerror(rc));
 }
 
 /* The shortest piece of a row in layout l. */

@@ -311,6 +311,23 @@ static const char *letter(size_t i) {
   return names[i];
 }
 
+/* Progress below 5 MiB/s read "0.00 GiB/s" (issue 31): each rate and
+ * amount in the largest unit it reaches. */
+static void test_cli_rate_units(void) {
+  char b[32];
+  double scale;
+  CHECK(strcmp(tpl__cli_rate(3.5 * 1073741824.0, b, sizeof(b)), "3.50 GiB/s") ==
+        0);
+  CHECK(strcmp(tpl__cli_rate(2.0 * 1048576.0, b, sizeof(b)), "2.0 MiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(4.9 * 1048576.0, b, sizeof(b)), "4.9 MiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(300.0 * 1024, b, sizeof(b)), "300.0 KiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(0, b, sizeof(b)), "0.0 KiB/s") == 0);
+  CHECK(strcmp(tpl__cli_unit(51.0 * 1048576.0, &scale), "MiB") == 0);
+  CHECK(scale == 1048576.0);
+  CHECK(strcmp(tpl__cli_unit(2.0 * 1073741824.0, &scale), "GiB") == 0);
+  CHECK(strcmp(tpl__cli_unit(100, &scale), "KiB") == 0);
+}
+
 static void test_cli_list(void) {
   char buf[32], small[6];
   CHECK(strcmp(tpl__cli_list(3, letter, buf, sizeof(buf)), "x, y or z") == 0);
@@ -336,5 +353,6 @@ int main(void) {
   RUN(test_cli_usage_errors);
   RUN(test_cli_help);
   RUN(test_cli_list);
+  RUN(test_cli_rate_units);
   return tap_done();
 }
