@@ -2,11 +2,10 @@
  * writes, capped whole-file reads, atomic writes.  A short read is
  * TPL_ESHORT (exit 74, as the device's own -EIO): a file that shrank while
  * we read it is an I/O error, never a crash, and told apart from a bad
- * sector.  An
- * atomic write goes to a temp file in the target's directory that is
- * fsynced, renamed over the target, and the directory fsynced: a reader
- * sees the old file or the whole new one, and a failure leaves neither the
- * temp file nor a half-durable target. */
+ * sector.  An atomic write goes to a temp file in the target's directory
+ * that is fsynced, renamed over the target, and the directory fsynced: a
+ * reader sees the old file or the whole new one, and a failure leaves
+ * neither the temp file nor a half-durable target. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
