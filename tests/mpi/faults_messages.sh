@@ -83,10 +83,20 @@ c.pop("num_hidden_layers", None)
 if sys.argv[2] != "none": c["num_hidden_layers"] = json.loads(sys.argv[2])
 json.dump(c, open(p, "w"))' "$T_TMP/l" "$1"
 }
+echo '{"rules": []}' >"$T_TMP/rules.json"
 for v in -1 '"two"' 1099511627776 0; do
   layers "$v"
-  t_exit "num_hidden_layers $v with --pp 2: exit 65" 65 \
+  # The preset checks the config (presets.c); a plan file does not, and
+  # --pp reads the layer count itself (planner.c).
+  t_exit "num_hidden_layers $v with --pp 2 (preset): exit 65" 65 \
     "$TPLOAD" plan "$T_TMP/l" --shards 2 --pp 2
+  keep
+  t_says "... naming the file, the key and the value" "$T_TMP/e" \
+    "$T_TMP/l/config.json: expected 'num_hidden_layers' to be a positive integer"
+  t_says "... found $v" "$T_TMP/e" "found $v"
+  t_not_says "... not \"has no\"" "$T_TMP/e" "has no"
+  t_exit "num_hidden_layers $v with --pp 2 (plan file): exit 65" 65 \
+    "$TPLOAD" plan "$T_TMP/l" --plan "$T_TMP/rules.json" --shards 2 --pp 2
   keep
   t_says "... \"invalid value $v\", naming the file" "$T_TMP/e" \
     "$T_TMP/l/config.json: num_hidden_layers: invalid value $v (expected a whole number of layers"

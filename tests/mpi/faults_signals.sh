@@ -7,8 +7,9 @@
 # files exist and hold bytes, then sends a real SIGTERM to rank 1, SIGINT
 # to mpirun or SIGHUP to rank 0: the job must end non-zero with no file
 # left in the output directory and no process left.  Then `serve` on 2
-# ranks gets SIGHUP on rank 0, then (a new job) on rank 1: each must end
-# as SIGTERM does (exit 0, no rank*.sock, no ready file, no process).
+# ranks gets SIGHUP on rank 1: the job must end as for SIGTERM (exit 0, no
+# rank*.sock, no ready file, no process); on rank 0 (a new job) SIGHUP
+# reloads, and the job, ended by --shutdown, leaves nothing either.
 # Every wait is for a condition, bounded only to catch a hang (lib.sh).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -124,7 +125,13 @@ t_oracle "... whose shards are the oracle's" check-preshard "$M/m" \
   "$M/m/plan.json" 2 "$T_TMP/ps"
 
 # --- serve: SIGHUP on a serving rank -----------------------------------------
-# serve_hup R: a 2-rank serve gets SIGHUP on rank R once it is ready.
+# log_or_ended FILE TEXT: FILE holds TEXT, or job JOB has ended.
+log_or_ended() { grep -q -F -- "$2" "$1" 2>/dev/null || ! alive "$JOB"; }
+
+# serve_hup R: a 2-rank serve gets SIGHUP on rank R once it is ready.  On
+# rank 1 it ends the job as SIGTERM does; on rank 0 it reloads (mpi/
+# reload.sh checks the reload itself), the job serves on, and --shutdown
+# then ends it.  Either way the job ends 0 and leaves nothing.
 serve_hup() {
   local name="SIGHUP to serving rank $1" d=$T_TMP/sock$1 ready=$T_TMP/ready$1
   local pid f left
@@ -139,6 +146,12 @@ serve_hup() {
   pid=$(rank_pid "$1")
   if [ -n "$pid" ]; then kill -HUP "$pid"
   else t_fail "$name: found the pid of rank $1"; fi
+  if [ "$1" = 0 ]; then
+    wait_until log_or_ended "$T_TMP/serve.err" "reload: serving generation 2"
+    t_check "$name: a reload, and the job serves on" alive "$JOB"
+    t_exit "$name: then status --shutdown exits 0" 0 \
+      "$TPLOAD" status "$d/rank0.sock" --shutdown
+  fi
   t_job_ends "$name"
   t_check "$name: mpirun exits 0, as for SIGTERM" [ "$JOB_RC" = 0 ]
   left=""
@@ -151,7 +164,7 @@ serve_hup() {
   t_no_process "$name" "$d"
 }
 
-serve_hup 0
 serve_hup 1
+serve_hup 0
 
 t_done
