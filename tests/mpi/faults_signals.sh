@@ -76,11 +76,12 @@ gen m --seed 6301 --layout single --big-mib 4
 # the other ranks with SIGTERM and SIGKILL 1 s later (Open MPI's
 # odls_base_sigkill_timeout); a rank that gets no CPU within that second
 # on this loaded box would die of the SIGKILL, which no process can catch,
-# so the test gives them 60 s: what it checks is tpload's handler.
+# so the test gives them 5 s (mpirun waits that long whatever the ranks
+# do, so not more): what it checks is tpload's handler.
 ps_signal() {
   local name=$1 sig=$2 who=$3 out=$T_TMP/ps pid
   rm -rf "$out"
-  OMPI_MCA_odls_base_sigkill_timeout=60 TPLOAD_TEST_NO_TMPFILE=1 \
+  OMPI_MCA_odls_base_sigkill_timeout=5 TPLOAD_TEST_NO_TMPFILE=1 \
     TPLOAD_TEST_PAUSE_AT=written TPLOAD_TEST_PAUSE_RANK=all \
     "$MPIRUN" --oversubscribe -np 2 \
     -x TPLOAD_TEST_NO_TMPFILE -x TPLOAD_TEST_PAUSE_AT \
