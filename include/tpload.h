@@ -50,7 +50,8 @@ extern "C" {
   XX(EOUTPUT, -10011, "cannot create output", 73)                              \
   XX(EMISMATCH, -10012, "verification mismatch", 65)                           \
   XX(EUNREACHABLE, -10013, "daemon unreachable", 69)                           \
-  XX(EPROTO, -10014, "protocol error", 69)
+  XX(EPROTO, -10014, "protocol error", 69)                                     \
+  XX(ESHORT, -10015, "file ended early", 74)
 
 enum tpl_errno {
 #define TPL_ERRNO_ENUM(name, val, msg, ex) TPL_##name = (val),

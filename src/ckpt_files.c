@@ -132,32 +132,38 @@ static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
                        size_t *out_len, struct tpl_error *err) {
   uint8_t prefix[8];
   size_t got = size < 8 ? (size_t)size : 8;
-  uint64_t hlen;
+  uint64_t hlen, at = 0;
   uint8_t *b;
-  int rc = tpl__pread_full(fd, prefix, got, 0);
-  if (rc == -EIO)
+  int rc = tpl__pread_at(fd, prefix, got, 0, &at);
+  if (rc == TPL_ESHORT)
     return tpl__fail(err, rc,
                      "%s: expected %zu bytes of header length, found the "
-                     "file ending early (it shrank or lies about its size)",
-                     path, got);
+                     "file ending at offset %llu (it shrank or lies about "
+                     "its size)",
+                     path, got, (unsigned long long)at);
   if (rc != 0)
-    return tpl__fail(err, rc, "%s: cannot read the header length: %s", path,
-                     tpl_strerror(rc));
+    return tpl__fail(err, rc,
+                     "%s: I/O error reading the header length at offset "
+                     "%llu: %s",
+                     path, (unsigned long long)at, tpl_strerror(rc));
   rc = tpl__st_header_len(prefix, got, size, path, &hlen, err);
   if (rc != 0) return rc;
   b = malloc((size_t)hlen + 8);
   if (b == NULL) return tpl__fail(err, -ENOMEM, "%s: out of memory", path);
   memcpy(b, prefix, 8);
-  rc = tpl__pread_full(fd, b + 8, (size_t)hlen, 8);
+  rc = tpl__pread_at(fd, b + 8, (size_t)hlen, 8, &at);
   if (rc != 0) {
     free(b);
-    if (rc == -EIO)
+    if (rc == TPL_ESHORT)
       return tpl__fail(err, rc,
                        "%s: expected a %llu-byte header, found the file "
-                       "ending early (it shrank while being read)",
-                       path, (unsigned long long)hlen);
-    return tpl__fail(err, rc, "%s: cannot read the %llu-byte header: %s", path,
-                     (unsigned long long)hlen, tpl_strerror(rc));
+                       "ending at offset %llu (it shrank while being read)",
+                       path, (unsigned long long)hlen, (unsigned long long)at);
+    return tpl__fail(err, rc,
+                     "%s: I/O error reading the %llu-byte header at offset "
+                     "%llu: %s",
+                     path, (unsigned long long)hlen, (unsigned long long)at,
+                     tpl_strerror(rc));
   }
   *out = b;
   *out_len = (size_t)hlen + 8;

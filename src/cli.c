@@ -213,19 +213,72 @@ const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
   return buf;
 }
 
+/* The length of the valid UTF-8 character at s that is safe to show (1
+ * to 4 bytes), or 0: a byte that starts no character, an overlong form,
+ * a surrogate, above U+10FFFF, or a character that steers a terminal or
+ * the text's direction (C0 and C1 controls, DEL, U+2028/2029, the bidi
+ * embeddings, overrides and isolates). */
+static size_t shown_char_len(const unsigned char *s) {
+  size_t n = s[0] < 0x80   ? 1
+             : s[0] < 0xC2 ? 0
+             : s[0] < 0xE0 ? 2
+             : s[0] < 0xF0 ? 3
+             : s[0] < 0xF5 ? 4
+                           : 0;
+  uint32_t cp = n == 1   ? s[0]
+                : n == 2 ? s[0] & 0x1Fu
+                : n == 3 ? s[0] & 0x0Fu
+                         : s[0] & 0x07u;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3Fu);
+  }
+  if (n == 0 || cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) return 0;
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+    return 0;
+  if ((cp >= 0xD800 && cp < 0xE000) || (cp >= 0x2028 && cp <= 0x202E) ||
+      (cp >= 0x2066 && cp <= 0x2069))
+    return 0;
+  return n;
+}
+
 const char *tpl__cli_safe(const char *s, char *buf, size_t len) {
+  const unsigned char *p = (const unsigned char *)s;
   size_t o = 0;
   if (len == 0) return buf;
-  for (; *s != '\0'; s++) {
-    unsigned char ch = (unsigned char)*s;
-    int plain = ch >= 0x20 && ch < 0x7f;
-    if (o + (plain ? 1 : 4) >= len) break;
-    if (plain)
-      buf[o++] = (char)ch;
-    else
-      o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+  while (*p != '\0') {
+    size_t n = shown_char_len(p);
+    if (o + (n ? n : 4) >= len) break;
+    if (n != 0) {
+      memcpy(buf + o, p, n);
+      o += n;
+      p += n;
+    } else {
+      o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p++);
+    }
   }
   buf[o] = '\0';
+  return buf;
+}
+
+const char *tpl__cli_unit(double total, double *scale) {
+  static const struct {
+    const char *name;
+    double size;
+  } units[] = {{"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}};
+  size_t i = 0;
+  while (i + 1 < ARRAY_SIZE(units) && total < units[i].size)
+    i++;
+  *scale = units[i].size;
+  return units[i].name;
+}
+
+const char *tpl__cli_rate(double bytes_per_s, char *buf, size_t len) {
+  double scale;
+  const char *unit = tpl__cli_unit(bytes_per_s, &scale);
+  /* Three significant digits or so, whatever the unit. */
+  snprintf(buf, len, scale > 1048576.0 ? "%.2f %s/s" : "%.1f %s/s",
+           bytes_per_s / scale, unit);
   return buf;
 }
 

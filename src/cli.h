@@ -99,14 +99,26 @@ int tpl__cli_parse_uint(const char *s, unsigned long long max,
 const char *tpl__cli_list(size_t n, const char *(*name)(size_t i), char *buf,
                           size_t len);
 
+/* The unit progress shows an amount in: the largest of GiB, MiB and KiB
+ * that `total` bytes reach (KiB below 1 MiB); *scale is its size in
+ * bytes.  Returns the unit's name. */
+const char *tpl__cli_unit(double total, double *scale);
+
+/* `bytes_per_s` as "1.25 GiB/s", "3.4 MiB/s" or "512 KiB/s" (the largest
+ * unit it reaches, KiB/s below 1 MiB/s) into buf (`len` bytes).  Returns
+ * buf. */
+const char *tpl__cli_rate(double bytes_per_s, char *buf, size_t len);
+
 /* Room for any text of up to n bytes once escaped by tpl__cli_safe. */
 #define TPL_SAFE_LEN(n) (4 * (n) + 1)
 
 /* Copies `s` into buf (`len` bytes, always NUL-terminated, cut at a whole
- * escape when too long) with every byte that is not printable ASCII
- * (controls, DEL, bytes >= 0x80) written as \xNN, so that names read
- * from a file cannot drive the terminal (escape sequences, newlines).
- * Returns buf. */
+ * character or escape when too long): printable ASCII and valid UTF-8
+ * characters as they are (a name in UTF-8 reads as itself), every other
+ * byte as \xNN -- controls (C0, DEL, C1), invalid or overlong UTF-8,
+ * surrogates, U+2028/2029 and the bidi controls -- so that names read
+ * from a file cannot drive the terminal (escape sequences, newlines,
+ * reordered text).  Returns buf. */
 const char *tpl__cli_safe(const char *s, char *buf, size_t len);
 
 /* --daemon-uid UID of status and dump: the uid a client trusts its daemon

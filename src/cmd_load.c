@@ -37,9 +37,10 @@ static const char load_help[] =
     "            writes DIR/shard-info.json last (or, with --layout mlc,\n"
     "            the presharded tensor cache MLC LLM's runtime loads)\n"
     "  serve     then every rank serves its shard on DIR/rank{R}.sock until\n"
-    "            `tpload status SOCK --shutdown`, SIGTERM or SIGINT;\n"
-    "            `tpload reload SOCK [MODEL]` or SIGHUP to rank 0 loads\n"
-    "            the next version while serving, then switches\n"
+    "            `tpload status SOCK --shutdown`, SIGTERM, SIGINT, or\n"
+    "            SIGHUP to any rank but 0; `tpload reload SOCK [MODEL]` or\n"
+    "            SIGHUP to rank 0 loads the next version while serving,\n"
+    "            then switches\n"
     "\n"
     "options:\n"
     "  --plan P            plan file, preset name or auto (default auto)\n"
@@ -290,22 +291,28 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   return rc != 0 ? rc : parse_layout(c, a);
 }
 
+/* Rank 0's progress: the job's bytes, or with --read local rank 0's own
+ * reads (each rank reads its own slices; the line says so).  Amounts in
+ * the unit the total reaches, the rate in the one it reaches (a slow
+ * filesystem's 2 MiB/s is not "0.00 GiB/s"). */
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
   struct load_cli *c = ctx;
   double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
-  double eta = rate > 0 ? (double)(total - done) / rate : 0;
+  double eta = rate > 0 ? (double)(total - done) / rate : 0, scale;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
+  const char *unit = tpl__cli_unit((double)total, &scale);
+  const char *share = c->o.read_local ? " (rank 0's share)" : "";
+  char speed[32];
   if (c->quiet || c->progress == PROGRESS_NEVER) return;
+  tpl__cli_rate(rate, speed, sizeof(speed));
   if (c->bar) {
-    fprintf(stderr, "\r[%.*s%*s] %6.2f/%.2f GiB %6.2f GiB/s ETA %4.0fs", fill,
-            "==============================", width - fill, "",
-            done / 1073741824.0, total / 1073741824.0, rate / 1073741824.0,
-            eta);
+    fprintf(stderr, "\r[%.*s%*s] %7.2f/%.2f %s %12s ETA %4.0fs%s", fill,
+            "==============================", width - fill, "", done / scale,
+            total / scale, unit, speed, eta, share);
     if (done >= total) fputc('\n', stderr);
   } else if (t - c->last_line >= 5.0 && done < total) {
-    fprintf(stderr, "tpload %s: %.2f/%.2f GiB, %.2f GiB/s, ETA %.0f s\n",
-            c->cmd->name, done / 1073741824.0, total / 1073741824.0,
-            rate / 1073741824.0, eta);
+    fprintf(stderr, "tpload %s: %.2f/%.2f %s%s, %s, ETA %.0f s\n", c->cmd->name,
+            done / scale, total / scale, unit, share, speed, eta);
     c->last_line = t;
   }
 }

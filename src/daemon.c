@@ -553,9 +553,9 @@ static void note_attach(struct conn *c) {
 
 /* Asks the whole job to stop, once, and stops this rank.  On rank 0
  * request_shutdown tells every other rank; on another rank (its own
- * SIGTERM/SIGINT) it asks rank 0 to, so a signal to any one rank ends the
- * job instead of leaving that rank waiting in MPI_Finalize while the
- * others serve. */
+ * SIGTERM/SIGINT/SIGHUP) it asks rank 0 to, so a signal to any one rank ends
+ * the job instead of leaving that rank waiting in MPI_Finalize while the others
+ * serve. */
 static void stop_job(struct server *s) {
   const struct tpl__coord *c = s->cfg->coord;
   if (s->stopping) return; /* no request or signal is handled after this */
@@ -1005,8 +1005,13 @@ static int start_handles(struct server *s, struct tpl_error *err) {
   if (rc == 0) rc = uv_timer_start(&s->poll_timer, on_poll, POLL_MS, POLL_MS);
   if (rc == 0) rc = uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   if (rc == 0) rc = uv_signal_start(&s->sigint, on_signal, SIGINT);
-  if (rc == 0 && s->cfg->rank == 0 && can_reload(s)) /* SIGHUP: reload */
-    rc = uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+  /* SIGHUP: on rank 0, when it can, a reload; anywhere else (a closed
+   * terminal, a supervisor's stop) it ends the job as TERM and INT do,
+   * never with a rank's socket or the ready file left. */
+  if (rc == 0)
+    rc = uv_signal_start(
+        &s->sighup, s->cfg->rank == 0 && can_reload(s) ? on_sighup : on_signal,
+        SIGHUP);
   if (rc != 0)
     return tpl__fail(err, TPL_EINTERNAL, "daemon: cannot start: %s",
                      uv_strerror(rc));

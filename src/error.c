@@ -2,6 +2,7 @@
  * and the formatter every module uses to describe a failure. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -59,14 +60,67 @@ const char *tpl_version(void) {
   return PACKAGE_VERSION;
 }
 
-int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
-  if (err != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-    va_end(ap);
-    err->code = code;
+/* A message too long for err->msg keeps its start (the file, the tensor)
+ * and this much of its end (the reason), with MIDDLE between. */
+#define TAIL_KEPT 640
+static const char MIDDLE[] = " [...] ";
+
+/* Whether byte b continues a UTF-8 character (a cut never splits one). */
+static int continues(char b) {
+  return ((unsigned char)b & 0xC0) == 0x80;
+}
+
+/* text (n bytes) and then suffix into dst of cap bytes, NUL-terminated:
+ * whole when it fits, else its start, MIDDLE and its end. */
+static void fit_message(char *dst, size_t cap, const char *text, size_t n,
+                        const char *suffix) {
+  size_t slen = strlen(suffix), head, from;
+  if (n + slen < cap) {
+    memcpy(dst, text, n);
+    memcpy(dst + n, suffix, slen + 1);
+    return;
   }
+  head = cap - 1 - TAIL_KEPT - (sizeof(MIDDLE) - 1);
+  from = n + slen - TAIL_KEPT; /* TAIL_KEPT > slen: within text */
+  while (head > 0 && continues(text[head]))
+    head--;
+  while (from < n && continues(text[from]))
+    from++;
+  memcpy(dst, text, head);
+  memcpy(dst + head, MIDDLE, sizeof(MIDDLE) - 1);
+  head += sizeof(MIDDLE) - 1;
+  memcpy(dst + head, text + from, n - from);
+  memcpy(dst + head + (n - from), suffix, slen + 1);
+}
+
+int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
+  char small[2048], *big = NULL;
+  const char *text = small;
+  va_list ap;
+  int n;
+  if (err == NULL) return code;
+  va_start(ap, fmt);
+  n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    n = 0;
+    small[0] = '\0';
+  }
+  if ((size_t)n >= sizeof(small) && (big = malloc((size_t)n + 1)) != NULL) {
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    text = big;
+  } else if ((size_t)n >= sizeof(small)) {
+    n = (int)sizeof(small) - 1; /* no memory for more: its start */
+  }
+  /* Out of memory says so, whatever the step that met it called it. */
+  fit_message(err->msg, sizeof(err->msg), text, (size_t)n,
+              code == -ENOMEM && strstr(text, "memory") == NULL
+                  ? ": out of memory"
+                  : "");
+  free(big);
+  err->code = code;
   return code;
 }
 

@@ -1,10 +1,11 @@
 /* fileio.c - careful file access: regular-file checks, full preads and
- * writes, capped whole-file reads, atomic writes.  A short read is -EIO: a
- * file that shrank while we read it is an I/O error, never a crash.  An
- * atomic write goes to a temp file in the target's directory that is
- * fsynced, renamed over the target, and the directory fsynced: a reader
- * sees the old file or the whole new one, and a failure leaves neither the
- * temp file nor a half-durable target. */
+ * writes, capped whole-file reads, atomic writes.  A short read is
+ * TPL_ESHORT (exit 74, as the device's own -EIO): a file that shrank while
+ * we read it is an I/O error, never a crash, and told apart from a bad
+ * sector.  An atomic write goes to a temp file in the target's directory
+ * that is fsynced, renamed over the target, and the directory fsynced: a
+ * reader sees the old file or the whole new one, and a failure leaves
+ * neither the temp file nor a half-durable target. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,20 +55,54 @@ void tpl__raise_fd_limit(void) {
   }
 }
 
-int tpl__pread_full(int fd, void *buf, size_t len, uint64_t off) {
-  uint8_t *p = buf;
-  while (len > 0) {
-    ssize_t n = pread(fd, p, len, (off_t)off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
+/* The test-only bad byte (tpl__pread_at), UINT64_MAX when none. */
+static uint64_t test_eio_offset(void) {
+  static uint64_t at;
+  static int known;
+  if (!known) {
+    const char *v = getenv("TPLOAD_TEST_EIO_OFFSET");
+    char *end = NULL;
+    unsigned long long n = v != NULL ? strtoull(v, &end, 10) : 0;
+    at = v != NULL && *v != '\0' && *end == '\0' ? (uint64_t)n : UINT64_MAX;
+    known = 1;
+  }
+  return at;
+}
+
+/* pread, or as much of it as comes before the test's bad byte, which
+ * fails with EIO. */
+static ssize_t pread_once(int fd, uint8_t *p, size_t len, uint64_t off) {
+  uint64_t bad = test_eio_offset();
+  if (bad != UINT64_MAX && bad >= off && bad - off < len) {
+    if (bad == off) {
+      errno = EIO;
+      return -1;
     }
-    if (n == 0) return -EIO;
+    len = (size_t)(bad - off);
+  }
+  return pread(fd, p, len, (off_t)off);
+}
+
+int tpl__pread_at(int fd, void *buf, size_t len, uint64_t off, uint64_t *at) {
+  uint8_t *p = buf;
+  int rc = 0;
+  while (len > 0 && rc == 0) {
+    ssize_t n = pread_once(fd, p, len, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      rc = n < 0 ? -errno : TPL_ESHORT;
+      break;
+    }
     p += n;
     len -= (size_t)n;
     off += (uint64_t)n;
   }
-  return 0;
+  if (rc != 0 && at != NULL) *at = off;
+  return rc;
+}
+
+int tpl__pread_full(int fd, void *buf, size_t len, uint64_t off) {
+  return tpl__pread_at(fd, buf, len, off, NULL);
 }
 
 int tpl__write_full(int fd, const void *buf, size_t len) {
@@ -87,7 +122,7 @@ int tpl__write_full(int fd, const void *buf, size_t len) {
 int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
                    struct tpl_error *err) {
   int fd, rc;
-  uint64_t size;
+  uint64_t size, at = 0;
   char *b = NULL;
   rc = tpl__open_regular(path, &fd, &size, err);
   if (rc != 0) return rc;
@@ -97,8 +132,9 @@ int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
                   path, cap, (unsigned long long)size);
   else if ((b = malloc((size_t)size + 1)) == NULL)
     rc = tpl__fail(err, -ENOMEM, "%s: out of memory", path);
-  else if ((rc = tpl__pread_full(fd, b, (size_t)size, 0)) != 0)
-    rc = tpl__fail(err, rc, "%s: read failed: %s", path, tpl_strerror(rc));
+  else if ((rc = tpl__pread_at(fd, b, (size_t)size, 0, &at)) != 0)
+    rc = tpl__fail(err, rc, "%s: read failed at offset %llu: %s", path,
+                   (unsigned long long)at, tpl_strerror(rc));
   close(fd);
   if (rc != 0) {
     free(b);

@@ -27,7 +27,15 @@ int64_t tpl__mtime_ns(const struct stat *st);
 void tpl__raise_fd_limit(void);
 
 /* Reads exactly `len` bytes at `off`, retrying on EINTR and partial reads.
- * Returns 0, -errno, or -EIO when the file ends early. */
+ * Returns 0, -errno (the device's error: -EIO for a bad sector), or
+ * TPL_ESHORT when the file ends early; on failure *at (when not NULL) is
+ * the offset of the first byte not read, where the failing read began.
+ * For tests only: TPLOAD_TEST_EIO_OFFSET=N (read once) makes the byte at
+ * offset N of every file fail with EIO, as a bad sector does: the read
+ * before it returns the bytes up to N, the one at N fails. */
+int tpl__pread_at(int fd, void *buf, size_t len, uint64_t off, uint64_t *at);
+
+/* tpl__pread_at without the offset. */
 int tpl__pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 /* Writes exactly `len` bytes, retrying on EINTR and partial writes. */

@@ -75,6 +75,15 @@ static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
                      "%s: file '%s': record %zu: expected a name of 1 to %d "
                      "bytes without NUL, found %zu bytes",
                      c->what, s->data_path, k, TPL_MAX_NAME, len);
+  /* safetensors keeps this key for the header's metadata: preshard and
+   * dump could not write the tensor, so it is refused where it is read,
+   * as the safetensors reader does. */
+  if (strcmp(*name, "__metadata__") == 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': record %zu: tensor '__metadata__': "
+                     "expected another name (safetensors reserves "
+                     "__metadata__ for the header's metadata)",
+                     c->what, s->data_path, k);
   if (!c->presharded && is_preshard_name(*name, len))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected a cache of full tensors, "

@@ -2,6 +2,7 @@
  * live in (held open once validated, with their identity), the caps on
  * both, and the rule for the file names a checkpoint's JSON may give. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,13 @@ int tpl__model_check_file_name(const char *name, size_t len, const char *what,
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: expected a file name, found a NUL byte in it",
                      what, ctx);
+  /* Longer than any file name can be (ENAMETOOLONG at open, 74): it is
+   * the model's data that is wrong. */
+  if (len > NAME_MAX)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: expected a file name of at most %d bytes, "
+                     "found %zu bytes ('%.40s...')",
+                     what, ctx, NAME_MAX, len, name);
   if (name[0] == '/')
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: expected a file name inside the model "

@@ -17,22 +17,39 @@
 
 /* --- glob --- */
 
+/* Bytes in the UTF-8 character at s (1 for a byte that starts none, so
+ * an invalid name still advances; never past the terminating NUL). */
+static size_t utf8_char_len(const char *s) {
+  unsigned char c = (unsigned char)*s;
+  size_t want = c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 1;
+  size_t n = 1;
+  while (n < want && ((unsigned char)s[n] & 0xC0) == 0x80)
+    n++;
+  return n;
+}
+
 int tpl__glob_match(const char *pattern, const char *name) {
   const char *p = pattern, *n = name;
   const char *star = NULL, *resume = NULL;
   /* Greedy match with one backtrack point: on a mismatch, let the most
    * recent '*' swallow one more character.  Earlier stars never need to be
-   * revisited, so this is O(len(pattern) * len(name)) at worst. */
+   * revisited, so this is O(len(pattern) * len(name)) at worst.  `?` and
+   * the star's swallowing step by whole UTF-8 characters (names are
+   * validated UTF-8), so `?` never takes half of an `é`. */
   while (*n != '\0') {
     if (*p == '*') {
       star = p++;
       resume = n;
-    } else if (*p == '?' || *p == *n) {
+    } else if (*p == '?') {
+      p++;
+      n += utf8_char_len(n);
+    } else if (*p == *n) {
       p++;
       n++;
     } else if (star != NULL) {
       p = star + 1;
-      n = ++resume;
+      resume += utf8_char_len(resume);
+      n = resume;
     } else {
       return 0;
     }

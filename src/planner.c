@@ -128,19 +128,34 @@ static int resolve(const char *arg, const struct tpl_model *m, uint32_t nshards,
  * mlc-chat-config.json under "model_config" (gen_config.py writes the
  * model's config dataclass there, python/mlc_llm/interface/gen_config.py
  * in mlc-ai/mlc-llm). */
+/* A num_hidden_layers that is there but is no layer count (negative, a
+ * string, 0, 2^40): the model's bad data (65), named with its value. */
+static int layers_invalid(const char *where, const char *key, const json_t *v,
+                          struct tpl_error *err) {
+  char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  int rc = tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s: invalid value %.64s (expected a whole number "
+                     "of layers, 1 to %u)",
+                     where, key, shown ? shown : "(unprintable)", UINT32_MAX);
+  free(shown);
+  return rc;
+}
+
 static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
                        int *tied, struct tpl_error *err) {
-  const json_t *cfg = c->json;
+  const json_t *cfg = c->json, *v = NULL;
+  const char *where = c->path ? c->path : "the model's config";
+  const char *key =
+      c->mlc ? "model_config.num_hidden_layers" : "num_hidden_layers";
   uint64_t n = 0;
   if (cfg != NULL && c->mlc) cfg = json_object_get(cfg, "model_config");
-  if (cfg == NULL ||
-      tpl__json_u64(json_object_get(cfg, "num_hidden_layers"), &n) != 0 ||
-      n > UINT32_MAX)
+  if (cfg != NULL) v = json_object_get(cfg, "num_hidden_layers");
+  if (v == NULL)
     return tpl__fail(err, TPL_EUSAGE,
-                     "--pp %u needs the model's layer count: %s has no "
-                     "%snum_hidden_layers",
-                     pp, c->path ? c->path : "the model's config",
-                     c->mlc ? "model_config." : "");
+                     "--pp %u needs the model's layer count: %s has no %s", pp,
+                     where, key);
+  if (tpl__json_u64(v, &n) != 0 || n == 0 || n > UINT32_MAX)
+    return layers_invalid(where, key, v, err);
   *layers = (uint32_t)n;
   *tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
   return 0;

@@ -93,11 +93,15 @@ static int get_size(const json_t *cfg, const char *const *keys,
     const json_t *v = json_object_get(cfg, *keys);
     uint64_t n;
     if (v == NULL || json_is_null(v)) continue;
-    if (!json_is_integer(v))
-      return tpl__fail(err, TPL_EFORMAT,
-                       "%s: expected '%s' to be a positive integer, found "
-                       "another JSON value",
-                       what, *keys);
+    if (!json_is_integer(v)) {
+      char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+      int rc = tpl__fail(err, TPL_EFORMAT,
+                         "%s: expected '%s' to be a positive integer, found "
+                         "%.64s",
+                         what, *keys, shown ? shown : "another JSON value");
+      free(shown);
+      return rc;
+    }
     if (tpl__json_u64(v, &n) != 0 || n == 0 || n >= MAX_SIZE)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: expected '%s' to be a positive integer below "

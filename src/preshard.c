@@ -24,6 +24,7 @@
 #include "shardinfo.h"
 #include "st_writer.h"
 #include "stall.h"
+#include "tmpguard.h"
 
 /* A rank file being written: unnamed (O_TMPFILE) where the filesystem
  * allows it, else a hidden temp name that is removed on failure. */
@@ -99,29 +100,43 @@ static int no_tmpfile(int e) {
   return e == EOPNOTSUPP || e == EISDIR || e == EINVAL;
 }
 
+/* For tests only: TPLOAD_TEST_NO_TMPFILE set makes every directory one
+ * without O_TMPFILE (read once). */
+static int test_no_tmpfile(void) {
+  static int v = -1;
+  if (v < 0) v = getenv("TPLOAD_TEST_NO_TMPFILE") != NULL;
+  return v;
+}
+
 static void temp_name(char *buf, size_t len, uint32_t rank) {
   snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
 }
 
 /* Creates rank's file in `dir`: unnamed (O_TMPFILE), or where the
- * filesystem lacks that, at its temp name (replacing a stale one).
- * Returns 0 or -errno. */
+ * filesystem lacks that, at its temp name (replacing a stale one), which
+ * a SIGTERM, SIGINT or SIGHUP then removes (tmpguard.h) until the file
+ * is discarded or published.  Returns 0 or -errno. */
 static int create_file(const char *dir, uint32_t rank, struct shard_file *f) {
   char tmp[64];
   int d, e;
   f->named = 0;
-  f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  f->fd = test_no_tmpfile() ? (errno = EOPNOTSUPP, -1)
+                            : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (f->fd >= 0) return 0;
   if (!no_tmpfile(errno)) return -errno;
   temp_name(tmp, sizeof(tmp), rank);
   d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d < 0) return -errno;
-  unlinkat(d, tmp, 0);
-  f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  e = errno;
+  e = tpl__tmpguard_set(d, tmp);
+  if (e == 0) {
+    unlinkat(d, tmp, 0);
+    f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    e = f->fd >= 0 ? 0 : -errno;
+  }
   close(d);
   f->named = f->fd >= 0;
-  return f->fd >= 0 ? 0 : -e;
+  if (!f->named) tpl__tmpguard_clear();
+  return e;
 }
 
 /* Drops a written but unpublished file (after a failure elsewhere). */
@@ -133,6 +148,7 @@ static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
     p = tpl__path_join(dir, tmp);
     if (p != NULL) unlink(p);
     free(p);
+    tpl__tmpguard_clear();
   }
   f->fd = -1;
   f->named = 0;
@@ -148,7 +164,9 @@ int tpl__preshard_check_dir(const char *dir, uint32_t rank,
                             struct tpl_error *err) {
   struct shard_file f;
   struct stat st;
-  int rc = make_dir(dir, err);
+  int rc;
+  tpl__tmpguard_install(); /* before the first temp file below */
+  rc = make_dir(dir, err);
   if (rc != 0) return rc;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return tpl__fail(err, TPL_EOUTPUT,
@@ -322,6 +340,7 @@ static int write_rank_file(const char *dir, const struct tpl__loaded *l,
                      "%s: cannot create rank %u's file: %s", dir, rank,
                      strerror(-rc));
   rc = write_header(f->fd, dir, job, rank, err);
+  if (rc == 0) tpl__stall_test_pause("written", rank);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     if (t->store_offset == UINT64_MAX) continue;
@@ -359,7 +378,10 @@ static int publish(const char *dir, uint32_t rank, struct shard_file *f,
       f->named = 1;
   }
   if (rc == 0 && renameat(d, tmp, d, final) != 0) rc = -errno;
-  if (rc == 0) f->named = 0;
+  if (rc == 0) {
+    f->named = 0;
+    tpl__tmpguard_clear();
+  }
   if (d >= 0) close(d);
   discard(dir, rank, f);
   if (rc == 0) rc = tpl__fsync_dir(dir);
@@ -412,21 +434,17 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
   const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
   struct shard_file f = {-1, 0};
   int rc, all;
-  sigset_t stop, old;
   if (c->beats_begin != NULL) c->beats_begin(c->ctx);
   tpl__stall_test_stop("write", c->rank);
   rc = write_rank_file(dir, l, c, &f, err);
   all = c->agree_after_beats != NULL ? c->agree_after_beats(c->ctx, rc, err)
                                      : c->agree(c->ctx, rc, err);
-  /* Once files get names, a SIGTERM or SIGINT waits until the directory
-   * is complete or cleaned (a few milliseconds): a signal between the
-   * renames and shard-info.json would otherwise leave rank files that no
-   * shard-info.json vouches for. */
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  /* Once files get names, a SIGTERM, SIGINT or SIGHUP waits until the
+   * directory is complete or cleaned (a few milliseconds): a signal
+   * between the renames and shard-info.json would otherwise leave rank
+   * files that no shard-info.json vouches for.  Held, not blocked: the
+   * kernel may give it to any thread (MPI's, the fsync's). */
+  tpl__tmpguard_hold();
   if (all == 0) {
     rc = publish(dir, c->rank, &f, err);
     all = c->agree(c->ctx, rc, err);
@@ -435,7 +453,7 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
   if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, c->world, err);
   all = c->agree(c->ctx, rc, err);
   if (all != 0) unpublish(dir, c->rank);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  tpl__tmpguard_release();
   return all;
 }
 

@@ -124,11 +124,18 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t max) {
   return *end == '\0' && n > 0 && n <= max ? n : dflt;
 }
 
+/* A read that failed at offset `off`: the file ended there (TPL_ESHORT:
+ * it shrank after it was validated), or the device failed (EIO: a bad
+ * sector, a network filesystem's error). */
 static int read_failed(const struct file_source *fs, uint32_t file,
                        uint64_t off, int rc, struct tpl_error *err) {
-  return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s",
-                   fs->paths[file], (unsigned long long)off, tpl_strerror(rc),
-                   rc == -EIO ? " (file shrank while loading?)" : "");
+  if (rc == TPL_ESHORT)
+    return tpl__fail(err, rc,
+                     "%s: the file ended at offset %llu, shorter than when "
+                     "it was validated (it shrank while loading)",
+                     fs->paths[file], (unsigned long long)off);
+  return tpl__fail(err, rc, "%s: I/O error reading at offset %llu: %s",
+                   fs->paths[file], (unsigned long long)off, tpl_strerror(rc));
 }
 
 static uint64_t align_down(uint64_t x, uint64_t a) {
@@ -163,9 +170,10 @@ static int buffered_finish(struct file_source *fs, struct tpl__read *r,
   for (uint64_t at = 0; at < r->len;) {
     uint64_t n = r->len - at < REQUEST_BYTES_DEFAULT ? r->len - at
                                                      : REQUEST_BYTES_DEFAULT;
-    int rc =
-        tpl__pread_full(fs->fds[r->file], r->dst + at, (size_t)n, r->off + at);
-    if (rc != 0) return read_failed(fs, r->file, r->off + at, rc, err);
+    uint64_t bad = r->off + at;
+    int rc = tpl__pread_at(fs->fds[r->file], r->dst + at, (size_t)n,
+                           r->off + at, &bad);
+    if (rc != 0) return read_failed(fs, r->file, bad, rc, err);
     at += n;
     if (at < r->len) progressed(fs);
   }
@@ -239,7 +247,7 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
     return;
   }
   if (r->rc == 0) {
-    r->rc = res < 0 ? res : -EIO;
+    r->rc = res < 0 ? res : TPL_ESHORT; /* the file ended early */
     r->rc_off = p->off;
   }
   piece_free(fs, p);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "stall.h"
@@ -68,6 +69,17 @@ void tpl__stall_test_stop(const char *point, uint32_t rank) {
   if (strcmp(at != NULL ? at : "deliver", point) == 0 &&
       test_rank_is("TPLOAD_TEST_SIGSTOP_RANK", rank))
     raise(SIGSTOP);
+}
+
+void tpl__stall_test_pause(const char *point, uint32_t rank) {
+  const char *at = getenv("TPLOAD_TEST_PAUSE_AT");
+  const char *who = getenv("TPLOAD_TEST_PAUSE_RANK");
+  if (at == NULL || strcmp(at, point) != 0) return;
+  if (who == NULL || (strcmp(who, "all") != 0 &&
+                      !test_rank_is("TPLOAD_TEST_PAUSE_RANK", rank)))
+    return;
+  for (;;)
+    pause();
 }
 
 void tpl__stall_test_slow(uint32_t rank) {

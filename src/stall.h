@@ -43,6 +43,13 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * reload's model is validated, before its memory check and any byte). */
 void tpl__stall_test_stop(const char *point, uint32_t rank);
 
+/* For tests only: waits for a signal, forever (a rank paused mid-step,
+ * for a test to signal), when TPLOAD_TEST_PAUSE_AT is `point` and
+ * TPLOAD_TEST_PAUSE_RANK is `rank` in decimal or "all".  Does nothing
+ * otherwise.  Points: "written" (preshard, once the rank file has its
+ * header, before its tensors). */
+void tpl__stall_test_pause(const char *point, uint32_t rank);
+
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a
  * rank that reads or writes slowly but keeps going; called on every beat,
  * the environment is read once). */

@@ -51,6 +51,9 @@ struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
 }
 
 int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err) {
+  if (layers == 0) /* never "expected 1..0" */
+    return tpl__fail(err, TPL_EFORMAT,
+                     "--pp %u: the model has no layers to split", pp);
   if (pp == 0 || pp > layers)
     return tpl__fail(err, TPL_EUSAGE,
                      "--pp %u: expected 1..%u (the model's layer count)", pp,

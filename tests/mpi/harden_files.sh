@@ -76,21 +76,21 @@ t_changed "a model file grown mid-load" \
 # Rank 0 is part way through the file (1 MiB chunks, waiting for rank 1
 # to take them), so its next reads come short.
 t_changed "a model file cut short mid-load" \
-  "(file shrank while loading?)" shrink
+  "(it shrank while loading)" shrink
 # --read local: rank 1 stops once it has opened the files, before it
 # reads (so a file replaced meanwhile changes nothing: it reads the one it
 # opened); a file grown meanwhile is 74 from whichever rank sees it.
 LOAD_ARGS="--read local" t_changed "--read local: a model file grown mid-load" \
   "$((size + 1)) bytes here, $size on rank 0" grow
 LOAD_ARGS="--read local" t_changed "--read local: a model file cut short mid-load" \
-  "(file shrank while loading?)" shrink
+  "(it shrank while loading)" shrink
 # The same mid direct read (O_DIRECT through io_uring, several chunks in
 # flight): the read that comes short is named.
 LOAD_ARGS="--io direct" t_changed "--io direct: a model file cut short mid-load" \
-  "(file shrank while loading?)" shrink
+  "(it shrank while loading)" shrink
 LOAD_ARGS="--io direct --read local" t_changed \
   "--io direct --read local: a model file cut short mid-load" \
-  "(file shrank while loading?)" shrink
+  "(it shrank while loading)" shrink
 LOAD_ARGS=
 
 # hub LAYOUT: the model as the HF hub cache stores it.

@@ -64,7 +64,7 @@ out="$T_TMP/term-out"
 job=$!
 # bar_or_ended: the progress bar shows, or the job has already ended.
 bar_or_ended() {
-  grep -q "GiB/s" "$T_TMP/term.err" 2>/dev/null || ! alive "$job"
+  grep -q -E "[KMG]iB/s" "$T_TMP/term.err" 2>/dev/null || ! alive "$job"
 }
 wait_until bar_or_ended
 ranks=$(pgrep -P "$job" -d ' ')

@@ -89,8 +89,9 @@ t_exit "--log-level loud is a usage error" 64 \
 t_exit "--log-level is for serve only" 64 \
   "$TPLOAD" load "$M/m" --log-level info
 
-# bars FILE: how many progress bars (rank 0's "GiB/s ETA") FILE shows.
-bars() { grep -c 'GiB/s ETA' "$1"; }
+# bars FILE: how many progress bars (rank 0's "GiB/s ETA", or MiB/s,
+# KiB/s) FILE shows.
+bars() { grep -c -E '[KMG]iB/s ETA' "$1"; }
 
 # Progress under mpirun: rank 0's stderr is a pipe to mpirun; with
 # --progress=auto the bar follows whether mpirun's stderr is a terminal

@@ -184,6 +184,11 @@ def mlc_cases(out):
         # (a presharded cache, records "NAME_shard-K", is no broken input:
         # inspect lists it, and its refusal as a model to shard is
         # checked in mpi_mlc_layout.sh and test_mlc_layout)
+        # safetensors reserves the name: refused up front, not at preshard.
+        ("mlc_name_metadata", one(rec("__metadata__", [4])), 65),
+        # No file system holds such a name: the cache's data, not an I/O
+        # error (ENAMETOOLONG) at open.
+        ("mlc_data_path_64k", files(file_rec(path="p" * 65536)), 65),
         ("mlc_nbytes_raw_mismatch", one(rec("w", [4, 2], "float16",
                                             nbytes=8)), 65),
         ("mlc_nbytes_bf16_mismatch",

@@ -27,6 +27,52 @@ static void test_strerror(void) {
   CHECK_STR_CONTAINS(tpl_strerror(-ENOENT), "No such file");
 }
 
+/* A message too long for the buffer keeps its start (the file) and its
+ * end (the reason), cut between whole UTF-8 characters (issue 31: they
+ * were cut at about 1.5 KB, losing the reason). */
+static void test_fail_keeps_the_reason(void) {
+  static char name[4001];
+  struct tpl_error err;
+  size_t len;
+  memset(name, 'n', sizeof(name) - 1);
+  name[1000] = '\xc3'; /* a 2-byte character around the cut points */
+  name[1001] = '\xa9';
+  CHECK_EQ_INT(tpl__fail(&err, TPL_EFORMAT,
+                         "model.safetensors: tensor '%s': "
+                         "expected 2 dims, found 3",
+                         name),
+               TPL_EFORMAT);
+  len = strlen(err.msg);
+  CHECK(len < sizeof(err.msg));
+  CHECK(strncmp(err.msg, "model.safetensors: tensor 'nnn", 30) == 0);
+  {
+    const char *reason = "': expected 2 dims, found 3";
+    CHECK(len > strlen(reason) &&
+          strcmp(err.msg + len - strlen(reason), reason) == 0);
+  }
+  CHECK_STR_CONTAINS(err.msg, " [...] ");
+  for (size_t i = 0; i < len; i++) /* no byte of a split character */
+    if ((unsigned char)err.msg[i] == 0xa9)
+      CHECK((unsigned char)err.msg[i - 1] == 0xc3);
+  /* Short messages are untouched. */
+  tpl__fail(&err, TPL_EFORMAT, "%s: short", "f");
+  CHECK(strcmp(err.msg, "f: short") == 0);
+}
+
+/* Out of memory is said as such (issue 31: "cannot allocate a N-byte
+ * shard store", exit 70, named no memory), and not twice. */
+static void test_fail_names_memory(void) {
+  struct tpl_error err;
+  tpl__fail(&err, -ENOMEM, "cannot allocate a %d-byte shard store", 64);
+  CHECK(strcmp(err.msg,
+               "cannot allocate a 64-byte shard store: out of memory") == 0);
+  tpl__fail(&err, -ENOMEM, "x: out of memory");
+  CHECK(strcmp(err.msg, "x: out of memory") == 0);
+  tpl__fail(&err, TPL_EFORMAT, "no word");
+  CHECK(strcmp(err.msg, "no word") == 0);
+  CHECK_EQ_INT(tpl_exit_code(-ENOMEM), 70);
+}
+
 static void test_dtype_table(void) {
   CHECK_EQ_INT(tpl__dtype_from_st("BF16", 4), TPL_DT_BF16);
   CHECK_EQ_INT(tpl__dtype_from_st("BF1", 3), -1);
@@ -265,6 +311,23 @@ static const char *letter(size_t i) {
   return names[i];
 }
 
+/* Progress below 5 MiB/s read "0.00 GiB/s" (issue 31): each rate and
+ * amount in the largest unit it reaches. */
+static void test_cli_rate_units(void) {
+  char b[32];
+  double scale;
+  CHECK(strcmp(tpl__cli_rate(3.5 * 1073741824.0, b, sizeof(b)), "3.50 GiB/s") ==
+        0);
+  CHECK(strcmp(tpl__cli_rate(2.0 * 1048576.0, b, sizeof(b)), "2.0 MiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(4.9 * 1048576.0, b, sizeof(b)), "4.9 MiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(300.0 * 1024, b, sizeof(b)), "300.0 KiB/s") == 0);
+  CHECK(strcmp(tpl__cli_rate(0, b, sizeof(b)), "0.0 KiB/s") == 0);
+  CHECK(strcmp(tpl__cli_unit(51.0 * 1048576.0, &scale), "MiB") == 0);
+  CHECK(scale == 1048576.0);
+  CHECK(strcmp(tpl__cli_unit(2.0 * 1073741824.0, &scale), "GiB") == 0);
+  CHECK(strcmp(tpl__cli_unit(100, &scale), "KiB") == 0);
+}
+
 static void test_cli_list(void) {
   char buf[32], small[6];
   CHECK(strcmp(tpl__cli_list(3, letter, buf, sizeof(buf)), "x, y or z") == 0);
@@ -276,6 +339,8 @@ static void test_cli_list(void) {
 int main(void) {
   RUN(test_exit_codes);
   RUN(test_strerror);
+  RUN(test_fail_keeps_the_reason);
+  RUN(test_fail_names_memory);
   RUN(test_dtype_table);
   RUN(test_overflow_helpers);
   RUN(test_dir_of);
@@ -288,5 +353,6 @@ int main(void) {
   RUN(test_cli_usage_errors);
   RUN(test_cli_help);
   RUN(test_cli_list);
+  RUN(test_cli_rate_units);
   return tap_done();
 }

@@ -99,6 +99,46 @@ static void test_safe_escapes_controls(void) {
                "plain.name_0") == 0);
 }
 
+/* Valid UTF-8 reads as itself (issue 31: a name with an o-umlaut was
+ * shown as \xc3\xb6); what is not valid, or steers the terminal or the
+ * text's direction, is escaped byte by byte. */
+static void test_safe_keeps_utf8(void) {
+  char buf[128];
+  CHECK(strcmp(tpl__cli_safe("w\xc3\xb6rter.\xe2\x82\xac.\xf0\x9f\x98\x80", buf,
+                             sizeof(buf)),
+               "w\xc3\xb6rter.\xe2\x82\xac.\xf0\x9f\x98\x80") == 0);
+  /* A lone continuation byte, a truncated character, overlong forms. */
+  CHECK(strcmp(tpl__cli_safe("a\xa9"
+                             "b\xc3",
+                             buf, sizeof(buf)),
+               "a\\xa9b\\xc3") == 0);
+  CHECK(strcmp(tpl__cli_safe("\xc0\xaf\xe0\x80\xaf", buf, sizeof(buf)),
+               "\\xc0\\xaf\\xe0\\x80\\xaf") == 0);
+  /* A surrogate (U+D800), above U+10FFFF (F4 90 ...). */
+  CHECK(strcmp(tpl__cli_safe("\xed\xa0\x80", buf, sizeof(buf)),
+               "\\xed\\xa0\\x80") == 0);
+  CHECK(strcmp(tpl__cli_safe("\xf4\x90\x80\x80", buf, sizeof(buf)),
+               "\\xf4\\x90\\x80\\x80") == 0);
+  /* C1 control U+009B (CSI), RIGHT-TO-LEFT OVERRIDE U+202E, U+2028. */
+  CHECK(strcmp(tpl__cli_safe("\xc2\x9b"
+                             "1m",
+                             buf, sizeof(buf)),
+               "\\xc2\\x9b"
+               "1m") == 0);
+  CHECK(strcmp(tpl__cli_safe("x\xe2\x80\xae"
+                             "y",
+                             buf, sizeof(buf)),
+               "x\\xe2\\x80\\xaey") == 0);
+  CHECK(strcmp(tpl__cli_safe("\xe2\x80\xa8", buf, sizeof(buf)),
+               "\\xe2\\x80\\xa8") == 0);
+}
+
+/* Cut before a character that does not fit, never inside it. */
+static void test_safe_cuts_at_whole_character(void) {
+  char buf[4];
+  CHECK(strcmp(tpl__cli_safe("a\xe2\x82\xac", buf, sizeof(buf)), "a") == 0);
+}
+
 static void test_safe_cuts_at_whole_escape(void) {
   char buf[6];
   /* "ab" fits, "\x01" (4 bytes) would not: cut before it. */
@@ -240,6 +280,8 @@ int main(void) {
   RUN(test_plan_nul_refused);
   RUN(test_safe_escapes_controls);
   RUN(test_safe_cuts_at_whole_escape);
+  RUN(test_safe_keeps_utf8);
+  RUN(test_safe_cuts_at_whole_character);
   RUN(test_stall_never_with_zero);
   RUN(test_stall_fires_past_deadline);
   RUN(test_ready_claim);

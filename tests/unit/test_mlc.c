@@ -449,6 +449,40 @@ static void test_preshard_refused(void) {
   CHECK_STR_CONTAINS(err.msg, "MLC_INTERNAL_PRESHARD_NUM");
 }
 
+/* safetensors reserves __metadata__: refused where it is read (issue 31:
+ * it passed inspect, load and serve, then preshard and dump failed). */
+static void test_metadata_name_refused(void) {
+  expect_fail_recs(REC("__metadata__", "[4]", "float16", "raw", "8", "0"),
+                   TPL_EFORMAT, "tensor '__metadata__'");
+  CHECK_STR_CONTAINS(err.msg, "record 0");
+  CHECK_STR_CONTAINS(err.msg, "reserves __metadata__");
+  /* Only the exact name. */
+  CHECK_EQ_INT(parse_recs(REC("__metadata__x", "[4]", "float16", "raw", "8",
+                              "0") "," REC("_metadata__", "[4]", "float16",
+                                           "raw", "8", "8"),
+                          NULL),
+               0);
+}
+
+/* A dataPath no file system could hold (64 KiB) is the cache's bad
+ * data (65), not an I/O error at open (ENAMETOOLONG, 74). */
+static void test_data_path_too_long(void) {
+  static char json[70000];
+  char *name = malloc(65537);
+  CHECK(name != NULL);
+  if (name == NULL) return;
+  memset(name, 'p', 65536);
+  name[65536] = '\0';
+  snprintf(json, sizeof(json),
+           "{\"records\":[{\"dataPath\":\"%s\",\"format\":\"raw-shard\","
+           "\"nbytes\":64,\"records\":[]}]}",
+           name);
+  free(name);
+  expect_fail(json, TPL_EFORMAT,
+              "expected a file name of at most 255 bytes, "
+              "found 65536 bytes");
+}
+
 /* Names that merely contain the tag are ordinary tensors. */
 static void test_preshard_lookalike_accepted(void) {
   CHECK_EQ_INT(
@@ -577,6 +611,8 @@ int main(void) {
   RUN(test_bf16_format_on_other_dtypes_is_raw);
   RUN(test_bf16_format_other_dtype_nbytes);
   RUN(test_preshard_refused);
+  RUN(test_metadata_name_refused);
+  RUN(test_data_path_too_long);
   RUN(test_preshard_lookalike_accepted);
   RUN(test_nbytes_raw_mismatch);
   RUN(test_nbytes_bf16_mismatch);

@@ -194,6 +194,32 @@ static void test_glob_question(void) {
   CHECK(!tpl__glob_match("*?", ""));
 }
 
+/* `?` is one UTF-8 character, of any length (issue 31: `w?` cut `wx`
+ * but left `w\xc3\xa9` whole); `*` over multi-byte names swallows whole
+ * characters. */
+static void test_glob_utf8(void) {
+  CHECK(tpl__glob_match("w?", "w\xc3\xa9"));         /* U+00E9: 2 bytes */
+  CHECK(tpl__glob_match("w?", "w\xe2\x82\xac"));     /* U+20AC: 3 bytes */
+  CHECK(tpl__glob_match("w?", "w\xf0\x9f\x98\x80")); /* U+1F600: 4 bytes */
+  CHECK(!tpl__glob_match("w??", "w\xc3\xa9"));       /* one, not two */
+  CHECK(tpl__glob_match("w?.x", "w\xc3\xa9.x"));
+  CHECK(!tpl__glob_match("w?.x", "w\xc3\xa9\xc3\xa9.x"));
+  CHECK(tpl__glob_match("??", "\xc3\xa9\xe2\x82\xac"));
+  CHECK(!tpl__glob_match("???", "\xc3\xa9\xe2\x82\xac"));
+  CHECK(tpl__glob_match("*?", "\xc3\xa9"));
+  CHECK(!tpl__glob_match("*??", "\xc3\xa9"));
+  CHECK(tpl__glob_match("*\xc3\xa9", "\xc3\xa9\xc3\xa9"));
+  CHECK(tpl__glob_match("*.\xc3\xa9.*", "a.\xc3\xa9.b"));
+  CHECK(!tpl__glob_match("*.\xc3\xa9.*", "a.\xc3\xa8.b"));
+  CHECK(tpl__glob_match("*?.x", "\xe2\x82\xac\xc3\xa9.x"));
+  CHECK(tpl__glob_match("*\xa9", "\xc3\xa9") == 0); /* no half character */
+  CHECK(tpl__glob_match("?\xa9", "\xc3\xa9") == 0);
+  /* A byte that starts no character still counts as one. */
+  CHECK(tpl__glob_match("a?b", "a\xff"
+                               "b"));
+  CHECK(tpl__glob_match("a?", "a\xc3")); /* truncated: never past the end */
+}
+
 /* The classic exponential case for recursive matchers must be instant. */
 static void test_glob_no_backtracking_blowup(void) {
   static char name[20001], pat[64];
@@ -1386,6 +1412,7 @@ int main(void) {
   RUN(test_glob_literal);
   RUN(test_glob_star);
   RUN(test_glob_question);
+  RUN(test_glob_utf8);
   RUN(test_glob_no_backtracking_blowup);
   RUN(test_parse_design_example);
   RUN(test_parse_default_name);

@@ -152,6 +152,12 @@ static uint32_t layer_stage(uint32_t layers, uint32_t pp, uint32_t i) {
 /* L = 32, P = 4: L // P = 8, so layers 0-7, 8-15, 16-23, 24-31. */
 static void test_stages_32_over_4(void) {
   CHECK_EQ_INT(tpl__stage_check(32, 4, NULL), 0);
+  {
+    struct tpl_error e; /* 0 layers: never "expected 1..0" */
+    CHECK_EQ_INT(tpl__stage_check(0, 2, &e), TPL_EFORMAT);
+    CHECK(strstr(e.msg, "1..0") == NULL);
+    CHECK_STR_CONTAINS(e.msg, "no layers");
+  }
   for (uint32_t i = 0; i < 32; i++)
     CHECK_EQ_U64(layer_stage(32, 4, i), i < 8    ? 0
                                         : i < 16 ? 1
@@ -182,7 +188,6 @@ static void check_stage_refused(uint32_t layers, uint32_t pp, const char *msg) {
 static void test_stage_refusals(void) {
   check_stage_refused(3, 4, "--pp 4: expected 1..3");
   check_stage_refused(32, 0, "--pp 0: expected 1..32");
-  check_stage_refused(0, 1, "--pp 1: expected 1..0");
   check_stage_refused(30, 4, "layers 28..29 on a stage 4");
   check_stage_refused(10, 3, "layers 9..9 on a stage 3");
 }
