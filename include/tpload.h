@@ -50,7 +50,9 @@ extern "C" {
   XX(EOUTPUT, -10011, "cannot create output", 73)                              \
   XX(EMISMATCH, -10012, "verification mismatch", 65)                           \
   XX(EUNREACHABLE, -10013, "daemon unreachable", 69)                           \
-  XX(EPROTO, -10014, "protocol error", 69)
+  XX(EPROTO, -10014, "protocol error", 69)                                     \
+  XX(EDENIED, -10015, "access denied", 77)                                     \
+  XX(EREMOTE, -10016, "remote source unavailable", 69)
 
 enum tpl_errno {
 #define TPL_ERRNO_ENUM(name, val, msg, ex) TPL_##name = (val),

@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_files.h"
+#include "ckpt_remote.h"
 #include "fileio.h"
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
@@ -142,6 +143,28 @@ static int open_directory(const char *dir, struct tpl_model **out,
                    "model.safetensors.index.json, tensor-cache.json or "
                    "ndarray-cache.json, found none",
                    dir);
+}
+
+int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
+                         struct tpl_model **out, struct tpl_error *err) {
+  static const struct tpl__http_opts defaults = TPL_HTTP_OPTS_DEFAULT;
+  if (tpl__url_is_remote(path))
+    return tpl__remote_open(path, http ? http : &defaults, out, err);
+  return tpl__model_open(path, out, err);
+}
+
+int tpl__model_read_member(const struct tpl_model *m, const char *name,
+                           size_t cap, char **buf, size_t *len,
+                           struct tpl_error *err) {
+  char *path;
+  int rc;
+  if (m->http != NULL)
+    return tpl__remote_read_member(m, name, cap, buf, len, err);
+  path = tpl__path_join(m->dir, name);
+  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__read_file(path, cap, buf, len, err);
+  free(path);
+  return rc;
 }
 
 int tpl__model_open(const char *path, struct tpl_model **out,

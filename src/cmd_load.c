@@ -19,6 +19,7 @@
 #include "serve.h"
 #include "stall.h"
 #include "store.h"
+#include "url.h"
 
 static const char load_help[] =
     "usage: mpirun -np N tpload load MODEL [options]\n"
@@ -222,6 +223,11 @@ static int check_sink_options(struct load_cli *c,
 static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   int rc;
   c->o.model = a->operands[0];
+  if (tpl__url_is_remote(c->o.model))
+    return usage(c,
+                 "MODEL '%s': loading from a URL is not built yet "
+                 "(inspect and plan read URLs)",
+                 "URL");
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
   c->preshard.dir = a->value[OPT_OUT];

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
+#include "url.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -42,6 +43,9 @@ static int run_verify(const struct tpl__cli_command *cmd,
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0)
     return 64;
+  if (tpl__url_is_remote(a->operands[0]))
+    return tpl__cli_usage_error(cmd, "verify reads a local MODEL, found a "
+                                     "URL");
   rc = tpl__verify(a->operands[0], a->operands[1], plan, &want, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))

@@ -125,7 +125,7 @@ int tpl__job_from_model(const struct tpl_model *m,
   if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   job->grid = *grid;
   job->bias_scaling = bias_scaling;
-  job->model = strdup(model_arg);
+  job->model = strdup(m->shown ? m->shown : model_arg);
   job->plan_source = strdup(plan_source ? plan_source : "");
   job->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof(*job->tensors));
   if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL ||

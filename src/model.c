@@ -31,11 +31,16 @@ void tpl__model_free(struct tpl_model *m) {
   for (size_t i = 0; i < m->nfiles; i++) {
     free(m->files[i].path);
     free(m->files[i].name);
+    free(m->files[i].url);
     if (m->files[i].fd >= 0) close(m->files[i].fd);
   }
   free(m->tensors);
   free(m->files);
   free(m->dir);
+  if (m->url != NULL) tpl__url_clear(m->url);
+  free(m->url);
+  tpl__http_close(m->http);
+  free(m->shown);
   free(m);
 }
 

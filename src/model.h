@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "http.h"
+#include "url.h"
 
 enum tpl_model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
@@ -35,13 +37,18 @@ struct tpl__tensor {
 };
 
 struct tpl__file {
-  char *path;        /* owned; as opened (dir + name) */
-  char *name;        /* owned; as named in the index/model */
-  uint64_t size;     /* bytes, from fstat when opened */
-  int fd;            /* owned: the descriptor validated, which
-                        the engine reads; -1 when none */
-  uint64_t dev, ino; /* its identity when validated ... */
-  int64_t mtime_ns;  /* ... and modification time */
+  char *path;               /* owned; as opened (dir + name) */
+  char *name;               /* owned; as named in the index/model */
+  uint64_t size;            /* bytes, from fstat when opened */
+  int fd;                   /* owned: the descriptor validated, which
+                               the engine reads; -1 when none */
+  uint64_t dev, ino;        /* its identity when validated ... */
+  int64_t mtime_ns;         /* ... and modification time */
+  char *url;                /* owned: a remote file's URL as fetched (its
+                               query, a presigned signature, kept), NULL for
+                               a local file; `path` is its shown form */
+  struct tpl__http_obj obj; /* a remote file's size and validators
+                               when validated */
 };
 
 struct tpl_model {
@@ -53,6 +60,11 @@ struct tpl_model {
   size_t ntensors;
   size_t cap_tensors;
   size_t name_bytes; /* all tensor names, for the cap */
+  /* A model at a URL (checkpoint.h); all NULL for a local one. */
+  struct tpl__url *url;   /* owned: MODEL parsed */
+  struct tpl__http *http; /* owned: the client that read it */
+  char *shown;            /* owned: MODEL as messages and reports show
+                             it (without a presigned URL's signature) */
 };
 
 /* Frees a model and everything it owns; NULL is accepted. */

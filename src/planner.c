@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "fileio.h"
 #include "jsonu.h"
 #include "planner.h"
@@ -37,11 +38,12 @@ static int config_read(const struct tpl_model *m, struct config *c,
   char *buf = NULL;
   size_t len = 0;
   int rc;
+  const char *name;
   c->mlc = m->format == TPL_FMT_MLC;
-  c->path =
-      tpl__path_join(m->dir, c->mlc ? "mlc-chat-config.json" : "config.json");
+  name = c->mlc ? "mlc-chat-config.json" : "config.json";
+  c->path = tpl__path_join(m->dir, name);
   if (c->path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(c->path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
   if (rc == 0) rc = tpl__json_parse_object(buf, len, c->path, &c->json, err);
   free(buf);
   return rc;
