@@ -110,6 +110,10 @@ static int copy_files(struct tpl__job *job, const struct tpl_model *m) {
     job->files[f].size = m->files[f].size;
     job->files[f].mtime_ns = m->files[f].mtime_ns;
     if (job->files[f].path == NULL) return -ENOMEM;
+    job->files[f].obj = m->files[f].obj;
+    if (m->files[f].url != NULL &&
+        (job->files[f].url = strdup(m->files[f].url)) == NULL)
+      return -ENOMEM;
   }
   return 0;
 }
@@ -246,8 +250,10 @@ void tpl__job_free(struct tpl__job *job) {
     free(job->tensors[i].func_name);
   }
   free(job->tensors);
-  for (size_t f = 0; job->files != NULL && f < job->nfiles; f++)
+  for (size_t f = 0; job->files != NULL && f < job->nfiles; f++) {
     free(job->files[f].path);
+    free(job->files[f].url);
+  }
   free(job->files);
   free(job->model);
   free(job->plan_source);

@@ -5,7 +5,8 @@
  * config, anything else is a plan file.  The config is read once and
  * also gives the plan its quantization facts (quant.c) and the preset
  * check the model's MoE layout.  This is the only place a plan's inputs
- * are read from disk; plans, presets and quantization only parse. */
+ * are read (from disk, or a MODEL URL's server: tpl__model_read_member);
+ * plans, presets and quantization only parse. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

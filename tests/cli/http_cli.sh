@@ -61,6 +61,23 @@ for l in single index mlc; do
   fi
 done
 
+# --plan auto reads config.json from the same server: synth's llama
+# (hidden 256, intermediate 512) cut 2 ways as DESIGN.md section 3 says
+# (q_proj dim 0, down_proj dim 1)
+"$TPLOAD" synth --arch llama --out "$W/llama" --quiet >/dev/null 2>&1 ||
+  { echo "Bail out! synth failed"; exit 99; }
+if "$TPLOAD" plan "$U/llama/" --shards 2 >"$T_TMP/p.json" 2>"$T_TMP/p.err" &&
+  "$ORACLE" - "$T_TMP/p.json" <<'PY'
+import json, sys
+p = {q["name"]: q["shape"] for q in json.load(open(sys.argv[1]))["params"]}
+assert p["model.layers.0.self_attn.q_proj.weight"] == [128, 256], p
+assert p["model.layers.0.mlp.down_proj.weight"] == [256, 256], p
+PY
+then
+  t_ok "plan --plan auto of a URL reads its config.json"
+else
+  t_fail "plan auto over a URL" "$(head -c 2000 "$T_TMP/p.err")"
+fi
 # the index's files came over one kept-alive connection after the JSON
 if awk '$2 ~ /^\/index\/model-0000[123]/ && $7 > 1 { n++ } END { exit n < 3 }' \
     "$NGX_DIR/access.log"; then
@@ -79,6 +96,8 @@ expect_fail() {
   fi
 }
 
+expect_fail "plan auto without config.json on the server (66)" 66 \
+  "$U/single/config.json: not found" plan "$U/single/" --shards 2
 expect_fail "404 names the URL (66)" 66 "$U/nope/model.safetensors: HTTP 404" \
   inspect "$U/nope/model.safetensors"
 expect_fail "a directory URL with no model (66)" 66 "found none" \
