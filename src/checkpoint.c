@@ -153,6 +153,27 @@ int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
   return tpl__model_open(path, out, err);
 }
 
+int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
+                    uint64_t len, uint64_t off, struct tpl_error *err) {
+  struct tpl__file *f = &m->files[idx];
+  int rc;
+  if (f->url != NULL) {
+    struct tpl__http_read r = {.url = f->url,
+                               .shown = f->path,
+                               .off = off,
+                               .len = len,
+                               .dst = dst,
+                               .obj = &f->obj};
+    return tpl__http_read_all(m->http, &r, 1, err);
+  }
+  rc = tpl__pread_full(f->fd, dst, (size_t)len, off);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: cannot read %llu bytes at offset %llu: %s",
+                     f->path, (unsigned long long)len, (unsigned long long)off,
+                     tpl_strerror(rc));
+  return 0;
+}
+
 int tpl__model_read_member(const struct tpl_model *m, const char *name,
                            size_t cap, char **buf, size_t *len,
                            struct tpl_error *err) {

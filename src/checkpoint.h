@@ -27,6 +27,14 @@ int tpl__model_open(const char *path, struct tpl_model **out,
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
                          struct tpl_model **out, struct tpl_error *err);
 
+/* Reads the bytes [off, off + len) of file `idx` of `m` into dst: from
+ * the descriptor validated at open, or, for a remote file, with ranged
+ * GETs checked against the size and ETag the server gave then.  Returns
+ * 0 or a failure with err naming the file (-EIO for a file that ended
+ * early or changed; the client's codes, http.h). */
+int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
+                    uint64_t len, uint64_t off, struct tpl_error *err);
+
 /* Reads member `name` of the model's directory (config.json), a local
  * file or one fetched from the model's server, whole, at most `cap`
  * bytes, into a NUL-terminated malloc'd *buf (caller frees).  Returns 0,

@@ -5,7 +5,6 @@
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
-#include "url.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -20,33 +19,41 @@ static const char verify_help[] =
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output.  The plan must be the one preshard used (default\n"
     "auto).\n"
-    "\n"
+    "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
-    "malformed input, 66 a file missing, 74 I/O error.\n";
+    "malformed input, 66 a file missing (HTTP 404 included), 69 a server\n"
+    "unreachable or failing after the retries, 74 I/O error (a remote\n"
+    "object that changed included), 77 access denied (HTTP 401/403).\n";
 
-enum { OPT_PLAN, OPT_QUIET, OPT_TP, OPT_PP };
+enum {
+  OPT_PLAN,
+  OPT_QUIET,
+  OPT_TP,
+  OPT_PP,
+  TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
+};
 
 static const struct tpl__cli_option verify_options[] = {
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
-};
+    TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
                       const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl__verify_result res;
   struct tpl__verify_grid want;
+  struct tpl__http_opts ho;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   int rc;
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
-      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0)
+      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
+      tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
-  if (tpl__url_is_remote(a->operands[0]))
-    return tpl__cli_usage_error(cmd, "verify reads a local MODEL, found a "
-                                     "URL");
-  rc = tpl__verify(a->operands[0], a->operands[1], plan, &want, &res, &err);
+  rc =
+      tpl__verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))
     printf("verify: %u ranks (tp %u x pp %u x dp %u), %llu tensor shards, "
