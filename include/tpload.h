@@ -94,11 +94,36 @@ TPL_API const char *tpl_version(void);
  * exits) until tpl_detach. */
 struct tpl_shard;
 
+/* The element type of a tensor, as a number (tpl_tensor_view's
+ * dtype_id).  The values are part of the ABI: they never change, and a
+ * later version only adds new ones, so a consumer should refuse a value
+ * it does not know.  Each comment gives the MLC name (the view's `dtype`
+ * string), the safetensors name and the size of one element in bytes.
+ * Every type is little-endian; bool is one byte, 0 or 1. */
+enum tpl_dtype {
+  TPL_DT_BOOL = 0,     /* "bool", BOOL, 1 */
+  TPL_DT_U8 = 1,       /* "uint8", U8, 1 */
+  TPL_DT_I8 = 2,       /* "int8", I8, 1 */
+  TPL_DT_I16 = 3,      /* "int16", I16, 2 */
+  TPL_DT_U16 = 4,      /* "uint16", U16, 2 */
+  TPL_DT_F16 = 5,      /* "float16", F16, 2: IEEE 754 binary16 */
+  TPL_DT_BF16 = 6,     /* "bfloat16", BF16, 2: the top half of a float32 */
+  TPL_DT_I32 = 7,      /* "int32", I32, 4 */
+  TPL_DT_U32 = 8,      /* "uint32", U32, 4 */
+  TPL_DT_F32 = 9,      /* "float32", F32, 4 */
+  TPL_DT_F64 = 10,     /* "float64", F64, 8 */
+  TPL_DT_I64 = 11,     /* "int64", I64, 8 */
+  TPL_DT_U64 = 12,     /* "uint64", U64, 8 */
+  TPL_DT_F8_E4M3 = 13, /* "float8_e4m3fn", F8_E4M3, 1: OCP E4M3, no inf */
+  TPL_DT_F8_E5M2 = 14  /* "float8_e5m2", F8_E5M2, 1: OCP E5M2 */
+};
+
 /* One tensor as the attached rank holds it.  Every pointer is borrowed
  * from the attachment and valid until tpl_detach. */
 struct tpl_tensor_view {
   const char *name;
-  const char *dtype; /* MLC name: "float16", "bfloat16", "float32", ... */
+  const char *dtype;       /* MLC name: "float16", "bfloat16", ... */
+  enum tpl_dtype dtype_id; /* the same type as a number */
   int ndim;
   const uint64_t *shape; /* ndim entries */
   const void *data;      /* read-only; NULL only when nbytes is 0 */
@@ -132,8 +157,8 @@ TPL_API uint64_t tpl_shard_bytes(const struct tpl_shard *s);
 /* The serving job's identity: its random id (32 hex digits, drawn once
  * per `tpload serve` and the same on every rank, also in the ready file)
  * and the MODEL it loaded.  Borrowed until tpl_detach. */
-const char *tpl_shard_job_id(const struct tpl_shard *s);
-const char *tpl_shard_model(const struct tpl_shard *s);
+TPL_API const char *tpl_shard_job_id(const struct tpl_shard *s);
+TPL_API const char *tpl_shard_model(const struct tpl_shard *s);
 
 /* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
  * checkpoint's order).  Returns 0 or -ERANGE. */

@@ -67,8 +67,9 @@ static int open_mlc_files(const char *what, struct tpl_model *m,
  * every record, then confines and opens each shard file, checking its
  * size. */
 static int load_mlc(const char *buf, size_t len, const char *what,
-                    struct tpl_model *m, struct tpl_error *err) {
-  int rc = tpl__mlc_parse(buf, len, what, m, err);
+                    int presharded, struct tpl_model *m,
+                    struct tpl_error *err) {
+  int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
   if (rc == 0) rc = open_mlc_files(what, m, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
   return rc;
@@ -79,7 +80,7 @@ static int load_mlc(const char *buf, size_t len, const char *what,
 /* Opens `path`, a file named `name` in `dir`, as a checkpoint of
  * `format`: a safetensors file, or the JSON of an index or MLC cache. */
 static int open_format(const char *dir, const char *path, const char *name,
-                       int format, struct tpl_model **out,
+                       int format, int presharded, struct tpl_model **out,
                        struct tpl_error *err) {
   struct tpl_model *m = tpl__model_new(format, dir);
   char *buf = NULL;
@@ -93,7 +94,7 @@ static int open_format(const char *dir, const char *path, const char *name,
   if (rc == 0 && format == TPL_FMT_ST_INDEX)
     rc = load_index(buf, len, dir, path, m, err);
   else if (rc == 0 && format == TPL_FMT_MLC)
-    rc = load_mlc(buf, len, path, m, err);
+    rc = load_mlc(buf, len, path, presharded, m, err);
   free(buf);
   if (rc == 0)
     *out = m;
@@ -108,15 +109,15 @@ static int open_single_file(const char *path, struct tpl_model **out,
   char *dir = tpl__dir_of(path);
   int rc;
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = open_format(dir, path, slash ? slash + 1 : path, TPL_FMT_SAFETENSORS,
+  rc = open_format(dir, path, slash ? slash + 1 : path, TPL_FMT_SAFETENSORS, 0,
                    out, err);
   free(dir);
   return rc;
 }
 
 /* The first of the probes that exists decides the format. */
-static int open_directory(const char *dir, struct tpl_model **out,
-                          struct tpl_error *err) {
+static int open_directory(const char *dir, int presharded,
+                          struct tpl_model **out, struct tpl_error *err) {
   static const struct {
     const char *name;
     int format;
@@ -134,7 +135,8 @@ static int open_directory(const char *dir, struct tpl_model **out,
       free(p);
       continue;
     }
-    rc = open_format(dir, p, probes[i].name, probes[i].format, out, err);
+    rc = open_format(dir, p, probes[i].name, probes[i].format, presharded, out,
+                     err);
     free(p);
     return rc;
   }
@@ -146,11 +148,13 @@ static int open_directory(const char *dir, struct tpl_model **out,
 }
 
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
-                         struct tpl_model **out, struct tpl_error *err) {
+                         int presharded, struct tpl_model **out,
+                         struct tpl_error *err) {
   static const struct tpl__http_opts defaults = TPL_HTTP_OPTS_DEFAULT;
   if (tpl__url_is_remote(path))
-    return tpl__remote_open(path, http ? http : &defaults, out, err);
-  return tpl__model_open(path, out, err);
+    return tpl__remote_open(path, http ? http : &defaults, presharded, out,
+                            err);
+  return tpl__model_open_flags(path, presharded, out, err);
 }
 
 int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
@@ -190,11 +194,16 @@ int tpl__model_read_member(const struct tpl_model *m, const char *name,
 
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err) {
+  return tpl__model_open_flags(path, 0, out, err);
+}
+
+int tpl__model_open_flags(const char *path, int presharded,
+                          struct tpl_model **out, struct tpl_error *err) {
   /* Every member stays open from validation to the end of the load (see
    * tpl__model_hold_fd). */
   tpl__raise_fd_limit();
   if (!tpl__exists(path))
     return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);
-  if (tpl__is_dir(path)) return open_directory(path, out, err);
+  if (tpl__is_dir(path)) return open_directory(path, presharded, out, err);
   return open_single_file(path, out, err);
 }

@@ -19,13 +19,20 @@
 int tpl__model_open(const char *path, struct tpl_model **out,
                     struct tpl_error *err);
 
-/* tpl__model_open, where MODEL may also be an http:// or https:// URL
- * (url.h), read with a client of options `http` (NULL: the defaults;
- * ckpt_remote.h): its files are then recorded with their URL, size and
- * validators, not held open.  Returns tpl__model_open's codes and the
- * client's (http.h). */
+/* tpl__model_open, and with `presharded` nonzero an MLC cache presharded
+ * by MLC's layout (records "NAME_shard-K") is read as it is, for listing
+ * or checking it; never a model to shard. */
+int tpl__model_open_flags(const char *path, int presharded,
+                          struct tpl_model **out, struct tpl_error *err);
+
+/* tpl__model_open_flags, where MODEL may also be an http:// or https://
+ * URL (url.h), read with a client of options `http` (NULL: the
+ * defaults; ckpt_remote.h): its files are then recorded with their URL,
+ * size and validators, not held open.  Returns tpl__model_open's codes
+ * and the client's (http.h). */
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
-                         struct tpl_model **out, struct tpl_error *err);
+                         int presharded, struct tpl_model **out,
+                         struct tpl_error *err);
 
 /* Reads the bytes [off, off + len) of file `idx` of `m` into dst: from
  * the descriptor validated at open, or, for a remote file, with ranged

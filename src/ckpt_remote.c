@@ -159,8 +159,8 @@ static int probe_mlc_files(struct tpl_model *m, const char *what,
 }
 
 static int load_mlc(struct tpl_model *m, const char *buf, size_t len,
-                    const char *what, struct tpl_error *err) {
-  int rc = tpl__mlc_parse(buf, len, what, m, err);
+                    const char *what, int presharded, struct tpl_error *err) {
+  int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
   if (rc == 0) rc = probe_mlc_files(m, what, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
   return rc;
@@ -181,7 +181,8 @@ static const struct {
 /* Opens probe k of the directory: -ENOENT (or TPL_EDENIED, which an
  * object store answers for a missing key to whoever may not list the
  * bucket) when the server has no such object. */
-static int open_probe(struct tpl_model *m, size_t k, struct tpl_error *err) {
+static int open_probe(struct tpl_model *m, size_t k, int presharded,
+                      struct tpl_error *err) {
   struct member mb;
   char *buf = NULL;
   size_t len = 0;
@@ -195,16 +196,17 @@ static int open_probe(struct tpl_model *m, size_t k, struct tpl_error *err) {
   if (rc == 0 && m->format == TPL_FMT_ST_INDEX)
     rc = load_index(m, buf, len, mb.shown, err);
   else if (rc == 0)
-    rc = load_mlc(m, buf, len, mb.shown, err);
+    rc = load_mlc(m, buf, len, mb.shown, presharded, err);
   free(buf);
   member_clear(&mb);
   return rc;
 }
 
-static int open_dir(struct tpl_model *m, struct tpl_error *err) {
+static int open_dir(struct tpl_model *m, int presharded,
+                    struct tpl_error *err) {
   struct tpl_error denied = {0};
   for (size_t k = 0; k < ARRAY_SIZE(probes); k++) {
-    int rc = open_probe(m, k, err);
+    int rc = open_probe(m, k, presharded, err);
     if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
     if (rc != -ENOENT && rc != TPL_EDENIED) return rc;
     if (m->nfiles != 0 || m->ntensors != 0) return rc; /* a member failed */
@@ -248,7 +250,8 @@ static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
 }
 
 int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
-                     struct tpl_model **out, struct tpl_error *err) {
+                     int presharded, struct tpl_model **out,
+                     struct tpl_error *err) {
   struct tpl__url u;
   struct tpl_model *m = NULL;
   int rc = tpl__url_parse(s, &u, err);
@@ -260,7 +263,7 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
     m->format = TPL_FMT_SAFETENSORS;
     rc = st_load(m, m->url->name, err);
   } else {
-    rc = open_dir(m, err);
+    rc = open_dir(m, presharded, err);
   }
   if (rc != 0) {
     tpl__model_free(m);

@@ -17,9 +17,12 @@
  * model.safetensors in that order (the first the server has decides).
  * On success *out holds the model, its client and its files (fd -1, url
  * and obj set).  Returns 0, the parsers' TPL_E* codes, TPL_ENOMODEL when
- * the directory has none of them, or the client's codes (http.h). */
+ * the directory has none of them, or the client's codes (http.h).
+ * `presharded`: an MLC cache of MLC's preshard layout is read as it is
+ * (tpl__mlc_parse_flags), for listing. */
 int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
-                     struct tpl_model **out, struct tpl_error *err);
+                     int presharded, struct tpl_model **out,
+                     struct tpl_error *err);
 
 /* Fetches member `name` of a remote model's directory (config.json),
  * whole, at most `cap` bytes, into a NUL-terminated malloc'd *buf.

@@ -435,6 +435,7 @@ static void fill_view(const struct tpl_shard *s, size_t i,
   const struct tpl__tmap_entry *e = &s->map.entries[i];
   v->name = s->map.names + e->name_off;
   v->dtype = tpl__dtype_mlc_name(e->dtype);
+  v->dtype_id = (enum tpl_dtype)e->dtype;
   v->ndim = e->ndim;
   v->shape = s->map.dims + e->dims_off;
   v->data = e->nbytes == 0 ? NULL : s->base + e->offset;

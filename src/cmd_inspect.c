@@ -26,7 +26,8 @@ static const char inspect_help[] =
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
-    "directory) and lists every tensor: name, dtype, shape, bytes, file.\n"
+    "directory, presharded ones too: `preshard --layout mlc` output or\n"
+    "MLC's own) and lists every tensor: name, dtype, shape, bytes, file.\n"
     "\n"
     "  --json      print one JSON object (tensors in checkpoint order,\n"
     "              totals)\n"
@@ -211,7 +212,8 @@ static int run(const struct tpl__cli_command *cmd,
                                      "--tp T");
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
-  rc = tpl__model_open_with(a->operands[0], &ho, &m, &err);
+  /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
+  rc = tpl__model_open_with(a->operands[0], &ho, !sharded, &m, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), &err);

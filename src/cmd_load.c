@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "jsonu.h"
 #include "log.h"
+#include "mlc_writer.h"
 #include "preshard.h"
 #include "report.h"
 #include "serve.h"
@@ -33,7 +34,8 @@ static const char load_help[] =
     "once and is forwarded between the ranks that hold it.\n"
     "  load      deliver, print the job's report, exit\n"
     "  preshard  then every rank writes DIR/rank{R}.safetensors and rank 0\n"
-    "            writes DIR/shard-info.json last\n"
+    "            writes DIR/shard-info.json last (or, with --layout mlc,\n"
+    "            the presharded tensor cache MLC LLM's runtime loads)\n"
     "  serve     then every rank serves its shard on DIR/rank{R}.sock until\n"
     "            `tpload status SOCK --shutdown`, SIGTERM or SIGINT\n"
     "\n"
@@ -62,6 +64,20 @@ static const char load_help[] =
     "                      (default 300; 0 waits forever)\n"
     "  --out DIR           preshard: output directory\n"
     "  --force             preshard: replace existing output\n"
+    "  --layout L          preshard: rank (default: rank{R}.safetensors and\n"
+    "                      shard-info.json) or mlc: MODEL must be an MLC\n"
+    "                      weight directory; DIR becomes one that MLC LLM\n"
+    "                      loads with MLC_INTERNAL_PRESHARD_NUM=T: records\n"
+    "                      NAME_shard-K (worker K's cut, as MLC's shard\n"
+    "                      functions give it) in params_shard_*.bin files\n"
+    "                      of worker K's own, replicated params once under\n"
+    "                      their names in shared files, the other files of\n"
+    "                      MODEL copied, mlc-chat-config.json with\n"
+    "                      tensor_parallel_shards T and\n"
+    "                      pipeline_parallel_stages P, tensor-cache.json\n"
+    "                      last.  Row-parallel biases are written unscaled\n"
+    "                      whatever --no-bias-scaling says: MLC's compiled\n"
+    "                      model divides them itself\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
     "  --ready-file F      serve: written once every rank is serving\n"
     "  --hugetlb W         serve: shard store in hugetlb pages: auto (when\n"
@@ -81,6 +97,8 @@ struct load_cli {
   int progress; /* enum progress_mode */
   double t0, last_line;
   struct tpl__preshard_opts preshard; /* the sinks' options */
+  struct tpl__mlc_writer_opts mlc;
+  int layout_mlc; /* preshard --layout mlc */
   struct tpl__serve_opts serve;
 };
 
@@ -96,6 +114,7 @@ struct load_cli {
   X(OPT_PROGRESS, "progress", TPL_CLI_OPTIONAL)                                \
   X(OPT_OUT, "out", TPL_CLI_VALUE)                                             \
   X(OPT_FORCE, "force", TPL_CLI_FLAG)                                          \
+  X(OPT_LAYOUT, "layout", TPL_CLI_VALUE)                                       \
   X(OPT_SOCKET_DIR, "socket-dir", TPL_CLI_VALUE)                               \
   X(OPT_READY, "ready-file", TPL_CLI_VALUE)                                    \
   X(OPT_HUGETLB, "hugetlb", TPL_CLI_VALUE)                                     \
@@ -220,6 +239,29 @@ static int check_sink_options(struct load_cli *c,
   return 0;
 }
 
+/* --layout rank | mlc (preshard only; mlc needs an MLC weight
+ * directory, and its biases stay unscaled: MLC's graph scales them). */
+static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
+  const char *v = a->value[OPT_LAYOUT];
+  if (v == NULL) return 0;
+  if (c->cmd != &tpl__cmd_preshard)
+    return usage(c, "%s: --layout is for preshard", c->cmd->name);
+  if (strcmp(v, "mlc") != 0 && strcmp(v, "rank") != 0)
+    return usage(c, "--layout expects rank or mlc, got '%s'", v);
+  c->layout_mlc = strcmp(v, "mlc") == 0;
+  if (c->layout_mlc && !tpl__mlc_writer_is_mlc_dir(c->o.model))
+    return usage(c,
+                 "--layout mlc writes MLC's presharded cache from an MLC "
+                 "weight directory (tensor-cache.json or ndarray-cache.json), "
+                 "and '%s' is none",
+                 c->o.model);
+  c->mlc.dir = c->preshard.dir;
+  c->mlc.model = c->o.model;
+  c->mlc.force = c->preshard.force;
+  if (c->layout_mlc) c->o.bias_scaling = 0;
+  return 0;
+}
+
 static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   int rc;
   c->o.model = a->operands[0];
@@ -238,7 +280,8 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
-  return rc != 0 ? rc : check_sink_options(c, a);
+  if (rc == 0) rc = check_sink_options(c, a);
+  return rc != 0 ? rc : parse_layout(c, a);
 }
 
 static void show_progress(void *ctx, uint64_t done, uint64_t total) {
@@ -316,7 +359,9 @@ static int run(const struct tpl__cli_command *cmd,
   rc = parse_args(&c, a);
   if (rc != 0) return rc;
   /* the sink: the command's, with its options */
-  if (cmd == &tpl__cmd_preshard) c.o.steps = tpl__preshard_sink(&c.preshard);
+  if (cmd == &tpl__cmd_preshard)
+    c.o.steps = c.layout_mlc ? tpl__mlc_writer_sink(&c.mlc)
+                             : tpl__preshard_sink(&c.preshard);
   if (cmd == &tpl__cmd_serve) c.o.steps = tpl__serve_sink(&c.serve);
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
@@ -330,7 +375,13 @@ static int run(const struct tpl__cli_command *cmd,
   }
   rc = tpl__engine_run(&c.o, &err);
   if (rc != 0) report_failure(rc, &err, rank);
-  if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
+  if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard &&
+      c.layout_mlc)
+    fprintf(stderr,
+            "tpload preshard: wrote MLC's presharded cache to %s (load it "
+            "with MLC_INTERNAL_PRESHARD_NUM set)\n",
+            c.mlc.dir);
+  else if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
     fprintf(stderr,
             "tpload preshard: wrote %u rank files and "
             "shard-info.json to %s\n",

@@ -1,14 +1,18 @@
 /* cmd_verify.c - `tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]`:
  * checks a preshard output, every rank of its grid, against the model. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
+#include "url.h"
 #include "verify.h"
+#include "verify_mlc.h"
 
 static const char verify_help[] =
-    "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--quiet]\n"
+    "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]\n"
+    "                     [--layout rank|mlc] [--quiet]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
@@ -19,7 +23,16 @@ static const char verify_help[] =
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output.  The plan must be the one preshard used (default\n"
     "auto).\n"
-    "\n" TPL_CLI_HTTP_HELP "\n"
+    "\n"
+    "--layout mlc checks the output of `preshard --layout mlc` instead\n"
+    "(MODEL the MLC weight directory it came from): the grid comes from\n"
+    "DIR/mlc-chat-config.json; every cut tensor must be the records\n"
+    "NAME_shard-K, K < T, each shard K as MLC's shard functions give it,\n"
+    "every other tensor one record NAME, whole and unscaled; no other\n"
+    "record; each file's md5sum as the cache records it; no file holding\n"
+    "two workers' shard records or shard records beside replicated ones.\n"
+    "\n" TPL_CLI_HTTP_HELP "(--layout rank only)\n"
+    "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
     "malformed input, 66 a file missing (HTTP 404 included), 69 a server\n"
     "unreachable or failing after the retries, 74 I/O error (a remote\n"
@@ -30,6 +43,7 @@ enum {
   OPT_QUIET,
   OPT_TP,
   OPT_PP,
+  OPT_LAYOUT,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -38,6 +52,7 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
+    [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
@@ -47,19 +62,30 @@ static int run_verify(const struct tpl__cli_command *cmd,
   struct tpl__verify_grid want;
   struct tpl__http_opts ho;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
-  int rc;
+  const char *layout = a->value[OPT_LAYOUT] ? a->value[OPT_LAYOUT] : "rank";
+  int rc, mlc = strcmp(layout, "mlc") == 0;
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
-  rc =
-      tpl__verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
+  if (!mlc && strcmp(layout, "rank") != 0)
+    return tpl__cli_usage_error(cmd, "--layout expects rank or mlc, got '%s'",
+                                layout);
+  if (mlc && tpl__url_is_remote(a->operands[0]))
+    return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
+                                     "found a URL");
+  rc = mlc ? tpl__verify_mlc(a->operands[0], a->operands[1], plan, &want, &res,
+                             &err)
+           : tpl__verify(a->operands[0], a->operands[1], plan, &want, &ho, &res,
+                         &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))
-    printf("verify: %u ranks (tp %u x pp %u x dp %u), %llu tensor shards, "
+    printf("verify: %u %s (tp %u x pp %u x dp %u), %llu %s, "
            "%llu bytes: all match%s\n",
-           res.grid.world, res.grid.tp, res.grid.pp, res.grid.dp,
-           (unsigned long long)res.tensors, (unsigned long long)res.bytes,
+           res.grid.world, mlc ? "workers" : "ranks", res.grid.tp, res.grid.pp,
+           res.grid.dp, (unsigned long long)res.tensors,
+           mlc ? "records and every md5sum" : "tensor shards",
+           (unsigned long long)res.bytes,
            res.grid.dp > 1 ? "; replicas agree" : "");
   return 0;
 }

@@ -42,6 +42,11 @@ struct tpl__coord {
   void (*beats_begin)(void *ctx);
   void (*beat)(void *ctx);
   int (*agree_after_beats)(void *ctx, int rc, struct tpl_error *err);
+  /* Collective: every rank's `len` bytes at `mine` land on rank 0, rank
+   * r's at all + r * len (`all`, world x len bytes, is read on rank 0
+   * only).  Optional (NULL: none). */
+  int (*gather)(void *ctx, const void *mine, size_t len, void *all,
+                struct tpl_error *err);
   void *ctx;
 };
 

@@ -5,24 +5,12 @@
 
 #include <stddef.h>
 
-enum tpl_dtype {
-  TPL_DT_BOOL,
-  TPL_DT_U8,
-  TPL_DT_I8,
-  TPL_DT_I16,
-  TPL_DT_U16,
-  TPL_DT_F16,
-  TPL_DT_BF16,
-  TPL_DT_I32,
-  TPL_DT_U32,
-  TPL_DT_F32,
-  TPL_DT_F64,
-  TPL_DT_I64,
-  TPL_DT_U64,
-  TPL_DT_F8_E4M3,
-  TPL_DT_F8_E5M2,
-  TPL_DT_COUNT
-};
+#include "tpload.h"
+
+/* The element types are enum tpl_dtype of include/tpload.h (public: the
+ * consumer API gives them, and the wire and the daemon's tensor table
+ * carry them as these numbers); TPL_DT_COUNT is one past the last. */
+#define TPL_DT_COUNT (TPL_DT_F8_E5M2 + 1)
 
 /* Returns the dtype whose safetensors name is `name` (e.g. "BF16"), or -1.
  * `len` is the name's length (names need not be NUL-terminated). */

@@ -1188,6 +1188,19 @@ static int coord_agree_after_beats(void *ctx, int rc, struct tpl_error *err) {
   return agree_after_beats(ctx, rc, err);
 }
 
+static int coord_gather(void *ctx, const void *mine, size_t len, void *all,
+                        struct tpl_error *err) {
+  struct engine *e = ctx;
+  MPI_Request req;
+  int rc;
+  if (len > INT_MAX)
+    return tpl__fail(err, TPL_ELIMIT, "gathering %zu bytes per rank", len);
+  rc = mpi_check(MPI_Igather(mine, (int)len, MPI_BYTE, all, (int)len, MPI_BYTE,
+                             0, MPI_COMM_WORLD, &req),
+                 "gathering the sink's results", err);
+  return rc != 0 ? rc : wait_to_0(e, &req, "gathering the sink's results", err);
+}
+
 /* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
 static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
@@ -1263,6 +1276,7 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
                          coord_beats_begin,
                          coord_beat,
                          coord_agree_after_beats,
+                         coord_gather,
                          e};
   struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len};
   int rc, end;

@@ -13,7 +13,8 @@
  * only a float32 record is then stored as bf16 (numel x 2 bytes, decoded
  * to numel x 4), every other dtype is raw.  A cache presharded by MLC
  * (MLC_INTERNAL_PRESHARD_NUM: records "X_shard-K", one per worker, already
- * cut) is recognised and refused, since tpload shards full tensors. */
+ * cut) is recognised and refused as a load input, since tpload shards
+ * full tensors; inspect and verify read one (tpl__mlc_parse_flags). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct mlc_ctx {
   json_t *names;       /* tensor name -> dataPath, across all files */
   json_t *paths;       /* dataPath set */
   struct tpl_model *m; /* the model being filled */
+  int presharded;      /* "NAME_shard-K" records are read, not refused */
 };
 
 /* One shard file: its records are the model's tensors from `first` on,
@@ -73,7 +75,7 @@ static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
                      "%s: file '%s': record %zu: expected a name of 1 to %d "
                      "bytes without NUL, found %zu bytes",
                      c->what, s->data_path, k, TPL_MAX_NAME, len);
-  if (is_preshard_name(*name, len))
+  if (!c->presharded && is_preshard_name(*name, len))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected a cache of full tensors, "
                      "found one presharded by MLC (MLC_INTERNAL_PRESHARD_NUM "
@@ -381,8 +383,17 @@ int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
 
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
                    struct tpl_model *m, struct tpl_error *err) {
-  struct mlc_ctx c = {
-      .what = what, .names = json_object(), .paths = json_object(), .m = m};
+  return tpl__mlc_parse_flags(buf, len, what, 0, m, err);
+}
+
+int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
+                         int presharded, struct tpl_model *m,
+                         struct tpl_error *err) {
+  struct mlc_ctx c = {.what = what,
+                      .names = json_object(),
+                      .paths = json_object(),
+                      .m = m,
+                      .presharded = presharded};
   json_t *root = NULL;
   int rc;
   if (c.names == NULL || c.paths == NULL)

@@ -17,6 +17,14 @@
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
                    struct tpl_model *m, struct tpl_error *err);
 
+/* tpl__mlc_parse, and with `presharded` nonzero a cache MLC's preshard
+ * layout names ("NAME_shard-K" records, each a worker's cut) is read as
+ * it is instead of refused: for reading such a cache (inspect, verify),
+ * never as a model to shard. */
+int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
+                         int presharded, struct tpl_model *m,
+                         struct tpl_error *err);
+
 /* The last rule, checked once the files are open (a missing or foreign
  * shard file is the more useful message): the cache holds at least one
  * tensor.  Returns 0 or TPL_EFORMAT naming `what`. */

@@ -66,18 +66,16 @@ static int is_rank_file(const char *name) {
   return strcmp(p, ".safetensors") == 0;
 }
 
-/* --force: shard-info.json goes first (a half-replaced directory never
- * looks complete), then every old rank file, so that a run with fewer
- * ranks than the last one leaves no stale rank{R}.safetensors behind. */
-static int remove_old_output(const char *dir, struct tpl_error *err) {
+int tpl__preshard_remove_old(const char *dir, const char *const *marks,
+                             size_t nmarks, int (*is_old)(const char *name),
+                             struct tpl_error *err) {
   DIR *d = opendir(dir);
   struct dirent *e;
-  int rc = 0;
-  if (d == NULL ||
-      (unlinkat(dirfd(d), "shard-info.json", 0) != 0 && errno != ENOENT))
-    rc = -errno;
+  int rc = d == NULL ? -errno : 0;
+  for (size_t i = 0; rc == 0 && i < nmarks; i++)
+    if (unlinkat(dirfd(d), marks[i], 0) != 0 && errno != ENOENT) rc = -errno;
   while (rc == 0 && (e = readdir(d)) != NULL)
-    if (is_rank_file(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
+    if (is_old(e->d_name) && unlinkat(dirfd(d), e->d_name, 0) != 0 &&
         errno != ENOENT)
       rc = -errno;
   if (d != NULL) closedir(d);
@@ -85,6 +83,14 @@ static int remove_old_output(const char *dir, struct tpl_error *err) {
     return tpl__fail(err, TPL_EOUTPUT, "%s: cannot remove the old output: %s",
                      dir, strerror(-rc));
   return 0;
+}
+
+/* --force: shard-info.json goes first (a half-replaced directory never
+ * looks complete), then every old rank file, so that a run with fewer
+ * ranks than the last one leaves no stale rank{R}.safetensors behind. */
+static int remove_old_output(const char *dir, struct tpl_error *err) {
+  static const char *const marks[] = {"shard-info.json"};
+  return tpl__preshard_remove_old(dir, marks, 1, is_rank_file, err);
 }
 
 /* Filesystems without O_TMPFILE (NFS, some FUSE) say so with one of
@@ -138,8 +144,8 @@ static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
  * this process must be able to create files in it (tested by creating
  * the rank's file, which is dropped at once: the only sure test against
  * a read-only mount, ACLs or root squash).  Returns 0 or TPL_EOUTPUT. */
-static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
-  const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
+int tpl__preshard_check_dir(const char *dir, uint32_t rank,
+                            struct tpl_error *err) {
   struct shard_file f;
   struct stat st;
   int rc = make_dir(dir, err);
@@ -169,6 +175,20 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
   return 0;
 }
 
+static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+  return tpl__preshard_check_dir(((const struct tpl__preshard_opts *)ctx)->dir,
+                                 rank, err);
+}
+
+int tpl__preshard_require_empty(const char *dir, struct tpl_error *err) {
+  char found[256];
+  if (dir_has_entries(dir, found, sizeof(found)))
+    return tpl__fail(err, TPL_EOUTPUT,
+                     "%s: already holds %s (pass --force to replace)", dir,
+                     found);
+  return 0;
+}
+
 /* Rank 0's check before loading (the sink's prepare step): its check of
  * DIR (preshard_check), then without --force, DIR must be empty (old
  * output, the model's own files or anything else is refused).  With
@@ -178,13 +198,9 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
  * -errno. */
 static int preshard_prepare(void *ctx, struct tpl_error *err) {
   const struct tpl__preshard_opts *o = ctx;
-  char found[256];
   int rc = preshard_check(ctx, 0, err);
+  if (rc == 0 && !o->force) rc = tpl__preshard_require_empty(o->dir, err);
   if (rc != 0) return rc;
-  if (!o->force && dir_has_entries(o->dir, found, sizeof(found)))
-    return tpl__fail(err, TPL_EOUTPUT,
-                     "%s: already holds %s (pass --force to replace)", o->dir,
-                     found);
   return o->force ? remove_old_output(o->dir, err) : 0;
 }
 
@@ -235,9 +251,8 @@ static void beat(const struct tpl__coord *c) {
   if (c->beat != NULL) c->beat(c->ctx);
 }
 
-/* n bytes at p to fd, a step at a time, beating between steps. */
-static int write_beating(int fd, const uint8_t *p, size_t n,
-                         const struct tpl__coord *c) {
+int tpl__preshard_write_beating(int fd, const uint8_t *p, size_t n,
+                                const struct tpl__coord *c) {
   for (size_t at = 0; at < n; at += WRITE_STEP) {
     int rc =
         tpl__write_full(fd, p + at, n - at < WRITE_STEP ? n - at : WRITE_STEP);
@@ -266,8 +281,7 @@ static void *sync_main(void *arg) {
   return NULL;
 }
 
-/* fsync(fd) beating every 100 ms while it runs; 0 or -errno. */
-static int fsync_beating(int fd, const struct tpl__coord *c) {
+int tpl__preshard_fsync_beating(int fd, const struct tpl__coord *c) {
   struct sync_job j = {fd, 0, 0, PTHREAD_MUTEX_INITIALIZER,
                        PTHREAD_COND_INITIALIZER};
   pthread_t t;
@@ -311,13 +325,13 @@ static int write_rank_file(const char *dir, const struct tpl__loaded *l,
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     if (t->store_offset == UINT64_MAX) continue;
-    rc = write_beating(f->fd, l->store->base + t->store_offset,
-                       (size_t)t->rank_bytes, c);
+    rc = tpl__preshard_write_beating(f->fd, l->store->base + t->store_offset,
+                                     (size_t)t->rank_bytes, c);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s/rank%u.safetensors: writing '%s': %s", dir,
                      rank, t->name, tpl_strerror(rc));
   }
-  if (rc == 0 && (rc = fsync_beating(f->fd, c)) != 0)
+  if (rc == 0 && (rc = tpl__preshard_fsync_beating(f->fd, c)) != 0)
     tpl__fail(err, rc, "%s/rank%u.safetensors: fsync: %s", dir, rank,
               tpl_strerror(rc));
   if (rc != 0) discard(dir, rank, f);

@@ -28,6 +28,33 @@ int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
                           const struct tpl__grid *g, uint32_t rank,
                           uint8_t **hdr, size_t *len);
 
+/* A sink's check of output directory DIR on `rank` (its own node's
+ * view): creates it if missing; it must be a directory owned by this
+ * user, writable by no one else (or sticky), and files can be created in
+ * it.  Returns 0 or TPL_EOUTPUT / -errno. */
+int tpl__preshard_check_dir(const char *dir, uint32_t rank,
+                            struct tpl_error *err);
+
+/* 0 when DIR holds no entry; else TPL_EOUTPUT naming one ("pass --force
+ * to replace"). */
+int tpl__preshard_require_empty(const char *dir, struct tpl_error *err);
+
+/* --force's cleaning of DIR: removes the `nmarks` files `marks` first
+ * (what vouches for a complete output: a half-replaced directory never
+ * looks complete), then every entry `is_old` says is an earlier run's.
+ * Missing files are fine.  Returns 0 or TPL_EOUTPUT. */
+int tpl__preshard_remove_old(const char *dir, const char *const *marks,
+                             size_t nmarks, int (*is_old)(const char *name),
+                             struct tpl_error *err);
+
+/* `n` bytes at `p` to fd, a MiB at a time, beating (c->beat) between
+ * steps.  Returns 0 or -errno. */
+int tpl__preshard_write_beating(int fd, const uint8_t *p, size_t n,
+                                const struct tpl__coord *c);
+
+/* fsync(fd), beating every 100 ms while it runs.  Returns 0 or -errno. */
+int tpl__preshard_fsync_beating(int fd, const struct tpl__coord *c);
+
 /* The preshard sink's options; must outlive the load. */
 struct tpl__preshard_opts {
   const char *dir;

@@ -366,7 +366,7 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int scaling = 0;
   int rc = read_shard_info(v, want, &grid, &scaling, err);
   world = grid.world;
-  if (rc == 0) rc = tpl__model_open_with(model, http, &v->model, err);
+  if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
                        err);

@@ -1,15 +1,19 @@
 /* consumer.c - a consumer as a user writes it, against the installed
- * libtpload only (tests/install.sh builds it with `pkg-config --cflags
+ * libtpload only (tests/mpi/install.sh builds it with `pkg-config --cflags
  * --libs tpload`, outside the build tree).
  *
- *   consumer SOCKET OUT
+ *   consumer SOCKET OUT [--shutdown]
  *
- * Probes the rank serving SOCKET (tpl_health), attaches, and writes what
- * it holds: OUT gets one line a tensor, "name<TAB>dtype<TAB>shape<TAB>
+ * Calls every function of tpload.h (mpi/install.sh checks that it refers to
+ * each).  Checks two error codes against the header's table, probes the
+ * rank serving SOCKET (tpl_health), attaches, and writes what it holds:
+ * OUT gets one line a tensor, "name<TAB>dtype<TAB>dtype_id<TAB>shape<TAB>
  * nbytes<TAB>xxh3" (shape as d0,d1,... or "-" for a scalar), OUT.bin the
- * tensors' bytes back to back, for tests/consumer_check.py to compare with
- * the numpy oracle.  Exits tpl_exit_code() of the first failure, with one
- * line on stderr. */
+ * tensors' bytes back to back, for tests/oracle/consumer_check.py to
+ * compare with the numpy oracle; stdout gets "rank R of W: B bytes, job
+ * ID, model M" (B: the store's size).
+ * With --shutdown it then asks the job to stop through SOCKET.  Exits
+ * tpl_exit_code() of the first failure, with one line on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +26,7 @@ static int fail(int rc, const char *what, const char *msg) {
 
 static void write_entry(FILE *list, FILE *bin,
                         const struct tpl_tensor_view *v) {
-  fprintf(list, "%s\t%s\t", v->name, v->dtype);
+  fprintf(list, "%s\t%s\t%d\t", v->name, v->dtype, (int)v->dtype_id);
   if (v->ndim == 0) fputc('-', list);
   for (int d = 0; d < v->ndim; d++)
     fprintf(list, "%s%llu", d ? "," : "", (unsigned long long)v->shape[d]);
@@ -46,18 +50,35 @@ static int write_all(const struct tpl_shard *s, FILE *list, FILE *bin) {
   return 0;
 }
 
+/* The library's text and exit code of two codes, as the header's
+ * TPL_ERRNO_MAP gives them. */
+static int check_codes(void) {
+  if (strcmp(tpl_version(), TPL_VERSION_STRING) != 0)
+    return fail(-1, "version", "header and library disagree");
+  if (tpl_exit_code(0) != 0 || tpl_exit_code(TPL_EUNREACHABLE) != 69 ||
+      strcmp(tpl_strerror(TPL_EUNREACHABLE), "daemon unreachable") != 0 ||
+      tpl_exit_code(TPL_EPROTO) != 69)
+    return fail(-1, "codes", "tpl_strerror/tpl_exit_code differ from tpload.h");
+  return 0;
+}
+
+static int stop_job(const char *socket_path) {
+  char msg[512];
+  int rc = tpl_shutdown(socket_path, msg, sizeof msg);
+  return rc != 0 ? fail(rc, "shutdown", msg) : 0;
+}
+
 int main(int argc, char **argv) {
   struct tpl_health h;
   struct tpl_shard *s;
   char msg[512], bin_path[4096];
   FILE *list, *bin;
   int rc;
-  if (argc != 3) {
-    fprintf(stderr, "usage: consumer SOCKET OUT\n");
+  if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "--shutdown"))) {
+    fprintf(stderr, "usage: consumer SOCKET OUT [--shutdown]\n");
     return 64;
   }
-  if (strcmp(tpl_version(), TPL_VERSION_STRING) != 0)
-    return fail(-1, "version", "header and library disagree");
+  if ((rc = check_codes()) != 0) return rc;
   if ((rc = tpl_health(argv[1], &h, msg, sizeof msg)) != 0)
     return fail(rc, "health", msg);
   if ((rc = tpl_attach(argv[1], &s, msg, sizeof msg)) != 0)
@@ -70,9 +91,11 @@ int main(int argc, char **argv) {
   bin = fopen(bin_path, "wb");
   if (list == NULL || bin == NULL) return fail(-1, argv[2], "cannot write");
   rc = write_all(s, list, bin);
+  printf("rank %u of %u: %zu bytes, job %s, model %s\n", h.rank, h.world,
+         (size_t)h.bytes, tpl_shard_job_id(s), tpl_shard_model(s));
   tpl_detach(s);
   if (fclose(list) != 0 || fclose(bin) != 0)
     return fail(-1, argv[2], "cannot write");
-  printf("rank %u of %u: %zu bytes\n", h.rank, h.world, (size_t)h.bytes);
+  if (rc == 0 && argc == 4) rc = stop_job(argv[1]);
   return rc;
 }

@@ -1,0 +1,431 @@
+/* mlc_writer.c - the sink of `preshard --layout mlc`.  Every rank knows
+ * every rank's files (mlc_layout.h: the layout is computed from the job),
+ * so the only thing rank 0 must be told is each file's md5 sum, gathered
+ * once the files are written.  The order keeps the cache JSON the mark of
+ * a complete directory: the .bin files are written under temporary names
+ * (.params_shard_<i>.bin.tmp) and fsynced, renamed into place only when
+ * every rank has written all of its own, and the JSON comes last, written
+ * atomically by rank 0.  A failure anywhere removes what every rank
+ * wrote; a rank killed outright may leave a .tmp file, which no reader
+ * takes for output and --force removes. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <nettle/md5.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "jsonu.h"
+#include "mlc_layout.h"
+#include "mlc_writer.h"
+#include "preshard.h"
+#include "stall.h"
+#include "store.h"
+
+/* The source's cache JSON: the name the output takes too. */
+static const char *const cache_names[] = {"tensor-cache.json",
+                                          "ndarray-cache.json"};
+
+struct writer {
+  const struct tpl__mlc_writer_opts *o;
+  const struct tpl__loaded *l;
+  const struct tpl__coord *c;
+  struct tpl__mlc_layout layout;
+  uint8_t *mine; /* max_owned x 16: md5 of each file this rank owns */
+  uint8_t *all;  /* rank 0: world x max_owned x 16 */
+  size_t max_owned;
+  int published;   /* this rank's files are in place */
+  int wrote_cache; /* rank 0: the cache JSON is in place */
+};
+
+int tpl__mlc_writer_is_mlc_dir(const char *dir) {
+  for (size_t i = 0; i < ARRAY_SIZE(cache_names); i++) {
+    char *p = tpl__path_join(dir, cache_names[i]);
+    int yes = p != NULL && tpl__exists(p);
+    free(p);
+    if (yes) return 1;
+  }
+  return 0;
+}
+
+static const char *cache_name(const char *model) {
+  char *p = tpl__path_join(model, cache_names[0]);
+  int first = p != NULL && tpl__exists(p);
+  free(p);
+  return cache_names[first ? 0 : 1];
+}
+
+/* "params_shard_<digits>.bin", or its temp ".params_shard_<d>.bin.tmp". */
+static int is_cache_file(const char *name) {
+  const char *p;
+  if (name[0] == '.') name++;
+  if (strncmp(name, "params_shard_", 13) != 0) return 0;
+  p = name + 13;
+  if (*p < '0' || *p > '9') return 0;
+  while (*p >= '0' && *p <= '9')
+    p++;
+  return strcmp(p, ".bin") == 0 || strcmp(p, ".bin.tmp") == 0;
+}
+
+/* --force: the cache JSON goes first (a half-replaced directory never
+ * looks complete), then every .bin file and temp of an earlier cache. */
+static int remove_old_cache(const char *dir, struct tpl_error *err) {
+  return tpl__preshard_remove_old(dir, cache_names, ARRAY_SIZE(cache_names),
+                                  is_cache_file, err);
+}
+
+/* MODEL/mlc-chat-config.json, parsed (a new reference in *out). */
+static int read_chat_config(const char *model, json_t **out,
+                            struct tpl_error *err) {
+  char *path = tpl__path_join(model, "mlc-chat-config.json"), *buf = NULL;
+  size_t len;
+  int rc;
+  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (!tpl__exists(path))
+    rc = tpl__fail(err, TPL_ENOMODEL,
+                   "%s: expected beside the cache (MLC's runtime reads "
+                   "tensor_parallel_shards from it), found none",
+                   path);
+  else
+    rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  if (rc == 0) rc = tpl__json_parse_object(buf, len, path, out, err);
+  free(buf);
+  free(path);
+  return rc;
+}
+
+static int writer_prepare(void *ctx, struct tpl_error *err) {
+  const struct tpl__mlc_writer_opts *o = ctx;
+  json_t *cfg = NULL;
+  int rc = read_chat_config(o->model, &cfg, err);
+  json_decref(cfg);
+  if (rc == 0) rc = tpl__preshard_check_dir(o->dir, 0, err);
+  if (rc == 0 && !o->force) rc = tpl__preshard_require_empty(o->dir, err);
+  if (rc == 0 && o->force) rc = remove_old_cache(o->dir, err);
+  return rc;
+}
+
+static int writer_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+  return tpl__preshard_check_dir(
+      ((const struct tpl__mlc_writer_opts *)ctx)->dir, rank, err);
+}
+
+/* --- this rank's files --- */
+
+static char *temp_path(const char *dir, size_t f) {
+  char name[80];
+  snprintf(name, sizeof(name), ".params_shard_%zu.bin.tmp", f);
+  return tpl__path_join(dir, name);
+}
+
+static char *final_path(const char *dir, size_t f) {
+  char name[64];
+  tpl__mlc_file_name(f, name, sizeof(name));
+  return tpl__path_join(dir, name);
+}
+
+/* The records of file f from this rank's store, to fd and into md5. */
+static int write_records(struct writer *w, size_t f, int fd,
+                         struct md5_ctx *md5) {
+  const struct tpl__mlc_file *fi = &w->layout.files[f];
+  const struct tpl__job *job = w->l->job;
+  for (size_t r = fi->first; r < fi->first + fi->count; r++) {
+    const struct tpl__job_tensor *t = &job->tensors[w->layout.recs[r].tensor];
+    const uint8_t *p = w->l->store->base + t->store_offset;
+    int rc = tpl__preshard_write_beating(fd, p, (size_t)t->rank_bytes, w->c);
+    if (rc != 0) return rc;
+    md5_update(md5, (size_t)t->rank_bytes, p);
+  }
+  return 0;
+}
+
+/* File f under its temp name, fsynced; its md5 into `sum`.  On failure
+ * the temp file is gone. */
+static int write_file(struct writer *w, size_t f, uint8_t sum[16],
+                      struct tpl_error *err) {
+  char *tmp = temp_path(w->o->dir, f);
+  struct md5_ctx md5;
+  int fd = -1, rc = 0;
+  if (tmp == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  md5_init(&md5);
+  unlink(tmp);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) rc = -errno;
+  if (rc == 0) rc = write_records(w, f, fd, &md5);
+  if (rc == 0) rc = tpl__preshard_fsync_beating(fd, w->c);
+  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc != 0) {
+    unlink(tmp);
+    tpl__fail(err, rc == -ENOSPC ? -ENOSPC : rc, "%s: cannot write: %s", tmp,
+              strerror(-rc));
+  }
+  md5_digest(&md5, 16, sum);
+  free(tmp);
+  return rc;
+}
+
+/* Removes this rank's files: temps, and the published ones when asked. */
+static void remove_own(struct writer *w, int published) {
+  for (size_t f = 0; f < w->layout.nfiles; f++) {
+    char *p;
+    if (w->layout.files[f].owner != w->c->rank) continue;
+    p = published ? final_path(w->o->dir, f) : temp_path(w->o->dir, f);
+    if (p != NULL) unlink(p);
+    free(p);
+  }
+}
+
+static int write_own(struct writer *w, struct tpl_error *err) {
+  size_t k = 0;
+  int rc = 0;
+  for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++)
+    if (w->layout.files[f].owner == w->c->rank)
+      rc = write_file(w, f, w->mine + 16 * k++, err);
+  if (rc != 0) remove_own(w, 0);
+  return rc;
+}
+
+/* Renames this rank's temps into place and fsyncs DIR. */
+static int publish_own(struct writer *w, struct tpl_error *err) {
+  int rc = 0;
+  for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++) {
+    char *tmp, *fin;
+    if (w->layout.files[f].owner != w->c->rank) continue;
+    tmp = temp_path(w->o->dir, f);
+    fin = final_path(w->o->dir, f);
+    if (tmp == NULL || fin == NULL)
+      rc = tpl__fail(err, -ENOMEM, "out of memory");
+    else if (rename(tmp, fin) != 0)
+      rc = tpl__fail(err, -errno, "%s: cannot publish: %s", fin,
+                     strerror(errno));
+    free(tmp);
+    free(fin);
+  }
+  w->published = 1;
+  if (rc == 0 && (rc = tpl__fsync_dir(w->o->dir)) != 0)
+    tpl__fail(err, rc, "%s: cannot sync directory: %s", w->o->dir,
+              strerror(-rc));
+  return rc;
+}
+
+/* --- rank 0: the directory's other files and the cache JSON --- */
+
+/* Files of MODEL that the output does not take as they are. */
+static int is_own_name(const struct tpl__job *job, const char *name) {
+  if (name[0] == '.' || is_cache_file(name) ||
+      strcmp(name, "mlc-chat-config.json") == 0 ||
+      strcmp(name, "tensor-cache-b16.json") == 0 ||
+      strcmp(name, "ndarray-cache-b16.json") == 0)
+    return 1;
+  for (size_t i = 0; i < ARRAY_SIZE(cache_names); i++)
+    if (strcmp(name, cache_names[i]) == 0) return 1;
+  for (size_t i = 0; i < job->nfiles; i++) {
+    const char *s = strrchr(job->files[i].path, '/');
+    if (strcmp(s ? s + 1 : job->files[i].path, name) == 0) return 1;
+  }
+  return 0;
+}
+
+static int copy_file(const char *model, const char *dir, const char *name,
+                     struct tpl_error *err) {
+  char *src = tpl__path_join(model, name), *buf = NULL;
+  size_t len = 0;
+  int rc = src ? tpl__read_file(src, TPL_MAX_JSON_FILE, &buf, &len, err)
+               : tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0) rc = tpl__write_file_atomic(dir, name, buf, len, err);
+  free(buf);
+  free(src);
+  return rc;
+}
+
+/* Every regular file of MODEL that is not part of its cache (tokenizer
+ * files and the like), unchanged. */
+static int copy_others(const struct writer *w, struct tpl_error *err) {
+  DIR *d = opendir(w->o->model);
+  struct dirent *e;
+  int rc = 0;
+  if (d == NULL)
+    return tpl__fail(err, -errno, "%s: cannot list: %s", w->o->model,
+                     strerror(errno));
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    char *p;
+    int regular;
+    if (is_own_name(w->l->job, e->d_name)) continue;
+    p = tpl__path_join(w->o->model, e->d_name);
+    regular = p != NULL && !tpl__is_dir(p) && tpl__exists(p);
+    free(p);
+    if (regular) rc = copy_file(w->o->model, w->o->dir, e->d_name, err);
+  }
+  closedir(d);
+  return rc;
+}
+
+static int write_json(const char *dir, const char *name, json_t *v,
+                      size_t indent, struct tpl_error *err) {
+  char *text =
+      v ? json_dumps(v, JSON_INDENT(indent) | JSON_PRESERVE_ORDER) : NULL;
+  int rc = text ? tpl__write_file_atomic(dir, name, text, strlen(text), err)
+                : tpl__fail(err, -ENOMEM, "out of memory");
+  free(text);
+  return rc;
+}
+
+/* Sets the grid's two counts in `o`; nonzero on ENOMEM. */
+static int set_grid(json_t *o, const struct tpl__grid *g) {
+  return json_object_set_new(o, "tensor_parallel_shards",
+                             json_integer(g->tp)) != 0 ||
+         json_object_set_new(o, "pipeline_parallel_stages",
+                             json_integer(g->pp)) != 0;
+}
+
+/* mlc-chat-config.json with the job's grid, at the top level (what the
+ * runtime reads) and in "model_config" where that holds the counts too
+ * (as MLC's gen_config writes it). */
+static int write_chat_config(const struct writer *w, struct tpl_error *err) {
+  const struct tpl__grid *g = &w->l->job->grid;
+  json_t *cfg = NULL, *mc;
+  int rc = read_chat_config(w->o->model, &cfg, err);
+  mc = json_object_get(cfg, "model_config");
+  if (rc == 0 &&
+      (set_grid(cfg, g) != 0 ||
+       (json_object_get(mc, "tensor_parallel_shards") && set_grid(mc, g))))
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0) rc = write_json(w->o->dir, "mlc-chat-config.json", cfg, 2, err);
+  json_decref(cfg);
+  return rc;
+}
+
+/* The source cache's "metadata" (a new reference, or NULL). */
+static json_t *source_metadata(const char *model) {
+  char *path = tpl__path_join(model, cache_name(model)), *buf = NULL;
+  size_t len;
+  json_t *root = NULL, *meta = NULL;
+  struct tpl_error ignored = {0};
+  if (path != NULL &&
+      tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, &ignored) == 0 &&
+      tpl__json_parse_object(buf, len, path, &root, &ignored) == 0)
+    meta = json_incref(json_object_get(root, "metadata"));
+  json_decref(root);
+  free(buf);
+  free(path);
+  return meta;
+}
+
+/* Each file's md5 in hex, from what the owners reported. */
+static char *md5_table(const struct writer *w) {
+  char *hex = malloc(w->layout.nfiles * 33 + 1);
+  size_t *next = calloc(w->c->world, sizeof(size_t));
+  if (hex == NULL || next == NULL) {
+    free(hex);
+    free(next);
+    return NULL;
+  }
+  for (size_t f = 0; f < w->layout.nfiles; f++) {
+    uint32_t owner = w->layout.files[f].owner;
+    const uint8_t *sum =
+        w->all + ((size_t)owner * w->max_owned + next[owner]++) * 16;
+    for (int i = 0; i < 16; i++)
+      snprintf(hex + f * 33 + 2 * i, 3, "%02x", sum[i]);
+  }
+  free(next);
+  return hex;
+}
+
+static int write_cache_json(struct writer *w, struct tpl_error *err) {
+  char *md5 = md5_table(w);
+  json_t *meta = source_metadata(w->o->model), *cache = NULL;
+  int rc;
+  if (md5 != NULL)
+    cache = tpl__mlc_layout_json(w->l->job, &w->layout, md5, meta);
+  rc = write_json(w->o->dir, cache_name(w->o->model), cache, 4, err);
+  w->wrote_cache = rc == 0;
+  json_decref(cache);
+  json_decref(meta);
+  free(md5);
+  return rc;
+}
+
+static int finish_dir(struct writer *w, struct tpl_error *err) {
+  int rc = copy_others(w, err);
+  if (rc == 0) rc = write_chat_config(w, err);
+  if (rc == 0) rc = write_cache_json(w, err);
+  return rc;
+}
+
+static void unpublish_cache(const struct writer *w) {
+  char *p = tpl__path_join(w->o->dir, cache_name(w->o->model));
+  if (p != NULL) unlink(p);
+  free(p);
+}
+
+/* --- the sequence --- */
+
+static int alloc_sums(struct writer *w, struct tpl_error *err) {
+  w->max_owned = tpl__mlc_max_owned(&w->layout, w->c->world);
+  w->mine = calloc(w->max_owned + 1, 16);
+  if (w->c->rank == 0)
+    w->all = calloc((size_t)w->c->world * w->max_owned + 1, 16);
+  if (w->mine == NULL || (w->c->rank == 0 && w->all == NULL))
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  return 0;
+}
+
+/* Write, agree, gather the sums: the long step, beating. */
+static int write_step(struct writer *w, struct tpl_error *err) {
+  const struct tpl__coord *c = w->c;
+  int rc = tpl__mlc_layout_build(w->l->job, &w->layout);
+  if (rc != 0) rc = tpl__fail(err, rc, "out of memory");
+  if (rc == 0) rc = alloc_sums(w, err);
+  if (c->beats_begin != NULL) c->beats_begin(c->ctx);
+  tpl__stall_test_stop("write", c->rank);
+  if (rc == 0) rc = write_own(w, err);
+  rc = c->agree_after_beats != NULL ? c->agree_after_beats(c->ctx, rc, err)
+                                    : c->agree(c->ctx, rc, err);
+  if (rc == 0 && c->gather == NULL)
+    rc = tpl__fail(err, TPL_EINTERNAL, "the md5 sums need a gather");
+  else if (rc == 0)
+    rc = c->gather(c->ctx, w->mine, w->max_owned * 16, w->all, err);
+  return rc;
+}
+
+static int writer_run(void *ctx, const struct tpl__loaded *l,
+                      const struct tpl__coord *c, struct tpl_error *err) {
+  struct writer w = {.o = ctx, .l = l, .c = c};
+  sigset_t stop, old;
+  int rc, all = write_step(&w, err);
+  all = c->agree(c->ctx, all, err);
+  /* From the first rename to the cache JSON, SIGTERM / SIGINT wait (for
+   * the renames, the small files' copies and the JSON) so that they never
+   * leave .bin files that no cache JSON vouches for. */
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  if (all == 0) all = c->agree(c->ctx, publish_own(&w, err), err);
+  rc = all == 0 && c->rank == 0 ? finish_dir(&w, err) : 0;
+  if (all == 0) all = c->agree(c->ctx, rc, err);
+  if (all != 0) {
+    if (w.wrote_cache) unpublish_cache(&w);
+    remove_own(&w, w.published);
+    remove_own(&w, 0);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  tpl__mlc_layout_free(&w.layout);
+  free(w.mine);
+  free(w.all);
+  return all;
+}
+
+struct tpl__sink tpl__mlc_writer_sink(const struct tpl__mlc_writer_opts *o) {
+  struct tpl__sink s = {.prepare = writer_prepare,
+                        .check = writer_check,
+                        .run = writer_run,
+                        .ctx = (void *)o};
+  return s;
+}
