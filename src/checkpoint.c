@@ -118,16 +118,8 @@ static int open_single_file(const char *path, struct tpl_model **out,
 /* The first of the probes that exists decides the format. */
 static int open_directory(const char *dir, int presharded,
                           struct tpl_model **out, struct tpl_error *err) {
-  static const struct {
-    const char *name;
-    int format;
-  } probes[] = {
-      {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-      {"tensor-cache.json", TPL_FMT_MLC},
-      {"ndarray-cache.json", TPL_FMT_MLC},
-      {"model.safetensors", TPL_FMT_SAFETENSORS},
-  };
-  for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+  const struct tpl__model_probe *probes = tpl__model_probes;
+  for (size_t i = 0; i < TPL_MODEL_NPROBES; i++) {
     char *p = tpl__path_join(dir, probes[i].name);
     int rc;
     if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -140,11 +132,7 @@ static int open_directory(const char *dir, int presharded,
     free(p);
     return rc;
   }
-  return tpl__fail(err, TPL_ENOMODEL,
-                   "%s: expected model.safetensors, "
-                   "model.safetensors.index.json, tensor-cache.json or "
-                   "ndarray-cache.json, found none",
-                   dir);
+  return tpl__model_none_found(dir, "", err);
 }
 
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,

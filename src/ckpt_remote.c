@@ -168,21 +168,12 @@ static int load_mlc(struct tpl_model *m, const char *buf, size_t len,
 
 /* --- format detection --- */
 
-static const struct {
-  const char *name;
-  int format;
-} probes[] = {
-    {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-    {"tensor-cache.json", TPL_FMT_MLC},
-    {"ndarray-cache.json", TPL_FMT_MLC},
-    {"model.safetensors", TPL_FMT_SAFETENSORS},
-};
-
 /* Opens probe k of the directory: -ENOENT (or TPL_EDENIED, which an
  * object store answers for a missing key to whoever may not list the
  * bucket) when the server has no such object. */
 static int open_probe(struct tpl_model *m, size_t k, int presharded,
                       struct tpl_error *err) {
+  const struct tpl__model_probe *probes = tpl__model_probes;
   struct member mb;
   char *buf = NULL;
   size_t len = 0;
@@ -205,7 +196,7 @@ static int open_probe(struct tpl_model *m, size_t k, int presharded,
 static int open_dir(struct tpl_model *m, int presharded,
                     struct tpl_error *err) {
   struct tpl_error denied = {0};
-  for (size_t k = 0; k < ARRAY_SIZE(probes); k++) {
+  for (size_t k = 0; k < TPL_MODEL_NPROBES; k++) {
     int rc = open_probe(m, k, presharded, err);
     if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
     if (rc != -ENOENT && rc != TPL_EDENIED) return rc;
@@ -215,11 +206,7 @@ static int open_dir(struct tpl_model *m, int presharded,
     if (err != NULL) *err = denied;
     return TPL_EDENIED;
   }
-  return tpl__fail(err, TPL_ENOMODEL,
-                   "%s: expected model.safetensors, "
-                   "model.safetensors.index.json, tensor-cache.json or "
-                   "ndarray-cache.json at this URL, found none (HTTP 404)",
-                   m->dir);
+  return tpl__model_none_found(m->dir, " at this URL (HTTP 404)", err);
 }
 
 /* An empty model for the URL, owning the parsed URL and the client. */

@@ -67,6 +67,21 @@ struct tpl_model {
                              it (without a presigned URL's signature) */
 };
 
+/* The files that make a directory a checkpoint, in the order they are
+ * looked for (the first there decides), and the format each means. */
+struct tpl__model_probe {
+  const char *name;
+  int format; /* enum tpl_model_format */
+};
+#define TPL_MODEL_NPROBES 4
+extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
+
+/* The message for a directory (`dir`, a path or a URL) that holds none of
+ * them: TPL_ENOMODEL, `where` ("" or " at this URL (HTTP 404)") after
+ * the list. */
+int tpl__model_none_found(const char *dir, const char *where,
+                          struct tpl_error *err);
+
 /* Frees a model and everything it owns; NULL is accepted. */
 void tpl__model_free(struct tpl_model *m);
 
