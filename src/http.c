@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fileio.h"
 #include "http.h"
@@ -405,7 +406,10 @@ static void set_common(struct part *p, CURL *e) {
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  /* no redirect from https down to http */
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
+                   strncasecmp(p->url, "https:", 6) == 0 ? "https"
+                                                         : "http,https");
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, (long)o->timeout);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)LOW_SPEED_BYTES);
   curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)o->timeout);

@@ -24,6 +24,7 @@ cp "$W/index/model-00001-of-00003.safetensors" "$W/broken/"
 nginx_start nginx "$W" "" '
     location /norange/ { max_ranges 0; }
     location /denied/ { return 403; }
+    location /moved/ { return 302 /single/model.safetensors; }
     location /auth/ {
       if ($http_authorization != "Bearer s3cret-Tok3n") { return 401; }
     }'
@@ -137,6 +138,9 @@ expect_fail "--retries takes a number" 64 "--retries expects" \
 expect_fail "load of a URL is refused until it is built" 64 "URL" \
   load "$U/single/"
 
+expect_inspect "a redirect is followed" "$W/single" \
+  "$U/moved/model.safetensors"
+
 # A presigned-style query: passed through, never shown.
 expect_inspect "a query string is passed through" "$W/single" \
   "$U/single/model.safetensors?X-Amz-Signature=abc123"
@@ -189,7 +193,8 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
     -out "$T_TMP/cert.pem" >/dev/null 2>&1; then
   nginx_start tls "$W" "ssl http2" "
     ssl_certificate $T_TMP/cert.pem;
-    ssl_certificate_key $T_TMP/key.pem;"
+    ssl_certificate_key $T_TMP/key.pem;
+    location /down/ { return 302 $U/single/model.safetensors; }"
   expect_fail "https with an unknown CA (69) says --ca-cert" 69 "ca-cert" \
     inspect "$NGX_URL/single/model.safetensors"
   expect_inspect "https with --ca-cert" "$W/index" "$NGX_URL/index/" \
@@ -199,6 +204,8 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
   else
     t_fail "HTTP/2" "$(cat "$NGX_DIR/access.log")"
   fi
+  expect_fail "https: no redirect down to http (69)" 69 "http" \
+    inspect "$NGX_URL/down/model.safetensors" --ca-cert "$T_TMP/cert.pem"
   expect_fail "--ca-cert of a missing file (64)" 64 "no such file" \
     inspect "$NGX_URL/single/" --ca-cert "$T_TMP/none.pem"
 else
