@@ -494,6 +494,12 @@ static void curl_failure(struct part *p, CURLcode c) {
             p->shown, (unsigned long long)p->got, (unsigned long long)p->len,
             (unsigned long long)p->off, text);
     return;
+  case CURLE_UNSUPPORTED_PROTOCOL: /* a redirect only (MODEL is checked) */
+    verdict(p, TPL_EREMOTE, 0,
+            "%s: %s (redirects go to http or https only, from https to "
+            "https only)",
+            p->shown, text);
+    return;
   case CURLE_OPERATION_TIMEDOUT:
     verdict(p, TPL_EREMOTE, 1,
             "%s: stalled (under %d bytes/s for %u s, --http-timeout): %s",

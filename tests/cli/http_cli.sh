@@ -204,7 +204,7 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
   else
     t_fail "HTTP/2" "$(cat "$NGX_DIR/access.log")"
   fi
-  expect_fail "https: no redirect down to http (69)" 69 "http" \
+  expect_fail "https: no redirect down to http (69)" 69 "from https to https only" \
     inspect "$NGX_URL/down/model.safetensors" --ca-cert "$T_TMP/cert.pem"
   expect_fail "--ca-cert of a missing file (64)" 64 "no such file" \
     inspect "$NGX_URL/single/" --ca-cert "$T_TMP/none.pem"
