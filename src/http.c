@@ -488,6 +488,11 @@ static void curl_failure(struct part *p, CURLcode c) {
     return;
   case CURLE_PARTIAL_FILE:
   case CURLE_RECV_ERROR:
+    if (p->w != NULL) { /* a whole object starts again */
+      verdict(p, TPL_EREMOTE, 1, "%s: the transfer was cut after %zu bytes: %s",
+              p->shown, p->w->len, text);
+      return;
+    }
     verdict(p, p->got > 0 ? -EIO : TPL_EREMOTE, 1,
             "%s: the transfer was cut after %llu of %llu bytes at offset "
             "%llu: %s",
