@@ -37,9 +37,12 @@ static void roundtrip(const struct tpl__wire_response *r) {
 
 static void handle(const uint8_t *body, size_t len) {
   struct tpl__wire_response r = {0};
+  struct tpl__wire_request_args a;
   int kind;
   unsigned flags;
   (void)tpl__wire_decode_request(body, len, &kind, &flags, NULL);
+  if (tpl__wire_decode_request_args(body, len, &a, NULL) == 0)
+    tpl__wire_request_args_free(&a);
   if (tpl__wire_decode_response(body, len, &r, NULL) == 0) {
     roundtrip(&r);
     tpl__wire_response_free(&r);

@@ -160,6 +160,13 @@ TPL_API uint64_t tpl_shard_bytes(const struct tpl_shard *s);
 TPL_API const char *tpl_shard_job_id(const struct tpl_shard *s);
 TPL_API const char *tpl_shard_model(const struct tpl_shard *s);
 
+/* The generation the attachment is to: 1 for the job's first load, one
+ * more per `tpload reload` (or SIGHUP) that switched; 0 from a daemon
+ * older than reloads.  An attachment never changes: after a switch it
+ * still maps the bytes of its own generation until tpl_detach, and a
+ * new tpl_attach gets the new one. */
+TPL_API uint64_t tpl_shard_generation(const struct tpl_shard *s);
+
 /* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
  * checkpoint's order).  Returns 0 or -ERANGE. */
 TPL_API int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
@@ -186,6 +193,19 @@ struct tpl_health {
  * `errbuf` as for tpl_attach. */
 TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
                        char *errbuf, size_t errlen);
+
+/* Waits until the rank serving `socket_path` serves a generation after
+ * `after_generation` (one request the daemon answers when its generation
+ * changes: no polling), for at most `timeout_ms` (< 0: no limit).
+ * Returns 0 with the new generation in *generation (when not NULL);
+ * -ETIMEDOUT when the time was up first (*generation: the current one);
+ * TPL_EUNREACHABLE (no daemon, or it stopped meanwhile), TPL_EPROTO or
+ * TPL_EPEER as for tpl_health.  A loop: attach, serve, tpl_watch with
+ * tpl_shard_generation, attach again, then detach the old attachment.
+ * `errbuf` as for tpl_attach. */
+TPL_API int tpl_watch(const char *socket_path, uint64_t after_generation,
+                      int timeout_ms, uint64_t *generation, char *errbuf,
+                      size_t errlen);
 
 /* Asks the job to stop (what `tpload status SOCKET --shutdown` does).
  * Only rank 0 ends the job, so `socket_path` must be DIR/rank0.sock; any

@@ -41,12 +41,13 @@ import collections.abc
 import ctypes
 import ctypes.util
 import enum
+import errno
 import os
 
 import numpy as np
 
 __all__ = ["attach", "health", "shutdown", "Shard", "DType", "Error",
-           "version", "library_path"]
+           "version", "library_path", "watch"]
 
 # Where `make install` put libtpload.so: Makefile.am writes both lines
 # into the installed copy of this file (None in the source tree).
@@ -137,6 +138,9 @@ def _declare(lib):
         "tpl_health": (c.c_int, [c.c_char_p, p(_Health), c.c_char_p,
                                  c.c_size_t]),
         "tpl_shutdown": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t]),
+        "tpl_shard_generation": (c.c_uint64, [c.c_void_p]),
+        "tpl_watch": (c.c_int, [c.c_char_p, c.c_uint64, c.c_int,
+                                p(c.c_uint64), c.c_char_p, c.c_size_t]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -236,6 +240,7 @@ class Shard(collections.abc.Mapping):
         self.job_id = lib.tpl_shard_job_id(handle).decode()
         self.model = os.fsdecode(lib.tpl_shard_model(handle))
         self._count = lib.tpl_shard_count(handle)
+        self.generation = lib.tpl_shard_generation(handle)  # see watch()
 
     __eq__ = object.__eq__  # Mapping's would compare arrays elementwise
     __hash__ = object.__hash__
@@ -324,3 +329,18 @@ class Shard(collections.abc.Mapping):
 def attach(socket_path):
     """Attaches to the rank serving `socket_path` (DIR/rank{R}.sock)."""
     return Shard(socket_path)
+
+
+def watch(socket_path, after_generation, timeout_ms=-1):
+    """Waits until the rank serving `socket_path` serves a generation
+    after `after_generation` (the daemon answers when it switches: no
+    polling) and returns it, or None when `timeout_ms` (-1: no limit)
+    passed first.  An engine's loop: attach, serve from shard, then
+    watch(sock, shard.generation), attach again, close the old one."""
+    gen, err = ctypes.c_uint64(), ctypes.create_string_buffer(_ERRLEN)
+    rc = _lib().tpl_watch(os.fsencode(socket_path), after_generation,
+                          timeout_ms, ctypes.byref(gen), err, _ERRLEN)
+    if rc == -errno.ETIMEDOUT:
+        return None
+    _check(rc, err)
+    return gen.value

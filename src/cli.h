@@ -67,7 +67,7 @@ struct tpl__cli_command {
 
 extern const struct tpl__cli_command tpl__cmd_inspect, tpl__cmd_plan,
     tpl__cmd_synth, tpl__cmd_load, tpl__cmd_preshard, tpl__cmd_serve,
-    tpl__cmd_verify, tpl__cmd_status, tpl__cmd_dump;
+    tpl__cmd_verify, tpl__cmd_status, tpl__cmd_reload, tpl__cmd_dump;
 
 /* Dispatches `tpload COMMAND ...`; returns the exit code. */
 int tpl__cli_main(int argc, char **argv);

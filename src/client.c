@@ -268,18 +268,25 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
 int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err) {
+  struct tpl__client_req q = {kind, flags, NULL, timeout_ms, timeout_ms};
+  return tpl__client_call_req(path, &q, resp, fds, nfds, err);
+}
+
+int tpl__client_call_req(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp, int *fds, size_t nfds,
+                         struct tpl_error *err) {
   struct fd_sink sink = {fds, nfds, 0};
   uint8_t *frame;
   size_t len;
   int fd = -1, rc;
   for (size_t i = 0; i < nfds; i++)
     fds[i] = -1;
-  rc = tpl__wire_encode_request(kind, flags, &frame, &len);
+  rc = tpl__wire_encode_request_args(q->kind, q->flags, q->args, &frame, &len);
   if (rc != 0) return tpl__fail(err, rc, "out of memory");
-  rc = connect_trusted(path, timeout_ms, &fd, err);
+  rc = connect_trusted(path, q->timeout_ms, &fd, err);
   if (rc == 0) rc = send_all(fd, frame, len, err);
   free(frame);
-  if (rc == 0) rc = read_reply(fd, timeout_ms, resp, &sink, err);
+  if (rc == 0) rc = read_reply(fd, q->reply_ms, resp, &sink, err);
   if (fd >= 0) close(fd);
   if (rc != 0) close_fds(&sink);
   return rc;
@@ -289,6 +296,29 @@ int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err) {
   return tpl__client_call(path, kind, flags, timeout_ms, resp, NULL, 0, err);
+}
+
+char *tpl__client_rank0_path(const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash != NULL ? (size_t)(slash - path) + 1 : 0;
+  size_t size = dir_len + sizeof("rank0.sock");
+  char *out = malloc(size);
+  if (out != NULL) snprintf(out, size, "%.*srank0.sock", (int)dir_len, path);
+  return out;
+}
+
+int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp,
+                         struct tpl_error *err) {
+  char *r0;
+  int rc = tpl__client_call_req(path, q, resp, NULL, 0, err);
+  if (rc != 0 || resp->ok || resp->rank == 0) return rc;
+  tpl__wire_response_free(resp);
+  r0 = tpl__client_rank0_path(path);
+  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__client_call_req(r0, q, resp, NULL, 0, err);
+  free(r0);
+  return rc;
 }
 
 /* ---- attaching ---- */
@@ -428,6 +458,9 @@ const char *tpl_shard_job_id(const struct tpl_shard *s) {
 }
 const char *tpl_shard_model(const struct tpl_shard *s) {
   return s->man.model ? s->man.model : "";
+}
+uint64_t tpl_shard_generation(const struct tpl_shard *s) {
+  return s->man.generation;
 }
 
 static void fill_view(const struct tpl_shard *s, size_t i,

@@ -26,10 +26,36 @@ int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
                      struct tpl_error *err);
 
+/* A request with arguments (a reload, a watch) and its own wait for the
+ * reply: `timeout_ms` bounds connecting and sending, `reply_ms` the
+ * reply (a reload's or a watch's may take long). */
+struct tpl__client_req {
+  int kind;
+  unsigned flags;
+  const struct tpl__wire_request_args *args; /* NULL: none */
+  int timeout_ms, reply_ms;
+};
+
+/* tpl__client_call of `q`. */
+int tpl__client_call_req(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp, int *fds, size_t nfds,
+                         struct tpl_error *err);
+
 /* tpl__client_call without descriptors. */
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
                               struct tpl_error *err);
+
+/* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM: where
+ * the job-wide requests go. */
+char *tpl__client_rank0_path(const char *path);
+
+/* A job-wide request (status, shutdown, reload): `q` to `path`, and
+ * once more to rank0.sock beside it when another rank refused it.  As
+ * tpl__client_call_req otherwise. */
+int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
+                         struct tpl__wire_response *resp,
+                         struct tpl_error *err);
 
 /* tpl_attach with a timeout and a full error record. */
 struct tpl_shard;

@@ -56,11 +56,18 @@ static const char plan_help[] =
     "the rule of their base weight (<base>.weight), with MLC's func_name\n"
     "suffixes; the scheme is read from mlc-chat-config.json.\n"
     "\n"
+    "A preset checks the checkpoint against its config (heads x head_dim,\n"
+    "kv heads x head_dim, intermediate and expert sizes, layers\n"
+    "0..num_hidden_layers-1, experts 0..X-1) and refuses a layer tensor\n"
+    "whose rows belong to heads that it would deliver whole while the\n"
+    "layer's heads are cut.\n"
+    "\n"
     "Exit codes: 0 ok, 64 usage (a grid that does not divide the world or\n"
     "the layers included), 65 invalid model or plan (indivisible\n"
-    "dims included), 66 model or config missing (HTTP 404 included), 69\n"
-    "server unreachable or failing after the retries, 74 I/O error, 77\n"
-    "access denied (HTTP 401/403).\n";
+    "dims and a checkpoint contradicting its config included), 66 model\n"
+    "or config missing (HTTP 404 included), 69 server unreachable or\n"
+    "failing after the retries, 74 I/O error, 77 access denied (HTTP\n"
+    "401/403).\n";
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {

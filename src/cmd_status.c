@@ -7,7 +7,6 @@
  * report unless --summary.  The job-wide requests are answered by rank 0;
  * given another rank's socket, the command asks rank0.sock in the same
  * directory instead. */
-#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,14 +25,17 @@ static const char status_help[] =
     "\n"
     "Queries a running `tpload serve` through one rank's socket\n"
     "(DIR/rank{R}.sock).  By default prints rank 0's uptime, clients\n"
-    "connected and attaches served, then the job's load report: each\n"
-    "rank's host, tensors, bytes and timings.\n"
+    "connected and attaches served, the generation served, then its load\n"
+    "report: each rank's host, tensors, bytes and timings.\n"
     "Job-wide requests go to rank 0 (rank0.sock next to SOCKET).\n"
     "\n"
     "  --tensors    also every tensor's checksum per rank\n"
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "               with \"daemon\": uptime_seconds, clients_connected,\n"
-    "               attaches_served\n"
+    "               attaches_served, generation (1 for the first load, one\n"
+    "               more per reload), plan; while a reload runs, reload:\n"
+    "               model, store_bytes (rank 0's new store, 0 until the\n"
+    "               model is validated), current_store_bytes\n"
     "  --summary    with --json: without each rank's \"tensors\" list\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
@@ -44,16 +46,6 @@ static const char status_help[] =
     "\n"
     "Exit codes: 0 ok, 64 usage, 69 daemon unreachable or refusing,\n"
     "70 internal error.\n";
-
-/* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM. */
-static char *rank0_path(const char *path) {
-  const char *slash = strrchr(path, '/');
-  size_t dir_len = slash != NULL ? (size_t)(slash - path) + 1 : 0;
-  size_t size = dir_len + sizeof("rank0.sock");
-  char *out = malloc(size);
-  if (out != NULL) snprintf(out, size, "%.*srank0.sock", (int)dir_len, path);
-  return out;
-}
 
 static int refused(const char *path, const struct tpl__wire_response *r) {
   char safe[TPL_SAFE_LEN(256)];
@@ -68,20 +60,10 @@ static int refused(const char *path, const struct tpl__wire_response *r) {
  * why.  The caller frees *resp either way. */
 static int job_request(const char *path, int kind, unsigned flags,
                        struct tpl__wire_response *resp) {
+  struct tpl__client_req q = {kind, flags, NULL, TPL_CLIENT_TIMEOUT_MS,
+                              TPL_CLIENT_TIMEOUT_MS};
   struct tpl_error err = {0};
-  char *r0;
-  int rc = tpl__client_request_flags(path, kind, flags, TPL_CLIENT_TIMEOUT_MS,
-                                     resp, &err);
-  if (rc == 0 && !resp->ok && resp->rank != 0) {
-    tpl__wire_response_free(resp);
-    r0 = rank0_path(path);
-    if (r0 == NULL)
-      rc = tpl__fail(&err, -ENOMEM, "out of memory");
-    else
-      rc = tpl__client_request_flags(r0, kind, flags, TPL_CLIENT_TIMEOUT_MS,
-                                     resp, &err);
-    free(r0);
-  }
+  int rc = tpl__client_job_call(path, &q, resp, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   return resp->ok ? 0 : refused(path, resp);
 }
@@ -161,12 +143,20 @@ static void print_table(const json_t *rep, int tensors) {
   const json_t *ranks = json_object_get(rep, "ranks");
   double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
   const json_t *d = json_object_get(rep, "daemon");
-  char model[TPL_SAFE_LEN(4096)], grid[256];
+  char model[TPL_SAFE_LEN(4096)], plan[TPL_SAFE_LEN(4096)], grid[256];
   printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
          "served\n",
          num(d, "uptime_seconds"), num(d, "clients_connected"),
          num(d, "attaches_served"));
   printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
+  printf("generation: %.0f (plan %s)\n", num(d, "generation"),
+         tpl__cli_safe(str(d, "plan"), plan, sizeof(plan)));
+  if (json_object_get(d, "reload") != NULL) {
+    const json_t *rl = json_object_get(d, "reload");
+    printf("reload running: %s (new store %.0f bytes beside %.0f)\n",
+           tpl__cli_safe(str(rl, "model"), plan, sizeof(plan)),
+           num(rl, "store_bytes"), num(rl, "current_store_bytes"));
+  }
   printf("tensor parallel shards: %.0f, bias scaling: %s\n",
          num(rep, "tensor_parallel_shards"),
          json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
@@ -180,12 +170,21 @@ static void print_table(const json_t *rep, int tensors) {
 }
 
 /* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
- * uptime rounded to milliseconds. */
+ * uptime rounded to milliseconds; the generation served and its plan
+ * (the report's "model" is that generation's). */
 static json_t *daemon_json(const struct tpl__wire_response *r) {
-  return json_pack("{s:f, s:I, s:I}", "uptime_seconds",
-                   round(r->uptime_seconds * 1000.0) / 1000.0,
-                   "clients_connected", (json_int_t)r->clients,
-                   "attaches_served", (json_int_t)r->attaches);
+  json_t *d = json_pack(
+      "{s:f, s:I, s:I, s:I, s:s}", "uptime_seconds",
+      round(r->uptime_seconds * 1000.0) / 1000.0, "clients_connected",
+      (json_int_t)r->clients, "attaches_served", (json_int_t)r->attaches,
+      "generation", (json_int_t)r->generation, "plan", r->plan ? r->plan : "");
+  if (d != NULL && r->reload_model != NULL) /* a reload runs */
+    json_object_set_new(
+        d, "reload",
+        json_pack("{s:s, s:I, s:I}", "model", r->reload_model, "store_bytes",
+                  (json_int_t)r->reload_store_bytes, "current_store_bytes",
+                  (json_int_t)r->store_bytes));
+  return d;
 }
 
 /* A summary's ranks carry no tensors: their counts come beside it (an

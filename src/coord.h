@@ -15,6 +15,20 @@
 
 struct tpl__job;
 struct tpl__store;
+struct tpl__loaded;
+
+/* What a sink hears during a reload (tpl__coord.reload), on the engine's
+ * thread. */
+struct tpl__reload_hooks {
+  /* Optional: once the new model is validated, this rank's new store's
+   * size (before the memory check). */
+  void (*sized)(void *ctx, uint64_t store_bytes);
+  /* Once this rank's new store is complete, checksummed and sealed: the
+   * sink builds what it will serve from it; 0 or a negative code. */
+  int (*ready)(void *ctx, const struct tpl__loaded *next,
+               struct tpl_error *err);
+  void *ctx;
+};
 
 /* The job-wide steps, for one rank of `world`. */
 struct tpl__coord {
@@ -48,6 +62,28 @@ struct tpl__coord {
   int (*gather)(void *ctx, const void *mine, size_t len, void *all,
                 struct tpl_error *err);
   void *ctx;
+  /* Optional (NULL: none), serve's reload of a new version.
+   * poll_reload, on ranks other than 0 (non-blocking): 1 when rank 0 has
+   * started a reload, which this rank must then join by calling reload;
+   * 0 when not; a negative code when the ranks cannot be reached. */
+  int (*poll_reload)(void *ctx);
+  /* Collective, on the thread that runs the engine: loads `model` with
+   * `plan` (rank 0's arguments; NULL plan: the current generation's; the
+   * other ranks pass NULL) as the next generation with the job's grid and
+   * options, exactly as the first load (same checks, read path, stall
+   * deadline and report), after every rank checked it has the memory for
+   * a second store.  The hooks' `ready` runs on every rank once its new
+   * store is complete, checksummed and sealed; its code is agreed on, and
+   * only then do all ranks switch.
+   * On success *next is the new generation and the previous one stays
+   * valid until retire.  On failure the previous one is still the
+   * current, nothing of the new one is left, and every rank's err holds
+   * the one message of the rank that saw the failure. */
+  int (*reload)(void *ctx, const char *model, const char *plan,
+                const struct tpl__reload_hooks *hooks, struct tpl__loaded *next,
+                struct tpl_error *err);
+  /* Frees the generation the last successful reload replaced. */
+  void (*retire)(void *ctx);
 };
 
 /* What every rank holds once the load is done. */
@@ -56,6 +92,7 @@ struct tpl__loaded {
   struct tpl__store *store;
   const uint8_t *report; /* rank 0: the packed tpload.LoadReport */
   size_t report_len;
+  const char *plan; /* the --plan argument it was loaded with */
 };
 
 /* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */

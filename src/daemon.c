@@ -25,8 +25,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +76,33 @@ enum frame_id {
   F_COUNT
 };
 
-enum conn_state { C_READING, C_WRITING, C_FD_RETRY, C_CLOSING };
+/* C_WAITING: a watch (answered when the generation changes or its time
+ * is up) or rank 0's reload client (answered when the reload ends). */
+enum conn_state { C_READING, C_WRITING, C_FD_RETRY, C_WAITING, C_CLOSING };
 
 struct server;
+
+/* Every reply that does not change while one generation is served,
+ * built once per generation.  Counted: a connection writing one of them
+ * (or about to send the attach) holds it, so a switch never frees bytes
+ * a write still reads. */
+struct replies {
+  int refs;
+  uint8_t *frames[F_COUNT];
+  size_t frame_len[F_COUNT];
+  int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
+  struct tpl__status_summary summary; /* rank 0: report without tensors */
+};
+
+/* The version served: what the replies are built from. */
+struct served {
+  const struct tpl__store *store; /* sealed */
+  const struct tpl__job *job;
+  const uint8_t *status; /* rank 0: packed tpload.LoadReport, or NULL */
+  size_t status_len;
+  const char *model, *plan;
+  uint64_t generation; /* 1: the first load */
+};
 
 struct conn {
   uv_pipe_t pipe;
@@ -91,6 +117,9 @@ struct conn {
   pid_t pid;            /* the client's, for the log (0: unknown) */
   int attached;         /* it asked for the store at least once */
   enum frame_id attach; /* the attach reply being sent */
+  struct replies *rep;  /* what the reply in flight is read from, or NULL */
+  int watching;         /* C_WAITING: a watch (else the reload client) */
+  uint64_t watch_after; /* a watch: answer once the generation exceeds it */
   uint64_t fd_deadline; /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
   uint8_t *owned; /* an error reply being written, or NULL */
@@ -106,21 +135,30 @@ struct server {
   uv_pipe_t sink; /* takes a connection we cannot allocate for */
   int sink_busy;
   uv_timer_t poll_timer, stop_timer;
-  uv_signal_t sigterm, sigint;
-  char *dir; /* realpath of socket_dir */
+  uv_signal_t sigterm, sigint, sighup;
+  uv_async_t wake; /* ends the loop's run in its thread (a reload) */
+  char *dir;       /* realpath of socket_dir */
   char *sock_path;
-  uint8_t *frames[F_COUNT];
-  size_t frame_len[F_COUNT];
+  struct served cur;   /* the generation served */
+  struct replies *rep; /* its replies */
   struct conn *conns;
   size_t nconns;
   unsigned timeout_ms;
   int bound;      /* the socket file is ours to remove */
   int loop_ready; /* uv_loop_init succeeded */
   int stopping, ready_written;
-  int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
-  struct tpl__status_summary summary; /* rank 0: report without tensors */
-  uint64_t started_ns;                /* uv_hrtime() when serving began */
-  uint64_t attaches;                  /* attach requests served */
+  uint64_t started_ns; /* uv_hrtime() when serving began */
+  uint64_t attaches;   /* attach requests served */
+  /* A reload (see run_reload): asked for (the loop stops to run it),
+   * running (the loop runs in a thread beside it), a stop asked for
+   * meanwhile (done once it ends). */
+  int reload_asked, reloading, stop_after_reload;
+  char *reload_model, *reload_plan; /* rank 0: what to load; plan NULL:
+                                       the current one */
+  struct conn *reload_client;       /* rank 0: the `tpload reload` waiting */
+  _Atomic uint64_t next_bytes;      /* the new store's size, once known */
+  struct served next;               /* the new generation ... */
+  struct replies *next_rep;         /* ... and its replies, once ready */
 };
 
 static void drive(struct conn *c);
@@ -196,20 +234,31 @@ static int clear_stale_socket(const char *path, struct tpl_error *err) {
   return 0;
 }
 
-static void fill_identity(struct server *s, struct tpl__wire_response *r) {
+static void fill_identity(const struct server *s, const struct served *g,
+                          struct tpl__wire_response *r) {
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
-  r->tp = s->cfg->job->grid.tp;
-  r->pp = s->cfg->job->grid.pp;
-  r->store_bytes = s->cfg->store->size;
+  r->tp = g->job->grid.tp;
+  r->pp = g->job->grid.pp;
+  r->store_bytes = g->store->size;
   r->job_id = s->cfg->job_id;
-  r->model = s->cfg->model;
+  r->model = g->model;
+  r->plan = g->plan;
+  r->generation = g->generation;
 }
 
-static int build_frame(struct server *s, enum frame_id id,
+/* What one build of the replies needs. */
+struct build {
+  const struct server *s;
+  const struct served *g;
+  struct replies *rep;
+};
+
+static int build_frame(const struct build *b, enum frame_id id,
                        struct tpl__wire_response *r, struct tpl_error *err) {
-  fill_identity(s, r);
-  return tpl__wire_encode_response(r, &s->frames[id], &s->frame_len[id], err);
+  fill_identity(b->s, b->g, r);
+  return tpl__wire_encode_response(r, &b->rep->frames[id],
+                                   &b->rep->frame_len[id], err);
 }
 
 /* A sealed memfd named `name` holding `len` bytes of `b`; -errno. */
@@ -232,23 +281,24 @@ static int sealed_memfd(const char *name, const uint8_t *b, size_t len,
  * sealed memfd built once: an attach passes it beside the store, so a
  * consumer copies and allocates nothing per tensor.  Then the reply to an
  * attach that asks for it. */
-static int build_attach_fd(struct server *s, const struct tpl__wire_tensor *t,
-                           size_t n, struct tpl_error *err) {
+static int build_attach_fd(const struct build *b,
+                           const struct tpl__wire_tensor *t, size_t n,
+                           struct tpl_error *err) {
   struct tpl__wire_response r = {.ok = 1};
-  uint8_t *b;
+  uint8_t *buf;
   size_t len;
-  int rc = tpl__tmap_build(t, n, &b, &len, err);
+  int rc = tpl__tmap_build(t, n, &buf, &len, err);
   if (rc != 0) return rc;
-  rc = sealed_memfd("tpload-table", b, len, &s->table_fd);
-  free(b);
+  rc = sealed_memfd("tpload-table", buf, len, &b->rep->table_fd);
+  free(buf);
   if (rc != 0)
     return tpl__fail(err, rc, "daemon: tensor table memfd: %s", strerror(-rc));
   r.table_bytes = len;
-  return build_frame(s, F_ATTACH_FD, &r, err);
+  return build_frame(b, F_ATTACH_FD, &r, err);
 }
 
-static int build_manifest(struct server *s, struct tpl_error *err) {
-  const struct tpl__job *job = s->cfg->job;
+static int build_manifest(const struct build *b, struct tpl_error *err) {
+  const struct tpl__job *job = b->g->job;
   struct tpl__wire_response r = {.ok = 1};
   int rc;
   r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
@@ -264,12 +314,12 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
     memcpy(t->shape, jt->rank_shape, sizeof(t->shape));
     t->offset = jt->store_offset;
     t->nbytes = jt->rank_bytes;
-    t->xxh3 = s->cfg->store->xxh3[i];
+    t->xxh3 = b->g->store->xxh3[i];
   }
-  rc = build_frame(s, F_MANIFEST, &r, err);
+  rc = build_frame(b, F_MANIFEST, &r, err);
   r.compact = 1; /* the attach reply carries the table too: one trip */
-  if (rc == 0) rc = build_frame(s, F_ATTACH, &r, err);
-  if (rc == 0) rc = build_attach_fd(s, r.tensors, r.ntensors, err);
+  if (rc == 0) rc = build_frame(b, F_ATTACH, &r, err);
+  if (rc == 0) rc = build_attach_fd(b, r.tensors, r.ntensors, err);
   free(r.tensors);
   return rc;
 }
@@ -277,35 +327,68 @@ static int build_manifest(struct server *s, struct tpl_error *err) {
 /* A request only rank 0 serves: on another rank a refusal "WHAT is
  * served by rank 0: ask DIR/rank0.sock", on rank 0 the reply `own` (an
  * error, or NULL for ok). */
-static int build_rank0_only(struct server *s, enum frame_id id,
+static int build_rank0_only(const struct build *b, enum frame_id id,
                             const char *what, const char *own,
                             struct tpl_error *err) {
   char msg[PATH_MAX + 64];
   struct tpl__wire_response r = {.error = own};
-  if (s->cfg->rank != 0) {
+  if (b->s->cfg->rank != 0) {
     snprintf(msg, sizeof(msg), "%s is served by rank 0: ask %s/rank0.sock",
-             what, s->dir);
+             what, b->s->dir);
     r.error = msg;
   }
   r.ok = r.error == NULL;
-  return build_frame(s, id, &r, err);
+  return build_frame(b, id, &r, err);
 }
 
-/* Every reply that does not change.  Rank 0's status with a report is
- * built per request (send_status); F_STATUS is only ever a refusal. */
-static int build_frames(struct server *s, struct tpl_error *err) {
+/* Every reply that does not change while `g` is served.  Rank 0's
+ * status with a report is built per request (send_status); F_STATUS is
+ * only ever a refusal. */
+static int build_frames(const struct build *b, struct tpl_error *err) {
   struct tpl__wire_response ok = {.ok = 1}, busy = {.error = BUSY};
-  int rc = build_frame(s, F_HEALTH, &ok, err);
+  int rc = build_frame(b, F_HEALTH, &ok, err);
   if (rc == 0)
-    rc = build_rank0_only(s, F_STATUS, "status", "rank 0 has no load report",
+    rc = build_rank0_only(b, F_STATUS, "status", "rank 0 has no load report",
                           err);
-  if (rc == 0) rc = build_rank0_only(s, F_SHUTDOWN, "shutdown", NULL, err);
-  if (rc == 0) rc = build_frame(s, F_BUSY, &busy, err);
-  if (rc == 0) rc = build_manifest(s, err);
-  if (rc == 0 && s->cfg->rank == 0 && s->cfg->status != NULL)
-    rc = tpl__wire_status_summary(s->cfg->status, s->cfg->status_len,
-                                  &s->summary, err);
+  if (rc == 0) rc = build_rank0_only(b, F_SHUTDOWN, "shutdown", NULL, err);
+  if (rc == 0) rc = build_frame(b, F_BUSY, &busy, err);
+  if (rc == 0) rc = build_manifest(b, err);
+  if (rc == 0 && b->s->cfg->rank == 0 && b->g->status != NULL)
+    rc = tpl__wire_status_summary(b->g->status, b->g->status_len,
+                                  &b->rep->summary, err);
   return rc;
+}
+
+static struct replies *replies_hold(struct replies *r) {
+  if (r != NULL) r->refs++;
+  return r;
+}
+
+static void replies_put(struct replies *r) {
+  if (r == NULL || --r->refs > 0) return;
+  for (int i = 0; i < F_COUNT; i++)
+    free(r->frames[i]);
+  tpl__status_summary_free(&r->summary);
+  if (r->table_fd >= 0) close(r->table_fd);
+  free(r);
+}
+
+/* The replies for serving `g`, in *out (one reference). */
+static int replies_new(const struct server *s, const struct served *g,
+                       struct replies **out, struct tpl_error *err) {
+  struct replies *r = calloc(1, sizeof(*r));
+  struct build b = {s, g, r};
+  int rc;
+  if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  r->refs = 1;
+  r->table_fd = -1;
+  rc = build_frames(&b, err);
+  if (rc != 0) {
+    replies_put(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
 }
 
 /* ---- connections ---- */
@@ -315,6 +398,7 @@ static void arm_timer(struct conn *c, uint64_t ms);
 static void on_conn_closed(uv_handle_t *h) {
   struct conn *c = h->data;
   if (--c->open_handles > 0) return;
+  replies_put(c->rep);
   free(c->owned);
   free(c);
 }
@@ -323,6 +407,7 @@ static void close_conn(struct conn *c) {
   struct server *s = c->srv;
   if (c->state == C_CLOSING) return;
   c->state = C_CLOSING;
+  if (s->reload_client == c) s->reload_client = NULL;
   if (c->prev != NULL)
     c->prev->next = c->next;
   else
@@ -347,6 +432,8 @@ static void stop_reading(struct conn *c) {
 static void finish_reply(struct conn *c) {
   free(c->owned);
   c->owned = NULL;
+  replies_put(c->rep);
+  c->rep = NULL;
   if (c->close_after || c->srv->stopping) {
     close_conn(c);
     return;
@@ -378,7 +465,10 @@ static void send_bytes(struct conn *c, const uint8_t *buf, size_t len) {
 }
 
 static void send_frame(struct conn *c, enum frame_id id) {
-  send_bytes(c, c->srv->frames[id], c->srv->frame_len[id]);
+  struct replies *r = c->srv->rep;
+  replies_put(c->rep);
+  c->rep = replies_hold(r);
+  send_bytes(c, r->frames[id], r->frame_len[id]);
 }
 
 /* Sends `r`, encoded into c->owned; the connection closes after it when
@@ -411,6 +501,18 @@ static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
   send_owned(c, &r, fatal);
 }
 
+/* The reply to a watch or a reload: ok and the generation served, or
+ * the failure's message and code. */
+static void send_generation(struct conn *c, int code, const char *msg) {
+  struct tpl__wire_response r = {.ok = code == 0};
+  fill_identity(c->srv, &c->srv->cur, &r);
+  if (code != 0) {
+    r.error = msg[0] != '\0' ? msg : tpl_strerror(code);
+    r.error_code = code;
+  }
+  send_owned(c, &r, 0);
+}
+
 static void begin_stop(struct server *s);
 
 /* Rank 0's status reply: the load report (or, for a summary, the one
@@ -419,17 +521,22 @@ static void begin_stop(struct server *s);
  * without a report) send the prebuilt refusal. */
 static void send_status(struct conn *c, int summary) {
   struct server *s = c->srv;
+  const struct tpl__status_summary *sum = &s->rep->summary;
   struct tpl__wire_response r = {.ok = 1};
-  if (s->cfg->rank != 0 || s->cfg->status == NULL) {
+  if (s->cfg->rank != 0 || s->cur.status == NULL) {
     send_frame(c, F_STATUS);
     return;
   }
-  fill_identity(s, &r);
-  r.status = summary ? s->summary.report : s->cfg->status;
-  r.status_len = summary ? s->summary.len : s->cfg->status_len;
-  r.tensor_counts = summary ? s->summary.tensor_counts : NULL;
-  r.ncounts = summary ? s->summary.ncounts : 0;
+  fill_identity(s, &s->cur, &r);
+  r.status = summary ? sum->report : s->cur.status;
+  r.status_len = summary ? sum->len : s->cur.status_len;
+  r.tensor_counts = summary ? sum->tensor_counts : NULL;
+  r.ncounts = summary ? sum->ncounts : 0;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
+  if (s->reloading) { /* both stores' sizes while it runs */
+    r.reload_model = s->reload_model;
+    r.reload_store_bytes = atomic_load(&s->next_bytes);
+  }
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
   send_owned(c, &r, 0);
@@ -452,10 +559,108 @@ static void note_attach(struct conn *c) {
 static void stop_job(struct server *s) {
   const struct tpl__coord *c = s->cfg->coord;
   if (s->stopping) return; /* no request or signal is handled after this */
+  if (s->reloading) {      /* the ranks are busy loading: once it ends */
+    s->stop_after_reload = 1;
+    return;
+  }
   if (c != NULL && c->request_shutdown != NULL &&
       c->request_shutdown(c->ctx) != 0)
     LOG_AT(s, TPL_LOG_INFO, "could not tell the other ranks to shut down");
   begin_stop(s);
+}
+
+/* ---- reloads and watches ---- */
+
+/* Stops the loop so that serve() runs the reload (run_reload). */
+static void ask_reload(struct server *s, char *model, char *plan) {
+  s->reload_asked = 1;
+  s->reload_model = model;
+  s->reload_plan = plan;
+  uv_stop(&s->loop);
+}
+
+static int can_reload(const struct server *s) {
+  const struct tpl__coord *c = s->cfg->coord;
+  return c != NULL && c->reload != NULL;
+}
+
+/* Rank 0: `tpload reload`.  The client waits, without a deadline, for
+ * the end of the reload; a second one meanwhile is refused (busy). */
+static void begin_reload(struct conn *c,
+                         const struct tpl__wire_request_args *a) {
+  struct server *s = c->srv;
+  char *model, *plan = NULL;
+  if (s->cfg->rank != 0) {
+    send_error(c, 0, "reload is served by rank 0: ask %s/rank0.sock", s->dir);
+    return;
+  }
+  if (!can_reload(s)) {
+    send_error(c, 0, "this daemon cannot reload");
+    return;
+  }
+  if (s->reload_asked || s->reloading) {
+    send_generation(c, -EBUSY,
+                    "busy: a reload is running already; try again once it "
+                    "ends");
+    return;
+  }
+  model = strdup(a->model != NULL ? a->model : s->cur.model);
+  if (a->plan != NULL) plan = strdup(a->plan);
+  if (model == NULL || (a->plan != NULL && plan == NULL)) {
+    free(model);
+    free(plan);
+    send_error(c, 0, "out of memory");
+    return;
+  }
+  stop_reading(c);
+  uv_timer_stop(&c->timer);
+  c->state = C_WAITING;
+  c->watching = 0;
+  s->reload_client = c;
+  LOG_AT(s, TPL_LOG_INFO, "reload: asked by pid %ld: %s", (long)c->pid, model);
+  ask_reload(s, model, plan);
+}
+
+/* A watch: answered at once when the generation is past `after`, else
+ * when it changes (switch_generation) or when its time is up. */
+static void begin_watch(struct conn *c,
+                        const struct tpl__wire_request_args *a) {
+  struct server *s = c->srv;
+  if (s->cur.generation > a->after_generation) {
+    send_generation(c, 0, "");
+    return;
+  }
+  c->state = C_WAITING;
+  c->watching = 1;
+  c->watch_after = a->after_generation;
+  if (a->timeout_ms >= 0)
+    arm_timer(c, (uint64_t)a->timeout_ms);
+  else
+    uv_timer_stop(&c->timer);
+}
+
+/* SIGHUP (rank 0): reload the current MODEL path, which may now name
+ * another version (a directory or a symbolic link repointed). */
+static void on_sighup(uv_signal_t *h, int signum) {
+  struct server *s = h->data;
+  char *model;
+  if (s->stopping || !can_reload(s)) return;
+  if (s->reload_asked || s->reloading) {
+    LOG_AT(s, TPL_LOG_INFO, "SIGHUP: a reload is running already; ignored");
+    return;
+  }
+  model = strdup(s->cur.model);
+  if (model == NULL) return;
+  LOG_AT(s, TPL_LOG_INFO, "reload: SIGHUP: %s", model);
+  ask_reload(s, model, NULL);
+}
+
+static void handle_args(struct conn *c, int kind,
+                        const struct tpl__wire_request_args *a) {
+  if (kind == TPL_REQ_RELOAD)
+    begin_reload(c, a);
+  else
+    begin_watch(c, a);
 }
 
 static void handle_request(struct conn *c, int kind, unsigned flags) {
@@ -480,6 +685,8 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
     c->fd_deadline = uv_now(&s->loop) + s->timeout_ms;
     note_attach(c);
     c->attach = flags & TPL_REQ_F_TABLE_FD ? F_ATTACH_FD : F_ATTACH;
+    replies_put(c->rep);
+    c->rep = replies_hold(s->rep); /* the generation it attaches to */
     send_attach(c);
     break;
   case TPL_REQ_SHUTDOWN:
@@ -495,12 +702,19 @@ static void handle_frame(struct conn *c) {
   struct tpl_error err = {0};
   int kind;
   unsigned flags = 0;
+  struct tpl__wire_request_args a = {0};
   int rc = tpl__wire_decode_request(c->fr.body, c->fr.len, &kind, &flags, &err);
+  int with_args = kind == TPL_REQ_RELOAD || kind == TPL_REQ_WATCH;
+  if (rc == 0 && with_args && !c->health_only)
+    rc = tpl__wire_decode_request_args(c->fr.body, c->fr.len, &a, &err);
   tpl__frame_reset(&c->fr);
   if (rc != 0)
     send_error(c, 1, "malformed request: %s", err.msg);
+  else if (with_args && !c->health_only)
+    handle_args(c, kind, &a);
   else
     handle_request(c, kind, flags);
+  tpl__wire_request_args_free(&a);
 }
 
 /* Feeds buffered input to the frame reader while the connection is
@@ -562,9 +776,9 @@ static void send_attach(struct conn *c) {
     struct cmsghdr h;
     char buf[CMSG_SPACE(2 * sizeof(int))];
   } ctl;
-  const int fds[2] = {s->cfg->store->fd, s->table_fd};
+  const int fds[2] = {s->cur.store->fd, c->rep->table_fd};
   size_t nfd = c->attach == F_ATTACH_FD ? 2 : 1;
-  struct iovec iov = {s->frames[c->attach], s->frame_len[c->attach]};
+  struct iovec iov = {c->rep->frames[c->attach], c->rep->frame_len[c->attach]};
   struct msghdr m = {.msg_iov = &iov,
                      .msg_iovlen = 1,
                      .msg_control = ctl.buf,
@@ -592,7 +806,7 @@ static void send_attach(struct conn *c) {
   } else if (n < 0) {
     close_conn(c);
   } else if ((size_t)n < iov.iov_len) {
-    send_bytes(c, s->frames[c->attach] + n, iov.iov_len - (size_t)n);
+    send_bytes(c, c->rep->frames[c->attach] + n, iov.iov_len - (size_t)n);
   } else {
     finish_reply(c);
   }
@@ -603,6 +817,10 @@ static void on_conn_timer(uv_timer_t *t) {
   if (c->state == C_FD_RETRY && uv_now(&c->srv->loop) < c->fd_deadline) {
     send_attach(c);
     if (c->state == C_READING) drive(c);
+    return;
+  }
+  if (c->state == C_WAITING && c->watching) { /* a watch's time is up */
+    send_generation(c, 0, "");
     return;
   }
   close_conn(c); /* idle, half a request, or a reply nobody reads */
@@ -662,8 +880,8 @@ static void on_connection(uv_stream_t *listener, int status) {
     return;
   }
   if (s->nconns > MAX_CONNS + reserved) {
-    uv_buf_t b =
-        uv_buf_init((char *)s->frames[F_BUSY], (unsigned)s->frame_len[F_BUSY]);
+    uv_buf_t b = uv_buf_init((char *)s->rep->frames[F_BUSY],
+                             (unsigned)s->rep->frame_len[F_BUSY]);
     uv_try_write((uv_stream_t *)&c->pipe, &b, 1);
     close_conn(c);
     return;
@@ -703,6 +921,8 @@ static void begin_stop(struct server *s) {
   uv_close((uv_handle_t *)&s->poll_timer, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sighup, NULL);
+  uv_close((uv_handle_t *)&s->wake, NULL);
   /* Unreferenced: the loop ends as soon as the last connection closes. */
   uv_timer_start(&s->stop_timer, on_stop_timer, STOP_GRACE_MS, 0);
   uv_unref((uv_handle_t *)&s->stop_timer);
@@ -718,8 +938,15 @@ static void begin_stop(struct server *s) {
 static void on_poll(uv_timer_t *t) {
   struct server *s = t->data;
   const struct tpl__coord *c = s->cfg->coord;
+  if (s->reloading) return; /* MPI is the reload's, on the main thread */
   if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
+  else if (c != NULL && c->poll_reload != NULL && c->poll_reload(c->ctx) > 0)
+    ask_reload(s, NULL, NULL); /* rank 0 started one: join it */
+}
+
+static void on_wake(uv_async_t *h) {
+  uv_stop(h->loop);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -771,11 +998,15 @@ static int start_handles(struct server *s, struct tpl_error *err) {
   uv_timer_init(&s->loop, &s->stop_timer);
   uv_signal_init(&s->loop, &s->sigterm);
   uv_signal_init(&s->loop, &s->sigint);
+  uv_signal_init(&s->loop, &s->sighup);
   s->poll_timer.data = s->stop_timer.data = s;
-  s->sigterm.data = s->sigint.data = s;
-  rc = uv_timer_start(&s->poll_timer, on_poll, POLL_MS, POLL_MS);
+  s->sigterm.data = s->sigint.data = s->sighup.data = s;
+  rc = uv_async_init(&s->loop, &s->wake, on_wake);
+  if (rc == 0) rc = uv_timer_start(&s->poll_timer, on_poll, POLL_MS, POLL_MS);
   if (rc == 0) rc = uv_signal_start(&s->sigterm, on_signal, SIGTERM);
   if (rc == 0) rc = uv_signal_start(&s->sigint, on_signal, SIGINT);
+  if (rc == 0 && s->cfg->rank == 0 && can_reload(s)) /* SIGHUP: reload */
+    rc = uv_signal_start(&s->sighup, on_sighup, SIGHUP);
   if (rc != 0)
     return tpl__fail(err, TPL_EINTERNAL, "daemon: cannot start: %s",
                      uv_strerror(rc));
@@ -783,10 +1014,9 @@ static int start_handles(struct server *s, struct tpl_error *err) {
 }
 
 static void free_server(struct server *s) {
-  for (int i = 0; i < F_COUNT; i++)
-    free(s->frames[i]);
-  tpl__status_summary_free(&s->summary);
-  if (s->table_fd >= 0) close(s->table_fd);
+  replies_put(s->rep);
+  free(s->reload_model);
+  free(s->reload_plan);
   free(s->dir);
   free(s->sock_path);
 }
@@ -797,6 +1027,118 @@ static int job_agree(const struct tpl__daemon_config *cfg, int rc,
                      struct tpl_error *err) {
   const struct tpl__coord *c = cfg->coord;
   return c != NULL && c->agree != NULL ? c->agree(c->ctx, rc, err) : rc;
+}
+
+/* ---- a reload: the loop in a thread, the load on this one ---- */
+
+static void *loop_thread(void *arg) {
+  struct server *s = arg;
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+  return NULL;
+}
+
+/* On the engine's thread once this rank's new store is complete and
+ * sealed (coord.h): the replies for serving it, built beside the loop
+ * (which only reads the current ones). */
+/* On the engine's thread: the new store's size, for status. */
+static void note_size(void *ctx, uint64_t bytes) {
+  struct server *s = ctx;
+  atomic_store(&s->next_bytes, bytes);
+}
+
+static int prepare_next(void *ctx, const struct tpl__loaded *l,
+                        struct tpl_error *err) {
+  struct server *s = ctx;
+  s->next = (struct served){.store = l->store,
+                            .job = l->job,
+                            .status = l->report,
+                            .status_len = l->report_len,
+                            .model = l->job->model,
+                            .plan = l->plan,
+                            .generation = s->cur.generation + 1};
+  return replies_new(s, &s->next, &s->next_rep, err);
+}
+
+/* Writes the ready file again, naming the generation (rank 0). */
+static void rewrite_ready(struct server *s) {
+  struct tpl_error err = {0};
+  const struct tpl__daemon_config *cfg = s->cfg;
+  if (!s->ready_written) return;
+  if (tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
+                       s->cur.generation, &err) != 0)
+    LOG_AT(s, TPL_LOG_INFO, "reload: %s", err.msg);
+}
+
+/* Every rank agreed: from now on the new generation is served.  An
+ * attach waiting to send its descriptors gets the new one whole (nothing
+ * of it was sent); replies being written keep the old replies alive; the
+ * old store is the engine's to free (retire): consumers that mapped it
+ * keep it as long as they do. */
+static void switch_generation(struct server *s) {
+  const struct tpl__coord *co = s->cfg->coord;
+  struct replies *old = s->rep;
+  s->cur = s->next;
+  s->rep = s->next_rep;
+  s->next_rep = NULL;
+  for (struct conn *c = s->conns; c != NULL; c = c->next)
+    if (c->state == C_FD_RETRY) {
+      replies_put(c->rep);
+      c->rep = replies_hold(s->rep);
+    }
+  replies_put(old);
+  co->retire(co->ctx);
+  rewrite_ready(s);
+  LOG_AT(s, TPL_LOG_INFO, "reload: serving generation %llu (%s)",
+         (unsigned long long)s->cur.generation, s->cur.model);
+  for (struct conn *c = s->conns, *next; c != NULL; c = next) {
+    next = c->next;
+    if (c->state == C_WAITING && c->watching &&
+        s->cur.generation > c->watch_after)
+      send_generation(c, 0, "");
+  }
+}
+
+/* The reload, asked for by a client or SIGHUP on rank 0, or by rank 0 on
+ * another rank: the loop goes on answering in a thread (it calls no MPI
+ * meanwhile: on_poll and stop_job wait for the end) while this thread
+ * runs the engine's reload; then the loop is back here, switched or not. */
+static void run_reload(struct server *s) {
+  const struct tpl__coord *co = s->cfg->coord;
+  struct tpl__reload_hooks hooks = {note_size, prepare_next, s};
+  struct tpl__loaded next = {0};
+  struct tpl_error err = {0};
+  pthread_t t;
+  int rc, threaded;
+  s->reload_asked = 0;
+  s->reloading = 1;
+  atomic_store(&s->next_bytes, 0);
+  threaded = pthread_create(&t, NULL, loop_thread, s) == 0;
+  if (!threaded)
+    LOG_AT(s, TPL_LOG_INFO, "reload: no thread for the loop: clients wait");
+  rc =
+      co->reload(co->ctx, s->reload_model, s->reload_plan, &hooks, &next, &err);
+  if (threaded) {
+    uv_async_send(&s->wake);
+    pthread_join(t, NULL);
+  }
+  s->reloading = 0;
+  if (rc == 0) {
+    switch_generation(s);
+  } else {
+    replies_put(s->next_rep);
+    s->next_rep = NULL;
+    /* Every rank has the message: rank 0 tells it (the others in debug) */
+    LOG_AT(s, s->cfg->rank == 0 ? TPL_LOG_INFO : TPL_LOG_DEBUG,
+           "reload failed: %s; still serving generation %llu",
+           err.msg[0] ? err.msg : tpl_strerror(rc),
+           (unsigned long long)s->cur.generation);
+  }
+  if (s->reload_client != NULL) send_generation(s->reload_client, rc, err.msg);
+  s->reload_client = NULL;
+  free(s->reload_model);
+  free(s->reload_plan);
+  s->reload_model = s->reload_plan = NULL;
+  if (s->stop_after_reload) stop_job(s);
 }
 
 /* Listens, agrees with the other ranks, publishes the ready file (rank 0)
@@ -814,14 +1156,18 @@ static int serve(struct server *s, int rc, struct tpl_error *err) {
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL) {
     rc = tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
-                          err); /* ready.c: carries the job id */
+                          s->cur.generation, err); /* with the job id */
     s->ready_written = rc == 0;
   }
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0)
     LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
   s->started_ns = uv_hrtime();
-  if (rc == 0) uv_run(&s->loop, UV_RUN_DEFAULT);
+  while (rc == 0) { /* stopped for a reload, or done */
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    if (!s->reload_asked || s->stopping) break;
+    run_reload(s);
+  }
   return rc;
 }
 
@@ -831,12 +1177,18 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   int rc;
   memset(&s, 0, sizeof(s));
   s.cfg = cfg;
-  s.table_fd = -1;
+  s.cur = (struct served){.store = cfg->store,
+                          .job = cfg->job,
+                          .status = cfg->status,
+                          .status_len = cfg->status_len,
+                          .model = cfg->model,
+                          .plan = cfg->plan,
+                          .generation = 1};
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   signal(SIGPIPE, SIG_IGN);
   rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
-  if (rc == 0) rc = build_frames(&s, err);
+  if (rc == 0) rc = replies_new(&s, &s.cur, &s.rep, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
     rc = tpl__fail(err, TPL_EINTERNAL, "uv_loop_init: %s", uv_strerror(rc));
   else if (rc == 0)

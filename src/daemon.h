@@ -22,6 +22,7 @@ struct tpl__daemon_config {
   const uint8_t *status; /* packed tpload.LoadReport (rank 0), or NULL */
   const char *job_id;    /* the job's random id (every rank the same) */
   const char *model;     /* the model the job loaded */
+  const char *plan;      /* its --plan argument, or NULL */
   size_t status_len;
   int log_level; /* enum tpl_log_level (log.h): 0 is quiet */
   /* The job's coordination (coord.h; implemented by the engine over
@@ -29,6 +30,11 @@ struct tpl__daemon_config {
    * rank, whatever happened: after listening, and after rank 0 wrote the
    * ready file; poll_shutdown by the loop; request_shutdown once. */
   const struct tpl__coord *coord;
+  /* With coord->reload (serve), rank 0 answers RELOAD requests and
+   * SIGHUP (the current MODEL path again) by loading the next generation
+   * with every rank while the loop goes on answering in a thread; each
+   * rank switches once all agreed, and answers WATCH requests when its
+   * generation changes. */
   /* Optional limits; 0 picks the default. */
   unsigned timeout_ms; /* each phase of a connection (waiting for a
                           request, receiving it, sending the reply);

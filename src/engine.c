@@ -46,7 +46,7 @@
 #include "stall.h"
 #include "store.h"
 
-enum { TAG_DATA = 1, TAG_SHUTDOWN = 2 };
+enum { TAG_DATA = 1, TAG_SHUTDOWN = 2, TAG_RELOAD = 4 }; /* beat.c: 3 */
 
 /* A request in flight and the rank it talks to. */
 struct pending {
@@ -92,6 +92,21 @@ struct engine {
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
+  int deferred;                  /* rank 0: a file changed during --read
+                                    mpi's stream, told after it */
+  struct tpl_error deferred_err; /* ... and why */
+  const char *plan_arg;          /* the --plan this generation came from */
+  char *plan_owned;              /* a reload's copy of it */
+  /* serve's reloads (coord.h): a reload loads into its own engine; the
+   * one served after the first reload, and the one it replaced until
+   * coord_retire frees it (`old_is_self`: the first load's, in here). */
+  struct tpl__load_opts reload_o; /* the reload's options */
+  char reload_req[2][PATH_MAX];   /* its model and plan, as rank 0 got them */
+  struct engine *gen, *old;
+  int old_is_self;
+  const struct tpl__reload_hooks *hooks; /* a reload's engine: the sink's */
+  MPI_Request reload_req_mpi; /* ranks > 0: rank 0's word that one starts */
+  int reload_value;
 };
 
 /* The one way MPI results are handled: 0 for MPI_SUCCESS, else TPL_EPEER
@@ -742,16 +757,25 @@ static int read_chunk(struct engine *e, int fd, const char *path,
   return 0;
 }
 
+/* A file that changed since rank 0 validated it fails the load, but only
+ * after the stream: every rank still gets all its bytes, so the failure
+ * is agreed on (deliver) instead of stranding the receivers, and a
+ * reload keeps the generation it serves. */
+static void deferred_check(struct engine *e, uint32_t file) {
+  if (e->deferred == 0)
+    e->deferred = tpl__model_file_unchanged(e->model, file, &e->deferred_err);
+}
+
 static int stream_file(struct engine *e, struct file_walk *w, int *k,
                        struct tpl_error *err) {
   uint32_t file = e->job->tensors[w->first].file;
   const char *path = e->model->files[file].path;
   uint64_t pos = 0, end = file_data_end(e, w);
-  int fd = e->model->files[file].fd, rc;
+  int fd = e->model->files[file].fd, rc = 0;
   if (end == 0) return 0;
-  /* The descriptor validated at start, never the path again. */
-  rc = tpl__model_file_unchanged(e->model, file, err);
-  if (rc != 0) return rc;
+  /* The descriptor validated at start, never the path again; a file
+   * that changed is told once every byte went out (deferred_check). */
+  deferred_check(e, file);
   posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   while (rc == 0 && next_extent(e, w, &pos)) {
     struct slot *s = &e->slots[(*k)++ & 1];
@@ -763,7 +787,7 @@ static int stream_file(struct engine *e, struct file_walk *w, int *k,
     if (e->o->progress)
       e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
   }
-  if (rc == 0) rc = tpl__model_file_unchanged(e->model, file, err);
+  if (rc == 0) deferred_check(e, file);
   return rc == 0 ? check_own(e, w, err) : rc;
 }
 
@@ -1231,6 +1255,159 @@ static int coord_poll_shutdown(void *ctx) {
   return flag;
 }
 
+/* --- serve's reload (coord.h) --- */
+
+static int load(struct engine *e, int reload, struct tpl_error *err);
+static void engine_free(struct engine *e);
+
+/* Ranks > 0 listen for rank 0's word that a reload starts. */
+static int reload_arm(struct engine *e, struct tpl_error *err) {
+  if (e->rank == 0) return 0;
+  MPI_TRY(MPI_Irecv(&e->reload_value, 1, MPI_INT, 0, TAG_RELOAD, MPI_COMM_WORLD,
+                    &e->reload_req_mpi),
+          "receive");
+  return 0;
+}
+
+static int coord_poll_reload(void *ctx) {
+  struct engine *e = ctx;
+  struct tpl_error *err = NULL;
+  int flag = 0;
+  if (e->rank == 0 || e->reload_req_mpi == MPI_REQUEST_NULL) return 0;
+  MPI_TRY(MPI_Test(&e->reload_req_mpi, &flag, MPI_STATUS_IGNORE), "test");
+  return flag;
+}
+
+/* Rank 0 tells every rank a reload starts and gives them its model and
+ * plan; the others listen for the next one.  Then every rank has the
+ * reload's options in e->reload_o.  Agreed. */
+static int reload_request(struct engine *e, const char *model, const char *plan,
+                          struct tpl_error *err) {
+  const size_t len = sizeof(e->reload_req[0]);
+  int one = 1, rc = 0, mrc;
+  if (plan == NULL) plan = e->plan_arg;
+  if (e->rank == 0 && (strlen(model) >= len || strlen(plan) >= len))
+    rc = tpl__fail(err, TPL_EUSAGE, "reload: a path of more than %zu bytes",
+                   len - 1);
+  if (e->rank == 0) {
+    snprintf(e->reload_req[0], len, "%s", rc == 0 ? model : "");
+    snprintf(e->reload_req[1], len, "%s", rc == 0 ? plan : "");
+  }
+  for (uint32_t r = 1; e->rank == 0 && r < e->world; r++)
+    MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_RELOAD, MPI_COMM_WORLD),
+            "send");
+  mrc = reload_arm(e, err);
+  if (mrc == 0)
+    mrc = bcast_bytes(e, (uint8_t *)e->reload_req, sizeof(e->reload_req), err);
+  if (mrc != 0) return mrc;
+  e->reload_o = *e->o;
+  e->reload_o.model = e->reload_req[0];
+  e->reload_o.plan = e->reload_req[1];
+  memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
+  e->reload_o.steps.memfd_store = 1;
+  return agree(e, rc, err);
+}
+
+/* A new engine for the next generation, on the reload's options. */
+static struct engine *generation_new(const struct engine *e,
+                                     const struct tpl__reload_hooks *hooks) {
+  struct engine *n = calloc(1, sizeof(*n));
+  if (n == NULL) return NULL;
+  n->hooks = hooks;
+  n->o = &e->reload_o;
+  n->rank = e->rank;
+  n->world = e->world;
+  n->store.fd = -1;
+  n->chunk = e->chunk;
+  n->shutdown_req = n->reload_req_mpi = MPI_REQUEST_NULL;
+  n->plan_owned = strdup(e->reload_o.plan);
+  n->plan_arg = n->plan_owned;
+  if (n->plan_owned == NULL) {
+    free(n);
+    return NULL;
+  }
+  return n;
+}
+
+/* A failed reload's one message on every rank: the lowest rank that has
+ * one tells the others. */
+static int share_message(struct engine *e, int rc, struct tpl_error *err) {
+  int mine = err->msg[0] != '\0' ? (int)e->rank : INT_MAX, teller = INT_MAX;
+  MPI_Request req;
+  int mrc;
+  MPI_TRY(
+      MPI_Iallreduce(&mine, &teller, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req),
+      "agreement");
+  mrc = wait_collective(e, &req, -1, "agreement", err);
+  if (mrc == 0 && teller != INT_MAX) {
+    MPI_TRY(MPI_Ibcast(err->msg, (int)sizeof(err->msg), MPI_CHAR, teller,
+                       MPI_COMM_WORLD, &req),
+            "broadcast");
+    mrc = wait_collective(e, &req, teller, "broadcast", err);
+  }
+  err->code = mrc != 0 ? mrc : rc;
+  return err->code;
+}
+
+/* The agreed switch: n is served from now on, the generation it
+ * replaces waits for coord_retire. */
+static void switch_to(struct engine *e, struct engine *n) {
+  if (e->gen == NULL)
+    e->old_is_self = 1;
+  else
+    e->old = e->gen;
+  e->gen = n;
+  e->plan_arg = n->plan_arg; /* the next reload's default */
+}
+
+static void generation_free(struct engine *n) {
+  if (n == NULL) return;
+  engine_free(n);
+  free(n);
+}
+
+static int coord_reload(void *ctx, const char *model, const char *plan,
+                        const struct tpl__reload_hooks *hooks,
+                        struct tpl__loaded *next, struct tpl_error *err) {
+  struct engine *e = ctx, *n = NULL;
+  int rc = reload_request(e, model, plan, err);
+  if (rc == 0) {
+    n = generation_new(e, hooks);
+    rc = agree(e,
+               n != NULL
+                   ? 0
+                   : tpl__fail(err, -ENOMEM, "rank %u: out of memory", e->rank),
+               err);
+  }
+  if (rc == 0) rc = load(n, 1, err);
+  if (rc == 0) rc = agree(e, tpl__store_seal(&n->store, err), err);
+  if (rc == 0) {
+    *next = (struct tpl__loaded){n->job, &n->store, n->report, n->report_len,
+                                 n->plan_arg};
+    rc = agree(e, hooks->ready(hooks->ctx, next, err), err);
+  }
+  if (rc != 0) {
+    generation_free(n);
+    return share_message(e, rc, err);
+  }
+  switch_to(e, n);
+  return 0;
+}
+
+static void coord_retire(void *ctx) {
+  struct engine *e = ctx;
+  if (e->old_is_self) {
+    tpl__store_free(&e->store);
+    tpl__job_free(e->job);
+    free(e->report);
+    e->job = NULL;
+    e->report = NULL;
+    e->old_is_self = 0;
+  }
+  generation_free(e->old);
+  e->old = NULL;
+}
+
 /* While the sink runs, rank 0 listens for any rank's request to shut
  * down, another rank for rank 0's shutdown message. */
 static int shutdown_arm(struct engine *e, struct tpl_error *err) {
@@ -1238,7 +1415,7 @@ static int shutdown_arm(struct engine *e, struct tpl_error *err) {
   MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from, TAG_SHUTDOWN,
                     MPI_COMM_WORLD, &e->shutdown_req),
           "receive");
-  return 0;
+  return reload_arm(e, err);
 }
 
 /* Leaves no shutdown message unmatched at MPI_Finalize: every rank
@@ -1247,10 +1424,12 @@ static int shutdown_arm(struct engine *e, struct tpl_error *err) {
 static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
   MPI_Status st;
   int flag = 1;
-  if (e->shutdown_req != MPI_REQUEST_NULL) {
-    MPI_TRY(MPI_Cancel(&e->shutdown_req), "cancel");
-    MPI_TRY(MPI_Wait(&e->shutdown_req, MPI_STATUS_IGNORE), "wait");
-  }
+  MPI_Request *reqs[] = {&e->shutdown_req, &e->reload_req_mpi};
+  for (size_t i = 0; i < ARRAY_SIZE(reqs); i++)
+    if (*reqs[i] != MPI_REQUEST_NULL) {
+      MPI_TRY(MPI_Cancel(reqs[i]), "cancel");
+      MPI_TRY(MPI_Wait(reqs[i], MPI_STATUS_IGNORE), "wait");
+    }
   while (e->rank == 0 && flag) {
     MPI_TRY(
         MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st),
@@ -1267,18 +1446,22 @@ static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
  * stop listening after a good run is the job's failure too. */
 static int run_sink(struct engine *e, struct tpl_error *err) {
   const struct tpl__sink *s = &e->o->steps;
-  struct tpl__coord c = {e->rank,
-                         e->world,
-                         coord_agree,
-                         coord_share,
-                         coord_poll_shutdown,
-                         coord_request_shutdown,
-                         coord_beats_begin,
-                         coord_beat,
-                         coord_agree_after_beats,
-                         coord_gather,
-                         e};
-  struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len};
+  struct tpl__coord c = {.rank = e->rank,
+                         .world = e->world,
+                         .agree = coord_agree,
+                         .share = coord_share,
+                         .poll_shutdown = coord_poll_shutdown,
+                         .request_shutdown = coord_request_shutdown,
+                         .beats_begin = coord_beats_begin,
+                         .beat = coord_beat,
+                         .agree_after_beats = coord_agree_after_beats,
+                         .gather = coord_gather,
+                         .ctx = e,
+                         .poll_reload = coord_poll_reload,
+                         .reload = coord_reload,
+                         .retire = coord_retire};
+  struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len,
+                          e->plan_arg};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = agree(e, shutdown_arm(e, err), err);
@@ -1314,7 +1497,8 @@ static int deliver(struct engine *e, struct tpl_error *err) {
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
     engine_abort(tpl_exit_code(rc));
   }
-  return 0;
+  if (e->deferred != 0) *err = e->deferred_err;
+  return agree(e, e->deferred, err);
 }
 
 /* The job's totals on rank 0: its time, the slowest rank's, in *max; and
@@ -1337,17 +1521,58 @@ static int job_totals(struct engine *e, double mine, double *max,
   return wait_to_0(e, &req, "the bytes read", err);
 }
 
+/* Once every rank holds its shard, rank 0 lets go of the checkpoint: no
+ * file of a version served stays open (a model deleted or replaced on
+ * disk gives its space back while serving goes on). */
+static void release_sources(struct engine *e) {
+  tpl__model_free(e->model);
+  tpl__plan_free(e->plan);
+  e->model = NULL;
+  e->plan = NULL;
+}
+
+/* One generation's load into e, up to its report: the first (`reload`
+ * 0: the sink checks where its output goes) or a reload's (every rank
+ * checks it has room for a second store).  Every step ends in an
+ * agreement, so the ranks start the clock together. */
+static int load(struct engine *e, int reload, struct tpl_error *err) {
+  const struct tpl__sink *s = &e->o->steps;
+  double t0, seconds;
+  int rc = share_job(e, err);
+  if (rc == 0 && reload) {
+    if (e->hooks->sized != NULL)
+      e->hooks->sized(e->hooks->ctx, e->job->store_size);
+    tpl__stall_test_stop("reload", e->rank); /* validated, nothing moved */
+    rc = agree(e, tpl__store_room(e->job->store_size, e->o->huge, e->rank, err),
+               err);
+  } else if (rc == 0 && s->check != NULL)
+    rc = agree(e, s->check(s->ctx, e->rank, err), err);
+  if (rc != 0) return rc;
+  t0 = tpl__now();
+  rc = deliver(e, err);
+  if (rc != 0) return rc;
+  fill_stats(e, t0);
+  tpl__stall_test_stop("report", e->rank);
+  rc = agree(e, job_totals(e, e->st.seconds, &seconds, err), err);
+  if (rc == 0) rc = agree(e, gather_reports(e, seconds, err), err);
+  if (rc == 0 && e->rank == 0 && e->o->report)
+    e->o->report(e->o->ctx, e->report, e->report_len);
+  release_sources(e);
+  return rc;
+}
+
 static void engine_free(struct engine *e) {
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
-  tpl__model_free(e->model);
-  tpl__plan_free(e->plan);
+  release_sources(e);
   free(e->report);
+  free(e->plan_owned);
+  generation_free(e->gen);
+  generation_free(e->old);
 }
 
 int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   struct engine e = {0};
-  double t0, seconds;
   int rank, world, rc;
   MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank");
   MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &world), "size");
@@ -1356,25 +1581,10 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   e.world = (uint32_t)world;
   e.store.fd = -1;
   e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
-  e.shutdown_req = MPI_REQUEST_NULL;
-  rc = share_job(&e, err);
-  /* The sink's check of where the output goes, by every rank (its own
-   * node's view) before any byte moves.  Each step ends in an agreement,
-   * so the ranks start the clock together. */
-  if (rc == 0 && o->steps.check != NULL)
-    rc = agree(&e, o->steps.check(o->steps.ctx, e.rank, err), err);
-  if (rc != 0) goto out;
-  t0 = tpl__now();
-  rc = deliver(&e, err);
-  if (rc != 0) goto out;
-  fill_stats(&e, t0);
-  tpl__stall_test_stop("report", e.rank);
-  rc = agree(&e, job_totals(&e, e.st.seconds, &seconds, err), err);
-  if (rc == 0) rc = agree(&e, gather_reports(&e, seconds, err), err);
-  if (rc != 0) goto out;
-  if (e.rank == 0 && o->report) o->report(o->ctx, e.report, e.report_len);
-  rc = run_sink(&e, err);
-out:
+  e.shutdown_req = e.reload_req_mpi = MPI_REQUEST_NULL;
+  e.plan_arg = o->plan != NULL ? o->plan : "auto";
+  rc = load(&e, 0, err);
+  if (rc == 0) rc = run_sink(&e, err);
   engine_free(&e);
   return rc;
 }

@@ -23,13 +23,14 @@ const char *tpl_strerror(int code) {
 }
 
 /* The exit code of an errno; any other is an I/O error (74: EIO,
- * ENOSPC, EDQUOT, short reads ...). */
+ * ENOSPC, EDQUOT, short reads ...).  75 (try again): a daemon busy with a
+ * reload, a watch whose time was up. */
 static const struct {
   int errnum, exit_code;
 } errno_exits[] = {
     {ENOENT, 66}, {ENOTDIR, 66}, {EACCES, 73},       {EPERM, 73},
     {EEXIST, 73}, {EROFS, 73},   {ECONNREFUSED, 69}, {ECONNRESET, 69},
-    {EPIPE, 69},  {ENOMEM, 70},
+    {EPIPE, 69},  {ENOMEM, 70},  {EBUSY, 75},        {ETIMEDOUT, 75},
 };
 
 static int errno_exit_code(int e) {

@@ -15,14 +15,25 @@
  * table follows what the engine needs and the comment says "MLC: ...".
  * Tensors a table does not name are replicated; but a 2-D tensor inside a
  * layer that no rule names is refused (presets.c), so routers, low-rank
- * and vision tensors are listed as `replicate`. */
+ * and vision tensors are listed as `replicate`.  A layer tensor with a dim
+ * of the heads' sizes (heads, kv heads, either times head_dim) delivered
+ * whole while its layer's heads are cut is refused too, unless its
+ * replicate rule says why it is whole (RW, the reason in the rule):
+ * per-head norms and scales must be cut with their heads (Cohere's
+ * q_norm / k_norm). */
 #include "preset_tables.h"
 
 #include "common.h"
 #include "plan.h"
 
 #define SH(m, n, d, s, r)                                                      \
-  { m, TPL_RULE_SHARD, d, s, r, n }
+  { m, TPL_RULE_SHARD, d, s, r, n, TPL_U_ANY }
+/* A shard rule whose cut dim measures `u` (enum tpl__unit). */
+#define SU(m, n, d, r, u)                                                      \
+  { m, TPL_RULE_SHARD, d, TPL_SEGS_NONE, r, n, u }
+/* SU's required kinds, short: every layer, or optional. */
+#define EVERY TPL_REQ_LAYER
+#define OPT TPL_REQ_NO
 /* A weight every layer must have; an optional shard (a bias); a weight of
  * every dense or every MoE layer. */
 #define W(m, n, d, s) SH(m, n, d, s, TPL_REQ_LAYER)
@@ -30,9 +41,14 @@
 #define WD(m, n, d, s) SH(m, n, d, s, TPL_REQ_DENSE)
 #define WM(m, n, d, s) SH(m, n, d, s, TPL_REQ_MOE)
 #define SC(m)                                                                  \
-  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL }
+  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY }
 #define RP(m)                                                                  \
-  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL }
+  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY }
+/* Replicated although it may measure like the heads, for reason `why`. */
+#define RW(m, why)                                                             \
+  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, why, TPL_U_ANY }
+#define ROUTER "a router: every rank routes every token"
+#define LOW_RANK "a low-rank projection of the hidden state, before the heads"
 
 #define NONE TPL_SEGS_NONE
 #define QKV TPL_SEGS_QKV
@@ -45,27 +61,33 @@
 
 /* HF llama-style attention: q/k/v column-parallel, o row-parallel. */
 #define HF_QKV_O(b)                                                            \
-  W(b ".q_proj.weight", "_shard_q", 0, NONE),                                  \
-      W(b ".k_proj.weight", "_shard_k", 0, NONE),                              \
-      W(b ".v_proj.weight", "_shard_v", 0, NONE),                              \
-      O(b ".q_proj.bias", "_shard_q_bias", 0, NONE),                           \
-      O(b ".k_proj.bias", "_shard_k_bias", 0, NONE),                           \
-      O(b ".v_proj.bias", "_shard_v_bias", 0, NONE)
+  SU(b ".q_proj.weight", "_shard_q", 0, EVERY, TPL_U_Q),                       \
+      SU(b ".k_proj.weight", "_shard_k", 0, EVERY, TPL_U_KV),                  \
+      SU(b ".v_proj.weight", "_shard_v", 0, EVERY, TPL_U_KV),                  \
+      SU(b ".q_proj.bias", "_shard_q_bias", 0, OPT, TPL_U_Q),                  \
+      SU(b ".k_proj.bias", "_shard_k_bias", 0, OPT, TPL_U_KV),                 \
+      SU(b ".v_proj.bias", "_shard_v_bias", 0, OPT, TPL_U_KV)
 #define HF_ATTN                                                                \
   HF_QKV_O("*.self_attn"),                                                     \
-      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
+      SU("*.self_attn.o_proj.weight", "_shard_o", 1, EVERY, TPL_U_Q),          \
       SC("*.self_attn.o_proj.bias")
 
-/* HF gate/up/down MLP under `b`, with a required-kind macro `R`. */
-#define HF_MLP(R, b)                                                           \
-  R(b ".gate_proj.weight", "_shard_gate", 0, NONE),                            \
-      R(b ".up_proj.weight", "_shard_up", 0, NONE),                            \
-      R(b ".down_proj.weight", "_shard_down", 1, NONE),                        \
-      O(b ".gate_proj.bias", "_shard_gate_bias", 0, NONE),                     \
-      O(b ".up_proj.bias", "_shard_up_bias", 0, NONE), SC(b ".down_proj.bias")
+/* HF gate/up/down MLP under `b`, required in layers of kind `R` (enum
+ * tpl__req), its features measuring `u` (enum tpl__unit). */
+#define HF_MLP_U(R, b, u)                                                      \
+  SU(b ".gate_proj.weight", "_shard_gate", 0, R, u),                           \
+      SU(b ".up_proj.weight", "_shard_up", 0, R, u),                           \
+      SU(b ".down_proj.weight", "_shard_down", 1, R, u),                       \
+      SU(b ".gate_proj.bias", "_shard_gate_bias", 0, OPT, u),                  \
+      SU(b ".up_proj.bias", "_shard_up_bias", 0, OPT, u),                      \
+      SC(b ".down_proj.bias")
+#define HF_MLP(R, b) HF_MLP_U(R, b, TPL_U_I)
 
+/* Older HF checkpoints store each layer's rotary frequencies. */
+#define ROTARY                                                                 \
+  RW("*.rotary_emb.inv_freq", "rotary frequencies, shared by every head")
 #define TAIL                                                                   \
-  RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight")
+  RP("*embed_tokens.weight"), RP("*lm_head.weight"), RP("*norm.weight"), ROTARY
 
 /* MLC llama-style layer (llama_model.py LlamaDecoderLayer._set_tp): MLC
  * sets only the weights; a checkpoint with attention biases gets them
@@ -93,20 +115,26 @@
 /* Vision towers (llava, gemma3, llama4, qwen2_5_vl) have layers of
  * their own, with names like the text model's: replicated, and listed
  * first so that the text model's rules never match them. */
+#define TOWER "the vision tower's own layers, not cut"
 #define VISION                                                                 \
-  RP("*vision_tower.*"), RP("*vision_model.*"),                                \
-      RP("*multi_modal_projector.*"), RP("visual.*"), RP("*.visual.*")
+  RW("*vision_tower.*", TOWER), RW("*vision_model.*", TOWER),                  \
+      RW("*multi_modal_projector.*", TOWER), RW("visual.*", TOWER),            \
+      RW("*.visual.*", TOWER)
+
+/* q/k norms of the llama-like presets: [head_dim] (qwen3, gemma3) is one
+ * norm every head shares; [heads x head_dim] (olmo2) is one RMSNorm over
+ * all heads' q, which an engine applies to the all-gathered q (vLLM's
+ * Olmo2Attention): whole either way. */
+#define QK_WHY "one norm shared by the heads, or over all of them (olmo2)"
+#define QK_NORMS                                                               \
+  RW("*.self_attn.q_norm.weight", QK_WHY),                                     \
+      RW("*.self_attn.k_norm.weight", QK_WHY)
 
 static const struct tpl__ptmpl hf_llama[] = {
-    VISION,
-    HF_ATTN,
-    HF_MLP(W, "*.mlp"),
-    TAIL,
+    VISION, HF_ATTN, QK_NORMS, HF_MLP(TPL_REQ_LAYER, "*.mlp"), TAIL,
 };
 static const struct tpl__ptmpl mlc_llama[] = {
-    VISION,
-    MLC_QKV_O("*.self_attn", "o_proj"),
-    MLC_MLP(W, "*.mlp"),
+    VISION, MLC_QKV_O("*.self_attn", "o_proj"), QK_NORMS, MLC_MLP(W, "*.mlp"),
     TAIL,
 };
 
@@ -116,17 +144,20 @@ static const struct tpl__ptmpl mlc_llama[] = {
 
 static const struct tpl__ptmpl hf_mixtral[] = {
     HF_ATTN,
-    W("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0, NONE),
-    W("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, NONE),
-    W("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, NONE),
-    RP("*.block_sparse_moe.gate.weight"),
+    SU("*.block_sparse_moe.experts.*.w1.weight", "_shard_w1", 0, EVERY,
+       TPL_U_I),
+    SU("*.block_sparse_moe.experts.*.w3.weight", "_shard_w3", 0, EVERY,
+       TPL_U_I),
+    SU("*.block_sparse_moe.experts.*.w2.weight", "_shard_w2", 1, EVERY,
+       TPL_U_I),
+    RW("*.block_sparse_moe.gate.weight", ROUTER),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_mixtral[] = {
     MLC_QKV_O("*.self_attn", "o_proj"),
     W("*.moe.e1_e3.weight", "_shard_mlp_up", 1, II),
     W("*.moe.e2.weight", "_shard_mlp_down", 2, NONE),
-    RP("*.moe.gate.weight"),
+    RW("*.moe.gate.weight", ROUTER),
     TAIL,
 };
 
@@ -165,6 +196,7 @@ static const struct tpl__ptmpl mlc_qwen2[] = {
 };
 static const struct tpl__ptmpl mlc_qwen3[] = {
     MLC_C_ATTN(TPL_REQ_NO),
+    QK_NORMS,
     MLC_MLP(W, "*.mlp"),
     TAIL,
 };
@@ -175,24 +207,25 @@ static const struct tpl__ptmpl mlc_qwen3[] = {
  * expert.  Routers and the shared expert's gate are replicated. ---- */
 
 #define HF_EXPERTS(R, b)                                                       \
-  R(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, NONE),           \
-      R(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, NONE),           \
-      R(b ".experts.*.down_proj.weight", "_shard_expert_down", 1, NONE)
+  SU(b ".experts.*.gate_proj.weight", "_shard_expert_gate", 0, R, TPL_U_MOE),  \
+      SU(b ".experts.*.up_proj.weight", "_shard_expert_up", 0, R, TPL_U_MOE),  \
+      SU(b ".experts.*.down_proj.weight", "_shard_expert_down", 1, R,          \
+         TPL_U_MOE)
 /* A shared expert's gate/up/down under `b`. */
 #define HF_SHARED(R, b)                                                        \
-  R(b ".gate_proj.weight", "_shard_shared_gate", 0, NONE),                     \
-      R(b ".up_proj.weight", "_shard_shared_up", 0, NONE),                     \
-      R(b ".down_proj.weight", "_shard_shared_down", 1, NONE)
+  SU(b ".gate_proj.weight", "_shard_shared_gate", 0, R, TPL_U_SHARED),         \
+      SU(b ".up_proj.weight", "_shard_shared_up", 0, R, TPL_U_SHARED),         \
+      SU(b ".down_proj.weight", "_shard_shared_down", 1, R, TPL_U_SHARED)
 #define MLC_EXPERTS(up, down)                                                  \
   W("*.mlp.moe_gate_up_proj.weight", up, 1, MOE),                              \
       W("*.mlp.moe_down_proj.weight", down, 2, NONE)
 
 static const struct tpl__ptmpl hf_qwen2_moe[] = {
     HF_ATTN,
-    HF_EXPERTS(W, "*.mlp"),
-    HF_SHARED(W, "*.mlp.shared_expert"),
-    RP("*.mlp.gate.weight"),
-    RP("*.mlp.shared_expert_gate.weight"),
+    HF_EXPERTS(TPL_REQ_LAYER, "*.mlp"),
+    HF_SHARED(TPL_REQ_LAYER, "*.mlp.shared_expert"),
+    RW("*.mlp.gate.weight", ROUTER),
+    RW("*.mlp.shared_expert_gate.weight", ROUTER),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen2_moe[] = {
@@ -202,20 +235,22 @@ static const struct tpl__ptmpl mlc_qwen2_moe[] = {
     W("*.mlp.shared_expert.down_proj.weight", "_shard_shared_mlp_down", 1,
       NONE),
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
-    RP("*.mlp.gate.weight"),
-    RP("*.mlp.shared_expert_gate.weight"),
+    RW("*.mlp.gate.weight", ROUTER),
+    RW("*.mlp.shared_expert_gate.weight", ROUTER),
     TAIL,
 };
 static const struct tpl__ptmpl hf_qwen3_moe[] = {
     HF_ATTN,
-    HF_EXPERTS(W, "*.mlp"),
-    RP("*.mlp.gate.weight"),
+    QK_NORMS,
+    HF_EXPERTS(TPL_REQ_LAYER, "*.mlp"),
+    RW("*.mlp.gate.weight", ROUTER),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_qwen3_moe[] = {
     MLC_C_ATTN(TPL_REQ_NO),
+    QK_NORMS,
     MLC_EXPERTS("_shard_moe_mlp_up", "_shard_moe_mlp_down"),
-    RP("*.mlp.gate.weight"),
+    RW("*.mlp.gate.weight", ROUTER),
     TAIL,
 };
 
@@ -231,8 +266,10 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
       O("*.self_attn.q_b_proj.weight", "_shard_q_b_weight", 0, NONE),          \
       W("*.self_attn.kv_b_proj.weight", "_shard_kv_b_weight", 0, NONE),        \
       W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
-      RP("*.self_attn.q_a_proj.weight"),                                       \
-      RP("*.self_attn.kv_a_proj_with_mqa.weight")
+      RW("*.self_attn.q_a_proj.weight", LOW_RANK),                             \
+      RW("*.self_attn.kv_a_proj_with_mqa.weight", LOW_RANK),                   \
+      RW("*.self_attn.q_a_layernorm.weight", LOW_RANK),                        \
+      RW("*.self_attn.kv_a_layernorm.weight", LOW_RANK)
 
 /* MLC DeepSeek's shared experts (v1, v2, v3). */
 #define MLC_DS_SHARED                                                          \
@@ -244,8 +281,9 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
 /* HF DeepSeek MLPs (v1, v2, v3): experts and shared experts in MoE
  * layers, gate/up/down in dense ones. */
 #define HF_DS_MLP                                                              \
-  HF_EXPERTS(WM, "*.mlp"), HF_SHARED(WM, "*.mlp.shared_experts"),              \
-      RP("*.mlp.gate.weight"), HF_MLP(WD, "*.mlp"), TAIL
+  HF_EXPERTS(TPL_REQ_MOE, "*.mlp"),                                            \
+      HF_SHARED(TPL_REQ_MOE, "*.mlp.shared_experts"),                          \
+      RW("*.mlp.gate.weight", ROUTER), HF_MLP(TPL_REQ_DENSE, "*.mlp"), TAIL
 
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
     DS_ATTN,
@@ -264,7 +302,7 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
     MLC_DS_SHARED,
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_moe_gate_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_moe_mlp_down", 2, NONE),
-    RP("*.mlp.gate.weight"),
+    RW("*.mlp.gate.weight", ROUTER),
     WD("*.mlp.gate_up_proj.weight", "_shard_gate_up", 0, II),
     WD("*.mlp.down_proj.weight", "_shard_down", 1, NONE),
     TAIL,
@@ -286,7 +324,7 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_mlp_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_mlp_down", 2, NONE),
     MLC_DS_SHARED,
-    RP("*.mlp.gate.weight"),
+    RW("*.mlp.gate.weight", ROUTER),
     MLC_MLP(WD, "*.mlp"),
     TAIL,
 };
@@ -296,21 +334,10 @@ static const struct tpl__ptmpl mlc_deepseek[] = {
  * are sharded along dim 0, but they are [head_dim] and every head needs
  * all of it; replicated here. ---- */
 
-#define SEP_QKV_O                                                              \
-  W("*.self_attn.q_proj.weight", "_shard_q", 0, NONE),                         \
-      W("*.self_attn.k_proj.weight", "_shard_k", 0, NONE),                     \
-      W("*.self_attn.v_proj.weight", "_shard_v", 0, NONE),                     \
-      O("*.self_attn.q_proj.bias", "_shard_q_bias", 0, NONE),                  \
-      O("*.self_attn.k_proj.bias", "_shard_k_bias", 0, NONE),                  \
-      O("*.self_attn.v_proj.bias", "_shard_v_bias", 0, NONE),                  \
-      W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),                     \
-      SC("*.self_attn.o_proj.bias")
+#define SEP_QKV_O HF_ATTN
 
 static const struct tpl__ptmpl mlc_gemma3[] = {
-    VISION,
-    SEP_QKV_O,
-    MLC_MLP(W, "*.mlp"),
-    TAIL,
+    VISION, SEP_QKV_O, QK_NORMS, MLC_MLP(W, "*.mlp"), TAIL,
 };
 
 /* ---- llama4: llama4_model.py Llama4TextDecoderLayer._set_tp, sizes under
@@ -326,9 +353,11 @@ static const struct tpl__ptmpl hf_llama4[] = {
     SEP_QKV_O,
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
-    HF_SHARED(WM, "*.feed_forward.shared_expert"),
-    RP("*.feed_forward.router.weight"),
-    HF_MLP(WD, "*.feed_forward"),
+    HF_SHARED(TPL_REQ_MOE, "*.feed_forward.shared_expert"),
+    RW("*.feed_forward.router.weight", ROUTER),
+    /* Dense layers measure intermediate_size_mlp, which the preset does
+     * not read: unchecked. */
+    HF_MLP_U(TPL_REQ_DENSE, "*.feed_forward", TPL_U_ANY),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_llama4[] = {
@@ -337,14 +366,16 @@ static const struct tpl__ptmpl mlc_llama4[] = {
     WM("*.feed_forward.experts.gate_up_proj", "_shard_expert_mlp_up", 2, II),
     WM("*.feed_forward.experts.down_proj", "_shard_expert_mlp_down", 1, NONE),
     MLC_MLP(WM, "*.feed_forward.shared_expert"),
-    RP("*.feed_forward.router.router.weight"),
+    RW("*.feed_forward.router.router.weight", ROUTER),
     MLC_MLP(WD, "*.feed_forward"),
     TAIL,
 };
 
 /* Older HF checkpoints of GPT-2, GPT-J and GPT-NeoX store the causal
  * mask (`attn.bias`, [1, 1, ctx, ctx]) and `masked_bias` per layer. */
-#define MASKS(b) RP(b ".bias"), RP(b ".masked_bias")
+#define MASKS(b)                                                               \
+  RW(b ".bias", "a causal-mask buffer, no weights"),                           \
+      RW(b ".masked_bias", "a causal-mask constant, no weights")
 
 /* ---- gpt2: gpt2_model.py GPT2Block._set_tp.  MLC's Linear weights are
  * [out, in]; HF's Conv1D stores [in, out], so the HF column-parallel
@@ -391,7 +422,7 @@ static const struct tpl__ptmpl mlc_gpt2[] = {
       W("*.mlp.dense_4h_to_h.weight", "_shard_dense_4h_to_h", 1, NONE),        \
       SC("*.mlp.dense_4h_to_h.bias"), RP("*embed_in.weight"),                  \
       RP("*embed_out.weight"), RP("*layernorm*"), RP("*layer_norm*"),          \
-      MASKS("*.attention")
+      MASKS("*.attention"), ROTARY
 
 static const struct tpl__ptmpl hf_gpt_neox[] = {
     W("*.attention.query_key_value.weight", "_shard_qkv_interleaved_weight", 0,
@@ -415,7 +446,7 @@ static const struct tpl__ptmpl mlc_gpt_neox[] = {
       O("*.mlp.fc_in.bias", "_shard_c_fc_bias", 0, NONE),                      \
       W("*.mlp.fc_out.weight", "_shard_mlp_c_proj", 1, NONE),                  \
       SC("*.mlp.fc_out.bias"), RP("*wte.weight"), RP("*lm_head.weight"),       \
-      RP("*ln_*"), MASKS("*.attn")
+      RP("*ln_*"), MASKS("*.attn"), ROTARY
 
 static const struct tpl__ptmpl hf_gpt_j[] = {
     HF_QKV_O("*.attn"),
@@ -438,8 +469,12 @@ static const struct tpl__ptmpl mlc_gpt_j[] = {
       W("*.mlp.fc2.weight", "_shard_mlp_fc2_weight", 1, NONE),                 \
       SC("*.mlp.fc2.bias")
 
+/* With qk_layernorm, PhiAttention's q_layernorm / k_layernorm are
+ * LayerNorm(head_dim), shared by every head. */
 static const struct tpl__ptmpl hf_phi[] = {
     HF_QKV_O("*.self_attn"),
+    RW("*.self_attn.q_layernorm.*", QK_WHY),
+    RW("*.self_attn.k_layernorm.*", QK_WHY),
     W("*.self_attn.dense.weight", "_shard_o_weight", 1, NONE),
     SC("*.self_attn.dense.bias"),
     PHI_MLP,
@@ -563,15 +598,25 @@ static const struct tpl__ptmpl mlc_starcoder2[] = {
 
 /* ---- cohere: cohere_model.py CohereDecoderLayer._set_tp.  MLC: gate_proj
  * and up_proj are separate tensors but given segs [i, i]; each is one
- * segment, so no segs here. ---- */
+ * segment, so no segs here.  With use_qk_norm (Command R+), HF's
+ * CohereAttention has q_norm [heads, head_dim] and k_norm [kv heads,
+ * head_dim], one row per head: cut along dim 0 with the heads, as vLLM's
+ * Cohere model loads them (MLC's cohere_model.py has no qk norm; a
+ * directory with them gets the same cut). ---- */
+
+#define COHERE_QK_NORMS                                                        \
+  SU("*.self_attn.q_norm.weight", "_shard_q_norm", 0, OPT, TPL_U_H),           \
+      SU("*.self_attn.k_norm.weight", "_shard_k_norm", 0, OPT, TPL_U_KVH)
 
 static const struct tpl__ptmpl hf_cohere[] = {
     HF_ATTN,
-    HF_MLP(W, "*.mlp"),
+    COHERE_QK_NORMS,
+    HF_MLP(TPL_REQ_LAYER, "*.mlp"),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_cohere[] = {
     MLC_QKV_O("*.self_attn", "out_proj"),
+    COHERE_QK_NORMS,
     W("*.mlp.gate_proj.weight", "_shard_mlp_gate", 0, NONE),
     W("*.mlp.up_proj.weight", "_shard_mlp_up", 0, NONE),
     W("*.mlp.down_proj.weight", "_shard_mlp_down", 1, NONE),
@@ -615,8 +660,8 @@ static const struct tpl__ptmpl hf_minicpm[] = {
     WM("*.mlp.experts.*.w1.weight", "_shard_w1", 0, NONE),
     WM("*.mlp.experts.*.w3.weight", "_shard_w3", 0, NONE),
     WM("*.mlp.experts.*.w2.weight", "_shard_w2", 1, NONE),
-    RP("*.mlp.gate.weight"),
-    HF_MLP(WD, "*.mlp"),
+    RW("*.mlp.gate.weight", ROUTER),
+    HF_MLP(TPL_REQ_DENSE, "*.mlp"),
     TAIL,
 };
 static const struct tpl__ptmpl mlc_minicpm[] = {
@@ -624,7 +669,7 @@ static const struct tpl__ptmpl mlc_minicpm[] = {
     W("*.self_attn.o_proj.weight", "_shard_o", 1, NONE),
     WM("*.mlp.e1_e3.weight", "_shard_mlp_up", 1, II),
     WM("*.mlp.e2.weight", "_shard_mlp_down", 2, NONE),
-    RP("*.mlp.gate.weight"),
+    RW("*.mlp.gate.weight", ROUTER),
     MLC_MLP(WD, "*.mlp"),
     TAIL,
 };

@@ -29,13 +29,32 @@ enum tpl__req {
   TPL_REQ_MOE     /* every mixture-of-experts layer */
 };
 
+/* What the cut dim of an unsegmented shard rule measures, as the config
+ * says (presets.c checks the checkpoint against it; a segmented rule's
+ * segs must sum to the dim anyway, shard.c). */
+enum tpl__unit {
+  TPL_U_ANY = 0, /* not checked */
+  TPL_U_Q,       /* heads x head_dim */
+  TPL_U_KV,      /* kv heads x head_dim */
+  TPL_U_I,       /* intermediate size */
+  TPL_U_MOE,     /* moe_intermediate_size */
+  TPL_U_SHARED,  /* the shared expert's intermediate size */
+  TPL_U_H,       /* heads (one row per head) */
+  TPL_U_KVH      /* kv heads */
+};
+
 struct tpl__ptmpl {
   const char *match;  /* glob over the full tensor name */
   unsigned char kind; /* enum tpl_rule_kind */
   unsigned char dim;
   unsigned char segs; /* enum tpl__seg_kind */
   unsigned char req;  /* enum tpl__req */
-  const char *name;   /* func_name of a shard rule */
+  /* A shard rule's func_name.  A replicate rule's reason for delivering a
+   * layer tensor whole that has a dim of the heads' sizes (a router, a
+   * norm over all heads): NULL means none, and presets.c refuses such a
+   * tensor while its layer's heads are cut. */
+  const char *name;
+  unsigned char unit; /* enum tpl__unit */
 };
 
 /* Preset flags: how sizes are read and checked. */

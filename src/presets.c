@@ -66,6 +66,12 @@ const char *tpl__preset_names(void) {
 
 struct sizes {
   uint64_t hidden, heads, kv_heads, head_dim, inter, moe, shared;
+  uint64_t layers;  /* 0 when the config does not say */
+  uint64_t experts; /* routed experts a layer; 0 when none or not said */
+  /* The config keys each size came from ("num_attention_heads", ...);
+   * head_dim's is "hidden / heads" when derived. */
+  const char *heads_key, *kv_key, *hd_key, *inter_key, *moe_key, *shared_key,
+      *layers_key, *experts_key;
   /* The numbers that must divide by the shard count, as the config
    * names them. */
   struct {
@@ -135,19 +141,27 @@ static int read_attention(const json_t *cfg, unsigned flags, const char *what,
       "n_head_kv",           "num_kv_heads",
       "n_kv_heads",          NULL};
   static const char *const hd[] = {"head_dim", "kv_channels", NULL};
-  const char *heads_key = NULL, *kv_key = NULL;
   int rc;
   if ((rc = need_size(cfg, hidden, what, &s->hidden, NULL, err)) != 0 ||
-      (rc = need_size(cfg, heads, what, &s->heads, &heads_key, err)) != 0)
+      (rc = need_size(cfg, heads, what, &s->heads, &s->heads_key, err)) != 0)
     return rc;
-  add_check(s, heads_key, s->heads);
+  add_check(s, s->heads_key, s->heads);
   if (flags & TPL_P_MLA) return 0;
   /* Without a kv count every head is a kv head (checked above). */
   s->kv_heads = s->heads;
-  rc = get_size(cfg, kv, what, &s->kv_heads, &kv_key, err);
-  if (rc == 0) add_check(s, kv_key, s->kv_heads);
+  s->kv_key = s->heads_key;
+  rc = get_size(cfg, kv, what, &s->kv_heads, &s->kv_key, err);
+  if (rc == 0) add_check(s, s->kv_key, s->kv_heads);
   if (rc < 0) return rc;
-  if ((rc = get_size(cfg, hd, what, &s->head_dim, NULL, err)) != 1) return rc;
+  if (s->kv_heads > s->heads)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s = %llu: expected at most %s = %llu (each kv "
+                     "head serves one or more query heads), found more",
+                     what, s->kv_key, (unsigned long long)s->kv_heads,
+                     s->heads_key, (unsigned long long)s->heads);
+  if ((rc = get_size(cfg, hd, what, &s->head_dim, &s->hd_key, err)) != 1)
+    return rc;
+  s->hd_key = "hidden size / heads";
   if (s->hidden % s->heads != 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected hidden size %llu to be a multiple of the "
@@ -184,6 +198,7 @@ static int read_mlp(const json_t *cfg, unsigned flags, const char *what,
     key = "intermediate_size / 2";
   }
   add_check(s, key, s->inter);
+  s->inter_key = key;
   return 0;
 }
 
@@ -198,19 +213,45 @@ static int read_experts(const json_t *cfg, unsigned flags, const char *what,
   if (flags & TPL_P_MOE) {
     if ((rc = need_size(cfg, moe, what, &s->moe, NULL, err)) != 0) return rc;
     add_check(s, moe[0], s->moe);
+    s->moe_key = moe[0];
   }
   if (flags & TPL_P_SHARED) {
     if ((rc = need_size(cfg, shared, what, &s->shared, NULL, err)) != 0)
       return rc;
     add_check(s, shared[0], s->shared);
+    s->shared_key = shared[0];
   }
   if (flags & TPL_P_SHARED_DS) {
     if ((rc = get_size(cfg, nshared, what, &n, NULL, err)) > 0) return 0;
     if (rc != 0) return rc;
     s->shared = s->moe * n; /* both below 2^32 */
-    add_check(s, "moe_intermediate_size x n_shared_experts", s->shared);
+    s->shared_key = "moe_intermediate_size x n_shared_experts";
+    add_check(s, s->shared_key, s->shared);
   }
   return 0;
+}
+
+/* The layer count, when the config gives one (s->layers stays 0 if not). */
+static int read_layer_count(const json_t *cfg, const char *what,
+                            struct sizes *s, struct tpl_error *err) {
+  static const char *const layers[] = {"num_hidden_layers", "n_layer",
+                                       "num_layers", NULL};
+  int rc = get_size(cfg, layers, what, &s->layers, &s->layers_key, err);
+  return rc > 0 ? 0 : rc;
+}
+
+/* The routed experts' count, when the config gives a positive one
+ * (minicpm's num_experts 0 means a dense model). */
+static void read_expert_count(const json_t *cfg, struct sizes *s) {
+  static const char *const keys[] = {"num_local_experts", "num_experts",
+                                     "n_routed_experts", NULL};
+  for (const char *const *k = keys; *k != NULL; k++)
+    if (tpl__json_u64(json_object_get(cfg, *k), &s->experts) == 0 &&
+        s->experts > 0) {
+      s->experts_key = *k;
+      return;
+    }
+  s->experts = 0;
 }
 
 static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
@@ -218,8 +259,10 @@ static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
   int rc;
   memset(s, 0, sizeof(*s));
   if ((rc = read_attention(cfg, flags, what, s, err)) != 0 ||
-      (rc = read_mlp(cfg, flags, what, s, err)) != 0)
+      (rc = read_mlp(cfg, flags, what, s, err)) != 0 ||
+      (rc = read_layer_count(cfg, what, s, err)) != 0)
     return rc;
+  read_expert_count(cfg, s);
   return read_experts(cfg, flags, what, s, err);
 }
 
@@ -428,16 +471,20 @@ static int check_unmatched(const struct tpl__plan *p, const struct tpl_model *m,
 }
 
 /* Marks seen[layer * n + j] for every required template j a tensor of
- * that layer matches; *nlayers is one past the highest such layer. */
+ * that layer matches (tensors a replicate rule matched first do not
+ * count); *nlayers is one past the highest such layer. */
 static void mark_required(const struct tpl__ptmpl *t, size_t n,
-                          const struct tpl_model *m, unsigned char *seen,
+                          const struct tpl_model *m,
+                          const struct tpl__strategy *s, unsigned char *seen,
                           size_t cap, size_t *nlayers) {
   char buf[TPL_MAX_NAME + 16];
   *nlayers = 0;
   for (size_t i = 0; i < m->ntensors; i++) {
     const char *name = base_name(m->tensors[i].name, buf, sizeof(buf));
     long layer = layer_of(name);
-    if (layer < 0 || (size_t)layer >= cap) continue;
+    /* A replicate rule took it first (a vision tower's own layers). */
+    int whole = s[i].rule >= 0 && t[s[i].rule].kind == TPL_RULE_REPLICATE;
+    if (layer < 0 || (size_t)layer >= cap || whole) continue;
     for (size_t j = 0; j < n; j++) {
       if (t[j].req == TPL_REQ_NO || !tpl__glob_match(t[j].match, name))
         continue;
@@ -552,9 +599,13 @@ static long layer_missing(const struct tpl__ptmpl *t, size_t n,
   return dense;
 }
 
+/* Stores in *out_layers one past the highest layer holding a tensor the
+ * preset must shard. */
 static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
                           size_t n, const struct tpl_model *m,
-                          const struct moe_layers *k, struct tpl_error *err) {
+                          const struct tpl__strategy *s,
+                          const struct moe_layers *k, size_t *out_layers,
+                          struct tpl_error *err) {
   size_t cap = m->ntensors, nlayers = 0;
   unsigned char *seen;
   long miss = -1;
@@ -562,7 +613,8 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
   if (cap == 0 || n == 0) cap = 1;
   seen = calloc(cap, n);
   if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  mark_required(t, n, m, seen, cap, &nlayers);
+  mark_required(t, n, m, s, seen, cap, &nlayers);
+  *out_layers = nlayers;
   for (; layer < nlayers && miss < 0; layer++)
     miss = layer_missing(t, n, seen + layer * n, layer_is_moe(k, layer));
   free(seen);
@@ -579,16 +631,236 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
                    p->source, layer - 1, t[miss].match);
 }
 
+/* --- the checkpoint against the config --- */
+
+/* What a unit measures by the config: *want and a text naming the keys
+ * and numbers ("num_attention_heads x head_dim = 8 x 32").  0 when the
+ * config does not give it. */
+static int unit_size(const struct sizes *s, int unit, uint64_t *want, char *how,
+                     size_t len) {
+  uint64_t a = 0, b = 1;
+  const char *ka = NULL, *kb = NULL;
+  switch (unit) {
+  case TPL_U_Q:
+    a = s->heads, ka = s->heads_key, b = s->head_dim;
+    kb = s->hd_key;
+    break;
+  case TPL_U_KV:
+    a = s->kv_heads, ka = s->kv_key, b = s->head_dim;
+    kb = s->hd_key;
+    break;
+  case TPL_U_I:
+    a = s->inter, ka = s->inter_key;
+    break;
+  case TPL_U_MOE:
+    a = s->moe, ka = s->moe_key;
+    break;
+  case TPL_U_SHARED:
+    a = s->shared, ka = s->shared_key;
+    break;
+  case TPL_U_H:
+    a = s->heads, ka = s->heads_key;
+    break;
+  case TPL_U_KVH:
+    a = s->kv_heads, ka = s->kv_key;
+    break;
+  default:
+    return 0;
+  }
+  if (a == 0 || b == 0 || ka == NULL) return 0;
+  *want = a * b; /* both below 2^32 */
+  if (kb != NULL)
+    snprintf(how, len, "%s x %s = %llu x %llu", ka, kb, (unsigned long long)a,
+             (unsigned long long)b);
+  else
+    snprintf(how, len, "%s", ka);
+  return 1;
+}
+
+/* Every tensor a unit-checked rule cuts measures what the config says
+ * along the cut dim (quantized params are packed: their weight's rule
+ * speaks for them). */
+static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
+                       const struct tpl_model *m,
+                       const struct tpl__strategy *st, const struct sizes *s,
+                       struct tpl_error *err) {
+  char how[160], base[TPL_MAX_NAME + 16];
+  for (size_t i = 0; i < m->ntensors; i++) {
+    const struct tpl__tensor *x = &m->tensors[i];
+    const struct tpl__ptmpl *r = st[i].rule >= 0 ? &t[st[i].rule] : NULL;
+    uint64_t want;
+    if (r == NULL || r->kind != TPL_RULE_SHARD || r->dim >= x->ndim ||
+        tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        !unit_size(s, r->unit, &want, how, sizeof(how)) ||
+        x->shape[r->dim] == want)
+      continue;
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': dim %d is %llu, expected %s = %llu "
+                     "(the config's size it is cut by); the checkpoint "
+                     "contradicts its config",
+                     p->source, x->name, r->dim,
+                     (unsigned long long)x->shape[r->dim], how,
+                     (unsigned long long)want);
+  }
+  return 0;
+}
+
+/* The layers holding the tensors the preset must shard are 0..L-1, L as
+ * the config says. */
+static int check_layer_count(const struct tpl__plan *p,
+                             const struct tpl_model *m, const struct sizes *s,
+                             size_t nlayers, struct tpl_error *err) {
+  if (s->layers == 0 || nlayers == s->layers) return 0;
+  if (nlayers < s->layers)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s = %llu: expected layers 0..%llu in the "
+                     "checkpoint, found layers 0..%zu (no layer %zu); the "
+                     "checkpoint contradicts its config",
+                     p->source, s->layers_key, (unsigned long long)s->layers,
+                     (unsigned long long)s->layers - 1, nlayers - 1, nlayers);
+  for (size_t i = 0; i < m->ntensors; i++)
+    if (layer_of(m->tensors[i].name) == (long)s->layers)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s' is in layer %llu: expected layers "
+                       "0..%llu (%s = %llu), found %zu layers; the "
+                       "checkpoint contradicts its config",
+                       p->source, m->tensors[i].name,
+                       (unsigned long long)s->layers,
+                       (unsigned long long)s->layers - 1, s->layers_key,
+                       (unsigned long long)s->layers, nlayers);
+  return 0; /* not reached: some tensor is in layer nlayers - 1 >= L */
+}
+
+/* The expert a tensor's name gives ("...experts.3.w1.weight" is 3), or
+ * -1. */
+static long expert_of(const char *name) {
+  static const char key[] = ".experts.";
+  for (const char *p = strstr(name, key); p != NULL; p = strstr(p, key)) {
+    const char *end;
+    p += sizeof(key) - 1;
+    end = p;
+    while (*end >= '0' && *end <= '9')
+      end++;
+    if (end > p && *end == '.' && end - p < 9) return strtol(p, NULL, 10);
+  }
+  return -1;
+}
+
+/* Experts named one per tensor are 0..X-1, X as the config says. */
+static int check_experts(const struct tpl__plan *p, const struct tpl_model *m,
+                         const struct sizes *s, struct tpl_error *err) {
+  long top = -1;
+  const char *top_name = NULL;
+  for (size_t i = 0; s->experts > 0 && i < m->ntensors; i++) {
+    long e = expert_of(m->tensors[i].name);
+    if (e < 0) continue;
+    if ((uint64_t)e >= s->experts)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: tensor '%s' is expert %ld: expected experts "
+                       "0..%llu (%s = %llu); the checkpoint contradicts its "
+                       "config",
+                       p->source, m->tensors[i].name, e,
+                       (unsigned long long)s->experts - 1, s->experts_key,
+                       (unsigned long long)s->experts);
+    if (e > top) top = e, top_name = m->tensors[i].name;
+  }
+  if (top < 0 || (uint64_t)top + 1 == s->experts) return 0;
+  return tpl__fail(err, TPL_EFORMAT,
+                   "%s: %s = %llu: expected experts 0..%llu, found experts "
+                   "0..%ld at most (the last is '%s'); the checkpoint "
+                   "contradicts its config",
+                   p->source, s->experts_key, (unsigned long long)s->experts,
+                   (unsigned long long)s->experts - 1, top, top_name);
+}
+
+/* 1 when a dim of tensor `x` measures like the heads: heads, kv heads,
+ * or either times head_dim.  A 1-D tensor of the hidden size (a norm or
+ * a row-parallel bias of the hidden state) does not count. */
+static int measures_heads(const struct tpl__tensor *x, const struct sizes *s) {
+  uint64_t sz[4] = {s->heads, s->kv_heads, s->heads * s->head_dim,
+                    s->kv_heads * s->head_dim};
+  if (x->ndim == 1 && x->shape[0] == s->hidden) return 0;
+  for (int d = 0; d < x->ndim; d++)
+    for (size_t k = 0; k < ARRAY_SIZE(sz); k++)
+      if (sz[k] != 0 && x->shape[d] == sz[k]) return 1;
+  return 0;
+}
+
+/* cut[l] = 1 for every layer l < cap with a tensor the plan cuts. */
+static void mark_cut_layers(const struct tpl_model *m,
+                            const struct tpl__strategy *st, unsigned char *cut,
+                            size_t cap) {
+  for (size_t i = 0; i < m->ntensors; i++) {
+    long layer = layer_of(m->tensors[i].name);
+    if (st[i].kind == TPL_RULE_SHARD && layer >= 0 && (size_t)layer < cap)
+      cut[layer] = 1;
+  }
+}
+
+/* A layer tensor delivered whole (replicated, or a scaled bias) that
+ * measures like the heads, in a layer whose heads are cut, with no reason
+ * in its rule: its rows belong to heads the rank does not hold (Cohere's
+ * per-head q_norm under a `*norm.weight` rule). */
+static int check_whole_heads(const struct tpl__plan *p,
+                             const struct tpl__ptmpl *t,
+                             const struct tpl_model *m,
+                             const struct tpl__strategy *st,
+                             const struct sizes *s, struct tpl_error *err) {
+  char base[TPL_MAX_NAME + 16];
+  size_t cap = m->ntensors ? m->ntensors : 1; /* layers < tensors */
+  unsigned char *cut = calloc(cap, 1);
+  if (cut == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  mark_cut_layers(m, st, cut, cap);
+  for (size_t i = 0; i < m->ntensors; i++) {
+    const struct tpl__tensor *x = &m->tensors[i];
+    const struct tpl__ptmpl *r = st[i].rule >= 0 ? &t[st[i].rule] : NULL;
+    long layer = layer_of(x->name);
+    if (st[i].kind == TPL_RULE_SHARD || layer < 0 || (size_t)layer >= cap ||
+        !cut[layer] ||
+        (r != NULL && r->kind == TPL_RULE_REPLICATE && r->name != NULL) ||
+        tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        !measures_heads(x, s))
+      continue;
+    free(cut);
+    return tpl__fail(
+        err, TPL_EPLAN,
+        "%s: tensor '%s' (layer %ld): a dim measures like the "
+        "heads (%s %llu, %s %llu, head_dim %llu), but %s "
+        "delivers it whole while the layer's heads are cut; "
+        "expected a rule that cuts it with its heads or "
+        "replicates it for a stated reason (pass --plan FILE)",
+        p->source, x->name, layer, s->heads_key, (unsigned long long)s->heads,
+        s->kv_key ? s->kv_key : "kv heads", (unsigned long long)s->kv_heads,
+        (unsigned long long)s->head_dim, r != NULL ? r->match : "no rule");
+  }
+  free(cut);
+  return 0;
+}
+
 int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
                       const struct tpl__strategy *s, const json_t *config,
                       struct tpl_error *err) {
   const struct tpl__preset_def *d = p->preset;
+  const struct tpl__ptmpl *t;
+  const json_t *cfg = NULL;
   struct moe_layers k;
+  struct sizes sz;
+  size_t n, nlayers = 0;
   int rc;
   if (d == NULL) return 0;
+  t = p->preset_mlc ? d->mlc : d->hf;
+  n = p->preset_mlc ? d->nmlc : d->nhf;
   rc = check_unmatched(p, m, s, err);
   if (rc != 0) return rc;
   config_moe_layers(d, p->preset_mlc, config, &k);
-  return p->preset_mlc ? check_required(p, d->mlc, d->nmlc, m, &k, err)
-                       : check_required(p, d->hf, d->nhf, m, &k, err);
+  rc = check_required(p, t, n, m, s, &k, &nlayers, err);
+  if (rc != 0 || config == NULL) return rc;
+  if ((rc = sizes_object(config, p->preset_mlc, d->flags, p->source, &cfg,
+                         err)) != 0 ||
+      (rc = read_sizes(cfg, d->flags, p->source, &sz, err)) != 0 ||
+      (rc = check_units(p, t, m, s, &sz, err)) != 0 ||
+      (rc = check_layer_count(p, m, &sz, nlayers, err)) != 0 ||
+      (rc = check_experts(p, m, &sz, err)) != 0)
+    return rc;
+  return check_whole_heads(p, t, m, s, &sz, err);
 }

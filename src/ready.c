@@ -81,11 +81,13 @@ int tpl__ready_claim(const char *path, struct tpl_error *err) {
 }
 
 int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
-                     const char *job_id, struct tpl_error *err) {
+                     const char *job_id, uint64_t generation,
+                     struct tpl_error *err) {
   struct tpl__atomic a;
-  json_t *o = json_pack("{ss sI sI ss}", "socket_dir", socket_dir, "world_size",
-                        (json_int_t)world, "pid", (json_int_t)getpid(),
-                        "job_id", job_id ? job_id : "");
+  json_t *o =
+      json_pack("{ss sI sI ss sI}", "socket_dir", socket_dir, "world_size",
+                (json_int_t)world, "pid", (json_int_t)getpid(), "job_id",
+                job_id ? job_id : "", "generation", (json_int_t)generation);
   char *text = json_dumps(o, JSON_PRESERVE_ORDER);
   int rc;
   json_decref(o);

@@ -16,11 +16,12 @@
  * Returns 0 or TPL_EOUTPUT / -errno with err naming the path. */
 int tpl__ready_claim(const char *path, struct tpl_error *err);
 
-/* Writes {"socket_dir", "world_size", "pid", "job_id"} to `path`
- * atomically (temp file, fsync, rename, directory fsync).  Returns 0 or
- * TPL_EOUTPUT with err naming the path. */
+/* Writes {"socket_dir", "world_size", "pid", "job_id", "generation"} to
+ * `path` atomically (temp file, fsync, rename, directory fsync): again
+ * after each reload.  Returns 0 or TPL_EOUTPUT with err naming the path. */
 int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
-                     const char *job_id, struct tpl_error *err);
+                     const char *job_id, uint64_t generation,
+                     struct tpl_error *err);
 
 /* Removes `path` when it still carries `job_id` (another job's ready
  * file is left alone). */

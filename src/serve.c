@@ -50,6 +50,7 @@ static int serve_run(void *ctx, const struct tpl__loaded *l,
                                    .status_len = l->report_len,
                                    .job_id = job_id,
                                    .model = l->job->model,
+                                   .plan = l->plan,
                                    .log_level = o->log_level,
                                    .coord = c,
                                    .reserve_health = 1};

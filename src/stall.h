@@ -39,7 +39,8 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * receiver before it receives; with --read local, every rank with its
  * files open, before it reads), "report" (every rank, after the
  * delivery, before the reports are gathered), "write" (preshard, every
- * rank before it writes its file). */
+ * rank before it writes its file), "reload" (serve, every rank once a
+ * reload's model is validated, before its memory check and any byte). */
 void tpl__stall_test_stop(const char *point, uint32_t rank);
 
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a

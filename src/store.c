@@ -80,6 +80,89 @@ static uint64_t hugetlb_free_bytes(void) {
   return (uint64_t)pages * HUGE_PAGE;
 }
 
+/* The `key:` value of /proc/meminfo in bytes, UINT64_MAX when unknown. */
+static uint64_t meminfo_bytes(const char *key) {
+  char line[128], name[64];
+  unsigned long long kib;
+  uint64_t v = UINT64_MAX;
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f == NULL) return v;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "%63[^:]: %llu", name, &kib) == 2 &&
+        strcmp(name, key) == 0) {
+      v = (uint64_t)kib * 1024u;
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
+/* One number from the file `dir`/`name`; UINT64_MAX when unknown or
+ * "max". */
+static uint64_t cgroup_number(const char *dir, const char *name) {
+  char path[4096 + 64];
+  unsigned long long v;
+  FILE *f;
+  int n;
+  snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s", dir, name);
+  f = fopen(path, "r");
+  if (f == NULL) return UINT64_MAX;
+  n = fscanf(f, "%llu", &v);
+  fclose(f);
+  return n == 1 ? (uint64_t)v : UINT64_MAX;
+}
+
+/* What this process's cgroup (v2) still allows, UINT64_MAX when none. */
+static uint64_t cgroup_room(void) {
+  char line[4096];
+  uint64_t max, cur;
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  int found = 0;
+  if (f == NULL) return UINT64_MAX;
+  while (!found && fgets(line, sizeof(line), f) != NULL)
+    found = strncmp(line, "0::", 3) == 0;
+  fclose(f);
+  if (!found) return UINT64_MAX;
+  line[strcspn(line, "\n")] = '\0';
+  max = cgroup_number(line + 3, "memory.max");
+  cur = cgroup_number(line + 3, "memory.current");
+  if (max == UINT64_MAX || cur == UINT64_MAX) return UINT64_MAX;
+  return max > cur ? max - cur : 0;
+}
+
+/* The test hook's BYTES when it names `rank`. */
+static int test_room(uint32_t rank, uint64_t *out) {
+  const char *v = getenv("TPLOAD_TEST_MEM_AVAILABLE");
+  unsigned long r;
+  unsigned long long b;
+  if (v == NULL || sscanf(v, "%lu:%llu", &r, &b) != 2 || r != rank) return 0;
+  *out = (uint64_t)b;
+  return 1;
+}
+
+static int want_hugetlb(int huge, uint64_t size);
+
+int tpl__store_room(uint64_t size, int huge, uint32_t rank,
+                    struct tpl_error *err) {
+  uint64_t avail = meminfo_bytes("MemAvailable"), cg = cgroup_room();
+  const char *what = "MemAvailable";
+  if (want_hugetlb(huge, size)) { /* the pool's pages, not MemAvailable */
+    avail = hugetlb_free_bytes();
+    what = "huge pages free in the hugetlb pool";
+    size = round_huge(size);
+  } else if (cg < avail) {
+    avail = cg;
+    what = "the cgroup's memory.max";
+  }
+  if (test_room(rank, &avail)) what = "TPLOAD_TEST_MEM_AVAILABLE";
+  if (avail == UINT64_MAX || avail >= size) return 0;
+  return tpl__fail(err, -ENOMEM,
+                   "rank %u: no room for a second store of %llu bytes: "
+                   "%llu available (%s)",
+                   rank, (unsigned long long)size, (unsigned long long)avail,
+                   what);
+}
+
 /* Shared memory in huge pages even where shmem THP is off (shmem_enabled
  * = never; only "deny" forbids it): one byte written per 2 MiB through the
  * file (no page-table fault, unlike a write through the mapping: measured

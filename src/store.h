@@ -78,6 +78,17 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
  * the memfd (write, grow, shrink, seal) and maps it read-only again. */
 int tpl__store_seal(struct tpl__store *s, struct tpl_error *err);
 
+/* Whether this node can hold a store of `size` more bytes now (a reload's
+ * second store, beside the one served): against MemAvailable and, when
+ * this process is in a cgroup (v2) with a memory.max, what that leaves
+ * above memory.current; a store that `huge` (enum tpl_huge) puts in
+ * hugetlb pages, against the pool's free pages.  Refuses early instead
+ * of being killed mid-way.
+ * For tests, TPLOAD_TEST_MEM_AVAILABLE=R:BYTES makes rank R see BYTES
+ * available.  Returns 0 or -ENOMEM with err naming both sizes. */
+int tpl__store_room(uint64_t size, int huge, uint32_t rank,
+                    struct tpl_error *err);
+
 /* Releases mapping, fd and checksums; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);
 

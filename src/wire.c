@@ -16,7 +16,9 @@ _Static_assert(TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH &&
                    TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS &&
                    TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST &&
                    TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH &&
-                   TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN,
+                   TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN &&
+                   TPL_REQ_RELOAD == (int)TPLOAD__REQUEST__KIND__RELOAD &&
+                   TPL_REQ_WATCH == (int)TPLOAD__REQUEST__KIND__WATCH,
                "request kinds as in tpload.Request.Kind");
 
 /* ---- frame reader ---- */
@@ -95,6 +97,41 @@ int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
   return 0;
 }
 
+static char *dup_or_null(const char *s) {
+  return s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+}
+
+int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
+                                  struct tpl__wire_request_args *out,
+                                  struct tpl_error *err) {
+  Tpload__Request *m = tpload__request__unpack(NULL, len, body);
+  int rc = 0;
+  memset(out, 0, sizeof(*out));
+  if (m == NULL)
+    return tpl__fail(err, TPL_EPROTO,
+                     "request: expected a tpload.Request message, found %zu "
+                     "bytes that do not decode",
+                     len);
+  out->model = dup_or_null(m->model);
+  out->plan = dup_or_null(m->plan);
+  out->after_generation = m->after_generation;
+  out->timeout_ms = m->timeout_ms;
+  if ((out->model == NULL && m->model != NULL && m->model[0] != '\0') ||
+      (out->plan == NULL && m->plan != NULL && m->plan[0] != '\0')) {
+    tpl__wire_request_args_free(out);
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  tpload__request__free_unpacked(m, NULL);
+  return rc;
+}
+
+void tpl__wire_request_args_free(struct tpl__wire_request_args *a) {
+  if (a == NULL) return;
+  free(a->model);
+  free(a->plan);
+  memset(a, 0, sizeof(*a));
+}
+
 /* Packs `msg` behind a 4-byte length into a malloc'd frame. */
 static int pack_frame(const ProtobufCMessage *msg, size_t cap, uint8_t **frame,
                       size_t *len) {
@@ -110,13 +147,25 @@ static int pack_frame(const ProtobufCMessage *msg, size_t cap, uint8_t **frame,
   return 0;
 }
 
-int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
-                             size_t *len) {
+int tpl__wire_encode_request_args(int kind, unsigned flags,
+                                  const struct tpl__wire_request_args *a,
+                                  uint8_t **frame, size_t *len) {
   Tpload__Request m = TPLOAD__REQUEST__INIT;
   m.kind = (Tpload__Request__Kind)kind;
   m.summary = (flags & TPL_REQ_F_SUMMARY) != 0;
   m.table_fd = (flags & TPL_REQ_F_TABLE_FD) != 0;
+  if (a != NULL) {
+    m.model = a->model != NULL ? a->model : "";
+    m.plan = a->plan != NULL ? a->plan : "";
+    m.after_generation = a->after_generation;
+    m.timeout_ms = a->timeout_ms;
+  }
   return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
+}
+
+int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
+                             size_t *len) {
+  return tpl__wire_encode_request_args(kind, flags, NULL, frame, len);
 }
 
 /* ---- responses ---- */
@@ -166,6 +215,11 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.clients = r->clients;
   m.attaches = r->attaches;
   m.table_bytes = r->table_bytes;
+  m.generation = r->generation;
+  m.plan = (char *)(r->plan ? r->plan : "");
+  m.error_code = r->error_code;
+  m.reload_model = (char *)(r->reload_model ? r->reload_model : "");
+  m.reload_store_bytes = r->reload_store_bytes;
   m.tensor_counts = (uint64_t *)r->tensor_counts;
   m.n_tensor_counts = r->tensor_counts != NULL ? r->ncounts : 0;
   m.status.data = (uint8_t *)r->status;
@@ -224,6 +278,13 @@ static int copy_response(struct tpl__wire_response *out,
   out->clients = m->clients;
   out->attaches = m->attaches;
   out->table_bytes = m->table_bytes;
+  out->generation = m->generation;
+  out->plan = m->plan != NULL && m->plan[0] != '\0' ? m->plan : NULL;
+  out->error_code = m->error_code;
+  out->reload_model = m->reload_model != NULL && m->reload_model[0] != '\0'
+                          ? m->reload_model
+                          : NULL;
+  out->reload_store_bytes = m->reload_store_bytes;
   out->error = m->error != NULL && m->error[0] != '\0' ? m->error : NULL;
   out->job_id = m->job_id ? m->job_id : "";
   out->model = m->model ? m->model : "";

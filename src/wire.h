@@ -21,7 +21,9 @@ enum tpl__req_kind {
   TPL_REQ_STATUS = 1,
   TPL_REQ_MANIFEST = 2,
   TPL_REQ_ATTACH = 3,
-  TPL_REQ_SHUTDOWN = 4
+  TPL_REQ_SHUTDOWN = 4,
+  TPL_REQ_RELOAD = 5, /* rank 0: load the next generation (serve) */
+  TPL_REQ_WATCH = 6   /* answered when the generation changes */
 };
 
 /* Assembles one frame at a time from input that arrives in pieces.  The
@@ -68,6 +70,28 @@ int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
 int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
                              size_t *len);
 
+/* What a reload or a watch request carries beside its kind and flags.
+ * Decoding: the strings are malloc'd (tpl__wire_request_args_free). */
+struct tpl__wire_request_args {
+  char *model;               /* reload: "" or NULL for the current path */
+  char *plan;                /* reload: "" or NULL for the current plan */
+  uint64_t after_generation; /* watch */
+  int64_t timeout_ms;        /* watch: < 0 waits until the change */
+};
+
+/* Decodes the arguments of a request body (tpl__wire_decode_request
+ * decoded its kind).  Returns 0, TPL_EPROTO or -ENOMEM. */
+int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
+                                  struct tpl__wire_request_args *out,
+                                  struct tpl_error *err);
+
+void tpl__wire_request_args_free(struct tpl__wire_request_args *a);
+
+/* tpl__wire_encode_request with arguments (NULL: none). */
+int tpl__wire_encode_request_args(int kind, unsigned flags,
+                                  const struct tpl__wire_request_args *a,
+                                  uint8_t **frame, size_t *len);
+
 /* One manifest entry. */
 struct tpl__wire_tensor {
   const char *name;  /* owned by decoded responses */
@@ -104,6 +128,12 @@ struct tpl__wire_response {
   const uint64_t *tensor_counts; /* summary status: per rank, in the
                                     report's rank order; decoded: owned */
   size_t ncounts;
+  uint64_t generation;         /* the version served (1: the first load); 0 from
+                                  an older daemon */
+  const char *plan;            /* the --plan of that generation, or NULL */
+  int error_code;              /* with `error`: the failure's code, or 0 */
+  const char *reload_model;    /* status during a reload, or NULL */
+  uint64_t reload_store_bytes; /* ... its new store (0: not yet known) */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).

@@ -9,7 +9,6 @@ but numpy's dtype: bfloat16 is uint16 bits unless ml_dtypes is installed.
     python3 attach.py /run/tp/rank0.sock lm_head.weight
 """
 import sys
-
 import tpload
 
 sock = sys.argv[1] if len(sys.argv) > 1 else "/run/tp/rank0.sock"
@@ -18,7 +17,5 @@ with tpload.attach(sock) as shard:  # a read-only Mapping: name -> array
     total = sum(a.nbytes for a in shard.values())  # checkpoint order
     print("rank %d of %d: %d tensors, %d bytes" % (shard.rank, shard.world,
                                                    len(shard), total))
-    if name not in shard:
-        sys.exit("%s: no such tensor" % name)
     w = shard[name]  # a read-only numpy view of the daemon's memory, no copy
     print(name, w.dtype, w.shape, w.nbytes, "bytes")

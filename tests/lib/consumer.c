@@ -10,10 +10,12 @@
  * OUT gets one line a tensor, "name<TAB>dtype<TAB>dtype_id<TAB>shape<TAB>
  * nbytes<TAB>xxh3" (shape as d0,d1,... or "-" for a scalar), OUT.bin the
  * tensors' bytes back to back, for tests/oracle/consumer_check.py to
- * compare with the numpy oracle; stdout gets "rank R of W: B bytes, job
+ * compare with the numpy oracle (and the generation, 1, with a watch
+ * that times out); stdout gets "rank R of W: B bytes, job
  * ID, model M" (B: the store's size).
  * With --shutdown it then asks the job to stop through SOCKET.  Exits
  * tpl_exit_code() of the first failure, with one line on stderr. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +70,21 @@ static int stop_job(const char *socket_path) {
   return rc != 0 ? fail(rc, "shutdown", msg) : 0;
 }
 
+/* A job that has not reloaded: generation 1, and a watch for the next
+ * one that may not wait times out at once, naming generation 1. */
+static int check_generation(const char *sock, const struct tpl_shard *s) {
+  uint64_t g = 0;
+  char msg[512];
+  int rc;
+  if (tpl_shard_generation(s) != 1)
+    return fail(-1, "generation", "expected 1 before any reload");
+  rc = tpl_watch(sock, 1, 0, &g, msg, sizeof msg);
+  if (rc != -ETIMEDOUT || g != 1)
+    return fail(rc != 0 ? rc : -1, "watch",
+                rc != 0 ? msg : "expected a timeout at generation 1");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct tpl_health h;
   struct tpl_shard *s;
@@ -86,6 +103,7 @@ int main(int argc, char **argv) {
   if (tpl_shard_rank(s) != h.rank || tpl_shard_world(s) != h.world ||
       tpl_shard_bytes(s) != h.bytes)
     return fail(-1, "attach", "rank, world or bytes differ from health");
+  if ((rc = check_generation(argv[1], s)) != 0) return rc;
   snprintf(bin_path, sizeof bin_path, "%s.bin", argv[2]);
   list = fopen(argv[2], "w");
   bin = fopen(bin_path, "wb");

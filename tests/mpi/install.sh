@@ -60,18 +60,23 @@ else t_fail "tpload.h's functions" "found: $(cat "$T_TMP/api")"; fi
 # search, in PREFIX/lib/python3/dist-packages (libtpload.3 says so).
 "$PY" -c 'import sys
 p = sys.argv[1].rstrip("/") + "/lib/"
-print("\n".join(d for d in sys.path
-                if d.startswith(p) and d.endswith("-packages")))' \
+for d in sys.path:
+    if d.startswith(p) and d.endswith("-packages"):
+        print(d)' \
   "$PREFIX" >"$T_TMP/pydirs"
-[ -s "$T_TMP/pydirs" ] || echo "$PREFIX/lib/python3/dist-packages" >"$T_TMP/pydirs"
+where="where $PY imports from for $PREFIX"
+if [ ! -s "$T_TMP/pydirs" ]; then
+  echo "$PREFIX/lib/python3/dist-packages" >"$T_TMP/pydirs"
+  where="in PREFIX/lib/python3/dist-packages ($PY does not search $PREFIX)"
+fi
 PYDIR=""
 while read -r d; do
   [ -z "$PYDIR" ] && [ -f "$DEST$d/tpload.py" ] && PYDIR=$DEST$d
 done <"$T_TMP/pydirs"
 if [ -n "$PYDIR" ]; then
-  t_ok "tpload.py installed where $PY imports from for $PREFIX (${PYDIR#"$DEST"})"
+  t_ok "tpload.py installed $where: ${PYDIR#"$DEST"}"
 else
-  t_fail "tpload.py where $PY imports from for $PREFIX" \
+  t_fail "tpload.py installed $where" \
     "expected in one of: $(echo $(cat "$T_TMP/pydirs"))" \
     "installed: $(cd "$DEST" && find . -name 'tpload.py*')"
   PYDIR=$DEST/nowhere

@@ -8,9 +8,9 @@
 #include "common.h"
 
 static const struct tpl__cli_command *const commands[] = {
-    &tpl__cmd_inspect, &tpl__cmd_plan,     &tpl__cmd_synth,
-    &tpl__cmd_load,    &tpl__cmd_preshard, &tpl__cmd_serve,
-    &tpl__cmd_verify,  &tpl__cmd_status,   &tpl__cmd_dump,
+    &tpl__cmd_inspect,  &tpl__cmd_plan,  &tpl__cmd_synth,  &tpl__cmd_load,
+    &tpl__cmd_preshard, &tpl__cmd_serve, &tpl__cmd_verify, &tpl__cmd_status,
+    &tpl__cmd_reload,   &tpl__cmd_dump,
 };
 
 int main(void) {

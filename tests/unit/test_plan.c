@@ -617,8 +617,10 @@ static void check_llama_strategies(const struct tpl_model *m,
   expect_shard(m, st, L1("mlp.up_proj.weight"), "_shard_up", 0, 0);
   expect_shard(m, st, L1("mlp.down_proj.weight"), "_shard_down", 1, 0);
   expect_kind(m, st, L1("input_layernorm.weight"), TPL_RULE_REPLICATE, 1);
+  /* Named by a replicate rule with its reason (it is [head_dim / 2], here
+   * as many as the heads). */
   expect_kind(m, st, L1("self_attn.rotary_emb.inv_freq"), TPL_RULE_REPLICATE,
-              0);
+              1);
   expect_kind(m, st, "model.embed_tokens.weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "model.norm.weight", TPL_RULE_REPLICATE, 1);
   expect_kind(m, st, "lm_head.weight", TPL_RULE_REPLICATE, 1);

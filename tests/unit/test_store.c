@@ -3,8 +3,10 @@
  * whoever prepares, every byte the writer puts in must read back the same
  * through the sealed read-only mapping.  Sizes are not multiples of the
  * 32 MiB step or of 2 MiB, so the last step is a partial one. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,11 +96,51 @@ static void test_private_store(void) {
   tpl__store_free(&s);
 }
 
+/* The room for a reload's second store: none needed fits; more than
+ * any machine has (2^62 bytes) does not, named; the test hook gives one
+ * rank a number of bytes, the others their real room. */
+static void test_room(void) {
+  struct tpl_error err = {0};
+  CHECK_EQ_INT(tpl__store_room(0, TPL_HUGE_OFF, 0, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room((uint64_t)1 << 62, TPL_HUGE_OFF, 0, &err),
+               -ENOMEM);
+  CHECK(strstr(err.msg, "rank 0: no room for a second store") != NULL);
+  setenv("TPLOAD_TEST_MEM_AVAILABLE", "3:100", 1);
+  CHECK_EQ_INT(tpl__store_room(100, TPL_HUGE_OFF, 3, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room(101, TPL_HUGE_OFF, 3, &err), -ENOMEM);
+  CHECK(strstr(err.msg, "100 available (TPLOAD_TEST_MEM_AVAILABLE)") != NULL);
+  CHECK_EQ_INT(tpl__store_room(101, TPL_HUGE_OFF, 2, NULL), 0);
+  unsetenv("TPLOAD_TEST_MEM_AVAILABLE");
+}
+
+/* HugePages_Free in bytes (2 MiB pages), read here on its own. */
+static uint64_t pool_free(void) {
+  char line[128];
+  unsigned long long n = 0;
+  FILE *f = fopen("/proc/meminfo", "r");
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    if (sscanf(line, "HugePages_Free: %llu", &n) == 1) break;
+  if (f != NULL) fclose(f);
+  return (uint64_t)n * 2 * MIB;
+}
+
+/* --hugetlb on: the room is the pool's free pages, whole ones. */
+static void test_room_hugetlb(void) {
+  struct tpl_error err = {0};
+  uint64_t pool = pool_free();
+  if (pool > 0)
+    CHECK_EQ_INT(tpl__store_room(pool, TPL_HUGE_HUGETLB, 0, NULL), 0);
+  CHECK_EQ_INT(tpl__store_room(pool + 1, TPL_HUGE_HUGETLB, 0, &err), -ENOMEM);
+  CHECK(strstr(err.msg, "hugetlb pool") != NULL);
+}
+
 int main(void) {
   RUN(test_memfd_prepared_by_writer_alone);
   RUN(test_memfd_prepared_with_thread);
   RUN(test_memfd_writer_jumps_to_end);
   RUN(test_memfd_freed_while_prefaulting);
   RUN(test_private_store);
+  RUN(test_room);
+  RUN(test_room_hugetlb);
   return tap_done();
 }

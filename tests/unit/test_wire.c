@@ -391,6 +391,73 @@ static void test_summary_fields_roundtrip(void) {
   free(f);
 }
 
+/* A reload request by the protobuf encoding rules: kind RELOAD = 5
+ * (0x08 0x05), model "m" (field 4, bytes: 0x22 0x01 'm'), plan "p"
+ * (0x2a 0x01 'p'), after_generation 3 (0x30 0x03), timeout_ms -1
+ * (int64: 0x38, then ten bytes of varint). */
+static void test_request_args_bytes(void) {
+  static const uint8_t want[] = {0,    0,    0,    21,   0x08, 0x05, 0x22,
+                                 0x01, 'm',  0x2a, 0x01, 'p',  0x30, 0x03,
+                                 0x38, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                 0xff, 0xff, 0xff, 0x01};
+  struct tpl__wire_request_args a = {"m", "p", 3, -1}, back;
+  uint8_t *f = NULL;
+  size_t len = 0;
+  int kind = -1;
+  unsigned flags = 1;
+  CHECK_EQ_INT(tpl__wire_encode_request_args(TPL_REQ_RELOAD, 0, &a, &f, &len),
+               0);
+  CHECK_EQ_U64(len, sizeof(want));
+  CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
+  CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 21, &kind, &flags, NULL), 0);
+  CHECK_EQ_INT(kind, TPL_REQ_RELOAD);
+  CHECK_EQ_INT(flags, 0);
+  CHECK_EQ_INT(tpl__wire_decode_request_args(want + 4, 21, &back, NULL), 0);
+  CHECK(back.model != NULL && strcmp(back.model, "m") == 0);
+  CHECK(back.plan != NULL && strcmp(back.plan, "p") == 0);
+  CHECK_EQ_U64(back.after_generation, 3);
+  CHECK(back.timeout_ms == -1);
+  tpl__wire_request_args_free(&back);
+  free(f);
+}
+
+/* A watch without strings: model and plan decode as NULL ("" is none). */
+static void test_request_args_empty(void) {
+  static const uint8_t body[] = {0x08, 0x06, 0x30, 0x02};
+  struct tpl__wire_request_args a;
+  CHECK_EQ_INT(tpl__wire_decode_request_args(body, sizeof(body), &a, NULL), 0);
+  CHECK(a.model == NULL && a.plan == NULL);
+  CHECK_EQ_U64(a.after_generation, 2);
+  CHECK(a.timeout_ms == 0);
+  tpl__wire_request_args_free(&a);
+  CHECK_EQ_INT(
+      tpl__wire_decode_request_args((const uint8_t *)"\xff", 1, &a, NULL),
+      TPL_EPROTO);
+}
+
+static void test_generation_fields_roundtrip(void) {
+  struct tpl__wire_response r = {.error = "no",
+                                 .generation = 7,
+                                 .plan = "auto",
+                                 .error_code = TPL_EFORMAT,
+                                 .reload_model = "/m/next",
+                                 .reload_store_bytes = 9},
+                            back = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_response(&r, &f, &len, NULL) ||
+                   tpl__wire_decode_response(
+                       f + TPL_WIRE_HEADER, len - TPL_WIRE_HEADER, &back, NULL),
+               0);
+  CHECK_EQ_U64(back.generation, 7);
+  CHECK(back.plan != NULL && strcmp(back.plan, "auto") == 0);
+  CHECK_EQ_INT(back.error_code, TPL_EFORMAT);
+  CHECK(back.reload_model != NULL && strcmp(back.reload_model, "/m/next") == 0);
+  CHECK_EQ_U64(back.reload_store_bytes, 9);
+  tpl__wire_response_free(&back);
+  free(f);
+}
+
 int main(void) {
   RUN(test_encode_request_bytes);
   RUN(test_whole_frame);
@@ -412,5 +479,8 @@ int main(void) {
   RUN(test_decode_response_garbage);
   RUN(test_request_flags_bytes);
   RUN(test_summary_fields_roundtrip);
+  RUN(test_request_args_bytes);
+  RUN(test_request_args_empty);
+  RUN(test_generation_fields_roundtrip);
   return tap_done();
 }
