@@ -26,22 +26,33 @@
 # rank count, tpload and the rank-read peer also run cold (after 5 s
 # idle), printed as their own lines.
 # Usage: scripts/bench.sh [--gib X] [--runs R] [--ranks "2 4"] [--scaling]
+#                         [--cold [--cold-gib "1 2"] [--baseline BIN]]
 #   --scaling  also loads 1, 2 and 4 GiB models at 2 ranks (slow: ~8 GiB
 #              of page cache and synthesis) and prints each doubling's ratio
-# Needs bc, /usr/bin/python3 with numpy and mpi4py (install-deps.sh).
+#   --cold     instead: the cold table (root: the page cache is dropped
+#              before every timed run), see scripts/bench-cold.sh; --baseline
+#              BIN also runs another build's `tpload load` beside it
+# Needs bc, /usr/bin/python3 with numpy and mpi4py (install-deps.sh); fio
+# for --cold (installed from Debian when missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 gib=1
 runs=3
 ranks="2 4"
 scaling=0
+cold=0
+cold_gib="1 2"
+baseline=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --cold) cold=1; shift ;;
+    --cold-gib) cold_gib=$2; shift 2 ;;
+    --baseline) baseline=$2; shift 2 ;;
     --gib) gib=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --scaling) scaling=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
@@ -65,7 +76,7 @@ synth_llama() { # GiB -> model directory
 big=$(synth_llama "$gib")
 small="$cache/small-20k"
 # 9 tensors per llama layer + 3: 2222 layers of tiny tensors ~ 20,000.
-[ -f "$small/config.json" ] || "$T" synth --arch llama --out "$small" \
+[ "$cold" = 1 ] || [ -f "$small/config.json" ] || "$T" synth --arch llama --out "$small" \
   --layers 2222 --hidden 64 --heads 4 --kv-heads 4 --intermediate 128 \
   --vocab 256 --force --quiet
 
@@ -112,6 +123,13 @@ serve_ready() { # ranks model -> seconds until the ready file exists
   rm -rf "$d"
   calc "$e - $s"
 }
+
+if [ "$cold" = 1 ]; then
+  # shellcheck source=bench-cold.sh
+  . "$top/scripts/bench-cold.sh"
+  cold_bench
+  exit 0
+fi
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
   "THP $(grep -o '\[[a-z+]*\]' /sys/kernel/mm/transparent_hugepage/enabled)," \

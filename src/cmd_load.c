@@ -18,6 +18,7 @@
 #include "preshard.h"
 #include "report.h"
 #include "serve.h"
+#include "source.h"
 #include "stall.h"
 #include "store.h"
 #include "url.h"
@@ -55,6 +56,11 @@ static const char load_help[] =
     "                      where every node reads the files fast (one node,\n"
     "                      page cache warm); mpi where one reader is best\n"
     "                      (a shared or slow filesystem)\n"
+    "  --io M              how the files are read: auto (default: a file\n"
+    "                      mostly in the page cache buffered, any other\n"
+    "                      direct), direct (O_DIRECT through io_uring, many\n"
+    "                      large requests in flight; where the file system\n"
+    "                      refuses it, buffered with a note) or buffered\n"
     "  --json              print the LoadReport as JSON on stdout\n"
     "  --quiet             no progress and no summary\n"
     "  --progress[=W]      the progress bar: auto (default: when stderr,\n"
@@ -111,6 +117,7 @@ struct load_cli {
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
+  X(OPT_IO, "io", TPL_CLI_VALUE)                                               \
   X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
   X(OPT_QUIET, "quiet", TPL_CLI_FLAG)                                          \
   X(OPT_PROGRESS, "progress", TPL_CLI_OPTIONAL)                                \
@@ -204,6 +211,9 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
       strcmp(v[OPT_READ], "local") != 0)
     return usage(c, "--read expects mpi or local, got '%s'", v[OPT_READ]);
   c->o.read_local = v[OPT_READ] != NULL && strcmp(v[OPT_READ], "local") == 0;
+  if (v[OPT_IO] != NULL && tpl__io_mode_parse(v[OPT_IO], &c->o.io_mode) != 0)
+    return usage(c, "--io expects auto, direct or buffered, got '%s'",
+                 v[OPT_IO]);
   if (v[OPT_CHUNK] != NULL &&
       (tpl__cli_parse_uint(v[OPT_CHUNK], 4096, &chunk_mib) != 0 ||
        chunk_mib == 0))
@@ -321,6 +331,30 @@ static void print_summary(struct load_cli *c, json_t *r) {
           secs > 0 ? bytes / 1073741824.0 / secs : 0.0, rss / 1048576.0);
 }
 
+/* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
+static void print_reads(struct load_cli *c, json_t *r) {
+  json_t *reads =
+      json_object_get(json_array_get(json_object_get(r, "ranks"), 0), "reads");
+  static const char *const modes[] = {"direct", "buffered"};
+  size_t n = json_array_size(reads);
+  if (n == 0) return;
+  fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);
+  for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
+    const char *sep = " ";
+    for (size_t k = 0; k < n; k++) {
+      json_t *x = json_array_get(reads, k);
+      const char *file = json_string_value(json_object_get(x, "file"));
+      const char *mode = json_string_value(json_object_get(x, "mode"));
+      const char *slash = file ? strrchr(file, '/') : NULL;
+      if (file == NULL || mode == NULL || strcmp(mode, modes[m]) != 0) continue;
+      if (sep[0] == ' ') fprintf(stderr, " %s:", modes[m]);
+      fprintf(stderr, "%s%s", sep, slash ? slash + 1 : file);
+      sep = ", ";
+    }
+  }
+  fputc('\n', stderr);
+}
+
 static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   struct load_cli *c = ctx;
   json_t *r = tpl__report_json(packed, len, 0);
@@ -332,6 +366,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     fflush(stdout);
   }
   if (!c->quiet) print_summary(c, r);
+  if (!c->quiet) print_reads(c, r);
   if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
     fprintf(stderr, "tpload %s: %s\n", c->cmd->name, grid);
   json_decref(r);

@@ -3,10 +3,11 @@
  * Rank 0 validates the model and plan before anything moves and
  * broadcasts the verdict; on success it broadcasts the job table, from
  * which every rank derives its store layout.  Rank 0 then reads each file
- * sequentially in chunks (two slots, so one chunk is read while the
- * previous one's sends complete), executes every rank's shard layout over
- * the chunk and sends the bytes with MPI_Isend: a large contiguous part
- * straight from the read buffer, a large strided part packed first, and
+ * sequentially in chunks through a source (source.h: O_DIRECT through
+ * io_uring for a cold file, buffered for a cached one), the next chunks'
+ * reads in flight while one is delivered (NSLOTS), executes every rank's shard
+ * layout over the chunk and sends the bytes with MPI_Isend: a large contiguous
+ * part straight from the read buffer, a large strided part packed first, and
  * small parts for the same rank in a row packed together as one message
  * (a batch: many small tensors cost one message, not one each).  A
  * receiver gets its bytes in source order and so only needs byte counts:
@@ -43,6 +44,7 @@
 #include "model.h"
 #include "plan.h"
 #include "report.h"
+#include "source.h"
 #include "stall.h"
 #include "store.h"
 
@@ -55,8 +57,11 @@ struct pending {
 };
 
 struct slot {
-  uint8_t *read;
+  uint8_t *read; /* the chunk's read buffer (chunk + the source's slack) */
+  uint8_t *data; /* where the chunk's first byte is in it */
   uint8_t *pack;
+  struct tpl__read rd; /* the chunk's read while in flight (direct) */
+  uint64_t pos, len;   /* the chunk: file bytes [pos, pos + len) */
   struct pending *reqs;
   size_t nreqs, cap;
   uint64_t sent;        /* bytes of every send so far */
@@ -64,6 +69,12 @@ struct slot {
   uint64_t batch_start; /* the open batch: pack[start, start + len) */
   uint64_t batch_len;
 };
+
+/* Rank 0's window (--chunk-mib) is NSLOTS slots of a read and a pack
+ * buffer of one chunk each: while one chunk is delivered the reads of
+ * the next NSLOTS - 2 are in flight, and the slot delivered before has
+ * time for its sends to complete. */
+#define NSLOTS 4
 
 /* Parts up to this size are batched (a copy costs less than a message). */
 #define BATCH_PART_MAX (32u << 10)
@@ -86,8 +97,12 @@ struct engine {
   uint64_t bytes_read;
   uint8_t *report; /* rank 0: packed LoadReport */
   size_t report_len;
-  struct slot slots[2];
-  uint64_t chunk;
+  struct slot slots[NSLOTS];
+  uint64_t chunk;  /* a slot's buffers hold one */
+  uint8_t *window; /* every slot's buffers, window_len bytes */
+  uint64_t window_len;
+  struct tpl__source *src; /* rank 0's, or every rank's with --read local */
+  int direct;              /* the file streamed now is read direct */
   struct tpl__finisher finisher; /* rank 0's (finish_own) */
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
@@ -387,6 +402,8 @@ static int make_store(struct engine *e, struct tpl_error *err) {
 
 /* --- rank 0: streaming and sending --- */
 
+static void beat(struct engine *e);
+
 static int slot_wait(const struct engine *e, struct slot *s,
                      struct tpl_error *err) {
   int rc = wait_reqs(e, s->reqs, s->nreqs, err);
@@ -521,8 +538,10 @@ static int successor(const struct engine *e, size_t i) {
  * no layout. */
 static int may_go_direct(const struct engine *e, size_t i) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
-  return t->kind == TPL_RULE_SHARD && t->rank_stored >= DIRECT_MIN &&
-         tpl__job_holds(e->job, i, 0) && holder_from(e, i, 0) < 0;
+  /* a file read direct lands in the (aligned) slot as a whole */
+  return !e->direct && t->kind == TPL_RULE_SHARD &&
+         t->rank_stored >= DIRECT_MIN && tpl__job_holds(e->job, i, 0) &&
+         holder_from(e, i, 0) < 0;
 }
 
 /* Rank 0's own part of tensor i within its source range [b, end) when it
@@ -631,14 +650,14 @@ static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
   return rc;
 }
 
-/* Moves w->scan past tensors that end at or before *pos (and empty ones)
+/* Moves *scan past tensors that end at or before *pos (and empty ones)
  * and *pos over a gap to the next tensor's start.  Non-empty tensors of a
  * file are sorted by offset and never overlap, so their ends increase.
  * Returns 0 when the file has no bytes left to read. */
-static int next_extent(const struct engine *e, struct file_walk *w,
-                       uint64_t *pos) {
-  for (; w->scan < w->end; w->scan++) {
-    const struct tpl__job_tensor *t = &e->job->tensors[w->scan];
+static int next_extent(const struct engine *e, const struct file_walk *w,
+                       size_t *scan, uint64_t *pos) {
+  for (; *scan < w->end; (*scan)++) {
+    const struct tpl__job_tensor *t = &e->job->tensors[*scan];
     if (t->stored_bytes != 0 && t->file_offset + t->stored_bytes > *pos) {
       if (t->file_offset > *pos) *pos = t->file_offset;
       return 1;
@@ -663,7 +682,7 @@ static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
     pc.i = i;
     pc.b = (pos > tb ? pos : tb) - tb;
     pc.e = (pos + len < te ? pos + len : te) - tb;
-    pc.src = s->read + (tb + pc.b - pos);
+    pc.src = s->data + (tb + pc.b - pos);
     rc = cache_layouts(e, w, i, err);
     if (rc == 0)
       rc = deliver_part(e, s, &pc, w->layouts, w->dests, &w->own, &packed, err);
@@ -685,44 +704,33 @@ static uint64_t file_data_end(const struct engine *e,
   return 0;
 }
 
-static int read_failed(const char *path, uint64_t off, int rc,
-                       struct tpl_error *err) {
-  return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s", path,
-                   (unsigned long long)off, tpl_strerror(rc),
-                   rc == -EIO ? " (file shrank while loading?)" : "");
-}
-
 /* File bytes [from, to) into the slot's read buffer, at their offset from
- * the chunk's start `pos`. */
-static int read_span(int fd, const char *path, struct slot *s, uint64_t pos,
+ * the chunk's start. */
+static int read_span(struct engine *e, uint32_t file, struct slot *s,
                      uint64_t from, uint64_t to, struct tpl_error *err) {
-  int rc =
-      tpl__pread_full(fd, s->read + (from - pos), (size_t)(to - from), from);
-  return rc == 0 ? 0 : read_failed(path, from, rc, err);
+  return tpl__source_read(e->src, file, s->data + (from - s->pos), to - from,
+                          from, err);
 }
 
 /* Tensor i's own bytes [start, start + n) (tensor-relative, one range of
  * layout l0) straight into rank 0's store. */
-static int read_own(struct engine *e, int fd, const char *path, size_t i,
-                    const struct tpl__layout *l0, uint64_t start, uint64_t n,
-                    struct tpl_error *err) {
+static int read_own(struct engine *e, size_t i, const struct tpl__layout *l0,
+                    uint64_t start, uint64_t n, struct tpl_error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *dst =
       e->store.base + t->store_offset + tpl__layout_count(l0, 0, start);
   int rc = tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes, err);
   if (rc != 0) return rc;
-  rc = tpl__pread_full(fd, dst, (size_t)n, t->file_offset + start);
-  return rc == 0 ? 0 : read_failed(path, t->file_offset + start, rc, err);
+  return tpl__source_read(e->src, t->file, dst, n, t->file_offset + start, err);
 }
 
-/* The chunk [pos, pos + len): rank 0's direct own parts (own_direct) into
- * its store, every other byte into the slot's read buffer.  One copy less
- * per own byte of a cut tensor than reading it into the buffer and
- * gathering it from there. */
-static int read_direct(struct engine *e, int fd, const char *path,
-                       struct slot *s, const struct file_walk *w, uint64_t pos,
-                       uint64_t len, struct tpl_error *err) {
-  uint64_t at = pos; /* the chunk is read up to here */
+/* A buffered chunk: rank 0's direct own parts (own_direct) into its
+ * store, every other byte into the slot's read buffer.  One copy less per
+ * own byte of a cut tensor than reading it into the buffer and gathering
+ * it from there. */
+static int read_buffered(struct engine *e, uint32_t file, struct slot *s,
+                         const struct file_walk *w, struct tpl_error *err) {
+  uint64_t pos = s->pos, len = s->len, at = pos; /* read up to here */
   int rc = 0;
   for (size_t i = w->scan; rc == 0 && i < w->end; i++) {
     const struct tpl__job_tensor *t = &e->job->tensors[i];
@@ -735,25 +743,26 @@ static int read_direct(struct engine *e, int fd, const char *path,
     n = own_direct(e, i, &l0, (pos > tb ? pos : tb) - tb,
                    (pos + len < te ? pos + len : te) - tb, &start);
     if (n == 0) continue;
-    if (tb + start > at) rc = read_span(fd, path, s, pos, at, tb + start, err);
-    if (rc == 0) rc = read_own(e, fd, path, i, &l0, start, n, err);
+    if (tb + start > at) rc = read_span(e, file, s, at, tb + start, err);
+    if (rc == 0) rc = read_own(e, i, &l0, start, n, err);
     at = tb + start + n;
   }
-  if (rc == 0 && at < pos + len)
-    rc = read_span(fd, path, s, pos, at, pos + len, err);
+  if (rc == 0 && at < pos + len) rc = read_span(e, file, s, at, pos + len, err);
   return rc;
 }
 
-static int read_chunk(struct engine *e, int fd, const char *path,
-                      struct slot *s, const struct file_walk *w, uint64_t pos,
-                      uint64_t len, uint64_t end, struct tpl_error *err) {
-  double t = tpl__now();
-  int rc = read_direct(e, fd, path, s, w, pos, len, err);
-  e->st.t_read += tpl__now() - t;
-  if (rc != 0) return rc;
-  if (pos + len < end) /* start the kernel on the next chunk */
-    posix_fadvise(fd, (off_t)(pos + len), (off_t)e->chunk, POSIX_FADV_WILLNEED);
-  e->bytes_read += len;
+/* Starts reading the chunk [pos, pos + len) of `file` into slot s: a file
+ * read direct as one read the source splits into requests in flight; a
+ * buffered one is only announced here (read_buffered reads it). */
+static int chunk_start(struct engine *e, uint32_t file, struct slot *s,
+                       uint64_t pos, uint64_t len, struct tpl_error *err) {
+  s->pos = pos;
+  s->len = len;
+  s->data = tpl__source_place(e->src, file, s->read, pos);
+  s->rd = (struct tpl__read){.file = file, .off = pos, .len = len};
+  s->rd.dst = s->data;
+  if (e->direct) return tpl__source_start(e->src, &s->rd, err);
+  tpl__source_hint(e->src, file, pos, len);
   return 0;
 }
 
@@ -766,57 +775,156 @@ static void deferred_check(struct engine *e, uint32_t file) {
     e->deferred = tpl__model_file_unchanged(e->model, file, &e->deferred_err);
 }
 
-static int stream_file(struct engine *e, struct file_walk *w, int *k,
+static int chunk_finish(struct engine *e, uint32_t file, struct slot *s,
+                        const struct file_walk *w, struct tpl_error *err) {
+  double t = tpl__now();
+  int rc = e->direct ? tpl__source_finish(e->src, &s->rd, err)
+                     : read_buffered(e, file, s, w, err);
+  e->st.t_read += tpl__now() - t;
+  e->bytes_read += s->len;
+  return rc;
+}
+
+static struct slot *slot_of(struct engine *e, uint64_t chunk) {
+  return &e->slots[chunk % NSLOTS];
+}
+
+/* The file's chunks in order, each delivered while the reads of the
+ * next ones are in flight (NSLOTS).  A chunk's slot is reused once the
+ * sends of the chunk delivered before it have completed. */
+static int stream_file(struct engine *e, struct file_walk *w, uint64_t *k,
                        struct tpl_error *err) {
   uint32_t file = e->job->tensors[w->first].file;
-  const char *path = e->model->files[file].path;
-  uint64_t pos = 0, end = file_data_end(e, w);
-  int fd = e->model->files[file].fd, rc = 0;
+  uint64_t pos = 0, end = file_data_end(e, w), issued = *k, done = *k;
+  size_t scan = w->scan;
+  int rc = 0;
   if (end == 0) return 0;
   /* The descriptor validated at start, never the path again; a file
    * that changed is told once every byte went out (deferred_check). */
   deferred_check(e, file);
-  posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  while (rc == 0 && next_extent(e, w, &pos)) {
-    struct slot *s = &e->slots[(*k)++ & 1];
-    uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
-    rc = slot_wait(e, s, err);
-    if (rc == 0) rc = read_chunk(e, fd, path, s, w, pos, len, end, err);
-    if (rc == 0) rc = deliver_chunk(e, s, w, pos, len, err);
-    pos += len;
+  e->direct = tpl__source_direct(e->src, file);
+  posix_fadvise(e->model->files[file].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  for (;;) {
+    struct slot *s;
+    uint64_t at;
+    while (rc == 0 && issued - done < NSLOTS - 1 &&
+           next_extent(e, w, &scan, &pos)) {
+      uint64_t len = end - pos < e->chunk ? end - pos : e->chunk;
+      double t = tpl__now();
+      s = slot_of(e, issued++);
+      rc = slot_wait(e, s, err); /* its sends of NSLOTS chunks before */
+      e->st.t_send += tpl__now() - t;
+      if (rc == 0) rc = chunk_start(e, file, s, pos, len, err);
+      pos += len;
+    }
+    if (rc != 0 || done == issued) break;
+    s = slot_of(e, done++);
+    at = s->pos;
+    next_extent(e, w, &w->scan, &at); /* delivery's scan to the chunk */
+    rc = chunk_finish(e, file, s, w, err);
+    if (rc == 0) beat(e); /* completed reads are progress */
+    if (rc == 0) rc = deliver_chunk(e, s, w, s->pos, s->len, err);
     if (e->o->progress)
       e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
   }
+  *k = issued;
   if (rc == 0) deferred_check(e, file);
   return rc == 0 ? check_own(e, w, err) : rc;
 }
 
+/* The report's record of how each file was read (by this rank). */
+static void keep_io(struct engine *e) {
+  if (e->src == NULL) return;
+  free(e->st.file_io);
+  e->st.file_io = malloc(e->job->nfiles + 1);
+  free(e->st.file_align);
+  e->st.file_align = malloc((e->job->nfiles + 1) * sizeof(uint64_t));
+  e->st.nfile_io = e->st.file_io && e->st.file_align ? e->job->nfiles : 0;
+  for (size_t f = 0; f < e->st.nfile_io; f++) {
+    e->st.file_io[f] = (uint8_t)(e->src->used[f] + 1);
+    e->st.file_align[f] = e->src->align[f];
+  }
+}
+
+/* Every completed request (a few MiB) is progress: a beat when one is
+ * due, so a slow but steady reader is waited for. */
+static void source_progress(void *ctx) {
+  beat(ctx);
+}
+
+/* A source over fds (the job's files, in order); its fallback note, if
+ * any, on stderr (rank 0's only: the others' would say the same). */
+static int open_source(struct engine *e, const int *fds,
+                       const char *const *paths, struct tpl_error *err) {
+  /* --read local on one node: the ranks share the page cache's pages,
+   * where direct reads would fetch every page of a strided slice once per
+   * rank (2 ranks, 1 GiB cold, job: 0.73-0.79 s buffered, 0.95-1.0 s
+   * direct), so auto reads buffered there. */
+  int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
+                                                              : e->o->io_mode;
+  int rc =
+      tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
+  if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0)
+    fprintf(stderr, "tpload: %s\n", e->src->note);
+  if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
+  return rc;
+}
+
+static uint64_t round_up(uint64_t n, uint64_t unit) {
+  return (n + unit - 1) / unit * unit;
+}
+
+/* The window as one mapping (huge pages: buffers of their own would
+ * each take a whole one), cut into the slots' buffers, each aligned as
+ * the source's direct reads need. */
 static int alloc_slots(struct engine *e, struct tpl_error *err) {
-  for (int i = 0; i < 2; i++) {
+  uint64_t unit = tpl__source_slack(e->src) / 2, read, pack;
+  uint8_t *p;
+  if (unit < 4096) unit = 4096;
+  read = round_up(e->chunk + tpl__source_slack(e->src), unit);
+  pack = round_up(e->chunk, unit);
+  e->window_len = NSLOTS * (read + pack);
+  e->window = p = tpl__huge_alloc((size_t)e->window_len);
+  if (p == NULL)
+    return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
+  for (int i = 0; i < NSLOTS; i++) {
     e->slots[i].batch_dest = -1;
-    e->slots[i].read = tpl__huge_alloc((size_t)e->chunk);
-    e->slots[i].pack = tpl__huge_alloc((size_t)e->chunk);
-    if (e->slots[i].read == NULL || e->slots[i].pack == NULL)
-      return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
+    e->slots[i].read = p;
+    e->slots[i].pack = p + read;
+    p += read + pack;
   }
   return 0;
 }
 
 static void free_slots(struct engine *e) {
-  e->st.bytes_sent = e->slots[0].sent + e->slots[1].sent;
-  for (int i = 0; i < 2; i++) {
-    tpl__huge_free(e->slots[i].read, (size_t)e->chunk);
-    tpl__huge_free(e->slots[i].pack, (size_t)e->chunk);
+  e->st.bytes_sent = 0;
+  for (int i = 0; i < NSLOTS; i++) {
+    e->st.bytes_sent += e->slots[i].sent;
     free(e->slots[i].reqs);
   }
+  tpl__huge_free(e->window, (size_t)e->window_len);
 }
 
-static int send_all(struct engine *e, struct tpl_error *err) {
+/* The model's descriptors and paths, in job file order. */
+static int model_files(const struct engine *e, int **fds, const char ***paths) {
+  size_t n = e->job->nfiles;
+  *fds = malloc((n + 1) * sizeof(**fds));
+  *paths = malloc((n + 1) * sizeof(**paths));
+  if (*fds == NULL || *paths == NULL) return -ENOMEM;
+  for (size_t f = 0; f < n; f++) {
+    (*fds)[f] = e->model->files[f].fd;
+    (*paths)[f] = e->model->files[f].path;
+  }
+  return 0;
+}
+
+static int stream_all(struct engine *e, struct tpl_error *err) {
   struct file_walk w = {0};
-  int k = 0, rc = alloc_slots(e, err);
+  uint64_t k = 0;
+  int rc = alloc_slots(e, err);
   w.layouts = calloc(e->job->grid.tp, sizeof(*w.layouts));
   w.dests = calloc(e->job->grid.tp, sizeof(*w.dests));
-  if (w.layouts == NULL || w.dests == NULL)
+  if (rc == 0 && (w.layouts == NULL || w.dests == NULL))
     rc = tpl__fail(err, -ENOMEM, "out of memory");
   for (size_t i = 0; rc == 0 && i < e->job->ntensors;) {
     w.first = w.scan = i;
@@ -828,15 +936,30 @@ static int send_all(struct engine *e, struct tpl_error *err) {
     rc = stream_file(e, &w, &k, err);
     i = w.end;
   }
-  if (rc == 0) {
+  for (int i = 0; rc == 0 && i < NSLOTS; i++) {
     double t = tpl__now();
-    rc = slot_wait(e, &e->slots[0], err);
-    if (rc == 0) rc = slot_wait(e, &e->slots[1], err);
+    rc = slot_wait(e, &e->slots[i], err);
     e->st.t_send += tpl__now() - t;
   }
   free(w.layouts);
   free(w.dests);
+  return rc;
+}
+
+static int send_all(struct engine *e, struct tpl_error *err) {
+  int *fds = NULL;
+  const char **paths = NULL;
+  int rc = model_files(e, &fds, &paths) == 0
+               ? 0
+               : tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0) rc = open_source(e, fds, paths, err);
+  if (rc == 0) rc = stream_all(e, err);
+  keep_io(e);
+  tpl__source_close(e->src); /* before the buffers its reads land in */
+  e->src = NULL;
   free_slots(e);
+  free(fds);
+  free(paths);
   return rc;
 }
 
@@ -897,6 +1020,10 @@ static int finish_store(struct engine *e, struct tpl_error *err) {
  * reading the row-parallel weights four times over). */
 #define LOCAL_PIECE_MIN 1024
 
+/* The step of local reads from a file read direct: requests in flight
+ * need a step of several (source.c); hashing from the store after. */
+#define LOCAL_DIRECT_STEP ((size_t)8 << 20)
+
 /* Starts this rank's heartbeats (beat.h); every rank does, before a
  * step whose end is agree_after_beats. */
 static void beats_begin(struct engine *e) {
@@ -944,61 +1071,85 @@ static int read_local(struct engine *e, struct tpl_error *err) {
                                .rank = e->rank,
                                .store = &e->store,
                                .window_len = LOCAL_STEP,
+                               .direct_len = LOCAL_DIRECT_STEP,
                                .piece_min = LOCAL_PIECE_MIN,
                                .finish = finish_own,
                                .ctx = e};
   int *fds = malloc((n + 1) * sizeof(*fds)), rc;
-  for (size_t f = 0; fds != NULL && f < n; f++)
+  const char **paths = malloc((n + 1) * sizeof(*paths));
+  size_t window = 0;
+  for (size_t f = 0; fds != NULL && paths != NULL && f < n; f++) {
     fds[f] = -1; /* none of them open yet */
-  lr.window = tpl__huge_alloc(LOCAL_STEP);
+    paths[f] = e->job->files[f].path;
+  }
   lr.progress = local_progress;
-  if (fds == NULL || lr.window == NULL)
-    rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
+  if (fds == NULL || paths == NULL)
+    rc = tpl__fail(err, -ENOMEM, "out of memory");
   else
     rc = local_fds(e, fds, err);
+  if (rc == 0) rc = open_source(e, fds, paths, err);
+  if (rc == 0) {
+    window = tpl__source_slack(e->src) == 0
+                 ? LOCAL_STEP /* no file is read direct */
+                 : LOCAL_DIRECT_STEP + (size_t)tpl__source_slack(e->src);
+    lr.window = tpl__huge_alloc(window);
+    if (lr.window == NULL)
+      rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
+  }
   if (rc == 0) tpl__stall_test_stop("deliver", e->rank); /* files open */
   lr.fds = fds;
+  lr.src = e->src;
   if (rc == 0) rc = tpl__local_read_all(&lr, err);
+  keep_io(e);
+  tpl__source_close(e->src);
+  e->src = NULL;
   e->st.t_read = lr.t_read;
   e->st.t_pack = lr.t_pack;
   e->st.t_hash += lr.t_hash;
   e->bytes_read = lr.bytes_read;
   if (e->rank != 0 && fds != NULL) tpl__local_close(fds, n);
   free(fds);
-  tpl__huge_free(lr.window, LOCAL_STEP);
+  free(paths);
+  tpl__huge_free(lr.window, window);
   return rc;
 }
 
 /* --- ranks > 0: receiving --- */
 
 /* Waits for the next message from `from` and its size, polling like
- * wait_reqs() (and ending the job the same way when it stalls). */
-static int probe_message(const struct engine *e, int from, MPI_Message *msg,
-                         int *n, struct tpl_error *err) {
+ * wait_reqs() (and ending the job the same way when it stalls); a beat
+ * from `from` (rank 0 beats as its reads complete) is progress too. */
+static int probe_message(struct engine *e, int from, MPI_Message *msg, int *n,
+                         struct tpl_error *err) {
   struct tpl__stall st;
   MPI_Status status;
   int flag = 0;
   tpl__stall_start(&st, e->o->stall_timeout);
   for (;;) {
+    double heard_from = e->beats.heard[from];
+    int heard = 0;
     MPI_TRY(MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
             "probe");
     if (flag) break;
-    if (tpl__stall_idle(&st)) stall_abort(e, from, "receive", &st);
+    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
+    if (heard && e->beats.heard[from] != heard_from)
+      tpl__stall_progress(&st);
+    else if (tpl__stall_idle(&st))
+      stall_abort(e, from, "receive", &st);
   }
   MPI_TRY(MPI_Get_count(&status, MPI_BYTE, n), "receive");
   return 0;
 }
 
-static int take_message(const struct engine *e, MPI_Message *msg, uint8_t *dst,
-                        int n, int from, struct tpl_error *err) {
+static int take_message(struct engine *e, MPI_Message *msg, uint8_t *dst, int n,
+                        int from, struct tpl_error *err) {
   struct pending p = {MPI_REQUEST_NULL, from};
   MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &p.req), "receive");
   return wait_reqs(e, &p, 1, err);
 }
 
-static int inbox_fill(const struct engine *e, struct inbox *in,
-                      MPI_Message *msg, int n, int from,
-                      struct tpl_error *err) {
+static int inbox_fill(struct engine *e, struct inbox *in, MPI_Message *msg,
+                      int n, int from, struct tpl_error *err) {
   if ((size_t)n > in->cap) {
     uint8_t *b = realloc(in->buf, (size_t)n);
     if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -1015,7 +1166,7 @@ static int inbox_fill(const struct engine *e, struct inbox *in,
  * into dst when it is no longer than `want` (then it is this tensor's
  * alone: a batch always holds the whole rest of its first part's tensor
  * and more), else through the inbox. */
-static int receive_some(const struct engine *e, struct inbox *in, int from,
+static int receive_some(struct engine *e, struct inbox *in, int from,
                         uint8_t *dst, uint64_t want, uint64_t *got,
                         struct tpl_error *err) {
   if (in->pos == in->len) {
@@ -1485,10 +1636,8 @@ static int deliver(struct engine *e, struct tpl_error *err) {
   int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
-  if (e->o->read_local) {
-    beats_begin(e);
-    return agree_after_beats(e, read_local(e, err), err);
-  }
+  beats_begin(e);
+  if (e->o->read_local) return agree_after_beats(e, read_local(e, err), err);
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
@@ -1498,7 +1647,8 @@ static int deliver(struct engine *e, struct tpl_error *err) {
     engine_abort(tpl_exit_code(rc));
   }
   if (e->deferred != 0) *err = e->deferred_err;
-  return agree(e, e->deferred, err);
+  /* rank 0's beats (as its reads complete) end here */
+  return agree_after_beats(e, e->deferred, err);
 }
 
 /* The job's totals on rank 0: its time, the slowest rank's, in *max; and
@@ -1562,6 +1712,8 @@ static int load(struct engine *e, int reload, struct tpl_error *err) {
 }
 
 static void engine_free(struct engine *e) {
+  free(e->st.file_io);
+  free(e->st.file_align);
   tpl__store_free(&e->store);
   tpl__job_free(e->job);
   release_sources(e);
@@ -1580,7 +1732,7 @@ int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
   e.rank = (uint32_t)rank;
   e.world = (uint32_t)world;
   e.store.fd = -1;
-  e.chunk = o->chunk_bytes / 4 ? o->chunk_bytes / 4 : 1;
+  e.chunk = o->chunk_bytes / (2 * NSLOTS) ? o->chunk_bytes / (2 * NSLOTS) : 1;
   e.shutdown_req = e.reload_req_mpi = MPI_REQUEST_NULL;
   e.plan_arg = o->plan != NULL ? o->plan : "auto";
   rc = load(&e, 0, err);

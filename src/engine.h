@@ -25,6 +25,7 @@ struct tpl__load_opts {
   int huge;             /* memfd store: enum tpl_huge (store.h) */
   int read_local;       /* --read local: every rank reads its own slices
                            from the files (local_read.h) */
+  int io_mode;          /* --io: enum tpl__io_mode (source.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

@@ -11,6 +11,7 @@
 #include "fileio.h"
 #include "local_read.h"
 #include "shard.h"
+#include "source.h"
 
 #define SAME_FILES_HINT                                                        \
   "--read local needs every rank to see the files rank 0 validated"
@@ -87,14 +88,13 @@ static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
   uint64_t off = t->file_offset + begin;
   double t0 = tpl__now();
-  int rc = tpl__pread_full(lr->fds[t->file], dst, (size_t)n, off);
+  int rc = tpl__source_read(lr->src, t->file, dst, n, off, err);
   lr->t_read += tpl__now() - t0;
   lr->bytes_read += n;
+  char msg[sizeof(err->msg)];
   if (rc == 0) return 0;
-  return tpl__fail(
-      err, rc, "%s: read failed at offset %llu (tensor '%s'): %s%s",
-      lr->job->files[t->file].path, (unsigned long long)off, t->name,
-      tpl_strerror(rc), rc == -EIO ? " (file shrank while loading?)" : "");
+  snprintf(msg, sizeof(msg), "%s", err->msg);
+  return tpl__fail(err, rc, "%s (tensor '%s')", msg, t->name);
 }
 
 /* The shortest piece of a row in layout l. */
@@ -125,7 +125,36 @@ static int read_pieces(struct tpl__local_read *lr, size_t i,
   return 0;
 }
 
-/* The slice's bytes within source range [b, e) of tensor i, to dst: read
+/* The direct way of read_range: the range (its contiguous part when it
+ * has one) is read into the window, placed as the source needs, and
+ * copied or gathered from there. */
+static int read_range_direct(struct tpl__local_read *lr, size_t i,
+                             const struct tpl__layout *l, uint64_t b,
+                             uint64_t e, uint8_t *dst, uint64_t *got,
+                             struct tpl_error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  uint64_t start, n = tpl__layout_contiguous(l, b, e, &start);
+  uint64_t from = n != UINT64_MAX ? start : b,
+           len = n != UINT64_MAX ? n : e - b;
+  uint8_t *at;
+  double t0;
+  int rc;
+  if (len == 0) return 0;
+  at = tpl__source_place(lr->src, t->file, lr->window, t->file_offset + from);
+  rc = read_part(lr, i, at, len, from, err);
+  if (rc != 0) return rc;
+  t0 = tpl__now();
+  if (n != UINT64_MAX)
+    memcpy(dst + *got, at, (size_t)n);
+  else
+    n = tpl__layout_gather(l, b, e, at, dst + *got);
+  *got += n;
+  lr->t_pack += tpl__now() - t0;
+  return 0;
+}
+
+/* The slice's bytes within source range [b, e) of tensor i, to dst: from
+ * a file read direct through the window (read_range_direct); else read
  * straight there when they are one contiguous range or pieces of at least
  * lr->piece_min bytes, else the range is read into the window and
  * gathered (a read per short piece costs more than the bytes between).
@@ -133,9 +162,12 @@ static int read_pieces(struct tpl__local_read *lr, size_t i,
 static int read_range(struct tpl__local_read *lr, size_t i,
                       const struct tpl__layout *l, uint64_t b, uint64_t e,
                       uint8_t *dst, uint64_t *got, struct tpl_error *err) {
-  uint64_t start, n = tpl__layout_contiguous(l, b, e, &start);
+  uint64_t start, n;
   double t0;
   int rc;
+  if (tpl__source_direct(lr->src, lr->job->tensors[i].file))
+    return read_range_direct(lr, i, l, b, e, dst, got, err);
+  n = tpl__layout_contiguous(l, b, e, &start);
   if (n != UINT64_MAX) {
     rc = n ? read_part(lr, i, dst + *got, n, start, err) : 0;
     *got += n;
@@ -169,6 +201,25 @@ static void hash_step(struct tpl__local_read *lr, XXH3_state_t *h,
   lr->t_hash += tpl__now() - t0;
 }
 
+/* Tells the source which bytes of tensor i this rank is about to read
+ * (its contiguous range, or every row of a strided slice), so a buffered
+ * file is read ahead by more than the kernel's default readahead (with
+ * every rank reading a part of each tensor, that alone keeps the device
+ * a request or two deep). */
+#define HINT_MIN ((uint64_t)1 << 20) /* smaller: one syscall too many */
+
+static void hint_slice(struct tpl__local_read *lr, size_t i,
+                       const struct tpl__layout *l) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  uint64_t start, n = tpl__layout_contiguous(l, 0, t->stored_bytes, &start);
+  if (n == UINT64_MAX) {
+    start = 0;
+    n = t->stored_bytes;
+  }
+  if (n >= HINT_MIN)
+    tpl__source_hint(lr->src, t->file, t->file_offset + start, n);
+}
+
 /* Tensor i's slice into the store a window at a time, each window hashed
  * into h right after it lands when h is not NULL. */
 static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
@@ -176,6 +227,8 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
   uint32_t shard = tpl__grid_coord(&lr->job->grid, lr->rank).t;
   uint8_t *dst = lr->store->base + t->store_offset;
+  uint64_t step =
+      tpl__source_direct(lr->src, t->file) ? lr->direct_len : lr->window_len;
   struct tpl__layout l;
   uint64_t got = 0;
   int rc = tpl__job_layout(lr->job, i, shard, &l);
@@ -183,10 +236,10 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
     return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
                      shard, tpl_strerror(rc));
   rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
+  if (rc == 0) hint_slice(lr, i, &l);
   for (uint64_t b = 0; rc == 0 && got < l.total && b < t->stored_bytes;
-       b += lr->window_len) {
-    uint64_t e = t->stored_bytes - b < lr->window_len ? t->stored_bytes
-                                                      : b + lr->window_len;
+       b += step) {
+    uint64_t e = t->stored_bytes - b < step ? t->stored_bytes : b + step;
     uint64_t before = got;
     rc = read_range(lr, i, &l, b, e, dst, &got, err);
     if (rc != 0) break;

@@ -3,7 +3,9 @@
  * instead of receiving it from rank 0.  A slice that is contiguous in the
  * file is read straight into the store (one copy, page cache to store), and
  * so is a strided one (a dim-1 cut) of long pieces, a read per piece; one
- * of short pieces is read through a window and gathered.  A tensor whose bytes
+ * of short pieces is read through a window and gathered.  From a file the
+ * source reads direct (O_DIRECT), every step goes through the window: its
+ * contiguous part, or the whole step of a strided slice.  A tensor whose bytes
  * land as the rank holds them is hashed a window at a time, while the
  * window is still in cache.  No MPI: the engine broadcasts the job (with
  * its files) and agrees on the outcome. */
@@ -15,6 +17,7 @@
 
 #include "common.h"
 #include "job.h"
+#include "source.h"
 #include "store.h"
 
 /* Opens every file of job->files into fds[f] (job->nfiles entries, -1
@@ -39,11 +42,15 @@ struct tpl__local_read {
   const struct tpl__job *job; /* placed for this rank's stage */
   uint32_t rank;              /* global rank: what it holds, its shard */
   const int *fds;             /* job->nfiles descriptors */
+  struct tpl__source *src;    /* reads them (source.h) */
   struct tpl__store *store;
   uint8_t *window; /* for strided slices; also the step of reads */
   uint64_t window_len;
-  uint64_t piece_min; /* strided slices of pieces this long and longer
-                         are read piece by piece, not through the window */
+  uint64_t direct_len; /* the step of files read direct: each step is
+                          read into the window (placed by the source,
+                          which needs direct_len + its slack) */
+  uint64_t piece_min;  /* strided slices of pieces this long and longer
+                          are read piece by piece, not through the window */
   /* Called with each held tensor whose bytes need finishing (decoding,
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */

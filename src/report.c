@@ -14,6 +14,7 @@
 #include "jsonu.h"
 #include "proto/tpload.pb-c.h"
 #include "report.h"
+#include "source.h"
 #include "topology.h"
 
 /* Packs any message into a malloc'd *buf (caller frees). */
@@ -246,12 +247,39 @@ static void fill_shard_info(const struct tpl__job *job, size_t i, uint32_t rank,
   m->n_segs = tpl__job_mlc_segs(job, t, m->segs);
 }
 
+/* The FileRead messages of a rank report, for the files it read. */
+struct file_reads {
+  Tpload__FileRead *msgs;
+  Tpload__FileRead **ptrs;
+};
+
+static int fill_reads(const struct tpl__job *job,
+                      const struct tpl__rank_stats *st, struct file_reads *fr,
+                      Tpload__RankReport *r) {
+  size_t n = st->nfile_io < job->nfiles ? st->nfile_io : job->nfiles;
+  fr->msgs = calloc(n + 1, sizeof(*fr->msgs));
+  fr->ptrs = calloc(n + 1, sizeof(*fr->ptrs));
+  if (fr->msgs == NULL || fr->ptrs == NULL) return -ENOMEM;
+  for (size_t f = 0; f < n; f++) {
+    Tpload__FileRead *m = &fr->msgs[r->n_reads];
+    if (st->file_io[f] == 0) continue;
+    tpload__file_read__init(m);
+    m->file = job->files[f].path;
+    m->mode = (char *)tpl__io_used_name(st->file_io[f] - 1);
+    m->align = (uint32_t)st->file_align[f];
+    fr->ptrs[r->n_reads++] = m;
+  }
+  r->reads = fr->ptrs;
+  return 0;
+}
+
 int tpl__rank_report_pack(const struct tpl__job *job,
                           const struct tpl__store *store,
                           const struct tpl__rank_stats *st, uint8_t **buf,
                           size_t *len) {
   Tpload__RankReport r = TPLOAD__RANK_REPORT__INIT;
   Tpload__PhaseTimes times = TPLOAD__PHASE_TIMES__INIT;
+  struct file_reads reads = {0};
   struct tpl__pos c = tpl__grid_coord(&job->grid, st->rank);
   struct shard_msg *msgs = calloc(job->ntensors + 1, sizeof(*msgs));
   Tpload__ShardInfo **ptrs = calloc(job->ntensors + 1, sizeof(*ptrs));
@@ -281,8 +309,11 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
-  rc = pack_message(&r.base, buf, len);
+  rc = fill_reads(job, st, &reads, &r);
+  if (rc == 0) rc = pack_message(&r.base, buf, len);
 out:
+  free(reads.msgs);
+  free(reads.ptrs);
   free(msgs);
   free(ptrs);
   return rc;
@@ -479,6 +510,16 @@ static json_t *phases_json(const Tpload__PhaseTimes *t) {
                    usec(t->allocate), "hash", usec(t->hash));
 }
 
+static json_t *reads_json(const Tpload__RankReport *r) {
+  json_t *a = json_array();
+  for (size_t k = 0; k < r->n_reads; k++)
+    json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "file",
+                                       r->reads[k]->file, "mode",
+                                       r->reads[k]->mode, "align",
+                                       (json_int_t)r->reads[k]->align));
+  return a;
+}
+
 static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   json_t *o = json_pack(
       "{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "rank",
@@ -488,6 +529,7 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
       (json_int_t)held_count(r), "peak_rss_bytes",
       (json_int_t)r->peak_rss_bytes, "bytes_sent", (json_int_t)r->bytes_sent,
       "seconds", usec(r->seconds), "phases", phases_json(r->times));
+  json_object_set_new(o, "reads", reads_json(r));
   if (with_tensors) json_object_set_new(o, "tensors", held_tensors_json(r));
   return o;
 }

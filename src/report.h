@@ -30,6 +30,10 @@ struct tpl__rank_stats {
   double seconds; /* first read (rank 0) / first receive to done */
   double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
   uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
+  /* per job file: 0 not read by this rank, else enum tpl__io_used + 1 */
+  uint8_t *file_io;
+  uint64_t *file_align; /* per job file: its direct reads' alignment */
+  size_t nfile_io;
 };
 
 /* Packs this rank's RankReport: where the rank sits in the grid

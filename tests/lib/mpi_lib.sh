@@ -71,3 +71,29 @@ data[start + b + k] ^= 0x10
 open(path, "wb").write(data)
 EOF
 }
+
+# synth_llama NAME LAYERS: a small llama (bf16, 4 heads) from tpload synth
+# in $M/NAME.
+synth_llama() {
+  "$TPLOAD" synth --arch llama --out "$M/$1" --layers "$2" --hidden 64 \
+    --heads 4 --vocab 128 >/dev/null 2>&1 ||
+    { echo "Bail out! tpload synth $1 failed"; exit 99; }
+}
+
+# llama_grid_plan FILE: the llama rules in HF names (the oracle reads plan
+# files, not presets), lm_head cut too so that a cut tensor lives on every
+# stage of a grid.
+llama_grid_plan() {
+  cat >"$1" <<'EOF'
+{"rules": [
+ {"match": "*.self_attn.q_proj.weight", "dim": 0},
+ {"match": "*.self_attn.k_proj.weight", "dim": 0},
+ {"match": "*.self_attn.v_proj.weight", "dim": 0},
+ {"match": "*.self_attn.o_proj.weight", "dim": 1},
+ {"match": "*.mlp.gate_proj.weight", "dim": 0},
+ {"match": "*.mlp.up_proj.weight", "dim": 0},
+ {"match": "*.mlp.down_proj.weight", "dim": 1},
+ {"match": "lm_head.weight", "dim": 0}
+]}
+EOF
+}

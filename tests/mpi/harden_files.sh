@@ -7,7 +7,7 @@
 #   TPLOAD_TEST_SIGSTOP_RANK) and rank 0 is part way through the file;
 #   a file cut short is 74 too, from the read that comes short; with
 #   --read local, a file grown or cut short while rank 1 has it open is
-#   74 too;
+#   74 too, and with --io direct (O_DIRECT reads in flight) too;
 # - the HF hub-cache layout (REPO/snapshots/REV/* symlinked into
 #   REPO/blobs/) loads for a single file, a sharded index and an MLC
 #   directory, and gives byte for byte the rank files of the plain copy.
@@ -83,6 +83,13 @@ t_changed "a model file cut short mid-load" \
 LOAD_ARGS="--read local" t_changed "--read local: a model file grown mid-load" \
   "$((size + 1)) bytes here, $size on rank 0" grow
 LOAD_ARGS="--read local" t_changed "--read local: a model file cut short mid-load" \
+  "(file shrank while loading?)" shrink
+# The same mid direct read (O_DIRECT through io_uring, several chunks in
+# flight): the read that comes short is named.
+LOAD_ARGS="--io direct" t_changed "--io direct: a model file cut short mid-load" \
+  "(file shrank while loading?)" shrink
+LOAD_ARGS="--io direct --read local" t_changed \
+  "--io direct --read local: a model file cut short mid-load" \
   "(file shrank while loading?)" shrink
 LOAD_ARGS=
 

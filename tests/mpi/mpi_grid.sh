@@ -15,29 +15,9 @@
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
-# synth NAME LAYERS: a small llama (bf16, 4 heads) from tpload synth.
-synth() {
-  "$TPLOAD" synth --arch llama --out "$M/$1" --layers "$2" --hidden 64 \
-    --heads 4 --vocab 128 >/dev/null 2>&1 ||
-    { echo "Bail out! tpload synth $1 failed"; exit 99; }
-}
-
-# The llama rules in HF names (the oracle reads plan files, not presets),
-# lm_head cut too so that a cut tensor lives on every stage.
 PLAN=$T_TMP/plan.json
-cat >"$PLAN" <<'EOF'
-{"rules": [
- {"match": "*.self_attn.q_proj.weight", "dim": 0},
- {"match": "*.self_attn.k_proj.weight", "dim": 0},
- {"match": "*.self_attn.v_proj.weight", "dim": 0},
- {"match": "*.self_attn.o_proj.weight", "dim": 1},
- {"match": "*.mlp.gate_proj.weight", "dim": 0},
- {"match": "*.mlp.up_proj.weight", "dim": 0},
- {"match": "*.mlp.down_proj.weight", "dim": 1},
- {"match": "lm_head.weight", "dim": 0}
-]}
-EOF
-synth l4 4
+llama_grid_plan "$PLAN"
+synth_llama l4 4
 
 # grid_check NAME N TP PP [MODEL PLAN]: preshard a 4-layer model (default
 # the synth llama) on the grid, then every rank against the oracle.
@@ -156,8 +136,8 @@ t_refused() {
       "$(head -c 1500 "$T_TMP/msgs")"
   fi
 }
-synth l2 2
-synth l3 3
+synth_llama l2 2
+synth_llama l3 3
 t_refused "-np 6 --tp 4" "-np 6 is not a multiple of --tp 4 x --pp 1 = 4" \
   6 "$M/l4" --plan "$PLAN" --tp 4
 t_refused "--pp 4 over 2 layers" "--pp 4: expected 1..2" \

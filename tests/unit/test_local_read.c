@@ -5,7 +5,8 @@
  * others handed to `finish`; and the refusals: a missing file or a directory
  * (66), another size or modification time (65), a job without files, a file
  * that shrinks under the read (-EIO naming file and tensor) or changes before
- * the read ends (-EIO, 74, as in the default path). */
+ * the read ends (-EIO, 74, as in the default path).  Reads go through a
+ * source (source.h), buffered and direct; --io's names parse. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "dtype.h"
 #include "local_read.h"
+#include "source.h"
 #include "store.h"
 #include "tap.h"
 #include "tmpdir.h"
@@ -94,13 +96,27 @@ static int record_finish(void *ctx, size_t i, struct tpl_error *err) {
   return 0;
 }
 
+/* The read window: room for a direct step and the source's slack (two
+ * alignments), aligned as O_DIRECT buffers must be. */
+static uint8_t window[4 * 4096] __attribute__((aligned(4096)));
+
+/* A source over the one file (source.h) reading as `mode` says. */
+static struct tpl__source *open_source(const int *fd, int mode) {
+  static const char *paths[1] = {path};
+  struct tpl__source *src = NULL;
+  struct tpl_error err = {0};
+  if (tpl__source_files_open(&src, fd, paths, 1, mode, &err) != 0) abort();
+  return src;
+}
+
 /* Rank `rank` reads with read steps of `step` bytes, strided slices of
- * pieces of piece_min bytes or more piece by piece; its store is checked
- * against the tables. */
-static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min) {
+ * pieces of piece_min bytes or more piece by piece (buffered) or every
+ * step through the window (direct); its store is checked against the
+ * tables. */
+static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min,
+                       int mode) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
-  uint8_t window[64];
   int fd = -1;
   struct tpl__local_read lr = {.job = &job,
                                .rank = rank,
@@ -108,12 +124,17 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min) {
                                .store = &s,
                                .window = window,
                                .window_len = step,
+                               .direct_len = step,
                                .piece_min = piece_min,
                                .finish = record_finish,
                                .ctx = &fin};
   struct tpl_error err = {0};
   CHECK_EQ_INT(tpl__store_create_private(&s, job.store_size, 3, &err), 0);
   CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), 0);
+  lr.src = open_source(&fd, mode);
+  CHECK(step + tpl__source_slack(lr.src) <= sizeof(window));
+  if (mode == TPL_IO_DIRECT && lr.src->note[0] == '\0')
+    CHECK(tpl__source_direct(lr.src, 0)); /* else refused, and it says so */
   CHECK_EQ_INT(tpl__local_read_all(&lr, &err), 0);
   CHECK(memcmp(s.base + tensors[0].store_offset, want_a[rank], 6) == 0);
   CHECK(memcmp(s.base + tensors[1].store_offset, want_b[rank], 4) == 0);
@@ -125,21 +146,39 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min) {
         0); /* read as stored: 2.0f, 4.0f */
   CHECK(lr.bytes_read >= 6 + 4 + 8);
   if (tap_case_failed)
-    printf("# rank %u, step %llu\n", rank, (unsigned long long)step);
+    printf("# rank %u, step %llu, --io %d\n", rank, (unsigned long long)step,
+           mode);
+  tpl__source_close(lr.src);
   tpl__local_close(&fd, 1);
   tpl__store_free(&s);
 }
 
 /* Steps of 1 .. 13 bytes: slices straddle, fill and skip windows, read
  * straight or gathered (a step of 12 holds both rows of A); A's 3-byte
- * pieces read one by one (piece_min 1 and 3) or through the window (4). */
+ * pieces read one by one (piece_min 1 and 3) or through the window (4);
+ * each buffered and direct (O_DIRECT where the file system takes it:
+ * every tensor starts at an unaligned offset, and the file ends at one). */
 static void test_slices_land_as_the_tables_say(void) {
   static const uint64_t piece_mins[] = {1, 3, 4};
+  static const int modes[] = {TPL_IO_BUFFERED, TPL_IO_DIRECT};
   make_job();
-  for (uint64_t step = 1; step <= 13; step++)
-    for (size_t k = 0; k < ARRAY_SIZE(piece_mins); k++)
-      for (uint32_t rank = 0; rank < 2; rank++)
-        check_rank(rank, step, piece_mins[k]);
+  for (size_t m = 0; m < ARRAY_SIZE(modes); m++)
+    for (uint64_t step = 1; step <= 13; step++)
+      for (size_t k = 0; k < ARRAY_SIZE(piece_mins); k++)
+        for (uint32_t rank = 0; rank < 2; rank++)
+          check_rank(rank, step, piece_mins[k], modes[m]);
+}
+
+static void test_io_modes_parse(void) {
+  int mode = -1;
+  CHECK_EQ_INT(tpl__io_mode_parse("auto", &mode), 0);
+  CHECK_EQ_INT(mode, TPL_IO_AUTO);
+  CHECK_EQ_INT(tpl__io_mode_parse("direct", &mode), 0);
+  CHECK_EQ_INT(mode, TPL_IO_DIRECT);
+  CHECK_EQ_INT(tpl__io_mode_parse("buffered", &mode), 0);
+  CHECK_EQ_INT(mode, TPL_IO_BUFFERED);
+  CHECK_EQ_INT(tpl__io_mode_parse("Direct", &mode), -1);
+  CHECK_EQ_INT(tpl__io_mode_parse("", &mode), -1);
 }
 
 static void test_missing_file_is_66(void) {
@@ -196,25 +235,27 @@ static void test_job_without_files_is_internal(void) {
 
 /* run_after_open: opens, lets `change` alter the file, then reads as rank
  * 1 and returns the read's result with its message in err. */
-static int read_after(void (*change)(void), struct tpl_error *err) {
+static int read_after(void (*change)(void), int mode, struct tpl_error *err) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
-  uint8_t window[64];
   int fd = -1, rc;
   struct tpl__local_read lr = {.job = &job,
                                .rank = 1,
                                .fds = &fd,
                                .store = &s,
                                .window = window,
-                               .window_len = sizeof(window),
+                               .window_len = 64,
+                               .direct_len = 64,
                                .finish = record_finish,
                                .ctx = &fin};
   make_job();
   if (tpl__store_create_private(&s, job.store_size, 3, err) != 0 ||
       tpl__local_open(&job, &fd, err) != 0)
     return 1;
+  lr.src = open_source(&fd, mode);
   change();
   rc = tpl__local_read_all(&lr, err);
+  tpl__source_close(lr.src);
   tpl__local_close(&fd, 1);
   tpl__store_free(&s);
   return rc;
@@ -229,17 +270,22 @@ static void touch(void) {
   if (utimensat(AT_FDCWD, path, t, 0) != 0) abort();
 }
 
+/* Cut inside A: a buffered pread and a direct read of A's aligned
+ * superset both come short of what A needs. */
 static void test_file_that_shrinks_is_eio(void) {
-  struct tpl_error err = {0};
-  CHECK_EQ_INT(read_after(shrink, &err), -EIO);
-  CHECK_STR_CONTAINS(err.msg, path);
-  CHECK_STR_CONTAINS(err.msg, "tensor 'A'");
-  CHECK_STR_CONTAINS(err.msg, "shrank");
+  static const int modes[] = {TPL_IO_BUFFERED, TPL_IO_DIRECT};
+  for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
+    struct tpl_error err = {0};
+    CHECK_EQ_INT(read_after(shrink, modes[m], &err), -EIO);
+    CHECK_STR_CONTAINS(err.msg, path);
+    CHECK_STR_CONTAINS(err.msg, "tensor 'A'");
+    CHECK_STR_CONTAINS(err.msg, "shrank");
+  }
 }
 
 static void test_file_changed_during_the_read_is_74(void) {
   struct tpl_error err = {0};
-  CHECK_EQ_INT(read_after(touch, &err), -EIO);
+  CHECK_EQ_INT(read_after(touch, TPL_IO_BUFFERED, &err), -EIO);
   CHECK_STR_CONTAINS(err.msg, path);
   CHECK_STR_CONTAINS(err.msg, "changed while loading (modified at another");
 }
@@ -249,6 +295,7 @@ int main(void) {
   if (dir == NULL) return 99;
   snprintf(path, sizeof(path), "%s/w.bin", dir);
   RUN(test_slices_land_as_the_tables_say);
+  RUN(test_io_modes_parse);
   RUN(test_missing_file_is_66);
   RUN(test_directory_is_66);
   RUN(test_other_size_is_65);

@@ -1,0 +1,483 @@
+/* source.c - local files as a source (source.h): per file O_DIRECT
+ * through io_uring, or buffered pread. */
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <linux/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "source.h"
+
+/* Requests of this size (the last of an extent shorter), at most DEPTH
+ * in flight.  Measured on this machine's virtio disk (docs/PERFORMANCE.md):
+ * 1 MiB requests 16 deep read as fast as fio's 4 MiB 64 deep.
+ * TPLOAD_IO_REQUEST_KIB and TPLOAD_IO_DEPTH set them. */
+#define REQUEST_BYTES_DEFAULT ((uint64_t)1 << 20)
+#define DEPTH_DEFAULT 16u
+#define DEPTH_MAX 256u
+
+/* A file at least this much in the page cache is read buffered by auto. */
+#define RESIDENT_ENOUGH 0.5
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* the same number on every architecture */
+#endif
+
+static const char *const mode_names[] = {
+    [TPL_IO_AUTO] = "auto",
+    [TPL_IO_DIRECT] = "direct",
+    [TPL_IO_BUFFERED] = "buffered",
+};
+
+int tpl__io_mode_parse(const char *s, int *mode) {
+  for (int i = 0; i < (int)ARRAY_SIZE(mode_names); i++)
+    if (strcmp(s, mode_names[i]) == 0) {
+      *mode = i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *tpl__io_used_name(int used) {
+  return used == TPL_IO_USED_DIRECT ? "direct" : "buffered";
+}
+
+/* --- residency --- */
+
+struct cachestat_range {
+  uint64_t off, len;
+};
+
+struct cachestat_out {
+  uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+static double by_cachestat(int fd, uint64_t size) {
+  struct cachestat_range range = {0, 0}; /* len 0: to the end */
+  struct cachestat_out cs;
+  long page = sysconf(_SC_PAGESIZE);
+  if (syscall(__NR_cachestat, fd, &range, &cs, 0) != 0) return -1;
+  return (double)cs.nr_cache * (double)page / (double)size;
+}
+
+static double by_mincore(int fd, uint64_t size) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t pages = (size_t)((size + (uint64_t)page - 1) / (uint64_t)page), in = 0;
+  unsigned char *vec = malloc(pages);
+  void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+  double f = -1;
+  if (vec != NULL && map != MAP_FAILED &&
+      mincore(map, (size_t)size, vec) == 0) {
+    for (size_t k = 0; k < pages; k++)
+      in += vec[k] & 1;
+    f = (double)in / (double)pages;
+  }
+  if (map != MAP_FAILED) munmap(map, (size_t)size);
+  free(vec);
+  return f;
+}
+
+double tpl__resident_fraction(int fd, uint64_t size) {
+  double f;
+  if (size == 0) return 1;
+  f = by_cachestat(fd, size);
+  return f >= 0 ? f : by_mincore(fd, size);
+}
+
+/* --- the source --- */
+
+struct piece {
+  struct tpl__read *r;
+  uint64_t off, len;
+  uint8_t *dst;
+  struct piece *next_free;
+};
+
+struct file_source {
+  struct tpl__source base;
+  const int *fds;
+  const char *const *paths;
+  int *dfds; /* per file: its O_DIRECT descriptor, -1 when buffered */
+  uint64_t *size;
+  int ring_up;
+  struct io_uring ring;
+  uint64_t request;
+  unsigned depth, inflight;
+  struct piece *pieces, *free_pieces;
+  struct tpl__read **open; /* reads with pieces still to submit (FIFO) */
+  size_t nopen, capopen;
+};
+
+static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t max) {
+  const char *v = getenv(name);
+  char *end;
+  unsigned long long n;
+  if (v == NULL || *v == '\0') return dflt;
+  n = strtoull(v, &end, 10);
+  return *end == '\0' && n > 0 && n <= max ? n : dflt;
+}
+
+static int read_failed(const struct file_source *fs, uint32_t file,
+                       uint64_t off, int rc, struct tpl_error *err) {
+  return tpl__fail(err, rc, "%s: read failed at offset %llu: %s%s",
+                   fs->paths[file], (unsigned long long)off, tpl_strerror(rc),
+                   rc == -EIO ? " (file shrank while loading?)" : "");
+}
+
+static uint64_t align_down(uint64_t x, uint64_t a) {
+  return x / a * a;
+}
+
+static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
+                      uint64_t off) {
+  struct file_source *fs = (struct file_source *)s;
+  if (fs->dfds[file] < 0) return buf;
+  return buf + (off - align_down(off, fs->base.align[file]));
+}
+
+/* --- buffered: the kernel's readahead, then pread --- */
+
+/* Large reads are announced, so the kernel reads ahead while the caller
+ * delivers what it has (small ones are finished at once anyway). */
+static int buffered_start(struct file_source *fs, struct tpl__read *r) {
+  if (r->len >= REQUEST_BYTES_DEFAULT)
+    posix_fadvise(fs->fds[r->file], (off_t)r->off, (off_t)r->len,
+                  POSIX_FADV_WILLNEED);
+  return 0;
+}
+
+static void progressed(struct file_source *fs) {
+  if (fs->base.progress != NULL) fs->base.progress(fs->base.progress_ctx);
+}
+
+/* A request's worth at a time, so progress is told inside large reads. */
+static int buffered_finish(struct file_source *fs, struct tpl__read *r,
+                           struct tpl_error *err) {
+  for (uint64_t at = 0; at < r->len;) {
+    uint64_t n = r->len - at < REQUEST_BYTES_DEFAULT ? r->len - at
+                                                     : REQUEST_BYTES_DEFAULT;
+    int rc =
+        tpl__pread_full(fs->fds[r->file], r->dst + at, (size_t)n, r->off + at);
+    if (rc != 0) return read_failed(fs, r->file, r->off + at, rc, err);
+    at += n;
+    if (at < r->len) progressed(fs);
+  }
+  return 0;
+}
+
+/* --- direct: io_uring --- */
+
+static void submit_piece(struct file_source *fs, struct piece *p) {
+  struct io_uring_sqe *sqe = io_uring_get_sqe(&fs->ring);
+  /* never NULL: the ring has room for every piece (depth entries) */
+  io_uring_prep_read(sqe, fs->dfds[p->r->file], p->dst, (unsigned)p->len,
+                     p->off);
+  io_uring_sqe_set_data(sqe, p);
+  fs->inflight++;
+  p->r->inflight++;
+}
+
+/* Submits pieces of the open reads, oldest first, while the depth
+ * allows. */
+static int pump(struct file_source *fs) {
+  size_t done = 0;
+  int n;
+  while (done < fs->nopen && fs->free_pieces != NULL) {
+    struct tpl__read *r = fs->open[done];
+    struct piece *p = fs->free_pieces;
+    uint64_t len =
+        r->end - r->next < fs->request ? r->end - r->next : fs->request;
+    fs->free_pieces = p->next_free;
+    p->r = r;
+    p->off = r->next;
+    p->len = len;
+    p->dst = r->base + (r->next - align_down(r->off, fs->base.align[r->file]));
+    submit_piece(fs, p);
+    r->next += len;
+    if (r->next == r->end) done++;
+  }
+  memmove(fs->open, fs->open + done, (fs->nopen - done) * sizeof(*fs->open));
+  fs->nopen -= done;
+  n = io_uring_submit(&fs->ring);
+  return n < 0 ? n : 0;
+}
+
+static void piece_free(struct file_source *fs, struct piece *p) {
+  p->next_free = fs->free_pieces;
+  fs->free_pieces = p;
+}
+
+/* A piece came back with res: done, resubmitted for its rest, or the
+ * read's error (the first one is kept).  A read short of the alignment
+ * is the end of the file: fine past need_end, else the file shrank. */
+static void piece_done(struct file_source *fs, struct piece *p, int res) {
+  struct tpl__read *r = p->r;
+  fs->inflight--;
+  r->inflight--;
+  if (res == -EAGAIN || res == -EINTR) {
+    submit_piece(fs, p);
+    return;
+  }
+  if (res > 0) {
+    p->off += (uint64_t)res;
+    p->dst += res;
+    p->len -= (uint64_t)res;
+  }
+  if (p->len == 0 || p->off >= r->need_end) {
+    piece_free(fs, p);
+    return;
+  }
+  if (res > 0 && p->off % fs->base.align[r->file] == 0) {
+    submit_piece(fs, p); /* short at an aligned offset: the rest */
+    return;
+  }
+  if (r->rc == 0) {
+    r->rc = res < 0 ? res : -EIO;
+    r->rc_off = p->off;
+  }
+  piece_free(fs, p);
+}
+
+/* Takes completions until read r has none in flight and nothing left to
+ * submit. */
+static int reap(struct file_source *fs, struct tpl__read *r) {
+  while (r->inflight > 0 || r->next < r->end) {
+    struct io_uring_cqe *cqe;
+    int rc = pump(fs);
+    if (rc == 0) rc = io_uring_wait_cqe(&fs->ring, &cqe);
+    if (rc == -EINTR) continue;
+    if (rc < 0) return rc;
+    piece_done(fs, io_uring_cqe_get_data(cqe), cqe->res);
+    io_uring_cqe_seen(&fs->ring, cqe);
+    progressed(fs);
+  }
+  return io_uring_submit(&fs->ring) < 0 ? -EIO : 0;
+}
+
+static int direct_start(struct file_source *fs, struct tpl__read *r,
+                        struct tpl_error *err) {
+  uint64_t a = fs->base.align[r->file];
+  uint64_t end = r->off + r->len;
+  r->next = align_down(r->off, a);
+  r->end = (end + a - 1) / a * a;
+  r->base = r->dst - (r->off - r->next);
+  r->need_end = end;
+  r->inflight = 0;
+  r->rc = 0;
+  if (r->len == 0) return 0;
+  if (fs->nopen == fs->capopen) {
+    size_t cap = fs->capopen ? fs->capopen * 2 : 8;
+    struct tpl__read **o = realloc(fs->open, cap * sizeof(*o));
+    if (o == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    fs->open = o;
+    fs->capopen = cap;
+  }
+  fs->open[fs->nopen++] = r;
+  return pump(fs) == 0 ? 0 : read_failed(fs, r->file, r->off, -EIO, err);
+}
+
+static int direct_finish(struct file_source *fs, struct tpl__read *r,
+                         struct tpl_error *err) {
+  int rc = reap(fs, r);
+  if (rc != 0) return read_failed(fs, r->file, r->off, rc, err);
+  if (r->rc != 0) return read_failed(fs, r->file, r->rc_off, r->rc, err);
+  return 0;
+}
+
+static int files_start(struct tpl__source *s, struct tpl__read *r,
+                       struct tpl_error *err) {
+  struct file_source *fs = (struct file_source *)s;
+  return fs->dfds[r->file] >= 0 ? direct_start(fs, r, err)
+                                : buffered_start(fs, r);
+}
+
+static int files_finish(struct tpl__source *s, struct tpl__read *r,
+                        struct tpl_error *err) {
+  struct file_source *fs = (struct file_source *)s;
+  return fs->dfds[r->file] >= 0 ? direct_finish(fs, r, err)
+                                : buffered_finish(fs, r, err);
+}
+
+/* Waits out every piece still in flight (their buffers are the caller's
+ * until then). */
+static void drain(struct file_source *fs) {
+  fs->nopen = 0;
+  while (fs->inflight > 0) {
+    struct io_uring_cqe *cqe;
+    int rc = io_uring_wait_cqe(&fs->ring, &cqe);
+    if (rc == -EINTR) continue;
+    if (rc < 0) break;
+    fs->inflight--;
+    io_uring_cqe_seen(&fs->ring, cqe);
+  }
+}
+
+static void files_close(struct tpl__source *s) {
+  struct file_source *fs = (struct file_source *)s;
+  if (fs->ring_up) {
+    drain(fs);
+    io_uring_queue_exit(&fs->ring);
+  }
+  for (size_t f = 0; fs->dfds != NULL && f < s->nfiles; f++)
+    if (fs->dfds[f] >= 0) close(fs->dfds[f]);
+  free(fs->dfds);
+  free(s->align);
+  free(fs->size);
+  free(fs->pieces);
+  free(fs->open);
+  free(s->used);
+  free(fs);
+}
+
+static void files_hint(struct tpl__source *s, uint32_t file, uint64_t off,
+                       uint64_t len) {
+  struct file_source *fs = (struct file_source *)s;
+  if (fs->dfds[file] < 0)
+    posix_fadvise(fs->fds[file], (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+static const struct tpl__source_ops files_ops = {
+    place, files_start, files_finish, files_close, files_hint};
+
+/* --- opening --- */
+
+static void note(struct tpl__source *s, const char *path, const char *why) {
+  if (s->note[0] == '\0')
+    snprintf(s->note, sizeof(s->note), "%s: read buffered: %s", path, why);
+}
+
+/* The alignment direct reads of dfd need (offsets and lengths), 0 when
+ * the file system says it takes none. */
+static uint64_t dio_align(int dfd) {
+  struct statx sx;
+  if (statx(dfd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) != 0 ||
+      !(sx.stx_mask & STATX_DIOALIGN))
+    return 4096; /* a kernel before 6.1: the page is always enough */
+  if (sx.stx_dio_offset_align == 0) return 0;
+  /* the buffers are page aligned; lengths follow the offsets */
+  return sx.stx_dio_offset_align > sx.stx_dio_mem_align
+             ? sx.stx_dio_offset_align
+             : sx.stx_dio_mem_align;
+}
+
+/* File f opened again with O_DIRECT, from its descriptor (the same
+ * file, not whatever its path names now); -1 and a note when refused. */
+static int open_direct(struct file_source *fs, size_t f) {
+  char proc[64];
+  int dfd;
+  struct stat a, b;
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fs->fds[f]);
+  dfd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (dfd >= 0 && getenv("TPLOAD_TEST_REFUSE_DIRECT") != NULL) {
+    close(dfd); /* test-only: a file system that refuses O_DIRECT */
+    dfd = -1;
+    errno = EINVAL;
+  }
+  if (dfd < 0) {
+    note(&fs->base, fs->paths[f],
+         errno == EINVAL ? "its file system refuses O_DIRECT"
+                         : "it cannot be opened with O_DIRECT");
+    return -1;
+  }
+  if (fstat(dfd, &a) != 0 || fstat(fs->fds[f], &b) != 0 ||
+      a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
+      (fs->base.align[f] = dio_align(dfd)) == 0) {
+    note(&fs->base, fs->paths[f], "its file system refuses O_DIRECT");
+    close(dfd);
+    return -1;
+  }
+  return dfd;
+}
+
+static int want_direct(const struct file_source *fs, size_t f, int mode) {
+  struct stat st;
+  if (mode == TPL_IO_BUFFERED) return 0;
+  if (fstat(fs->fds[f], &st) != 0 || st.st_size == 0) return 0;
+  fs->size[f] = (uint64_t)st.st_size;
+  if (mode == TPL_IO_DIRECT) return 1;
+  return tpl__resident_fraction(fs->fds[f], fs->size[f]) < RESIDENT_ENOUGH;
+}
+
+static int ring_open(struct file_source *fs) {
+  fs->request =
+      env_u64("TPLOAD_IO_REQUEST_KIB", REQUEST_BYTES_DEFAULT >> 10, 1u << 20)
+      << 10;
+  fs->depth = (unsigned)env_u64("TPLOAD_IO_DEPTH", DEPTH_DEFAULT, DEPTH_MAX);
+  fs->pieces = calloc(fs->depth, sizeof(*fs->pieces));
+  if (fs->pieces == NULL) return -ENOMEM;
+  for (unsigned k = 0; k < fs->depth; k++)
+    piece_free(fs, &fs->pieces[k]);
+  if (io_uring_queue_init(fs->depth, &fs->ring, 0) != 0) return -1;
+  fs->ring_up = 1;
+  return 0;
+}
+
+/* Drops every file's O_DIRECT descriptor: io_uring is not there. */
+static void all_buffered(struct file_source *fs) {
+  for (size_t f = 0; f < fs->base.nfiles; f++)
+    if (fs->dfds[f] >= 0) {
+      note(&fs->base, fs->paths[f], "io_uring is not available");
+      close(fs->dfds[f]);
+      fs->dfds[f] = -1;
+    }
+}
+
+static uint64_t max_align(const struct file_source *fs) {
+  uint64_t a = 0;
+  for (size_t f = 0; f < fs->base.nfiles; f++)
+    if (fs->dfds[f] >= 0 && fs->base.align[f] > a) a = fs->base.align[f];
+  return a;
+}
+
+int tpl__source_files_open(struct tpl__source **s, const int *fds,
+                           const char *const *paths, size_t n, int mode,
+                           struct tpl_error *err) {
+  struct file_source *fs = calloc(1, sizeof(*fs));
+  int any = 0;
+  if (fs != NULL) {
+    fs->dfds = malloc((n + 1) * sizeof(*fs->dfds));
+    fs->base.align = calloc(n + 1, sizeof(*fs->base.align));
+    fs->size = calloc(n + 1, sizeof(*fs->size));
+    fs->base.used = calloc(n + 1, 1);
+  }
+  if (fs == NULL || !fs->dfds || !fs->base.align || !fs->size ||
+      !fs->base.used) {
+    if (fs != NULL) files_close(&fs->base);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  fs->base.ops = &files_ops;
+  fs->base.nfiles = n;
+  fs->fds = fds;
+  fs->paths = paths;
+  for (size_t f = 0; f < n; f++) {
+    fs->dfds[f] = want_direct(fs, f, mode) ? open_direct(fs, f) : -1;
+    any |= fs->dfds[f] >= 0;
+  }
+  if (any && ring_open(fs) != 0) all_buffered(fs);
+  for (size_t f = 0; f < n; f++) {
+    fs->base.used[f] =
+        fs->dfds[f] >= 0 ? TPL_IO_USED_DIRECT : TPL_IO_USED_BUFFERED;
+    if (fs->dfds[f] < 0) fs->base.align[f] = 0;
+  }
+  fs->base.slack = 2 * max_align(fs);
+  *s = &fs->base;
+  return 0;
+}
+
+int tpl__source_read(struct tpl__source *s, uint32_t file, uint8_t *dst,
+                     uint64_t len, uint64_t off, struct tpl_error *err) {
+  struct tpl__read r = {.file = file, .off = off, .len = len, .dst = dst};
+  int rc = tpl__source_start(s, &r, err);
+  return rc != 0 ? rc : tpl__source_finish(s, &r, err);
+}
+
+void tpl__source_close(struct tpl__source *s) {
+  if (s != NULL) s->ops->close(s);
+}

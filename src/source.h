@@ -1,0 +1,145 @@
+/* source.h - where the checkpoint's bytes come from.  A reader (rank 0's
+ * stream, --read local) asks a source for "the bytes [off, off + len) of
+ * file f into this buffer" and does not know how they are fetched.  A
+ * request is started, then finished (several may be open at once, so a
+ * reader can deliver one extent while the next ones are read); a source
+ * with nothing to overlap does all of it in finish.
+ *
+ * The one implementation here reads local files (tpl__source_files_open):
+ * per file, either O_DIRECT through io_uring (large aligned requests, many
+ * in flight, completed out of order; the aligned superset of an extent is
+ * read and the extent sliced from it, see tpl__source_place) or buffered
+ * pread as before.  A remote source (HTTP ranges) would be a second
+ * implementation of tpl__source_ops. */
+#ifndef TPL_SOURCE_H
+#define TPL_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+/* --io: how files are read. */
+enum tpl__io_mode {
+  TPL_IO_AUTO,    /* direct when the file is mostly not in the page cache */
+  TPL_IO_DIRECT,  /* O_DIRECT when the file system takes it */
+  TPL_IO_BUFFERED /* through the page cache */
+};
+
+/* Parses auto|direct|buffered into *mode; -1 when it is none of them. */
+int tpl__io_mode_parse(const char *s, int *mode);
+
+/* How a file was read in the end (the report's word for it). */
+enum tpl__io_used { TPL_IO_USED_BUFFERED, TPL_IO_USED_DIRECT };
+
+const char *tpl__io_used_name(int used);
+
+/* One read: the bytes [off, off + len) of file `file` land at dst (placed
+ * by tpl__source_place when the buffer is to hold them).  The source's
+ * own bookkeeping follows; the caller owns the struct until finished. */
+struct tpl__read {
+  uint32_t file;
+  uint64_t off, len;
+  uint8_t *dst;
+  /* the source's: */
+  uint64_t next, end; /* direct: what is still to be submitted */
+  uint8_t *base;      /* direct: where the aligned superset lands */
+  uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
+  size_t inflight;
+  int rc;
+  uint64_t rc_off;
+};
+
+struct tpl__source;
+
+struct tpl__source_ops {
+  /* Where in buf (of tpl__source_slack(s) bytes more than the extents it
+   * holds) an extent of `file` starting at `off` is to land. */
+  uint8_t *(*place)(struct tpl__source *s, uint32_t file, uint8_t *buf,
+                    uint64_t off);
+  /* Starts the read (it may not complete before finish). */
+  int (*start)(struct tpl__source *s, struct tpl__read *r,
+               struct tpl_error *err);
+  /* Waits until the read's bytes are at r->dst.  Returns 0 or -errno
+   * (-EIO when the file ended early); err names the file and offset. */
+  int (*finish)(struct tpl__source *s, struct tpl__read *r,
+                struct tpl_error *err);
+  /* Waits for whatever is still in flight and frees the source. */
+  void (*close)(struct tpl__source *s);
+  /* The bytes [off, off + len) of `file` are wanted soon (buffered: the
+   * kernel reads them ahead; a source may do nothing). */
+  void (*hint)(struct tpl__source *s, uint32_t file, uint64_t off,
+               uint64_t len);
+};
+
+struct tpl__source {
+  const struct tpl__source_ops *ops;
+  uint64_t slack; /* bytes a buffer needs beyond its extents */
+  size_t nfiles;
+  uint8_t *used;   /* per file: enum tpl__io_used */
+  uint64_t *align; /* per file: what offsets, lengths and buffers of its
+                      direct reads are aligned to (bytes; 0: buffered) */
+  char note[256];  /* a fallback to tell (one line), "" when none */
+  /* Optional: called as parts of a read complete (every request). */
+  void (*progress)(void *ctx);
+  void *progress_ctx;
+};
+
+static inline void tpl__source_on_progress(struct tpl__source *s,
+                                           void (*fn)(void *ctx), void *ctx) {
+  s->progress = fn;
+  s->progress_ctx = ctx;
+}
+
+/* Opens a source over the n open files fds (paths name them in messages;
+ * both must outlive the source), reading each as `mode` says: auto reads
+ * a file most of which is in the page cache buffered, any other direct.
+ * Direct needs O_DIRECT on the file (reopened from the descriptor, never
+ * the path) and io_uring; where either is refused the file is read
+ * buffered and s->note says why.  Returns 0 or -ENOMEM. */
+int tpl__source_files_open(struct tpl__source **s, const int *fds,
+                           const char *const *paths, size_t n, int mode,
+                           struct tpl_error *err);
+
+static inline uint64_t tpl__source_slack(const struct tpl__source *s) {
+  return s->slack;
+}
+
+static inline uint8_t *tpl__source_place(struct tpl__source *s, uint32_t file,
+                                         uint8_t *buf, uint64_t off) {
+  return s->ops->place(s, file, buf, off);
+}
+
+static inline int tpl__source_start(struct tpl__source *s, struct tpl__read *r,
+                                    struct tpl_error *err) {
+  return s->ops->start(s, r, err);
+}
+
+static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
+                                     struct tpl_error *err) {
+  return s->ops->finish(s, r, err);
+}
+
+static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
+                                    uint64_t off, uint64_t len) {
+  s->ops->hint(s, file, off, len);
+}
+
+/* start and finish: the whole read, now. */
+int tpl__source_read(struct tpl__source *s, uint32_t file, uint8_t *dst,
+                     uint64_t len, uint64_t off, struct tpl_error *err);
+
+/* Whether file `file` is read direct (its buffers must be placed). */
+static inline int tpl__source_direct(const struct tpl__source *s,
+                                     uint32_t file) {
+  return s->used[file] == TPL_IO_USED_DIRECT;
+}
+
+/* Frees the source (NULL is ignored). */
+void tpl__source_close(struct tpl__source *s);
+
+/* The fraction of the open file fd (size bytes) in the page cache, by
+ * cachestat(2), else mincore on a mapping; -1 when neither answers. */
+double tpl__resident_fraction(int fd, uint64_t size);
+
+#endif
