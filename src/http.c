@@ -239,8 +239,9 @@ static int same_object(struct part *p, const struct tpl__http_obj *o,
     what = "its Last-Modified changed";
   if (what == NULL) return 1;
   verdict(p, -EIO, 0,
-          "%s: changed while loading (%s: %llu bytes, ETag %s, now %llu "
-          "bytes, ETag %s); expected the object validated at start",
+          "%s: changed while loading (%s: validated as %llu bytes with "
+          "ETag %s, now %llu bytes with ETag %s); expected the object "
+          "validated at start",
           p->shown, what, (unsigned long long)o->size,
           o->etag[0] ? o->etag : "none", (unsigned long long)total,
           p->etag[0] ? p->etag : "none");

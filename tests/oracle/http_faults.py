@@ -5,8 +5,9 @@ serving the files under ROOT with byte ranges (standard library only).
     http_faults.py ROOT PORTFILE [LOG]
 
 Listens on a free loopback port and writes it to PORTFILE once it
-accepts.  The first segment of a path picks the behaviour, the rest is the
-file under ROOT:
+accepts.  The first segment of a path picks the behaviour (digits after it make
+a tag of its own, counted apart: /replace2/F), the rest is the file
+under ROOT:
 
     /ok/F        plain ranged GETs (206), ETag "v1"
     /drop/F      the first ranged GET of F whose range starts at the
@@ -64,11 +65,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         m = re.match(r"^/([a-z0-9]+)/(.+)$", self.path)
         if not m:
             return self.fail(404)
-        mode, rel = m.groups()
+        tag, rel = m.groups()
+        mode = tag.rstrip("0123456789")  # /replace2/: a fresh count
         path = os.path.join(ROOT, rel)
         if not os.path.isfile(path):
             return self.fail(404)
-        n = count((mode, rel))
+        n = count((tag, rel))
         with open(path, "rb") as f:
             data = f.read()
         etag = '"v1"'
@@ -99,9 +101,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         hlen = 8 + int.from_bytes(data[:8], "little") if len(data) >= 8 \
             else 0
-        cut = (mode == "drop" and first >= hlen and count(("cut", rel)) == 1
-               or mode == "drop0" and first == 0 and
-               count(("cut", rel)) == 1)
+        cut = (mode == "drop" and first >= hlen and
+               count(("cut", tag, rel)) == 1 or
+               mode == "drop0" and first == 0 and
+               count(("cut", tag, rel)) == 1)
         if cut:
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
