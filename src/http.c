@@ -28,6 +28,7 @@
 #define BACKOFF_FIRST 0.2    /* seconds before the first retry, doubling */
 #define BACKOFF_MAX 5.0
 #define MAX_REDIRECTS 5
+#define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10) /* error bodies read to keep the connection */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
@@ -417,6 +418,7 @@ static void set_common(struct part *p, CURL *e) {
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
   curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_BUFFERSIZE, RECV_BUFFER);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "tpload/" PACKAGE_VERSION);
   if (o->ca_cert != NULL) curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_cert);
   if (p->h->token != NULL) {

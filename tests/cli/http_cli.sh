@@ -135,8 +135,6 @@ expect_fail "an unreachable server, after the retries (69)" 69 \
   "after 1 retries" inspect "http://127.0.0.1:1/m.safetensors" --retries 1
 expect_fail "--retries takes a number" 64 "--retries expects" \
   inspect "$U/single/" --retries many
-expect_fail "load of a URL is refused until it is built" 64 "URL" \
-  load "$U/single/"
 
 expect_inspect "a redirect is followed" "$W/single" \
   "$U/moved/model.safetensors"
