@@ -165,17 +165,17 @@ F=$FLT_URL
 expect_inspect "the fault server's plain answers" "$W/long" \
   "$F/ok/long/model.safetensors"
 expect_inspect "a connection cut mid-body is retried" "$W/long" \
-  "$F/drop0/long/model.safetensors"
+  "$F/drophead/long/model.safetensors"
 # half of the first 64 KiB came before the cut: the retry asks for the rest
-if grep -q "/drop0/long/model.safetensors bytes=32768-65535 206" "$FLT_LOG"
+if grep -q "/drophead/long/model.safetensors bytes=32768-65535 206" "$FLT_LOG"
 then t_ok "... resuming from the bytes it already had"
 else t_fail "the retry" "$(cat "$FLT_LOG")"; fi
 expect_fail "a cut body without retries (74)" 74 "cut after" \
-  inspect "$F/drop0/single/model.safetensors" --retries 0
+  inspect "$F/drophead/single/model.safetensors" --retries 0
 expect_inspect "503 twice, then served: retried" "$W/long" \
-  "$F/fail503/long/model.safetensors"
+  "$F/busy/long/model.safetensors"
 expect_fail "503 after the retries (69)" 69 "HTTP 503.*after 1 retries" \
-  inspect "$F/fail503/index/" --retries 1
+  inspect "$F/busy/index/" --retries 1
 expect_fail "an object replaced between two GETs (74)" 74 \
   "changed while loading (its ETag changed" \
   inspect "$F/replace/long/model.safetensors"

@@ -12,8 +12,8 @@ under ROOT:
     /ok/F        plain ranged GETs (206), ETag "v1"
     /drop/F      the first ranged GET of F whose range starts at the
                  header's end or later sends half its body, then closes
-    /drop0/F     the first ranged GET of F starting at 0 is cut the same way
-    /fail503/F   the first two requests for F answer 503
+    /drophead/F  the first ranged GET of F starting at 0 is cut the same way
+    /busy/F      the first two requests for F answer 503
     /replace/F   after the first request for F, its ETag is "v2"
     /grow/F      after the first request for F, it is one byte longer
     /stall/F     a ranged GET starting at 0 sends 8 bytes and then
@@ -78,7 +78,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             etag = '"v2"'
         if mode == "grow" and n > 1:
             data += b"\0"
-        if mode == "fail503" and n <= 2:
+        if mode == "busy" and n <= 2:
             return self.fail(503)
         rng = self.headers.get("Range")
         if rng is None:
@@ -103,7 +103,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else 0
         cut = (mode == "drop" and first >= hlen and
                count(("cut", tag, rel)) == 1 or
-               mode == "drop0" and first == 0 and
+               mode == "drophead" and first == 0 and
                count(("cut", tag, rel)) == 1)
         if cut:
             self.wfile.write(body[:len(body) // 2])
