@@ -196,7 +196,7 @@ static int validate(struct engine *e, struct tpl_error *err) {
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
-  if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, &e->model, err);
+  if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0)
     rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
                        &e->plan, &e->job, err);

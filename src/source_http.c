@@ -100,8 +100,12 @@ static void close_source(struct tpl__source *s) {
   free(hs);
 }
 
+/* Reads are started when they are wanted: nothing to announce. */
+static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
+                 uint64_t len) {}
+
 static const struct tpl__source_ops http_ops = {place, start, finish,
-                                                close_source};
+                                                close_source, hint};
 
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
