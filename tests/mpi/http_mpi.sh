@@ -21,6 +21,8 @@ nginx_start nginx "$M" "" '
     location /slow/ { limit_rate 8m; }'
 U=$NGX_URL
 ln -s . "$M/slow"
+# up_or_gone_file FILE PID: FILE exists, or PID has exited.
+up_or_gone_file() { test -f "$1" || ! alive "$2"; }
 
 # shards LAYOUT N READ: preshard of the URL, checked by the oracle
 shards() {
@@ -53,6 +55,23 @@ if mpi 2 load "$U/index/" --plan "$M/index/plan.json" --json \
 else
   t_fail "load index URL --json" "$(messages "$T_TMP/mpi.err")"
 fi
+
+# serve of a URL: ready, healthy, ended by --shutdown
+"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$U/index/" \
+  --plan "$M/index/plan.json" --socket-dir "$T_TMP/sock" \
+  --ready-file "$T_TMP/ready" --quiet >/dev/null 2>"$T_TMP/serve.err" &
+serve_pid=$!
+if wait_until up_or_gone_file "$T_TMP/ready" "$serve_pid" &&
+  [ -f "$T_TMP/ready" ]; then
+  t_exit "serve of a URL: ready and healthy" 0 "$TPLOAD" status \
+    "$T_TMP/sock/rank1.sock" --health
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
+else
+  t_fail "serve of a URL: ready" "$(messages "$T_TMP/serve.err")"
+fi
+wait_until gone "$serve_pid" || kill "$serve_pid"
+wait "$serve_pid"
+t_exit "... and ends with exit 0 after --shutdown" 0 test $? -eq 0
 
 # Rate-limited (8 MiB/s per connection): 24 MiB in ranged GETs of at most
 # 4 MiB, several connections at once, every byte of the data once.
