@@ -18,9 +18,13 @@ gen mlc --seed 3102 --layout mlc
 gen single --seed 3103 --layout single --big-mib 2
 gen big --seed 3104 --layout single --big-mib 24
 nginx_start nginx "$M" "" '
-    location /slow/ { limit_rate 8m; }'
+    location /slow/ { limit_rate 8m; }
+    location /auth/ {
+      if ($http_authorization != "Bearer s3cret-Tok3n") { return 401; }
+    }'
 U=$NGX_URL
 ln -s . "$M/slow"
+ln -s . "$M/auth"
 # up_or_gone_file FILE PID: FILE exists, or PID has exited.
 up_or_gone_file() { test -f "$1" || ! alive "$2"; }
 
@@ -42,6 +46,33 @@ for read in mpi local; do
   shards index 4 "$read"
   shards mlc 4 "$read"
 done
+
+# A token for every rank: --read local fetches on each rank, and each
+# needs the token (--token-file, read by every rank)
+printf 's3cret-Tok3n\n' >"$T_TMP/token"
+: >"$NGX_DIR/access.log"
+out="$T_TMP/s-auth"
+if mpi 2 preshard "$U/auth/index/" --out "$out" --plan "$M/index/plan.json" \
+    --read local --token-file "$T_TMP/token" --quiet 2>"$T_TMP/mpi.err"; then
+  t_oracle "--read local with --token-file: the oracle's shards" \
+    check-preshard "$M/index" "$M/index/plan.json" 2 "$out"
+else
+  t_fail "--read local with --token-file" "$(messages "$T_TMP/mpi.err")"
+fi
+if grep -q " 401 " "$NGX_DIR/access.log"; then
+  t_fail "... no GET went without the token" "$(grep " 401 " "$NGX_DIR/access.log")"
+else
+  t_ok "... no GET went without the token"
+fi
+mpi 2 load "$U/auth/index/" --plan "$M/index/plan.json" --quiet \
+  2>"$T_TMP/mpi.err"
+rc=$?
+if [ $rc -eq 77 ] && messages "$T_TMP/mpi.err" | grep -q "HTTP 401" &&
+  ! grep -q Tok3n "$T_TMP/mpi.err"; then
+  t_ok "load without the token: 77, one message"
+else
+  t_fail "load without the token" "exit $rc" "$(messages "$T_TMP/mpi.err")"
+fi
 
 # A load's report: every rank's bytes as the oracle counts them, and the
 # file read over http.
