@@ -29,7 +29,7 @@
 #define BACKOFF_MAX 5.0
 #define MAX_REDIRECTS 5
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
-#define DISCARD_MAX (64u << 10) /* error bodies read to keep the connection */
+#define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
