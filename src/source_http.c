@@ -94,7 +94,10 @@ static void close_source(struct tpl__source *s) {
     tpl__http_wait(hs->http, &o->hr, NULL);
     free(o);
   }
-  if (hs->own) tpl__http_close(hs->http);
+  if (hs->own)
+    tpl__http_close(hs->http);
+  else /* a borrowed client outlives the source: forget its callback */
+    tpl__http_on_progress(hs->http, NULL, NULL);
   free(s->used);
   free(s->align);
   free(hs);
