@@ -153,6 +153,13 @@ t_exit "every slot held: status is told busy (69)" 69 \
 if grep -q busy "$T_TMP/err"; then t_ok "every slot held: the message says busy"
 else t_fail "every slot held: the message says busy" "$(cat "$T_TMP/err")"; fi
 kill -KILL "$HOLDER"
+wait "$HOLDER" 2>/dev/null
+# The slots are free once the daemon has seen the holder's connections
+# close, which it may not have yet: a --shutdown sent before would be
+# told busy and the job would never end.
+if wait_until "$TPLOAD" status "$T_TMP/real/rank0.sock" >/dev/null 2>&1; then
+  t_ok "the slots are free again once the holder is gone"
+else t_fail "the slots are free again once the holder is gone"; fi
 t_exit "the real daemon stops on --shutdown" 0 \
   "$TPLOAD" status "$T_TMP/real/rank0.sock" --shutdown
 wait "$JOB"
