@@ -51,7 +51,9 @@ extern "C" {
   XX(EMISMATCH, -10012, "verification mismatch", 65)                           \
   XX(EUNREACHABLE, -10013, "daemon unreachable", 69)                           \
   XX(EPROTO, -10014, "protocol error", 69)                                     \
-  XX(ESHORT, -10015, "file ended early", 74)
+  XX(ESHORT, -10015, "file ended early", 74)                                   \
+  XX(EDENIED, -10016, "access denied", 77)                                     \
+  XX(EREMOTE, -10017, "remote source unavailable", 69)
 
 enum tpl_errno {
 #define TPL_ERRNO_ENUM(name, val, msg, ex) TPL_##name = (val),

@@ -7,7 +7,7 @@ set -eu
 PACKAGES="build-essential libopenmpi-dev openmpi-bin libuv1-dev libprotobuf-c-dev
 protobuf-c-compiler libjansson-dev libxxhash-dev nettle-dev liburing-dev autoconf automake libtool
 pkg-config python3-numpy clang libclang-rt-14-dev bc
-slurm-wlm python3-mpi4py clang-format"
+slurm-wlm python3-mpi4py clang-format libcurl4-openssl-dev nginx openssl"
 
 missing=""
 for p in $PACKAGES; do

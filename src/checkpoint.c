@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_files.h"
+#include "ckpt_remote.h"
 #include "fileio.h"
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
@@ -117,16 +118,8 @@ static int open_single_file(const char *path, struct tpl_model **out,
 /* The first of the probes that exists decides the format. */
 static int open_directory(const char *dir, int presharded,
                           struct tpl_model **out, struct tpl_error *err) {
-  static const struct {
-    const char *name;
-    int format;
-  } probes[] = {
-      {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-      {"tensor-cache.json", TPL_FMT_MLC},
-      {"ndarray-cache.json", TPL_FMT_MLC},
-      {"model.safetensors", TPL_FMT_SAFETENSORS},
-  };
-  for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+  const struct tpl__model_probe *probes = tpl__model_probes;
+  for (size_t i = 0; i < TPL_MODEL_NPROBES; i++) {
     char *p = tpl__path_join(dir, probes[i].name);
     int rc;
     if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -139,11 +132,52 @@ static int open_directory(const char *dir, int presharded,
     free(p);
     return rc;
   }
-  return tpl__fail(err, TPL_ENOMODEL,
-                   "%s: expected model.safetensors, "
-                   "model.safetensors.index.json, tensor-cache.json or "
-                   "ndarray-cache.json, found none",
-                   dir);
+  return tpl__model_none_found(dir, "", err);
+}
+
+int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
+                         int presharded, struct tpl_model **out,
+                         struct tpl_error *err) {
+  static const struct tpl__http_opts defaults = TPL_HTTP_OPTS_DEFAULT;
+  if (tpl__url_is_remote(path))
+    return tpl__remote_open(path, http ? http : &defaults, presharded, out,
+                            err);
+  return tpl__model_open_flags(path, presharded, out, err);
+}
+
+int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
+                    uint64_t len, uint64_t off, struct tpl_error *err) {
+  struct tpl__file *f = &m->files[idx];
+  int rc;
+  if (f->url != NULL) {
+    struct tpl__http_read r = {.url = f->url,
+                               .shown = f->path,
+                               .off = off,
+                               .len = len,
+                               .dst = dst,
+                               .obj = &f->obj};
+    return tpl__http_read_all(m->http, &r, 1, err);
+  }
+  rc = tpl__pread_full(f->fd, dst, (size_t)len, off);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: cannot read %llu bytes at offset %llu: %s",
+                     f->path, (unsigned long long)len, (unsigned long long)off,
+                     tpl_strerror(rc));
+  return 0;
+}
+
+int tpl__model_read_member(const struct tpl_model *m, const char *name,
+                           size_t cap, char **buf, size_t *len,
+                           struct tpl_error *err) {
+  char *path;
+  int rc;
+  if (m->http != NULL)
+    return tpl__remote_read_member(m, name, cap, buf, len, err);
+  path = tpl__path_join(m->dir, name);
+  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  rc = tpl__read_file(path, cap, buf, len, err);
+  free(path);
+  return rc;
 }
 
 int tpl__model_open(const char *path, struct tpl_model **out,

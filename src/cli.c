@@ -327,3 +327,36 @@ int tpl__cli_parse_uint(const char *s, unsigned long long max,
   *out = v;
   return 0;
 }
+
+/* One numeric HTTP option: `value` (NULL: keep *out) within [min, max]. */
+static int http_number(const struct tpl__cli_command *cmd, const char *name,
+                       const char *value, unsigned min, unsigned max,
+                       unsigned *out) {
+  unsigned long long v;
+  if (value == NULL) return 0;
+  if (tpl__cli_parse_uint(value, max, &v) != 0 || v < min)
+    return tpl__cli_usage_error(cmd,
+                                "--%s expects a number from %u to %u, "
+                                "got '%s'",
+                                name, min, max, value);
+  *out = (unsigned)v;
+  return 0;
+}
+
+int tpl__cli_http(const struct tpl__cli_command *cmd,
+                  const struct tpl__cli_args *a, int first,
+                  struct tpl__http_opts *out) {
+  enum { RETRIES, TOKEN_FILE, CA_CERT, CONNECTIONS, TIMEOUT };
+  struct tpl__http_opts o = TPL_HTTP_OPTS_DEFAULT;
+  if (http_number(cmd, "retries", a->value[first + RETRIES], 0, 100,
+                  &o.retries) != 0 ||
+      http_number(cmd, "http-connections", a->value[first + CONNECTIONS], 1,
+                  256, &o.connections) != 0 ||
+      http_number(cmd, "http-timeout", a->value[first + TIMEOUT], 1, 86400,
+                  &o.timeout) != 0)
+    return 64;
+  o.token_file = a->value[first + TOKEN_FILE];
+  o.ca_cert = a->value[first + CA_CERT];
+  *out = o;
+  return 0;
+}

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "http.h"
+
 /* Whether an option takes a value. */
 enum tpl__cli_arg {
   TPL_CLI_FLAG,     /* --name */
@@ -126,5 +128,34 @@ const char *tpl__cli_safe(const char *s, char *buf, size_t len);
  * (not given) does nothing.  Returns 0, or 64 after printing a usage
  * error for `cmd`. */
 int tpl__cli_daemon_uid(const struct tpl__cli_command *cmd, const char *arg);
+
+/* The options of a MODEL at a URL, the same on every command that opens
+ * one; a command puts them in its table in this order. */
+#define TPL_CLI_HTTP_OPTIONS(X)                                                \
+  X(OPT_RETRIES, "retries", TPL_CLI_VALUE)                                     \
+  X(OPT_TOKEN_FILE, "token-file", TPL_CLI_VALUE)                               \
+  X(OPT_CA_CERT, "ca-cert", TPL_CLI_VALUE)                                     \
+  X(OPT_HTTP_CONNECTIONS, "http-connections", TPL_CLI_VALUE)                   \
+  X(OPT_HTTP_TIMEOUT, "http-timeout", TPL_CLI_VALUE)
+
+/* Their help, for the commands' help texts. */
+#define TPL_CLI_HTTP_HELP                                                      \
+  "MODEL may be an http:// or https:// URL (a .safetensors file or a\n"        \
+  "directory as above), read with ranged GETs:\n"                              \
+  "  --retries N           retries of a failed connection, reset, stall or\n"  \
+  "                        5xx answer, with backoff (default 3)\n"             \
+  "  --token-file F        a bearer token in file F (else the environment's\n" \
+  "                        TPLOAD_HTTP_TOKEN; never on the command line)\n"    \
+  "  --ca-cert F           CA certificates (PEM) for an https server\n"        \
+  "  --http-connections N  ranged GETs in flight (default 8)\n"                \
+  "  --http-timeout S      a transfer under 1 KiB/s for S seconds stalls,\n"   \
+  "                        and a connection may take S (default 30)\n"
+
+/* The HTTP options of a command whose table holds TPL_CLI_HTTP_OPTIONS
+ * from index `first` on, into *out (the defaults where not given).
+ * Returns 0, or 64 after printing a usage error for `cmd`. */
+int tpl__cli_http(const struct tpl__cli_command *cmd,
+                  const struct tpl__cli_args *a, int first,
+                  struct tpl__http_opts *out);
 
 #endif

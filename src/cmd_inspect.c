@@ -42,10 +42,12 @@ static const char inspect_help[] =
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
     "  --help      show this help\n"
-    "\n"
+    "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 ok, 64 usage (a grid that does not divide included), 65\n"
-    "malformed model or plan, 66 model\n"
-    "missing, 74 I/O error.\n";
+    "malformed model or plan, 66 model missing (HTTP 404 included), 69\n"
+    "server unreachable or failing after the retries (or not serving byte\n"
+    "ranges), 74 I/O error (an object that changed included), 77 access\n"
+    "denied (HTTP 401/403: a token or presigned URL is needed).\n";
 
 static const char *format_name(int format) {
   switch (format) {
@@ -178,7 +180,14 @@ static int show(const struct tpl_model *m, const char *model, const char *plan,
   return 0;
 }
 
-enum { OPT_JSON, OPT_SHARDS, OPT_TP, OPT_PP, OPT_PLAN };
+enum {
+  OPT_JSON,
+  OPT_SHARDS,
+  OPT_TP,
+  OPT_PP,
+  OPT_PLAN,
+  TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
+};
 
 static const struct tpl__cli_option inspect_options[] = {
     [OPT_JSON] = {"json", TPL_CLI_FLAG, 0},
@@ -186,7 +195,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
-};
+    TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
@@ -197,13 +206,15 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl_error err = {0};
   struct tpl_model *m = NULL;
   struct tpl__grid grid;
+  struct tpl__http_opts ho;
   int rc;
   if ((plan != NULL || ga.pp != NULL) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
                                      "--tp T");
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
+  if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
-  rc = tpl__model_open_flags(a->operands[0], !sharded, &m, &err);
+  rc = tpl__model_open_with(a->operands[0], &ho, !sharded, &m, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), &err);

@@ -93,10 +93,16 @@ static const char load_help[] =
     "  --log-level L       serve: quiet, info (default: start, ready, client\n"
     "                      attach/detach with pid, shutdown on stderr) or\n"
     "                      debug (also one line per request)\n"
+    "\n" TPL_CLI_HTTP_HELP
+    "Rank 0 fetches every byte once (--read mpi); with --read local every\n"
+    "rank fetches its own ranges (each needs the token: pass --token-file,\n"
+    "or export TPLOAD_HTTP_TOKEN to the ranks, mpirun -x).\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
-    "missing, 69 a rank or MPI failed, 73 cannot create output, 74 I/O\n"
-    "error (disk full included).\n";
+    "missing (HTTP 404 included), 69 a rank or MPI failed, or a server\n"
+    "unreachable or failing after the retries, 73 cannot create output,\n"
+    "74 I/O error (disk full included; a remote object that changed), 77\n"
+    "access denied (HTTP 401/403).\n";
 
 struct load_cli {
   struct tpl__load_opts o;
@@ -128,7 +134,8 @@ struct load_cli {
   X(OPT_READY, "ready-file", TPL_CLI_VALUE)                                    \
   X(OPT_HUGETLB, "hugetlb", TPL_CLI_VALUE)                                     \
   X(OPT_STALL, "stall-timeout", TPL_CLI_VALUE)                                 \
-  X(OPT_LOG_LEVEL, "log-level", TPL_CLI_VALUE)
+  X(OPT_LOG_LEVEL, "log-level", TPL_CLI_VALUE)                                 \
+  TPL_CLI_HTTP_OPTIONS(X)
 
 enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
 
@@ -277,6 +284,7 @@ static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
 static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   int rc;
   c->o.model = a->operands[0];
+  if (tpl__cli_http(c->cmd, a, OPT_RETRIES, &c->o.http) != 0) return 64;
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
   c->preshard.dir = a->value[OPT_OUT];
@@ -336,7 +344,7 @@ static void print_summary(struct load_cli *c, json_t *r) {
 static void print_reads(struct load_cli *c, json_t *r) {
   json_t *reads =
       json_object_get(json_array_get(json_object_get(r, "ranks"), 0), "reads");
-  static const char *const modes[] = {"direct", "buffered"};
+  static const char *const modes[] = {"direct", "buffered", "http"};
   size_t n = json_array_size(reads);
   if (n == 0) return;
   fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);

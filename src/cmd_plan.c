@@ -46,7 +46,7 @@ static const char plan_help[] =
     "  --strict           a plan-file rule that matches no tensor is an\n"
     "                     error (exit 65), not a warning\n"
     "  --help             show this help\n"
-    "\n"
+    "\n" TPL_CLI_HTTP_HELP "\n"
     "Plan files: {\"rules\": [{\"match\": GLOB, ...}, ...]}; the first\n"
     "match wins, unmatched tensors are replicated; messages number rules\n"
     "from 0.  A preset name always means the preset: write ./NAME for a\n"
@@ -65,7 +65,9 @@ static const char plan_help[] =
     "Exit codes: 0 ok, 64 usage (a grid that does not divide the world or\n"
     "the layers included), 65 invalid model or plan (indivisible\n"
     "dims and a checkpoint contradicting its config included), 66 model\n"
-    "or config missing, 74 I/O error.\n";
+    "or config missing (HTTP 404 included), 69 server unreachable or\n"
+    "failing after the retries, 74 I/O error, 77 access denied (HTTP\n"
+    "401/403).\n";
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
@@ -132,7 +134,15 @@ static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
   return 0;
 }
 
-enum { OPT_SHARDS, OPT_TP, OPT_PP, OPT_PLAN, OPT_NO_BIAS, OPT_STRICT };
+enum {
+  OPT_SHARDS,
+  OPT_TP,
+  OPT_PP,
+  OPT_PLAN,
+  OPT_NO_BIAS,
+  OPT_STRICT,
+  TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
+};
 
 static const struct tpl__cli_option plan_options[] = {
     [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
@@ -141,7 +151,7 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
     [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
-};
+    TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
@@ -153,9 +163,11 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
                               a->value[OPT_PP]};
   struct tpl__grid grid;
+  struct tpl__http_opts ho;
   int rc;
   if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
-  rc = tpl__model_open(a->operands[0], &m, &err);
+  if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
+  rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
   if (rc == 0)
     rc = tpl__job_plan(plan, m, a->operands[0], &grid,
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
+#include "url.h"
 #include "verify.h"
 #include "verify_mlc.h"
 
@@ -30,11 +31,21 @@ static const char verify_help[] =
     "every other tensor one record NAME, whole and unscaled; no other\n"
     "record; each file's md5sum as the cache records it; no file holding\n"
     "two workers' shard records or shard records beside replicated ones.\n"
+    "\n" TPL_CLI_HTTP_HELP "(--layout rank only)\n"
     "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
-    "malformed input, 66 a file missing, 74 I/O error.\n";
+    "malformed input, 66 a file missing (HTTP 404 included), 69 a server\n"
+    "unreachable or failing after the retries, 74 I/O error (a remote\n"
+    "object that changed included), 77 access denied (HTTP 401/403).\n";
 
-enum { OPT_PLAN, OPT_QUIET, OPT_TP, OPT_PP, OPT_LAYOUT };
+enum {
+  OPT_PLAN,
+  OPT_QUIET,
+  OPT_TP,
+  OPT_PP,
+  OPT_LAYOUT,
+  TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
+};
 
 static const struct tpl__cli_option verify_options[] = {
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
@@ -42,25 +53,30 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
-};
+    TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
                       const struct tpl__cli_args *a) {
   struct tpl_error err = {0};
   struct tpl__verify_result res;
   struct tpl__verify_grid want;
+  struct tpl__http_opts ho;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   const char *layout = a->value[OPT_LAYOUT] ? a->value[OPT_LAYOUT] : "rank";
   int rc, mlc = strcmp(layout, "mlc") == 0;
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
-      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0)
+      tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
+      tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
   if (!mlc && strcmp(layout, "rank") != 0)
     return tpl__cli_usage_error(cmd, "--layout expects rank or mlc, got '%s'",
                                 layout);
+  if (mlc && tpl__url_is_remote(a->operands[0]))
+    return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
+                                     "found a URL");
   rc = mlc ? tpl__verify_mlc(a->operands[0], a->operands[1], plan, &want, &res,
                              &err)
-           : tpl__verify(a->operands[0], a->operands[1], plan, &want, &res,
+           : tpl__verify(a->operands[0], a->operands[1], plan, &want, &ho, &res,
                          &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))

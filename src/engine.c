@@ -45,6 +45,7 @@
 #include "plan.h"
 #include "report.h"
 #include "source.h"
+#include "source_http.h"
 #include "stall.h"
 #include "store.h"
 
@@ -102,7 +103,8 @@ struct engine {
   uint8_t *window; /* every slot's buffers, window_len bytes */
   uint64_t window_len;
   struct tpl__source *src; /* rank 0's, or every rank's with --read local */
-  int direct;              /* the file streamed now is read direct */
+  struct tpl__source_url *urls;  /* a MODEL URL's files, for src */
+  int direct;                    /* the file streamed now is read direct */
   struct tpl__finisher finisher; /* rank 0's (finish_own) */
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
@@ -194,7 +196,7 @@ static int validate(struct engine *e, struct tpl_error *err) {
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
-  if (rc == 0) rc = tpl__model_open(o->model, &e->model, err);
+  if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0)
     rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
                        &e->plan, &e->job, err);
@@ -852,8 +854,36 @@ static void source_progress(void *ctx) {
   beat(ctx);
 }
 
+/* The source of a MODEL URL's files: rank 0 reads with the client that
+ * validated them, the others (--read local) with one of their own, made
+ * from the same options; every answer is checked against the size and
+ * ETag rank 0 recorded (the job table carries them). */
+static int open_http_source(struct engine *e, struct tpl_error *err) {
+  size_t n = e->job->nfiles;
+  struct tpl__http *h = e->rank == 0 ? e->model->http : NULL;
+  int rc = 0;
+  e->urls = calloc(n + 1, sizeof(*e->urls));
+  if (e->urls == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t f = 0; f < n; f++)
+    e->urls[f] = (struct tpl__source_url){
+        e->job->files[f].url, e->job->files[f].path, &e->job->files[f].obj};
+  if (h == NULL) rc = tpl__http_open(&e->o->http, &h, err);
+  if (rc == 0)
+    rc = tpl__source_http_open(&e->src, h, e->rank != 0, e->urls, n, err);
+  if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
+  return rc;
+}
+
+static void close_source(struct engine *e) {
+  tpl__source_close(e->src);
+  e->src = NULL;
+  free(e->urls);
+  e->urls = NULL;
+}
+
 /* A source over fds (the job's files, in order); its fallback note, if
- * any, on stderr (rank 0's only: the others' would say the same). */
+ * any, on stderr (rank 0's only: the others' would say the same).  The
+ * files of a MODEL URL are read over HTTP (open_http_source). */
 static int open_source(struct engine *e, const int *fds,
                        const char *const *paths, struct tpl_error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
@@ -862,8 +892,10 @@ static int open_source(struct engine *e, const int *fds,
    * direct), so auto reads buffered there. */
   int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
                                                               : e->o->io_mode;
-  int rc =
-      tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
+  int rc;
+  if (e->job->nfiles > 0 && e->job->files[0].url != NULL)
+    return open_http_source(e, err);
+  rc = tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
   if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0)
     fprintf(stderr, "tpload: %s\n", e->src->note);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
@@ -955,8 +987,7 @@ static int send_all(struct engine *e, struct tpl_error *err) {
   if (rc == 0) rc = open_source(e, fds, paths, err);
   if (rc == 0) rc = stream_all(e, err);
   keep_io(e);
-  tpl__source_close(e->src); /* before the buffers its reads land in */
-  e->src = NULL;
+  close_source(e); /* before the buffers its reads land in */
   free_slots(e);
   free(fds);
   free(paths);
@@ -1063,6 +1094,14 @@ static int local_fds(const struct engine *e, int *fds, struct tpl_error *err) {
   return 0;
 }
 
+/* Whether some file is read in whole steps through the window (direct,
+ * or over HTTP, which needs no slack). */
+static int any_direct(const struct tpl__source *src) {
+  for (uint32_t f = 0; f < src->nfiles; f++)
+    if (tpl__source_direct(src, f)) return 1;
+  return 0;
+}
+
 /* Nobody waits for anybody until the agreement after, so a failure here
  * is agreed on, not a reason to end the job. */
 static int read_local(struct engine *e, struct tpl_error *err) {
@@ -1089,7 +1128,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
     rc = local_fds(e, fds, err);
   if (rc == 0) rc = open_source(e, fds, paths, err);
   if (rc == 0) {
-    window = tpl__source_slack(e->src) == 0
+    window = !any_direct(e->src)
                  ? LOCAL_STEP /* no file is read direct */
                  : LOCAL_DIRECT_STEP + (size_t)tpl__source_slack(e->src);
     lr.window = tpl__huge_alloc(window);
@@ -1101,8 +1140,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
   lr.src = e->src;
   if (rc == 0) rc = tpl__local_read_all(&lr, err);
   keep_io(e);
-  tpl__source_close(e->src);
-  e->src = NULL;
+  close_source(e);
   e->st.t_read = lr.t_read;
   e->st.t_pack = lr.t_pack;
   e->st.t_hash += lr.t_hash;

@@ -12,20 +12,22 @@
 
 #include "common.h"
 #include "coord.h"
+#include "http.h"
 
 struct tpl__load_opts {
   struct tpl__sink steps; /* what the engine runs for the sink */
   const char *model;
-  const char *plan;     /* plan file, preset name or "auto" */
-  uint32_t tp, pp;      /* --tp, --pp; 0: N / P, 1 (one TP group) */
-  int bias_scaling;     /* 0 with --no-bias-scaling */
-  double stall_timeout; /* seconds without progress that end the
-                           job (exit 69); 0 waits forever */
-  uint64_t chunk_bytes; /* rank 0's streaming window */
-  int huge;             /* memfd store: enum tpl_huge (store.h) */
-  int read_local;       /* --read local: every rank reads its own slices
-                           from the files (local_read.h) */
-  int io_mode;          /* --io: enum tpl__io_mode (source.h) */
+  const char *plan;           /* plan file, preset name or "auto" */
+  uint32_t tp, pp;            /* --tp, --pp; 0: N / P, 1 (one TP group) */
+  int bias_scaling;           /* 0 with --no-bias-scaling */
+  double stall_timeout;       /* seconds without progress that end the
+                                 job (exit 69); 0 waits forever */
+  uint64_t chunk_bytes;       /* rank 0's streaming window */
+  int huge;                   /* memfd store: enum tpl_huge (store.h) */
+  int read_local;             /* --read local: every rank reads its own slices
+                                 from the files (local_read.h) */
+  int io_mode;                /* --io: enum tpl__io_mode (source.h) */
+  struct tpl__http_opts http; /* a MODEL URL's client (http.h) */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

@@ -110,6 +110,10 @@ static int copy_files(struct tpl__job *job, const struct tpl_model *m) {
     job->files[f].size = m->files[f].size;
     job->files[f].mtime_ns = m->files[f].mtime_ns;
     if (job->files[f].path == NULL) return -ENOMEM;
+    job->files[f].obj = m->files[f].obj;
+    if (m->files[f].url != NULL &&
+        (job->files[f].url = strdup(m->files[f].url)) == NULL)
+      return -ENOMEM;
   }
   return 0;
 }
@@ -125,7 +129,7 @@ int tpl__job_from_model(const struct tpl_model *m,
   if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   job->grid = *grid;
   job->bias_scaling = bias_scaling;
-  job->model = strdup(model_arg);
+  job->model = strdup(m->shown ? m->shown : model_arg);
   job->plan_source = strdup(plan_source ? plan_source : "");
   job->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof(*job->tensors));
   if (job->model == NULL || job->plan_source == NULL || job->tensors == NULL ||
@@ -246,8 +250,10 @@ void tpl__job_free(struct tpl__job *job) {
     free(job->tensors[i].func_name);
   }
   free(job->tensors);
-  for (size_t f = 0; job->files != NULL && f < job->nfiles; f++)
+  for (size_t f = 0; job->files != NULL && f < job->nfiles; f++) {
     free(job->files[f].path);
+    free(job->files[f].url);
+  }
   free(job->files);
   free(job->model);
   free(job->plan_source);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "http.h"
 #include "model.h"
 #include "plan.h"
 #include "shard.h"
@@ -46,9 +47,11 @@ struct tpl__job_tensor {
 
 /* A checkpoint file as rank 0 validated it (`--read local`). */
 struct tpl__job_file {
-  char *path; /* owned: as rank 0 opened it */
+  char *path; /* owned: as rank 0 opened it (a URL's shown form) */
   uint64_t size;
   int64_t mtime_ns;
+  char *url;                /* owned: a remote file's URL, else NULL */
+  struct tpl__http_obj obj; /* a remote file's size and validators */
 };
 
 struct tpl__job {

@@ -25,13 +25,14 @@
  * regular file of the same size and modification time.  Returns 0,
  * TPL_ENOMODEL (a file is missing or cannot be opened), TPL_EMISMATCH (its
  * size or time differs) or TPL_EINTERNAL (the job has no files); err
- * names the file and what differs.  Close with tpl__local_close. */
+ * names the file and what differs.  A remote file (a MODEL URL's: its url
+ * is set) is not opened and stays -1.  Close with tpl__local_close. */
 int tpl__local_open(const struct tpl__job *job, int *fds,
                     struct tpl_error *err);
 
 /* Checks that file f, open as fd, still has the size and time of
  * job->files[f].  Returns 0 or -EIO (74) naming it: it changed while
- * loading. */
+ * loading.  A remote file is 0: its source checked every answer. */
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
                          struct tpl_error *err);
 

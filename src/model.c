@@ -13,6 +13,22 @@
 #include "jsonu.h"
 #include "model.h"
 
+const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES] = {
+    {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
+    {"tensor-cache.json", TPL_FMT_MLC},
+    {"ndarray-cache.json", TPL_FMT_MLC},
+    {"model.safetensors", TPL_FMT_SAFETENSORS},
+};
+
+int tpl__model_none_found(const char *dir, const char *where,
+                          struct tpl_error *err) {
+  return tpl__fail(err, TPL_ENOMODEL,
+                   "%s: expected model.safetensors, "
+                   "model.safetensors.index.json, tensor-cache.json or "
+                   "ndarray-cache.json%s, found none",
+                   dir, where);
+}
+
 struct tpl_model *tpl__model_new(int format, const char *dir) {
   struct tpl_model *m = calloc(1, sizeof(*m));
   if (m == NULL) return NULL;
@@ -32,11 +48,16 @@ void tpl__model_free(struct tpl_model *m) {
   for (size_t i = 0; i < m->nfiles; i++) {
     free(m->files[i].path);
     free(m->files[i].name);
+    free(m->files[i].url);
     if (m->files[i].fd >= 0) close(m->files[i].fd);
   }
   free(m->tensors);
   free(m->files);
   free(m->dir);
+  if (m->url != NULL) tpl__url_clear(m->url);
+  free(m->url);
+  tpl__http_close(m->http);
+  free(m->shown);
   free(m);
 }
 

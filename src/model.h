@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "http.h"
+#include "url.h"
 
 enum tpl_model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
@@ -35,13 +37,18 @@ struct tpl__tensor {
 };
 
 struct tpl__file {
-  char *path;        /* owned; as opened (dir + name) */
-  char *name;        /* owned; as named in the index/model */
-  uint64_t size;     /* bytes, from fstat when opened */
-  int fd;            /* owned: the descriptor validated, which
-                        the engine reads; -1 when none */
-  uint64_t dev, ino; /* its identity when validated ... */
-  int64_t mtime_ns;  /* ... and modification time */
+  char *path;               /* owned; as opened (dir + name) */
+  char *name;               /* owned; as named in the index/model */
+  uint64_t size;            /* bytes, from fstat when opened */
+  int fd;                   /* owned: the descriptor validated, which
+                               the engine reads; -1 when none */
+  uint64_t dev, ino;        /* its identity when validated ... */
+  int64_t mtime_ns;         /* ... and modification time */
+  char *url;                /* owned: a remote file's URL as fetched (its
+                               query, a presigned signature, kept), NULL for
+                               a local file; `path` is its shown form */
+  struct tpl__http_obj obj; /* a remote file's size and validators
+                               when validated */
 };
 
 struct tpl_model {
@@ -53,7 +60,27 @@ struct tpl_model {
   size_t ntensors;
   size_t cap_tensors;
   size_t name_bytes; /* all tensor names, for the cap */
+  /* A model at a URL (checkpoint.h); all NULL for a local one. */
+  struct tpl__url *url;   /* owned: MODEL parsed */
+  struct tpl__http *http; /* owned: the client that read it */
+  char *shown;            /* owned: MODEL as messages and reports show
+                             it (without a presigned URL's signature) */
 };
+
+/* The files that make a directory a checkpoint, in the order they are
+ * looked for (the first there decides), and the format each means. */
+struct tpl__model_probe {
+  const char *name;
+  int format; /* enum tpl_model_format */
+};
+#define TPL_MODEL_NPROBES 4
+extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
+
+/* The message for a directory (`dir`, a path or a URL) that holds none of
+ * them: TPL_ENOMODEL, `where` ("" or " at this URL (HTTP 404)") after
+ * the list. */
+int tpl__model_none_found(const char *dir, const char *where,
+                          struct tpl_error *err);
 
 /* Frees a model and everything it owns; NULL is accepted. */
 void tpl__model_free(struct tpl_model *m);

@@ -5,12 +5,14 @@
  * config, anything else is a plan file.  The config is read once and
  * also gives the plan its quantization facts (quant.c) and the preset
  * check the model's MoE layout.  This is the only place a plan's inputs
- * are read from disk; plans, presets and quantization only parse. */
+ * are read (from disk, or a MODEL URL's server: tpl__model_read_member);
+ * plans, presets and quantization only parse. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "fileio.h"
 #include "jsonu.h"
 #include "planner.h"
@@ -37,11 +39,12 @@ static int config_read(const struct tpl_model *m, struct config *c,
   char *buf = NULL;
   size_t len = 0;
   int rc;
+  const char *name;
   c->mlc = m->format == TPL_FMT_MLC;
-  c->path =
-      tpl__path_join(m->dir, c->mlc ? "mlc-chat-config.json" : "config.json");
+  name = c->mlc ? "mlc-chat-config.json" : "config.json";
+  c->path = tpl__path_join(m->dir, name);
   if (c->path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
-  rc = tpl__read_file(c->path, TPL_MAX_JSON_FILE, &buf, &len, err);
+  rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
   if (rc == 0) rc = tpl__json_parse_object(buf, len, c->path, &c->json, err);
   free(buf);
   return rc;

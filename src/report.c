@@ -66,6 +66,11 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
     fmsgs[f].path = job->files[f].path;
     fmsgs[f].size = job->files[f].size;
     fmsgs[f].mtime_ns = job->files[f].mtime_ns;
+    if (job->files[f].url != NULL) { /* a remote file */
+      fmsgs[f].url = job->files[f].url;
+      fmsgs[f].etag = (char *)job->files[f].obj.etag;
+      fmsgs[f].last_modified = (char *)job->files[f].obj.modified;
+    }
     fptrs[f] = &fmsgs[f];
   }
   table.n_files = job->nfiles;
@@ -114,8 +119,29 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
   return 0;
 }
 
+/* A remote file's URL and validators (an empty url: a local file). */
+static int msg_to_remote_file(const Tpload__SourceFile *m,
+                              struct tpl__job_file *f, struct tpl_error *err) {
+  struct tpl__http_obj *o = &f->obj;
+  if (m->url == NULL || m->url[0] == '\0') return 0;
+  if (strlen(m->etag) >= sizeof(o->etag) ||
+      strlen(m->last_modified) >= sizeof(o->modified))
+    return tpl__fail(err, TPL_EPEER,
+                     "job table: file '%s': validators too "
+                     "long",
+                     f->path);
+  f->url = strdup(m->url);
+  if (f->url == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  o->known = 1;
+  o->size = f->size;
+  memcpy(o->etag, m->etag, strlen(m->etag) + 1);
+  memcpy(o->modified, m->last_modified, strlen(m->last_modified) + 1);
+  return 0;
+}
+
 static int msgs_to_job_files(const Tpload__JobTable *table,
                              struct tpl__job *job, struct tpl_error *err) {
+  int rc;
   job->files = calloc(table->n_files + 1, sizeof(*job->files));
   if (job->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   job->nfiles = table->n_files;
@@ -125,6 +151,8 @@ static int msgs_to_job_files(const Tpload__JobTable *table,
     job->files[f].mtime_ns = table->files[f]->mtime_ns;
     if (job->files[f].path == NULL)
       return tpl__fail(err, -ENOMEM, "out of memory");
+    rc = msg_to_remote_file(table->files[f], &job->files[f], err);
+    if (rc != 0) return rc;
   }
   return 0;
 }

@@ -9,8 +9,8 @@
  * per file, either O_DIRECT through io_uring (large aligned requests, many
  * in flight, completed out of order; the aligned superset of an extent is
  * read and the extent sliced from it, see tpl__source_place) or buffered
- * pread as before.  A remote source (HTTP ranges) would be a second
- * implementation of tpl__source_ops. */
+ * pread as before.  The second implementation reads objects on an HTTP
+ * server with ranged GETs (source_http.h). */
 #ifndef TPL_SOURCE_H
 #define TPL_SOURCE_H
 
@@ -30,7 +30,11 @@ enum tpl__io_mode {
 int tpl__io_mode_parse(const char *s, int *mode);
 
 /* How a file was read in the end (the report's word for it). */
-enum tpl__io_used { TPL_IO_USED_BUFFERED, TPL_IO_USED_DIRECT };
+enum tpl__io_used {
+  TPL_IO_USED_BUFFERED,
+  TPL_IO_USED_DIRECT,
+  TPL_IO_USED_HTTP /* ranged GETs (source_http.h): whole reads in flight */
+};
 
 const char *tpl__io_used_name(int used);
 
@@ -129,10 +133,12 @@ static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
 int tpl__source_read(struct tpl__source *s, uint32_t file, uint8_t *dst,
                      uint64_t len, uint64_t off, struct tpl_error *err);
 
-/* Whether file `file` is read direct (its buffers must be placed). */
+/* Whether file `file` is read direct or over HTTP: in whole reads that
+ * are started and finished (in flight meanwhile), into buffers placed by
+ * tpl__source_place, not piece by piece. */
 static inline int tpl__source_direct(const struct tpl__source *s,
                                      uint32_t file) {
-  return s->used[file] == TPL_IO_USED_DIRECT;
+  return s->used[file] != TPL_IO_USED_BUFFERED;
 }
 
 /* Frees the source (NULL is ignored). */

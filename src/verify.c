@@ -306,11 +306,10 @@ static int check_param(const struct verify *v, size_t i,
 
 static int compare_tensor(struct verify *v, size_t i, struct tpl_error *err) {
   const struct tpl__tensor *t = &v->model->tensors[i];
-  const struct tpl__file *f = &v->model->files[t->file];
-  int rc = tpl__pread_full(f->fd, v->src, (size_t)t->stored_bytes, t->offset);
-  if (rc != 0)
-    return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, t->name,
-                     tpl_strerror(rc));
+  struct tpl_error why = {0};
+  int rc = tpl__model_read(v->model, t->file, v->src, t->stored_bytes,
+                           t->offset, &why);
+  if (rc != 0) return tpl__fail(err, rc, "tensor '%s': %s", t->name, why.msg);
   rc = compare_holders(v, i, err);
   return rc != 0 ? rc : check_param(v, i, err);
 }
@@ -360,13 +359,14 @@ static int check_layout(const struct verify *v, uint32_t world,
 }
 
 static int prepare(struct verify *v, const char *model, const char *plan,
-                   const struct tpl__verify_grid *want, struct tpl_error *err) {
+                   const struct tpl__verify_grid *want,
+                   const struct tpl__http_opts *http, struct tpl_error *err) {
   struct tpl__grid grid = {0};
   uint32_t world;
   int scaling = 0;
   int rc = read_shard_info(v, want, &grid, &scaling, err);
   world = grid.world;
-  if (rc == 0) rc = tpl__model_open(model, &v->model, err);
+  if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
                        err);
@@ -400,11 +400,12 @@ static void verify_free(struct verify *v) {
 
 int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
+                const struct tpl__http_opts *http,
                 struct tpl__verify_result *out, struct tpl_error *err) {
   struct verify v = {0};
   int rc;
   v.dir = dir;
-  rc = prepare(&v, model, plan, want, err);
+  rc = prepare(&v, model, plan, want, http, err);
   for (size_t i = 0; rc == 0 && i < v.job->ntensors; i++)
     rc = compare_tensor(&v, i, err);
   if (rc == 0) {

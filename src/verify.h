@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "http.h"
 #include "topology.h"
 
 struct tpl__verify_result {
@@ -26,10 +27,12 @@ struct tpl__verify_grid {
  * it.  Every rank file must hold exactly the tensors of its stage, each
  * the shard t the model gives (so replicas d > 0 hold replica 0's bytes),
  * and shard-info.json must list each tensor's holders with their
- * checksums.  Returns 0, TPL_EMISMATCH naming the first mismatch (rank,
- * tensor, what differs), or the code of what could not be read. */
+ * checksums.  MODEL may be a URL, read with a client of options `http`
+ * (NULL: the defaults).  Returns 0, TPL_EMISMATCH naming the first mismatch
+ * (rank, tensor, what differs), or the code of what could not be read. */
 int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
+                const struct tpl__http_opts *http,
                 struct tpl__verify_result *out, struct tpl_error *err);
 
 #endif

@@ -67,9 +67,10 @@ static void make_job(void) {
   struct stat st;
   write_model();
   stat(path, &st);
-  files[0] = (struct tpl__job_file){path, (uint64_t)st.st_size,
-                                    (int64_t)st.st_mtim.tv_sec * 1000000000 +
-                                        st.st_mtim.tv_nsec};
+  files[0] = (struct tpl__job_file){
+      .path = path,
+      .size = (uint64_t)st.st_size,
+      .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec};
   set_tensor(0, "A", TPL_DT_U8, 2, 6, TPL_RULE_SHARD, 8);
   set_tensor(1, "B", TPL_DT_U8, 4, 2, TPL_RULE_SHARD, 20);
   set_tensor(2, "C", TPL_DT_F32, 2, 0, TPL_RULE_SCALE_BIAS, 28);

@@ -90,7 +90,9 @@ static void test_job_unpack_refuses_junk(void) {
 
 /* The source table: a job with files carries each tensor's file and
  * offset and each file's path, size and time to the other ranks. */
-static struct tpl__job_file two_files[2] = {{"a.st", 100, 7}, {"b.st", 64, 9}};
+static struct tpl__job_file two_files[2] = {
+    {.path = "a.st", .size = 100, .mtime_ns = 7},
+    {.path = "b.st", .size = 64, .mtime_ns = 9}};
 
 static int roundtrip_sources(struct tpl__job **out, struct tpl_error *err) {
   uint8_t *buf = NULL;
@@ -123,6 +125,30 @@ static void test_job_table_carries_sources(void) {
   CHECK_EQ_INT((int)out->files[1].mtime_ns, 9);
   CHECK_EQ_U64(out->tensors[0].file, 1);
   CHECK_EQ_U64(out->tensors[1].file_offset, 84);
+  tpl__job_free(out);
+}
+
+/* A remote file travels with its URL (the signature included: the other
+ * ranks fetch it with --read local) and the validators rank 0 saw. */
+static void test_job_table_carries_remote_files(void) {
+  struct tpl__job_file remote[2] = {
+      {.path = "http://h/a.st?...", .size = 100, .url = "http://h/a.st?sig=1"},
+      {.path = "b.st", .size = 64, .mtime_ns = 9}};
+  struct tpl__job *out = NULL;
+  make_job_with_files();
+  snprintf(remote[0].obj.etag, sizeof(remote[0].obj.etag), "\"e1\"");
+  snprintf(remote[0].obj.modified, sizeof(remote[0].obj.modified), "Tue");
+  job.files = remote;
+  CHECK_EQ_INT(roundtrip_sources(&out, NULL), 0);
+  job.files = two_files;
+  if (out == NULL) return;
+  CHECK(out->files[0].url != NULL &&
+        strcmp(out->files[0].url, "http://h/a.st?sig=1") == 0);
+  CHECK(strcmp(out->files[0].path, "http://h/a.st?...") == 0);
+  CHECK(out->files[0].obj.known && out->files[0].obj.size == 100);
+  CHECK(strcmp(out->files[0].obj.etag, "\"e1\"") == 0);
+  CHECK(strcmp(out->files[0].obj.modified, "Tue") == 0);
+  CHECK(out->files[1].url == NULL && !out->files[1].obj.known);
   tpl__job_free(out);
 }
 
@@ -295,6 +321,7 @@ int main(void) {
   RUN(test_job_table_roundtrip);
   RUN(test_job_unpack_refuses_junk);
   RUN(test_job_table_carries_sources);
+  RUN(test_job_table_carries_remote_files);
   RUN(test_job_table_refuses_a_file_it_lacks);
   RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);

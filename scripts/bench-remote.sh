@@ -1,0 +1,124 @@
+#!/bin/bash
+# bench-remote.sh - `tpload load` of a MODEL URL against the same load
+# from the page cache (not a test).  Synthesizes once (cached in
+# $TPLOAD_BENCH_DIR, default /tmp/tpload-bench) a ~1 GiB Llama-shaped bf16
+# checkpoint (the one scripts/bench.sh uses), warms the page cache, starts
+# nginx (Debian's) on a free loopback port serving it with sendfile, and
+# runs, alternated run by run: `load DIR` (page cache), `load URL`, `load
+# URL --read local`, and `load URL` through a location with nginx's
+# limit_rate (per connection; --http-connections of them in flight make
+# the aggregate the server allows).  Prints the medians of the job's own
+# time (the report's seconds), the ratios to the page-cache load, and the
+# rate-limited load's rate against the aggregate limit.
+# Usage: scripts/bench-remote.sh [--gib X] [--runs R] [--ranks N]
+#                                [--limit-mib M] [--connections C]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+gib=1
+runs=3
+ranks=2
+limit_mib=32
+conns=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --gib) gib=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --limit-mib) limit_mib=$2; shift 2 ;;
+    --connections) conns=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "bench-remote.sh: unknown option $1" >&2; exit 64 ;;
+  esac
+done
+build=$("$top/scripts/build.sh" plain)
+T="$build/tpload"
+PY=/usr/bin/python3
+cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
+mkdir -p "$cache"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+model="$cache/llama-${gib}g"
+[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
+  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
+  --gib "$gib" --files 2 --force --quiet
+cat "$model"/*.safetensors >/dev/null # the page cache, for both sides
+
+# nginx on a free port, its config, logs and temp files in a dir of its own
+ngx=$(mktemp -d /tmp/tpload-bench-nginx.XXXXXX)
+port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+user=""
+[ "$(id -u)" -eq 0 ] && user="user root;"
+cat >"$ngx/nginx.conf" <<CONF
+$user
+daemon off;
+worker_processes 2;
+error_log $ngx/error.log;
+pid $ngx/nginx.pid;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $ngx/tmp-body;
+  proxy_temp_path $ngx/tmp-proxy;
+  fastcgi_temp_path $ngx/tmp-fastcgi;
+  uwsgi_temp_path $ngx/tmp-uwsgi;
+  scgi_temp_path $ngx/tmp-scgi;
+  default_type application/octet-stream;
+  sendfile on;
+  keepalive_requests 100000;
+  server {
+    listen 127.0.0.1:$port;
+    location /m/ { alias $model/; }
+    location /limited/ { alias $model/; limit_rate ${limit_mib}m; }
+  }
+}
+CONF
+nginx -e "$ngx/error.log" -p "$ngx" -c "$ngx/nginx.conf" &
+npid=$!
+trap 'kill $npid 2>/dev/null; wait $npid 2>/dev/null; rm -rf "$ngx"' EXIT
+until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+  kill -0 $npid 2>/dev/null || { cat "$ngx/error.log" >&2; exit 1; }
+  sleep 0.05
+done
+url="http://127.0.0.1:$port"
+
+job() { # the report's seconds of `load "$@"`
+  mpirun --oversubscribe -np "$ranks" "$T" load "$@" --json --quiet \
+    2>/dev/null | $PY -c 'import json, sys; print(json.load(sys.stdin)["seconds"])'
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1}
+  END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+bytes=$(cat "$model"/*.safetensors | wc -c)
+local_t="" url_t="" urll_t="" lim_t=""
+for _ in $(seq "$runs"); do
+  local_t="$local_t $(job "$model")"
+  url_t="$url_t $(job "$url/m/" --http-connections "$conns")"
+  urll_t="$urll_t $(job "$url/m/" --read local --http-connections "$conns")"
+  lim_t="$lim_t $(job "$url/limited/" --http-connections "$conns")"
+done
+lt=$(echo "$local_t" | median)
+ut=$(echo "$url_t" | median)
+ult=$(echo "$urll_t" | median)
+mt=$(echo "$lim_t" | median)
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+  "$ranks ranks, $(echo "$bytes / 1073741824" | bc -l | cut -c1-5) GiB," \
+  "$runs runs, --http-connections $conns"
+$PY - "$bytes" "$lt" "$ut" "$ult" "$mt" "$limit_mib" "$conns" <<'PY'
+import sys
+b, lt, ut, ult, mt = (float(x) for x in sys.argv[1:6])
+limit, conns = int(sys.argv[6]), int(sys.argv[7])
+gib = b / 2**30
+def line(name, t):
+    print("  %-40s %7.3f s %6.2f GiB/s" % (name, t, gib / t))
+line("load DIR (page cache)", lt)
+line("load URL (nginx, loopback)", ut)
+line("load URL --read local", ult)
+line("load URL, limit_rate %d MiB/s x %d" % (limit, conns), mt)
+print("  URL / page cache: x%.2f the time (the URL at %.0f %% of the page"
+      " cache's rate)" % (ut / lt, 100 * lt / ut))
+print("  URL --read local / page cache: x%.2f the time" % (ult / lt))
+agg = limit * conns / 1024.0
+print("  rate-limited: %.3f GiB/s against the server's %.3f GiB/s aggregate"
+      " (%.0f %%)" % (gib / mt, agg, 100 * gib / mt / agg))
+PY

@@ -1,0 +1,272 @@
+/* ckpt_remote.c - a checkpoint at a URL.  The formats are the local ones
+ * (checkpoint.c): the JSON of an index or MLC cache is fetched whole; a
+ * safetensors file's header comes from a ranged GET of its first
+ * PROBE_BYTES (which also tells its size, ETag and Last-Modified), and a
+ * second one when the header is longer; an MLC shard file is probed with
+ * a one-byte range for its size, all of them at once.  The same parsers
+ * validate what came, and each member file is recorded with its URL and
+ * what the server said about it (model.h), so every later read can check
+ * that the object did not change. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_remote.h"
+#include "fmt_mlc_cache.h"
+#include "fmt_safetensors.h"
+#include "fmt_st_index.h"
+
+#define PROBE_BYTES (64u << 10)
+
+/* A member's URL as fetched and as shown. */
+struct member {
+  char *url, *shown;
+};
+
+static int member_of(const struct tpl_model *m, const char *name,
+                     struct member *out, struct tpl_error *err) {
+  out->url = tpl__url_member(m->url, name);
+  out->shown = tpl__url_member_shown(m->url, name);
+  if (out->url != NULL && out->shown != NULL) return 0;
+  free(out->url);
+  free(out->shown);
+  return tpl__fail(err, -ENOMEM, "out of memory");
+}
+
+static void member_clear(struct member *mb) {
+  free(mb->url);
+  free(mb->shown);
+}
+
+/* --- one safetensors file --- */
+
+/* The first bytes of the file (up to PROBE_BYTES) and, when the header is
+ * longer, the rest of it: 8 + N bytes in *out (caller frees). */
+static int fetch_header(struct tpl__http *h, const struct member *mb,
+                        struct tpl__http_obj *obj, uint8_t **out,
+                        size_t *out_len, struct tpl_error *err) {
+  struct tpl__http_read r = {
+      .url = mb->url, .shown = mb->shown, .len = PROBE_BYTES, .obj = obj};
+  uint64_t hlen;
+  uint8_t *b = malloc(PROBE_BYTES), *nb;
+  int rc;
+  if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  r.dst = b;
+  rc = tpl__http_read_all(h, &r, 1, err);
+  if (rc == 0)
+    rc = tpl__st_header_len(b, (size_t)r.got, obj->size, mb->shown, &hlen, err);
+  if (rc == 0 && hlen + 8 > r.got) {
+    nb = realloc(b, (size_t)hlen + 8);
+    if (nb == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+    if (nb != NULL) b = nb;
+    r = (struct tpl__http_read){.url = mb->url,
+                                .shown = mb->shown,
+                                .off = r.got,
+                                .len = hlen + 8 - r.got,
+                                .dst = b + r.got,
+                                .obj = obj};
+    if (rc == 0) rc = tpl__http_read_all(h, &r, 1, err);
+  }
+  if (rc != 0) {
+    free(b);
+    return rc;
+  }
+  *out = b;
+  *out_len = (size_t)hlen + 8;
+  return 0;
+}
+
+/* Appends file `name` (URL and shown form in mb) to m with what the
+ * server said about it. */
+static int add_remote_file(struct tpl_model *m, const struct member *mb,
+                           const char *name, const struct tpl__http_obj *obj,
+                           uint32_t *idx, struct tpl_error *err) {
+  int rc = tpl__model_add_file(m, mb->shown, name, obj->size, idx);
+  if (rc == 0 && (m->files[*idx].url = strdup(mb->url)) == NULL) rc = -ENOMEM;
+  if (rc != 0) return tpl__fail(err, rc, "%s: out of memory", mb->shown);
+  m->files[*idx].obj = *obj;
+  return 0;
+}
+
+/* Loads the safetensors file `name` of m's directory (or m's own file). */
+static int st_load(struct tpl_model *m, const char *name,
+                   struct tpl_error *err) {
+  struct tpl__http_obj obj = {0};
+  struct member mb;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  uint32_t idx;
+  int rc = member_of(m, name, &mb, err);
+  if (rc != 0) return rc;
+  rc = fetch_header(m->http, &mb, &obj, &buf, &len, err);
+  if (rc == 0) rc = add_remote_file(m, &mb, name, &obj, &idx, err);
+  if (rc == 0) rc = tpl__st_parse(buf, len, obj.size, mb.shown, idx, m, err);
+  free(buf);
+  member_clear(&mb);
+  return rc;
+}
+
+/* --- the JSON-described formats --- */
+
+static int load_index(struct tpl_model *m, const char *buf, size_t len,
+                      const char *what, struct tpl_error *err) {
+  struct tpl__st_index *ix = NULL;
+  int rc = tpl__st_index_parse(buf, len, what, &ix, err);
+  for (size_t i = 0; rc == 0 && i < tpl__st_index_nfiles(ix); i++) {
+    const char *first;
+    rc = st_load(m, tpl__st_index_file(ix, i, &first), err);
+  }
+  if (rc == 0) rc = tpl__st_index_check(ix, m, err);
+  tpl__st_index_free(ix);
+  return rc;
+}
+
+/* Every shard file of an MLC cache: its URL, and its size as the server
+ * tells it (one-byte probes, all at once) against the cache's "nbytes". */
+static int probe_mlc_files(struct tpl_model *m, const char *what,
+                           struct tpl_error *err) {
+  size_t n = m->nfiles;
+  struct tpl__http_read *r = calloc(n ? n : 1, sizeof(*r));
+  uint8_t *scratch = malloc(n ? n : 1);
+  int rc = r && scratch ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
+  for (size_t i = 0; rc == 0 && i < n; i++) {
+    struct tpl__file *f = &m->files[i];
+    struct member mb;
+    rc = member_of(m, f->name, &mb, err);
+    if (rc != 0) break;
+    free(f->path);
+    f->path = mb.shown;
+    f->url = mb.url;
+    r[i] = (struct tpl__http_read){.url = f->url,
+                                   .shown = f->path,
+                                   .len = 1,
+                                   .dst = scratch + i,
+                                   .obj = &f->obj};
+  }
+  if (rc == 0) rc = tpl__http_read_all(m->http, r, n, err);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    if (m->files[i].obj.size != m->files[i].size)
+      rc = tpl__fail(err, TPL_EFORMAT,
+                     "%s: file '%s': expected %llu bytes on the server as "
+                     "\"nbytes\" says, found %llu",
+                     what, m->files[i].name,
+                     (unsigned long long)m->files[i].size,
+                     (unsigned long long)m->files[i].obj.size);
+  free(r);
+  free(scratch);
+  return rc;
+}
+
+static int load_mlc(struct tpl_model *m, const char *buf, size_t len,
+                    const char *what, int presharded, struct tpl_error *err) {
+  int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
+  if (rc == 0) rc = probe_mlc_files(m, what, err);
+  if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
+  return rc;
+}
+
+/* --- format detection --- */
+
+/* Opens probe k of the directory: -ENOENT (or TPL_EDENIED, which an
+ * object store answers for a missing key to whoever may not list the
+ * bucket) when the server has no such object. */
+static int open_probe(struct tpl_model *m, size_t k, int presharded,
+                      struct tpl_error *err) {
+  const struct tpl__model_probe *probes = tpl__model_probes;
+  struct member mb;
+  char *buf = NULL;
+  size_t len = 0;
+  int rc;
+  m->format = probes[k].format;
+  if (m->format == TPL_FMT_SAFETENSORS) return st_load(m, probes[k].name, err);
+  rc = member_of(m, probes[k].name, &mb, err);
+  if (rc != 0) return rc;
+  rc = tpl__http_get(m->http, mb.url, mb.shown, TPL_MAX_JSON_FILE, &buf, &len,
+                     err);
+  if (rc == 0 && m->format == TPL_FMT_ST_INDEX)
+    rc = load_index(m, buf, len, mb.shown, err);
+  else if (rc == 0)
+    rc = load_mlc(m, buf, len, mb.shown, presharded, err);
+  free(buf);
+  member_clear(&mb);
+  return rc;
+}
+
+static int open_dir(struct tpl_model *m, int presharded,
+                    struct tpl_error *err) {
+  struct tpl_error denied = {0};
+  for (size_t k = 0; k < TPL_MODEL_NPROBES; k++) {
+    int rc = open_probe(m, k, presharded, err);
+    if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
+    if (rc != -ENOENT && rc != TPL_EDENIED) return rc;
+    if (m->nfiles != 0 || m->ntensors != 0) return rc; /* a member failed */
+  }
+  if (denied.code != 0) {
+    if (err != NULL) *err = denied;
+    return TPL_EDENIED;
+  }
+  return tpl__model_none_found(m->dir, " at this URL (HTTP 404)", err);
+}
+
+/* An empty model for the URL, owning the parsed URL and the client. */
+static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
+                        struct tpl_model **out, struct tpl_error *err) {
+  char *dir = tpl__url_dir_shown(u);
+  struct tpl_model *m = dir ? tpl__model_new(0, dir) : NULL;
+  int rc;
+  free(dir);
+  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  m->url = malloc(sizeof(*m->url));
+  if (m->url == NULL) {
+    tpl__model_free(m);
+    return tpl__fail(err, -ENOMEM, "out of memory");
+  }
+  *m->url = *u;
+  memset(u, 0, sizeof(*u));
+  m->shown = m->url->name ? tpl__url_member_shown(m->url, m->url->name)
+                          : tpl__url_dir_shown(m->url);
+  rc = m->shown ? tpl__http_open(o, &m->http, err)
+                : tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc != 0) {
+    tpl__model_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
+                     int presharded, struct tpl_model **out,
+                     struct tpl_error *err) {
+  struct tpl__url u;
+  struct tpl_model *m = NULL;
+  int rc = tpl__url_parse(s, &u, err);
+  if (rc != 0) return rc;
+  rc = remote_model(&u, o, &m, err);
+  tpl__url_clear(&u);
+  if (rc != 0) return rc;
+  if (m->url->name != NULL) {
+    m->format = TPL_FMT_SAFETENSORS;
+    rc = st_load(m, m->url->name, err);
+  } else {
+    rc = open_dir(m, presharded, err);
+  }
+  if (rc != 0) {
+    tpl__model_free(m);
+    return rc;
+  }
+  *out = m;
+  return 0;
+}
+
+int tpl__remote_read_member(const struct tpl_model *m, const char *name,
+                            size_t cap, char **buf, size_t *len,
+                            struct tpl_error *err) {
+  struct member mb;
+  int rc = member_of(m, name, &mb, err);
+  if (rc != 0) return rc;
+  rc = tpl__http_get(m->http, mb.url, mb.shown, cap, buf, len, err);
+  member_clear(&mb);
+  return rc;
+}

@@ -1,0 +1,35 @@
+/* ckpt_remote.h - opening a checkpoint at an http:// or https:// URL:
+ * the same formats as on disk, their JSON fetched whole, a safetensors
+ * header by ranged GETs, validated by the same parsers, and every member
+ * file recorded with its URL, size and validators instead of a
+ * descriptor. */
+#ifndef TPL_CKPT_REMOTE_H
+#define TPL_CKPT_REMOTE_H
+
+#include <stddef.h>
+
+#include "http.h"
+#include "model.h"
+
+/* Opens the MODEL URL `s` (url.h) with a client made from `o`: a
+ * .safetensors URL, or a directory URL probed for
+ * model.safetensors.index.json, tensor-cache.json, ndarray-cache.json and
+ * model.safetensors in that order (the first the server has decides).
+ * On success *out holds the model, its client and its files (fd -1, url
+ * and obj set).  Returns 0, the parsers' TPL_E* codes, TPL_ENOMODEL when
+ * the directory has none of them, or the client's codes (http.h).
+ * `presharded`: an MLC cache of MLC's preshard layout is read as it is
+ * (tpl__mlc_parse_flags), for listing. */
+int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
+                     int presharded, struct tpl_model **out,
+                     struct tpl_error *err);
+
+/* Fetches member `name` of a remote model's directory (config.json),
+ * whole, at most `cap` bytes, into a NUL-terminated malloc'd *buf.
+ * Returns 0, -ENOENT when the server has none (404), or the client's
+ * codes. */
+int tpl__remote_read_member(const struct tpl_model *m, const char *name,
+                            size_t cap, char **buf, size_t *len,
+                            struct tpl_error *err);
+
+#endif

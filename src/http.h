@@ -1,0 +1,113 @@
+/* http.h - reading objects over HTTP(S) with ranged GETs (libcurl's
+ * multi interface): whole small objects (JSON), the first bytes of an
+ * object with its size and validators, and many byte ranges at once
+ * into the caller's buffers over a few reused connections (HTTP/1.1
+ * keep-alive, HTTP/2 where the server offers it).  Failures are bounded
+ * and named; a token never appears in a message. */
+#ifndef TPL_HTTP_H
+#define TPL_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+#define TPL_HTTP_TOKEN_ENV "TPLOAD_HTTP_TOKEN"
+
+/* The options of a client (the --retries, --token-file, --ca-cert,
+ * --http-connections and --http-timeout of the commands). */
+struct tpl__http_opts {
+  const char *token_file; /* a bearer token in a file; NULL: the token is
+                             TPLOAD_HTTP_TOKEN's, when it is set */
+  const char *ca_cert;    /* CA bundle (PEM) for https; NULL: the system's */
+  unsigned retries;       /* further attempts after a transient failure */
+  unsigned connections;   /* ranged GETs in flight at most */
+  unsigned timeout;       /* seconds a transfer may stall (under 1 KiB/s)
+                             or take to connect */
+};
+
+#define TPL_HTTP_RETRIES 3
+#define TPL_HTTP_CONNECTIONS 8
+#define TPL_HTTP_TIMEOUT 30
+#define TPL_HTTP_OPTS_DEFAULT                                                  \
+  { NULL, NULL, TPL_HTTP_RETRIES, TPL_HTTP_CONNECTIONS, TPL_HTTP_TIMEOUT }
+
+/* What the first answer said about an object; every later answer must
+ * say the same (the object did not change under the load). */
+struct tpl__http_obj {
+  int known;          /* 0 until an answer filled it */
+  uint64_t size;      /* Content-Range's total */
+  char etag[256];     /* ETag, "" when the server sends none */
+  char modified[128]; /* Last-Modified, "" when none */
+};
+
+/* One ranged read of [off, off + len) of `url` into dst.  `shown` is the
+ * URL as messages give it (without a presigned URL's signature).  With
+ * obj->known the answer must match obj (else -EIO, "changed"); without,
+ * the read is a probe: obj is recorded from the answer and the read may
+ * come back shorter (the object is smaller), its length in `got`.  The
+ * fields after `obj` are the client's. */
+struct tpl__http_read {
+  const char *url, *shown;
+  uint64_t off, len;
+  uint8_t *dst;
+  struct tpl__http_obj *obj;
+  /* the client's: */
+  uint64_t got;     /* bytes landed */
+  unsigned pending; /* parts not finished */
+  int rc;           /* the first failure */
+  struct tpl_error err;
+};
+
+struct tpl__http;
+
+/* Makes a client: reads the token (--token-file, else the environment;
+ * refused when empty or holding a control byte, TPL_EUSAGE), checks that
+ * the CA file can be read.  *out is the caller's (tpl__http_close).
+ * Returns 0, TPL_EUSAGE, -errno or -ENOMEM. */
+int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
+                   struct tpl_error *err);
+
+/* Ends every transfer and frees the client; NULL is accepted. */
+void tpl__http_close(struct tpl__http *h);
+
+/* GETs the whole object `url` (at most `cap` bytes) into a
+ * NUL-terminated malloc'd buffer (*buf, caller frees, length *len).
+ * Returns 0; -ENOENT for 404 or 410 (err names the URL); TPL_EDENIED for
+ * 401 or 403; TPL_ELIMIT for an object over cap; TPL_EREMOTE when the
+ * server cannot be reached or keeps failing (5xx) after the retries. */
+int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
+                  size_t cap, char **buf, size_t *len, struct tpl_error *err);
+
+/* Starts reads `r[0..n)` (split into parts, at most `connections` in
+ * flight, the rest queued); each is the caller's until it is waited for.
+ * Returns 0 or -ENOMEM. */
+int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
+                    struct tpl_error *err);
+
+/* Runs the transfers until read `r` is done (the others go on meanwhile).
+ * Returns 0 or its failure, with err naming the URL and offset: the codes
+ * of tpl__http_get, TPL_EPROTO for a server that answers a Range with 200
+ * (it does not serve ranges), -EIO (exit 74) for an object that changed
+ * (size, ETag or Last-Modified) or a body that ended early after the
+ * retries. */
+int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
+                   struct tpl_error *err);
+
+/* tpl__http_start and tpl__http_wait of every read; the first failure. */
+int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
+                       struct tpl_error *err);
+
+/* Counters since the client was made: bytes of bodies received, requests
+ * sent (retries included), retries. */
+struct tpl__http_stats {
+  uint64_t bytes, requests, retries;
+};
+void tpl__http_get_stats(const struct tpl__http *h,
+                         struct tpl__http_stats *out);
+
+/* Called whenever bytes arrive (progress lines); NULL: none. */
+void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
+                           void *ctx);
+
+#endif

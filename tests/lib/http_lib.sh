@@ -1,0 +1,95 @@
+# http_lib.sh - serving test models over HTTP, sourced after lib.sh: nginx
+# (Debian's) on a free loopback port with its own config, logs and temp
+# paths in the test's temp dir, and the fault server of
+# oracle/http_faults.py for what nginx cannot do.  Both are waited for
+# until they accept, never by sleeping, and stopped when the test ends.
+# shellcheck shell=bash
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+if [ ! -x "$NGINX" ]; then
+  echo "1..0 # SKIP nginx not found (scripts/install-deps.sh installs it)"
+  exit 0
+fi
+HTTP_PIDS=""
+trap 'for p in $HTTP_PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T_TMP"' EXIT
+
+free_port() {
+  "$ORACLE" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# accepts PORT: something accepts connections on 127.0.0.1:PORT.
+accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# up_or_gone PORT PID: the port accepts, or the server has exited.
+up_or_gone() { accepts "$1" || ! alive "$2"; }
+
+# nginx_conf DIR ROOT PORT LISTEN_OPTS SERVER_EXTRA: the config file.
+nginx_conf() {
+  local user=""
+  [ "$(id -u)" -eq 0 ] && user="user root;"
+  cat <<CONF
+$user
+daemon off;
+worker_processes 1;
+error_log $1/error.log;
+pid $1/nginx.pid;
+events { worker_connections 256; }
+http {
+  log_format t '\$request_method \$uri \$status "\$http_range" \$body_bytes_sent \$connection \$connection_requests \$server_protocol';
+  access_log $1/access.log t;
+  client_body_temp_path $1/tmp-body;
+  proxy_temp_path $1/tmp-proxy;
+  fastcgi_temp_path $1/tmp-fastcgi;
+  uwsgi_temp_path $1/tmp-uwsgi;
+  scgi_temp_path $1/tmp-scgi;
+  default_type application/octet-stream;
+  keepalive_requests 10000;
+  server {
+    listen 127.0.0.1:$3 $4;
+    root $2;
+    $5
+  }
+}
+CONF
+}
+
+# nginx_start NAME ROOT LISTEN_OPTS SERVER_EXTRA: nginx in $T_TMP/NAME
+# serving ROOT; sets NGX_PORT, NGX_DIR (access.log, error.log there) and
+# NGX_URL.  A port taken between choosing and binding is chosen again.
+nginx_start() {
+  local name=$1 root=$2 opts=$3 extra=$4 try pid scheme=http
+  NGX_DIR="$T_TMP/$name"
+  mkdir -p "$NGX_DIR"
+  case "$opts" in *ssl*) scheme=https ;; esac
+  for try in 1 2 3 4 5; do
+    NGX_PORT=$(free_port)
+    nginx_conf "$NGX_DIR" "$root" "$NGX_PORT" "$opts" "$extra" \
+      >"$NGX_DIR/nginx.conf"
+    "$NGINX" -e "$NGX_DIR/error.log" -p "$NGX_DIR" -c "$NGX_DIR/nginx.conf" \
+      2>>"$NGX_DIR/start.err" &
+    pid=$!
+    wait_until up_or_gone "$NGX_PORT" "$pid"
+    if alive "$pid" && accepts "$NGX_PORT"; then
+      HTTP_PIDS="$HTTP_PIDS $pid"
+      NGX_URL="$scheme://127.0.0.1:$NGX_PORT"
+      return 0
+    fi
+  done
+  echo "Bail out! nginx did not start: $(tail -n 3 "$NGX_DIR/error.log")"
+  exit 99
+}
+
+# faults_start ROOT: the fault server over ROOT; sets FLT_URL and FLT_LOG.
+faults_start() {
+  local pid
+  FLT_LOG="$T_TMP/faults.log"
+  : >"$FLT_LOG"
+  "$ORACLE" "$TESTS_SRCDIR/oracle/http_faults.py" "$1" "$T_TMP/faults.port" \
+    "$FLT_LOG" 2>"$T_TMP/faults.err" &
+  pid=$!
+  HTTP_PIDS="$HTTP_PIDS $pid"
+  wait_until test -s "$T_TMP/faults.port" ||
+    { echo "Bail out! the fault server did not start"; exit 99; }
+  FLT_URL="http://127.0.0.1:$(cat "$T_TMP/faults.port")"
+  wait_until accepts "${FLT_URL##*:}" ||
+    { echo "Bail out! the fault server does not accept"; exit 99; }
+}

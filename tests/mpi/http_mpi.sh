@@ -1,0 +1,198 @@
+#!/bin/bash
+# http_mpi.sh - MODEL URLs with ranks, against nginx on loopback and the
+# fault server (oracle/http_faults.py): preshard of a URL (single file,
+# sharded index, MLC directory) at 2 and 4 ranks, --read mpi and --read
+# local, gives every rank the numpy oracle's bytes; the ranged GETs of a
+# rate-limited server (nginx limit_rate, per connection) run on several
+# connections at once and fetch each byte once (nginx's access log, never
+# a clock); an object replaced or a connection cut mid-load is 74 or
+# retried, with no rank file left; a preshard output made from the local
+# files verifies against the same files over HTTP, and verify notices a
+# tampered output or an object replaced while it reads.
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/http_lib.sh"
+
+gen index --seed 3101 --layout index --big-mib 6
+gen mlc --seed 3102 --layout mlc
+gen single --seed 3103 --layout single --big-mib 2
+gen big --seed 3104 --layout single --big-mib 24
+nginx_start nginx "$M" "" '
+    location /slow/ { limit_rate 8m; }
+    location /auth/ {
+      if ($http_authorization != "Bearer s3cret-Tok3n") { return 401; }
+    }'
+U=$NGX_URL
+ln -s . "$M/slow"
+ln -s . "$M/auth"
+# up_or_gone_file FILE PID: FILE exists, or PID has exited.
+up_or_gone_file() { test -f "$1" || ! alive "$2"; }
+
+# shards LAYOUT N READ: preshard of the URL, checked by the oracle
+shards() {
+  local l=$1 n=$2 read=$3 out="$T_TMP/s-$1-$2-$3"
+  if mpi "$n" preshard "$U/$l/" --out "$out" --plan "$M/$l/plan.json" \
+      --read "$read" --chunk-mib 1 --quiet 2>"$T_TMP/mpi.err"; then
+    t_oracle "preshard $l URL, $n ranks, --read $read: the oracle's shards" \
+      check-preshard "$M/$l" "$M/$l/plan.json" "$n" "$out"
+  else
+    t_fail "preshard $l URL, $n ranks, --read $read" \
+      "$(messages "$T_TMP/mpi.err" | head -c 2000)"
+  fi
+}
+for read in mpi local; do
+  shards single 2 "$read"
+  shards index 2 "$read"
+  shards index 4 "$read"
+  shards mlc 4 "$read"
+done
+
+# A token for every rank: --read local fetches on each rank, and each
+# needs the token (--token-file, read by every rank)
+printf 's3cret-Tok3n\n' >"$T_TMP/token"
+: >"$NGX_DIR/access.log"
+out="$T_TMP/s-auth"
+if mpi 2 preshard "$U/auth/index/" --out "$out" --plan "$M/index/plan.json" \
+    --read local --token-file "$T_TMP/token" --quiet 2>"$T_TMP/mpi.err"; then
+  t_oracle "--read local with --token-file: the oracle's shards" \
+    check-preshard "$M/index" "$M/index/plan.json" 2 "$out"
+else
+  t_fail "--read local with --token-file" "$(messages "$T_TMP/mpi.err")"
+fi
+if grep -q " 401 " "$NGX_DIR/access.log"; then
+  t_fail "... no GET went without the token" "$(grep " 401 " "$NGX_DIR/access.log")"
+else
+  t_ok "... no GET went without the token"
+fi
+mpi 2 load "$U/auth/index/" --plan "$M/index/plan.json" --quiet \
+  2>"$T_TMP/mpi.err"
+rc=$?
+if [ $rc -eq 77 ] && messages "$T_TMP/mpi.err" | grep -q "HTTP 401" &&
+  ! grep -q Tok3n "$T_TMP/mpi.err"; then
+  t_ok "load without the token: 77, one message"
+else
+  t_fail "load without the token" "exit $rc" "$(messages "$T_TMP/mpi.err")"
+fi
+
+# A load's report: every rank's bytes as the oracle counts them, and the
+# file read over http.
+if mpi 2 load "$U/index/" --plan "$M/index/plan.json" --json \
+    >"$T_TMP/report.json" 2>"$T_TMP/mpi.err"; then
+  t_oracle "load index URL --json: the report's bytes" check-report \
+    "$M/index" "$M/index/plan.json" 2 "$T_TMP/report.json"
+  grep -q '"mode": *"http"' "$T_TMP/report.json" &&
+    t_ok "the report says the files were read over http" ||
+    t_fail "mode http in the report" "$(head -c 1500 "$T_TMP/report.json")"
+else
+  t_fail "load index URL --json" "$(messages "$T_TMP/mpi.err")"
+fi
+
+# serve of a URL: ready, healthy, ended by --shutdown
+"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$U/index/" \
+  --plan "$M/index/plan.json" --socket-dir "$T_TMP/sock" \
+  --ready-file "$T_TMP/ready" --quiet >/dev/null 2>"$T_TMP/serve.err" &
+serve_pid=$!
+if wait_until up_or_gone_file "$T_TMP/ready" "$serve_pid" &&
+  [ -f "$T_TMP/ready" ]; then
+  t_exit "serve of a URL: ready and healthy" 0 "$TPLOAD" status \
+    "$T_TMP/sock/rank1.sock" --health
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
+else
+  t_fail "serve of a URL: ready" "$(messages "$T_TMP/serve.err")"
+fi
+wait_until gone "$serve_pid" || kill "$serve_pid"
+wait "$serve_pid"
+t_exit "... and ends with exit 0 after --shutdown" 0 test $? -eq 0
+
+# Rate-limited (8 MiB/s per connection): 24 MiB in ranged GETs of at most
+# 4 MiB, several connections at once, every byte of the data once.
+log="$NGX_DIR/access.log"
+: >"$log"
+if mpi 2 load "$U/slow/big/model.safetensors" --plan "$M/big/plan.json" \
+    --http-connections 4 --quiet 2>"$T_TMP/mpi.err"; then
+  t_ok "load through limit_rate"
+else
+  t_fail "load through limit_rate" "$(messages "$T_TMP/mpi.err")"
+fi
+size=$(stat -c %s "$M/big/model.safetensors")
+"$ORACLE" - "$log" "$size" <<'PY' >"$T_TMP/rate.out" 2>&1
+import sys
+lines = [l.split() for l in open(sys.argv[1])]
+size = int(sys.argv[2])
+data = [l for l in lines if l[1] == "/slow/big/model.safetensors"
+        and l[2] == "206"]
+conns = {l[5] for l in data}
+body = sum(int(l[4]) for l in data)
+hdr = min(int(l[3].strip('"').split("=")[1].split("-")[1]) + 1
+          for l in data if '"bytes=0-' in l[3])
+assert len(data) >= 6, "expected at least 6 ranged GETs, found %d" % len(data)
+assert len(conns) >= 3, "expected GETs on 3 connections or more, " \
+    "found %s" % sorted(conns)
+# each byte once, but for the first GET's (the header's) overlap
+assert size <= body <= size + hdr, (size, body, hdr)
+print("# %d GETs on %d connections, %d body bytes" % (len(data), len(conns),
+                                                      body))
+PY
+if [ $? -eq 0 ]; then
+  t_ok "limit_rate: concurrent ranged GETs on several connections, each byte once"
+else
+  t_fail "limit_rate: concurrency" "$(cat "$T_TMP/rate.out")" \
+    "$(head -c 1500 "$log")"
+fi
+
+for l in index mlc; do
+  mpi 2 preshard "$M/$l" --out "$T_TMP/out-$l" --plan "$M/$l/plan.json" \
+    --quiet 2>"$T_TMP/mpi.err" ||
+    { echo "Bail out! preshard $l: $(messages "$T_TMP/mpi.err")"; exit 99; }
+  t_oracle "preshard of the local $l model matches the oracle" \
+    check-preshard "$M/$l" "$M/$l/plan.json" 2 "$T_TMP/out-$l"
+  t_exit "verify $l URL: the output matches" 0 "$TPLOAD" verify "$U/$l/" \
+    "$T_TMP/out-$l" --plan "$M/$l/plan.json"
+done
+
+rm -rf "$T_TMP/bad"
+cp -r "$T_TMP/out-index" "$T_TMP/bad"
+"$ORACLE" -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-1]^=1; open(p,"wb").write(b)' "$T_TMP/bad/rank1.safetensors"
+t_exit "verify URL: a flipped byte of the output (65)" 65 "$TPLOAD" verify \
+  "$U/index/" "$T_TMP/bad" --plan "$M/index/plan.json"
+
+faults_start "$M"
+# mid-load faults: a data GET of the big tensor cut once (retried, the
+# shards still the oracle's), an object replaced after validation (74, no
+# rank file left)
+out="$T_TMP/cut"
+if mpi 2 preshard "$FLT_URL/drop/single/model.safetensors" --out "$out" \
+    --plan "$M/single/plan.json" --quiet 2>"$T_TMP/mpi.err"; then
+  t_oracle "a connection cut mid-load is retried: the oracle's shards" \
+    check-preshard "$M/single" "$M/single/plan.json" 2 "$out"
+else
+  t_fail "a cut mid-load" "$(messages "$T_TMP/mpi.err")"
+fi
+grep -q "/drop/single/model.safetensors .* 206" "$FLT_LOG" &&
+  [ "$(grep -c "/drop/single/" "$FLT_LOG")" -ge 3 ] &&
+  t_ok "... with a further GET for the rest" ||
+  t_fail "the retry's GET" "$(cat "$FLT_LOG")"
+for read in mpi local; do
+  tag=replace1
+  [ "$read" = local ] && tag=replace2 # a fresh count of requests
+  mpi 2 preshard "$FLT_URL/$tag/index/" --out "$T_TMP/repl-$read" \
+    --plan "$M/index/plan.json" --read "$read" --quiet 2>"$T_TMP/mpi.err"
+  rc=$?
+  left=$(ls -A "$T_TMP/repl-$read" 2>/dev/null)
+  if [ $rc -eq 74 ] && [ -z "$left" ] &&
+    messages "$T_TMP/mpi.err" | grep -q "changed while loading"; then
+    t_ok "--read $read: an object replaced mid-load is 74, no file left"
+  else
+    t_fail "--read $read: replaced mid-load" "exit $rc, left: $left" \
+      "$(messages "$T_TMP/mpi.err" | head -c 1500)"
+  fi
+done
+t_exit "verify through the fault server's plain answers" 0 "$TPLOAD" verify \
+  "$FLT_URL/ok/index/" "$T_TMP/out-index" --plan "$M/index/plan.json"
+t_exit "verify: the model replaced on the server while read (74)" 74 \
+  "$TPLOAD" verify "$FLT_URL/replace9/index/" "$T_TMP/out-index" \
+  --plan "$M/index/plan.json"
+grep -q "changed while loading (its ETag changed" "$T_TMP/err" &&
+  t_ok "... naming the object that changed" ||
+  t_fail "names the change" "$(cat "$T_TMP/err")"
+t_done
