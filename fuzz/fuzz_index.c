@@ -11,9 +11,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct tpl_error err;
+  struct tpl__error err;
   struct tpl__st_index *ix = NULL;
-  struct tpl_model *m;
+  struct tpl__model *m;
   const char *first;
   if (tpl__st_index_parse((const char *)data, size, "fuzz", &ix, &err) != 0)
     return 0;

@@ -41,7 +41,7 @@ static void check_repack(const struct tpl__job *job) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct tpl__job *job = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   if (tpl__job_unpack(data, size, &job, &err) != 0) {
     if (job != NULL || err.msg[0] == '\0') abort();
     return 0;

@@ -11,8 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int presharded = 0; presharded < 2; presharded++) {
-    struct tpl_error err;
-    struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, ".");
+    struct tpl__error err;
+    struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, ".");
     if (m == NULL) return 0;
     if (tpl__mlc_parse_flags((const char *)data, size, "fuzz", presharded, m,
                              &err) == 0)

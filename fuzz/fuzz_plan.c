@@ -25,7 +25,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
+static void add(struct tpl__model *m, const char *name, int dtype, int ndim,
                 uint64_t a, uint64_t b, uint64_t c) {
   struct tpl__tensor t;
   memset(&t, 0, sizeof(t));
@@ -39,8 +39,8 @@ static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
   if (t.name == NULL || tpl__model_add_tensor(m, &t) != 0) free(t.name);
 }
 
-static struct tpl_model *fixed_model(void) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+static struct tpl__model *fixed_model(void) {
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
   uint32_t idx;
   if (m == NULL) return NULL;
   tpl__model_add_file(m, "fuzz", "fuzz", 0, &idx);
@@ -62,11 +62,11 @@ static struct tpl_model *fixed_model(void) {
   return m;
 }
 
-static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
+static void apply_all(const struct tpl__plan *p, const struct tpl__model *m,
                       uint32_t n, const json_t *cfg) {
   struct tpl__strategy *st = calloc(m->ntensors, sizeof(*st));
   struct tpl__job *job = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   json_t *info = NULL;
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
@@ -81,11 +81,11 @@ static void apply_all(const struct tpl__plan *p, const struct tpl_model *m,
 }
 
 static void try_presets(const uint8_t *data, size_t size,
-                        const struct tpl_model *m) {
+                        const struct tpl__model *m) {
   static const char *const names[] = {"phi3",   "gpt2",        "qwen2_moe",
                                       "llama4", "deepseek_v2", "qwen"};
   json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
-  struct tpl_error err;
+  struct tpl__error err;
   const char *detected;
   if (!json_is_object(cfg)) {
     json_decref(cfg);
@@ -109,10 +109,10 @@ static void try_name(const uint8_t *data, size_t size) {
   static const char cfg_text[] =
       "{\"hidden_size\": 32, \"num_attention_heads\": 4, "
       "\"intermediate_size\": 48}";
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
   json_t *cfg = json_loads(cfg_text, 0, NULL);
   struct tpl__plan *p = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   char name[256];
   size_t len = size < sizeof(name) - 1 ? size : sizeof(name) - 1;
   memcpy(name, data, len);
@@ -131,12 +131,12 @@ static void try_name(const uint8_t *data, size_t size) {
 /* The input as an mlc-chat-config.json: a fixed plan over the quantized
  * params, derived under whatever it says. */
 static void try_quant(const uint8_t *data, size_t size,
-                      const struct tpl_model *m) {
+                      const struct tpl__model *m) {
   struct tpl__shard_spec row = {.dim = 1, .nsegs = 2, .segs = {128, 128}};
   struct tpl__shard_spec col = {.dim = 0};
   struct tpl__plan *p = tpl__plan_new("fuzz quant");
   json_t *cfg = json_loadb((const char *)data, size, 0, NULL);
-  struct tpl_error err;
+  struct tpl__error err;
   if (p != NULL && json_is_object(cfg) &&
       tpl__plan_add_rule(p, "*.c_fc.weight", TPL_RULE_SHARD, NULL, &col) == 0 &&
       tpl__plan_add_rule(p, "*.c_proj.weight", TPL_RULE_SHARD, NULL, &row) ==
@@ -150,9 +150,9 @@ static void try_quant(const uint8_t *data, size_t size,
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct tpl_model *m = fixed_model();
+  struct tpl__model *m = fixed_model();
   struct tpl__plan *p = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   if (m == NULL) return 0;
   if (tpl__plan_parse((const char *)data, size, "fuzz", &p, &err) == 0)
     for (uint32_t n = 1; n <= 3; n++)

@@ -11,8 +11,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  struct tpl_error err;
-  struct tpl_model *m;
+  struct tpl__error err;
+  struct tpl__model *m;
   uint64_t hlen;
   uint32_t idx;
   if (tpl__st_header_len(data, size, size, "fuzz", &hlen, &err) != 0) return 0;

@@ -197,7 +197,7 @@ static void check_small(const struct fuzz_spec *f, uint64_t nbytes) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct fuzz_spec f;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   uint64_t nbytes;
   parse_spec(data, size, &f);
   int rc = tpl__shard_check(f.shape, f.ndim, &f.spec, f.nshards, "fuzz", &err);

@@ -48,7 +48,7 @@ static void check_layers(uint32_t layers, uint32_t pp) {
 static void check_name(const char *name, uint32_t layers, uint32_t pp,
                        int tied) {
   struct tpl__stages s = {0, 0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   if (tpl__stage_check(layers, pp, NULL) != 0) return;
   int rc = tpl__tensor_stages(name, layers, pp, tied, &err, &s);
   if (rc == TPL_EPLAN && err.msg[0] != '\0') return;

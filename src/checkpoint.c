@@ -19,8 +19,8 @@
 /* --- the drivers of the JSON-described formats --- */
 
 static int load_index_files(const struct tpl__st_index *ix, const char *dir,
-                            const char *what, struct tpl_model *m,
-                            struct tpl_error *err) {
+                            const char *what, struct tpl__model *m,
+                            struct tpl__error *err) {
   for (size_t i = 0; i < tpl__st_index_nfiles(ix); i++) {
     const char *first, *fname = tpl__st_index_file(ix, i, &first);
     char ctx[TPL_MAX_NAME + 16], *path = tpl__path_join(dir, fname);
@@ -39,8 +39,8 @@ static int load_index_files(const struct tpl__st_index *ix, const char *dir,
  * loads each member file once in sorted name order, and checks that the
  * map and the files agree. */
 static int load_index(const char *buf, size_t len, const char *dir,
-                      const char *what, struct tpl_model *m,
-                      struct tpl_error *err) {
+                      const char *what, struct tpl__model *m,
+                      struct tpl__error *err) {
   struct tpl__st_index *ix = NULL;
   int rc = tpl__st_index_parse(buf, len, what, &ix, err);
   if (rc == 0) rc = load_index_files(ix, dir, what, m, err);
@@ -51,8 +51,8 @@ static int load_index(const char *buf, size_t len, const char *dir,
 
 /* File i of an MLC model is the cache's file record i, at the path
  * dir/dataPath the parser gave it. */
-static int open_mlc_files(const char *what, struct tpl_model *m,
-                          struct tpl_error *err) {
+static int open_mlc_files(const char *what, struct tpl__model *m,
+                          struct tpl__error *err) {
   for (uint32_t i = 0; i < m->nfiles; i++) {
     char ctx[64];
     int rc;
@@ -67,8 +67,8 @@ static int open_mlc_files(const char *what, struct tpl_model *m,
  * every record, then confines and opens each shard file, checking its
  * size. */
 static int load_mlc(const char *buf, size_t len, const char *what,
-                    int presharded, struct tpl_model *m,
-                    struct tpl_error *err) {
+                    int presharded, struct tpl__model *m,
+                    struct tpl__error *err) {
   int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
   if (rc == 0) rc = open_mlc_files(what, m, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
@@ -80,9 +80,9 @@ static int load_mlc(const char *buf, size_t len, const char *what,
 /* Opens `path`, a file named `name` in `dir`, as a checkpoint of
  * `format`: a safetensors file, or the JSON of an index or MLC cache. */
 static int open_format(const char *dir, const char *path, const char *name,
-                       int format, int presharded, struct tpl_model **out,
-                       struct tpl_error *err) {
-  struct tpl_model *m = tpl__model_new(format, dir);
+                       int format, int presharded, struct tpl__model **out,
+                       struct tpl__error *err) {
+  struct tpl__model *m = tpl__model_new(format, dir);
   char *buf = NULL;
   size_t len = 0;
   int rc;
@@ -103,8 +103,8 @@ static int open_format(const char *dir, const char *path, const char *name,
   return rc;
 }
 
-static int open_single_file(const char *path, struct tpl_model **out,
-                            struct tpl_error *err) {
+static int open_single_file(const char *path, struct tpl__model **out,
+                            struct tpl__error *err) {
   const char *slash = strrchr(path, '/');
   char *dir = tpl__dir_of(path);
   int rc;
@@ -117,7 +117,7 @@ static int open_single_file(const char *path, struct tpl_model **out,
 
 /* The first of the probes that exists decides the format. */
 static int open_directory(const char *dir, int presharded,
-                          struct tpl_model **out, struct tpl_error *err) {
+                          struct tpl__model **out, struct tpl__error *err) {
   const struct tpl__model_probe *probes = tpl__model_probes;
   for (size_t i = 0; i < TPL_MODEL_NPROBES; i++) {
     char *p = tpl__path_join(dir, probes[i].name);
@@ -136,8 +136,8 @@ static int open_directory(const char *dir, int presharded,
 }
 
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
-                         int presharded, struct tpl_model **out,
-                         struct tpl_error *err) {
+                         int presharded, struct tpl__model **out,
+                         struct tpl__error *err) {
   static const struct tpl__http_opts defaults = TPL_HTTP_OPTS_DEFAULT;
   if (tpl__url_is_remote(path))
     return tpl__remote_open(path, http ? http : &defaults, presharded, out,
@@ -145,8 +145,8 @@ int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
   return tpl__model_open_flags(path, presharded, out, err);
 }
 
-int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
-                    uint64_t len, uint64_t off, struct tpl_error *err) {
+int tpl__model_read(const struct tpl__model *m, uint32_t idx, void *dst,
+                    uint64_t len, uint64_t off, struct tpl__error *err) {
   struct tpl__file *f = &m->files[idx];
   int rc;
   if (f->url != NULL) {
@@ -166,9 +166,9 @@ int tpl__model_read(const struct tpl_model *m, uint32_t idx, void *dst,
   return 0;
 }
 
-int tpl__model_read_member(const struct tpl_model *m, const char *name,
+int tpl__model_read_member(const struct tpl__model *m, const char *name,
                            size_t cap, char **buf, size_t *len,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   char *path;
   int rc;
   if (m->http != NULL)
@@ -180,13 +180,13 @@ int tpl__model_read_member(const struct tpl_model *m, const char *name,
   return rc;
 }
 
-int tpl__model_open(const char *path, struct tpl_model **out,
-                    struct tpl_error *err) {
+int tpl__model_open(const char *path, struct tpl__model **out,
+                    struct tpl__error *err) {
   return tpl__model_open_flags(path, 0, out, err);
 }
 
 int tpl__model_open_flags(const char *path, int presharded,
-                          struct tpl_model **out, struct tpl_error *err) {
+                          struct tpl__model **out, struct tpl__error *err) {
   /* Every member stays open from validation to the end of the load (see
    * tpl__model_hold_fd). */
   tpl__raise_fd_limit();

@@ -58,7 +58,7 @@ static int inside_hub_blobs(const char *rpath, const char *rdir) {
  * for a snapshot of the HF hub cache, inside its repository's blobs. */
 static int check_symlink(const char *dir, const char *path, const char *name,
                          const char *what, const char *ctx,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   char *rdir = realpath(dir, NULL), *rpath;
   int rc = 0;
   if (rdir == NULL) {
@@ -86,7 +86,7 @@ static int check_symlink(const char *dir, const char *path, const char *name,
 
 int tpl__member_confine(const char *dir, const char *path, const char *name,
                         const char *what, const char *ctx,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct stat st;
   if (lstat(path, &st) != 0) {
     int e = errno;
@@ -98,8 +98,8 @@ int tpl__member_confine(const char *dir, const char *path, const char *name,
   return 0;
 }
 
-int tpl__member_open(struct tpl_model *m, uint32_t idx, const char *what,
-                     const char *ctx, struct tpl_error *err) {
+int tpl__member_open(struct tpl__model *m, uint32_t idx, const char *what,
+                     const char *ctx, struct tpl__error *err) {
   const struct tpl__file *f = &m->files[idx];
   uint64_t size;
   int fd, rc = tpl__member_confine(m->dir, f->path, f->name, what, ctx, err);
@@ -129,7 +129,7 @@ int tpl__member_open(struct tpl_model *m, uint32_t idx, const char *what,
 /* Reads the 8-byte prefix and the header of an open file into a malloc'd
  * buffer of 8 + N bytes (*out, caller frees). */
 static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
-                       size_t *out_len, struct tpl_error *err) {
+                       size_t *out_len, struct tpl__error *err) {
   uint8_t prefix[8];
   size_t got = size < 8 ? (size_t)size : 8;
   uint64_t hlen, at = 0;
@@ -170,8 +170,8 @@ static int read_header(int fd, uint64_t size, const char *path, uint8_t **out,
   return 0;
 }
 
-int tpl__st_load(const char *path, const char *name, struct tpl_model *m,
-                 struct tpl_error *err) {
+int tpl__st_load(const char *path, const char *name, struct tpl__model *m,
+                 struct tpl__error *err) {
   uint8_t *buf = NULL;
   size_t len = 0;
   uint64_t size;

@@ -24,8 +24,8 @@ struct member {
   char *url, *shown;
 };
 
-static int member_of(const struct tpl_model *m, const char *name,
-                     struct member *out, struct tpl_error *err) {
+static int member_of(const struct tpl__model *m, const char *name,
+                     struct member *out, struct tpl__error *err) {
   out->url = tpl__url_member(m->url, name);
   out->shown = tpl__url_member_shown(m->url, name);
   if (out->url != NULL && out->shown != NULL) return 0;
@@ -45,7 +45,7 @@ static void member_clear(struct member *mb) {
  * longer, the rest of it: 8 + N bytes in *out (caller frees). */
 static int fetch_header(struct tpl__http *h, const struct member *mb,
                         struct tpl__http_obj *obj, uint8_t **out,
-                        size_t *out_len, struct tpl_error *err) {
+                        size_t *out_len, struct tpl__error *err) {
   struct tpl__http_read r = {
       .url = mb->url, .shown = mb->shown, .len = PROBE_BYTES, .obj = obj};
   uint64_t hlen;
@@ -79,9 +79,9 @@ static int fetch_header(struct tpl__http *h, const struct member *mb,
 
 /* Appends file `name` (URL and shown form in mb) to m with what the
  * server said about it. */
-static int add_remote_file(struct tpl_model *m, const struct member *mb,
+static int add_remote_file(struct tpl__model *m, const struct member *mb,
                            const char *name, const struct tpl__http_obj *obj,
-                           uint32_t *idx, struct tpl_error *err) {
+                           uint32_t *idx, struct tpl__error *err) {
   int rc = tpl__model_add_file(m, mb->shown, name, obj->size, idx);
   if (rc == 0 && (m->files[*idx].url = strdup(mb->url)) == NULL) rc = -ENOMEM;
   if (rc != 0) return tpl__fail(err, rc, "%s: out of memory", mb->shown);
@@ -90,8 +90,8 @@ static int add_remote_file(struct tpl_model *m, const struct member *mb,
 }
 
 /* Loads the safetensors file `name` of m's directory (or m's own file). */
-static int st_load(struct tpl_model *m, const char *name,
-                   struct tpl_error *err) {
+static int st_load(struct tpl__model *m, const char *name,
+                   struct tpl__error *err) {
   struct tpl__http_obj obj = {0};
   struct member mb;
   uint8_t *buf = NULL;
@@ -109,8 +109,8 @@ static int st_load(struct tpl_model *m, const char *name,
 
 /* --- the JSON-described formats --- */
 
-static int load_index(struct tpl_model *m, const char *buf, size_t len,
-                      const char *what, struct tpl_error *err) {
+static int load_index(struct tpl__model *m, const char *buf, size_t len,
+                      const char *what, struct tpl__error *err) {
   struct tpl__st_index *ix = NULL;
   int rc = tpl__st_index_parse(buf, len, what, &ix, err);
   for (size_t i = 0; rc == 0 && i < tpl__st_index_nfiles(ix); i++) {
@@ -124,8 +124,8 @@ static int load_index(struct tpl_model *m, const char *buf, size_t len,
 
 /* Every shard file of an MLC cache: its URL, and its size as the server
  * tells it (one-byte probes, all at once) against the cache's "nbytes". */
-static int probe_mlc_files(struct tpl_model *m, const char *what,
-                           struct tpl_error *err) {
+static int probe_mlc_files(struct tpl__model *m, const char *what,
+                           struct tpl__error *err) {
   size_t n = m->nfiles;
   struct tpl__http_read *r = calloc(n ? n : 1, sizeof(*r));
   uint8_t *scratch = malloc(n ? n : 1);
@@ -158,8 +158,8 @@ static int probe_mlc_files(struct tpl_model *m, const char *what,
   return rc;
 }
 
-static int load_mlc(struct tpl_model *m, const char *buf, size_t len,
-                    const char *what, int presharded, struct tpl_error *err) {
+static int load_mlc(struct tpl__model *m, const char *buf, size_t len,
+                    const char *what, int presharded, struct tpl__error *err) {
   int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
   if (rc == 0) rc = probe_mlc_files(m, what, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
@@ -171,8 +171,8 @@ static int load_mlc(struct tpl_model *m, const char *buf, size_t len,
 /* Opens probe k of the directory: -ENOENT (or TPL_EDENIED, which an
  * object store answers for a missing key to whoever may not list the
  * bucket) when the server has no such object. */
-static int open_probe(struct tpl_model *m, size_t k, int presharded,
-                      struct tpl_error *err) {
+static int open_probe(struct tpl__model *m, size_t k, int presharded,
+                      struct tpl__error *err) {
   const struct tpl__model_probe *probes = tpl__model_probes;
   struct member mb;
   char *buf = NULL;
@@ -193,9 +193,9 @@ static int open_probe(struct tpl_model *m, size_t k, int presharded,
   return rc;
 }
 
-static int open_dir(struct tpl_model *m, int presharded,
-                    struct tpl_error *err) {
-  struct tpl_error denied = {0};
+static int open_dir(struct tpl__model *m, int presharded,
+                    struct tpl__error *err) {
+  struct tpl__error denied = {0};
   for (size_t k = 0; k < TPL_MODEL_NPROBES; k++) {
     int rc = open_probe(m, k, presharded, err);
     if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
@@ -211,9 +211,9 @@ static int open_dir(struct tpl_model *m, int presharded,
 
 /* An empty model for the URL, owning the parsed URL and the client. */
 static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
-                        struct tpl_model **out, struct tpl_error *err) {
+                        struct tpl__model **out, struct tpl__error *err) {
   char *dir = tpl__url_dir_shown(u);
-  struct tpl_model *m = dir ? tpl__model_new(0, dir) : NULL;
+  struct tpl__model *m = dir ? tpl__model_new(0, dir) : NULL;
   int rc;
   free(dir);
   if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -237,10 +237,10 @@ static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
 }
 
 int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
-                     int presharded, struct tpl_model **out,
-                     struct tpl_error *err) {
+                     int presharded, struct tpl__model **out,
+                     struct tpl__error *err) {
   struct tpl__url u;
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   int rc = tpl__url_parse(s, &u, err);
   if (rc != 0) return rc;
   rc = remote_model(&u, o, &m, err);
@@ -260,9 +260,9 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
   return 0;
 }
 
-int tpl__remote_read_member(const struct tpl_model *m, const char *name,
+int tpl__remote_read_member(const struct tpl__model *m, const char *name,
                             size_t cap, char **buf, size_t *len,
-                            struct tpl_error *err) {
+                            struct tpl__error *err) {
   struct member mb;
   int rc = member_of(m, name, &mb, err);
   if (rc != 0) return rc;

@@ -21,15 +21,15 @@
  * `presharded`: an MLC cache of MLC's preshard layout is read as it is
  * (tpl__mlc_parse_flags), for listing. */
 int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
-                     int presharded, struct tpl_model **out,
-                     struct tpl_error *err);
+                     int presharded, struct tpl__model **out,
+                     struct tpl__error *err);
 
 /* Fetches member `name` of a remote model's directory (config.json),
  * whole, at most `cap` bytes, into a NUL-terminated malloc'd *buf.
  * Returns 0, -ENOENT when the server has none (404), or the client's
  * codes. */
-int tpl__remote_read_member(const struct tpl_model *m, const char *name,
+int tpl__remote_read_member(const struct tpl__model *m, const char *name,
                             size_t cap, char **buf, size_t *len,
-                            struct tpl_error *err);
+                            struct tpl__error *err);
 
 #endif

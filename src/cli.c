@@ -282,7 +282,7 @@ const char *tpl__cli_rate(double bytes_per_s, char *buf, size_t len) {
   return buf;
 }
 
-int tpl__cli_report(int code, const struct tpl_error *err) {
+int tpl__cli_report(int code, const struct tpl__error *err) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (err != NULL && err->msg[0] != '\0')
     fprintf(stderr, "tpload: %s\n",

@@ -84,8 +84,8 @@ static inline int tpl__cli_has(const struct tpl__cli_args *a, int id) {
 
 /* Prints "tpload: MESSAGE" for a failed call on stderr and returns the
  * exit code for `code` (err->msg when set, else tpl_strerror). */
-struct tpl_error;
-int tpl__cli_report(int code, const struct tpl_error *err);
+struct tpl__error;
+int tpl__cli_report(int code, const struct tpl__error *err);
 
 /* Prints "tpload COMMAND: MESSAGE" plus a hint to --help (under mpirun on
  * rank 0 only, for a command with rank0_speaks); returns 64. */

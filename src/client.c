@@ -49,7 +49,8 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int untrusted(const char *path, const char *why, struct tpl_error *err) {
+static int untrusted(const char *path, const char *why,
+                     struct tpl__error *err) {
   return tpl__fail(err, TPL_EUNREACHABLE,
                    "%s: refusing to talk to this daemon: %s", path, why);
 }
@@ -58,8 +59,8 @@ static int untrusted(const char *path, const char *why, struct tpl_error *err) {
  * trusted uid; stores the socket's path under the resolved directory
  * (malloc'd), which is what gets connected to. */
 static int trusted_path(const char *path, uid_t uid, char **out,
-                        struct tpl_error *err) {
-  struct tpl_error why = {0};
+                        struct tpl__error *err) {
+  struct tpl__error why = {0};
   const char *base = strrchr(path, '/');
   char *dir = tpl__dir_of(path), *real = NULL, *full = NULL;
   struct stat st;
@@ -85,7 +86,7 @@ static int trusted_path(const char *path, uid_t uid, char **out,
 
 /* The process listening must run as the trusted uid. */
 static int check_peer(int s, const char *path, uid_t uid,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   char why[96];
   uid_t peer;
   pid_t pid;
@@ -101,7 +102,7 @@ static int check_peer(int s, const char *path, uid_t uid,
 }
 
 static int connect_to(const char *path, const char *real, int timeout_ms,
-                      int *fd, struct tpl_error *err) {
+                      int *fd, struct tpl__error *err) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   size_t n = strlen(real);
@@ -135,7 +136,7 @@ static int connect_to(const char *path, const char *real, int timeout_ms,
  * answers, or not a trusted daemon; err names the path and the reason) or
  * -ENAMETOOLONG. */
 static int connect_trusted(const char *path, int timeout_ms, int *fd,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   char *real = NULL;
   uid_t uid;
   int s = -1, rc = tpl__trusted_uid(&uid, err);
@@ -152,7 +153,7 @@ static int connect_trusted(const char *path, int timeout_ms, int *fd,
 }
 
 static int send_all(int fd, const uint8_t *p, size_t len,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   while (len > 0) {
     ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -197,7 +198,7 @@ static void close_fds(struct fd_sink *sink) {
 }
 
 /* Waits until `fd` is readable or the deadline passes. */
-static int wait_readable(int fd, int64_t deadline, struct tpl_error *err) {
+static int wait_readable(int fd, int64_t deadline, struct tpl__error *err) {
   for (;;) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int64_t left = deadline - now_ms();
@@ -214,7 +215,7 @@ static int wait_readable(int fd, int64_t deadline, struct tpl_error *err) {
 
 /* Reads exactly `len` bytes, collecting any passed descriptor. */
 static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
-                      struct fd_sink *sink, struct tpl_error *err) {
+                      struct fd_sink *sink, struct tpl__error *err) {
   while (len > 0) {
     union {
       struct cmsghdr h;
@@ -244,7 +245,7 @@ static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
 }
 
 static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
-                      struct fd_sink *sink, struct tpl_error *err) {
+                      struct fd_sink *sink, struct tpl__error *err) {
   int64_t deadline = now_ms() + timeout_ms;
   uint8_t hdr[TPL_WIRE_HEADER], *body;
   uint32_t len;
@@ -267,14 +268,14 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
 
 int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   struct tpl__client_req q = {kind, flags, NULL, timeout_ms, timeout_ms};
   return tpl__client_call_req(path, &q, resp, fds, nfds, err);
 }
 
 int tpl__client_call_req(const char *path, const struct tpl__client_req *q,
                          struct tpl__wire_response *resp, int *fds, size_t nfds,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   struct fd_sink sink = {fds, nfds, 0};
   uint8_t *frame;
   size_t len;
@@ -294,7 +295,7 @@ int tpl__client_call_req(const char *path, const struct tpl__client_req *q,
 
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
-                              struct tpl_error *err) {
+                              struct tpl__error *err) {
   return tpl__client_call(path, kind, flags, timeout_ms, resp, NULL, 0, err);
 }
 
@@ -309,7 +310,7 @@ char *tpl__client_rank0_path(const char *path) {
 
 int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
                          struct tpl__wire_response *resp,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   char *r0;
   int rc = tpl__client_call_req(path, q, resp, NULL, 0, err);
   if (rc != 0 || resp->ok || resp->rank == 0) return rc;
@@ -328,7 +329,7 @@ int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
  * it read-only into *out (not when empty). */
 static int map_memfd(int fd, uint64_t size, int flags, const char *path,
                      const char *what, const uint8_t **out,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   const int need = F_SEAL_WRITE | F_SEAL_SHRINK;
   struct stat st;
   int seals = fcntl(fd, F_GET_SEALS);
@@ -359,8 +360,8 @@ static int map_memfd(int fd, uint64_t size, int flags, const char *path,
  * opens it against the mapped store; errors about its content name the
  * socket. */
 static int open_table(struct tpl_shard *s, const char *path, int fd,
-                      struct tpl_error *err) {
-  struct tpl_error why = {0};
+                      struct tpl__error *err) {
+  struct tpl__error why = {0};
   uint8_t *b = NULL;
   int rc;
   if (s->man.table_bytes > 0) {
@@ -384,7 +385,7 @@ static int open_table(struct tpl_shard *s, const char *path, int fd,
  * table's, into fds[0] and fds[1] (or, from an older daemon, the table in
  * compact form). */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
-                 int *fds, struct tpl_error *err) {
+                 int *fds, struct tpl__error *err) {
   int rc = tpl__client_call(path, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
                             timeout_ms, &s->man, fds, 2, err);
   if (rc == 0 &&
@@ -398,7 +399,7 @@ static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
 }
 
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   struct tpl_shard *s = calloc(1, sizeof(*s));
   int fds[2] = {-1, -1}, rc;
   if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -419,7 +420,7 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
 
 int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
                size_t errlen) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__client_attach(socket_path, TPL_CLIENT_TIMEOUT_MS, out, &err);
   tpl__error_text(&err, rc, errbuf, errlen);
   return rc;

@@ -24,7 +24,7 @@
  * open. */
 int tpl__client_call(const char *path, int kind, unsigned flags, int timeout_ms,
                      struct tpl__wire_response *resp, int *fds, size_t nfds,
-                     struct tpl_error *err);
+                     struct tpl__error *err);
 
 /* A request with arguments (a reload, a watch) and its own wait for the
  * reply: `timeout_ms` bounds connecting and sending, `reply_ms` the
@@ -39,12 +39,12 @@ struct tpl__client_req {
 /* tpl__client_call of `q`. */
 int tpl__client_call_req(const char *path, const struct tpl__client_req *q,
                          struct tpl__wire_response *resp, int *fds, size_t nfds,
-                         struct tpl_error *err);
+                         struct tpl__error *err);
 
 /* tpl__client_call without descriptors. */
 int tpl__client_request_flags(const char *path, int kind, unsigned flags,
                               int timeout_ms, struct tpl__wire_response *resp,
-                              struct tpl_error *err);
+                              struct tpl__error *err);
 
 /* rank0.sock in the directory of `path` (malloc'd), NULL on ENOMEM: where
  * the job-wide requests go. */
@@ -55,12 +55,12 @@ char *tpl__client_rank0_path(const char *path);
  * tpl__client_call_req otherwise. */
 int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
                          struct tpl__wire_response *resp,
-                         struct tpl_error *err);
+                         struct tpl__error *err);
 
 /* tpl_attach with a timeout and a full error record. */
 struct tpl_shard;
 int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
-                       struct tpl_error *err);
+                       struct tpl__error *err);
 
 /* The grid of the job the attached daemon serves (world = tp x pp x
  * replicas); both 0 when the daemon is older than the grid field. */

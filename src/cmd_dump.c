@@ -50,7 +50,7 @@ static const char dump_help[] =
 /* The safetensors header for everything the attachment holds, rank
  * tpl_shard_rank(s) of grid `g`. */
 static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
-                        uint8_t **hdr, size_t *len, struct tpl_error *err) {
+                        uint8_t **hdr, size_t *len, struct tpl__error *err) {
   size_t n = tpl_shard_count(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
   int rc;
@@ -74,7 +74,7 @@ static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
 
 /* Writes the header and every tensor's bytes, checking each checksum. */
 static int write_body(int fd, const struct tpl_shard *s, const uint8_t *hdr,
-                      size_t hlen, const char *path, struct tpl_error *err) {
+                      size_t hlen, const char *path, struct tpl__error *err) {
   int rc = tpl__write_full(fd, hdr, hlen);
   for (size_t i = 0; rc == 0 && i < tpl_shard_count(s); i++) {
     struct tpl_tensor_view v;
@@ -92,7 +92,7 @@ static int write_body(int fd, const struct tpl_shard *s, const uint8_t *hdr,
 }
 
 /* Keeps err's message under TPL_EOUTPUT (exit 73). */
-static int output_error(struct tpl_error *err) {
+static int output_error(struct tpl__error *err) {
   err->code = TPL_EOUTPUT;
   return TPL_EOUTPUT;
 }
@@ -100,7 +100,7 @@ static int output_error(struct tpl_error *err) {
 /* A FILE that cannot be created or put in place is exit 73; one that
  * cannot be written or synced is an I/O error. */
 static int write_file(const struct tpl_shard *s, const struct tpl__grid *g,
-                      const char *path, struct tpl_error *err) {
+                      const char *path, struct tpl__error *err) {
   char tmp[4096];
   struct tpl__atomic a;
   uint8_t *hdr = NULL;
@@ -128,7 +128,7 @@ static int write_file(const struct tpl_shard *s, const struct tpl__grid *g,
  * than that field, --tp x --pp (0: one tensor-parallel group).
  * TPL_EUSAGE with the numbers when they disagree or do not divide. */
 static int dump_grid(const struct tpl_shard *s, const char *sock, uint32_t tp,
-                     uint32_t pp, struct tpl__grid *g, struct tpl_error *err) {
+                     uint32_t pp, struct tpl__grid *g, struct tpl__error *err) {
   uint32_t world = tpl_shard_world(s), dtp, dpp;
   tpl__shard_grid(s, &dtp, &dpp);
   if (dtp != 0 && ((tp != 0 && tp != dtp) || (pp != 0 && pp != dpp)))
@@ -155,7 +155,7 @@ static const struct tpl__cli_option dump_options[] = {
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl_shard *s = NULL;
   struct tpl__grid g;
   const char *out = a->value[OPT_OUT];

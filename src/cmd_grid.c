@@ -19,7 +19,7 @@ int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
 
 int tpl__cli_grid(const struct tpl__cli_command *cmd,
                   const struct tpl__grid_args *a, struct tpl__grid *out) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   uint32_t n, tp, pp;
   uint64_t world;
   if (tpl__cli_grid_count(cmd, "shards", a->shards, &n) != 0 ||

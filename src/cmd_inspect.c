@@ -80,7 +80,7 @@ static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
 }
 
 /* The JSON form; `p` and `job` are NULL without a grid. */
-static void print_json(const struct tpl_model *m, const struct tpl__plan *p,
+static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                        const struct tpl__job *job) {
   const char *format = format_name(m->format);
   json_t *root =
@@ -115,7 +115,7 @@ static void print_json(const struct tpl_model *m, const struct tpl__plan *p,
 
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
  * shape and the rule, and the shards and plan in the totals line. */
-static void print_table(const struct tpl_model *m, const struct tpl__plan *p,
+static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)];
@@ -161,8 +161,9 @@ static void print_rank_table(const struct tpl__job *job) {
 
 /* Lists the model; with a grid (`grid` not NULL) also its shard view, for
  * biases as a default load delivers them (scaled). */
-static int show(const struct tpl_model *m, const char *model, const char *plan,
-                const struct tpl__grid *grid, int json, struct tpl_error *err) {
+static int show(const struct tpl__model *m, const char *model, const char *plan,
+                const struct tpl__grid *grid, int json,
+                struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, 1, &p,
@@ -203,8 +204,8 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
                               a->value[OPT_PP]};
   int sharded = ga.shards != NULL || ga.tp != NULL;
-  struct tpl_error err = {0};
-  struct tpl_model *m = NULL;
+  struct tpl__error err = {0};
+  struct tpl__model *m = NULL;
   struct tpl__grid grid;
   struct tpl__http_opts ho;
   int rc;

@@ -383,7 +383,8 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
 
 /* One message per failure: rank 0 says why (or that another rank failed);
  * another rank speaks only when the failure was its own. */
-static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
+static void report_failure(int rc, const struct tpl__error *err,
+                           uint32_t rank) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
   if (rank == 0 && err->msg[0] != '\0')
     tpl__cli_report(rc, err);
@@ -398,7 +399,7 @@ static void report_failure(int rc, const struct tpl_error *err, uint32_t rank) {
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   struct load_cli c = {.cmd = cmd};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   uint32_t rank = 0, world = 1;
   int argc = a->argc, rc;
   char **argv = a->argv;

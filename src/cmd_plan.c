@@ -156,8 +156,8 @@ static const struct tpl__cli_option plan_options[] = {
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
-  struct tpl_error err = {0};
-  struct tpl_model *m = NULL;
+  struct tpl__error err = {0};
+  struct tpl__model *m = NULL;
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],

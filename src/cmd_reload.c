@@ -82,7 +82,7 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__client_req q = {TPL_REQ_RELOAD, 0, NULL, TPL_CLIENT_TIMEOUT_MS,
                               INT_MAX}; /* the reply: when the reload ends */
   struct tpl__wire_response r = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc;
   if (tpl__cli_daemon_uid(cmd, a->value[OPT_DAEMON_UID]) != 0) return 64;
   if (a->noperands > 1 && (args.model = absolute(a->operands[1])) == NULL)

@@ -62,7 +62,7 @@ static int job_request(const char *path, int kind, unsigned flags,
                        struct tpl__wire_response *resp) {
   struct tpl__client_req q = {kind, flags, NULL, TPL_CLIENT_TIMEOUT_MS,
                               TPL_CLIENT_TIMEOUT_MS};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__client_job_call(path, &q, resp, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   return resp->ok ? 0 : refused(path, resp);

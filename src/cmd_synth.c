@@ -235,7 +235,7 @@ static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   struct tpl__synth_opts o;
   struct tpl__synth_summary sum;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = parse_args(cmd, a, &o);
   if (rc != 0) return rc;
   rc = tpl__synth_resolve(&o, &err);

@@ -57,7 +57,7 @@ static const struct tpl__cli_option verify_options[] = {
 
 static int run_verify(const struct tpl__cli_command *cmd,
                       const struct tpl__cli_args *a) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__verify_result res;
   struct tpl__verify_grid want;
   struct tpl__http_opts ho;

@@ -24,22 +24,22 @@
 
 /* An error as library code reports it: a code and one line of text naming
  * the file, the tensor, what was expected and what was found.  Functions
- * that take a `struct tpl_error *` fill it only when they fail; NULL is
+ * that take a `struct tpl__error *` fill it only when they fail; NULL is
  * accepted and means "caller does not want the text". */
-struct tpl_error {
+struct tpl__error {
   int code;
   char msg[1536];
 };
 
 /* Records `code` and a printf-style message in `err`; returns `code`, so
  * failures read `return tpl__fail(err, TPL_EFORMAT, "...", ...);`. */
-int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...)
+int tpl__fail(struct tpl__error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Copies the text of a failure into a caller's buffer of `len` bytes (the
  * public API's errbuf convention): "" when rc is 0, else err->msg, or
  * tpl_strerror(rc) when no message was recorded.  buf may be NULL. */
-void tpl__error_text(const struct tpl_error *err, int rc, char *buf,
+void tpl__error_text(const struct tpl__error *err, int rc, char *buf,
                      size_t len);
 
 /* Overflow-checked arithmetic: return 0 and store the result, or return

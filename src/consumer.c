@@ -12,7 +12,7 @@
 TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
                        char *errbuf, size_t errlen) {
   struct tpl__wire_response r = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__client_request_flags(socket_path, TPL_REQ_HEALTH, 0,
                                      TPL_CLIENT_TIMEOUT_MS, &r, &err);
   if (rc == 0 && !r.ok)
@@ -30,7 +30,7 @@ TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
 
 TPL_API int tpl_shutdown(const char *socket_path, char *errbuf, size_t errlen) {
   struct tpl__wire_response r = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__client_request_flags(socket_path, TPL_REQ_SHUTDOWN, 0,
                                      TPL_CLIENT_TIMEOUT_MS, &r, &err);
   if (rc == 0 && !r.ok)
@@ -58,7 +58,7 @@ TPL_API int tpl_watch(const char *socket_path, uint64_t after_generation,
   struct tpl__client_req q = {TPL_REQ_WATCH, 0, &a, TPL_CLIENT_TIMEOUT_MS,
                               watch_reply_ms(timeout_ms)};
   struct tpl__wire_response r = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__client_call_req(socket_path, &q, &r, NULL, 0, &err);
   if (rc == 0 && !r.ok)
     rc = tpl__fail(&err, TPL_EPEER, "%s: watch refused: %s", socket_path,

@@ -26,7 +26,7 @@ struct tpl__reload_hooks {
   /* Once this rank's new store is complete, checksummed and sealed: the
    * sink builds what it will serve from it; 0 or a negative code. */
   int (*ready)(void *ctx, const struct tpl__loaded *next,
-               struct tpl_error *err);
+               struct tpl__error *err);
   void *ctx;
 };
 
@@ -36,9 +36,9 @@ struct tpl__coord {
   /* Collective: every rank passes its own result (0 or a negative code)
    * and gets the job's worst; `err` keeps its message only on the lowest
    * rank that failed with that code, so a failure is told once. */
-  int (*agree)(void *ctx, int rc, struct tpl_error *err);
+  int (*agree)(void *ctx, int rc, struct tpl__error *err);
   /* Collective: rank 0's `len` bytes at `buf` land in every rank's buf. */
-  int (*share)(void *ctx, void *buf, size_t len, struct tpl_error *err);
+  int (*share)(void *ctx, void *buf, size_t len, struct tpl__error *err);
   /* Non-blocking: 1 when the job was asked to shut down, 0 when not, a
    * negative code when the other ranks cannot be reached (stop too). */
   int (*poll_shutdown)(void *ctx);
@@ -55,12 +55,12 @@ struct tpl__coord {
    * (beat.h). */
   void (*beats_begin)(void *ctx);
   void (*beat)(void *ctx);
-  int (*agree_after_beats)(void *ctx, int rc, struct tpl_error *err);
+  int (*agree_after_beats)(void *ctx, int rc, struct tpl__error *err);
   /* Collective: every rank's `len` bytes at `mine` land on rank 0, rank
    * r's at all + r * len (`all`, world x len bytes, is read on rank 0
    * only).  Optional (NULL: none). */
   int (*gather)(void *ctx, const void *mine, size_t len, void *all,
-                struct tpl_error *err);
+                struct tpl__error *err);
   void *ctx;
   /* Optional (NULL: none), serve's reload of a new version.
    * poll_reload, on ranks other than 0 (non-blocking): 1 when rank 0 has
@@ -81,7 +81,7 @@ struct tpl__coord {
    * the one message of the rank that saw the failure. */
   int (*reload)(void *ctx, const char *model, const char *plan,
                 const struct tpl__reload_hooks *hooks, struct tpl__loaded *next,
-                struct tpl_error *err);
+                struct tpl__error *err);
   /* Frees the generation the last successful reload replaced. */
   void (*retire)(void *ctx);
 };
@@ -99,13 +99,13 @@ struct tpl__loaded {
 struct tpl__sink {
   /* Rank 0, once the model and plan are valid, before the job is shared:
    * refuses an unusable output before any other rank starts. */
-  int (*prepare)(void *ctx, struct tpl_error *err);
+  int (*prepare)(void *ctx, struct tpl__error *err);
   /* Every rank (its own node's view), before any byte moves; agreed. */
-  int (*check)(void *ctx, uint32_t rank, struct tpl_error *err);
+  int (*check)(void *ctx, uint32_t rank, struct tpl__error *err);
   /* Every rank, after the load and its report: the sink's whole sequence,
    * its agreements included.  Returns the job's code (agreed). */
   int (*run)(void *ctx, const struct tpl__loaded *l,
-             const struct tpl__coord *coord, struct tpl_error *err);
+             const struct tpl__coord *coord, struct tpl__error *err);
   int memfd_store; /* 1: the store is a sealable memfd (huge pages per
                       the load's `huge` option) for the sink to share */
   void *ctx;

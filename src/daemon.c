@@ -169,7 +169,7 @@ static void start_read(struct conn *c);
 /* ---- start-up: directory, socket path, prebuilt replies ---- */
 
 int tpl__daemon_prepare_dir(const char *dir, char **resolved,
-                            struct tpl_error *err) {
+                            struct tpl__error *err) {
   int rc;
   if (mkdir(dir, 0700) == 0) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -188,7 +188,7 @@ int tpl__daemon_prepare_dir(const char *dir, char **resolved,
   return rc != 0 ? TPL_EOUTPUT : 0;
 }
 
-static int make_paths(struct server *s, struct tpl_error *err) {
+static int make_paths(struct server *s, struct tpl__error *err) {
   char name[32];
   struct sockaddr_un sa;
   snprintf(name, sizeof(name), "rank%u.sock", s->cfg->rank);
@@ -204,7 +204,7 @@ static int make_paths(struct server *s, struct tpl_error *err) {
 
 /* A socket file left behind: refuse when a daemon answers on it, remove
  * it when nobody does; anything that is not a socket is left alone. */
-static int clear_stale_socket(const char *path, struct tpl_error *err) {
+static int clear_stale_socket(const char *path, struct tpl__error *err) {
   struct stat st;
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   int fd, rc;
@@ -255,7 +255,7 @@ struct build {
 };
 
 static int build_frame(const struct build *b, enum frame_id id,
-                       struct tpl__wire_response *r, struct tpl_error *err) {
+                       struct tpl__wire_response *r, struct tpl__error *err) {
   fill_identity(b->s, b->g, r);
   return tpl__wire_encode_response(r, &b->rep->frames[id],
                                    &b->rep->frame_len[id], err);
@@ -283,7 +283,7 @@ static int sealed_memfd(const char *name, const uint8_t *b, size_t len,
  * attach that asks for it. */
 static int build_attach_fd(const struct build *b,
                            const struct tpl__wire_tensor *t, size_t n,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   struct tpl__wire_response r = {.ok = 1};
   uint8_t *buf;
   size_t len;
@@ -297,7 +297,7 @@ static int build_attach_fd(const struct build *b,
   return build_frame(b, F_ATTACH_FD, &r, err);
 }
 
-static int build_manifest(const struct build *b, struct tpl_error *err) {
+static int build_manifest(const struct build *b, struct tpl__error *err) {
   const struct tpl__job *job = b->g->job;
   struct tpl__wire_response r = {.ok = 1};
   int rc;
@@ -329,7 +329,7 @@ static int build_manifest(const struct build *b, struct tpl_error *err) {
  * error, or NULL for ok). */
 static int build_rank0_only(const struct build *b, enum frame_id id,
                             const char *what, const char *own,
-                            struct tpl_error *err) {
+                            struct tpl__error *err) {
   char msg[PATH_MAX + 64];
   struct tpl__wire_response r = {.error = own};
   if (b->s->cfg->rank != 0) {
@@ -344,7 +344,7 @@ static int build_rank0_only(const struct build *b, enum frame_id id,
 /* Every reply that does not change while `g` is served.  Rank 0's
  * status with a report is built per request (send_status); F_STATUS is
  * only ever a refusal. */
-static int build_frames(const struct build *b, struct tpl_error *err) {
+static int build_frames(const struct build *b, struct tpl__error *err) {
   struct tpl__wire_response ok = {.ok = 1}, busy = {.error = BUSY};
   int rc = build_frame(b, F_HEALTH, &ok, err);
   if (rc == 0)
@@ -375,7 +375,7 @@ static void replies_put(struct replies *r) {
 
 /* The replies for serving `g`, in *out (one reference). */
 static int replies_new(const struct server *s, const struct served *g,
-                       struct replies **out, struct tpl_error *err) {
+                       struct replies **out, struct tpl__error *err) {
   struct replies *r = calloc(1, sizeof(*r));
   struct build b = {s, g, r};
   int rc;
@@ -699,7 +699,7 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
 }
 
 static void handle_frame(struct conn *c) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int kind;
   unsigned flags = 0;
   struct tpl__wire_request_args a = {0};
@@ -977,7 +977,7 @@ static int bind_and_listen(struct server *s, char *tmp, size_t len) {
   return rc;
 }
 
-static int listen_socket(struct server *s, struct tpl_error *err) {
+static int listen_socket(struct server *s, struct tpl__error *err) {
   char tmp[PATH_MAX];
   int rc = clear_stale_socket(s->sock_path, err);
   if (rc != 0) return rc;
@@ -992,7 +992,7 @@ static int listen_socket(struct server *s, struct tpl_error *err) {
   return 0;
 }
 
-static int start_handles(struct server *s, struct tpl_error *err) {
+static int start_handles(struct server *s, struct tpl__error *err) {
   int rc;
   uv_timer_init(&s->loop, &s->poll_timer);
   uv_timer_init(&s->loop, &s->stop_timer);
@@ -1029,7 +1029,7 @@ static void free_server(struct server *s) {
 /* Every rank's start-up result in, the job's worst out: a rank that could
  * not start stops them all (none is left waiting in a barrier). */
 static int job_agree(const struct tpl__daemon_config *cfg, int rc,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   const struct tpl__coord *c = cfg->coord;
   return c != NULL && c->agree != NULL ? c->agree(c->ctx, rc, err) : rc;
 }
@@ -1052,7 +1052,7 @@ static void note_size(void *ctx, uint64_t bytes) {
 }
 
 static int prepare_next(void *ctx, const struct tpl__loaded *l,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct server *s = ctx;
   s->next = (struct served){.store = l->store,
                             .job = l->job,
@@ -1066,7 +1066,7 @@ static int prepare_next(void *ctx, const struct tpl__loaded *l,
 
 /* Writes the ready file again, naming the generation (rank 0). */
 static void rewrite_ready(struct server *s) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   const struct tpl__daemon_config *cfg = s->cfg;
   if (!s->ready_written) return;
   if (tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
@@ -1111,7 +1111,7 @@ static void run_reload(struct server *s) {
   const struct tpl__coord *co = s->cfg->coord;
   struct tpl__reload_hooks hooks = {note_size, prepare_next, s};
   struct tpl__loaded next = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   pthread_t t;
   int rc, threaded;
   s->reload_asked = 0;
@@ -1149,7 +1149,7 @@ static void run_reload(struct server *s) {
 /* Listens, agrees with the other ranks, publishes the ready file (rank 0)
  * and runs the loop.  `rc` is the result of the steps before; the
  * agreements happen whatever it is. */
-static int serve(struct server *s, int rc, struct tpl_error *err) {
+static int serve(struct server *s, int rc, struct tpl__error *err) {
   const struct tpl__daemon_config *cfg = s->cfg;
   if (rc == 0) rc = listen_socket(s, err);
   if (rc == 0)
@@ -1177,7 +1177,7 @@ static int serve(struct server *s, int rc, struct tpl_error *err) {
 }
 
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   struct server s;
   int rc;
   memset(&s, 0, sizeof(s));

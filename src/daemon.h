@@ -24,7 +24,7 @@ struct tpl__daemon_config {
   const char *model;     /* the model the job loaded */
   const char *plan;      /* its --plan argument, or NULL */
   size_t status_len;
-  int log_level; /* enum tpl_log_level (log.h): 0 is quiet */
+  int log_level; /* enum tpl__log_level (log.h): 0 is quiet */
   /* The job's coordination (coord.h; implemented by the engine over
    * MPI), or NULL for a one-rank daemon.  agree is called twice by every
    * rank, whatever happened: after listening, and after rank 0 wrote the
@@ -54,7 +54,7 @@ struct tpl__daemon_config {
  * path in *resolved (malloc'd, caller frees).  Used before the load, then
  * again by tpl__daemon_run.  Returns 0 or TPL_EOUTPUT. */
 int tpl__daemon_prepare_dir(const char *dir, char **resolved,
-                            struct tpl_error *err);
+                            struct tpl__error *err);
 
 /* Serves until a shutdown request (rank 0), a job-wide shutdown
  * (poll_shutdown) or SIGTERM/SIGINT; then closes every connection,
@@ -73,6 +73,6 @@ int tpl__daemon_prepare_dir(const char *dir, char **resolved,
  * handlers for the duration of the call and leaves SIGPIPE ignored.  cfg and
  * everything it points to must stay valid until the call returns. */
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 #endif

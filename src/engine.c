@@ -90,8 +90,8 @@ struct inbox {
 struct engine {
   const struct tpl__load_opts *o;
   uint32_t rank, world;
-  struct tpl_model *model; /* rank 0 */
-  struct tpl__plan *plan;  /* rank 0 */
+  struct tpl__model *model; /* rank 0 */
+  struct tpl__plan *plan;   /* rank 0 */
   struct tpl__job *job;
   struct tpl__store store;
   struct tpl__rank_stats st;
@@ -109,11 +109,11 @@ struct engine {
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
-  int deferred;                  /* rank 0: a file changed during --read
-                                    mpi's stream, told after it */
-  struct tpl_error deferred_err; /* ... and why */
-  const char *plan_arg;          /* the --plan this generation came from */
-  char *plan_owned;              /* a reload's copy of it */
+  int deferred;                   /* rank 0: a file changed during --read
+                                     mpi's stream, told after it */
+  struct tpl__error deferred_err; /* ... and why */
+  const char *plan_arg;           /* the --plan this generation came from */
+  char *plan_owned;               /* a reload's copy of it */
   /* serve's reloads (coord.h): a reload loads into its own engine; the
    * one served after the first reload, and the one it replaced until
    * coord_retire frees it (`old_is_self`: the first load's, in here). */
@@ -128,7 +128,7 @@ struct engine {
 
 /* The one way MPI results are handled: 0 for MPI_SUCCESS, else TPL_EPEER
  * (exit 69) with MPI's own words for `what` in err (may be NULL). */
-static int mpi_check(int mrc, const char *what, struct tpl_error *err) {
+static int mpi_check(int mrc, const char *what, struct tpl__error *err) {
   char s[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (mrc == MPI_SUCCESS) return 0;
@@ -155,7 +155,7 @@ static int single_node_job(void) {
 }
 
 int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int provided, r, w;
   /* Receivers spend the load waiting for rank 0; spinning there takes the
    * CPU rank 0 needs whenever ranks share cores (measured: about twice as
@@ -177,7 +177,7 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
   return 0;
 }
 
-int tpl__engine_finalize(struct tpl_error *err) {
+int tpl__engine_finalize(struct tpl__error *err) {
   return mpi_check(MPI_Finalize(), "finalize", err);
 }
 
@@ -190,7 +190,7 @@ static void engine_abort(int code) {
 
 /* --- verdict and job table --- */
 
-static int validate(struct engine *e, struct tpl_error *err) {
+static int validate(struct engine *e, struct tpl__error *err) {
   const struct tpl__load_opts *o = e->o;
   struct tpl__grid grid;
   uint32_t pp = o->pp ? o->pp : 1;
@@ -233,7 +233,7 @@ static void stall_abort(const struct engine *e, int peer, const char *what,
  * the deadline, and a stall names the rank heard from longest ago. */
 static int wait_hearing(const struct engine *e, MPI_Request *req, int peer,
                         struct tpl__beats *beats, const char *what,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct tpl__stall st;
   int done = 0;
   if (peer < 0 && e->world == 2) peer = (int)(1 - e->rank); /* the other */
@@ -251,7 +251,7 @@ static int wait_hearing(const struct engine *e, MPI_Request *req, int peer,
 }
 
 static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
-                           const char *what, struct tpl_error *err) {
+                           const char *what, struct tpl__error *err) {
   return wait_hearing(e, req, peer, NULL, what, err);
 }
 
@@ -261,7 +261,7 @@ static int wait_collective(const struct engine *e, MPI_Request *req, int peer,
  * them), and when it stalls, its peer is the one to name: after
  * --stall-timeout without progress the job ends. */
 static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   struct tpl__stall st;
   size_t first = 0;
   tpl__stall_start(&st, e->o->stall_timeout);
@@ -281,7 +281,7 @@ static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
 /* Rank 0's `count` items at buf to every rank, waiting for rank 0 under
  * --stall-timeout (wait_collective). */
 static int bcast_from_0(const struct engine *e, void *buf, int count,
-                        MPI_Datatype type, struct tpl_error *err) {
+                        MPI_Datatype type, struct tpl__error *err) {
   MPI_Request req;
   MPI_TRY(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req), "broadcast");
   return wait_collective(e, &req, 0, "broadcast", err);
@@ -290,7 +290,7 @@ static int bcast_from_0(const struct engine *e, void *buf, int count,
 /* Broadcasts `n` bytes at buf (allocated by every rank) in int-sized
  * parts. */
 static int bcast_bytes(const struct engine *e, uint8_t *buf, uint64_t n,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   for (uint64_t off = 0; off < n;) {
     int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
     int rc = bcast_from_0(e, buf + off, part, MPI_BYTE, err);
@@ -308,7 +308,7 @@ struct verdict {
 };
 
 static int agreed(const struct engine *e, struct verdict worst,
-                  struct tpl_error *err) {
+                  struct tpl__error *err) {
   if (worst.code != 0 && worst.rank != (int)e->rank) {
     err->code = worst.code;
     err->msg[0] = '\0';
@@ -320,7 +320,7 @@ static int agreed(const struct engine *e, struct verdict worst,
  * under --stall-timeout (wait_hearing, moved by `beats` when not NULL). */
 static int reduce_verdicts(const struct engine *e, int rc,
                            struct tpl__beats *beats, struct verdict *worst,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   struct verdict mine = {rc, (int)e->rank};
   MPI_Request req;
   /* An MPI failure here is this rank's to tell. */
@@ -333,7 +333,7 @@ static int reduce_verdicts(const struct engine *e, int rc,
 /* The agreement, waiting for the others under --stall-timeout: every
  * step before one is short, but for the long local ones that beat
  * (agree_after_beats). */
-static int agree(const struct engine *e, int rc, struct tpl_error *err) {
+static int agree(const struct engine *e, int rc, struct tpl__error *err) {
   struct verdict worst;
   rc = reduce_verdicts(e, rc, NULL, &worst, err);
   return rc != 0 ? rc : agreed(e, worst, err);
@@ -343,7 +343,7 @@ static int agree(const struct engine *e, int rc, struct tpl_error *err) {
  * write): a rank that finished waits for the others under the stall
  * deadline, which their heartbeats move (beat.h); when a rank still in
  * the step went quiet for --stall-timeout, the job ends naming it. */
-static int agree_after_beats(struct engine *e, int rc, struct tpl_error *err) {
+static int agree_after_beats(struct engine *e, int rc, struct tpl__error *err) {
   struct verdict worst;
   MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
   rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
@@ -355,7 +355,7 @@ static int agree_after_beats(struct engine *e, int rc, struct tpl_error *err) {
 /* Rank 0's verdict with the job table's size, then the table: every rank
  * returns the same code, and only rank 0 has a message for a refused job.
  * Each rank then lays out its store: the tensors of its stage. */
-static int share_job(struct engine *e, struct tpl_error *err) {
+static int share_job(struct engine *e, struct tpl__error *err) {
   int64_t head[2] = {0, 0}; /* the verdict, the table's size */
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -388,7 +388,7 @@ static int share_job(struct engine *e, struct tpl_error *err) {
 
 /* --- the store --- */
 
-static int make_store(struct engine *e, struct tpl_error *err) {
+static int make_store(struct engine *e, struct tpl__error *err) {
   const struct tpl__job *job = e->job;
   int rc = e->o->steps.memfd_store
                ? tpl__store_create_huge(&e->store, job->store_size,
@@ -407,14 +407,14 @@ static int make_store(struct engine *e, struct tpl_error *err) {
 static void beat(struct engine *e);
 
 static int slot_wait(const struct engine *e, struct slot *s,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int rc = wait_reqs(e, s->reqs, s->nreqs, err);
   s->nreqs = 0;
   return rc;
 }
 
 static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     struct pending *r = realloc(s->reqs, cap * sizeof(*r));
@@ -432,7 +432,7 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
 }
 
 /* Sends the open batch, if any. */
-static int batch_flush(struct slot *s, struct tpl_error *err) {
+static int batch_flush(struct slot *s, struct tpl__error *err) {
   int dest = s->batch_dest;
   if (dest < 0) return 0;
   s->batch_dest = -1;
@@ -443,7 +443,7 @@ static int batch_flush(struct slot *s, struct tpl_error *err) {
  * joins (or opens) the batch for `dest`, a large one goes alone.  Any
  * other open batch is sent first, so every rank's bytes leave in order. */
 static int send_packed(struct slot *s, uint64_t n, int dest, uint64_t *packed,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   uint64_t at = *packed;
   int rc = 0;
   *packed += n;
@@ -463,7 +463,7 @@ static int send_packed(struct slot *s, uint64_t n, int dest, uint64_t *packed,
 /* A contiguous part: copied into the batch when small, else sent from
  * where it is (after the open batch, to keep the order). */
 static int send_contiguous(struct slot *s, const uint8_t *p, uint64_t n,
-                           int dest, uint64_t *packed, struct tpl_error *err) {
+                           int dest, uint64_t *packed, struct tpl__error *err) {
   int rc;
   if (n <= BATCH_PART_MAX) {
     memcpy(s->pack + *packed, p, (size_t)n);
@@ -563,7 +563,7 @@ static uint64_t own_direct(const struct engine *e, size_t i,
  * a direct part in place already). */
 static int gather_own(struct engine *e, const struct piece_of_chunk *pc,
                       const struct tpl__layout *l, uint64_t *own,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[pc->i];
   uint64_t start, direct = own_direct(e, pc->i, l, pc->b, pc->e, &start);
   int rc;
@@ -581,7 +581,7 @@ static int gather_own(struct engine *e, const struct piece_of_chunk *pc,
 /* Shard `l`'s part of the piece to `dest`, the head of its chain. */
 static int send_shard(struct slot *s, const struct piece_of_chunk *pc,
                       const struct tpl__layout *l, int dest, uint64_t *packed,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   uint64_t start, n = tpl__layout_contiguous(l, pc->b, pc->e, &start);
   if (n == 0) return 0;
   if (n != UINT64_MAX)
@@ -597,7 +597,7 @@ static int deliver_part(struct engine *e, struct slot *s,
                         const struct piece_of_chunk *pc,
                         const struct tpl__layout *layouts, const int *dests,
                         uint64_t *own, uint64_t *packed,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   double t = tpl__now();
   uint32_t nshards = chain_step(e, pc->i); /* T for a cut tensor, else 1 */
   for (uint32_t k = 0; k < nshards; k++) {
@@ -625,7 +625,7 @@ struct file_walk {
 /* Every byte of a tensor is gathered exactly once; a shortfall here would
  * be a wrong shard, so it stops the job instead. */
 static int check_own(const struct engine *e, const struct file_walk *w,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   if (w->cur == SIZE_MAX || w->own == w->layouts[0].total ||
       (w->own == 0 && !tpl__job_holds(e->job, w->cur, 0)))
     return 0;
@@ -636,7 +636,7 @@ static int check_own(const struct engine *e, const struct file_walk *w,
 }
 
 static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   int rc;
   if (w->cur == i) return 0;
   rc = check_own(e, w, err);
@@ -671,7 +671,7 @@ static int next_extent(const struct engine *e, const struct file_walk *w,
 /* Delivers the chunk's pieces, then lets rank 0's finisher have every
  * tensor whose last byte was in the chunk. */
 static int deliver_chunk(struct engine *e, struct slot *s, struct file_walk *w,
-                         uint64_t pos, uint64_t len, struct tpl_error *err) {
+                         uint64_t pos, uint64_t len, struct tpl__error *err) {
   uint64_t packed = 0;
   size_t complete = 0;
   for (size_t i = w->scan; i < w->end; i++) {
@@ -709,7 +709,7 @@ static uint64_t file_data_end(const struct engine *e,
 /* File bytes [from, to) into the slot's read buffer, at their offset from
  * the chunk's start. */
 static int read_span(struct engine *e, uint32_t file, struct slot *s,
-                     uint64_t from, uint64_t to, struct tpl_error *err) {
+                     uint64_t from, uint64_t to, struct tpl__error *err) {
   return tpl__source_read(e->src, file, s->data + (from - s->pos), to - from,
                           from, err);
 }
@@ -717,7 +717,7 @@ static int read_span(struct engine *e, uint32_t file, struct slot *s,
 /* Tensor i's own bytes [start, start + n) (tensor-relative, one range of
  * layout l0) straight into rank 0's store. */
 static int read_own(struct engine *e, size_t i, const struct tpl__layout *l0,
-                    uint64_t start, uint64_t n, struct tpl_error *err) {
+                    uint64_t start, uint64_t n, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *dst =
       e->store.base + t->store_offset + tpl__layout_count(l0, 0, start);
@@ -731,7 +731,7 @@ static int read_own(struct engine *e, size_t i, const struct tpl__layout *l0,
  * own byte of a cut tensor than reading it into the buffer and gathering
  * it from there. */
 static int read_buffered(struct engine *e, uint32_t file, struct slot *s,
-                         const struct file_walk *w, struct tpl_error *err) {
+                         const struct file_walk *w, struct tpl__error *err) {
   uint64_t pos = s->pos, len = s->len, at = pos; /* read up to here */
   int rc = 0;
   for (size_t i = w->scan; rc == 0 && i < w->end; i++) {
@@ -757,7 +757,7 @@ static int read_buffered(struct engine *e, uint32_t file, struct slot *s,
  * read direct as one read the source splits into requests in flight; a
  * buffered one is only announced here (read_buffered reads it). */
 static int chunk_start(struct engine *e, uint32_t file, struct slot *s,
-                       uint64_t pos, uint64_t len, struct tpl_error *err) {
+                       uint64_t pos, uint64_t len, struct tpl__error *err) {
   s->pos = pos;
   s->len = len;
   s->data = tpl__source_place(e->src, file, s->read, pos);
@@ -778,7 +778,7 @@ static void deferred_check(struct engine *e, uint32_t file) {
 }
 
 static int chunk_finish(struct engine *e, uint32_t file, struct slot *s,
-                        const struct file_walk *w, struct tpl_error *err) {
+                        const struct file_walk *w, struct tpl__error *err) {
   double t = tpl__now();
   int rc = e->direct ? tpl__source_finish(e->src, &s->rd, err)
                      : read_buffered(e, file, s, w, err);
@@ -795,7 +795,7 @@ static struct slot *slot_of(struct engine *e, uint64_t chunk) {
  * next ones are in flight (NSLOTS).  A chunk's slot is reused once the
  * sends of the chunk delivered before it have completed. */
 static int stream_file(struct engine *e, struct file_walk *w, uint64_t *k,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   uint32_t file = e->job->tensors[w->first].file;
   uint64_t pos = 0, end = file_data_end(e, w), issued = *k, done = *k;
   size_t scan = w->scan;
@@ -858,7 +858,7 @@ static void source_progress(void *ctx) {
  * validated them, the others (--read local) with one of their own, made
  * from the same options; every answer is checked against the size and
  * ETag rank 0 recorded (the job table carries them). */
-static int open_http_source(struct engine *e, struct tpl_error *err) {
+static int open_http_source(struct engine *e, struct tpl__error *err) {
   size_t n = e->job->nfiles;
   struct tpl__http *h = e->rank == 0 ? e->model->http : NULL;
   int rc = 0;
@@ -885,7 +885,7 @@ static void close_source(struct engine *e) {
  * any, on stderr (rank 0's only: the others' would say the same).  The
  * files of a MODEL URL are read over HTTP (open_http_source). */
 static int open_source(struct engine *e, const int *fds,
-                       const char *const *paths, struct tpl_error *err) {
+                       const char *const *paths, struct tpl__error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
    * where direct reads would fetch every page of a strided slice once per
    * rank (2 ranks, 1 GiB cold, job: 0.73-0.79 s buffered, 0.95-1.0 s
@@ -909,7 +909,7 @@ static uint64_t round_up(uint64_t n, uint64_t unit) {
 /* The window as one mapping (huge pages: buffers of their own would
  * each take a whole one), cut into the slots' buffers, each aligned as
  * the source's direct reads need. */
-static int alloc_slots(struct engine *e, struct tpl_error *err) {
+static int alloc_slots(struct engine *e, struct tpl__error *err) {
   uint64_t unit = tpl__source_slack(e->src) / 2, read, pack;
   uint8_t *p;
   if (unit < 4096) unit = 4096;
@@ -950,7 +950,7 @@ static int model_files(const struct engine *e, int **fds, const char ***paths) {
   return 0;
 }
 
-static int stream_all(struct engine *e, struct tpl_error *err) {
+static int stream_all(struct engine *e, struct tpl__error *err) {
   struct file_walk w = {0};
   uint64_t k = 0;
   int rc = alloc_slots(e, err);
@@ -978,7 +978,7 @@ static int stream_all(struct engine *e, struct tpl_error *err) {
   return rc;
 }
 
-static int send_all(struct engine *e, struct tpl_error *err) {
+static int send_all(struct engine *e, struct tpl__error *err) {
   int *fds = NULL;
   const char **paths = NULL;
   int rc = model_files(e, &fds, &paths) == 0
@@ -998,7 +998,7 @@ static int send_all(struct engine *e, struct tpl_error *err) {
 
 /* Decodes and scales tensor i in place, then hashes it (each its own
  * phase). */
-static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
+static int finish_tensor(struct engine *e, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *p = e->store.base + t->store_offset;
   double t0 = tpl__now(), t2;
@@ -1017,7 +1017,7 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl_error *err) {
  * on a neighbouring core where the launcher bound rank 0 to one.  As a
  * pass after the sends it took 0.05 s of a 0.25 s job (2 ranks, 1 GiB);
  * now rank 0 ends before rank 1, which bounds the job. */
-static int finish_own(void *ctx, size_t i, struct tpl_error *err) {
+static int finish_own(void *ctx, size_t i, struct tpl__error *err) {
   struct engine *e = ctx;
   return tpl__job_holds(e->job, i, e->rank) ? finish_tensor(e, i, err) : 0;
 }
@@ -1026,7 +1026,7 @@ static int finish_own(void *ctx, size_t i, struct tpl_error *err) {
  * fresh in cache and rank 0 is still sending, unless it forwards the
  * tensor down the chain: those bytes must stay as received until the
  * forwarding sends complete, so it finishes them here, after. */
-static int finish_store(struct engine *e, struct tpl_error *err) {
+static int finish_store(struct engine *e, struct tpl__error *err) {
   if (e->rank == 0) return tpl__finisher_join(&e->finisher, err);
   for (size_t i = 0; i < e->job->ntensors; i++) {
     int rc = tpl__job_holds(e->job, i, e->rank) && successor(e, i) >= 0
@@ -1068,7 +1068,7 @@ static void beats_begin(struct engine *e) {
 static void beat(struct engine *e) {
   int mrc = tpl__beats_tick(&e->beats);
   if (mrc != MPI_SUCCESS) {
-    struct tpl_error err;
+    struct tpl__error err;
     mpi_check(mrc, "heartbeat", &err);
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err.msg);
     engine_abort(tpl_exit_code(TPL_EPEER));
@@ -1087,7 +1087,7 @@ static void local_progress(void *ctx, uint64_t done, uint64_t total) {
 /* This rank's descriptors of the job's files: rank 0's are the ones it
  * validated (never the paths again), the others open the paths and
  * check they are the same files. */
-static int local_fds(const struct engine *e, int *fds, struct tpl_error *err) {
+static int local_fds(const struct engine *e, int *fds, struct tpl__error *err) {
   if (e->rank != 0) return tpl__local_open(e->job, fds, err);
   for (size_t f = 0; f < e->job->nfiles; f++)
     fds[f] = e->model->files[f].fd;
@@ -1104,7 +1104,7 @@ static int any_direct(const struct tpl__source *src) {
 
 /* Nobody waits for anybody until the agreement after, so a failure here
  * is agreed on, not a reason to end the job. */
-static int read_local(struct engine *e, struct tpl_error *err) {
+static int read_local(struct engine *e, struct tpl__error *err) {
   size_t n = e->job->nfiles;
   struct tpl__local_read lr = {.job = e->job,
                                .rank = e->rank,
@@ -1158,7 +1158,7 @@ static int read_local(struct engine *e, struct tpl_error *err) {
  * wait_reqs() (and ending the job the same way when it stalls); a beat
  * from `from` (rank 0 beats as its reads complete) is progress too. */
 static int probe_message(struct engine *e, int from, MPI_Message *msg, int *n,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   struct tpl__stall st;
   MPI_Status status;
   int flag = 0;
@@ -1180,14 +1180,14 @@ static int probe_message(struct engine *e, int from, MPI_Message *msg, int *n,
 }
 
 static int take_message(struct engine *e, MPI_Message *msg, uint8_t *dst, int n,
-                        int from, struct tpl_error *err) {
+                        int from, struct tpl__error *err) {
   struct pending p = {MPI_REQUEST_NULL, from};
   MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &p.req), "receive");
   return wait_reqs(e, &p, 1, err);
 }
 
 static int inbox_fill(struct engine *e, struct inbox *in, MPI_Message *msg,
-                      int n, int from, struct tpl_error *err) {
+                      int n, int from, struct tpl__error *err) {
   if ((size_t)n > in->cap) {
     uint8_t *b = realloc(in->buf, (size_t)n);
     if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -1206,7 +1206,7 @@ static int inbox_fill(struct engine *e, struct inbox *in, MPI_Message *msg,
  * and more), else through the inbox. */
 static int receive_some(struct engine *e, struct inbox *in, int from,
                         uint8_t *dst, uint64_t want, uint64_t *got,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   if (in->pos == in->len) {
     MPI_Message msg;
     int n = 0;
@@ -1229,7 +1229,7 @@ static int receive_some(struct engine *e, struct inbox *in, int from,
  * several ranks can all be pending), each part forwarded to `to` (its
  * successor, or -1) as it arrives. */
 static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
-                          struct slot *fwd, int to, struct tpl_error *err) {
+                          struct slot *fwd, int to, struct tpl__error *err) {
   const struct tpl__job_tensor *jt = &e->job->tensors[i];
   uint8_t *dst = e->store.base + jt->store_offset;
   int from = predecessor(e, i, e->rank);
@@ -1249,7 +1249,7 @@ static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
 
 /* Every byte a batch brought belongs to some tensor. */
 static int inboxes_empty(const struct engine *e, const struct inbox *in,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   for (uint32_t k = 0; k < e->world; k++)
     if (in[k].pos != in[k].len)
       return tpl__fail(err, TPL_EPEER,
@@ -1258,7 +1258,7 @@ static int inboxes_empty(const struct engine *e, const struct inbox *in,
   return 0;
 }
 
-static int receive_all(struct engine *e, struct tpl_error *err) {
+static int receive_all(struct engine *e, struct tpl__error *err) {
   struct slot fwd = {0};
   struct inbox *in = calloc(e->world, sizeof(*in));
   double t = tpl__now();
@@ -1333,14 +1333,14 @@ static int gathered_layout(struct gathered *g, uint32_t world) {
 /* Waits under --stall-timeout for a collective whose root is rank 0
  * (a gather, a reduction): the others wait for rank 0, rank 0 for all. */
 static int wait_to_0(const struct engine *e, MPI_Request *req, const char *what,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   return wait_collective(e, req, e->rank == 0 ? -1 : 0, what, err);
 }
 
 /* Every rank's packed RankReport goes to rank 0, which assembles the
  * job's LoadReport in e->report. Collective: every rank takes part. */
 static int gather_reports(struct engine *e, double seconds,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   struct gathered g = {0};
   MPI_Request req;
   uint8_t *mine = NULL;
@@ -1380,12 +1380,12 @@ static int gather_reports(struct engine *e, double seconds,
 /* A sink's waits are under --stall-timeout too: its steps between them
  * are short, but for its long local one (preshard's write), which beats
  * and ends in coord_agree_after_beats. */
-static int coord_agree(void *ctx, int rc, struct tpl_error *err) {
+static int coord_agree(void *ctx, int rc, struct tpl__error *err) {
   return agree(ctx, rc, err);
 }
 
 static int coord_share(void *ctx, void *buf, size_t len,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   return bcast_bytes(ctx, buf, len, err);
 }
 
@@ -1397,12 +1397,12 @@ static void coord_beat(void *ctx) {
   beat(ctx);
 }
 
-static int coord_agree_after_beats(void *ctx, int rc, struct tpl_error *err) {
+static int coord_agree_after_beats(void *ctx, int rc, struct tpl__error *err) {
   return agree_after_beats(ctx, rc, err);
 }
 
 static int coord_gather(void *ctx, const void *mine, size_t len, void *all,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct engine *e = ctx;
   MPI_Request req;
   int rc;
@@ -1417,7 +1417,7 @@ static int coord_gather(void *ctx, const void *mine, size_t len, void *all,
 /* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
 static int coord_request_shutdown(void *ctx) {
   struct engine *e = ctx;
-  struct tpl_error *err = NULL;
+  struct tpl__error *err = NULL;
   int one = 1;
   if (e->shutdown_sent) return 0;
   e->shutdown_sent = 1;
@@ -1435,7 +1435,7 @@ static int coord_request_shutdown(void *ctx) {
  * rank 0, having taken a request, tells everyone. */
 static int coord_poll_shutdown(void *ctx) {
   struct engine *e = ctx;
-  struct tpl_error *err = NULL;
+  struct tpl__error *err = NULL;
   int flag = 0;
   if (e->shutdown_flag) return 1;
   MPI_TRY(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test");
@@ -1446,11 +1446,11 @@ static int coord_poll_shutdown(void *ctx) {
 
 /* --- serve's reload (coord.h) --- */
 
-static int load(struct engine *e, int reload, struct tpl_error *err);
+static int load(struct engine *e, int reload, struct tpl__error *err);
 static void engine_free(struct engine *e);
 
 /* Ranks > 0 listen for rank 0's word that a reload starts. */
-static int reload_arm(struct engine *e, struct tpl_error *err) {
+static int reload_arm(struct engine *e, struct tpl__error *err) {
   if (e->rank == 0) return 0;
   MPI_TRY(MPI_Irecv(&e->reload_value, 1, MPI_INT, 0, TAG_RELOAD, MPI_COMM_WORLD,
                     &e->reload_req_mpi),
@@ -1460,7 +1460,7 @@ static int reload_arm(struct engine *e, struct tpl_error *err) {
 
 static int coord_poll_reload(void *ctx) {
   struct engine *e = ctx;
-  struct tpl_error *err = NULL;
+  struct tpl__error *err = NULL;
   int flag = 0;
   if (e->rank == 0 || e->reload_req_mpi == MPI_REQUEST_NULL) return 0;
   MPI_TRY(MPI_Test(&e->reload_req_mpi, &flag, MPI_STATUS_IGNORE), "test");
@@ -1471,7 +1471,7 @@ static int coord_poll_reload(void *ctx) {
  * plan; the others listen for the next one.  Then every rank has the
  * reload's options in e->reload_o.  Agreed. */
 static int reload_request(struct engine *e, const char *model, const char *plan,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   const size_t len = sizeof(e->reload_req[0]);
   int one = 1, rc = 0, mrc;
   if (plan == NULL) plan = e->plan_arg;
@@ -1520,7 +1520,7 @@ static struct engine *generation_new(const struct engine *e,
 
 /* A failed reload's one message on every rank: the lowest rank that has
  * one tells the others. */
-static int share_message(struct engine *e, int rc, struct tpl_error *err) {
+static int share_message(struct engine *e, int rc, struct tpl__error *err) {
   int mine = err->msg[0] != '\0' ? (int)e->rank : INT_MAX, teller = INT_MAX;
   MPI_Request req;
   int mrc;
@@ -1557,7 +1557,7 @@ static void generation_free(struct engine *n) {
 
 static int coord_reload(void *ctx, const char *model, const char *plan,
                         const struct tpl__reload_hooks *hooks,
-                        struct tpl__loaded *next, struct tpl_error *err) {
+                        struct tpl__loaded *next, struct tpl__error *err) {
   struct engine *e = ctx, *n = NULL;
   int rc = reload_request(e, model, plan, err);
   if (rc == 0) {
@@ -1599,7 +1599,7 @@ static void coord_retire(void *ctx) {
 
 /* While the sink runs, rank 0 listens for any rank's request to shut
  * down, another rank for rank 0's shutdown message. */
-static int shutdown_arm(struct engine *e, struct tpl_error *err) {
+static int shutdown_arm(struct engine *e, struct tpl__error *err) {
   int from = e->rank == 0 ? MPI_ANY_SOURCE : 0;
   MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from, TAG_SHUTDOWN,
                     MPI_COMM_WORLD, &e->shutdown_req),
@@ -1610,7 +1610,7 @@ static int shutdown_arm(struct engine *e, struct tpl_error *err) {
 /* Leaves no shutdown message unmatched at MPI_Finalize: every rank
  * withdraws its pending receive; rank 0 takes every request still queued
  * (several ranks may have asked). */
-static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
+static int shutdown_disarm(struct engine *e, struct tpl__error *err) {
   MPI_Status st;
   int flag = 1;
   MPI_Request *reqs[] = {&e->shutdown_req, &e->reload_req_mpi};
@@ -1633,7 +1633,7 @@ static int shutdown_disarm(struct engine *e, struct tpl_error *err) {
 
 /* The sink's own sequence, with the job's coordination; a failure to
  * stop listening after a good run is the job's failure too. */
-static int run_sink(struct engine *e, struct tpl_error *err) {
+static int run_sink(struct engine *e, struct tpl__error *err) {
   const struct tpl__sink *s = &e->o->steps;
   struct tpl__coord c = {.rank = e->rank,
                          .world = e->world,
@@ -1669,7 +1669,7 @@ static int run_sink(struct engine *e, struct tpl_error *err) {
 /* Every rank builds its store; a failure there is agreed on and returned.
  * A failure once bytes move strands the others mid-transfer: the rank
  * says why and ends the whole job. */
-static int deliver(struct engine *e, struct tpl_error *err) {
+static int deliver(struct engine *e, struct tpl__error *err) {
   double t = tpl__now();
   int rc = agree(e, make_store(e, err), err);
   e->st.t_alloc = tpl__now() - t;
@@ -1693,7 +1693,7 @@ static int deliver(struct engine *e, struct tpl_error *err) {
  * the bytes every rank read from the files (rank 0's alone unless --read
  * local) in e->bytes_read.  Collective. */
 static int job_totals(struct engine *e, double mine, double *max,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   uint64_t mine_read = e->bytes_read;
   MPI_Request req;
   int rc;
@@ -1723,7 +1723,7 @@ static void release_sources(struct engine *e) {
  * 0: the sink checks where its output goes) or a reload's (every rank
  * checks it has room for a second store).  Every step ends in an
  * agreement, so the ranks start the clock together. */
-static int load(struct engine *e, int reload, struct tpl_error *err) {
+static int load(struct engine *e, int reload, struct tpl__error *err) {
   const struct tpl__sink *s = &e->o->steps;
   double t0, seconds;
   int rc = share_job(e, err);
@@ -1761,7 +1761,7 @@ static void engine_free(struct engine *e) {
   generation_free(e->old);
 }
 
-int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err) {
+int tpl__engine_run(const struct tpl__load_opts *o, struct tpl__error *err) {
   struct engine e = {0};
   int rank, world, rc;
   MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank");

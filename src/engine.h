@@ -23,7 +23,7 @@ struct tpl__load_opts {
   double stall_timeout;       /* seconds without progress that end the
                                  job (exit 69); 0 waits forever */
   uint64_t chunk_bytes;       /* rank 0's streaming window */
-  int huge;                   /* memfd store: enum tpl_huge (store.h) */
+  int huge;                   /* memfd store: enum tpl__huge (store.h) */
   int read_local;             /* --read local: every rank reads its own slices
                                  from the files (local_read.h) */
   int io_mode;                /* --io: enum tpl__io_mode (source.h) */
@@ -38,15 +38,15 @@ struct tpl__load_opts {
 
 /* Initializes MPI (threads: funneled). Stores rank and world size. */
 int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
-                     struct tpl_error *err);
+                     struct tpl__error *err);
 
 /* Runs the whole job on this rank.  Returns the same code on every rank
  * for bad input (rank 0's err holds the one message to print) and for
  * failures the ranks agreed on; a failure that strands the job mid-way
  * aborts it through MPI instead. */
-int tpl__engine_run(const struct tpl__load_opts *o, struct tpl_error *err);
+int tpl__engine_run(const struct tpl__load_opts *o, struct tpl__error *err);
 
 /* Finalizes MPI.  Returns 0 or TPL_EPEER (err says why). */
-int tpl__engine_finalize(struct tpl_error *err);
+int tpl__engine_finalize(struct tpl__error *err);
 
 #endif

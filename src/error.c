@@ -93,7 +93,7 @@ static void fit_message(char *dst, size_t cap, const char *text, size_t n,
   memcpy(dst + head + (n - from), suffix, slen + 1);
 }
 
-int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
+int tpl__fail(struct tpl__error *err, int code, const char *fmt, ...) {
   char small[2048], *big = NULL;
   const char *text = small;
   va_list ap;
@@ -124,7 +124,7 @@ int tpl__fail(struct tpl_error *err, int code, const char *fmt, ...) {
   return code;
 }
 
-void tpl__error_text(const struct tpl_error *err, int rc, char *buf,
+void tpl__error_text(const struct tpl__error *err, int rc, char *buf,
                      size_t len) {
   if (buf == NULL || len == 0) return;
   snprintf(buf, len, "%s",

@@ -18,7 +18,7 @@
 #include "fileio.h"
 
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   struct stat st;
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f < 0) {
@@ -120,7 +120,7 @@ int tpl__write_full(int fd, const void *buf, size_t len) {
 }
 
 int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   int fd, rc;
   uint64_t size, at = 0;
   char *b = NULL;
@@ -210,7 +210,7 @@ static int atomic_names(const char *path, const char *tmp,
 }
 
 int tpl__atomic_open(const char *path, const char *tmp, struct tpl__atomic *a,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int e;
   a->fd = -1;
   a->step = 0;
@@ -241,7 +241,7 @@ static int atomic_finish(struct tpl__atomic *a) {
   return rc;
 }
 
-int tpl__atomic_commit(struct tpl__atomic *a, struct tpl_error *err) {
+int tpl__atomic_commit(struct tpl__atomic *a, struct tpl__error *err) {
   int rc = atomic_finish(a);
   if (rc == 0) {
     a->step = 0;
@@ -266,7 +266,7 @@ void tpl__atomic_abort(struct tpl__atomic *a) {
 }
 
 int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
-                           size_t len, struct tpl_error *err) {
+                           size_t len, struct tpl__error *err) {
   struct tpl__atomic a;
   char *path = tpl__path_join(dir, name);
   int rc;

@@ -16,7 +16,7 @@
  * fd and the file size.  Returns 0, -errno (-ENOENT when missing) or
  * TPL_EFORMAT for a non-regular file; err names the path. */
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,
-                      struct tpl_error *err);
+                      struct tpl__error *err);
 
 /* A file's modification time in nanoseconds, from its stat. */
 int64_t tpl__mtime_ns(const struct stat *st);
@@ -44,7 +44,7 @@ int tpl__write_full(int fd, const void *buf, size_t len);
 /* Reads a whole regular file of at most `cap` bytes into a NUL-terminated
  * malloc'd buffer (*buf, caller frees) with its length in *len. */
 int tpl__read_file(const char *path, size_t cap, char **buf, size_t *len,
-                   struct tpl_error *err);
+                   struct tpl__error *err);
 
 /* Joins dir and name with '/' into a malloc'd string, NULL on ENOMEM. */
 char *tpl__path_join(const char *dir, const char *name);
@@ -87,14 +87,14 @@ struct tpl__atomic {
  * the temp file ("TMP: cannot create: ..."); on failure `a` holds
  * nothing. */
 int tpl__atomic_open(const char *path, const char *tmp, struct tpl__atomic *a,
-                     struct tpl_error *err);
+                     struct tpl__error *err);
 
 /* Fsyncs and closes the temp file, renames it over the target and fsyncs
  * the directory.  Always releases `a`.  Returns 0 or -errno with a->step
  * and err naming the step: "PATH: cannot write: ..." (fsync, close),
  * "PATH: cannot rename into place: ..." or "DIR: cannot sync directory:
  * ..."; on failure neither the temp file nor the target remains. */
-int tpl__atomic_commit(struct tpl__atomic *a, struct tpl_error *err);
+int tpl__atomic_commit(struct tpl__atomic *a, struct tpl__error *err);
 
 /* Closes and removes the temp file and releases `a`; the target is left
  * as it was.  Safe on an `a` already released. */
@@ -105,6 +105,6 @@ void tpl__atomic_abort(struct tpl__atomic *a);
  * "DIR/NAME: cannot write: ..."; on failure neither the temp file nor
  * DIR/NAME remains (a failed directory fsync removes the new file). */
 int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
-                           size_t len, struct tpl_error *err);
+                           size_t len, struct tpl__error *err);
 
 #endif

@@ -47,7 +47,7 @@ void tpl__finisher_release(struct tpl__finisher *f, size_t below) {
   pthread_mutex_unlock(&f->lock);
 }
 
-int tpl__finisher_join(struct tpl__finisher *f, struct tpl_error *err) {
+int tpl__finisher_join(struct tpl__finisher *f, struct tpl__error *err) {
   tpl__finisher_release(f, f->n);
   if (f->started)
     pthread_join(f->thread, NULL);

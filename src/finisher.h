@@ -11,19 +11,19 @@
 
 #include "common.h"
 
-typedef int (*tpl__finish_step)(void *ctx, size_t i, struct tpl_error *err);
+typedef int (*tpl__finish_step)(void *ctx, size_t i, struct tpl__error *err);
 
 struct tpl__finisher {
   tpl__finish_step step;
   void *ctx;
   size_t n;
   pthread_t thread;
-  int started;          /* a thread runs (else join runs the steps) */
-  pthread_mutex_t lock; /* guards `released` */
-  pthread_cond_t more;  /* signalled when `released` grows */
-  size_t released;      /* items below this may be finished */
-  int rc;               /* the first failed step's code, 0 */
-  struct tpl_error err; /* and its message */
+  int started;           /* a thread runs (else join runs the steps) */
+  pthread_mutex_t lock;  /* guards `released` */
+  pthread_cond_t more;   /* signalled when `released` grows */
+  size_t released;       /* items below this may be finished */
+  int rc;                /* the first failed step's code, 0 */
+  struct tpl__error err; /* and its message */
 };
 
 /* Starts the thread for items [0, n).  Best effort: without a thread,
@@ -38,6 +38,6 @@ void tpl__finisher_release(struct tpl__finisher *f, size_t below);
 /* Releases every item, waits until all are finished and returns 0, or
  * the first failed step's code with its message in err.  Steps after a
  * failed one do not run. */
-int tpl__finisher_join(struct tpl__finisher *f, struct tpl_error *err);
+int tpl__finisher_join(struct tpl__finisher *f, struct tpl__error *err);
 
 #endif

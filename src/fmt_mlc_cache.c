@@ -26,11 +26,11 @@
 #include "jsonu.h"
 
 struct mlc_ctx {
-  const char *what;    /* "DIR/tensor-cache.json" */
-  json_t *names;       /* tensor name -> dataPath, across all files */
-  json_t *paths;       /* dataPath set */
-  struct tpl_model *m; /* the model being filled */
-  int presharded;      /* "NAME_shard-K" records are read, not refused */
+  const char *what;     /* "DIR/tensor-cache.json" */
+  json_t *names;        /* tensor name -> dataPath, across all files */
+  json_t *paths;        /* dataPath set */
+  struct tpl__model *m; /* the model being filled */
+  int presharded;       /* "NAME_shard-K" records are read, not refused */
 };
 
 /* One shard file: its records are the model's tensors from `first` on,
@@ -58,7 +58,7 @@ static int is_preshard_name(const char *name, size_t len) {
 }
 
 static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
-                    json_t *rec, const char **name, struct tpl_error *err) {
+                    json_t *rec, const char **name, struct tpl__error *err) {
   json_t *v = json_object_get(rec, "name");
   json_t *prev;
   size_t len;
@@ -105,7 +105,7 @@ static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
 }
 
 static int get_shape(struct mlc_ctx *c, const char *name, json_t *rec,
-                     struct tpl__tensor *t, struct tpl_error *err) {
+                     struct tpl__tensor *t, struct tpl__error *err) {
   json_t *a = json_object_get(rec, "shape"), *d;
   size_t i;
   if (!json_is_array(a))
@@ -128,7 +128,7 @@ static int get_shape(struct mlc_ctx *c, const char *name, json_t *rec,
 }
 
 static int get_dtype(struct mlc_ctx *c, const char *name, json_t *rec,
-                     struct tpl__tensor *t, struct tpl_error *err) {
+                     struct tpl__tensor *t, struct tpl__error *err) {
   json_t *dt = json_object_get(rec, "dtype");
   json_t *fmt = json_object_get(rec, "format");
   const char *f;
@@ -166,7 +166,7 @@ static int get_dtype(struct mlc_ctx *c, const char *name, json_t *rec,
 /* Decoded and stored byte counts from the shape; the record's "nbytes"
  * must equal the stored count. */
 static int get_sizes(struct mlc_ctx *c, const char *name, json_t *rec,
-                     struct tpl__tensor *t, struct tpl_error *err) {
+                     struct tpl__tensor *t, struct tpl__error *err) {
   uint64_t numel = 1, stored, nbytes;
   size_t item =
       t->encoding == TPL_ENC_F32_TO_BF16 ? 2 : tpl__dtype_size(t->dtype);
@@ -200,7 +200,7 @@ static int get_sizes(struct mlc_ctx *c, const char *name, json_t *rec,
 
 static int get_range(struct mlc_ctx *c, const struct shard *s, const char *name,
                      json_t *rec, struct tpl__tensor *t,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   uint64_t end;
   if (tpl__json_u64(json_object_get(rec, "byteOffset"), &t->offset) != 0)
     return tpl__fail(err, TPL_EFORMAT,
@@ -224,7 +224,7 @@ static int get_range(struct mlc_ctx *c, const struct shard *s, const char *name,
 }
 
 static int parse_tensor(struct mlc_ctx *c, const struct shard *s, size_t k,
-                        json_t *rec, struct tpl_error *err) {
+                        json_t *rec, struct tpl__error *err) {
   struct tpl__tensor t = {0};
   const char *name = NULL;
   int rc;
@@ -258,7 +258,7 @@ static int cmp_offset(const void *a, const void *b) {
 /* After sorting by offset, a record overlaps when it starts before the
  * furthest end seen so far (empty records occupy no bytes). */
 static int check_overlaps(struct mlc_ctx *c, const struct shard *s,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   const struct tpl__tensor *far = NULL;
   uint64_t end = 0;
   for (size_t i = s->first; i < c->m->ntensors; i++) {
@@ -285,7 +285,7 @@ static int check_overlaps(struct mlc_ctx *c, const struct shard *s,
  * checkpoint loader opens it later and checks the size on disk. */
 static int read_shard_header(struct mlc_ctx *c, json_t *frec, size_t i,
                              struct shard *s, json_t **recs,
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   json_t *dp = json_object_get(frec, "dataPath");
   json_t *fmt = json_object_get(frec, "format");
   char ctx[64];
@@ -325,8 +325,8 @@ static int read_shard_header(struct mlc_ctx *c, json_t *frec, size_t i,
   return 0;
 }
 
-static int add_shard_file(struct tpl_model *m, struct shard *s,
-                          struct tpl_error *err) {
+static int add_shard_file(struct tpl__model *m, struct shard *s,
+                          struct tpl__error *err) {
   char *path = tpl__path_join(m->dir, s->data_path);
   int rc = path ? tpl__model_add_file(m, path, s->data_path, s->size, &s->file)
                 : -ENOMEM;
@@ -336,7 +336,7 @@ static int add_shard_file(struct tpl_model *m, struct shard *s,
 }
 
 static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   struct shard s = {.first = c->m->ntensors};
   json_t *recs = NULL;
   int rc;
@@ -360,7 +360,7 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
 
 /* --- the cache file --- */
 
-static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_error *err) {
+static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl__error *err) {
   json_t *meta = json_object_get(root, "metadata");
   json_t *files = json_object_get(root, "records"), *frec;
   size_t i;
@@ -381,8 +381,8 @@ static int parse_root(struct mlc_ctx *c, json_t *root, struct tpl_error *err) {
   return 0;
 }
 
-int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
-                            struct tpl_error *err) {
+int tpl__mlc_check_nonempty(const struct tpl__model *m, const char *what,
+                            struct tpl__error *err) {
   if (m->ntensors == 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected at least one tensor record, found none",
@@ -391,13 +391,13 @@ int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
 }
 
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
-                   struct tpl_model *m, struct tpl_error *err) {
+                   struct tpl__model *m, struct tpl__error *err) {
   return tpl__mlc_parse_flags(buf, len, what, 0, m, err);
 }
 
 int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
-                         int presharded, struct tpl_model *m,
-                         struct tpl_error *err) {
+                         int presharded, struct tpl__model *m,
+                         struct tpl__error *err) {
   struct mlc_ctx c = {.what = what,
                       .names = json_object(),
                       .paths = json_object(),

@@ -15,20 +15,20 @@
  * failure `m` may hold some of them; callers free it.  Returns 0,
  * TPL_EFORMAT, TPL_EDTYPE, TPL_EOVERFLOW, TPL_ELIMIT or -ENOMEM. */
 int tpl__mlc_parse(const char *buf, size_t len, const char *what,
-                   struct tpl_model *m, struct tpl_error *err);
+                   struct tpl__model *m, struct tpl__error *err);
 
 /* tpl__mlc_parse, and with `presharded` nonzero a cache MLC's preshard
  * layout names ("NAME_shard-K" records, each a worker's cut) is read as
  * it is instead of refused: for reading such a cache (inspect, verify),
  * never as a model to shard. */
 int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
-                         int presharded, struct tpl_model *m,
-                         struct tpl_error *err);
+                         int presharded, struct tpl__model *m,
+                         struct tpl__error *err);
 
 /* The last rule, checked once the files are open (a missing or foreign
  * shard file is the more useful message): the cache holds at least one
  * tensor.  Returns 0 or TPL_EFORMAT naming `what`. */
-int tpl__mlc_check_nonempty(const struct tpl_model *m, const char *what,
-                            struct tpl_error *err);
+int tpl__mlc_check_nonempty(const struct tpl__model *m, const char *what,
+                            struct tpl__error *err);
 
 #endif

@@ -56,7 +56,7 @@ static const char *show(const char *s, char *buf, size_t cap) {
 
 int tpl__st_header_len(const void *buf, size_t len, uint64_t file_size,
                        const char *fname, uint64_t *header_len,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   uint64_t n = 0;
   if (file_size < 8)
     return tpl__fail(err, TPL_EFORMAT,
@@ -112,7 +112,7 @@ static size_t utf8_seq(const uint8_t *s, size_t left) {
 }
 
 static int check_utf8(const uint8_t *s, size_t len, const char *fname,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   size_t i = 0;
   while (i < len) {
     size_t n = utf8_seq(s + i, len - i);
@@ -130,7 +130,7 @@ static int check_utf8(const uint8_t *s, size_t len, const char *fname,
  * parser allocates a node per value (1.7 M empty tensors under the
  * header cap once took 3.9 GB).  __metadata__ is one member more. */
 static int check_counts(const char *s, size_t len, const char *fname,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   size_t members, key_bytes;
   tpl__json_top_members(s, len, &members, &key_bytes);
   if (members > (size_t)TPL_MAX_TENSORS + 1 || key_bytes > TPL_MAX_NAME_BYTES)
@@ -146,7 +146,7 @@ static int check_counts(const char *s, size_t len, const char *fname,
  * terse texts for duplicate keys, NUL in keys and integers beyond 64 bits
  * into clear messages. */
 static int parse_json(const char *s, size_t len, const char *fname,
-                      json_t **root, struct tpl_error *err) {
+                      json_t **root, struct tpl__error *err) {
   static const struct {
     const char *terse, *clear;
   } texts[] = {
@@ -156,7 +156,7 @@ static int parse_json(const char *s, size_t len, const char *fname,
                                  "found a name containing \\u0000"},
       {"too big integer", "expected integers below 2^63, found a larger one"},
   };
-  struct tpl_error e = {0};
+  struct tpl__error e = {0};
   char what[512];
   const char *at;
   int rc;
@@ -172,7 +172,7 @@ static int parse_json(const char *s, size_t len, const char *fname,
 }
 
 static int check_metadata(const json_t *v, const char *fname,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   const char *key;
   json_t *val;
   char sb[512];
@@ -195,7 +195,7 @@ static int check_metadata(const json_t *v, const char *fname,
 
 /* `shown` is `name` as show() renders it, for messages. */
 static int check_name(const char *name, const char *shown, const char *fname,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   size_t len = strlen(name);
   if (len == 0)
     return tpl__fail(err, TPL_EFORMAT,
@@ -214,7 +214,7 @@ static int check_name(const char *name, const char *shown, const char *fname,
  * renders it).  An entry must be an object with exactly dtype, shape,
  * data_offsets. */
 static int check_keys(const json_t *v, const char *shown, const char *fname,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   static const char *const want[] = {"dtype", "shape", "data_offsets"};
   const char *key;
   json_t *val;
@@ -242,7 +242,7 @@ static int check_keys(const json_t *v, const char *shown, const char *fname,
 }
 
 static int parse_dtype(const json_t *v, const char *shown, const char *fname,
-                       int *dtype, struct tpl_error *err) {
+                       int *dtype, struct tpl__error *err) {
   const char *s;
   size_t len;
   char db[512];
@@ -270,7 +270,7 @@ static int parse_dtype(const json_t *v, const char *shown, const char *fname,
 }
 
 static int parse_shape(const json_t *v, const char *shown, const char *fname,
-                       struct st_entry *e, struct tpl_error *err) {
+                       struct st_entry *e, struct tpl__error *err) {
   size_t n;
   if (!json_is_array(v))
     return tpl__fail(err, TPL_EFORMAT,
@@ -294,7 +294,7 @@ static int parse_shape(const json_t *v, const char *shown, const char *fname,
 }
 
 static int parse_offsets(const json_t *v, const char *shown, const char *fname,
-                         struct st_entry *e, struct tpl_error *err) {
+                         struct st_entry *e, struct tpl__error *err) {
   if (!json_is_array(v) || json_array_size(v) != 2)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': expected data_offsets to be an array "
@@ -318,7 +318,7 @@ static int parse_offsets(const json_t *v, const char *shown, const char *fname,
 
 /* shape product x itemsize must equal end - begin, without overflow. */
 static int check_size(const struct st_entry *e, const char *fname,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   uint64_t bytes = tpl__dtype_size(e->t.dtype);
   char sb[512], shp[256];
   for (int i = 0; i < e->t.ndim; i++)
@@ -344,7 +344,7 @@ static int check_size(const struct st_entry *e, const char *fname,
 /* Checks one tensor entry (the seq-th in the header) and fills *e. */
 static int parse_entry(const char *name, size_t seq, const json_t *v,
                        const char *fname, struct st_entry *e,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   char sb[512];
   const char *shown = show(name, sb, sizeof(sb));
   int rc = check_name(name, shown, fname, err);
@@ -365,7 +365,7 @@ static int parse_entry(const char *name, size_t seq, const json_t *v,
 /* Walks the header object; *entries (caller frees) gets every tensor. */
 static int collect_entries(json_t *root, const char *fname,
                            struct st_entry **entries, size_t *count,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   size_t cap = json_object_size(root), n = 0;
   struct st_entry *es = calloc(cap ? cap : 1, sizeof(*es));
   const char *key;
@@ -400,7 +400,7 @@ static int cmp_entry(const void *a, const void *b) {
 
 /* Sorted entries must cover [0, data_len) with no gap and no overlap. */
 static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
-                        uint64_t *data_len, struct tpl_error *err) {
+                        uint64_t *data_len, struct tpl__error *err) {
   uint64_t at = 0;
   char sb[512], pb[512];
   for (size_t i = 0; i < n; i++) {
@@ -428,7 +428,7 @@ static int check_tiling(const struct st_entry *es, size_t n, const char *fname,
 
 static int check_file_size(uint64_t header_len, uint64_t data_len,
                            uint64_t file_size, const char *fname,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   uint64_t want;
   if (tpl__add_u64(8 + header_len, data_len, &want) != 0)
     return tpl__fail(err, TPL_EOVERFLOW,
@@ -456,8 +456,8 @@ static int check_file_size(uint64_t header_len, uint64_t data_len,
 
 static int append_tensors(const struct st_entry *es, size_t n,
                           uint64_t data_start, uint32_t file_idx,
-                          const char *fname, struct tpl_model *m,
-                          struct tpl_error *err) {
+                          const char *fname, struct tpl__model *m,
+                          struct tpl__error *err) {
   for (size_t i = 0; i < n; i++) {
     struct tpl__tensor t = es[i].t; /* calloc'd: encoding TPL_ENC_RAW */
     t.name = strdup(es[i].t.name);
@@ -473,8 +473,8 @@ static int append_tensors(const struct st_entry *es, size_t n,
 }
 
 int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
-                  const char *fname, uint32_t file_idx, struct tpl_model *m,
-                  struct tpl_error *err) {
+                  const char *fname, uint32_t file_idx, struct tpl__model *m,
+                  struct tpl__error *err) {
   const char *json = NULL; /* the header text, once its length is known */
   struct st_entry *es = NULL;
   json_t *root = NULL;

@@ -14,14 +14,14 @@
  * N > 100,000,000 or N > file_size - 8.  `fname` is used in messages. */
 int tpl__st_header_len(const void *buf, size_t len, uint64_t file_size,
                        const char *fname, uint64_t *header_len,
-                       struct tpl_error *err);
+                       struct tpl__error *err);
 
 /* Parses a whole safetensors header: `buf` holds at least the first
  * 8 + N bytes of a file of `file_size` bytes.  Appends its tensors (file
  * index `file_idx`, absolute offsets) to `m` in data-offset order.  On
  * failure `m` may hold some of the tensors; callers free it. */
 int tpl__st_parse(const void *buf, size_t len, uint64_t file_size,
-                  const char *fname, uint32_t file_idx, struct tpl_model *m,
-                  struct tpl_error *err);
+                  const char *fname, uint32_t file_idx, struct tpl__model *m,
+                  struct tpl__error *err);
 
 #endif

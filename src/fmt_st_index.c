@@ -26,7 +26,7 @@ struct tpl__st_index {
 };
 
 static int check_top_level(json_t *root, struct tpl__st_index *c,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   json_t *meta = json_object_get(root, "metadata");
   json_t *wm = json_object_get(root, "weight_map");
   if (meta != NULL && !json_is_object(meta))
@@ -54,7 +54,7 @@ static int check_top_level(json_t *root, struct tpl__st_index *c,
 
 /* Checks one weight_map entry and records its file in c->files. */
 static int check_entry(struct tpl__st_index *c, const char *tensor,
-                       size_t tensor_len, json_t *v, struct tpl_error *err) {
+                       size_t tensor_len, json_t *v, struct tpl__error *err) {
   char ctx[TPL_MAX_NAME + 16];
   const char *fname;
   int rc;
@@ -80,7 +80,7 @@ static int check_entry(struct tpl__st_index *c, const char *tensor,
   return 0;
 }
 
-static int collect_files(struct tpl__st_index *c, struct tpl_error *err) {
+static int collect_files(struct tpl__st_index *c, struct tpl__error *err) {
   int rc = 0;
   c->files = json_object();
   if (c->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -96,7 +96,7 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int sort_files(struct tpl__st_index *c, struct tpl_error *err) {
+static int sort_files(struct tpl__st_index *c, struct tpl__error *err) {
   const char *key;
   json_t *v;
   size_t i = 0;
@@ -110,8 +110,8 @@ static int sort_files(struct tpl__st_index *c, struct tpl_error *err) {
 
 /* No tensor may live in two files; `owner` maps name -> file index. */
 static int check_unique(const struct tpl__st_index *c,
-                        const struct tpl_model *m, json_t *owner,
-                        struct tpl_error *err) {
+                        const struct tpl__model *m, json_t *owner,
+                        struct tpl__error *err) {
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     json_t *prev = json_object_get(owner, t->name);
@@ -130,8 +130,8 @@ static int check_unique(const struct tpl__st_index *c,
 
 /* Every tensor found in a file is mapped to that very file. */
 static int check_files_mapped(const struct tpl__st_index *c,
-                              const struct tpl_model *m,
-                              struct tpl_error *err) {
+                              const struct tpl__model *m,
+                              struct tpl__error *err) {
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     const char *fname = m->files[t->file].name;
@@ -152,7 +152,7 @@ static int check_files_mapped(const struct tpl__st_index *c,
 
 /* Every mapped tensor exists (in its file, given check_files_mapped). */
 static int check_map_present(const struct tpl__st_index *c, json_t *owner,
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   const char *key;
   json_t *v;
   json_object_foreach(c->weight_map, key, v) {
@@ -166,7 +166,7 @@ static int check_map_present(const struct tpl__st_index *c, json_t *owner,
 }
 
 int tpl__st_index_check(const struct tpl__st_index *c,
-                        const struct tpl_model *m, struct tpl_error *err) {
+                        const struct tpl__model *m, struct tpl__error *err) {
   json_t *owner = json_object();
   int rc;
   if (owner == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -186,7 +186,7 @@ void tpl__st_index_free(struct tpl__st_index *c) {
 }
 
 int tpl__st_index_parse(const char *buf, size_t len, const char *what,
-                        struct tpl__st_index **out, struct tpl_error *err) {
+                        struct tpl__st_index **out, struct tpl__error *err) {
   struct tpl__st_index *c = calloc(1, sizeof(*c));
   int rc;
   if (c == NULL) return tpl__fail(err, -ENOMEM, "out of memory");

@@ -17,7 +17,7 @@ struct tpl__st_index;
  * (tpl__model_check_file_name).  On success *out is the caller's
  * (tpl__st_index_free).  Returns 0, TPL_EFORMAT or -ENOMEM. */
 int tpl__st_index_parse(const char *buf, size_t len, const char *what,
-                        struct tpl__st_index **out, struct tpl_error *err);
+                        struct tpl__st_index **out, struct tpl__error *err);
 
 /* Number of distinct member files. */
 size_t tpl__st_index_nfiles(const struct tpl__st_index *ix);
@@ -33,7 +33,7 @@ const char *tpl__st_index_file(const struct tpl__st_index *ix, size_t i,
  * it, every mapped tensor present.  Returns 0, TPL_EFORMAT naming the
  * tensor and files, or -ENOMEM. */
 int tpl__st_index_check(const struct tpl__st_index *ix,
-                        const struct tpl_model *m, struct tpl_error *err);
+                        const struct tpl__model *m, struct tpl__error *err);
 
 /* Frees a parsed index; NULL accepted. */
 void tpl__st_index_free(struct tpl__st_index *ix);

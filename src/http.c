@@ -37,7 +37,7 @@ struct whole {
   size_t len, alloc, cap;
   unsigned pending;
   int rc;
-  struct tpl_error err;
+  struct tpl__error err;
 };
 
 struct part {
@@ -59,7 +59,7 @@ struct part {
   char etag[256], modified[128];
   int verdict;   /* 0, or the failure the headers showed */
   int transient; /* ... which a retry may cure */
-  struct tpl_error why;
+  struct tpl__error why;
   struct part *next; /* in the queue, while not in flight */
 };
 
@@ -78,7 +78,8 @@ struct tpl__http {
 
 /* The token from its file or the environment: one line, no control
  * bytes (a newline would end the header it travels in). */
-static int check_token(const char *t, const char *from, struct tpl_error *err) {
+static int check_token(const char *t, const char *from,
+                       struct tpl__error *err) {
   if (*t == '\0')
     return tpl__fail(err, TPL_EUSAGE,
                      "%s: expected a bearer token, found "
@@ -94,7 +95,7 @@ static int check_token(const char *t, const char *from, struct tpl_error *err) {
 }
 
 static int read_token(const struct tpl__http_opts *o, char **out,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   const char *env = getenv(TPL_HTTP_TOKEN_ENV);
   char *t = NULL;
   size_t len = 0;
@@ -123,7 +124,7 @@ static int read_token(const struct tpl__http_opts *o, char **out,
 }
 
 int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   struct tpl__http *h;
   int rc;
   if (o->ca_cert != NULL && !tpl__exists(o->ca_cert))
@@ -460,9 +461,9 @@ static void enqueue(struct tpl__http *h, struct part *p) {
   h->queue_tail = p;
 }
 
-static void owner_fail(struct part *p, int rc, const struct tpl_error *why) {
+static void owner_fail(struct part *p, int rc, const struct tpl__error *why) {
   int *owner_rc = p->r ? &p->r->rc : &p->w->rc;
-  struct tpl_error *e = p->r ? &p->r->err : &p->w->err;
+  struct tpl__error *e = p->r ? &p->r->err : &p->w->err;
   if (*owner_rc != 0) return;
   *owner_rc = rc;
   *e = *why;
@@ -592,7 +593,7 @@ static double launch_due(struct tpl__http *h) {
       continue;
     }
     if (part_launch(p) != 0) {
-      struct tpl_error e = {0};
+      struct tpl__error e = {0};
       tpl__fail(&e, -ENOMEM, "%s: out of memory", p->shown);
       owner_fail(p, -ENOMEM, &e);
       part_finished(p);
@@ -640,7 +641,7 @@ static struct part *new_part(struct tpl__http *h, const char *url,
 }
 
 int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
-                  size_t cap, char **buf, size_t *len, struct tpl_error *err) {
+                  size_t cap, char **buf, size_t *len, struct tpl__error *err) {
   struct whole w = {.cap = cap, .pending = 1};
   struct part *p = new_part(h, url, shown);
   if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -660,7 +661,7 @@ int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
 }
 
 int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   for (size_t i = 0; i < n; i++) {
     /* a probe is one part: its answer tells the size the rest needs */
     uint64_t step = r[i].obj->known ? PART_BYTES : r[i].len;
@@ -682,14 +683,14 @@ int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
 }
 
 int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   drive(h, &r->pending);
   if (r->rc != 0 && err != NULL) *err = r->err;
   return r->rc;
 }
 
 int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   int rc = tpl__http_start(h, r, n, err), first = 0;
   for (size_t i = 0; i < n; i++) {
     int one = tpl__http_wait(h, &r[i], first == 0 ? err : NULL);

@@ -56,7 +56,7 @@ struct tpl__http_read {
   uint64_t got;     /* bytes landed */
   unsigned pending; /* parts not finished */
   int rc;           /* the first failure */
-  struct tpl_error err;
+  struct tpl__error err;
 };
 
 struct tpl__http;
@@ -66,7 +66,7 @@ struct tpl__http;
  * the CA file can be read.  *out is the caller's (tpl__http_close).
  * Returns 0, TPL_EUSAGE, -errno or -ENOMEM. */
 int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
-                   struct tpl_error *err);
+                   struct tpl__error *err);
 
 /* Ends every transfer and frees the client; NULL is accepted. */
 void tpl__http_close(struct tpl__http *h);
@@ -77,13 +77,13 @@ void tpl__http_close(struct tpl__http *h);
  * 401 or 403; TPL_ELIMIT for an object over cap; TPL_EREMOTE when the
  * server cannot be reached or keeps failing (5xx) after the retries. */
 int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
-                  size_t cap, char **buf, size_t *len, struct tpl_error *err);
+                  size_t cap, char **buf, size_t *len, struct tpl__error *err);
 
 /* Starts reads `r[0..n)` (split into parts, at most `connections` in
  * flight, the rest queued); each is the caller's until it is waited for.
  * Returns 0 or -ENOMEM. */
 int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 /* Runs the transfers until read `r` is done (the others go on meanwhile).
  * Returns 0 or its failure, with err naming the URL and offset: the codes
@@ -92,11 +92,11 @@ int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
  * (size, ETag or Last-Modified) or a body that ended early after the
  * retries. */
 int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
-                   struct tpl_error *err);
+                   struct tpl__error *err);
 
 /* tpl__http_start and tpl__http_wait of every read; the first failure. */
 int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
-                       struct tpl_error *err);
+                       struct tpl__error *err);
 
 /* Counters since the client was made: bytes of bodies received, requests
  * sent (retries included), retries. */

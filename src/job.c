@@ -27,7 +27,7 @@ static uint64_t numel(const uint64_t *shape, int ndim) {
 }
 
 static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   uint64_t elems;
   memcpy(t->rank_shape, t->shape, sizeof(t->shape));
   if (t->kind == TPL_RULE_SHARD)
@@ -45,7 +45,7 @@ static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
 }
 
 int tpl__job_place(struct tpl__job *job, uint32_t stage,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   uint64_t off = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
@@ -62,7 +62,7 @@ int tpl__job_place(struct tpl__job *job, uint32_t stage,
   return 0;
 }
 
-int tpl__job_finish(struct tpl__job *job, struct tpl_error *err) {
+int tpl__job_finish(struct tpl__job *job, struct tpl__error *err) {
   uint64_t src = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
@@ -101,7 +101,7 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   return 0;
 }
 
-static int copy_files(struct tpl__job *job, const struct tpl_model *m) {
+static int copy_files(struct tpl__job *job, const struct tpl__model *m) {
   job->files = calloc(m->nfiles ? m->nfiles : 1, sizeof(*job->files));
   if (job->files == NULL) return -ENOMEM;
   job->nfiles = m->nfiles;
@@ -118,12 +118,12 @@ static int copy_files(struct tpl__job *job, const struct tpl_model *m) {
   return 0;
 }
 
-int tpl__job_from_model(const struct tpl_model *m,
+int tpl__job_from_model(const struct tpl__model *m,
                         const struct tpl__strategy *strategies,
                         const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
                         const struct tpl__grid *grid, int bias_scaling,
-                        struct tpl__job **out, struct tpl_error *err) {
+                        struct tpl__job **out, struct tpl__error *err) {
   struct tpl__job *job = calloc(1, sizeof(*job));
   int rc;
   if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -153,10 +153,10 @@ nomem:
   return tpl__fail(err, -ENOMEM, "out of memory");
 }
 
-int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
                   const char *model_arg, const struct tpl__grid *grid,
                   int bias_scaling, struct tpl__plan **plan,
-                  struct tpl__job **out, struct tpl_error *err) {
+                  struct tpl__job **out, struct tpl__error *err) {
   struct tpl__strategy *st = NULL;
   struct tpl__stages *stages = NULL;
   int rc = tpl__plan_for_grid(plan_arg, m, grid, plan, &st, &stages, err);
@@ -189,7 +189,7 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
 }
 
 int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
-                          int strict, struct tpl_error *err) {
+                          int strict, struct tpl__error *err) {
   size_t unused = 0, first = 0;
   unsigned char *used;
   if (!p->from_file || p->nrules == 0) return 0;
@@ -226,7 +226,7 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
 }
 
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   if (t->encoding == TPL_ENC_F32_TO_BF16)
     tpl__bf16_expand_inplace(p, t->rank_stored / 2);

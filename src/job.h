@@ -23,8 +23,8 @@ struct tpl__job_tensor {
   int dtype;  /* decoded dtype */
   int ndim;
   uint64_t shape[TPL_MAX_DIMS]; /* full shape */
-  int encoding;                 /* enum tpl_encoding */
-  int kind;                     /* enum tpl_rule_kind */
+  int encoding;                 /* enum tpl__encoding */
+  int kind;                     /* enum tpl__rule_kind */
   char *func_name;              /* owned; NULL unless SHARD */
   int rule; /* rank 0 only: index of the plan rule that decided, or -1 */
   struct tpl__shard_spec spec; /* SHARD only */
@@ -75,34 +75,35 @@ struct tpl__job {
 /* Builds the job table for `m` on `grid` under `strategies` and `stages`
  * (one each per tensor; stages NULL: every tensor on stage 0, for
  * grid->pp == 1) and finishes it.  *out is freed with tpl__job_free. */
-int tpl__job_from_model(const struct tpl_model *m,
+int tpl__job_from_model(const struct tpl__model *m,
                         const struct tpl__strategy *strategies,
                         const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
                         const struct tpl__grid *grid, int bias_scaling,
-                        struct tpl__job **out, struct tpl_error *err);
+                        struct tpl__job **out, struct tpl__error *err);
 
 /* Resolves --plan `plan_arg` for `m` on `grid` (tpl__plan_for_grid: the
  * plan for grid->tp shards and, when grid->pp > 1, MLC's stages) and
  * builds the job from it: on success *plan (tpl__plan_free) and *out
  * (tpl__job_free) are the caller's.  Returns 0 or what resolving,
  * applying or building returned. */
-int tpl__job_plan(const char *plan_arg, const struct tpl_model *m,
+int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
                   const char *model_arg, const struct tpl__grid *grid,
                   int bias_scaling, struct tpl__plan **plan,
-                  struct tpl__job **out, struct tpl_error *err);
+                  struct tpl__job **out, struct tpl__error *err);
 
 /* Computes the derived fields (per-holder shapes, bytes) after the
  * tensors' own fields and job->grid are set, and places stage 0
  * (tpl__job_place).  A tensor with stages.count 0 is put on [0, 1) when
  * pp == 1. */
-int tpl__job_finish(struct tpl__job *job, struct tpl_error *err);
+int tpl__job_finish(struct tpl__job *job, struct tpl__error *err);
 
 /* Lays out the store of a rank of stage `stage` (< grid.pp): the tensors
  * that stage holds, in job order, aligned; the others get store_offset
  * UINT64_MAX.  Sets job->stage and job->store_size.  Returns 0 or
  * TPL_EOVERFLOW naming the tensor. */
-int tpl__job_place(struct tpl__job *job, uint32_t stage, struct tpl_error *err);
+int tpl__job_place(struct tpl__job *job, uint32_t stage,
+                   struct tpl__error *err);
 
 /* Nonzero when global rank `rank` (< grid.world) holds tensor i: its
  * stage is among the tensor's stages. */
@@ -118,7 +119,7 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
  * for a scale_bias tensor with bias scaling on, divides by grid.tp.  Returns 0
  * or TPL_EDTYPE (err names the tensor). */
 int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
-                          struct tpl_error *err);
+                          struct tpl__error *err);
 
 /* Nonzero when the bytes a holder receives of tensor i are already what
  * it holds (tpl__job_finish_bytes would leave them as they are). */
@@ -142,7 +143,7 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
  * how many there are, and returns TPL_EPLAN when `strict`, 1 (a warning
  * for the caller to print) otherwise. */
 int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
-                          int strict, struct tpl_error *err);
+                          int strict, struct tpl__error *err);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

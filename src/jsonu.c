@@ -33,7 +33,7 @@ static const json_t *find_nul_value(const json_t *v, const char *in_key,
 }
 
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
-                           json_t **out, struct tpl_error *err) {
+                           json_t **out, struct tpl__error *err) {
   json_error_t je;
   const char *key;
   json_t *root =

@@ -23,7 +23,7 @@
  * input in messages. On success *out is a new reference the caller
  * json_decref's. */
 int tpl__json_parse_object(const char *buf, size_t len, const char *what,
-                           json_t **out, struct tpl_error *err);
+                           json_t **out, struct tpl__error *err);
 
 /* Counts the members of the top-level object in `len` bytes of `buf`
  * and the raw bytes of their keys without building anything (a linear

@@ -36,7 +36,7 @@ static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
 
 /* At open: not the file rank 0 validated (65). */
 static int check_same(const struct tpl__job *job, uint32_t f, int fd,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   char buf[128];
   const char *what = differs(job, f, fd, buf, sizeof(buf));
   if (what == NULL) return 0;
@@ -45,7 +45,7 @@ static int check_same(const struct tpl__job *job, uint32_t f, int fd,
 }
 
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   char buf[128];
   const char *what;
   if (job->files[f].url != NULL) return 0; /* every answer was checked */
@@ -58,7 +58,7 @@ int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
 }
 
 int tpl__local_open(const struct tpl__job *job, int *fds,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   int rc = 0;
   for (size_t f = 0; f < job->nfiles; f++)
     fds[f] = -1;
@@ -87,7 +87,7 @@ void tpl__local_close(int *fds, size_t n) {
 
 /* Reads n bytes of tensor i's source from `begin` (tensor-relative). */
 static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
-                     uint64_t n, uint64_t begin, struct tpl_error *err) {
+                     uint64_t n, uint64_t begin, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
   uint64_t off = t->file_offset + begin;
   double t0 = tpl__now();
@@ -112,7 +112,7 @@ static uint64_t shortest_piece(const struct tpl__layout *l) {
  * piece of each row, straight to dst + *got. */
 static int read_pieces(struct tpl__local_read *lr, size_t i,
                        const struct tpl__layout *l, uint64_t b, uint64_t e,
-                       uint8_t *dst, uint64_t *got, struct tpl_error *err) {
+                       uint8_t *dst, uint64_t *got, struct tpl__error *err) {
   for (uint64_t r = b / l->row_stride; r * l->row_stride < e; r++)
     for (size_t k = 0; k < l->npieces; k++) {
       uint64_t pb = r * l->row_stride + l->pieces[k].offset;
@@ -134,7 +134,7 @@ static int read_pieces(struct tpl__local_read *lr, size_t i,
 static int read_range_direct(struct tpl__local_read *lr, size_t i,
                              const struct tpl__layout *l, uint64_t b,
                              uint64_t e, uint8_t *dst, uint64_t *got,
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
   uint64_t start, n = tpl__layout_contiguous(l, b, e, &start);
   uint64_t from = n != UINT64_MAX ? start : b,
@@ -164,7 +164,7 @@ static int read_range_direct(struct tpl__local_read *lr, size_t i,
  * *got grows by their count. */
 static int read_range(struct tpl__local_read *lr, size_t i,
                       const struct tpl__layout *l, uint64_t b, uint64_t e,
-                      uint8_t *dst, uint64_t *got, struct tpl_error *err) {
+                      uint8_t *dst, uint64_t *got, struct tpl__error *err) {
   uint64_t start, n;
   double t0;
   int rc;
@@ -226,7 +226,7 @@ static void hint_slice(struct tpl__local_read *lr, size_t i,
 /* Tensor i's slice into the store a window at a time, each window hashed
  * into h right after it lands when h is not NULL. */
 static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
   uint32_t shard = tpl__grid_coord(&lr->job->grid, lr->rank).t;
   uint8_t *dst = lr->store->base + t->store_offset;
@@ -259,7 +259,7 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
 /* Reads tensor i and sets its checksum: hashed as it lands when its bytes
  * are final, else by `finish` after. */
 static int read_tensor(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   int final = tpl__job_bytes_final(lr->job, i), rc;
   if (!final) h = NULL;
   if (h != NULL) XXH3_64bits_reset(h);
@@ -279,7 +279,7 @@ static uint64_t held_bytes(const struct tpl__local_read *lr) {
   return n;
 }
 
-int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err) {
+int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   XXH3_state_t *h = XXH3_createState();
   int rc = h != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
   lr->total = held_bytes(lr);

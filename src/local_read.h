@@ -28,13 +28,13 @@
  * names the file and what differs.  A remote file (a MODEL URL's: its url
  * is set) is not opened and stays -1.  Close with tpl__local_close. */
 int tpl__local_open(const struct tpl__job *job, int *fds,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 /* Checks that file f, open as fd, still has the size and time of
  * job->files[f].  Returns 0 or -EIO (74) naming it: it changed while
  * loading.  A remote file is 0: its source checked every answer. */
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                         struct tpl_error *err);
+                         struct tpl__error *err);
 
 /* Closes the n descriptors of fds that are open. */
 void tpl__local_close(int *fds, size_t n);
@@ -55,7 +55,7 @@ struct tpl__local_read {
   /* Called with each held tensor whose bytes need finishing (decoding,
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */
-  int (*finish)(void *ctx, size_t i, struct tpl_error *err);
+  int (*finish)(void *ctx, size_t i, struct tpl__error *err);
   /* Optional: called every window_len bytes or so (inside a tensor too)
    * and at the end with the bytes read into the store so far and the
    * rank's total. */
@@ -72,6 +72,6 @@ struct tpl__local_read {
  * job order, then checks every file is unchanged.  Returns 0, -errno from
  * a read (-EIO when a file ended early; err names the file, offset and
  * tensor), -EIO when a file changed, or what `finish` returned. */
-int tpl__local_read_all(struct tpl__local_read *lr, struct tpl_error *err);
+int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err);
 
 #endif

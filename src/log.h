@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 /* --log-level of `tpload serve`: what the daemon writes to stderr. */
-enum tpl_log_level {
+enum tpl__log_level {
   TPL_LOG_QUIET = 0, /* nothing */
   TPL_LOG_INFO = 1,  /* start, ready, attach/detach, shutdown */
   TPL_LOG_DEBUG = 2  /* ... and one line per request */

@@ -74,14 +74,14 @@ static int is_cache_file(const char *name) {
 
 /* --force: the cache JSON goes first (a half-replaced directory never
  * looks complete), then every .bin file and temp of an earlier cache. */
-static int remove_old_cache(const char *dir, struct tpl_error *err) {
+static int remove_old_cache(const char *dir, struct tpl__error *err) {
   return tpl__preshard_remove_old(dir, cache_names, ARRAY_SIZE(cache_names),
                                   is_cache_file, err);
 }
 
 /* MODEL/mlc-chat-config.json, parsed (a new reference in *out). */
 static int read_chat_config(const char *model, json_t **out,
-                            struct tpl_error *err) {
+                            struct tpl__error *err) {
   char *path = tpl__path_join(model, "mlc-chat-config.json"), *buf = NULL;
   size_t len;
   int rc;
@@ -99,7 +99,7 @@ static int read_chat_config(const char *model, json_t **out,
   return rc;
 }
 
-static int writer_prepare(void *ctx, struct tpl_error *err) {
+static int writer_prepare(void *ctx, struct tpl__error *err) {
   const struct tpl__mlc_writer_opts *o = ctx;
   json_t *cfg = NULL;
   int rc = read_chat_config(o->model, &cfg, err);
@@ -110,7 +110,7 @@ static int writer_prepare(void *ctx, struct tpl_error *err) {
   return rc;
 }
 
-static int writer_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+static int writer_check(void *ctx, uint32_t rank, struct tpl__error *err) {
   return tpl__preshard_check_dir(
       ((const struct tpl__mlc_writer_opts *)ctx)->dir, rank, err);
 }
@@ -147,7 +147,7 @@ static int write_records(struct writer *w, size_t f, int fd,
 /* File f under its temp name, fsynced; its md5 into `sum`.  On failure
  * the temp file is gone. */
 static int write_file(struct writer *w, size_t f, uint8_t sum[16],
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   char *tmp = temp_path(w->o->dir, f);
   struct md5_ctx md5;
   int fd = -1, rc = 0;
@@ -180,7 +180,7 @@ static void remove_own(struct writer *w, int published) {
   }
 }
 
-static int write_own(struct writer *w, struct tpl_error *err) {
+static int write_own(struct writer *w, struct tpl__error *err) {
   size_t k = 0;
   int rc = 0;
   for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++)
@@ -191,7 +191,7 @@ static int write_own(struct writer *w, struct tpl_error *err) {
 }
 
 /* Renames this rank's temps into place and fsyncs DIR. */
-static int publish_own(struct writer *w, struct tpl_error *err) {
+static int publish_own(struct writer *w, struct tpl__error *err) {
   int rc = 0;
   for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++) {
     char *tmp, *fin;
@@ -232,7 +232,7 @@ static int is_own_name(const struct tpl__job *job, const char *name) {
 }
 
 static int copy_file(const char *model, const char *dir, const char *name,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   char *src = tpl__path_join(model, name), *buf = NULL;
   size_t len = 0;
   int rc = src ? tpl__read_file(src, TPL_MAX_JSON_FILE, &buf, &len, err)
@@ -245,7 +245,7 @@ static int copy_file(const char *model, const char *dir, const char *name,
 
 /* Every regular file of MODEL that is not part of its cache (tokenizer
  * files and the like), unchanged. */
-static int copy_others(const struct writer *w, struct tpl_error *err) {
+static int copy_others(const struct writer *w, struct tpl__error *err) {
   DIR *d = opendir(w->o->model);
   struct dirent *e;
   int rc = 0;
@@ -266,7 +266,7 @@ static int copy_others(const struct writer *w, struct tpl_error *err) {
 }
 
 static int write_json(const char *dir, const char *name, json_t *v,
-                      size_t indent, struct tpl_error *err) {
+                      size_t indent, struct tpl__error *err) {
   char *text =
       v ? json_dumps(v, JSON_INDENT(indent) | JSON_PRESERVE_ORDER) : NULL;
   int rc = text ? tpl__write_file_atomic(dir, name, text, strlen(text), err)
@@ -286,7 +286,7 @@ static int set_grid(json_t *o, const struct tpl__grid *g) {
 /* mlc-chat-config.json with the job's grid, at the top level (what the
  * runtime reads) and in "model_config" where that holds the counts too
  * (as MLC's gen_config writes it). */
-static int write_chat_config(const struct writer *w, struct tpl_error *err) {
+static int write_chat_config(const struct writer *w, struct tpl__error *err) {
   const struct tpl__grid *g = &w->l->job->grid;
   json_t *cfg = NULL, *mc;
   int rc = read_chat_config(w->o->model, &cfg, err);
@@ -305,7 +305,7 @@ static json_t *source_metadata(const char *model) {
   char *path = tpl__path_join(model, cache_name(model)), *buf = NULL;
   size_t len;
   json_t *root = NULL, *meta = NULL;
-  struct tpl_error ignored = {0};
+  struct tpl__error ignored = {0};
   if (path != NULL &&
       tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, &ignored) == 0 &&
       tpl__json_parse_object(buf, len, path, &root, &ignored) == 0)
@@ -336,7 +336,7 @@ static char *md5_table(const struct writer *w) {
   return hex;
 }
 
-static int write_cache_json(struct writer *w, struct tpl_error *err) {
+static int write_cache_json(struct writer *w, struct tpl__error *err) {
   char *md5 = md5_table(w);
   json_t *meta = source_metadata(w->o->model), *cache = NULL;
   int rc;
@@ -350,7 +350,7 @@ static int write_cache_json(struct writer *w, struct tpl_error *err) {
   return rc;
 }
 
-static int finish_dir(struct writer *w, struct tpl_error *err) {
+static int finish_dir(struct writer *w, struct tpl__error *err) {
   int rc = copy_others(w, err);
   if (rc == 0) rc = write_chat_config(w, err);
   if (rc == 0) rc = write_cache_json(w, err);
@@ -365,7 +365,7 @@ static void unpublish_cache(const struct writer *w) {
 
 /* --- the sequence --- */
 
-static int alloc_sums(struct writer *w, struct tpl_error *err) {
+static int alloc_sums(struct writer *w, struct tpl__error *err) {
   w->max_owned = tpl__mlc_max_owned(&w->layout, w->c->world);
   w->mine = calloc(w->max_owned + 1, 16);
   if (w->c->rank == 0)
@@ -376,7 +376,7 @@ static int alloc_sums(struct writer *w, struct tpl_error *err) {
 }
 
 /* Write, agree, gather the sums: the long step, beating. */
-static int write_step(struct writer *w, struct tpl_error *err) {
+static int write_step(struct writer *w, struct tpl__error *err) {
   const struct tpl__coord *c = w->c;
   int rc = tpl__mlc_layout_build(w->l->job, &w->layout);
   if (rc != 0) rc = tpl__fail(err, rc, "out of memory");
@@ -394,7 +394,7 @@ static int write_step(struct writer *w, struct tpl_error *err) {
 }
 
 static int writer_run(void *ctx, const struct tpl__loaded *l,
-                      const struct tpl__coord *c, struct tpl_error *err) {
+                      const struct tpl__coord *c, struct tpl__error *err) {
   struct writer w = {.o = ctx, .l = l, .c = c};
   sigset_t stop, old;
   int rc, all = write_step(&w, err);

@@ -21,7 +21,7 @@ const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES] = {
 };
 
 int tpl__model_none_found(const char *dir, const char *where,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   return tpl__fail(err, TPL_ENOMODEL,
                    "%s: expected model.safetensors, "
                    "model.safetensors.index.json, tensor-cache.json or "
@@ -29,8 +29,8 @@ int tpl__model_none_found(const char *dir, const char *where,
                    dir, where);
 }
 
-struct tpl_model *tpl__model_new(int format, const char *dir) {
-  struct tpl_model *m = calloc(1, sizeof(*m));
+struct tpl__model *tpl__model_new(int format, const char *dir) {
+  struct tpl__model *m = calloc(1, sizeof(*m));
   if (m == NULL) return NULL;
   m->format = format;
   m->dir = strdup(dir);
@@ -41,7 +41,7 @@ struct tpl_model *tpl__model_new(int format, const char *dir) {
   return m;
 }
 
-void tpl__model_free(struct tpl_model *m) {
+void tpl__model_free(struct tpl__model *m) {
   if (m == NULL) return;
   for (size_t i = 0; i < m->ntensors; i++)
     free(m->tensors[i].name);
@@ -61,8 +61,8 @@ void tpl__model_free(struct tpl_model *m) {
   free(m);
 }
 
-int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
-                        uint64_t size, uint32_t *idx) {
+int tpl__model_add_file(struct tpl__model *m, const char *path,
+                        const char *name, uint64_t size, uint32_t *idx) {
   struct tpl__file *f;
   char *p, *n;
   if (m->nfiles >= UINT32_MAX) return -ENOMEM;
@@ -82,7 +82,7 @@ int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
   return 0;
 }
 
-int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t) {
+int tpl__model_add_tensor(struct tpl__model *m, const struct tpl__tensor *t) {
   size_t len = strlen(t->name);
   if (m->ntensors >= TPL_MAX_TENSORS ||
       len > TPL_MAX_NAME_BYTES - m->name_bytes)
@@ -99,7 +99,7 @@ int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t) {
   return 0;
 }
 
-int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd) {
+int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd) {
   struct tpl__file *f = &m->files[idx];
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -116,8 +116,8 @@ int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd) {
   return 0;
 }
 
-int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
-                              struct tpl_error *err) {
+int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
+                              struct tpl__error *err) {
   const struct tpl__file *f = &m->files[idx];
   struct stat st, at_path;
   const char *what = NULL;
@@ -141,8 +141,8 @@ int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
                    f->path, what);
 }
 
-int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
-                           const char *what, struct tpl_error *err) {
+int tpl__model_take_tensor(struct tpl__model *m, struct tpl__tensor *t,
+                           const char *what, struct tpl__error *err) {
   int rc = tpl__model_add_tensor(m, t);
   if (rc != 0) free(t->name);
   t->name = NULL;
@@ -155,7 +155,7 @@ int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
 }
 
 int tpl__model_check_file_name(const char *name, size_t len, const char *what,
-                               const char *ctx, struct tpl_error *err) {
+                               const char *ctx, struct tpl__error *err) {
   if (len == 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: expected a file name inside the model "
@@ -197,7 +197,7 @@ uint64_t tpl__tensor_numel(const struct tpl__tensor *t) {
   return n;
 }
 
-uint64_t tpl__model_bytes(const struct tpl_model *m) {
+uint64_t tpl__model_bytes(const struct tpl__model *m) {
   uint64_t total = 0;
   for (size_t i = 0; i < m->ntensors; i++)
     total += m->tensors[i].nbytes;

@@ -12,14 +12,14 @@
 #include "http.h"
 #include "url.h"
 
-enum tpl_model_format {
+enum tpl__model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
   TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
   TPL_FMT_MLC              /* tensor-cache.json / ndarray-cache.json */
 };
 
 /* How a tensor's bytes are stored in its file. */
-enum tpl_encoding {
+enum tpl__encoding {
   TPL_ENC_RAW = 0,        /* stored exactly as the dtype says */
   TPL_ENC_F32_TO_BF16 = 1 /* dtype F32, stored as the upper 16 bits (bf16) */
 };
@@ -30,7 +30,7 @@ struct tpl__tensor {
   int ndim;   /* 0..TPL_MAX_DIMS */
   uint64_t shape[TPL_MAX_DIMS];
   uint32_t file;         /* index into model->files */
-  int encoding;          /* enum tpl_encoding */
+  int encoding;          /* enum tpl__encoding */
   uint64_t offset;       /* absolute byte offset in the file */
   uint64_t stored_bytes; /* bytes in the file */
   uint64_t nbytes;       /* decoded bytes: numel x dtype size */
@@ -51,8 +51,8 @@ struct tpl__file {
                                when validated */
 };
 
-struct tpl_model {
-  int format; /* enum tpl_model_format */
+struct tpl__model {
+  int format; /* enum tpl__model_format */
   char *dir;  /* owned; directory holding the model */
   struct tpl__file *files;
   size_t nfiles;
@@ -71,7 +71,7 @@ struct tpl_model {
  * looked for (the first there decides), and the format each means. */
 struct tpl__model_probe {
   const char *name;
-  int format; /* enum tpl_model_format */
+  int format; /* enum tpl__model_format */
 };
 #define TPL_MODEL_NPROBES 4
 extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
@@ -80,42 +80,42 @@ extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
  * them: TPL_ENOMODEL, `where` ("" or " at this URL (HTTP 404)") after
  * the list. */
 int tpl__model_none_found(const char *dir, const char *where,
-                          struct tpl_error *err);
+                          struct tpl__error *err);
 
 /* Frees a model and everything it owns; NULL is accepted. */
-void tpl__model_free(struct tpl_model *m);
+void tpl__model_free(struct tpl__model *m);
 
 /* Allocates an empty model with `dir` copied; NULL on ENOMEM. */
-struct tpl_model *tpl__model_new(int format, const char *dir);
+struct tpl__model *tpl__model_new(int format, const char *dir);
 
 /* Appends a file (path and name copied); returns its index in *idx. */
-int tpl__model_add_file(struct tpl_model *m, const char *path, const char *name,
-                        uint64_t size, uint32_t *idx);
+int tpl__model_add_file(struct tpl__model *m, const char *path,
+                        const char *name, uint64_t size, uint32_t *idx);
 
 /* Keeps `fd` (open on file `idx`, now owned by the model) with its
  * identity (device, inode, size, mtime from fstat), so that the bytes the
  * engine reads come from the very file that was validated.  Closes fd
  * and returns -errno when fstat fails. */
-int tpl__model_hold_fd(struct tpl_model *m, uint32_t idx, int fd);
+int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd);
 
 /* Checks that file `idx`'s path still names the held file (device and
  * inode) and that the file still has the size and mtime recorded when it
  * was validated.  Returns 0, or -EIO
  * (exit 74) with err naming the file and what changed. */
-int tpl__model_file_unchanged(const struct tpl_model *m, uint32_t idx,
-                              struct tpl_error *err);
+int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
+                              struct tpl__error *err);
 
 /* Appends a tensor, taking ownership of t->name on success only.
  * Returns 0, -ENOMEM, or TPL_ELIMIT when the model would exceed
  * TPL_MAX_TENSORS tensors or TPL_MAX_NAME_BYTES of names (checked before
  * growing the table). */
-int tpl__model_add_tensor(struct tpl_model *m, const struct tpl__tensor *t);
+int tpl__model_add_tensor(struct tpl__model *m, const struct tpl__tensor *t);
 
 /* tpl__model_add_tensor for a reader of `what` (a file name): the model
  * takes t->name (freed on failure; NULL in *t either way), and a failure
  * says which cap was hit, or out of memory. */
-int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
-                           const char *what, struct tpl_error *err);
+int tpl__model_take_tensor(struct tpl__model *m, struct tpl__tensor *t,
+                           const char *what, struct tpl__error *err);
 
 /* Checks a file name a checkpoint's JSON gives (`name`, `len` bytes) as
  * the name of a file directly inside the model directory: refuses an
@@ -124,14 +124,14 @@ int tpl__model_take_tensor(struct tpl_model *m, struct tpl__tensor *t,
  * Pure: symlinks are the checkpoint loader's to check.  Returns 0 or
  * TPL_EFORMAT. */
 int tpl__model_check_file_name(const char *name, size_t len, const char *what,
-                               const char *ctx, struct tpl_error *err);
+                               const char *ctx, struct tpl__error *err);
 
 /* Number of elements of `t` (shape product; 1 for a scalar). Overflow is
  * impossible for a validated tensor. */
 uint64_t tpl__tensor_numel(const struct tpl__tensor *t);
 
 /* Total decoded bytes of all tensors. */
-uint64_t tpl__model_bytes(const struct tpl_model *m);
+uint64_t tpl__model_bytes(const struct tpl__model *m);
 
 /* Writes "[a, b, c]" into buf (truncating safely). Returns buf. */
 char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);

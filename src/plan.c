@@ -153,7 +153,7 @@ static const char *json_kind(const json_t *v) {
 
 static int parse_string(const json_t *v, const char *key, size_t cap,
                         const char *what, size_t idx, const char **out,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   size_t len;
   if (!json_is_string(v))
     return tpl__fail(err, TPL_EPLAN,
@@ -170,7 +170,7 @@ static int parse_string(const json_t *v, const char *key, size_t cap,
 }
 
 static int parse_dim(const json_t *v, const char *what, size_t idx,
-                     struct rule_fields *f, struct tpl_error *err) {
+                     struct rule_fields *f, struct tpl__error *err) {
   uint64_t dim;
   if (tpl__json_u64(v, &dim) != 0)
     return tpl__fail(err, TPL_EPLAN,
@@ -188,7 +188,7 @@ static int parse_dim(const json_t *v, const char *what, size_t idx,
 }
 
 static int parse_segs(const json_t *v, const char *what, size_t idx,
-                      struct rule_fields *f, struct tpl_error *err) {
+                      struct rule_fields *f, struct tpl__error *err) {
   size_t n = json_is_array(v) ? json_array_size(v) : 0;
   if (!json_is_array(v) || n == 0 || n > TPL_MAX_SEGS)
     return tpl__fail(err, TPL_EPLAN,
@@ -211,7 +211,7 @@ static int parse_segs(const json_t *v, const char *what, size_t idx,
 /* `scale_bias` and `replicate` only make sense as `true`: `false` would
  * mean "this rule does nothing", which is a mistake worth reporting. */
 static int parse_true(const json_t *v, const char *key, const char *what,
-                      size_t idx, int *flag, struct tpl_error *err) {
+                      size_t idx, int *flag, struct tpl__error *err) {
   if (json_is_false(v))
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected '%s': true, found false (a "
@@ -227,7 +227,7 @@ static int parse_true(const json_t *v, const char *key, const char *what,
 
 static int parse_field(const char *key, const json_t *v, const char *what,
                        size_t idx, struct rule_fields *f,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   if (strcmp(key, "match") == 0)
     return parse_string(v, key, TPL_MAX_NAME, what, idx, &f->match, err);
   if (strcmp(key, "name") == 0)
@@ -247,7 +247,7 @@ static int parse_field(const char *key, const json_t *v, const char *what,
 /* Checks the combination of keys: match required, exactly one action,
  * name/segs only with dim. */
 static int check_fields(const struct rule_fields *f, const char *what,
-                        size_t idx, struct tpl_error *err) {
+                        size_t idx, struct tpl__error *err) {
   int actions = f->has_dim + f->has_scale + f->has_replicate;
   if (f->match == NULL)
     return tpl__fail(err, TPL_EPLAN,
@@ -269,7 +269,7 @@ static int check_fields(const struct rule_fields *f, const char *what,
 }
 
 static int parse_rule(const json_t *obj, const char *what, size_t idx,
-                      struct tpl__plan *p, struct tpl_error *err) {
+                      struct tpl__plan *p, struct tpl__error *err) {
   struct rule_fields f;
   const char *key;
   json_t *v;
@@ -294,7 +294,7 @@ static int parse_rule(const json_t *obj, const char *what, size_t idx,
 }
 
 static int parse_rules(const json_t *root, const char *what,
-                       struct tpl__plan *p, struct tpl_error *err) {
+                       struct tpl__plan *p, struct tpl__error *err) {
   const json_t *rules = json_object_get(root, "rules");
   const char *key;
   json_t *v;
@@ -321,7 +321,7 @@ static int parse_rules(const json_t *root, const char *what,
 }
 
 int tpl__plan_parse(const char *buf, size_t len, const char *what,
-                    struct tpl__plan **out, struct tpl_error *err) {
+                    struct tpl__plan **out, struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   json_t *root = NULL;
   char source[64 + TPL_MAX_NAME];
@@ -363,7 +363,7 @@ static int is_float(int dtype) {
 /* Prefixes err->msg with the plan and rule that asked for the failing
  * action, so a user knows which line of which plan to fix. */
 static int blame_rule(const struct tpl__plan *p, int rule, int rc,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   char msg[sizeof(err->msg)];
   if (err == NULL) return rc;
   memcpy(msg, err->msg, sizeof(msg));
@@ -373,7 +373,7 @@ static int blame_rule(const struct tpl__plan *p, int rule, int rc,
 
 static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
                       uint32_t nshards, struct tpl__strategy *s,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   const struct tpl__rule *r;
   int rc;
   s->kind = TPL_RULE_REPLICATE;
@@ -397,7 +397,7 @@ static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
 
 /* Tensor names -> index in the model, for a quantized param's weight and
  * a scale's siblings. */
-static json_t *name_index(const struct tpl_model *m) {
+static json_t *name_index(const struct tpl__model *m) {
   json_t *idx = json_object();
   for (size_t i = 0; idx != NULL && i < m->ntensors; i++) {
     if (json_object_set_new_nocheck(idx, m->tensors[i].name,
@@ -417,10 +417,10 @@ static long find_tensor(const json_t *idx, const char *name) {
 
 /* A quantized param takes its base weight's rule, transformed as MLC
  * does (quant.h); a base that is not sharded leaves it replicated. */
-static int apply_derived(const struct tpl__plan *p, const struct tpl_model *m,
+static int apply_derived(const struct tpl__plan *p, const struct tpl__model *m,
                          const json_t *idx, const struct tpl__tensor *t, int qp,
                          const char *base, uint32_t nshards,
-                         struct tpl__strategy *s, struct tpl_error *err) {
+                         struct tpl__strategy *s, struct tpl__error *err) {
   const struct tpl__rule *r = &p->rules[s->rule];
   long w = find_tensor(idx, base);
   struct tpl__shard_spec spec;
@@ -441,9 +441,9 @@ static int apply_derived(const struct tpl__plan *p, const struct tpl_model *m,
   return 0;
 }
 
-static int apply_one(const struct tpl__plan *p, const struct tpl_model *m,
+static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
                      const json_t *idx, size_t i, uint32_t nshards,
-                     struct tpl__strategy *s, struct tpl_error *err) {
+                     struct tpl__strategy *s, struct tpl__error *err) {
   const struct tpl__tensor *t = &m->tensors[i];
   char base[TPL_MAX_NAME + 16];
   int qp = tpl__quant_param(t->name, base, sizeof(base));
@@ -457,9 +457,9 @@ static int apply_one(const struct tpl__plan *p, const struct tpl_model *m,
 /* No silent mis-shard: a scale or zero-point of more than one element
  * (a per-tensor scale is the same for every slice) must not reach every
  * rank whole while its weight is cut. */
-static int check_scales(const struct tpl__plan *p, const struct tpl_model *m,
+static int check_scales(const struct tpl__plan *p, const struct tpl__model *m,
                         const json_t *idx, const struct tpl__strategy *st,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   static const char *const weights[] = {"weight", "q_weight", "qweight"};
   char stem[TPL_MAX_NAME + 2], wname[TPL_MAX_NAME + 16];
   for (size_t i = 0; i < m->ntensors; i++) {
@@ -484,9 +484,9 @@ static int check_scales(const struct tpl__plan *p, const struct tpl_model *m,
   return 0;
 }
 
-int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
+int tpl__plan_apply(const struct tpl__plan *p, const struct tpl__model *m,
                     uint32_t nshards, struct tpl__strategy *out,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   json_t *idx;
   int rc = 0;
   if (nshards == 0)

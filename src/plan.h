@@ -12,7 +12,7 @@
 #include "quant.h"
 #include "shard.h"
 
-enum tpl_rule_kind {
+enum tpl__rule_kind {
   TPL_RULE_REPLICATE = 0,
   TPL_RULE_SHARD = 1,
   TPL_RULE_SCALE_BIAS = 2
@@ -20,7 +20,7 @@ enum tpl_rule_kind {
 
 struct tpl__rule {
   char *match;                 /* owned glob: '*' any run (dots too), '?' */
-  int kind;                    /* enum tpl_rule_kind */
+  int kind;                    /* enum tpl__rule_kind */
   char *name;                  /* owned func_name for SHARD ("_shard_<dim>") */
   struct tpl__shard_spec spec; /* SHARD only; nsegs 0 = one segment */
   /* SHARD only, owned: the func_names MLC gives the quantized params
@@ -60,7 +60,7 @@ int tpl__glob_match(const char *pattern, const char *name);
  * and contradictory rules are refused with the rule's index.  *out is
  * freed with tpl__plan_free. Returns 0 or TPL_EPLAN. */
 int tpl__plan_parse(const char *buf, size_t len, const char *what,
-                    struct tpl__plan **out, struct tpl_error *err);
+                    struct tpl__plan **out, struct tpl__error *err);
 
 /* Applies `p` to every tensor of `m`: out[i] for tensor i (caller allocates
  * m->ntensors entries).  Checks each SHARD spec against the tensor
@@ -72,9 +72,9 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
  * scale or zero-point tensor left replicated while its weight is sharded
  * (TPL_EPLAN naming both and the plan).  Returns 0, TPL_EPLAN,
  * TPL_EINDIVISIBLE or TPL_EDTYPE. */
-int tpl__plan_apply(const struct tpl__plan *p, const struct tpl_model *m,
+int tpl__plan_apply(const struct tpl__plan *p, const struct tpl__model *m,
                     uint32_t nshards, struct tpl__strategy *out,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 /* Frees a plan; NULL accepted. */
 void tpl__plan_free(struct tpl__plan *p);

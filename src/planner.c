@@ -34,8 +34,8 @@ static void config_clear(struct config *c) {
 
 /* Reads and parses the config; returns 0, -ENOENT when there is none, or
  * another code with err naming the file. */
-static int config_read(const struct tpl_model *m, struct config *c,
-                       struct tpl_error *err) {
+static int config_read(const struct tpl__model *m, struct config *c,
+                       struct tpl__error *err) {
   char *buf = NULL;
   size_t len = 0;
   int rc;
@@ -53,9 +53,9 @@ static int config_read(const struct tpl_model *m, struct config *c,
 /* Preset `name`, or the one the config asks for when `name` is NULL.  A
  * preset needs the config for the model's sizes: `why` ("preset 'x'",
  * "--plan auto") says who in the message for a missing one. */
-static int build_preset(const char *name, const struct tpl_model *m,
+static int build_preset(const char *name, const struct tpl__model *m,
                         uint32_t nshards, struct config *c,
-                        struct tpl__plan **out, struct tpl_error *err) {
+                        struct tpl__plan **out, struct tpl__error *err) {
   char why[128];
   int rc = config_read(m, c, err);
   if (name != NULL)
@@ -76,7 +76,7 @@ static int build_preset(const char *name, const struct tpl_model *m,
 }
 
 static int load_plan_file(const char *path, struct tpl__plan **out,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   char *buf = NULL;
   size_t len = 0;
   int rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
@@ -97,17 +97,17 @@ static int load_plan_file(const char *path, struct tpl__plan **out,
  * failing on a config it never needed (an HF config only refines fp8
  * block sizes).  MLC's scheme decides how quantized params are cut, so
  * the errors of its config stand. */
-static int read_quant(const struct tpl_model *m, struct config *c,
-                      struct tpl__quant_info *q, struct tpl_error *err) {
+static int read_quant(const struct tpl__model *m, struct config *c,
+                      struct tpl__quant_info *q, struct tpl__error *err) {
   int rc = c->path != NULL ? 0 : config_read(m, c, err);
   if (rc == 0) rc = tpl__quant_info_parse(c->json, c->mlc, c->path, q, err);
   if (rc == -ENOENT || !c->mlc) return 0;
   return rc;
 }
 
-static int resolve(const char *arg, const struct tpl_model *m, uint32_t nshards,
-                   struct config *c, struct tpl__plan **out,
-                   struct tpl_error *err) {
+static int resolve(const char *arg, const struct tpl__model *m,
+                   uint32_t nshards, struct config *c, struct tpl__plan **out,
+                   struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   int rc;
   if (arg == NULL || strcmp(arg, "auto") == 0)
@@ -134,7 +134,7 @@ static int resolve(const char *arg, const struct tpl_model *m, uint32_t nshards,
 /* A num_hidden_layers that is there but is no layer count (negative, a
  * string, 0, 2^40): the model's bad data (65), named with its value. */
 static int layers_invalid(const char *where, const char *key, const json_t *v,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
   int rc = tpl__fail(err, TPL_EFORMAT,
                      "%s: %s: invalid value %.64s (expected a whole number "
@@ -145,7 +145,7 @@ static int layers_invalid(const char *where, const char *key, const json_t *v,
 }
 
 static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
-                       int *tied, struct tpl_error *err) {
+                       int *tied, struct tpl__error *err) {
   const json_t *cfg = c->json, *v = NULL;
   const char *where = c->path ? c->path : "the model's config";
   const char *key =
@@ -165,9 +165,9 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
 }
 
 /* Every tensor's stages (MLC's _set_pp, see topology.c). */
-static int assign_stages(const struct tpl_model *m, const struct config *c,
+static int assign_stages(const struct tpl__model *m, const struct config *c,
                          uint32_t pp, struct tpl__stages *out,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   uint32_t layers = 1;
   int tied = 0, rc = 0;
   if (pp > 1) rc = read_layers(c, pp, &layers, &tied, err);
@@ -177,10 +177,10 @@ static int assign_stages(const struct tpl_model *m, const struct config *c,
   return rc;
 }
 
-int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
+int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,
-                       struct tpl__stages **stages, struct tpl_error *err) {
+                       struct tpl__stages **stages, struct tpl__error *err) {
   struct config c = {0};
   struct tpl__plan *p = NULL;
   struct tpl__strategy *s = NULL;

@@ -33,9 +33,9 @@
  * On success *plan (tpl__plan_free), *strategies (free(); one per tensor,
  * func_name borrowing from *plan) and *stages (free(); one per tensor) are
  * the caller's. */
-int tpl__plan_for_grid(const char *arg, const struct tpl_model *m,
+int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,
-                       struct tpl__stages **stages, struct tpl_error *err);
+                       struct tpl__stages **stages, struct tpl__error *err);
 
 #endif

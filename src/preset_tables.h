@@ -45,7 +45,7 @@ enum tpl__unit {
 
 struct tpl__ptmpl {
   const char *match;  /* glob over the full tensor name */
-  unsigned char kind; /* enum tpl_rule_kind */
+  unsigned char kind; /* enum tpl__rule_kind */
   unsigned char dim;
   unsigned char segs; /* enum tpl__seg_kind */
   unsigned char req;  /* enum tpl__req */

@@ -88,7 +88,7 @@ struct sizes {
  * 0, 1 when none is present, or TPL_EFORMAT. */
 static int get_size(const json_t *cfg, const char *const *keys,
                     const char *what, uint64_t *out, const char **key,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   for (; *keys != NULL; keys++) {
     const json_t *v = json_object_get(cfg, *keys);
     uint64_t n;
@@ -116,7 +116,7 @@ static int get_size(const json_t *cfg, const char *const *keys,
 
 static int need_size(const json_t *cfg, const char *const *keys,
                      const char *what, uint64_t *out, const char **key,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int rc = get_size(cfg, keys, what, out, key, err);
   if (rc == 1)
     return tpl__fail(err, TPL_EFORMAT,
@@ -135,7 +135,7 @@ static void add_check(struct sizes *s, const char *label, uint64_t value) {
 
 /* Attention: heads, kv heads (none for latent attention) and head_dim. */
 static int read_attention(const json_t *cfg, unsigned flags, const char *what,
-                          struct sizes *s, struct tpl_error *err) {
+                          struct sizes *s, struct tpl__error *err) {
   static const char *const hidden[] = {"hidden_size", "n_embd", "d_model",
                                        NULL};
   static const char *const heads[] = {"num_attention_heads", "n_head",
@@ -179,7 +179,7 @@ static int read_attention(const json_t *cfg, unsigned flags, const char *what,
 /* The MLP: intermediate size (4 x hidden by default for the GPTs; halved
  * for qwen v1's fused halves). */
 static int read_mlp(const json_t *cfg, unsigned flags, const char *what,
-                    struct sizes *s, struct tpl_error *err) {
+                    struct sizes *s, struct tpl__error *err) {
   static const char *const inter[] = {"intermediate_size", "n_inner",
                                       "ffn_hidden_size", NULL};
   const char *key = NULL;
@@ -208,7 +208,7 @@ static int read_mlp(const json_t *cfg, unsigned flags, const char *what,
 
 /* Experts: moe_intermediate_size and the shared expert's size. */
 static int read_experts(const json_t *cfg, unsigned flags, const char *what,
-                        struct sizes *s, struct tpl_error *err) {
+                        struct sizes *s, struct tpl__error *err) {
   static const char *const moe[] = {"moe_intermediate_size", NULL};
   static const char *const shared[] = {"shared_expert_intermediate_size", NULL};
   static const char *const nshared[] = {"n_shared_experts", NULL};
@@ -237,7 +237,7 @@ static int read_experts(const json_t *cfg, unsigned flags, const char *what,
 
 /* The layer count, when the config gives one (s->layers stays 0 if not). */
 static int read_layer_count(const json_t *cfg, const char *what,
-                            struct sizes *s, struct tpl_error *err) {
+                            struct sizes *s, struct tpl__error *err) {
   static const char *const layers[] = {"num_hidden_layers", "n_layer",
                                        "num_layers", NULL};
   int rc = get_size(cfg, layers, what, &s->layers, &s->layers_key, err);
@@ -259,7 +259,7 @@ static void read_expert_count(const json_t *cfg, struct sizes *s) {
 }
 
 static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
-                      struct sizes *s, struct tpl_error *err) {
+                      struct sizes *s, struct tpl__error *err) {
   int rc;
   memset(s, 0, sizeof(*s));
   if ((rc = read_attention(cfg, flags, what, s, err)) != 0 ||
@@ -285,7 +285,7 @@ static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
 }
 
 static int check_divisible(const struct sizes *s, uint32_t nshards,
-                           const char *what, struct tpl_error *err) {
+                           const char *what, struct tpl__error *err) {
   char good[256];
   for (size_t i = 0; i < s->nchecks; i++) {
     uint64_t v = s->checks[i].value;
@@ -305,7 +305,7 @@ static int check_divisible(const struct sizes *s, uint32_t nshards,
 
 /* The segment lengths template kind `kind` wants (enum tpl__seg_kind). */
 static int fill_segs(int kind, const struct sizes *s, const char *what,
-                     struct tpl__shard_spec *spec, struct tpl_error *err) {
+                     struct tpl__shard_spec *spec, struct tpl__error *err) {
   if (kind == TPL_SEGS_SHARED && s->shared == 0)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected 'n_shared_experts' (the shared "
@@ -330,7 +330,7 @@ static int fill_segs(int kind, const struct sizes *s, const char *what,
 
 static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
                          size_t n, const struct sizes *s, const char *what,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   for (size_t i = 0; i < n; i++) {
     struct tpl__shard_spec spec;
     int rc;
@@ -349,7 +349,7 @@ static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
  * (gemma3, llama4, llava, ministral3) under "text_config" of either. */
 static int sizes_object(const json_t *config, int mlc, unsigned flags,
                         const char *what, const json_t **out,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   const json_t *cfg = config, *text;
   if (mlc) {
     cfg = json_object_get(config, "model_config");
@@ -365,7 +365,7 @@ static int sizes_object(const json_t *config, int mlc, unsigned flags,
 
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                             const char *what, uint32_t nshards,
-                            struct tpl__plan **out, struct tpl_error *err) {
+                            struct tpl__plan **out, struct tpl__error *err) {
   const struct tpl__preset_def *p = find_preset_or_alias(name);
   const json_t *cfg = NULL;
   struct tpl__plan *plan;
@@ -401,7 +401,7 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
 /* --- detecting the architecture --- */
 
 int tpl__preset_detect(const json_t *config, int mlc, const char *what,
-                       const char **name, struct tpl_error *err) {
+                       const char **name, struct tpl__error *err) {
   const json_t *archs = json_object_get(config, "architectures");
   const json_t *type = json_object_get(config, "model_type");
   const char *arch = NULL, *mt = NULL;
@@ -457,9 +457,10 @@ static const char *base_name(const char *name, char *buf, size_t len) {
 
 /* A tensor inside a layer, with two or more dims, that no rule names: a
  * projection the preset does not know, which would go out unsharded. */
-static int check_unmatched(const struct tpl__plan *p, const struct tpl_model *m,
+static int check_unmatched(const struct tpl__plan *p,
+                           const struct tpl__model *m,
                            const struct tpl__strategy *s,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     if (s[i].rule >= 0 || t->ndim < 2 || layer_of(t->name) < 0) continue;
@@ -478,7 +479,7 @@ static int check_unmatched(const struct tpl__plan *p, const struct tpl_model *m,
  * that layer matches (tensors a replicate rule matched first do not
  * count); *nlayers is one past the highest such layer. */
 static void mark_required(const struct tpl__ptmpl *t, size_t n,
-                          const struct tpl_model *m,
+                          const struct tpl__model *m,
                           const struct tpl__strategy *s, unsigned char *seen,
                           size_t cap, size_t *nlayers) {
   char buf[TPL_MAX_NAME + 16];
@@ -577,7 +578,7 @@ static int layer_is_moe(const struct moe_layers *k, size_t layer) {
 static void config_moe_layers(const struct tpl__preset_def *d, int mlc,
                               const json_t *cfg, struct moe_layers *k) {
   unsigned kinds = TPL_P_KIND_DS | TPL_P_KIND_STEP | TPL_P_KIND_EXPERTS;
-  struct tpl_error ignored;
+  struct tpl__error ignored;
   const json_t *obj;
   memset(k, 0, sizeof(*k));
   if ((d->flags & kinds) != 0 && cfg != NULL &&
@@ -606,10 +607,10 @@ static long layer_missing(const struct tpl__ptmpl *t, size_t n,
 /* Stores in *out_layers one past the highest layer holding a tensor the
  * preset must shard. */
 static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
-                          size_t n, const struct tpl_model *m,
+                          size_t n, const struct tpl__model *m,
                           const struct tpl__strategy *s,
                           const struct moe_layers *k, size_t *out_layers,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   size_t cap = m->ntensors, nlayers = 0;
   unsigned char *seen;
   long miss = -1;
@@ -685,9 +686,9 @@ static int unit_size(const struct sizes *s, int unit, uint64_t *want, char *how,
  * along the cut dim (quantized params are packed: their weight's rule
  * speaks for them). */
 static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
-                       const struct tpl_model *m,
+                       const struct tpl__model *m,
                        const struct tpl__strategy *st, const struct sizes *s,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   char how[160], base[TPL_MAX_NAME + 16];
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *x = &m->tensors[i];
@@ -712,8 +713,8 @@ static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
 /* The layers holding the tensors the preset must shard are 0..L-1, L as
  * the config says. */
 static int check_layer_count(const struct tpl__plan *p,
-                             const struct tpl_model *m, const struct sizes *s,
-                             size_t nlayers, struct tpl_error *err) {
+                             const struct tpl__model *m, const struct sizes *s,
+                             size_t nlayers, struct tpl__error *err) {
   if (s->layers == 0 || nlayers == s->layers) return 0;
   if (nlayers < s->layers)
     return tpl__fail(err, TPL_EFORMAT,
@@ -751,8 +752,8 @@ static long expert_of(const char *name) {
 }
 
 /* Experts named one per tensor are 0..X-1, X as the config says. */
-static int check_experts(const struct tpl__plan *p, const struct tpl_model *m,
-                         const struct sizes *s, struct tpl_error *err) {
+static int check_experts(const struct tpl__plan *p, const struct tpl__model *m,
+                         const struct sizes *s, struct tpl__error *err) {
   long top = -1;
   const char *top_name = NULL;
   for (size_t i = 0; s->experts > 0 && i < m->ntensors; i++) {
@@ -791,7 +792,7 @@ static int measures_heads(const struct tpl__tensor *x, const struct sizes *s) {
 }
 
 /* cut[l] = 1 for every layer l < cap with a tensor the plan cuts. */
-static void mark_cut_layers(const struct tpl_model *m,
+static void mark_cut_layers(const struct tpl__model *m,
                             const struct tpl__strategy *st, unsigned char *cut,
                             size_t cap) {
   for (size_t i = 0; i < m->ntensors; i++) {
@@ -807,9 +808,9 @@ static void mark_cut_layers(const struct tpl_model *m,
  * per-head q_norm under a `*norm.weight` rule). */
 static int check_whole_heads(const struct tpl__plan *p,
                              const struct tpl__ptmpl *t,
-                             const struct tpl_model *m,
+                             const struct tpl__model *m,
                              const struct tpl__strategy *st,
-                             const struct sizes *s, struct tpl_error *err) {
+                             const struct sizes *s, struct tpl__error *err) {
   char base[TPL_MAX_NAME + 16];
   size_t cap = m->ntensors ? m->ntensors : 1; /* layers < tensors */
   unsigned char *cut = calloc(cap, 1);
@@ -841,9 +842,9 @@ static int check_whole_heads(const struct tpl__plan *p,
   return 0;
 }
 
-int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
+int tpl__preset_check(const struct tpl__plan *p, const struct tpl__model *m,
                       const struct tpl__strategy *s, const json_t *config,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   const struct tpl__preset_def *d = p->preset;
   const struct tpl__ptmpl *t;
   const json_t *cfg = NULL;

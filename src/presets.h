@@ -29,14 +29,14 @@ const char *tpl__preset_names(void);
  * config), TPL_EINDIVISIBLE or -ENOMEM. */
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                             const char *what, uint32_t nshards,
-                            struct tpl__plan **out, struct tpl_error *err);
+                            struct tpl__plan **out, struct tpl__error *err);
 
 /* Stores in *name the preset a parsed config asks for (static string):
  * HF config.json by "architectures"[0] (e.g. "LlamaForCausalLM"), else by
  * "model_type"; mlc-chat-config.json by "model_type".  Returns 0 or
  * TPL_EPLAN naming what was found. */
 int tpl__preset_detect(const json_t *config, int mlc, const char *what,
-                       const char **name, struct tpl_error *err);
+                       const char **name, struct tpl__error *err);
 
 /* Checks model `m` against the preset plan `p` was built from
  * (p->preset), after tpl__plan_apply filled `s` (one strategy per
@@ -49,8 +49,8 @@ int tpl__preset_detect(const json_t *config, int mlc, const char *what,
  * the preset at all.  Quantized params (".q_weight", ".q_scale",
  * ".weight_scale_inv") count for their weight.  Returns 0, TPL_EPLAN or
  * -ENOMEM. */
-int tpl__preset_check(const struct tpl__plan *p, const struct tpl_model *m,
+int tpl__preset_check(const struct tpl__plan *p, const struct tpl__model *m,
                       const struct tpl__strategy *s, const json_t *config,
-                      struct tpl_error *err);
+                      struct tpl__error *err);
 
 #endif

@@ -34,7 +34,7 @@ struct shard_file {
 };
 
 /* DIR exists, or is created now. */
-static int make_dir(const char *dir, struct tpl_error *err) {
+static int make_dir(const char *dir, struct tpl__error *err) {
   int e;
   if (mkdir(dir, 0755) == 0 || errno == EEXIST) return 0;
   e = errno;
@@ -69,7 +69,7 @@ static int is_rank_file(const char *name) {
 
 int tpl__preshard_remove_old(const char *dir, const char *const *marks,
                              size_t nmarks, int (*is_old)(const char *name),
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   DIR *d = opendir(dir);
   struct dirent *e;
   int rc = d == NULL ? -errno : 0;
@@ -89,7 +89,7 @@ int tpl__preshard_remove_old(const char *dir, const char *const *marks,
 /* --force: shard-info.json goes first (a half-replaced directory never
  * looks complete), then every old rank file, so that a run with fewer
  * ranks than the last one leaves no stale rank{R}.safetensors behind. */
-static int remove_old_output(const char *dir, struct tpl_error *err) {
+static int remove_old_output(const char *dir, struct tpl__error *err) {
   static const char *const marks[] = {"shard-info.json"};
   return tpl__preshard_remove_old(dir, marks, 1, is_rank_file, err);
 }
@@ -161,7 +161,7 @@ static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
  * the rank's file, which is dropped at once: the only sure test against
  * a read-only mount, ACLs or root squash).  Returns 0 or TPL_EOUTPUT. */
 int tpl__preshard_check_dir(const char *dir, uint32_t rank,
-                            struct tpl_error *err) {
+                            struct tpl__error *err) {
   struct shard_file f;
   struct stat st;
   int rc;
@@ -193,12 +193,12 @@ int tpl__preshard_check_dir(const char *dir, uint32_t rank,
   return 0;
 }
 
-static int preshard_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+static int preshard_check(void *ctx, uint32_t rank, struct tpl__error *err) {
   return tpl__preshard_check_dir(((const struct tpl__preshard_opts *)ctx)->dir,
                                  rank, err);
 }
 
-int tpl__preshard_require_empty(const char *dir, struct tpl_error *err) {
+int tpl__preshard_require_empty(const char *dir, struct tpl__error *err) {
   char found[256];
   if (dir_has_entries(dir, found, sizeof(found)))
     return tpl__fail(err, TPL_EOUTPUT,
@@ -214,7 +214,7 @@ int tpl__preshard_require_empty(const char *dir, struct tpl_error *err) {
  * never looks complete) and every old rank<digits>.safetensors (so fewer
  * ranks than last time leave no stale file).  Returns 0 or TPL_EOUTPUT /
  * -errno. */
-static int preshard_prepare(void *ctx, struct tpl_error *err) {
+static int preshard_prepare(void *ctx, struct tpl__error *err) {
   const struct tpl__preshard_opts *o = ctx;
   int rc = preshard_check(ctx, 0, err);
   if (rc == 0 && !o->force) rc = tpl__preshard_require_empty(o->dir, err);
@@ -237,7 +237,7 @@ int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
 }
 
 static int write_header(int fd, const char *dir, const struct tpl__job *job,
-                        uint32_t rank, struct tpl_error *err) {
+                        uint32_t rank, struct tpl__error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
   uint8_t *hdr = NULL;
   size_t hlen = 0, n = 0;
@@ -331,7 +331,7 @@ int tpl__preshard_fsync_beating(int fd, const struct tpl__coord *c) {
  * nothing is left in DIR and f->fd is -1. */
 static int write_rank_file(const char *dir, const struct tpl__loaded *l,
                            const struct tpl__coord *c, struct shard_file *f,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   const struct tpl__job *job = l->job;
   uint32_t rank = c->rank;
   int rc = create_file(dir, rank, f);
@@ -362,7 +362,7 @@ static int write_rank_file(const char *dir, const struct tpl__loaded *l,
  * unnamed file first gets the temp name, then every file is renamed
  * over the final one: readers see the old file or the new, never a part. */
 static int publish(const char *dir, uint32_t rank, struct shard_file *f,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   char proc[64], tmp[64], final[64];
   int d, rc = 0;
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
@@ -404,7 +404,7 @@ static void unpublish(const char *dir, uint32_t rank) {
 
 /* Rank 0, last: DIR/shard-info.json from the job's LoadReport. */
 static int write_shard_info(const char *dir, const struct tpl__loaded *l,
-                            uint32_t world, struct tpl_error *err) {
+                            uint32_t world, struct tpl__error *err) {
   size_t n = l->job->ntensors * world;
   struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
   json_t *info = NULL;
@@ -430,7 +430,7 @@ static int write_shard_info(const char *dir, const struct tpl__loaded *l,
 }
 
 static int preshard_run(void *ctx, const struct tpl__loaded *l,
-                        const struct tpl__coord *c, struct tpl_error *err) {
+                        const struct tpl__coord *c, struct tpl__error *err) {
   const char *dir = ((const struct tpl__preshard_opts *)ctx)->dir;
   struct shard_file f = {-1, 0};
   int rc, all;

@@ -33,11 +33,11 @@ int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
  * user, writable by no one else (or sticky), and files can be created in
  * it.  Returns 0 or TPL_EOUTPUT / -errno. */
 int tpl__preshard_check_dir(const char *dir, uint32_t rank,
-                            struct tpl_error *err);
+                            struct tpl__error *err);
 
 /* 0 when DIR holds no entry; else TPL_EOUTPUT naming one ("pass --force
  * to replace"). */
-int tpl__preshard_require_empty(const char *dir, struct tpl_error *err);
+int tpl__preshard_require_empty(const char *dir, struct tpl__error *err);
 
 /* --force's cleaning of DIR: removes the `nmarks` files `marks` first
  * (what vouches for a complete output: a half-replaced directory never
@@ -45,7 +45,7 @@ int tpl__preshard_require_empty(const char *dir, struct tpl_error *err);
  * Missing files are fine.  Returns 0 or TPL_EOUTPUT. */
 int tpl__preshard_remove_old(const char *dir, const char *const *marks,
                              size_t nmarks, int (*is_old)(const char *name),
-                             struct tpl_error *err);
+                             struct tpl__error *err);
 
 /* `n` bytes at `p` to fd, a MiB at a time, beating (c->beat) between
  * steps.  Returns 0 or -errno. */

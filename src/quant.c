@@ -64,7 +64,7 @@ void tpl__quant_info_init(struct tpl__quant_info *q) {
 #define MAX_BLOCK (1ull << 32)
 
 static int parse_block(const json_t *v, const char *what,
-                       struct tpl__quant_info *q, struct tpl_error *err) {
+                       struct tpl__quant_info *q, struct tpl__error *err) {
   uint64_t b[2];
   if (v == NULL || json_is_null(v)) return 0;
   if (!json_is_array(v) || json_array_size(v) != 2 ||
@@ -81,7 +81,7 @@ static int parse_block(const json_t *v, const char *what,
 }
 
 static int parse_scheme(const json_t *v, const char *what,
-                        struct tpl__quant_info *q, struct tpl_error *err) {
+                        struct tpl__quant_info *q, struct tpl__error *err) {
   const char *s;
   if (v == NULL || json_is_null(v)) return 0;
   if (!json_is_string(v) || json_string_length(v) >= sizeof(q->scheme_name) ||
@@ -97,7 +97,7 @@ static int parse_scheme(const json_t *v, const char *what,
 }
 
 static int parse_shards(const json_t *v, const char *what,
-                        struct tpl__quant_info *q, struct tpl_error *err) {
+                        struct tpl__quant_info *q, struct tpl__error *err) {
   uint64_t n;
   if (v == NULL || json_is_null(v)) return 0;
   if (tpl__json_u64(v, &n) != 0 || n == 0 || n > UINT32_MAX)
@@ -123,7 +123,7 @@ static const json_t *find_block(const json_t *cfg) {
 }
 
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
-                          struct tpl__quant_info *q, struct tpl_error *err) {
+                          struct tpl__quant_info *q, struct tpl__error *err) {
   struct tpl__quant_info r;
   int rc;
   tpl__quant_info_init(&r);
@@ -138,7 +138,7 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
 }
 
 int tpl__quant_check_tp(const struct tpl__quant_info *q, uint32_t nshards,
-                        const char *what, struct tpl_error *err) {
+                        const char *what, struct tpl__error *err) {
   const struct tpl__quant_scheme *s = q->scheme;
   const char *why = NULL;
   if (s == NULL || nshards <= 1) return 0;
@@ -214,7 +214,7 @@ int tpl__quant_is_scale(const char *name, char *stem, size_t cap) {
 /* segs[j] / unit, each exact; `unit` is a block (fp8) length. */
 static int segs_in_units(const struct tpl__shard_spec *base, uint64_t unit,
                          const char *tname, const char *what,
-                         struct tpl__shard_spec *out, struct tpl_error *err) {
+                         struct tpl__shard_spec *out, struct tpl__error *err) {
   for (size_t j = 0; j < base->nsegs; j++) {
     if (base->segs[j] % unit != 0)
       return tpl__fail(err, TPL_EINDIVISIBLE,
@@ -234,7 +234,7 @@ static int segs_in_units(const struct tpl__shard_spec *base, uint64_t unit,
 static int check_groups(const struct tpl__tensor *t,
                         const struct tpl__quant_info *q,
                         const struct tpl__shard_spec *s, uint32_t nshards,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   uint64_t groups;
   if (s->dim != t->ndim - 1 || s->nsegs > 1) return 0;
   groups = t->shape[s->dim];
@@ -255,7 +255,7 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
                         const struct tpl__tensor *weight,
                         const struct tpl__shard_spec *base,
                         struct tpl__shard_spec *out, int *replicate,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   int in_dim = weight != NULL ? weight->ndim - 1 : 1;
   int bdim;
   if (qp == TPL_QP_ACT_SCALE) {
@@ -278,7 +278,7 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
                       const struct tpl__tensor *weight,
                       const struct tpl__shard_spec *base, uint32_t nshards,
                       struct tpl__shard_spec *out, int *replicate,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   int rc = 0;
   *out = *base;
   *replicate = 0;

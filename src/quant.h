@@ -15,7 +15,7 @@
 #include "model.h"
 #include "shard.h"
 
-enum tpl_quant_kind {
+enum tpl__quant_kind {
   TPL_QK_NONE = 0,    /* q0f16 ... (or no "quantization" key) */
   TPL_QK_GROUP,       /* group-quant: q4f16_1, q3f16_0, ... */
   TPL_QK_PER_TENSOR,  /* per-tensor-quant: e4m3_e4m3_f16, ... */
@@ -27,7 +27,7 @@ enum tpl_quant_kind {
 /* One of MLC's schemes (quantization/quantization.py, QUANTIZATION). */
 struct tpl__quant_scheme {
   const char *name;
-  int kind;               /* enum tpl_quant_kind */
+  int kind;               /* enum tpl__quant_kind */
   int kn_layout;          /* group-quant with linear_weight_layout "KN" */
   uint32_t group_size;    /* group-quant */
   uint32_t bits;          /* group-quant: quantize_dtype int3 / int4 */
@@ -49,7 +49,7 @@ struct tpl__quant_info {
 };
 
 /* The quantized params MLC writes beside (or instead of) `<base>.weight`. */
-enum tpl_qparam {
+enum tpl__qparam {
   TPL_QP_NONE = 0,
   TPL_QP_Q_WEIGHT,  /* <base>.q_weight: group / per-tensor packed weight */
   TPL_QP_Q_SCALE,   /* <base>.q_scale: group scales, or per-tensor [1] */
@@ -71,18 +71,18 @@ void tpl__quant_info_init(struct tpl__quant_info *q);
  * ("quantization_config"."weight_block_size").  `what` names the file in
  * messages.  Returns 0 or TPL_EFORMAT; `q` is written only on success. */
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
-                          struct tpl__quant_info *q, struct tpl_error *err);
+                          struct tpl__quant_info *q, struct tpl__error *err);
 
 /* Refuses, for nshards > 1, the schemes MLC refuses under tensor
  * parallelism: KN layouts (q3f16_0, q4f16_0, q4bf16_0: compile.py), ft-quant
  * (compile.py, convert_weight.py) and AWQ (its layers carry no shard
  * strategy).  Returns 0 or TPL_EPLAN naming the scheme. */
 int tpl__quant_check_tp(const struct tpl__quant_info *q, uint32_t nshards,
-                        const char *what, struct tpl_error *err);
+                        const char *what, struct tpl__error *err);
 
 /* Classifies `name` by its suffix; for a quantized param stores
  * "<base>.weight" in `base` (cap bytes; a name that does not fit is
- * TPL_QP_NONE).  Returns enum tpl_qparam. */
+ * TPL_QP_NONE).  Returns enum tpl__qparam. */
 int tpl__quant_param(const char *name, char *base, size_t cap);
 
 /* The func_name suffix MLC gives a param of kind `qp` ("_q_weight",
@@ -113,7 +113,7 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
                       const struct tpl__tensor *weight,
                       const struct tpl__shard_spec *base, uint32_t nshards,
                       struct tpl__shard_spec *out, int *replicate,
-                      struct tpl_error *err);
+                      struct tpl__error *err);
 
 /* Returns 1 when `name` is a scale or zero-point param whose values belong
  * to slices of a weight (q_scale, weight_scale_inv, and the HF names

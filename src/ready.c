@@ -37,7 +37,7 @@ static int pid_alive(json_int_t pid) {
   return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-static int check_parent(const char *path, struct tpl_error *err) {
+static int check_parent(const char *path, struct tpl__error *err) {
   char *dir = tpl__dir_of(path);
   int ok;
   if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -51,7 +51,7 @@ static int check_parent(const char *path, struct tpl_error *err) {
   return 0;
 }
 
-int tpl__ready_claim(const char *path, struct tpl_error *err) {
+int tpl__ready_claim(const char *path, struct tpl__error *err) {
   struct stat st;
   json_t *old;
   json_int_t pid;
@@ -82,7 +82,7 @@ int tpl__ready_claim(const char *path, struct tpl_error *err) {
 
 int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
                      const char *job_id, uint64_t generation,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   struct tpl__atomic a;
   json_t *o =
       json_pack("{ss sI sI ss sI}", "socket_dir", socket_dir, "world_size",

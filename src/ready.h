@@ -14,14 +14,14 @@
  * write.  A ready file left by a job that is gone (its pid is not a
  * running process) is removed; one whose pid still runs is refused.
  * Returns 0 or TPL_EOUTPUT / -errno with err naming the path. */
-int tpl__ready_claim(const char *path, struct tpl_error *err);
+int tpl__ready_claim(const char *path, struct tpl__error *err);
 
 /* Writes {"socket_dir", "world_size", "pid", "job_id", "generation"} to
  * `path` atomically (temp file, fsync, rename, directory fsync): again
  * after each reload.  Returns 0 or TPL_EOUTPUT with err naming the path. */
 int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
                      const char *job_id, uint64_t generation,
-                     struct tpl_error *err);
+                     struct tpl__error *err);
 
 /* Removes `path` when it still carries `job_id` (another job's ready
  * file is left alone). */

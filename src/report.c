@@ -93,7 +93,8 @@ out:
 }
 
 static int msg_to_job_tensor(const Tpload__JobTensor *m,
-                             struct tpl__job_tensor *t, struct tpl_error *err) {
+                             struct tpl__job_tensor *t,
+                             struct tpl__error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
       m->n_segs > TPL_MAX_SEGS || m->kind > TPL_RULE_SCALE_BIAS)
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
@@ -121,7 +122,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
 
 /* A remote file's URL and validators (an empty url: a local file). */
 static int msg_to_remote_file(const Tpload__SourceFile *m,
-                              struct tpl__job_file *f, struct tpl_error *err) {
+                              struct tpl__job_file *f, struct tpl__error *err) {
   struct tpl__http_obj *o = &f->obj;
   if (m->url == NULL || m->url[0] == '\0') return 0;
   if (strlen(m->etag) >= sizeof(o->etag) ||
@@ -140,7 +141,7 @@ static int msg_to_remote_file(const Tpload__SourceFile *m,
 }
 
 static int msgs_to_job_files(const Tpload__JobTable *table,
-                             struct tpl__job *job, struct tpl_error *err) {
+                             struct tpl__job *job, struct tpl__error *err) {
   int rc;
   job->files = calloc(table->n_files + 1, sizeof(*job->files));
   if (job->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
@@ -158,7 +159,7 @@ static int msgs_to_job_files(const Tpload__JobTable *table,
 }
 
 /* A table with files places every tensor's bytes inside one of them. */
-static int check_sources(const struct tpl__job *job, struct tpl_error *err) {
+static int check_sources(const struct tpl__job *job, struct tpl__error *err) {
   for (size_t i = 0; job->nfiles > 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     uint64_t end;
@@ -174,7 +175,7 @@ static int check_sources(const struct tpl__job *job, struct tpl_error *err) {
 }
 
 int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   Tpload__JobTable *table = tpload__job_table__unpack(NULL, len, buf);
   struct tpl__job *job;
   int rc = 0;
@@ -340,7 +341,7 @@ static struct tpl__grid report_grid(const Tpload__LoadReport *lr) {
 
 /* Rank k of the report is global rank k at its (d, p, t). */
 static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   if (g->world == 0 || g->world != lr->n_ranks)
     return tpl__fail(err, TPL_EPEER,
                      "report: %zu ranks for a grid of tp %u x pp %u x dp %u",
@@ -361,7 +362,8 @@ static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
 /* Replica d's rank `r` against replica 0's rank `base` at the same
  * (p, t): the same tensors with the same bytes and checksums. */
 static int same_as_base(const Tpload__RankReport *r,
-                        const Tpload__RankReport *base, struct tpl_error *err) {
+                        const Tpload__RankReport *base,
+                        struct tpl__error *err) {
   if (r->n_tensors != base->n_tensors)
     return tpl__fail(err, TPL_EMISMATCH,
                      "replicas disagree: rank %u (d %u, p %u, t %u) reports "
@@ -388,7 +390,8 @@ static int same_as_base(const Tpload__RankReport *r,
 /* Every replica's (p, t) rank holds what replica 0's does.  Returns 0,
  * TPL_EMISMATCH naming the first rank and tensor that differ, or
  * TPL_EPEER when the report does not describe its grid. */
-static int check_replicas(const Tpload__LoadReport *lr, struct tpl_error *err) {
+static int check_replicas(const Tpload__LoadReport *lr,
+                          struct tpl__error *err) {
   struct tpl__grid g = report_grid(lr);
   uint32_t cell;
   int rc = check_coords(lr, &g, err);
@@ -401,7 +404,7 @@ static int check_replicas(const Tpload__LoadReport *lr, struct tpl_error *err) {
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
                           uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
   uint32_t world = job->grid.world;
   Tpload__RankReport **rr = calloc(world, sizeof(*rr));

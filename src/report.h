@@ -19,7 +19,7 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len);
 
 /* Unpacks a job table and finishes it; free *out with tpl__job_free. */
 int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 /* What a rank measured about itself. */
 struct tpl__rank_stats {
@@ -57,7 +57,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
                           uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl_error *err);
+                          struct tpl__error *err);
 
 /* The JSON form of a packed LoadReport (`tpload load --json`, `tpload
  * status --json`): model, tensor_parallel_shards, pipeline_parallel_stages,

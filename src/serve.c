@@ -14,7 +14,7 @@
 
 /* Every rank checks the socket directory as its own node sees it; rank 0
  * also claims the ready file. */
-static int serve_check(void *ctx, uint32_t rank, struct tpl_error *err) {
+static int serve_check(void *ctx, uint32_t rank, struct tpl__error *err) {
   const struct tpl__serve_opts *o = ctx;
   char *dir = NULL;
   int rc = tpl__daemon_prepare_dir(o->socket_dir, &dir, err);
@@ -27,7 +27,7 @@ static int serve_check(void *ctx, uint32_t rank, struct tpl_error *err) {
 /* Seals the store and gives every rank rank 0's job id (agreed). */
 static int seal_and_name(const struct tpl__loaded *l,
                          const struct tpl__coord *c, char *job_id, size_t len,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   int rc = tpl__store_seal(l->store, err);
   if (rc == 0 && c->rank == 0 && (rc = tpl__new_job_id(job_id)) != 0)
     tpl__fail(err, rc, "cannot draw a job id: %s", tpl_strerror(rc));
@@ -37,7 +37,7 @@ static int seal_and_name(const struct tpl__loaded *l,
 }
 
 static int serve_run(void *ctx, const struct tpl__loaded *l,
-                     const struct tpl__coord *c, struct tpl_error *err) {
+                     const struct tpl__coord *c, struct tpl__error *err) {
   const struct tpl__serve_opts *o = ctx;
   char job_id[TPL_JOB_ID_LEN + 1] = "";
   struct tpl__daemon_config cfg = {.socket_dir = o->socket_dir,

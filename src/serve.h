@@ -10,7 +10,7 @@
 struct tpl__serve_opts {
   const char *socket_dir;
   const char *ready_file; /* may be NULL */
-  int log_level;          /* enum tpl_log_level (log.h) */
+  int log_level;          /* enum tpl__log_level (log.h) */
 };
 
 /* The serve sink: every rank checks the socket directory and rank 0

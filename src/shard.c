@@ -86,7 +86,7 @@ static size_t spec_segs(const struct tpl__shard_spec *spec, uint64_t extent,
 
 static int check_shape(const uint64_t *shape, int ndim,
                        const struct tpl__shard_spec *spec, uint32_t nshards,
-                       const char *tname, struct tpl_error *err) {
+                       const char *tname, struct tpl__error *err) {
   char buf[256];
   if (nshards == 0)
     return tpl__fail(err, TPL_EPLAN,
@@ -120,7 +120,7 @@ static int check_shape(const uint64_t *shape, int ndim,
  * empty tensor shards into empty shards), but an explicit empty part of a
  * fused weight means the plan or the config it was sized from is wrong. */
 static int check_segs(const uint64_t *shape, const struct tpl__shard_spec *spec,
-                      const char *tname, struct tpl_error *err) {
+                      const char *tname, struct tpl__error *err) {
   char buf[256];
   uint64_t sum = 0;
   int overflow = 0;
@@ -156,7 +156,7 @@ static int check_segs(const uint64_t *shape, const struct tpl__shard_spec *spec,
 
 static int check_divisible(const uint64_t *shape,
                            const struct tpl__shard_spec *spec, uint32_t nshards,
-                           const char *tname, struct tpl_error *err) {
+                           const char *tname, struct tpl__error *err) {
   const uint64_t *segs;
   uint64_t one, g = 0;
   size_t n = spec_segs(spec, shape[spec->dim], &segs, &one);
@@ -184,7 +184,7 @@ static int check_divisible(const uint64_t *shape,
 
 int tpl__shard_check(const uint64_t *shape, int ndim,
                      const struct tpl__shard_spec *spec, uint32_t nshards,
-                     const char *tname, struct tpl_error *err) {
+                     const char *tname, struct tpl__error *err) {
   int rc = check_shape(shape, ndim, spec, nshards, tname, err);
   if (rc == 0) rc = check_segs(shape, spec, tname, err);
   if (rc == 0) rc = check_divisible(shape, spec, nshards, tname, err);

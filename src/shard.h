@@ -47,7 +47,7 @@ struct tpl__shard_spec {
  * Returns 0, TPL_EPLAN or TPL_EINDIVISIBLE; tname and err may be NULL. */
 int tpl__shard_check(const uint64_t *shape, int ndim,
                      const struct tpl__shard_spec *spec, uint32_t nshards,
-                     const char *tname, struct tpl_error *err);
+                     const char *tname, struct tpl__error *err);
 
 /* Computes rank `rank`'s layout of a checked spec over a tensor of element
  * size `itemsize`.  An empty tensor (some extent 0) gives rows = 0,

@@ -130,7 +130,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t max) {
  * it shrank after it was validated), or the device failed (EIO: a bad
  * sector, a network filesystem's error). */
 static int read_failed(const struct file_source *fs, uint32_t file,
-                       uint64_t off, int rc, struct tpl_error *err) {
+                       uint64_t off, int rc, struct tpl__error *err) {
   if (rc == TPL_ESHORT)
     return tpl__fail(err, rc,
                      "%s: the file ended at offset %llu, shorter than when "
@@ -168,7 +168,7 @@ static void progressed(struct file_source *fs) {
 
 /* A request's worth at a time, so progress is told inside large reads. */
 static int buffered_finish(struct file_source *fs, struct tpl__read *r,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   for (uint64_t at = 0; at < r->len;) {
     uint64_t n = r->len - at < REQUEST_BYTES_DEFAULT ? r->len - at
                                                      : REQUEST_BYTES_DEFAULT;
@@ -272,7 +272,7 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
 }
 
 static int direct_start(struct file_source *fs, struct tpl__read *r,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   uint64_t a = fs->base.align[r->file];
   uint64_t end = r->off + r->len;
   r->next = align_down(r->off, a);
@@ -294,7 +294,7 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
 }
 
 static int direct_finish(struct file_source *fs, struct tpl__read *r,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   int rc = reap(fs, r);
   if (rc != 0) return read_failed(fs, r->file, r->off, rc, err);
   if (r->rc != 0) return read_failed(fs, r->file, r->rc_off, r->rc, err);
@@ -302,14 +302,14 @@ static int direct_finish(struct file_source *fs, struct tpl__read *r,
 }
 
 static int files_start(struct tpl__source *s, struct tpl__read *r,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
   return fs->dfds[r->file] >= 0 ? direct_start(fs, r, err)
                                 : buffered_start(fs, r);
 }
 
 static int files_finish(struct tpl__source *s, struct tpl__read *r,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
   return fs->dfds[r->file] >= 0 ? direct_finish(fs, r, err)
                                 : buffered_finish(fs, r, err);
@@ -448,7 +448,7 @@ static uint64_t max_align(const struct file_source *fs) {
 
 int tpl__source_files_open(struct tpl__source **s, const int *fds,
                            const char *const *paths, size_t n, int mode,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   struct file_source *fs = calloc(1, sizeof(*fs));
   int any = 0;
   if (fs != NULL) {
@@ -482,7 +482,7 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
 }
 
 int tpl__source_read(struct tpl__source *s, uint32_t file, uint8_t *dst,
-                     uint64_t len, uint64_t off, struct tpl_error *err) {
+                     uint64_t len, uint64_t off, struct tpl__error *err) {
   struct tpl__read r = {.file = file, .off = off, .len = len, .dst = dst};
   int rc = tpl__source_start(s, &r, err);
   return rc != 0 ? rc : tpl__source_finish(s, &r, err);

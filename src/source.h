@@ -63,11 +63,11 @@ struct tpl__source_ops {
                     uint64_t off);
   /* Starts the read (it may not complete before finish). */
   int (*start)(struct tpl__source *s, struct tpl__read *r,
-               struct tpl_error *err);
+               struct tpl__error *err);
   /* Waits until the read's bytes are at r->dst.  Returns 0 or -errno
    * (-EIO when the file ended early); err names the file and offset. */
   int (*finish)(struct tpl__source *s, struct tpl__read *r,
-                struct tpl_error *err);
+                struct tpl__error *err);
   /* Waits for whatever is still in flight and frees the source. */
   void (*close)(struct tpl__source *s);
   /* The bytes [off, off + len) of `file` are wanted soon (buffered: the
@@ -103,7 +103,7 @@ static inline void tpl__source_on_progress(struct tpl__source *s,
  * buffered and s->note says why.  Returns 0 or -ENOMEM. */
 int tpl__source_files_open(struct tpl__source **s, const int *fds,
                            const char *const *paths, size_t n, int mode,
-                           struct tpl_error *err);
+                           struct tpl__error *err);
 
 static inline uint64_t tpl__source_slack(const struct tpl__source *s) {
   return s->slack;
@@ -115,12 +115,12 @@ static inline uint8_t *tpl__source_place(struct tpl__source *s, uint32_t file,
 }
 
 static inline int tpl__source_start(struct tpl__source *s, struct tpl__read *r,
-                                    struct tpl_error *err) {
+                                    struct tpl__error *err) {
   return s->ops->start(s, r, err);
 }
 
 static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
-                                     struct tpl_error *err) {
+                                     struct tpl__error *err) {
   return s->ops->finish(s, r, err);
 }
 
@@ -131,7 +131,7 @@ static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
 
 /* start and finish: the whole read, now. */
 int tpl__source_read(struct tpl__source *s, uint32_t file, uint8_t *dst,
-                     uint64_t len, uint64_t off, struct tpl_error *err);
+                     uint64_t len, uint64_t off, struct tpl__error *err);
 
 /* Whether file `file` is read direct or over HTTP: in whole reads that
  * are started and finished (in flight meanwhile), into buffers placed by

@@ -30,7 +30,7 @@ static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
 }
 
 static int start(struct tpl__source *s, struct tpl__read *r,
-                 struct tpl_error *err) {
+                 struct tpl__error *err) {
   struct http_source *hs = (struct http_source *)s;
   const struct tpl__source_url *f = &hs->files[r->file];
   struct open_read *o = calloc(1, sizeof(*o));
@@ -62,7 +62,7 @@ static struct open_read *take(struct http_source *hs,
 }
 
 static int finish(struct tpl__source *s, struct tpl__read *r,
-                  struct tpl_error *err) {
+                  struct tpl__error *err) {
   struct http_source *hs = (struct http_source *)s;
   struct open_read *o = take(hs, r);
   int rc;
@@ -112,7 +112,7 @@ static const struct tpl__source_ops http_ops = {place, start, finish,
 
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
-                          size_t n, struct tpl_error *err) {
+                          size_t n, struct tpl__error *err) {
   struct http_source *hs = calloc(1, sizeof(*hs));
   if (hs != NULL) {
     hs->base.used = malloc(n + 1);

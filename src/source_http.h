@@ -26,6 +26,6 @@ struct tpl__source_url {
  * -ENOMEM (an owned client is then closed). */
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
-                          size_t n, struct tpl_error *err);
+                          size_t n, struct tpl__error *err);
 
 #endif

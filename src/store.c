@@ -143,7 +143,7 @@ static int test_room(uint32_t rank, uint64_t *out) {
 static int want_hugetlb(int huge, uint64_t size);
 
 int tpl__store_room(uint64_t size, int huge, uint32_t rank,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   uint64_t avail = meminfo_bytes("MemAvailable"), cg = cgroup_room();
   const char *what = "MemAvailable";
   if (want_hugetlb(huge, size)) { /* the pool's pages, not MemAvailable */
@@ -179,7 +179,7 @@ static void collapse_huge(const struct tpl__store *s, uint64_t from,
 /* Maps the memfd at a 2 MiB aligned address (so huge pages can be mapped
  * whole); the writable mapping is prepared piece by piece as the shard
  * arrives (tpl__store_prepare), the read-only one populated at once. */
-static int map_store(struct tpl__store *s, int prot, struct tpl_error *err) {
+static int map_store(struct tpl__store *s, int prot, struct tpl__error *err) {
   uint8_t *at;
   void *p = MAP_FAILED;
   int flags = MAP_SHARED | MAP_FIXED;
@@ -302,7 +302,7 @@ static int prepare_steps(struct tpl__store *s, uint32_t need) {
 }
 
 int tpl__store_prepare(struct tpl__store *s, uint64_t end,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   int rc;
   if (s->fd < 0 || s->sealed || end <= s->prepared) return 0;
   if (end > s->size) end = s->size;
@@ -316,7 +316,7 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
 
 /* An empty store (fd -1) with room for `ntensors` zero checksums. */
 static int init_store(struct tpl__store *s, size_t ntensors,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   memset(s, 0, sizeof(*s));
   s->fd = -1;
   s->thread_step = -1;
@@ -329,7 +329,7 @@ static int init_store(struct tpl__store *s, size_t ntensors,
 }
 
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
-                              size_t ntensors, struct tpl_error *err) {
+                              size_t ntensors, struct tpl__error *err) {
   void *p;
   if (init_store(s, ntensors, err) != 0) return -ENOMEM;
   if (size == 0) return 0;
@@ -353,7 +353,7 @@ static int want_hugetlb(int huge, uint64_t size) {
 }
 
 static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
   if (want_hugetlb(huge, size)) {
     s->fd = memfd_create("tpload-store", flags | MFD_HUGETLB);
@@ -372,7 +372,7 @@ static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
 }
 
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
-                           int huge, struct tpl_error *err) {
+                           int huge, struct tpl__error *err) {
   int rc = init_store(s, ntensors, err);
   if (rc == 0) rc = open_memfd(s, huge, size, err);
   if (rc != 0) return rc;
@@ -388,7 +388,7 @@ int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
   return map_store(s, PROT_READ | PROT_WRITE, err);
 }
 
-int tpl__store_seal(struct tpl__store *s, struct tpl_error *err) {
+int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
   const int seals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
   if (s->sealed) return 0;
   prefault_join(s);

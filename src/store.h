@@ -39,21 +39,21 @@ struct tpl__store {
 /* Where `serve` keeps its memfd: hugetlb pages when the reserved pool
  * (vm.nr_hugepages) holds the store, else shared memory (auto); always
  * hugetlb (an error when none are free); never hugetlb. */
-enum tpl_huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
+enum tpl__huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
 
 /* Creates a writable store of `size` bytes (rounded up to 2 MiB in
  * hugetlb pages) backed by a memfd named "tpload-store", populated, and room
  * for `ntensors` checksums (zero until the engine fills them).  `huge` is an
- * enum tpl_huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
+ * enum tpl__huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
  * either way. */
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
-                           int huge, struct tpl_error *err);
+                           int huge, struct tpl__error *err);
 
 /* The same for a store only this process reads (load, preshard): private
  * anonymous memory advised for transparent huge pages (tpl__huge_alloc),
  * faulted in as it is written, fd -1, never sealed. */
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
-                              size_t ntensors, struct tpl_error *err);
+                              size_t ntensors, struct tpl__error *err);
 
 /* Starts a thread that populates the whole store (huge pages where the
  * kernel allows) from the start, ahead of the writer; tpl__store_prepare
@@ -72,22 +72,22 @@ void tpl__store_prefault(struct tpl__store *s);
  * (bytes written without it are still correct, only slower to fault in).
  * A no-op for private and sealed stores.  Returns 0 or -errno. */
 int tpl__store_prepare(struct tpl__store *s, uint64_t end,
-                       struct tpl_error *err);
+                       struct tpl__error *err);
 
 /* Makes the store read-only for good: unmaps the writable mapping, seals
  * the memfd (write, grow, shrink, seal) and maps it read-only again. */
-int tpl__store_seal(struct tpl__store *s, struct tpl_error *err);
+int tpl__store_seal(struct tpl__store *s, struct tpl__error *err);
 
 /* Whether this node can hold a store of `size` more bytes now (a reload's
  * second store, beside the one served): against MemAvailable and, when
  * this process is in a cgroup (v2) with a memory.max, what that leaves
- * above memory.current; a store that `huge` (enum tpl_huge) puts in
+ * above memory.current; a store that `huge` (enum tpl__huge) puts in
  * hugetlb pages, against the pool's free pages.  Refuses early instead
  * of being killed mid-way.
  * For tests, TPLOAD_TEST_MEM_AVAILABLE=R:BYTES makes rank R see BYTES
  * available.  Returns 0 or -ENOMEM with err naming both sizes. */
 int tpl__store_room(uint64_t size, int huge, uint32_t rank,
-                    struct tpl_error *err);
+                    struct tpl__error *err);
 
 /* Releases mapping, fd and checksums; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);

@@ -437,13 +437,14 @@ static void apply_defaults(struct tpl__synth_opts *o) {
 }
 
 static int check_range(const char *opt, uint64_t v, uint64_t max,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   if (v >= 1 && v <= max) return 0;
   return tpl__fail(err, TPL_EUSAGE, "synth: %s: expected 1..%llu, found %llu",
                    opt, (ull)max, (ull)v);
 }
 
-static int check_sizes(const struct tpl__synth_opts *o, struct tpl_error *err) {
+static int check_sizes(const struct tpl__synth_opts *o,
+                       struct tpl__error *err) {
   int rc = check_range("--hidden", o->hidden, MAX_HIDDEN, err);
   if (rc == 0) rc = check_range("--heads", o->heads, o->hidden, err);
   if (rc == 0) rc = check_range("--kv-heads", o->kv_heads, o->heads, err);
@@ -472,7 +473,7 @@ static int check_sizes(const struct tpl__synth_opts *o, struct tpl_error *err) {
 }
 
 static int check_arch_options(const struct tpl__synth_opts *o,
-                              struct tpl_error *err) {
+                              struct tpl__error *err) {
   const struct arch_info *a = &archs[o->arch];
   if (!a->moe && o->experts != 0)
     return tpl__fail(err, TPL_EUSAGE,
@@ -520,7 +521,7 @@ static int bytes_for_layers(const struct tpl__synth_opts *o, uint64_t layers,
 }
 
 /* Picks the layer count whose total is nearest o->gib GiB (at least 1). */
-static int layers_for_gib(struct tpl__synth_opts *o, struct tpl_error *err) {
+static int layers_for_gib(struct tpl__synth_opts *o, struct tpl__error *err) {
   uint64_t b1, b2, per, fixed;
   double target = o->gib * 1073741824.0, n;
   int rc = bytes_for_layers(o, 1, &b1);
@@ -539,7 +540,7 @@ static int layers_for_gib(struct tpl__synth_opts *o, struct tpl_error *err) {
   return 0;
 }
 
-static int check_list(const struct tpl__synth_opts *o, struct tpl_error *err) {
+static int check_list(const struct tpl__synth_opts *o, struct tpl__error *err) {
   struct tlist l;
   int rc = build_list(o, &l);
   size_t n = l.n;
@@ -558,7 +559,7 @@ static int check_list(const struct tpl__synth_opts *o, struct tpl_error *err) {
   return 0;
 }
 
-int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err) {
+int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl__error *err) {
   int rc = check_arch_options(o, err);
   if (rc != 0) return rc;
   if (o->quant != NULL) o->dtype = o->quant->model_dtype;
@@ -629,7 +630,7 @@ static void fill(uint64_t *state, int dtype, uint8_t *buf, size_t len) {
 
 /* Opens DIR/.NAME.synth-tmp for writing DIR/NAME (fileio's atomic write). */
 static int out_open(const char *dir, const char *name, struct tpl__atomic *f,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   char tmpname[NAME_MAX_LEN + 32];
   char *path, *tmp;
   int rc;
@@ -646,7 +647,7 @@ static int out_open(const char *dir, const char *name, struct tpl__atomic *f,
 }
 
 static int out_write(struct tpl__atomic *f, const void *buf, size_t len,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int rc = tpl__write_full(f->fd, buf, len);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: write failed: %s", f->path,
@@ -658,7 +659,7 @@ static int out_write(struct tpl__atomic *f, const void *buf, size_t len,
  * fsync the directory, else remove the temp file; always releases `f`.
  * `dir` and `name` are what out_open was given. */
 static int out_commit(struct tpl__atomic *f, int rc, const char *dir,
-                      const char *name, struct tpl_error *err) {
+                      const char *name, struct tpl__error *err) {
   if (rc != 0) {
     tpl__atomic_abort(f);
     return rc;
@@ -672,7 +673,7 @@ static int out_commit(struct tpl__atomic *f, int rc, const char *dir,
 
 /* Dumps `j` (stolen) the way HF does: indent 2, a final newline. */
 static int write_json(const char *dir, const char *name, json_t *j,
-                      size_t flags, struct tpl_error *err) {
+                      size_t flags, struct tpl__error *err) {
   char *text = j == NULL ? NULL : json_dumps(j, flags | JSON_REAL_PRECISION(8));
   struct tpl__atomic f;
   int rc;
@@ -709,7 +710,7 @@ static int is_own_file(const char *name) {
 
 /* Counts entries; with `clean`, unlinks the ones synth writes first. */
 static int scan_dir(const char *dir, int clean, size_t *left,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   DIR *d = opendir(dir);
   struct dirent *e;
   size_t n = 0;
@@ -750,7 +751,7 @@ static int make_dirs(const char *dir) {
   return rc;
 }
 
-static int prepare_dir(const char *dir, int force, struct tpl_error *err) {
+static int prepare_dir(const char *dir, int force, struct tpl__error *err) {
   size_t n;
   int rc;
   if (make_dirs(dir) == 0) return 0;
@@ -782,7 +783,7 @@ static int cmp_data_order(const void *pa, const void *pb) {
 
 static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
                              const struct tpl__synth_opts *o, uint8_t *buf,
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   uint64_t state = tensor_seed(o->seed, t->name), left = t->nbytes;
   while (left > 0) {
     size_t c = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
@@ -796,7 +797,7 @@ static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
 }
 
 static int st_header(struct stensor **ts, size_t n, uint8_t **hdr, size_t *hlen,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   static const char *const meta[2] = {"format", "pt"};
   struct tpl__st_out *outs = calloc(n ? n : 1, sizeof(*outs));
   int rc;
@@ -818,7 +819,7 @@ static int st_header(struct stensor **ts, size_t n, uint8_t **hdr, size_t *hlen,
 /* Writes tensors ts[0..n) (reordered in place) as dir/name. */
 static int write_st_file(const char *dir, const char *name, struct stensor **ts,
                          size_t n, const struct tpl__synth_opts *o,
-                         uint8_t *buf, struct tpl_error *err) {
+                         uint8_t *buf, struct tpl__error *err) {
   struct tpl__atomic f;
   uint8_t *hdr = NULL;
   size_t hlen;
@@ -862,7 +863,7 @@ static void shard_name(char *buf, size_t len, uint64_t i, uint64_t k) {
 }
 
 static int write_index(const char *dir, const struct tlist *l, uint64_t k,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   json_t *map = json_object();
   char fname[64];
   for (size_t i = 0; i < l->n; i++) {
@@ -877,7 +878,7 @@ static int write_index(const char *dir, const struct tlist *l, uint64_t k,
 
 static int write_hf_files(const char *dir, struct tlist *l,
                           const struct tpl__synth_opts *o, uint8_t *buf,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   struct stensor **ts = malloc(l->n * sizeof(*ts));
   char fname[64];
   int rc = 0;
@@ -996,7 +997,7 @@ static json_t *mlc_record(const struct stensor *t) {
 /* Writes params_shard_{f}.bin and appends its entry to `shards`. */
 static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
                            const struct tpl__synth_opts *o, uint8_t *buf,
-                           json_t *shards, struct tpl_error *err) {
+                           json_t *shards, struct tpl__error *err) {
   struct tpl__atomic out;
   char fname[64];
   json_t *recs;
@@ -1053,7 +1054,7 @@ static json_t *mlc_cache(const struct tlist *l, json_t *shards) {
 
 static int write_mlc_files(const char *dir, struct tlist *l,
                            const struct tpl__synth_opts *o, uint8_t *buf,
-                           size_t *nfiles, struct tpl_error *err) {
+                           size_t *nfiles, struct tpl__error *err) {
   uint32_t n = assign_mlc_shards(l);
   json_t *shards = json_array();
   int rc = 0;
@@ -1075,7 +1076,7 @@ static int write_mlc_files(const char *dir, struct tlist *l,
 
 static int write_all(const struct tpl__synth_opts *o, const char *dir,
                      struct tlist *l, uint8_t *buf, size_t *nfiles,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   int rc = prepare_dir(dir, o->force, err);
   if (rc != 0) return rc;
   if (o->format == TPL_SYNTH_MLC) {
@@ -1097,7 +1098,7 @@ static int write_all(const struct tpl__synth_opts *o, const char *dir,
 }
 
 int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
-                     struct tpl__synth_summary *sum, struct tpl_error *err) {
+                     struct tpl__synth_summary *sum, struct tpl__error *err) {
   struct tlist l;
   uint8_t *buf = NULL;
   size_t nfiles = 0;

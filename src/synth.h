@@ -12,7 +12,7 @@
 #include "common.h"
 #include "quant.h"
 
-enum tpl_synth_arch {
+enum tpl__synth_arch {
   TPL_ARCH_LLAMA,
   TPL_ARCH_MISTRAL,
   TPL_ARCH_QWEN2,
@@ -24,7 +24,7 @@ enum tpl_synth_arch {
   TPL_ARCH_COUNT
 };
 
-enum tpl_synth_format {
+enum tpl__synth_format {
   TPL_SYNTH_HF = 0, /* config.json + safetensors */
   TPL_SYNTH_MLC = 1 /* MLC weight directory */
 };
@@ -33,8 +33,8 @@ enum tpl_synth_format {
  * arch's defaults in tpl__synth_resolve; arch and dtype must be valid (the
  * command line checks them). */
 struct tpl__synth_opts {
-  int arch;   /* enum tpl_synth_arch */
-  int format; /* enum tpl_synth_format */
+  int arch;   /* enum tpl__synth_arch */
+  int format; /* enum tpl__synth_format */
   int dtype;  /* TPL_DT_BF16, TPL_DT_F16 or TPL_DT_F32 */
   uint64_t layers;
   uint64_t hidden;
@@ -74,7 +74,7 @@ const char *tpl__synth_arch_name(size_t arch);
  * --format mlc and a scheme synth writes; the scheme's model dtype
  * replaces o->dtype).  Returns 0 or TPL_EUSAGE with a message naming the
  * option. */
-int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err);
+int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl__error *err);
 
 /* Writes the checkpoint described by a resolved `o` into `dir` (created
  * when missing; an existing non-empty dir is refused with TPL_EOUTPUT
@@ -84,6 +84,6 @@ int tpl__synth_resolve(struct tpl__synth_opts *o, struct tpl_error *err);
  * written are removed again.  Fills *sum on success.
  * Returns 0, TPL_E* or -errno. */
 int tpl__synth_write(const struct tpl__synth_opts *o, const char *dir,
-                     struct tpl__synth_summary *sum, struct tpl_error *err);
+                     struct tpl__synth_summary *sum, struct tpl__error *err);
 
 #endif

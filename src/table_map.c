@@ -35,7 +35,7 @@ static uint32_t tag_of(uint64_t h) {
 
 /* ---- building ---- */
 
-static int cannot_carry(struct tpl_error *err, const char *name,
+static int cannot_carry(struct tpl__error *err, const char *name,
                         const char *what) {
   return tpl__fail(err, TPL_EFORMAT, "tensor table: tensor '%s': %s", name,
                    what);
@@ -44,7 +44,7 @@ static int cannot_carry(struct tpl_error *err, const char *name,
 /* Checks what the table can carry; sums the names' bytes and the dims
  * into h. */
 static int measure(const struct tpl__wire_tensor *t, size_t n, struct header *h,
-                   struct tpl_error *err) {
+                   struct tpl__error *err) {
   uint64_t total = 0, ndims = 0;
   if (n > TPL_MAX_TENSORS)
     return tpl__fail(err, TPL_EFORMAT,
@@ -89,7 +89,7 @@ static void put_entry(struct tpl__tmap_entry *e,
 /* Enters entry i in the index; refuses a name already there. */
 static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
                      const char *names, const struct tpl__tmap_entry *es,
-                     size_t i, struct tpl_error *err) {
+                     size_t i, struct tpl__error *err) {
   const char *name = names + es[i].name_off;
   uint64_t h = XXH3_64bits(name, es[i].name_len), j = h & mask;
   for (; index[j].entry != 0; j = (j + 1) & mask)
@@ -102,7 +102,7 @@ static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
 }
 
 int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
-                    size_t *len, struct tpl_error *err) {
+                    size_t *len, struct tpl__error *err) {
   struct header h = {.order = TMAP_ORDER, .version = TMAP_VERSION};
   uint64_t slots = 16, *dims;
   uint8_t *b;
@@ -144,13 +144,13 @@ int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
 
 /* ---- opening ---- */
 
-static int corrupt(struct tpl_error *err, const char *what) {
+static int corrupt(struct tpl__error *err, const char *what) {
   return tpl__fail(err, TPL_EPROTO, "tensor table: %s", what);
 }
 
 /* The header and the sizes it implies against the region's length. */
 static int open_header(const uint8_t *b, size_t len, struct header *h,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   uint64_t need = TPL_TMAP_HEADER;
   if (((uintptr_t)b & 7) != 0)
     return corrupt(err, "expected a region aligned to 8 bytes");
@@ -179,12 +179,12 @@ static int open_header(const uint8_t *b, size_t len, struct header *h,
   return 0;
 }
 
-static int bad_entry(struct tpl_error *err, size_t i, const char *what) {
+static int bad_entry(struct tpl__error *err, size_t i, const char *what) {
   return tpl__fail(err, TPL_EPROTO, "tensor table: entry %zu: %s", i, what);
 }
 
 static int check_entry(const struct tpl__tmap *m, const struct header *h,
-                       uint64_t store_bytes, size_t i, struct tpl_error *err) {
+                       uint64_t store_bytes, size_t i, struct tpl__error *err) {
   const struct tpl__tmap_entry *e = &m->entries[i];
   uint64_t numel_bytes, end, names_len = h->names_len;
   const uint64_t *shape;
@@ -213,7 +213,7 @@ static int check_entry(const struct tpl__tmap *m, const struct header *h,
 
 /* Every slot empty or naming an entry, every entry named exactly once:
  * then the index has an empty slot (slots > count) and probing ends. */
-static int check_index(const struct tpl__tmap *m, struct tpl_error *err) {
+static int check_index(const struct tpl__tmap *m, struct tpl__error *err) {
   uint8_t *seen = calloc(m->count / 8 + 1, 1);
   size_t named = 0;
   int rc = 0;
@@ -236,7 +236,7 @@ static int check_index(const struct tpl__tmap *m, struct tpl_error *err) {
 }
 
 int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
-                   struct tpl__tmap *out, struct tpl_error *err) {
+                   struct tpl__tmap *out, struct tpl__error *err) {
   struct header h;
   struct tpl__tmap m;
   int rc = open_header(b, len, &h, err);

@@ -65,7 +65,7 @@ struct tpl__tmap {
  * the tensor for one it cannot carry (unknown dtype, too many dims, an
  * empty or too long name) or a name given twice; or -ENOMEM. */
 int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
-                    size_t *len, struct tpl_error *err);
+                    size_t *len, struct tpl__error *err);
 
 /* Checks the region `b` (len bytes, 8-byte aligned) before anything is
  * trusted: header, sizes, names ending in a NUL (so every name is a string
@@ -77,7 +77,7 @@ int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
  * names: O(count + slots), one allocation of count / 8 bytes.  Fills *out
  * (borrowing b) and returns 0, or TPL_EPROTO saying what was found. */
 int tpl__tmap_open(const uint8_t *b, size_t len, uint64_t store_bytes,
-                   struct tpl__tmap *out, struct tpl_error *err);
+                   struct tpl__tmap *out, struct tpl__error *err);
 
 /* Stores in *index the entry called `name` in an opened table; returns 0
  * or -ENOENT.  Probing ends at an empty slot, which an opened table is

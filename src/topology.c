@@ -30,7 +30,7 @@ uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp) {
 }
 
 int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
-                   struct tpl_error *err, struct tpl__grid *out) {
+                   struct tpl__error *err, struct tpl__grid *out) {
   if (tp == 0 || pp == 0)
     return tpl__fail(err, TPL_EUSAGE, "--tp %u and --pp %u must both be >= 1",
                      tp, pp);
@@ -50,7 +50,7 @@ struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
       .d = group / g->pp, .p = group % g->pp, .t = rank % g->tp};
 }
 
-int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err) {
+int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl__error *err) {
   if (layers == 0) /* never "expected 1..0" */
     return tpl__fail(err, TPL_EFORMAT,
                      "--pp %u: the model has no layers to split", pp);
@@ -85,7 +85,7 @@ static int parse_layer(const char *name, uint32_t *layer) {
 }
 
 int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
-                       struct tpl_error *err, struct tpl__stages *out) {
+                       struct tpl__error *err, struct tpl__stages *out) {
   struct tpl__stages all = {.first = 0, .count = pp};
   uint32_t layer;
   if (pp == 1) {

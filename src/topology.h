@@ -35,7 +35,7 @@ uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp);
  * message giving the numbers when tp or pp is 0 or tp * pp does not divide
  * world.  *out is written only on success. */
 int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
-                   struct tpl_error *err, struct tpl__grid *out);
+                   struct tpl__error *err, struct tpl__grid *out);
 
 /* Where global rank `rank` (< g->world) sits: rank = (d * pp + p) * tp +
  * t.  This numbering is stable (rank files, sockets and reports depend on
@@ -47,7 +47,7 @@ struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
  * LLM does: 1 <= pp <= layers (MLC's config check) and pp divides layers
  * (MLC's metadata and its compute graph disagree otherwise; see
  * topology.c).  Returns 0 or TPL_EUSAGE with the numbers. */
-int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err);
+int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl__error *err);
 
 /* MLC's "pipeline_stages" for the tensor `name` of a llama-family model of
  * `layers` layers over `pp` stages (tied != 0: the model ties lm_head to
@@ -58,7 +58,7 @@ int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl_error *err);
  * (any other name, a layer index out of range, lm_head of a tied model).
  * Requires tpl__stage_check(layers, pp) == 0. */
 int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
-                       struct tpl_error *err, struct tpl__stages *out);
+                       struct tpl__error *err, struct tpl__stages *out);
 
 /* Nonzero when stage p is in s. */
 static inline int tpl__stages_has(struct tpl__stages s, uint32_t p) {

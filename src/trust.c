@@ -20,7 +20,7 @@
 
 #include "trust.h"
 
-int tpl__trusted_uid(uid_t *uid, struct tpl_error *err) {
+int tpl__trusted_uid(uid_t *uid, struct tpl__error *err) {
   const char *v = getenv("TPLOAD_DAEMON_UID");
   char *end;
   unsigned long u;
@@ -47,7 +47,8 @@ static int ancestor_trusted(const struct stat *st, uid_t uid) {
 }
 
 /* Every proper ancestor of the resolved (absolute, link-free) `path`. */
-static int check_ancestors(const char *path, uid_t uid, struct tpl_error *err) {
+static int check_ancestors(const char *path, uid_t uid,
+                           struct tpl__error *err) {
   char buf[PATH_MAX];
   char *slash;
   struct stat st;
@@ -75,7 +76,7 @@ static int check_ancestors(const char *path, uid_t uid, struct tpl_error *err) {
 
 /* `fd` (opened without following a link) is a private directory of uid. */
 static int check_own_dir(const char *dir, int fd, uid_t uid, struct stat *st,
-                         struct tpl_error *err) {
+                         struct tpl__error *err) {
   if (fstat(fd, st) != 0) {
     int e = errno;
     return tpl__fail(err, -e, "%s: cannot stat: %s", dir, strerror(e));
@@ -93,7 +94,7 @@ static int check_own_dir(const char *dir, int fd, uid_t uid, struct stat *st,
   return 0;
 }
 
-static int open_no_link(const char *dir, int *fd, struct tpl_error *err) {
+static int open_no_link(const char *dir, int *fd, struct tpl__error *err) {
   int f = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   int e = errno;
   struct stat st;
@@ -117,7 +118,7 @@ static int open_no_link(const char *dir, int *fd, struct tpl_error *err) {
 }
 
 int tpl__check_private_dir(const char *dir, uid_t uid, char **resolved,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   struct stat st, again;
   char *real = NULL;
   int fd = -1, rc = open_no_link(dir, &fd, err);

@@ -13,7 +13,7 @@
 /* The uid whose daemon a client trusts: TPLOAD_DAEMON_UID when set (a
  * decimal uid), else the caller's effective uid.  Returns 0 or
  * TPL_EUSAGE when the variable is not a uid. */
-int tpl__trusted_uid(uid_t *uid, struct tpl_error *err);
+int tpl__trusted_uid(uid_t *uid, struct tpl__error *err);
 
 /* Checks that `dir` is a private directory of `uid` that nobody else can
  * swap: `dir` itself is not a symbolic link, is a directory owned by
@@ -26,7 +26,7 @@ int tpl__trusted_uid(uid_t *uid, struct tpl_error *err);
  * or TPL_EOUTPUT with err saying which component is not trusted and
  * why. */
 int tpl__check_private_dir(const char *dir, uid_t uid, char **resolved,
-                           struct tpl_error *err);
+                           struct tpl__error *err);
 
 /* The uid and pid of the process at the other end of the connected Unix
  * socket `fd` (SO_PEERCRED: the process that called listen() or connect(),

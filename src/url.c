@@ -34,12 +34,12 @@ static const char *bad_byte(const char *s) {
   return NULL;
 }
 
-static int refuse(struct tpl_error *err, const char *what) {
+static int refuse(struct tpl__error *err, const char *what) {
   return tpl__fail(err, TPL_EUSAGE, "MODEL URL: expected %s", what);
 }
 
 /* The checks on the whole string, before it is split. */
-static int check_chars(const char *s, size_t len, struct tpl_error *err) {
+static int check_chars(const char *s, size_t len, struct tpl__error *err) {
   const char *bad;
   if (len > TPL_MAX_URL)
     return tpl__fail(err, TPL_EUSAGE,
@@ -58,7 +58,7 @@ static int check_chars(const char *s, size_t len, struct tpl_error *err) {
 
 /* The host part [s, end): not empty, no user:password@. */
 static int check_authority(const char *s, const char *end,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   if (end == s) return refuse(err, "a host after the scheme, found none");
   if (memchr(s, '@', (size_t)(end - s)) != NULL)
     return refuse(err, "no credentials in the URL (user:password@); pass a "
@@ -106,7 +106,8 @@ static int split(const char *s, size_t slen, const char *auth_end,
   return 0;
 }
 
-int tpl__url_parse(const char *s, struct tpl__url *out, struct tpl_error *err) {
+int tpl__url_parse(const char *s, struct tpl__url *out,
+                   struct tpl__error *err) {
   struct tpl__url u = {0};
   size_t slen = strlen(s), sl = scheme_len(s);
   const char *auth, *auth_end, *path_end;

@@ -30,7 +30,7 @@ int tpl__url_is_remote(const char *s);
  * bytes.  The URL is a file when its last path segment ends in
  * ".safetensors", else a directory (an empty path is "/").  Returns 0,
  * TPL_EUSAGE or -ENOMEM; *u is filled on success only. */
-int tpl__url_parse(const char *s, struct tpl__url *u, struct tpl_error *err);
+int tpl__url_parse(const char *s, struct tpl__url *u, struct tpl__error *err);
 
 /* Frees what `u` owns and zeroes it. */
 void tpl__url_clear(struct tpl__url *u);

@@ -25,12 +25,12 @@
 
 struct verify {
   const char *dir;
-  struct tpl_model *model;
+  struct tpl__model *model;
   struct tpl__plan *plan;
   struct tpl__job *job;
-  json_t *info;            /* shard-info.json */
-  struct tpl_model **outs; /* one per rank: its file, held open */
-  size_t *pos;             /* per rank: its file's next tensor */
+  json_t *info;             /* shard-info.json */
+  struct tpl__model **outs; /* one per rank: its file, held open */
+  size_t *pos;              /* per rank: its file's next tensor */
   /* per rank: its bytes and checksum of the tensor being compared */
   struct tpl__rank_info *found;
   /* the largest tensor as stored, the largest shard, twice */
@@ -54,7 +54,7 @@ static int info_count(const char *key, uint64_t dflt, uint32_t *out,
  * --tp / --pp, when given, must match. */
 static int info_grid(const struct verify *v, const char *path,
                      const struct tpl__verify_grid *want, struct tpl__grid *g,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   uint32_t tp, pp, dp;
   if (info_count("tensor_parallel_shards", 0, &tp, v->info) != 0 ||
       info_count("pipeline_parallel_stages", 1, &pp, v->info) != 0 ||
@@ -77,7 +77,7 @@ static int info_grid(const struct verify *v, const char *path,
 static int read_shard_info(struct verify *v,
                            const struct tpl__verify_grid *want,
                            struct tpl__grid *g, int *scaling,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   char *path = tpl__path_join(v->dir, "shard-info.json"), *buf = NULL;
   size_t len;
   json_t *bs;
@@ -150,7 +150,7 @@ static json_t *file_metadata(const struct verify *v, uint32_t r) {
 
 /* Rank r's file says where r sits in the grid, as preshard writes it. */
 static int check_rank_metadata(const struct verify *v, uint32_t r,
-                               const char *path, struct tpl_error *err) {
+                               const char *path, struct tpl__error *err) {
   json_t *want = expected_metadata(v, r), *got = file_metadata(v, r);
   struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
   char *w = want ? json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -170,7 +170,8 @@ static int check_rank_metadata(const struct verify *v, uint32_t r,
   return rc;
 }
 
-static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
+static int open_rank_file(struct verify *v, uint32_t r,
+                          struct tpl__error *err) {
   char name[64], *path;
   int rc;
   snprintf(name, sizeof(name), "rank%u.safetensors", r);
@@ -187,7 +188,7 @@ static int open_rank_file(struct verify *v, uint32_t r, struct tpl_error *err) {
 }
 
 static int check_meta(const struct verify *v, uint32_t r, size_t i, size_t k,
-                      const struct tpl__tensor *o, struct tpl_error *err) {
+                      const struct tpl__tensor *o, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &v->job->tensors[i];
   char a[200], b[200];
   if (strcmp(o->name, t->name) != 0)
@@ -211,7 +212,7 @@ static int check_meta(const struct verify *v, uint32_t r, size_t i, size_t k,
  * v->want, the shard the model gives for r's shard t; on a replica d > 0
  * that is also what replica 0's rank at the same (p, t) was held to. */
 static int compare_rank(struct verify *v, size_t i, uint32_t r,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   const struct tpl__job_tensor *t = &v->job->tensors[i];
   size_t k = v->pos[r]++;
   const struct tpl__tensor *o = &v->outs[r]->tensors[k];
@@ -239,7 +240,7 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
 
 /* Recomputes shard t of tensor i into v->want from v->src. */
 static int expected_shard(struct verify *v, size_t i, uint32_t t,
-                          struct tpl_error *err) {
+                          struct tpl__error *err) {
   struct tpl__layout l;
   int rc = tpl__job_layout(v->job, i, t, &l);
   if (rc != 0) return rc;
@@ -250,7 +251,7 @@ static int expected_shard(struct verify *v, size_t i, uint32_t t,
 /* Every holder of tensor i, shard by shard: each shard t is recomputed
  * once and checked on the ranks of every stage and replica that hold
  * it. */
-static int compare_holders(struct verify *v, size_t i, struct tpl_error *err) {
+static int compare_holders(struct verify *v, size_t i, struct tpl__error *err) {
   const struct tpl__grid *g = &v->job->grid;
   int rc = 0;
   for (uint32_t t = 0; rc == 0 && t < g->tp; t++) {
@@ -282,7 +283,7 @@ static json_int_t adopt_checksums(json_t *want, json_t *got) {
  * rank files hold (v->found). A difference in checksums alone names the
  * rank. */
 static int check_param(const struct verify *v, size_t i,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   json_t *want = tpl__shardinfo_param(v->job, i, v->found);
   if (want == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
   json_t *got = json_array_get(json_object_get(v->info, "params"), i);
@@ -304,9 +305,9 @@ static int check_param(const struct verify *v, size_t i,
   return 0;
 }
 
-static int compare_tensor(struct verify *v, size_t i, struct tpl_error *err) {
+static int compare_tensor(struct verify *v, size_t i, struct tpl__error *err) {
   const struct tpl__tensor *t = &v->model->tensors[i];
-  struct tpl_error why = {0};
+  struct tpl__error why = {0};
   int rc = tpl__model_read(v->model, t->file, v->src, t->stored_bytes,
                            t->offset, &why);
   if (rc != 0) return tpl__fail(err, rc, "tensor '%s': %s", t->name, why.msg);
@@ -332,7 +333,7 @@ static int alloc_buffers(struct verify *v) {
 /* The directory holds exactly rank0..rank{N-1}, and shard-info.json one
  * params entry per tensor. */
 static int check_layout(const struct verify *v, uint32_t world,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   size_t n = json_array_size(json_object_get(v->info, "params"));
   DIR *d;
   struct dirent *de;
@@ -360,7 +361,7 @@ static int check_layout(const struct verify *v, uint32_t world,
 
 static int prepare(struct verify *v, const char *model, const char *plan,
                    const struct tpl__verify_grid *want,
-                   const struct tpl__http_opts *http, struct tpl_error *err) {
+                   const struct tpl__http_opts *http, struct tpl__error *err) {
   struct tpl__grid grid = {0};
   uint32_t world;
   int scaling = 0;
@@ -401,7 +402,7 @@ static void verify_free(struct verify *v) {
 int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
                 const struct tpl__http_opts *http,
-                struct tpl__verify_result *out, struct tpl_error *err) {
+                struct tpl__verify_result *out, struct tpl__error *err) {
   struct verify v = {0};
   int rc;
   v.dir = dir;

@@ -33,6 +33,6 @@ struct tpl__verify_grid {
 int tpl__verify(const char *model, const char *dir, const char *plan,
                 const struct tpl__verify_grid *want,
                 const struct tpl__http_opts *http,
-                struct tpl__verify_result *out, struct tpl_error *err);
+                struct tpl__verify_result *out, struct tpl__error *err);
 
 #endif

@@ -20,7 +20,7 @@
 
 struct check {
   const char *dir;
-  struct tpl_model *src, *out;
+  struct tpl__model *src, *out;
   struct tpl__plan *plan;
   struct tpl__job *job;
   json_t *cache;  /* DIR's cache JSON, for the md5 sums */
@@ -43,7 +43,7 @@ static int config_count(const json_t *cfg, const char *key, uint64_t dflt,
 }
 
 static int read_grid(const struct check *c, const struct tpl__verify_grid *want,
-                     struct tpl__grid *g, struct tpl_error *err) {
+                     struct tpl__grid *g, struct tpl__error *err) {
   char *path = tpl__path_join(c->dir, "mlc-chat-config.json"), *buf = NULL;
   json_t *cfg = NULL;
   size_t len;
@@ -73,7 +73,7 @@ static int read_grid(const struct check *c, const struct tpl__verify_grid *want,
 }
 
 /* The output as a presharded MLC cache, and its JSON for the sums. */
-static int open_output(struct check *c, struct tpl_error *err) {
+static int open_output(struct check *c, struct tpl__error *err) {
   const char *name;
   char *path, *buf = NULL;
   size_t len;
@@ -121,7 +121,7 @@ static void md5_hex(int fd, uint64_t size, uint8_t *buf, size_t cap,
 }
 
 /* Every file's bytes against the md5sum its record gives. */
-static int check_sums(struct check *c, struct tpl_error *err) {
+static int check_sums(struct check *c, struct tpl__error *err) {
   json_t *recs = json_object_get(c->cache, "records");
   size_t cap = 1 << 20;
   uint8_t *buf = malloc(cap);
@@ -145,7 +145,7 @@ static int check_sums(struct check *c, struct tpl_error *err) {
 
 /* Record `o` sits in a file of worker `who` (-1: replicated params). */
 static int check_owner(struct check *c, const struct tpl__tensor *o,
-                       int32_t who, struct tpl_error *err) {
+                       int32_t who, struct tpl__error *err) {
   int32_t *f = &c->owner[o->file];
   if (*f == -2) *f = who;
   if (*f == who) return 0;
@@ -160,7 +160,7 @@ static int check_owner(struct check *c, const struct tpl__tensor *o,
 
 /* The record's bytes as TVM's loader gives them into c->got. */
 static int read_record(struct check *c, const struct tpl__tensor *o,
-                       struct tpl_error *err) {
+                       struct tpl__error *err) {
   const struct tpl__file *f = &c->out->files[o->file];
   int rc = tpl__pread_full(f->fd, c->buf, (size_t)o->stored_bytes, o->offset);
   if (rc != 0)
@@ -179,7 +179,7 @@ static int read_record(struct check *c, const struct tpl__tensor *o,
 
 /* Record `name` holds c->want (tensor i's shard, or all of it). */
 static int compare_record(struct check *c, size_t i, const char *name,
-                          int32_t who, struct tpl_error *err) {
+                          int32_t who, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &c->job->tensors[i];
   json_t *at = json_object_get(c->index, name);
   const struct tpl__tensor *o;
@@ -212,7 +212,7 @@ static int compare_record(struct check *c, size_t i, const char *name,
 }
 
 static int expected(struct check *c, size_t i, uint32_t k,
-                    struct tpl_error *err) {
+                    struct tpl__error *err) {
   struct tpl__layout l;
   int rc = tpl__job_layout(c->job, i, k, &l);
   if (rc != 0)
@@ -222,7 +222,7 @@ static int expected(struct check *c, size_t i, uint32_t k,
 }
 
 /* Tensor i: its tp shard records, or its one whole record. */
-static int check_tensor(struct check *c, size_t i, struct tpl_error *err) {
+static int check_tensor(struct check *c, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &c->job->tensors[i];
   const struct tpl__tensor *s = &c->src->tensors[i];
   const struct tpl__file *f = &c->src->files[s->file];
@@ -245,7 +245,7 @@ static int check_tensor(struct check *c, size_t i, struct tpl_error *err) {
   return rc;
 }
 
-static int alloc_buffers(struct check *c, struct tpl_error *err) {
+static int alloc_buffers(struct check *c, struct tpl__error *err) {
   uint64_t most = 1;
   for (size_t i = 0; i < c->src->ntensors; i++)
     if (c->src->tensors[i].nbytes > most) most = c->src->tensors[i].nbytes;
@@ -263,7 +263,7 @@ static int alloc_buffers(struct check *c, struct tpl_error *err) {
   return 0;
 }
 
-static int check_all_seen(const struct check *c, struct tpl_error *err) {
+static int check_all_seen(const struct check *c, struct tpl__error *err) {
   for (size_t i = 0; i < c->out->ntensors; i++)
     if (!c->seen[i])
       return tpl__fail(err, TPL_EMISMATCH,
@@ -290,7 +290,7 @@ static void check_free(struct check *c) {
 
 int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
                     const struct tpl__verify_grid *want,
-                    struct tpl__verify_result *out, struct tpl_error *err) {
+                    struct tpl__verify_result *out, struct tpl__error *err) {
   struct check c = {.dir = dir};
   struct tpl__grid grid = {0};
   int rc = read_grid(&c, want, &grid, err);

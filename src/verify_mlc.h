@@ -22,6 +22,6 @@
  * differs), or the code of what could not be read. */
 int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
                     const struct tpl__verify_grid *want,
-                    struct tpl__verify_result *out, struct tpl_error *err);
+                    struct tpl__verify_result *out, struct tpl__error *err);
 
 #endif

@@ -83,7 +83,7 @@ void tpl__frame_reset(struct tpl__frame_reader *r) {
 /* ---- requests ---- */
 
 int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
-                             unsigned *flags, struct tpl_error *err) {
+                             unsigned *flags, struct tpl__error *err) {
   Tpload__Request *m = tpload__request__unpack(NULL, len, body);
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
@@ -103,7 +103,7 @@ static char *dup_or_null(const char *s) {
 
 int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
                                   struct tpl__wire_request_args *out,
-                                  struct tpl_error *err) {
+                                  struct tpl__error *err) {
   Tpload__Request *m = tpload__request__unpack(NULL, len, body);
   int rc = 0;
   memset(out, 0, sizeof(*out));
@@ -198,7 +198,7 @@ static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
 
 int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               uint8_t **frame, size_t *len,
-                              struct tpl_error *err) {
+                              struct tpl__error *err) {
   Tpload__Response m = TPLOAD__RESPONSE__INIT;
   Tpload__TensorEntry *entries = NULL;
   int rc;
@@ -246,7 +246,7 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
 
 /* Entry e as t; its name and dtype stay in the message. */
 static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   if (e->n_shape > TPL_MAX_DIMS)
     return tpl__fail(err, TPL_EPROTO,
                      "manifest: tensor '%s': expected at most %d dims, "
@@ -266,7 +266,7 @@ static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
 /* m as plain C, borrowing its strings and bytes (out->msg keeps it): the
  * status bytes go as they came, the client unpacks them once. */
 static int copy_response(struct tpl__wire_response *out,
-                         const Tpload__Response *m, struct tpl_error *err) {
+                         const Tpload__Response *m, struct tpl__error *err) {
   int rc = 0;
   out->ok = m->ok ? 1 : 0;
   out->rank = m->rank;
@@ -306,7 +306,7 @@ static int copy_response(struct tpl__wire_response *out,
 
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
-                              struct tpl_error *err) {
+                              struct tpl__error *err) {
   Tpload__Response *m = tpload__response__unpack(NULL, len, body);
   struct tpl__wire_response r = {.msg = m};
   int rc;
@@ -346,7 +346,7 @@ static int pack_without_tensors(Tpload__LoadReport *m,
 
 int tpl__wire_status_summary(const uint8_t *status, size_t len,
                              struct tpl__status_summary *out,
-                             struct tpl_error *err) {
+                             struct tpl__error *err) {
   struct tpl__status_summary s = {0};
   Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, status);
   int rc;

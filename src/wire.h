@@ -63,7 +63,7 @@ void tpl__frame_reset(struct tpl__frame_reader *r);
  * caller refuses kinds it does not know) and its TPL_REQ_F_* flags.
  * Returns 0 or TPL_EPROTO. */
 int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
-                             unsigned *flags, struct tpl_error *err);
+                             unsigned *flags, struct tpl__error *err);
 
 /* Encodes a request of `kind` with TPL_REQ_F_* `flags` as a whole frame;
  * *frame is malloc'd (caller frees).  Returns 0 or -ENOMEM. */
@@ -83,7 +83,7 @@ struct tpl__wire_request_args {
  * decoded its kind).  Returns 0, TPL_EPROTO or -ENOMEM. */
 int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
                                   struct tpl__wire_request_args *out,
-                                  struct tpl_error *err);
+                                  struct tpl__error *err);
 
 void tpl__wire_request_args_free(struct tpl__wire_request_args *a);
 
@@ -141,14 +141,14 @@ struct tpl__wire_response {
  * TPL_WIRE_MAX_RESPONSE. */
 int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               uint8_t **frame, size_t *len,
-                              struct tpl_error *err);
+                              struct tpl__error *err);
 
 /* Decodes a response body into *out (owned, tpl__wire_response_free);
  * refuses malformed protobuf and entries of more than TPL_MAX_DIMS dims.
  * Returns 0 or TPL_EPROTO; *out is untouched on failure. */
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
-                              struct tpl_error *err);
+                              struct tpl__error *err);
 
 /* Frees what a decoded response owns and zeroes it; NULL is accepted. */
 void tpl__wire_response_free(struct tpl__wire_response *r);
@@ -167,7 +167,7 @@ struct tpl__status_summary {
  * does not decode, or -ENOMEM. */
 int tpl__wire_status_summary(const uint8_t *status, size_t len,
                              struct tpl__status_summary *out,
-                             struct tpl_error *err);
+                             struct tpl__error *err);
 
 /* Frees what a summary owns and zeroes it; NULL is accepted. */
 void tpl__status_summary_free(struct tpl__status_summary *s);
@@ -182,6 +182,6 @@ int tpl__wire_table_encode(const struct tpl__wire_tensor *t, size_t n,
                            uint8_t **out, size_t *len);
 int tpl__wire_table_decode(const uint8_t *b, size_t len,
                            struct tpl__wire_response *out,
-                           struct tpl_error *err);
+                           struct tpl__error *err);
 
 #endif

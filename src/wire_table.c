@@ -76,7 +76,7 @@ struct cursor {
   size_t index; /* the entry being read, for messages */
 };
 
-static int bad(struct tpl_error *err, const struct cursor *c,
+static int bad(struct tpl__error *err, const struct cursor *c,
                const char *what) {
   return tpl__fail(err, TPL_EPROTO, "tensor table: entry %zu: %s", c->index,
                    what);
@@ -86,7 +86,7 @@ static int bad(struct tpl_error *err, const struct cursor *c,
  * caller).  *name_len gets its length. */
 static int read_entry(struct cursor *c, struct tpl__wire_tensor *t,
                       const uint8_t **name, size_t *name_len,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   int dtype;
   if ((size_t)(c->end - c->p) < ENTRY_FIXED)
     return bad(err, c, "expected its fixed fields, found the table's end");
@@ -112,7 +112,7 @@ static int read_entry(struct cursor *c, struct tpl__wire_tensor *t,
   return 0;
 }
 
-static int read_count(struct cursor *c, size_t *n, struct tpl_error *err) {
+static int read_count(struct cursor *c, size_t *n, struct tpl__error *err) {
   size_t left = (size_t)(c->end - c->p);
   if (left < TABLE_HEAD || memcmp(c->p, TABLE_MAGIC, 4) != 0)
     return tpl__fail(err, TPL_EPROTO,
@@ -130,7 +130,7 @@ static int read_count(struct cursor *c, size_t *n, struct tpl_error *err) {
 }
 
 static int read_entries(struct cursor *c, struct tpl__wire_response *out,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   char *pool = out->strings;
   for (c->index = 0; c->index < out->ntensors; c->index++) {
     const uint8_t *name = NULL;
@@ -152,7 +152,7 @@ static int read_entries(struct cursor *c, struct tpl__wire_response *out,
 
 int tpl__wire_table_decode(const uint8_t *b, size_t len,
                            struct tpl__wire_response *out,
-                           struct tpl_error *err) {
+                           struct tpl__error *err) {
   struct cursor c = {b, b + len, 0};
   size_t n = 0;
   int rc = read_count(&c, &n, err);

@@ -58,7 +58,7 @@ static double time_attach(const char *sock, double *cpu) {
 
 static double time_status(const char *sock, unsigned flags) {
   struct tpl__wire_response r;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   double t = now_ms();
   if (tpl__client_request_flags(sock, TPL_REQ_STATUS, flags, 10000, &r, &err) !=
       0) {

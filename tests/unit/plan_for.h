@@ -10,9 +10,9 @@
 
 /* tpl__plan_for_grid on a grid of `n` shards and one stage; on success *p
  * (tpl__plan_free) and *st (free()) are the caller's. */
-static inline int plan_for(const char *arg, const struct tpl_model *m,
+static inline int plan_for(const char *arg, const struct tpl__model *m,
                            uint32_t n, struct tpl__plan **p,
-                           struct tpl__strategy **st, struct tpl_error *err) {
+                           struct tpl__strategy **st, struct tpl__error *err) {
   struct tpl__grid grid = {n, n, 1, 1};
   struct tpl__stages *stages = NULL;
   int rc = tpl__plan_for_grid(arg, m, &grid, p, st, &stages, err);

@@ -82,7 +82,7 @@ static int64_t gather_rank(const struct exec_case *c,
 /* Runs one case; appends rank outputs to `out`.  Returns 0 or -1. */
 static int run_case(const struct exec_case *c, const uint8_t *input,
                     size_t inlen, FILE *out, FILE *status) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   if (c->offset > inlen || c->nbytes > inlen - c->offset) return -1;
   int rc = tpl__shard_check(c->shape, c->ndim, &c->spec, c->nshards, "t", &err);
   if (rc != 0) {
@@ -126,7 +126,7 @@ static int run_batch(FILE *cases, const uint8_t *input, size_t inlen, FILE *out,
 }
 
 int main(int argc, char **argv) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   char *input = NULL;
   size_t inlen = 0;
   if (argc != 5) {

@@ -32,7 +32,7 @@ static void test_strerror(void) {
  * were cut at about 1.5 KB, losing the reason). */
 static void test_fail_keeps_the_reason(void) {
   static char name[4001];
-  struct tpl_error err;
+  struct tpl__error err;
   size_t len;
   memset(name, 'n', sizeof(name) - 1);
   name[1000] = '\xc3'; /* a 2-byte character around the cut points */
@@ -62,7 +62,7 @@ static void test_fail_keeps_the_reason(void) {
 /* Out of memory is said as such (issue 31: "cannot allocate a N-byte
  * shard store", exit 70, named no memory), and not twice. */
 static void test_fail_names_memory(void) {
-  struct tpl_error err;
+  struct tpl__error err;
   tpl__fail(&err, -ENOMEM, "cannot allocate a %d-byte shard store", 64);
   CHECK(strcmp(err.msg,
                "cannot allocate a 64-byte shard store: out of memory") == 0);
@@ -130,7 +130,7 @@ static void test_dir_of(void) {
 
 static void test_write_file_atomic(void) {
   char *dir = make_dir("tpl-basics");
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   REQUIRE(dir != NULL);
   write_bytes(dir, "out.json", "old contents", 12);
   CHECK_EQ_INT(tpl__write_file_atomic(dir, "out.json", "{}\n", 3, &err), 0);
@@ -142,7 +142,7 @@ static void test_write_file_atomic(void) {
 static void test_atomic_commit(void) {
   char *dir = make_dir("tpl-basics"), *path, want[600];
   struct tpl__atomic a;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   REQUIRE(dir != NULL);
   path = tpl__path_join(dir, "f.bin");
   write_bytes(dir, "f.bin", "old", 3);
@@ -192,7 +192,7 @@ static void test_atomic_abort(void) {
 static void test_atomic_failures(void) {
   char *dir = make_dir("tpl-basics"), *path;
   struct tpl__atomic a;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   REQUIRE(dir != NULL);
   /* A missing directory: the temp file cannot be created. */
   path = tpl__path_join(dir, "no/such/f.bin");

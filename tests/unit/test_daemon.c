@@ -129,7 +129,7 @@ static uint64_t expected_xxh3(size_t t) {
   return XXH3_64bits(buf, specs[t].nbytes);
 }
 
-static int noop_agree(void *ctx, int rc, struct tpl_error *err) {
+static int noop_agree(void *ctx, int rc, struct tpl__error *err) {
   return rc;
 }
 
@@ -147,7 +147,7 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
   fflush(stdout);
   p = fork();
   if (p == 0) {
-    struct tpl_error err = {0};
+    struct tpl__error err = {0};
     struct tpl__coord coord = {.rank = rank,
                                .world = world,
                                .agree = noop_agree,
@@ -940,7 +940,7 @@ static void test_other_uid_refused(void) {
 }
 
 static void test_live_socket_refused(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__daemon_config cfg = {.socket_dir = sockdir,
                                    .rank = 0,
                                    .world = 1,
@@ -954,7 +954,7 @@ static void test_live_socket_refused(void) {
 }
 
 static void test_open_dir_refused(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   char dir[300];
   struct tpl__daemon_config cfg = {
       .socket_dir = dir, .rank = 0, .world = 1, .store = &store, .job = &job};

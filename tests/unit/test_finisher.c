@@ -25,7 +25,7 @@ struct record {
   int wide_cpus; /* CPUs the step's thread may run on */
 };
 
-static int record_step(void *ctx, size_t i, struct tpl_error *err) {
+static int record_step(void *ctx, size_t i, struct tpl__error *err) {
   struct record *r = ctx;
   cpu_set_t set;
   if (i >= atomic_load(&r->published)) r->early = 1;
@@ -46,7 +46,7 @@ static void release(struct tpl__finisher *f, struct record *r, size_t below) {
 static void test_every_item_in_order_after_release(void) {
   static struct record r;
   struct tpl__finisher f;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   memset(&r, 0, sizeof(r));
   r.fail_at = -1;
   tpl__finisher_start(&f, ITEMS, record_step, &r);
@@ -72,7 +72,7 @@ static void test_every_item_in_order_after_release(void) {
 static void test_failed_step_stops_and_reports(void) {
   static struct record r;
   struct tpl__finisher f;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   memset(&r, 0, sizeof(r));
   r.fail_at = 41;
   atomic_store(&r.published, ITEMS);

@@ -225,7 +225,7 @@ static int pack_rank(uint32_t r, size_t bad_i, uint64_t bad, uint8_t **buf,
 /* The job's LoadReport from every rank's report; rank `bad_r` reports
  * checksum `bad` for tensor `bad_i` when bad != 0. */
 static int load_report(uint32_t bad_r, size_t bad_i, uint64_t bad,
-                       uint8_t **buf, size_t *len, struct tpl_error *err) {
+                       uint8_t **buf, size_t *len, struct tpl__error *err) {
   uint32_t n = job.grid.world;
   uint8_t **parts = calloc(n, sizeof(*parts));
   size_t *lens = calloc(n, sizeof(*lens));
@@ -287,7 +287,7 @@ static void test_report_tp2_dp2_agrees(void) {
 static void test_report_replica_disagrees(void) {
   uint8_t *buf = NULL;
   size_t len = 0;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   make_job(2, 1, 2);
   /* rank 3 = (1, 0, 1) against replica 0's rank 1 */
   CHECK_EQ_INT(load_report(3, 5, 0xbad, &buf, &len, &err), TPL_EMISMATCH);
@@ -304,7 +304,7 @@ static void test_report_stages(void) {
   uint8_t *buf = NULL;
   size_t len = 0;
   json_t *o, *r1, *ts;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   char line[200] = "";
   make_job(1, 2, 2);
   CHECK_EQ_INT(load_report(0, 0, 0, &buf, &len, NULL), 0);

@@ -26,7 +26,7 @@
 #include "tmpdir.h"
 #include "trust.h"
 
-static struct tpl_error err;
+static struct tpl__error err;
 
 static int parse_json(const char *text) {
   json_t *o = NULL;
@@ -70,7 +70,7 @@ static void test_mlc_format_nul_refused(void) {
   static const char cache[] =
       "{\"metadata\": {}, \"records\": [{\"dataPath\": \"params_shard_0.bin\","
       " \"format\": \"raw-shard\\u0000x\", \"nbytes\": 0, \"records\": []}]}";
-  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
   CHECK_EQ_INT(
       tpl__mlc_parse(cache, strlen(cache), "tensor-cache.json", m, &err),
@@ -240,7 +240,7 @@ static void test_top_members_counted(void) {
 static void test_tensor_count_cap(void) {
   size_t n = (size_t)TPL_MAX_TENSORS + 2, cap = n * 16 + 16, len = 8;
   char *buf = malloc(cap);
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
   uint64_t hlen;
   REQUIRE(buf != NULL && m != NULL);
   len += (size_t)snprintf(buf + len, cap - len, "{");
@@ -260,7 +260,7 @@ static void test_tensor_count_cap(void) {
 }
 
 static void test_name_bytes_cap(void) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, "/x");
   struct tpl__tensor t;
   memset(&t, 0, sizeof(t));
   t.name = "ab";

@@ -48,12 +48,12 @@ static char *make_two_files(void) {
   return dir;
 }
 
-static struct tpl_error err;
+static struct tpl__error err;
 
 /* Opens `dir` with `json` as its index; returns the code, frees the model
  * unless `out` wants it. */
-static int parse(const char *dir, const char *json, struct tpl_model **out) {
-  struct tpl_model *m = NULL;
+static int parse(const char *dir, const char *json, struct tpl__model **out) {
+  struct tpl__model *m = NULL;
   int rc;
   memset(&err, 0, sizeof(err));
   write_bytes(dir, "model.safetensors.index.json", json, strlen(json));
@@ -83,7 +83,7 @@ static void test_valid_two_files(void) {
   const char *json = "{\"metadata\":{\"total_size\":30},\"weight_map\":{"
                      "\"c\":\"" FB "\",\"a\":\"" FA "\",\"z\":\"" FA "\"}}";
   char *dir = make_two_files();
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   uint64_t na = strlen(hdr_a), nb = strlen(hdr_b);
   CHECK_EQ_INT(parse(dir, json, &m), 0);
   if (m == NULL) goto out;
@@ -120,7 +120,7 @@ out:
 static void test_valid_via_model_open(void) {
   const char *json = "{\"weight_map\":{" MAP_OK "}}";
   char *dir = make_two_files();
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   write_bytes(dir, "model.safetensors.index.json", json, strlen(json));
   memset(&err, 0, sizeof(err));
   CHECK_EQ_INT(tpl__model_open(dir, &m, &err), 0);
@@ -135,7 +135,7 @@ static void test_valid_via_model_open(void) {
 static void test_valid_symlink_inside(void) {
   const char *json = "{\"weight_map\":{\"c\":\"link.safetensors\"}}";
   char *dir = make_two_files(), link[1024];
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   snprintf(link, sizeof(link), "%s/link.safetensors", dir);
   CHECK_EQ_INT(symlink(FB, link), 0);
   CHECK_EQ_INT(parse(dir, json, &m), 0);
@@ -265,7 +265,7 @@ static void test_parse_only_reads_no_file(void) {
   const char *json =
       "{\"weight_map\":{\"c\":\"" FB "\",\"a\":\"" FA "\",\"z\":\"" FA "\"}}";
   struct tpl__st_index *ix = NULL;
-  struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, "/nonexistent");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_ST_INDEX, "/nonexistent");
   const char *first = NULL;
   memset(&err, 0, sizeof(err));
   CHECK_EQ_INT(

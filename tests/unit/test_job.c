@@ -202,7 +202,7 @@ static void test_finish_bytes_scales_bias(void) {
                               .shape = {2},
                               .kind = TPL_RULE_SCALE_BIAS};
   struct tpl__job job = one_tensor_job(&t, 4);
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   float v[2] = {2.0f, -8.0f};
   job.bias_scaling = 1;
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -225,12 +225,12 @@ static void test_overflow_names_tensor(void) {
                               .ndim = 2,
                               .shape = {UINT64_C(1) << 31, UINT64_C(1) << 31}};
   struct tpl__job job = one_tensor_job(&t, 1);
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__job_finish(&job, &err), TPL_EOVERFLOW);
   CHECK_STR_CONTAINS(err.msg, "huge");
 }
 
-static void add_tensor(struct tpl_model *m, const char *name, uint32_t file,
+static void add_tensor(struct tpl__model *m, const char *name, uint32_t file,
                        uint64_t offset, uint64_t n) {
   struct tpl__tensor t = {.name = strdup(name),
                           .dtype = TPL_DT_F16,
@@ -246,7 +246,7 @@ static void add_tensor(struct tpl_model *m, const char *name, uint32_t file,
 /* A job built from a model keeps each tensor's source (rank 0's walk
  * needs nothing else) and the strategy of its rule. */
 static void test_from_model_carries_source(void) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_ST_INDEX, ".");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_ST_INDEX, ".");
   struct tpl__strategy st[2] = {
       {.kind = TPL_RULE_SHARD, .rule = 0, .func_name = "_shard_q"},
       {.kind = TPL_RULE_REPLICATE, .rule = -1}};
@@ -396,7 +396,7 @@ static void remove_tmpdir(void) {
 
 /* A four-layer llama-named model in tmpdir (fmt: HF index or MLC), one
  * f16 tensor per layer plus embed_tokens, model.norm and lm_head. */
-static struct tpl_model *staged_model(int fmt) {
+static struct tpl__model *staged_model(int fmt) {
   static const char *names[] = {"model.embed_tokens.weight",
                                 "model.layers.0.mlp.w",
                                 "model.layers.1.mlp.w",
@@ -404,7 +404,7 @@ static struct tpl_model *staged_model(int fmt) {
                                 "model.layers.3.mlp.w",
                                 "model.norm.weight",
                                 "lm_head.weight"};
-  struct tpl_model *m = tpl__model_new(fmt, tmpdir);
+  struct tpl__model *m = tpl__model_new(fmt, tmpdir);
   uint32_t f = 0;
   if (m == NULL) return NULL;
   tpl__model_add_file(m, "x.safetensors", "x.safetensors", 1024, &f);
@@ -415,8 +415,8 @@ static struct tpl_model *staged_model(int fmt) {
 
 /* Plans `m` with the plan file in tmpdir on grid (world, tp, pp); the
  * stages land in *first (one per tensor) on success. */
-static int plan_grid(struct tpl_model *m, uint32_t world, uint32_t tp,
-                     uint32_t pp, uint32_t *first, struct tpl_error *err) {
+static int plan_grid(struct tpl__model *m, uint32_t world, uint32_t tp,
+                     uint32_t pp, uint32_t *first, struct tpl__error *err) {
   struct tpl__grid g;
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
@@ -440,8 +440,8 @@ static int plan_grid(struct tpl_model *m, uint32_t world, uint32_t tp,
 static void test_plan_stages(void) {
   static const uint32_t want[7] = {102, 0, 0, 1, 1, 1, 102};
   uint32_t got[7] = {0};
-  struct tpl_error err = {0};
-  struct tpl_model *m = staged_model(TPL_FMT_ST_INDEX);
+  struct tpl__error err = {0};
+  struct tpl__model *m = staged_model(TPL_FMT_ST_INDEX);
   write_text("plan.json", "{\"rules\": []}");
   write_text("config.json", "{\"num_hidden_layers\": 4}");
   CHECK_EQ_INT(plan_grid(m, 4, 2, 2, got, &err), 0);
@@ -466,8 +466,8 @@ static void test_plan_stages(void) {
  * model with an lm_head is a plan error naming it. */
 static void test_plan_stage_refusals(void) {
   uint32_t got[7];
-  struct tpl_error err = {0};
-  struct tpl_model *m = staged_model(TPL_FMT_ST_INDEX);
+  struct tpl__error err = {0};
+  struct tpl__model *m = staged_model(TPL_FMT_ST_INDEX);
   write_text("plan.json", "{\"rules\": []}");
   write_text("config.json", "{\"num_hidden_layers\": 4}");
   CHECK_EQ_INT(plan_grid(m, 8, 1, 8, got, &err), TPL_EUSAGE);

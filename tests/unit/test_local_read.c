@@ -88,7 +88,7 @@ struct finished {
   int calls, index;
 };
 
-static int record_finish(void *ctx, size_t i, struct tpl_error *err) {
+static int record_finish(void *ctx, size_t i, struct tpl__error *err) {
   struct finished *f = ctx;
   (void)err;
   f->calls++;
@@ -104,7 +104,7 @@ static uint8_t window[4 * 4096] __attribute__((aligned(4096)));
 static struct tpl__source *open_source(const int *fd, int mode) {
   static const char *paths[1] = {path};
   struct tpl__source *src = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   if (tpl__source_files_open(&src, fd, paths, 1, mode, &err) != 0) abort();
   return src;
 }
@@ -128,7 +128,7 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min,
                                .piece_min = piece_min,
                                .finish = record_finish,
                                .ctx = &fin};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__store_create_private(&s, job.store_size, 3, &err), 0);
   CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), 0);
   lr.src = open_source(&fd, mode);
@@ -182,7 +182,7 @@ static void test_io_modes_parse(void) {
 }
 
 static void test_missing_file_is_66(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int fd;
   make_job();
   unlink(path);
@@ -194,7 +194,7 @@ static void test_missing_file_is_66(void) {
 }
 
 static void test_directory_is_66(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int fd;
   make_job();
   unlink(path);
@@ -205,7 +205,7 @@ static void test_directory_is_66(void) {
 }
 
 static void test_other_size_is_65(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int fd;
   make_job();
   files[0].size = FILE_BYTES + 1;
@@ -215,7 +215,7 @@ static void test_other_size_is_65(void) {
 }
 
 static void test_other_time_is_65(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int fd;
   make_job();
   files[0].mtime_ns += 1;
@@ -225,7 +225,7 @@ static void test_other_time_is_65(void) {
 }
 
 static void test_job_without_files_is_internal(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int fd = -1;
   make_job();
   job.nfiles = 0;
@@ -235,7 +235,7 @@ static void test_job_without_files_is_internal(void) {
 
 /* run_after_open: opens, lets `change` alter the file, then reads as rank
  * 1 and returns the read's result with its message in err. */
-static int read_after(void (*change)(void), int mode, struct tpl_error *err) {
+static int read_after(void (*change)(void), int mode, struct tpl__error *err) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
   int fd = -1, rc;
@@ -276,7 +276,7 @@ static void touch(void) {
 static void test_file_that_shrinks_is_short(void) {
   static const int modes[] = {TPL_IO_BUFFERED, TPL_IO_DIRECT};
   for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
-    struct tpl_error err = {0};
+    struct tpl__error err = {0};
     CHECK_EQ_INT(read_after(shrink, modes[m], &err), TPL_ESHORT);
     CHECK_STR_CONTAINS(err.msg, path);
     CHECK_STR_CONTAINS(err.msg, "tensor 'A'");
@@ -286,7 +286,7 @@ static void test_file_that_shrinks_is_short(void) {
 }
 
 static void test_file_changed_during_the_read_is_74(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(read_after(touch, TPL_IO_BUFFERED, &err), -EIO);
   CHECK_STR_CONTAINS(err.msg, path);
   CHECK_STR_CONTAINS(err.msg, "changed while loading (modified at another");

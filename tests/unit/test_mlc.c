@@ -29,11 +29,11 @@ static void write_bin(const char *dir, const char *name, size_t size) {
   fclose(f);
 }
 
-static struct tpl_error err;
+static struct tpl__error err;
 
 /* Opens `dir` with `json` as its tensor-cache.json. */
-static int parse(const char *dir, const char *json, struct tpl_model **out) {
-  struct tpl_model *m = NULL;
+static int parse(const char *dir, const char *json, struct tpl__model **out) {
+  struct tpl__model *m = NULL;
   int rc;
   memset(&err, 0, sizeof(err));
   write_bytes(dir, "tensor-cache.json", json, strlen(json));
@@ -86,7 +86,7 @@ static void expect_fail_recs(const char *recs, int code, const char *frag) {
 }
 
 /* Parses recs_json(recs) in a fresh directory; *out as parse(). */
-static int parse_recs(const char *recs, struct tpl_model **out) {
+static int parse_recs(const char *recs, struct tpl__model **out) {
   char *dir = make_shards(), json[4096];
   int rc = -1;
   recs_json(json, sizeof(json), recs);
@@ -127,7 +127,7 @@ static const char valid_json[] =
 
 static void test_valid_two_shards(void) {
   char *dir = make_shards();
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   const struct tpl__tensor *t;
   CHECK_EQ_INT(parse(dir, valid_json, &m), 0);
   if (m == NULL) goto out;
@@ -173,7 +173,7 @@ out:
 
 static void test_valid_via_model_open(void) {
   char *dir = make_shards(), path[1024];
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   FILE *f;
   snprintf(path, sizeof(path), "%s/ndarray-cache.json", dir);
   f = fopen(path, "w");
@@ -194,7 +194,7 @@ static void test_valid_via_model_open(void) {
 static void test_scalar_and_empty(void) {
   /* A scalar (shape []) and an empty tensor sharing its offset. */
   char *dir = make_shards();
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   const char *json =
       "{\"records\":[{\"dataPath\":\"" S1 "\",\"format\":\"raw-shard\","
       "\"nbytes\":24,\"records\":[" REC("s", "[]", "float32", "raw", "4",
@@ -405,7 +405,7 @@ static void test_format_unknown(void) {
  * loaders decode only dtype float32 with f32-to-bf16.  So a float16,
  * uint32 or bfloat16 record under f32-to-bf16 is raw, numel x itemsize. */
 static void test_bf16_format_on_other_dtypes_is_raw(void) {
-  struct tpl_model *m = NULL;
+  struct tpl__model *m = NULL;
   CHECK_EQ_INT(
       parse_recs(REC("h", "[4]", "float16", "f32-to-bf16", "8", "0") "," REC(
                      "q", "[2,2]", "uint32", "f32-to-bf16", "16",
@@ -555,7 +555,7 @@ static void test_overlap(void) {
 /* The parser alone touches no file: a cache of a directory that does not
  * exist gives its files, unopened, at the sizes the cache declares. */
 static void test_parse_only_reads_no_file(void) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
+  struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
   CHECK_EQ_INT(tpl__mlc_parse(valid_json, strlen(valid_json),
                               "/nonexistent/tensor-cache.json", m, &err),

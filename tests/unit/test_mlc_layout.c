@@ -168,8 +168,8 @@ static void test_parser_reads_shard_records_on_request(void) {
       "\"raw-shard\", \"nbytes\": 8, \"md5sum\": \"\", \"records\": "
       "[{\"name\": \"w_shard-1\", \"shape\": [8], \"dtype\": \"uint8\", "
       "\"format\": \"raw\", \"nbytes\": 8, \"byteOffset\": 0}]}]}";
-  struct tpl_error err = {0};
-  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
+  struct tpl__error err = {0};
+  struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   REQUIRE(m != NULL);
   CHECK_EQ_INT(tpl__mlc_parse(cache, strlen(cache), "c", m, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "already cut");

@@ -27,7 +27,7 @@
 
 /* Appends tensor `name` of `dtype` with `ndim` dims given as varargs
  * (uint64_t each); data offsets are not used by plans. */
-static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
+static void add(struct tpl__model *m, const char *name, int dtype, int ndim,
                 ...) {
   struct tpl__tensor t;
   va_list ap;
@@ -46,15 +46,15 @@ static void add(struct tpl_model *m, const char *name, int dtype, int ndim,
 
 #define U(x) ((uint64_t)(x))
 
-static struct tpl_model *new_model(int format, const char *dir) {
-  struct tpl_model *m = tpl__model_new(format, dir);
+static struct tpl__model *new_model(int format, const char *dir) {
+  struct tpl__model *m = tpl__model_new(format, dir);
   uint32_t idx;
   tpl__model_add_file(m, "/dev/null", "model.safetensors", 0, &idx);
   return m;
 }
 
 static int parse(const char *json, struct tpl__plan **p,
-                 struct tpl_error *err) {
+                 struct tpl__error *err) {
   memset(err, 0, sizeof(*err));
   *p = NULL;
   return tpl__plan_parse(json, strlen(json), "plan.json", p, err);
@@ -63,7 +63,7 @@ static int parse(const char *json, struct tpl__plan **p,
 /* Parses `json` expecting failure `code` with `fragment` in the message. */
 static void expect_refused(const char *json, int code, const char *fragment) {
   struct tpl__plan *p;
-  struct tpl_error err;
+  struct tpl__error err;
   int rc = parse(json, &p, &err);
   CHECK_EQ_INT(rc, code);
   CHECK_EQ_INT(err.code, code);
@@ -73,7 +73,7 @@ static void expect_refused(const char *json, int code, const char *fragment) {
   tpl__plan_free(p);
 }
 
-static int find_tensor(const struct tpl_model *m, const char *name) {
+static int find_tensor(const struct tpl__model *m, const char *name) {
   for (size_t i = 0; i < m->ntensors; i++)
     if (strcmp(m->tensors[i].name, name) == 0) return (int)i;
   printf("# no tensor %s\n", name);
@@ -81,7 +81,7 @@ static int find_tensor(const struct tpl_model *m, const char *name) {
 }
 
 /* Checks tensor `name` got a shard strategy (func, dim, segs...). */
-static void expect_shard(const struct tpl_model *m,
+static void expect_shard(const struct tpl__model *m,
                          const struct tpl__strategy *st, const char *name,
                          const char *func, int dim, size_t nsegs, ...) {
   int i = find_tensor(m, name);
@@ -100,7 +100,7 @@ static void expect_shard(const struct tpl_model *m,
   va_end(ap);
 }
 
-static void expect_kind(const struct tpl_model *m,
+static void expect_kind(const struct tpl__model *m,
                         const struct tpl__strategy *st, const char *name,
                         int kind, int explicit_rule) {
   int i = find_tensor(m, name);
@@ -119,8 +119,8 @@ static size_t nkept;
 /* Builds preset `name` from config JSON text and applies it to `m`.
  * Returns the apply/build code; *st is malloc'd (free it). */
 static int run_preset(const char *name, int mlc, const char *config,
-                      const struct tpl_model *m, uint32_t n,
-                      struct tpl__strategy **st, struct tpl_error *err) {
+                      const struct tpl__model *m, uint32_t n,
+                      struct tpl__strategy **st, struct tpl__error *err) {
   json_error_t je;
   json_t *cfg = json_loads(config, 0, &je);
   struct tpl__plan *p = NULL;
@@ -245,7 +245,7 @@ static void test_parse_design_example(void) {
       "  {\"match\": \"lm_head.weight\", \"replicate\": true}\n"
       "] }";
   struct tpl__plan *p;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(parse(json, &p, &err), 0);
   REQUIRE(p != NULL);
   CHECK_EQ_U64(p->nrules, 4);
@@ -265,7 +265,7 @@ static void test_parse_design_example(void) {
 
 static void test_parse_default_name(void) {
   struct tpl__plan *p;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 2}]}", &p, &err),
                0);
   REQUIRE(p != NULL);
@@ -275,7 +275,7 @@ static void test_parse_default_name(void) {
 
 static void test_parse_empty_rules(void) {
   struct tpl__plan *p;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(parse("{\"rules\": []}", &p, &err), 0);
   if (p != NULL) CHECK_EQ_U64(p->nrules, 0);
   tpl__plan_free(p);
@@ -453,7 +453,7 @@ static void test_refuse_too_many_rules(void) {
   size_t n = 65537, len = strlen(one), used = 0;
   char *json = malloc(n * len + 32);
   struct tpl__plan *p;
-  struct tpl_error err;
+  struct tpl__error err;
   memcpy(json, "{\"rules\":[", 10);
   used = 10;
   for (size_t i = 0; i < n; i++, used += len)
@@ -468,8 +468,8 @@ static void test_refuse_too_many_rules(void) {
 /* --- applying a plan --- */
 
 /* Parses `json` and applies it to `m` with `n` shards. */
-static int apply_json(const char *json, const struct tpl_model *m, uint32_t n,
-                      struct tpl__strategy *st, struct tpl_error *err) {
+static int apply_json(const char *json, const struct tpl__model *m, uint32_t n,
+                      struct tpl__strategy *st, struct tpl__error *err) {
   struct tpl__plan *p;
   int rc = parse(json, &p, err);
   if (rc != 0) return rc;
@@ -482,9 +482,9 @@ static int apply_json(const char *json, const struct tpl_model *m, uint32_t n,
 }
 
 static void test_first_match_wins(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[2];
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "a.weight", TPL_DT_F32, 2, U(4), U(4));
   add(m, "b.weight", TPL_DT_F32, 2, U(4), U(4));
   CHECK_EQ_INT(apply_json("{\"rules\": [{\"match\": \"a.*\", \"replicate\": "
@@ -507,9 +507,9 @@ static void test_first_match_wins(void) {
 }
 
 static void test_unmatched_replicated(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[2];
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "x.weight", TPL_DT_F16, 2, U(4), U(6));
   add(m, "y.bias", TPL_DT_I64, 1, U(3));
   CHECK_EQ_INT(apply_json("{\"rules\": [{\"match\": \"x.*\", \"dim\": 1}]}", m,
@@ -526,9 +526,9 @@ static void test_unmatched_replicated(void) {
 static void expect_apply_refused(const char *json, int ndim, uint64_t d0,
                                  uint64_t d1, int dtype, uint32_t n, int code,
                                  const char *fragment) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[1];
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "t.w", dtype, ndim, d0, d1);
   CHECK_EQ_INT(apply_json(json, m, n, st, &err), code);
   CHECK_STR_CONTAINS(err.msg, "'t.w'");
@@ -569,9 +569,9 @@ static void test_apply_scale_bias_dtype(void) {
     expect_apply_refused(json, 1, 4, 0, bad[i], 2, TPL_EDTYPE,
                          tpl__dtype_st_name(bad[i]));
   for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
-    struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+    struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
     struct tpl__strategy st[1];
-    struct tpl_error err;
+    struct tpl__error err;
     add(m, "t.w", good[i], 1, U(4));
     CHECK_EQ_INT(apply_json(json, m, 2, st, &err), 0);
     CHECK_EQ_INT(st[0].kind, TPL_RULE_SCALE_BIAS);
@@ -582,9 +582,9 @@ static void test_apply_scale_bias_dtype(void) {
 }
 
 static void test_apply_zero_shards(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[1];
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "t.w", TPL_DT_F32, 1, U(4));
   CHECK_EQ_INT(apply_json("{\"rules\": []}", m, 0, st, &err), TPL_EPLAN);
   tpl__model_free(m);
@@ -597,7 +597,7 @@ static void test_apply_zero_shards(void) {
   "\"llama\", \"hidden_size\": 32, \"num_attention_heads\": 4, "               \
   "\"num_key_value_heads\": 2, \"intermediate_size\": 48}"
 
-static void add_llama_layer(struct tpl_model *m, int l, int bias) {
+static void add_llama_layer(struct tpl__model *m, int l, int bias) {
   char n[128];
 #define NAME(s) (snprintf(n, sizeof(n), "model.layers.%d.%s", l, s), n)
   add(m, NAME("input_layernorm.weight"), TPL_DT_BF16, 1, U(32));
@@ -618,8 +618,8 @@ static void add_llama_layer(struct tpl_model *m, int l, int bias) {
 #undef NAME
 }
 
-static struct tpl_model *llama_model(int bias) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+static struct tpl__model *llama_model(int bias) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   add(m, "model.embed_tokens.weight", TPL_DT_BF16, 2, U(64), U(32));
   add_llama_layer(m, 0, bias);
   add_llama_layer(m, 1, bias);
@@ -628,7 +628,7 @@ static struct tpl_model *llama_model(int bias) {
   return m;
 }
 
-static void check_llama_strategies(const struct tpl_model *m,
+static void check_llama_strategies(const struct tpl__model *m,
                                    const struct tpl__strategy *st) {
   const char *l1 = "model.layers.1.";
   char n[128];
@@ -654,9 +654,9 @@ static void check_llama_strategies(const struct tpl_model *m,
 }
 
 static void test_preset_llama(void) {
-  struct tpl_model *m = llama_model(0);
+  struct tpl__model *m = llama_model(0);
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset("llama", 0, LLAMA_CFG, m, 2, &st, &err), 0);
   check_llama_strategies(m, st);
   free(st);
@@ -668,9 +668,9 @@ static void test_preset_llama(void) {
 }
 
 static void test_preset_mistral_gemma(void) {
-  struct tpl_model *m = llama_model(0);
+  struct tpl__model *m = llama_model(0);
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset("mistral", 0, LLAMA_CFG, m, 2, &st, &err), 0);
   check_llama_strategies(m, st);
   free(st);
@@ -687,9 +687,9 @@ static void test_preset_mistral_gemma(void) {
 }
 
 static void test_preset_qwen2_biases(void) {
-  struct tpl_model *m = llama_model(1);
+  struct tpl__model *m = llama_model(1);
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset("qwen2", 0, LLAMA_CFG, m, 2, &st, &err), 0);
   check_llama_strategies(m, st);
   expect_shard(m, st, "model.layers.0.self_attn.q_proj.bias", "_shard_q_bias",
@@ -703,11 +703,11 @@ static void test_preset_qwen2_biases(void) {
 }
 
 static void test_preset_mixtral(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   const char *p = "model.layers.0.block_sparse_moe.";
   char n[128];
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
 #define P(s) (snprintf(n, sizeof(n), "%s%s", p, s), n)
   add(m, "model.embed_tokens.weight", TPL_DT_BF16, 2, U(64), U(32));
   add(m, "model.layers.0.self_attn.q_proj.weight", TPL_DT_BF16, 2, U(32),
@@ -755,8 +755,8 @@ static void test_preset_mixtral(void) {
   "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "                   \
   "\"intermediate_size\": 48}"
 
-static struct tpl_model *phi3_model(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+static struct tpl__model *phi3_model(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   add(m, "model.embed_tokens.weight", TPL_DT_BF16, 2, U(64), U(32));
   /* q = 4 heads x 8, k = v = 2 heads x 8: 32 + 16 + 16 = 64 rows. */
   add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_BF16, 2, U(64),
@@ -772,9 +772,9 @@ static struct tpl_model *phi3_model(void) {
 }
 
 static void test_preset_phi3(void) {
-  struct tpl_model *m = phi3_model();
+  struct tpl__model *m = phi3_model();
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset("phi3", 0, PHI3_CFG, m, 2, &st, &err), 0);
   expect_shard(m, st, "model.layers.0.self_attn.qkv_proj.weight", "_shard_qkv",
                0, 3, U(32), U(16), U(16));
@@ -796,9 +796,9 @@ static void test_preset_phi3(void) {
 /* A phi3 whose fused qkv does not match the config is refused by the
  * segs check (segs sum 64, tensor has 48 rows). */
 static void test_preset_phi3_wrong_fused_rows(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_BF16, 2, U(48),
       U(32));
   CHECK_EQ_INT(run_preset("phi3", 0, PHI3_CFG, m, 2, &st, &err), TPL_EPLAN);
@@ -809,9 +809,9 @@ static void test_preset_phi3_wrong_fused_rows(void) {
 }
 
 static void test_preset_gpt2(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "transformer.wte.weight", TPL_DT_F32, 2, U(64), U(32));
   add(m, "transformer.wpe.weight", TPL_DT_F32, 2, U(16), U(32));
   add(m, "transformer.h.0.ln_1.weight", TPL_DT_F32, 1, U(32));
@@ -867,11 +867,11 @@ static void test_preset_gpt2(void) {
 }
 
 static void test_preset_gpt_neox(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   const char *p = "gpt_neox.layers.0.";
   char n[128];
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
 #define P(s) (snprintf(n, sizeof(n), "%s%s", p, s), n)
   add(m, "gpt_neox.embed_in.weight", TPL_DT_F16, 2, U(64), U(32));
   add(m, P("input_layernorm.weight"), TPL_DT_F16, 1, U(32));
@@ -919,11 +919,11 @@ static void test_preset_gpt_neox(void) {
   "\"intermediate_size\": 48, \"head_dim\": 8}}"
 
 static void test_preset_mlc_llama(void) {
-  struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
+  struct tpl__model *m = new_model(TPL_FMT_MLC, ".");
   const char *p = "model.layers.0.";
   char n[128];
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
 #define P(s) (snprintf(n, sizeof(n), "%s%s", p, s), n)
   add(m, "model.embed_tokens.q_weight", TPL_DT_U32, 2, U(64), U(4));
   add(m, P("self_attn.qkv_proj.q_weight"), TPL_DT_U32, 2, U(64), U(4));
@@ -953,9 +953,9 @@ static void test_preset_mlc_llama(void) {
 }
 
 static void test_preset_mlc_qwen2_c_attn(void) {
-  struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
+  struct tpl__model *m = new_model(TPL_FMT_MLC, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "model.layers.0.self_attn.c_attn.weight", TPL_DT_F16, 2, U(64), U(32));
   add(m, "model.layers.0.self_attn.c_attn.bias", TPL_DT_F16, 1, U(64));
   CHECK_EQ_INT(run_preset("qwen2", 1, MLC_LLAMA_CFG, m, 2, &st, &err), 0);
@@ -970,9 +970,9 @@ static void test_preset_mlc_qwen2_c_attn(void) {
 }
 
 static void test_preset_mlc_mixtral(void) {
-  struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
+  struct tpl__model *m = new_model(TPL_FMT_MLC, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   add(m, "model.layers.0.moe.gate.weight", TPL_DT_F16, 2, U(2), U(32));
   add(m, "model.layers.0.moe.e1_e3.weight", TPL_DT_F16, 3, U(2), U(96), U(32));
   add(m, "model.layers.0.moe.e2.weight", TPL_DT_F16, 3, U(2), U(32), U(48));
@@ -986,9 +986,9 @@ static void test_preset_mlc_mixtral(void) {
 }
 
 static void test_preset_mlc_needs_model_config(void) {
-  struct tpl_model *m = new_model(TPL_FMT_MLC, ".");
+  struct tpl__model *m = new_model(TPL_FMT_MLC, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(
       run_preset("llama", 1, "{\"model_type\": \"llama\"}", m, 2, &st, &err),
       TPL_EFORMAT);
@@ -1002,9 +1002,9 @@ static void test_preset_mlc_needs_model_config(void) {
 static void expect_preset_refused(const char *preset, const char *cfg,
                                   uint32_t n, int code, const char *frag1,
                                   const char *frag2) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset(preset, 0, cfg, m, n, &st, &err), code);
   CHECK_STR_CONTAINS(err.msg, "config.json");
   CHECK_STR_CONTAINS(err.msg, frag1);
@@ -1072,9 +1072,9 @@ static void test_config_hidden_not_multiple(void) {
 }
 
 static void test_unknown_preset(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy *st;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(run_preset("falcon", 0, LLAMA_CFG, m, 2, &st, &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "falcon");
   free(st);
@@ -1087,7 +1087,7 @@ static void expect_detect(const char *cfg, int mlc, int rc_want,
                           const char *want) {
   json_t *j = json_loads(cfg, 0, NULL);
   const char *name = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK(j != NULL);
   CHECK_EQ_INT(tpl__preset_detect(j, mlc, "config.json", &name, &err), rc_want);
   if (rc_want == 0)
@@ -1144,10 +1144,10 @@ static void remove_file(const char *dir, const char *name) {
 }
 
 static void test_resolve_auto(void) {
-  struct tpl_model *m = llama_model(0);
+  struct tpl__model *m = llama_model(0);
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   free(m->dir);
   m->dir = strdup(tmpdir);
   write_text(tmpdir, "config.json", LLAMA_CFG);
@@ -1176,10 +1176,10 @@ static void test_resolve_auto(void) {
 }
 
 static void test_resolve_auto_mlc(void) {
-  struct tpl_model *m = new_model(TPL_FMT_MLC, tmpdir);
+  struct tpl__model *m = new_model(TPL_FMT_MLC, tmpdir);
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   /* One layer of MLC's llama, so that the preset's check passes. */
   add(m, "model.layers.0.self_attn.qkv_proj.weight", TPL_DT_F16, 2, U(64),
       U(32));
@@ -1209,10 +1209,10 @@ static void test_resolve_auto_mlc(void) {
 }
 
 static void test_resolve_file(void) {
-  struct tpl_model *m = llama_model(0);
+  struct tpl__model *m = llama_model(0);
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   char *path = tpl__path_join(tmpdir, "p.json");
   write_text(tmpdir, "p.json",
              "{\"rules\": [{\"match\": \"*.weight\", \"dim\": 0}]}");
@@ -1255,11 +1255,12 @@ static int str_is(const json_t *v, const char *s) {
 
 /* The shard info of model `m` under strategies `st`, rendered from the
  * job built from them (as every command does).  Returns 0 or the code. */
-static int build_info(const struct tpl_model *m, const struct tpl__strategy *st,
-                      uint32_t n, const struct tpl__rank_info *ranks,
-                      int bias_scaling, json_t **out) {
+static int build_info(const struct tpl__model *m,
+                      const struct tpl__strategy *st, uint32_t n,
+                      const struct tpl__rank_info *ranks, int bias_scaling,
+                      json_t **out) {
   struct tpl__job *job = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc = tpl__job_from_model(m, st, NULL, "test", "m",
                                &(struct tpl__grid){n, n, 1, 1}, bias_scaling,
                                &job, &err);
@@ -1270,7 +1271,7 @@ static int build_info(const struct tpl_model *m, const struct tpl__strategy *st,
 
 /* DESIGN.md's shard-info example: q_proj [2048, 2048] bf16, dim 0, N 2. */
 static void test_shardinfo_design_example(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[2];
   json_t *root = NULL, *q, *pre, *norm;
   add(m, "model.layers.0.self_attn.q_proj.weight", TPL_DT_BF16, 2, U(2048),
@@ -1317,7 +1318,7 @@ static void test_shardinfo_design_example(void) {
  * _get_param_metadata writes pipeline_stages ([0] for one stage) on every
  * param. */
 static void test_shardinfo_n1_no_preproc(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[2];
   json_t *root = NULL, *q, *ps;
   add(m, "q.weight", TPL_DT_F16, 2, U(8), U(4));
@@ -1345,7 +1346,7 @@ static void test_shardinfo_n1_no_preproc(void) {
 
 /* The GQA row of DESIGN.md's table: [8, 2], segs [4, 2, 2], N 2. */
 static void test_shardinfo_fused_segs(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[1];
   json_t *root = NULL, *p;
   add(m, "qkv", TPL_DT_F32, 2, U(8), U(2));
@@ -1369,7 +1370,7 @@ static void test_shardinfo_fused_segs(void) {
 }
 
 static void test_shardinfo_bias_scale_and_ranks(void) {
-  struct tpl_model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[1];
   struct tpl__rank_info ranks[4] = {
       {8, 0x1}, {8, 0xff}, {8, 0x9f3c04a1d2e5b6c7ull}, {8, 0}};

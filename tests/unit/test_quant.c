@@ -109,7 +109,7 @@ static char *synth_dir(const char *arch, const char *quant, uint64_t hidden,
                        uint64_t inter) {
   struct tpl__synth_opts o;
   struct tpl__synth_summary sum;
-  struct tpl_error err;
+  struct tpl__error err;
   char *dir = make_dir("tpl-quant");
   memset(&o, 0, sizeof(o));
   o.arch = tpl__synth_arch_from_name(arch);
@@ -242,8 +242,8 @@ static size_t check_matrix(const char *dir, const char *plan,
                            const struct arch_table *a, const struct sizes *s,
                            int per_tensor) {
   static const uint32_t ns[] = {1, 2, 4};
-  struct tpl_model *m = NULL;
-  struct tpl_error err;
+  struct tpl__model *m = NULL;
+  struct tpl__error err;
   size_t checked = 0;
   CHECK_EQ_INT(tpl__model_open(dir, &m, &err), 0);
   for (size_t k = 0; m != NULL && k < ARRAY_SIZE(ns); k++) {
@@ -308,8 +308,8 @@ static void test_mlc_block_scale(void) {
 /* --- refusals --- */
 
 static int plan_n(const char *dir, const char *plan, uint32_t n,
-                  struct tpl_error *err) {
-  struct tpl_model *m = NULL;
+                  struct tpl__error *err) {
+  struct tpl__model *m = NULL;
   struct tpl__plan *p = NULL;
   struct tpl__strategy *st = NULL;
   int rc = tpl__model_open(dir, &m, err);
@@ -324,7 +324,7 @@ static int plan_n(const char *dir, const char *plan, uint32_t n,
  * tensor parallelism". */
 static void test_refuse_kn_layout(void) {
   char *dir = synth_dir("llama", "q4f16_0", 256, 512);
-  struct tpl_error err;
+  struct tpl__error err;
   REQUIRE(dir != NULL);
   CHECK_EQ_INT(plan_n(dir, "auto", 2, &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "q4f16_0");
@@ -337,7 +337,7 @@ static void test_refuse_kn_layout(void) {
  * carry no shard strategy (awq_quantization.py). */
 static void test_refuse_ft_and_awq(void) {
   struct tpl__quant_info q;
-  struct tpl_error err;
+  struct tpl__error err;
   tpl__quant_info_init(&q);
   q.scheme = tpl__quant_find("q4f16_ft");
   CHECK_EQ_INT(tpl__quant_check_tp(&q, 2, "d", &err), TPL_EPLAN);
@@ -354,7 +354,7 @@ static void test_refuse_ft_and_awq(void) {
  * has groups of 40: o_proj's 256 inputs are 7 groups. */
 static void test_refuse_uneven_groups(void) {
   char *dir = synth_dir("llama", "q3f16_1", 256, 512);
-  struct tpl_error err;
+  struct tpl__error err;
   REQUIRE(dir != NULL);
   CHECK_EQ_INT(plan_n(dir, "auto", 2, &err), TPL_EINDIVISIBLE);
   CHECK_STR_CONTAINS(err.msg, "o_proj.q_scale");
@@ -368,7 +368,7 @@ static void test_refuse_uneven_groups(void) {
 static void test_refuse_segs_not_blocks(void) {
   struct tpl__synth_opts o;
   struct tpl__synth_summary sum;
-  struct tpl_error err;
+  struct tpl__error err;
   char *dir = make_dir("tpl-quant");
   memset(&o, 0, sizeof(o));
   o.arch = TPL_ARCH_LLAMA;
@@ -389,9 +389,9 @@ static void test_refuse_segs_not_blocks(void) {
 }
 
 /* In-memory models for the plan-level rules. */
-static struct tpl_model *model_of(const char *const *names, const int *dt,
-                                  const uint64_t (*shape)[2], size_t n) {
-  struct tpl_model *m = tpl__model_new(TPL_FMT_MLC, ".");
+static struct tpl__model *model_of(const char *const *names, const int *dt,
+                                   const uint64_t (*shape)[2], size_t n) {
+  struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, ".");
   for (size_t i = 0; m != NULL && i < n; i++) {
     struct tpl__tensor t;
     memset(&t, 0, sizeof(t));
@@ -407,9 +407,9 @@ static struct tpl_model *model_of(const char *const *names, const int *dt,
   return m;
 }
 
-static int apply_json(const char *json, const struct tpl_model *m, uint32_t n,
+static int apply_json(const char *json, const struct tpl__model *m, uint32_t n,
                       struct tpl__strategy *st, struct tpl__plan **out,
-                      struct tpl_error *err) {
+                      struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   int rc = tpl__plan_parse(json, strlen(json), "plan.json", &p, err);
   if (rc == 0) rc = tpl__plan_apply(p, m, n, st, err);
@@ -425,10 +425,10 @@ static void test_refuse_scale_left_whole(void) {
   static const char *const names[] = {"l.q_proj.q_weight", "l.q_proj.q_scale"};
   static const int dt[] = {TPL_DT_U32, TPL_DT_F16};
   static const uint64_t shape[][2] = {{8, 4}, {8, 1}};
-  struct tpl_model *m = model_of(names, dt, shape, 2);
+  struct tpl__model *m = model_of(names, dt, shape, 2);
   struct tpl__strategy st[2];
   struct tpl__plan *p = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"*.q_weight\",\"dim\":0}]}",
                           m, 2, st, NULL, &err),
                TPL_EPLAN);
@@ -451,9 +451,9 @@ static void test_refuse_hf_scales_left_whole(void) {
   static const char *const names[] = {"x.qweight", "x.qzeros", "x.scales"};
   static const int dt[] = {TPL_DT_I32, TPL_DT_I32, TPL_DT_F16};
   static const uint64_t shape[][2] = {{4, 8}, {2, 1}, {2, 8}};
-  struct tpl_model *m = model_of(names, dt, shape, 3);
+  struct tpl__model *m = model_of(names, dt, shape, 3);
   struct tpl__strategy st[3];
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"x.qweight\",\"dim\":1},"
                           "{\"match\":\"x.qzeros\",\"dim\":1}]}",
                           m, 2, st, NULL, &err),
@@ -471,10 +471,10 @@ static void test_per_tensor_scale_replicated(void) {
                                       "x.q_calibration_scale"};
   static const int dt[] = {TPL_DT_F8_E4M3, TPL_DT_F32, TPL_DT_F32};
   static const uint64_t shape[][2] = {{8, 4}, {1, 0}, {1, 0}};
-  struct tpl_model *m = model_of(names, dt, shape, 3);
+  struct tpl__model *m = model_of(names, dt, shape, 3);
   struct tpl__strategy st[3];
   struct tpl__plan *p = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"x.weight\",\"dim\":0,"
                           "\"name\":\"_shard_x\"}]}",
                           m, 4, st, &p, &err),
@@ -494,9 +494,9 @@ static void test_refuse_segs_on_packed_dim(void) {
   static const char *const names[] = {"x.q_weight", "x.q_scale"};
   static const int dt[] = {TPL_DT_U32, TPL_DT_F16};
   static const uint64_t shape[][2] = {{4, 8}, {4, 2}};
-  struct tpl_model *m = model_of(names, dt, shape, 2);
+  struct tpl__model *m = model_of(names, dt, shape, 2);
   struct tpl__strategy st[2];
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"x.weight\",\"dim\":1,"
                           "\"segs\":[32,32]}]}",
                           m, 2, st, NULL, &err),
@@ -506,9 +506,9 @@ static void test_refuse_segs_on_packed_dim(void) {
 }
 
 /* tpl__job_check_unused on the job built from `st` (m's tensors). */
-static int unused_rules(const struct tpl__plan *p, const struct tpl_model *m,
+static int unused_rules(const struct tpl__plan *p, const struct tpl__model *m,
                         const struct tpl__strategy *st, int strict,
-                        struct tpl_error *err) {
+                        struct tpl__error *err) {
   struct tpl__job *job = NULL;
   int rc = tpl__job_from_model(m, st, NULL, p->source, "m",
                                &(struct tpl__grid){2, 2, 1, 1}, 1, &job, err);
@@ -523,10 +523,10 @@ static void test_unused_rule(void) {
   static const char *const names[] = {"x.q_weight", "x.q_scale", "n.weight"};
   static const int dt[] = {TPL_DT_U32, TPL_DT_F16, TPL_DT_F16};
   static const uint64_t shape[][2] = {{4, 8}, {4, 2}, {4, 0}};
-  struct tpl_model *m = model_of(names, dt, shape, 3);
+  struct tpl__model *m = model_of(names, dt, shape, 3);
   struct tpl__strategy st[3];
   struct tpl__plan *p = NULL;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(apply_json("{\"rules\":[{\"match\":\"x.weight\",\"dim\":0},"
                           "{\"match\":\"n.weight\",\"replicate\":true},"
                           "{\"match\":\"typo.*\",\"dim\":0},"
@@ -551,7 +551,7 @@ static void test_unused_rule(void) {
 /* --- the config reader --- */
 
 static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
-                     struct tpl_error *err) {
+                     struct tpl__error *err) {
   json_t *cfg = json_loads(text, 0, NULL);
   int rc = tpl__quant_info_parse(cfg, mlc, "mlc-chat-config.json", q, err);
   json_decref(cfg);
@@ -560,7 +560,7 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
 
 static void test_config_reader(void) {
   struct tpl__quant_info q;
-  struct tpl_error err;
+  struct tpl__error err;
   CHECK_EQ_INT(parse_cfg("{\"quantization\":\"q4f16_1\","
                          "\"tensor_parallel_shards\":2,\"model_config\":"
                          "{\"weight_block_size\":[64,32]}}",
@@ -605,7 +605,7 @@ static void test_config_load_errors(void) {
   char *mlc = synth_dir("llama", "q4f16_1", 256, 512);
   struct tpl__synth_opts o;
   struct tpl__synth_summary sum;
-  struct tpl_error err;
+  struct tpl__error err;
   char *hf = make_dir("tpl-quant"), plan[1024];
   memset(&o, 0, sizeof(o));
   o.arch = TPL_ARCH_LLAMA;

@@ -82,7 +82,7 @@ static void test_job_table_roundtrip(void) {
 static void test_job_unpack_refuses_junk(void) {
   static const uint8_t junk[] = {0x22, 0x7f, 0x01}; /* tensor runs off */
   struct tpl__job *out = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__job_unpack(junk, sizeof(junk), &out, &err), TPL_EPEER);
   CHECK(out == NULL);
   CHECK_STR_CONTAINS(err.msg, "job table");
@@ -94,7 +94,7 @@ static struct tpl__job_file two_files[2] = {
     {.path = "a.st", .size = 100, .mtime_ns = 7},
     {.path = "b.st", .size = 64, .mtime_ns = 9}};
 
-static int roundtrip_sources(struct tpl__job **out, struct tpl_error *err) {
+static int roundtrip_sources(struct tpl__job **out, struct tpl__error *err) {
   uint8_t *buf = NULL;
   size_t len = 0;
   int rc;
@@ -154,7 +154,7 @@ static void test_job_table_carries_remote_files(void) {
 
 static void test_job_table_refuses_a_file_it_lacks(void) {
   struct tpl__job *out = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   make_job_with_files();
   tensors[1].file = 2;
   CHECK_EQ_INT(roundtrip_sources(&out, &err), TPL_EPEER);
@@ -164,7 +164,7 @@ static void test_job_table_refuses_a_file_it_lacks(void) {
 
 static void test_job_table_refuses_a_tensor_beyond_its_file(void) {
   struct tpl__job *out = NULL;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   make_job_with_files();
   tensors[1].file_offset = 85; /* one byte beyond a.st */
   CHECK_EQ_INT(roundtrip_sources(&out, &err), TPL_EPEER);
@@ -300,7 +300,7 @@ static void test_malformed_rank_report(void) {
   uint8_t good[512], *parts[2], *buf = NULL, *mine = NULL;
   static uint8_t junk[] = {0x22, 0x40}; /* a tensor that runs off */
   size_t lens[2], len = 0, n = 0;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   make_job();
   CHECK_EQ_INT(pack_rank(0, &mine, &n), 0);
   if (mine == NULL || n > sizeof(good)) return;

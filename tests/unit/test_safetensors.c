@@ -22,8 +22,8 @@
 /* A parsed result: the code, the message and the model (freed by done). */
 struct res {
   int rc;
-  struct tpl_error err;
-  struct tpl_model *m;
+  struct tpl__error err;
+  struct tpl__model *m;
 };
 
 /* Assembles "8-byte LE header length + header + data" into a malloc'd
@@ -84,7 +84,7 @@ static void expect_hdr_fail(const char *hdr, size_t data_len, int code,
 static void test_short_file(void) {
   unsigned char b[7] = {2, 0, 0, 0, 0, 0, 0};
   uint64_t n = 99;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__st_header_len(b, sizeof(b), sizeof(b), FNAME, &n, &err),
                TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "expected at least 8 bytes");
@@ -97,7 +97,7 @@ static void test_header_cap(void) {
   size_t len;
   unsigned char *b = assemble(100000001ull, "{}", 2, 0, &len);
   uint64_t n = 0;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   /* The cap applies even when the file would be big enough. */
   CHECK_EQ_INT(tpl__st_header_len(b, 8, 200000000ull, FNAME, &n, &err),
                TPL_ELIMIT);
@@ -124,7 +124,7 @@ static void test_header_len_no_overflow(void) {
   size_t len;
   unsigned char *b = assemble(UINT64_MAX, "{}", 2, 0, &len);
   uint64_t n = 0;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__st_header_len(b, 8, UINT64_MAX, FNAME, &n, &err),
                TPL_ELIMIT);
   free(b);
@@ -443,8 +443,8 @@ static void test_parse_needs_header_in_buffer(void) {
   /* The caller promised 8 + N bytes; a shorter buffer is refused. */
   size_t len;
   unsigned char *b = assemble(2, "{}", 2, 0, &len);
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
-  struct tpl_error err = {0};
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__st_parse(b, 9, 10, FNAME, 0, m, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "expected 2 header bytes in memory, found 1");
   CHECK_EQ_U64(m->ntensors, 0);
@@ -637,7 +637,8 @@ static void write_file(const char *path, const void *b, size_t len) {
   fclose(f);
 }
 
-static int load(const char *path, struct tpl_model **m, struct tpl_error *err) {
+static int load(const char *path, struct tpl__model **m,
+                struct tpl__error *err) {
   *m = tpl__model_new(TPL_FMT_SAFETENSORS, tmpdir);
   return tpl__st_load(path, "x.safetensors", *m, err);
 }
@@ -647,8 +648,8 @@ static void test_load_valid(void) {
                   "\"data_offsets\":[0,4]}}    ";
   size_t len, hl = strlen(h);
   unsigned char *b = assemble(hl, h, hl, 4, &len);
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   write_file(tmp_path("ok.safetensors"), b, len);
   CHECK_EQ_INT(load(tmp_path("ok.safetensors"), &m, &err), 0);
   CHECK_EQ_U64(m->nfiles, 1);
@@ -665,8 +666,8 @@ static void test_load_valid(void) {
 }
 
 static void test_load_directory(void) {
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   mkdir(tmp_path("dir.safetensors"), 0700);
   CHECK_EQ_INT(load(tmp_path("dir.safetensors"), &m, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "expected a regular file");
@@ -675,8 +676,8 @@ static void test_load_directory(void) {
 }
 
 static void test_load_fifo(void) {
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   CHECK_EQ_INT(mkfifo(tmp_path("fifo.safetensors"), 0600), 0);
   /* Must not block waiting for a writer. */
   CHECK_EQ_INT(load(tmp_path("fifo.safetensors"), &m, &err), TPL_EFORMAT);
@@ -685,8 +686,8 @@ static void test_load_fifo(void) {
 }
 
 static void test_load_short_file(void) {
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   write_file(tmp_path("short.safetensors"), "\x02\x00\x00", 3);
   CHECK_EQ_INT(load(tmp_path("short.safetensors"), &m, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "short.safetensors: expected at least 8 bytes");
@@ -695,8 +696,8 @@ static void test_load_short_file(void) {
 }
 
 static void test_load_missing(void) {
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   CHECK_EQ_INT(load(tmp_path("missing.safetensors"), &m, &err), -ENOENT);
   CHECK_STR_CONTAINS(err.msg, "missing.safetensors");
   CHECK_EQ_U64(m->nfiles, 0);
@@ -706,8 +707,8 @@ static void test_load_missing(void) {
 static void test_load_header_past_eof(void) {
   size_t len;
   unsigned char *b = assemble(1000, "{}", 2, 0, &len);
-  struct tpl_model *m;
-  struct tpl_error err = {0};
+  struct tpl__model *m;
+  struct tpl__error err = {0};
   write_file(tmp_path("hdr.safetensors"), b, len);
   CHECK_EQ_INT(load(tmp_path("hdr.safetensors"), &m, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "at most 2 (file size - 8), found 1000");

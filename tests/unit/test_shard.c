@@ -270,7 +270,7 @@ static void test_contiguous_by_hand(void) {
 }
 
 static void test_refuse_dim_out_of_range(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(2, 0, NULL);
   CHECK_EQ_INT(tpl__shard_check(ARR(3, 4), 2, &s, 2, "w.weight", &err),
                TPL_EPLAN);
@@ -288,7 +288,7 @@ static void test_refuse_dim_out_of_range(void) {
 }
 
 static void test_refuse_segs_sum(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(0, 2, ARR(4, 4));
   CHECK_EQ_INT(tpl__shard_check(ARR(12, 3), 2, &s, 2, "qkv", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "tensor 'qkv'");
@@ -301,7 +301,7 @@ static void test_refuse_segs_sum(void) {
 }
 
 static void test_refuse_too_many_segs(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(0, 0, NULL);
   s.nsegs = TPL_MAX_SEGS + 1;
   CHECK_EQ_INT(tpl__shard_check(ARR(65), 1, &s, 1, "t", &err), TPL_EPLAN);
@@ -309,14 +309,14 @@ static void test_refuse_too_many_segs(void) {
 }
 
 static void test_refuse_zero_segment(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(0, 3, ARR(4, 0, 4));
   CHECK_EQ_INT(tpl__shard_check(ARR(8), 1, &s, 2, "t", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "segment 1 of length 0");
 }
 
 static void test_refuse_bad_counts(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(0, 0, NULL);
   CHECK_EQ_INT(tpl__shard_check(ARR(8), 1, &s, 0, "t", &err), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "at least 1");
@@ -330,7 +330,7 @@ static void test_refuse_bad_counts(void) {
 }
 
 static void test_refuse_indivisible(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__shard_spec s = make_spec(0, 3, ARR(4096, 1000, 1000));
   CHECK_EQ_INT(tpl__shard_check(ARR(6096, 64), 2, &s, 3,
                                 "model.layers.0.qkv_proj.weight", &err),

@@ -33,7 +33,7 @@ struct script {
   int calls, fail_at, code;
 };
 
-static int scripted_agree(void *ctx, int rc, struct tpl_error *err) {
+static int scripted_agree(void *ctx, int rc, struct tpl__error *err) {
   struct script *s = ctx;
   s->calls++;
   if (rc == 0 && s->fail_at > 0 && s->calls >= s->fail_at) {
@@ -95,7 +95,7 @@ static int run_sink(struct script *s, char *dir, size_t len) {
   struct tpl__store store;
   struct tpl__loaded l = {0};
   struct tpl__coord c = {.rank = 1, .world = 2, .agree = scripted_agree};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int rc;
   snprintf(dir, len, "%s/out%d", tmp, n++);
   o.dir = dir;

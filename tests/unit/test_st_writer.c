@@ -166,8 +166,8 @@ static void test_round_trip_reader(void) {
   uint64_t shape[1] = {2};
   uint8_t *h = NULL, *file;
   size_t len = 0, data = 2 * ARRAY_SIZE(odd_names);
-  struct tpl_model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
-  struct tpl_error err = {0};
+  struct tpl__model *m = tpl__model_new(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__error err = {0};
   build_odd(t, shape);
   CHECK_EQ_INT(tpl__st_build_header(t, ARRAY_SIZE(t), NULL, 0, &h, &len), 0);
   file = calloc(1, len + data);

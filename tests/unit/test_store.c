@@ -100,7 +100,7 @@ static void test_private_store(void) {
  * any machine has (2^62 bytes) does not, named; the test hook gives one
  * rank a number of bytes, the others their real room. */
 static void test_room(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__store_room(0, TPL_HUGE_OFF, 0, NULL), 0);
   CHECK_EQ_INT(tpl__store_room((uint64_t)1 << 62, TPL_HUGE_OFF, 0, &err),
                -ENOMEM);
@@ -126,7 +126,7 @@ static uint64_t pool_free(void) {
 
 /* --hugetlb on: the room is the pool's free pages, whole ones. */
 static void test_room_hugetlb(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   uint64_t pool = pool_free();
   if (pool > 0)
     CHECK_EQ_INT(tpl__store_room(pool, TPL_HUGE_HUGETLB, 0, NULL), 0);

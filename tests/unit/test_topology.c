@@ -15,7 +15,7 @@
 
 static struct tpl__grid grid(uint32_t n, uint32_t t, uint32_t p) {
   struct tpl__grid g = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__grid_make(n, t, p, &err, &g), 0);
   return g;
 }
@@ -108,7 +108,7 @@ static void test_round_trips(void) {
 static void check_grid_refused(uint32_t n, uint32_t t, uint32_t p,
                                const char *msg) {
   struct tpl__grid g = {.world = 99, .tp = 99, .pp = 99, .dp = 99};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__grid_make(n, t, p, &err, &g), TPL_EUSAGE);
   CHECK_EQ_INT(err.code, TPL_EUSAGE);
   CHECK_STR_CONTAINS(err.msg, msg);
@@ -153,7 +153,7 @@ static uint32_t layer_stage(uint32_t layers, uint32_t pp, uint32_t i) {
 static void test_stages_32_over_4(void) {
   CHECK_EQ_INT(tpl__stage_check(32, 4, NULL), 0);
   {
-    struct tpl_error e; /* 0 layers: never "expected 1..0" */
+    struct tpl__error e; /* 0 layers: never "expected 1..0" */
     CHECK_EQ_INT(tpl__stage_check(0, 2, &e), TPL_EFORMAT);
     CHECK(strstr(e.msg, "1..0") == NULL);
     CHECK_STR_CONTAINS(e.msg, "no layers");
@@ -176,7 +176,7 @@ static void test_stages_edges(void) {
 }
 
 static void check_stage_refused(uint32_t layers, uint32_t pp, const char *msg) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__stage_check(layers, pp, &err), TPL_EUSAGE);
   CHECK_STR_CONTAINS(err.msg, msg);
 }
@@ -195,7 +195,7 @@ static void test_stage_refusals(void) {
 static void check_tensor(const char *name, uint32_t layers, uint32_t pp,
                          int tied, uint32_t first, uint32_t count) {
   struct tpl__stages s = {99, 99};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__tensor_stages(name, layers, pp, tied, &err, &s), 0);
   if (s.first != first || s.count != count) printf("# tensor %s\n", name);
   CHECK_EQ_U64(s.first, first);
@@ -205,7 +205,7 @@ static void check_tensor(const char *name, uint32_t layers, uint32_t pp,
 static void check_tensor_refused(const char *name, uint32_t layers, uint32_t pp,
                                  int tied) {
   struct tpl__stages s = {99, 99};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__tensor_stages(name, layers, pp, tied, &err, &s), TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, name);
   CHECK_EQ_U64(s.first, 99);

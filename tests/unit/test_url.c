@@ -7,7 +7,7 @@
 #include "tap.h"
 #include "url.h"
 
-static int parse(const char *s, struct tpl__url *u, struct tpl_error *err) {
+static int parse(const char *s, struct tpl__url *u, struct tpl__error *err) {
   memset(u, 0, sizeof(*u));
   return tpl__url_parse(s, u, err);
 }
@@ -22,7 +22,7 @@ static void test_remote_prefix(void) {
 }
 
 static void test_file_url(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__url u;
   char *m, *shown;
   REQUIRE(parse("HTTPS://Host:8443/a/b/model.safetensors?X-Sig=1&e=2", &u,
@@ -124,7 +124,7 @@ static void test_refusals(void) {
       {"http://h/\xc3\xa9.safetensors", "0xc3"},
   };
   for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-    struct tpl_error err = {0};
+    struct tpl__error err = {0};
     struct tpl__url u;
     CHECK_EQ_INT(parse(bad[i].url, &u, &err), TPL_EUSAGE);
     CHECK_STR_CONTAINS(err.msg, bad[i].says);
@@ -132,7 +132,7 @@ static void test_refusals(void) {
 }
 
 static void test_length_cap(void) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__url u;
   size_t n = TPL_MAX_URL + 1;
   char *s = malloc(n + 1);

@@ -154,7 +154,7 @@ static void test_partial_body_pieces(void) {
 
 static void test_malformed_truncated_varint(void) {
   static const uint8_t body[] = {0x08}; /* tag, value missing */
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   int kind = 7;
   unsigned flags = 0;
   CHECK_EQ_INT(tpl__wire_decode_request(body, 1, &kind, &flags, &err),
@@ -313,7 +313,7 @@ static void test_decode_too_many_dims(void) {
    * entry = 1a 09 01*9 (11 bytes); response = 32 0b entry. */
   uint8_t body[13] = {0x32, 0x0b, 0x1a, 0x09};
   struct tpl__wire_response out = {0};
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   for (int i = 4; i < 13; i++)
     body[i] = 0x01;
   CHECK_EQ_INT(tpl__wire_decode_response(body, sizeof(body), &out, &err),

@@ -59,7 +59,7 @@ static void two_entries(struct buf *t) {
 }
 
 static int decode(const struct buf *t, struct tpl__wire_response *r,
-                  struct tpl_error *err) {
+                  struct tpl__error *err) {
   memset(r, 0, sizeof(*r));
   return tpl__wire_table_decode(t->b, t->n, r, err);
 }
@@ -122,7 +122,7 @@ static void test_empty_table(void) {
 /* Decodes `t`, expecting TPL_EPROTO and `what` in the message. */
 static void refused(const struct buf *t, const char *what) {
   struct tpl__wire_response r;
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   CHECK_EQ_INT(decode(t, &r, &err), TPL_EPROTO);
   CHECK_STR_CONTAINS(err.msg, what);
   tpl__wire_response_free(&r);
@@ -331,7 +331,7 @@ static void test_tmap_empty(void) {
 
 static void refused_build(struct tpl__wire_tensor *t, size_t n,
                           const char *why) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   uint8_t *b = NULL;
   size_t len = 0;
   CHECK_EQ_INT(tpl__tmap_build(t, n, &b, &len, &err), TPL_EFORMAT);
@@ -383,7 +383,7 @@ static struct tpl__tmap_slot *index_of(struct region *r) {
 }
 
 static void refused_open(const uint8_t *b, size_t len, const char *why) {
-  struct tpl_error err = {0};
+  struct tpl__error err = {0};
   struct tpl__tmap m = {.count = 77};
   CHECK_EQ_INT(tpl__tmap_open(b, len, 68, &m, &err), TPL_EPROTO);
   CHECK_EQ_U64(m.count, 77); /* untouched on failure */
