@@ -25,7 +25,7 @@ static int load_index_files(const struct tpl__st_index *ix, const char *dir,
     const char *first, *fname = tpl__st_index_file(ix, i, &first);
     char ctx[TPL_MAX_NAME + 16], *path = tpl__path_join(dir, fname);
     int rc;
-    if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (path == NULL) return tpl__oom(err);
     snprintf(ctx, sizeof(ctx), "tensor '%s'", first);
     rc = tpl__member_confine(dir, path, fname, what, ctx, err);
     if (rc == 0) rc = tpl__st_load(path, fname, m, err);
@@ -86,7 +86,7 @@ static int open_format(const char *dir, const char *path, const char *name,
   char *buf = NULL;
   size_t len = 0;
   int rc;
-  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m == NULL) return tpl__oom(err);
   if (format == TPL_FMT_SAFETENSORS)
     rc = tpl__st_load(path, name, m, err);
   else
@@ -108,7 +108,7 @@ static int open_single_file(const char *path, struct tpl__model **out,
   const char *slash = strrchr(path, '/');
   char *dir = tpl__dir_of(path);
   int rc;
-  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (dir == NULL) return tpl__oom(err);
   rc = open_format(dir, path, slash ? slash + 1 : path, TPL_FMT_SAFETENSORS, 0,
                    out, err);
   free(dir);
@@ -122,7 +122,7 @@ static int open_directory(const char *dir, int presharded,
   for (size_t i = 0; i < TPL_MODEL_NPROBES; i++) {
     char *p = tpl__path_join(dir, probes[i].name);
     int rc;
-    if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (p == NULL) return tpl__oom(err);
     if (!tpl__exists(p)) {
       free(p);
       continue;
@@ -174,7 +174,7 @@ int tpl__model_read_member(const struct tpl__model *m, const char *name,
   if (m->http != NULL)
     return tpl__remote_read_member(m, name, cap, buf, len, err);
   path = tpl__path_join(m->dir, name);
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (path == NULL) return tpl__oom(err);
   rc = tpl__read_file(path, cap, buf, len, err);
   free(path);
   return rc;

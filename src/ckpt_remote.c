@@ -31,7 +31,7 @@ static int member_of(const struct tpl__model *m, const char *name,
   if (out->url != NULL && out->shown != NULL) return 0;
   free(out->url);
   free(out->shown);
-  return tpl__fail(err, -ENOMEM, "out of memory");
+  return tpl__oom(err);
 }
 
 static void member_clear(struct member *mb) {
@@ -51,14 +51,14 @@ static int fetch_header(struct tpl__http *h, const struct member *mb,
   uint64_t hlen;
   uint8_t *b = malloc(PROBE_BYTES), *nb;
   int rc;
-  if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (b == NULL) return tpl__oom(err);
   r.dst = b;
   rc = tpl__http_read_all(h, &r, 1, err);
   if (rc == 0)
     rc = tpl__st_header_len(b, (size_t)r.got, obj->size, mb->shown, &hlen, err);
   if (rc == 0 && hlen + 8 > r.got) {
     nb = realloc(b, (size_t)hlen + 8);
-    if (nb == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+    if (nb == NULL) rc = tpl__oom(err);
     if (nb != NULL) b = nb;
     r = (struct tpl__http_read){.url = mb->url,
                                 .shown = mb->shown,
@@ -129,7 +129,7 @@ static int probe_mlc_files(struct tpl__model *m, const char *what,
   size_t n = m->nfiles;
   struct tpl__http_read *r = calloc(n ? n : 1, sizeof(*r));
   uint8_t *scratch = malloc(n ? n : 1);
-  int rc = r && scratch ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
+  int rc = r && scratch ? 0 : tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < n; i++) {
     struct tpl__file *f = &m->files[i];
     struct member mb;
@@ -216,18 +216,17 @@ static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
   struct tpl__model *m = dir ? tpl__model_new(0, dir) : NULL;
   int rc;
   free(dir);
-  if (m == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (m == NULL) return tpl__oom(err);
   m->url = malloc(sizeof(*m->url));
   if (m->url == NULL) {
     tpl__model_free(m);
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   }
   *m->url = *u;
   memset(u, 0, sizeof(*u));
   m->shown = m->url->name ? tpl__url_member_shown(m->url, m->url->name)
                           : tpl__url_dir_shown(m->url);
-  rc = m->shown ? tpl__http_open(o, &m->http, err)
-                : tpl__fail(err, -ENOMEM, "out of memory");
+  rc = m->shown ? tpl__http_open(o, &m->http, err) : tpl__oom(err);
   if (rc != 0) {
     tpl__model_free(m);
     return rc;

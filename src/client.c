@@ -65,13 +65,13 @@ static int trusted_path(const char *path, uid_t uid, char **out,
   char *dir = tpl__dir_of(path), *real = NULL, *full = NULL;
   struct stat st;
   int rc;
-  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (dir == NULL) return tpl__oom(err);
   rc = tpl__check_private_dir(dir, uid, &real, &why);
   free(dir);
   if (rc != 0) return untrusted(path, why.msg, err);
   full = tpl__path_join(real, base ? base + 1 : path);
   free(real);
-  if (full == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (full == NULL) return tpl__oom(err);
   if (lstat(full, &st) == 0 && (!S_ISSOCK(st.st_mode) || st.st_uid != uid)) {
     snprintf(why.msg, sizeof(why.msg),
              "expected a socket of uid %u, found %s of uid %u", (unsigned)uid,
@@ -259,7 +259,7 @@ static int read_reply(int fd, int timeout_ms, struct tpl__wire_response *resp,
                      "length of %u",
                      TPL_WIRE_MAX_RESPONSE, len);
   body = malloc(len ? len : 1);
-  if (body == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (body == NULL) return tpl__oom(err);
   rc = recv_exact(fd, body, len, deadline, sink, err);
   if (rc == 0) rc = tpl__wire_decode_response(body, len, resp, err);
   free(body);
@@ -316,7 +316,7 @@ int tpl__client_job_call(const char *path, const struct tpl__client_req *q,
   if (rc != 0 || resp->ok || resp->rank == 0) return rc;
   tpl__wire_response_free(resp);
   r0 = tpl__client_rank0_path(path);
-  if (r0 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (r0 == NULL) return tpl__oom(err);
   rc = tpl__client_call_req(r0, q, resp, NULL, 0, err);
   free(r0);
   return rc;
@@ -402,7 +402,7 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
                        struct tpl__error *err) {
   struct tpl_shard *s = calloc(1, sizeof(*s));
   int fds[2] = {-1, -1}, rc;
-  if (s == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (s == NULL) return tpl__oom(err);
   rc = fetch(s, path, timeout_ms, fds, err);
   if (rc == 0) rc = map_memfd(fds[0], s->size, 0, path, "store", &s->base, err);
   if (rc == 0) rc = open_table(s, path, fds[1], err);

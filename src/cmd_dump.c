@@ -54,7 +54,7 @@ static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
   size_t n = tpl_shard_count(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
   int rc;
-  if (out == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (out == NULL) return tpl__oom(err);
   for (size_t i = 0; i < n; i++) {
     struct tpl_tensor_view v;
     tpl_shard_tensor(s, i, &v);

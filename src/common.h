@@ -36,6 +36,10 @@ struct tpl__error {
 int tpl__fail(struct tpl__error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The one out-of-memory failure: records "out of memory" and returns
+ * -ENOMEM (exit 70). */
+int tpl__oom(struct tpl__error *err);
+
 /* Copies the text of a failure into a caller's buffer of `len` bytes (the
  * public API's errbuf convention): "" when rc is 0, else err->msg, or
  * tpl_strerror(rc) when no message was recorded.  buf may be NULL. */

@@ -193,7 +193,7 @@ static int make_paths(struct server *s, struct tpl__error *err) {
   struct sockaddr_un sa;
   snprintf(name, sizeof(name), "rank%u.sock", s->cfg->rank);
   s->sock_path = tpl__path_join(s->dir, name);
-  if (s->sock_path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (s->sock_path == NULL) return tpl__oom(err);
   if (strlen(s->sock_path) >= sizeof(sa.sun_path))
     return tpl__fail(err, TPL_EOUTPUT,
                      "%s: socket path: expected at most %zu bytes, found %zu",
@@ -302,7 +302,7 @@ static int build_manifest(const struct build *b, struct tpl__error *err) {
   struct tpl__wire_response r = {.ok = 1};
   int rc;
   r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
-  if (r.tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (r.tensors == NULL) return tpl__oom(err);
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *jt = &job->tensors[i];
     struct tpl__wire_tensor *t = &r.tensors[r.ntensors];
@@ -379,7 +379,7 @@ static int replies_new(const struct server *s, const struct served *g,
   struct replies *r = calloc(1, sizeof(*r));
   struct build b = {s, g, r};
   int rc;
-  if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (r == NULL) return tpl__oom(err);
   r->refs = 1;
   r->table_fd = -1;
   rc = build_frames(&b, err);

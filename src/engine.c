@@ -418,7 +418,7 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     struct pending *r = realloc(s->reqs, cap * sizeof(*r));
-    if (r == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (r == NULL) return tpl__oom(err);
     s->reqs = r;
     s->cap = cap;
   }
@@ -863,7 +863,7 @@ static int open_http_source(struct engine *e, struct tpl__error *err) {
   struct tpl__http *h = e->rank == 0 ? e->model->http : NULL;
   int rc = 0;
   e->urls = calloc(n + 1, sizeof(*e->urls));
-  if (e->urls == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (e->urls == NULL) return tpl__oom(err);
   for (size_t f = 0; f < n; f++)
     e->urls[f] = (struct tpl__source_url){
         e->job->files[f].url, e->job->files[f].path, &e->job->files[f].obj};
@@ -956,8 +956,7 @@ static int stream_all(struct engine *e, struct tpl__error *err) {
   int rc = alloc_slots(e, err);
   w.layouts = calloc(e->job->grid.tp, sizeof(*w.layouts));
   w.dests = calloc(e->job->grid.tp, sizeof(*w.dests));
-  if (rc == 0 && (w.layouts == NULL || w.dests == NULL))
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0 && (w.layouts == NULL || w.dests == NULL)) rc = tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors;) {
     w.first = w.scan = i;
     w.end = i + 1;
@@ -981,9 +980,7 @@ static int stream_all(struct engine *e, struct tpl__error *err) {
 static int send_all(struct engine *e, struct tpl__error *err) {
   int *fds = NULL;
   const char **paths = NULL;
-  int rc = model_files(e, &fds, &paths) == 0
-               ? 0
-               : tpl__fail(err, -ENOMEM, "out of memory");
+  int rc = model_files(e, &fds, &paths) == 0 ? 0 : tpl__oom(err);
   if (rc == 0) rc = open_source(e, fds, paths, err);
   if (rc == 0) rc = stream_all(e, err);
   keep_io(e);
@@ -1123,7 +1120,7 @@ static int read_local(struct engine *e, struct tpl__error *err) {
   }
   lr.progress = local_progress;
   if (fds == NULL || paths == NULL)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   else
     rc = local_fds(e, fds, err);
   if (rc == 0) rc = open_source(e, fds, paths, err);
@@ -1190,7 +1187,7 @@ static int inbox_fill(struct engine *e, struct inbox *in, MPI_Message *msg,
                       int n, int from, struct tpl__error *err) {
   if ((size_t)n > in->cap) {
     uint8_t *b = realloc(in->buf, (size_t)n);
-    if (b == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (b == NULL) return tpl__oom(err);
     in->buf = b;
     in->cap = (size_t)n;
   }
@@ -1262,7 +1259,7 @@ static int receive_all(struct engine *e, struct tpl__error *err) {
   struct slot fwd = {0};
   struct inbox *in = calloc(e->world, sizeof(*in));
   double t = tpl__now();
-  int rc = in != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
+  int rc = in != NULL ? 0 : tpl__oom(err);
   tpl__stall_test_stop("deliver", e->rank);
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
     int to;

@@ -132,3 +132,7 @@ void tpl__error_text(const struct tpl__error *err, int rc, char *buf,
            : err->msg[0] ? err->msg
                          : tpl_strerror(rc));
 }
+
+int tpl__oom(struct tpl__error *err) {
+  return tpl__fail(err, -ENOMEM, "out of memory");
+}

@@ -270,7 +270,7 @@ int tpl__write_file_atomic(const char *dir, const char *name, const void *data,
   struct tpl__atomic a;
   char *path = tpl__path_join(dir, name);
   int rc;
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (path == NULL) return tpl__oom(err);
   rc = tpl__atomic_open(path, NULL, &a, err);
   if (rc == 0) {
     rc = tpl__write_full(a.fd, data, len);

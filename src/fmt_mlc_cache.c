@@ -100,7 +100,7 @@ static int get_name(struct mlc_ctx *c, const struct shard *s, size_t k,
                      "it in '%s' and again in '%s'",
                      c->what, *name, json_string_value(prev), s->data_path);
   if (json_object_set_new(c->names, *name, json_string(s->data_path)) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   return 0;
 }
 
@@ -241,7 +241,7 @@ static int parse_tensor(struct mlc_ctx *c, const struct shard *s, size_t k,
   if (rc != 0) return rc;
   t.file = s->file;
   t.name = strdup(name);
-  if (t.name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (t.name == NULL) return tpl__oom(err);
   return tpl__model_take_tensor(c->m, &t, s->data_path, err);
 }
 
@@ -304,7 +304,7 @@ static int read_shard_header(struct mlc_ctx *c, json_t *frec, size_t i,
                      "%s: %s: expected each dataPath once, found '%s' again",
                      c->what, ctx, s->data_path);
   if (json_object_set_new(c->paths, s->data_path, json_true()) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "raw-shard"))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: file '%s': expected format \"raw-shard\", found "
@@ -406,7 +406,7 @@ int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
   json_t *root = NULL;
   int rc;
   if (c.names == NULL || c.paths == NULL)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   else
     rc = tpl__json_parse_object(buf, len, what, &root, err);
   if (rc == 0) rc = parse_root(&c, root, err);

@@ -76,14 +76,14 @@ static int check_entry(struct tpl__st_index *c, const char *tensor,
                                   err);
   if (rc != 0) return rc;
   if (json_object_set_new(c->files, fname, json_string(tensor)) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   return 0;
 }
 
 static int collect_files(struct tpl__st_index *c, struct tpl__error *err) {
   int rc = 0;
   c->files = json_object();
-  if (c->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (c->files == NULL) return tpl__oom(err);
   /* The iterator gives each key's length: a NUL in a name is refused. */
   for (void *it = json_object_iter(c->weight_map); rc == 0 && it != NULL;
        it = json_object_iter_next(c->weight_map, it))
@@ -102,7 +102,7 @@ static int sort_files(struct tpl__st_index *c, struct tpl__error *err) {
   size_t i = 0;
   c->nsorted = json_object_size(c->files);
   c->sorted = calloc(c->nsorted, sizeof(*c->sorted));
-  if (c->sorted == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (c->sorted == NULL) return tpl__oom(err);
   json_object_foreach(c->files, key, v) c->sorted[i++] = key;
   qsort(c->sorted, c->nsorted, sizeof(*c->sorted), cmp_str);
   return 0;
@@ -123,7 +123,7 @@ static int check_unique(const struct tpl__st_index *c,
           c->what, t->name, m->files[json_integer_value(prev)].name,
           m->files[t->file].name);
     if (json_object_set_new(owner, t->name, json_integer(t->file)) != 0)
-      return tpl__fail(err, -ENOMEM, "out of memory");
+      return tpl__oom(err);
   }
   return 0;
 }
@@ -169,7 +169,7 @@ int tpl__st_index_check(const struct tpl__st_index *c,
                         const struct tpl__model *m, struct tpl__error *err) {
   json_t *owner = json_object();
   int rc;
-  if (owner == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (owner == NULL) return tpl__oom(err);
   rc = check_unique(c, m, owner, err);
   if (rc == 0) rc = check_files_mapped(c, m, err);
   if (rc == 0) rc = check_map_present(c, owner, err);
@@ -189,7 +189,7 @@ int tpl__st_index_parse(const char *buf, size_t len, const char *what,
                         struct tpl__st_index **out, struct tpl__error *err) {
   struct tpl__st_index *c = calloc(1, sizeof(*c));
   int rc;
-  if (c == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (c == NULL) return tpl__oom(err);
   c->what = what;
   rc = tpl__json_parse_object(buf, len, what, &c->root, err);
   if (rc == 0) rc = check_top_level(c->root, c, err);

@@ -112,7 +112,7 @@ static int read_token(const struct tpl__http_opts *o, char **out,
                        t[len - 1] == ' ' || t[len - 1] == '\t'))
       t[--len] = '\0';
   } else if ((t = strdup(env)) == NULL) {
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   }
   rc = check_token(t, o->token_file ? o->token_file : TPL_HTTP_TOKEN_ENV, err);
   if (rc != 0) {
@@ -132,7 +132,7 @@ int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
     return tpl__fail(err, TPL_EINTERNAL, "libcurl: cannot initialize");
   h = calloc(1, sizeof(*h));
-  if (h == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (h == NULL) return tpl__oom(err);
   h->o = *o;
   if (h->o.connections == 0) h->o.connections = 1;
   rc = read_token(o, &h->token, err);
@@ -644,7 +644,7 @@ int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
                   size_t cap, char **buf, size_t *len, struct tpl__error *err) {
   struct whole w = {.cap = cap, .pending = 1};
   struct part *p = new_part(h, url, shown);
-  if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (p == NULL) return tpl__oom(err);
   p->w = &w;
   enqueue(h, p);
   drive(h, &w.pending);
@@ -653,8 +653,7 @@ int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
     if (err != NULL) *err = w.err;
     return w.rc;
   }
-  if (w.buf == NULL && (w.buf = calloc(1, 1)) == NULL)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+  if (w.buf == NULL && (w.buf = calloc(1, 1)) == NULL) return tpl__oom(err);
   *buf = w.buf;
   *len = w.len;
   return 0;
@@ -670,7 +669,7 @@ int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
     r[i].pending = 0;
     for (uint64_t at = 0; at < r[i].len;) {
       struct part *p = new_part(h, r[i].url, r[i].shown);
-      if (p == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+      if (p == NULL) return tpl__oom(err);
       p->r = &r[i];
       p->off = r[i].off + at;
       p->len = r[i].len - at < step ? r[i].len - at : step;

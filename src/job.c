@@ -126,7 +126,7 @@ int tpl__job_from_model(const struct tpl__model *m,
                         struct tpl__job **out, struct tpl__error *err) {
   struct tpl__job *job = calloc(1, sizeof(*job));
   int rc;
-  if (job == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (job == NULL) return tpl__oom(err);
   job->grid = *grid;
   job->bias_scaling = bias_scaling;
   job->model = strdup(m->shown ? m->shown : model_arg);
@@ -150,7 +150,7 @@ int tpl__job_from_model(const struct tpl__model *m,
   return 0;
 nomem:
   tpl__job_free(job);
-  return tpl__fail(err, -ENOMEM, "out of memory");
+  return tpl__oom(err);
 }
 
 int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
@@ -194,7 +194,7 @@ int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
   unsigned char *used;
   if (!p->from_file || p->nrules == 0) return 0;
   used = calloc(p->nrules, 1);
-  if (used == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (used == NULL) return tpl__oom(err);
   for (size_t i = 0; i < job->ntensors; i++) {
     int r = job->tensors[i].rule;
     if (r >= 0 && (size_t)r < p->nrules) used[r] = 1;

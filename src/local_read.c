@@ -281,7 +281,7 @@ static uint64_t held_bytes(const struct tpl__local_read *lr) {
 
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   XXH3_state_t *h = XXH3_createState();
-  int rc = h != NULL ? 0 : tpl__fail(err, -ENOMEM, "out of memory");
+  int rc = h != NULL ? 0 : tpl__oom(err);
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)

@@ -85,7 +85,7 @@ static int read_chat_config(const char *model, json_t **out,
   char *path = tpl__path_join(model, "mlc-chat-config.json"), *buf = NULL;
   size_t len;
   int rc;
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (path == NULL) return tpl__oom(err);
   if (!tpl__exists(path))
     rc = tpl__fail(err, TPL_ENOMODEL,
                    "%s: expected beside the cache (MLC's runtime reads "
@@ -151,7 +151,7 @@ static int write_file(struct writer *w, size_t f, uint8_t sum[16],
   char *tmp = temp_path(w->o->dir, f);
   struct md5_ctx md5;
   int fd = -1, rc = 0;
-  if (tmp == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (tmp == NULL) return tpl__oom(err);
   md5_init(&md5);
   unlink(tmp);
   fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -199,7 +199,7 @@ static int publish_own(struct writer *w, struct tpl__error *err) {
     tmp = temp_path(w->o->dir, f);
     fin = final_path(w->o->dir, f);
     if (tmp == NULL || fin == NULL)
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
+      rc = tpl__oom(err);
     else if (rename(tmp, fin) != 0)
       rc = tpl__fail(err, -errno, "%s: cannot publish: %s", fin,
                      strerror(errno));
@@ -236,7 +236,7 @@ static int copy_file(const char *model, const char *dir, const char *name,
   char *src = tpl__path_join(model, name), *buf = NULL;
   size_t len = 0;
   int rc = src ? tpl__read_file(src, TPL_MAX_JSON_FILE, &buf, &len, err)
-               : tpl__fail(err, -ENOMEM, "out of memory");
+               : tpl__oom(err);
   if (rc == 0) rc = tpl__write_file_atomic(dir, name, buf, len, err);
   free(buf);
   free(src);
@@ -270,7 +270,7 @@ static int write_json(const char *dir, const char *name, json_t *v,
   char *text =
       v ? json_dumps(v, JSON_INDENT(indent) | JSON_PRESERVE_ORDER) : NULL;
   int rc = text ? tpl__write_file_atomic(dir, name, text, strlen(text), err)
-                : tpl__fail(err, -ENOMEM, "out of memory");
+                : tpl__oom(err);
   free(text);
   return rc;
 }
@@ -294,7 +294,7 @@ static int write_chat_config(const struct writer *w, struct tpl__error *err) {
   if (rc == 0 &&
       (set_grid(cfg, g) != 0 ||
        (json_object_get(mc, "tensor_parallel_shards") && set_grid(mc, g))))
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   if (rc == 0) rc = write_json(w->o->dir, "mlc-chat-config.json", cfg, 2, err);
   json_decref(cfg);
   return rc;
@@ -371,7 +371,7 @@ static int alloc_sums(struct writer *w, struct tpl__error *err) {
   if (w->c->rank == 0)
     w->all = calloc((size_t)w->c->world * w->max_owned + 1, 16);
   if (w->mine == NULL || (w->c->rank == 0 && w->all == NULL))
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   return 0;
 }
 

@@ -493,7 +493,7 @@ int tpl__plan_apply(const struct tpl__plan *p, const struct tpl__model *m,
     return tpl__fail(err, TPL_EPLAN, "%s: expected at least 1 shard, found 0",
                      p->source);
   idx = name_index(m);
-  if (idx == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (idx == NULL) return tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
     rc = apply_one(p, m, idx, i, nshards, &out[i], err);
   if (rc == 0) rc = check_scales(p, m, idx, out, err);

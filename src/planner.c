@@ -43,7 +43,7 @@ static int config_read(const struct tpl__model *m, struct config *c,
   c->mlc = m->format == TPL_FMT_MLC;
   name = c->mlc ? "mlc-chat-config.json" : "config.json";
   c->path = tpl__path_join(m->dir, name);
-  if (c->path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (c->path == NULL) return tpl__oom(err);
   rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
   if (rc == 0) rc = tpl__json_parse_object(buf, len, c->path, &c->json, err);
   free(buf);
@@ -190,7 +190,7 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   if (rc == 0) {
     s = calloc(n, sizeof(*s));
     g = calloc(n, sizeof(*g));
-    if (s == NULL || g == NULL) rc = tpl__fail(err, -ENOMEM, "out of memory");
+    if (s == NULL || g == NULL) rc = tpl__oom(err);
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);

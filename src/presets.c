@@ -340,7 +340,7 @@ static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
         (rc = fill_segs(t[i].segs, s, what, &spec, err)) != 0)
       return rc;
     if (tpl__plan_add_rule(plan, t[i].match, t[i].kind, t[i].name, &spec))
-      return tpl__fail(err, -ENOMEM, "out of memory");
+      return tpl__oom(err);
   }
   return 0;
 }
@@ -385,7 +385,7 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,
            mlc ? " [mlc names]" : "", what);
   plan = tpl__plan_new(source);
-  if (plan == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (plan == NULL) return tpl__oom(err);
   plan->preset = p;
   plan->preset_mlc = mlc;
   rc = mlc ? add_templates(plan, p->mlc, p->nmlc, &s, what, err)
@@ -617,7 +617,7 @@ static int check_required(const struct tpl__plan *p, const struct tpl__ptmpl *t,
   size_t layer = 0;
   if (cap == 0 || n == 0) cap = 1;
   seen = calloc(cap, n);
-  if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (seen == NULL) return tpl__oom(err);
   mark_required(t, n, m, s, seen, cap, &nlayers);
   *out_layers = nlayers;
   for (; layer < nlayers && miss < 0; layer++)
@@ -814,7 +814,7 @@ static int check_whole_heads(const struct tpl__plan *p,
   char base[TPL_MAX_NAME + 16];
   size_t cap = m->ntensors ? m->ntensors : 1; /* layers < tensors */
   unsigned char *cut = calloc(cap, 1);
-  if (cut == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (cut == NULL) return tpl__oom(err);
   mark_cut_layers(m, st, cut, cap);
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *x = &m->tensors[i];

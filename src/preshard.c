@@ -242,7 +242,7 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
   uint8_t *hdr = NULL;
   size_t hlen = 0, n = 0;
   int rc;
-  if (outs == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (outs == NULL) return tpl__oom(err);
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
     if (t->store_offset == UINT64_MAX) continue; /* not this stage's */

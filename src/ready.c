@@ -40,7 +40,7 @@ static int pid_alive(json_int_t pid) {
 static int check_parent(const char *path, struct tpl__error *err) {
   char *dir = tpl__dir_of(path);
   int ok;
-  if (dir == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (dir == NULL) return tpl__oom(err);
   ok = tpl__is_dir(dir) && access(dir, W_OK | X_OK) == 0;
   free(dir);
   if (!ok)
@@ -91,7 +91,7 @@ int tpl__ready_write(const char *path, const char *socket_dir, uint32_t world,
   char *text = json_dumps(o, JSON_PRESERVE_ORDER);
   int rc;
   json_decref(o);
-  if (text == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (text == NULL) return tpl__oom(err);
   rc = tpl__atomic_open(path, NULL, &a, err); /* temp: DIR/.NAME.tmp.PID */
   if (rc == 0) rc = tpl__write_full(a.fd, text, strlen(text));
   if (rc == 0) rc = tpl__write_full(a.fd, "\n", 1);

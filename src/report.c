@@ -99,7 +99,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
       m->n_segs > TPL_MAX_SEGS || m->kind > TPL_RULE_SCALE_BIAS)
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
   t->name = strdup(m->name);
-  if (t->name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (t->name == NULL) return tpl__oom(err);
   t->dtype = (int)m->dtype;
   t->ndim = (int)m->n_shape;
   if (m->n_shape) /* protobuf-c leaves an empty array NULL */
@@ -112,7 +112,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
   t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
-    if (t->func_name == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (t->func_name == NULL) return tpl__oom(err);
     t->spec.dim = m->dim;
     t->spec.nsegs = m->n_segs;
     if (m->n_segs) memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
@@ -132,7 +132,7 @@ static int msg_to_remote_file(const Tpload__SourceFile *m,
                      "long",
                      f->path);
   f->url = strdup(m->url);
-  if (f->url == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (f->url == NULL) return tpl__oom(err);
   o->known = 1;
   o->size = f->size;
   memcpy(o->etag, m->etag, strlen(m->etag) + 1);
@@ -144,14 +144,13 @@ static int msgs_to_job_files(const Tpload__JobTable *table,
                              struct tpl__job *job, struct tpl__error *err) {
   int rc;
   job->files = calloc(table->n_files + 1, sizeof(*job->files));
-  if (job->files == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (job->files == NULL) return tpl__oom(err);
   job->nfiles = table->n_files;
   for (size_t f = 0; f < table->n_files; f++) {
     job->files[f].path = strdup(table->files[f]->path);
     job->files[f].size = table->files[f]->size;
     job->files[f].mtime_ns = table->files[f]->mtime_ns;
-    if (job->files[f].path == NULL)
-      return tpl__fail(err, -ENOMEM, "out of memory");
+    if (job->files[f].path == NULL) return tpl__oom(err);
     rc = msg_to_remote_file(table->files[f], &job->files[f], err);
     if (rc != 0) return rc;
   }
@@ -184,7 +183,7 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
   job = calloc(1, sizeof(*job));
   if (job == NULL) {
     tpload__job_table__free_unpacked(table, NULL);
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   }
   if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid))
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
@@ -195,7 +194,7 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
   job->ntensors = table->n_tensors;
   if (rc == 0 &&
       (job->model == NULL || job->plan_source == NULL || job->tensors == NULL))
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < table->n_tensors; i++)
     rc = msg_to_job_tensor(table->tensors[i], &job->tensors[i], err);
   if (rc == 0) rc = msgs_to_job_files(table, job, err);
@@ -409,7 +408,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   uint32_t world = job->grid.world;
   Tpload__RankReport **rr = calloc(world, sizeof(*rr));
   int rc = 0;
-  if (rr == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (rr == NULL) return tpl__oom(err);
   for (uint32_t i = 0; i < world && rc == 0; i++) {
     rr[i] = tpload__rank_report__unpack(NULL, lens[i], ranks[i]);
     if (rr[i] == NULL)
@@ -427,8 +426,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.n_ranks = world;
   lr.ranks = rr;
   if (rc == 0) rc = check_replicas(&lr, err);
-  if (rc == 0 && pack_message(&lr.base, buf, len) != 0)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+  if (rc == 0 && pack_message(&lr.base, buf, len) != 0) rc = tpl__oom(err);
   for (uint32_t i = 0; i < world; i++)
     if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
   free(rr);

@@ -285,7 +285,7 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
   if (fs->nopen == fs->capopen) {
     size_t cap = fs->capopen ? fs->capopen * 2 : 8;
     struct tpl__read **o = realloc(fs->open, cap * sizeof(*o));
-    if (o == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (o == NULL) return tpl__oom(err);
     fs->open = o;
     fs->capopen = cap;
   }
@@ -460,7 +460,7 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
   if (fs == NULL || !fs->dfds || !fs->base.align || !fs->size ||
       !fs->base.used) {
     if (fs != NULL) files_close(&fs->base);
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   }
   fs->base.ops = &files_ops;
   fs->base.nfiles = n;

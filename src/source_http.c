@@ -35,7 +35,7 @@ static int start(struct tpl__source *s, struct tpl__read *r,
   const struct tpl__source_url *f = &hs->files[r->file];
   struct open_read *o = calloc(1, sizeof(*o));
   int rc;
-  if (o == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (o == NULL) return tpl__oom(err);
   o->r = r;
   o->hr = (struct tpl__http_read){.url = f->url,
                                   .shown = f->shown,
@@ -71,7 +71,7 @@ static int finish(struct tpl__source *s, struct tpl__read *r,
     o = take(hs, r);
     if (rc != 0 || o == NULL) {
       free(o);
-      return rc != 0 ? rc : tpl__fail(err, -ENOMEM, "out of memory");
+      return rc != 0 ? rc : tpl__oom(err);
     }
   }
   rc = tpl__http_wait(hs->http, &o->hr, err);
@@ -125,7 +125,7 @@ int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
     }
     free(hs);
     if (own) tpl__http_close(http);
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   }
   hs->base.ops = &http_ops;
   hs->base.nfiles = n;

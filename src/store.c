@@ -323,7 +323,7 @@ static int init_store(struct tpl__store *s, size_t ntensors,
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->step_done, NULL);
   s->xxh3 = calloc(ntensors ? ntensors : 1, sizeof(*s->xxh3));
-  if (s->xxh3 == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (s->xxh3 == NULL) return tpl__oom(err);
   s->ntensors = ntensors;
   return 0;
 }

@@ -217,7 +217,7 @@ static int check_index(const struct tpl__tmap *m, struct tpl__error *err) {
   uint8_t *seen = calloc(m->count / 8 + 1, 1);
   size_t named = 0;
   int rc = 0;
-  if (seen == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (seen == NULL) return tpl__oom(err);
   for (uint64_t j = 0; rc == 0 && j <= m->mask; j++) {
     uint32_t v = m->index[j].entry;
     if (v == 0) continue;

@@ -157,7 +157,7 @@ static int check_rank_metadata(const struct verify *v, uint32_t r,
   char *g = got ? json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   int rc = 0;
   if (w == NULL)
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   else if (g == NULL || strcmp(w, g) != 0)
     rc = tpl__fail(err, TPL_EMISMATCH,
                    "%s: __metadata__: expected %s (rank %u is d %u, p %u, "
@@ -176,7 +176,7 @@ static int open_rank_file(struct verify *v, uint32_t r,
   int rc;
   snprintf(name, sizeof(name), "rank%u.safetensors", r);
   path = tpl__path_join(v->dir, name);
-  if (path == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (path == NULL) return tpl__oom(err);
   v->outs[r] = tpl__model_new(TPL_FMT_SAFETENSORS, v->dir);
   rc = v->outs[r] ? tpl__st_load(path, name, v->outs[r], err) : -ENOMEM;
   if (rc == 0) rc = check_rank_metadata(v, r, path, err);
@@ -285,7 +285,7 @@ static json_int_t adopt_checksums(json_t *want, json_t *got) {
 static int check_param(const struct verify *v, size_t i,
                        struct tpl__error *err) {
   json_t *want = tpl__shardinfo_param(v->job, i, v->found);
-  if (want == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+  if (want == NULL) return tpl__oom(err);
   json_t *got = json_array_get(json_object_get(v->info, "params"), i);
   int same = json_equal(want, got);
   json_int_t r = same ? -1 : adopt_checksums(want, got);
@@ -378,7 +378,7 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   v->found = calloc(world, sizeof(*v->found));
   if (v->outs == NULL || v->pos == NULL || v->found == NULL ||
       alloc_buffers(v) != 0)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   for (uint32_t r = 0; rc == 0 && r < world; r++)
     rc = open_rank_file(v, r, err);
   return rc;

@@ -99,7 +99,7 @@ static int open_output(struct check *c, struct tpl__error *err) {
   for (size_t i = 0; rc == 0 && i < c->out->ntensors; i++) {
     name = c->out->tensors[i].name;
     if (json_object_set_new(c->index, name, json_integer((json_int_t)i)))
-      rc = tpl__fail(err, -ENOMEM, "out of memory");
+      rc = tpl__oom(err);
   }
   return rc;
 }
@@ -257,7 +257,7 @@ static int alloc_buffers(struct check *c, struct tpl__error *err) {
   c->owner = malloc((c->out->nfiles + 1) * sizeof(*c->owner));
   c->seen = calloc(c->out->ntensors + 1, 1);
   if (!c->buf || !c->want || !c->got || !c->owner || !c->seen)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+    return tpl__oom(err);
   for (size_t f = 0; f < c->out->nfiles; f++)
     c->owner[f] = -2;
   return 0;

@@ -119,7 +119,7 @@ int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
   if ((out->model == NULL && m->model != NULL && m->model[0] != '\0') ||
       (out->plan == NULL && m->plan != NULL && m->plan[0] != '\0')) {
     tpl__wire_request_args_free(out);
-    rc = tpl__fail(err, -ENOMEM, "out of memory");
+    rc = tpl__oom(err);
   }
   tpload__request__free_unpacked(m, NULL);
   return rc;
@@ -296,7 +296,7 @@ static int copy_response(struct tpl__wire_response *out,
     return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
   if (m->n_tensors > 0) {
     out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));
-    if (out->tensors == NULL) return tpl__fail(err, -ENOMEM, "out of memory");
+    if (out->tensors == NULL) return tpl__oom(err);
     out->ntensors = m->n_tensors;
   }
   for (size_t i = 0; rc == 0 && i < m->n_tensors; i++)

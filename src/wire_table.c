@@ -160,8 +160,7 @@ int tpl__wire_table_decode(const uint8_t *b, size_t len,
   /* names take fewer bytes than the table, plus a NUL each */
   out->tensors = calloc(n ? n : 1, sizeof(*out->tensors));
   out->strings = malloc(len + n + 1);
-  if (out->tensors == NULL || out->strings == NULL)
-    return tpl__fail(err, -ENOMEM, "out of memory");
+  if (out->tensors == NULL || out->strings == NULL) return tpl__oom(err);
   out->ntensors = n;
   return read_entries(&c, out, err);
 }
