@@ -137,13 +137,6 @@ static int mpi_check(int mrc, const char *what, struct tpl__error *err) {
   return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
 }
 
-/* mpi_check() on `call` with the caller's `err`, returning on failure. */
-#define MPI_TRY(call, what)                                                    \
-  do {                                                                         \
-    int mrc_ = mpi_check((call), (what), err);                                 \
-    if (mrc_ != 0) return mrc_;                                                \
-  } while (0)
-
 /* Whether the launcher put every rank on this one node: mpirun's local
  * and world sizes agree, or a Slurm step spans one node. */
 static int single_node_job(void) {
@@ -163,15 +156,19 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   /* On one node every byte goes through shared memory (ob1 + vader),
    * which is what Open MPI ends up choosing there anyway; naming it skips
-   * probing the network layers (UCX, OFI, PSM), 0.2 s of every start
-   * here (MPI_Init + MPI_Finalize of 2 ranks: 0.44 -> 0.23 s).  A user's
-   * own --mca pml wins. */
+   * probing the network layers (UCX, OFI, PSM), a large part of every
+   * start.  A user's own --mca pml wins. */
   if (single_node_job()) setenv("OMPI_MCA_pml", "ob1", 0);
-  MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "init");
-  MPI_TRY(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
-          "set error handler");
-  MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &r), "rank");
-  MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &w), "size");
+  if (mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                "init", err) != 0)
+    return TPL_EPEER;
+  if (mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN),
+                "set error handler", err) != 0)
+    return TPL_EPEER;
+  if (mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &r), "rank", err) != 0)
+    return TPL_EPEER;
+  if (mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &w), "size", err) != 0)
+    return TPL_EPEER;
   *rank = (uint32_t)r;
   *world = (uint32_t)w;
   return 0;
@@ -240,9 +237,12 @@ static int wait_hearing(const struct engine *e, MPI_Request *req, int peer,
   tpl__stall_start(&st, e->o->stall_timeout);
   for (;;) {
     int heard = 0;
-    MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    if (mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, err) != 0)
+      return TPL_EPEER;
     if (done) return 0;
-    if (beats != NULL) MPI_TRY(tpl__beats_hear(beats, &heard), "heartbeat");
+    if (beats != NULL &&
+        mpi_check(tpl__beats_hear(beats, &heard), "heartbeat", err) != 0)
+      return TPL_EPEER;
     if (heard)
       tpl__stall_progress(&st);
     else if (tpl__stall_idle(&st))
@@ -267,7 +267,9 @@ static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
   tpl__stall_start(&st, e->o->stall_timeout);
   while (first < n) {
     int done = 0;
-    MPI_TRY(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE), "wait");
+    if (mpi_check(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE), "wait",
+                  err) != 0)
+      return TPL_EPEER;
     if (done) {
       first++;
       tpl__stall_progress(&st);
@@ -283,7 +285,9 @@ static int wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
 static int bcast_from_0(const struct engine *e, void *buf, int count,
                         MPI_Datatype type, struct tpl__error *err) {
   MPI_Request req;
-  MPI_TRY(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req), "broadcast");
+  if (mpi_check(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req),
+                "broadcast", err) != 0)
+    return TPL_EPEER;
   return wait_collective(e, &req, 0, "broadcast", err);
 }
 
@@ -324,9 +328,10 @@ static int reduce_verdicts(const struct engine *e, int rc,
   struct verdict mine = {rc, (int)e->rank};
   MPI_Request req;
   /* An MPI failure here is this rank's to tell. */
-  MPI_TRY(MPI_Iallreduce(&mine, worst, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD,
-                         &req),
-          "agreement");
+  if (mpi_check(MPI_Iallreduce(&mine, worst, 1, MPI_2INT, MPI_MINLOC,
+                               MPI_COMM_WORLD, &req),
+                "agreement", err) != 0)
+    return TPL_EPEER;
   return wait_hearing(e, &req, -1, beats, "agreement", err);
 }
 
@@ -345,10 +350,12 @@ static int agree(const struct engine *e, int rc, struct tpl__error *err) {
  * the step went quiet for --stall-timeout, the job ends naming it. */
 static int agree_after_beats(struct engine *e, int rc, struct tpl__error *err) {
   struct verdict worst;
-  MPI_TRY(tpl__beats_done(&e->beats), "heartbeat");
+  if (mpi_check(tpl__beats_done(&e->beats), "heartbeat", err) != 0)
+    return TPL_EPEER;
   rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
   if (rc != 0) return rc;
-  MPI_TRY(tpl__beats_close(&e->beats), "heartbeat");
+  if (mpi_check(tpl__beats_close(&e->beats), "heartbeat", err) != 0)
+    return TPL_EPEER;
   return agreed(e, worst, err);
 }
 
@@ -396,8 +403,7 @@ static int make_store(struct engine *e, struct tpl__error *err) {
                : tpl__store_create_private(&e->store, job->store_size,
                                            job->ntensors, err);
   /* With --read local every rank reads and copies at once: a thread
-   * populating the store beside it only competes for the cores (2 ranks,
-   * 1 GiB: job 0.32 -> 0.29 s without it). */
+   * populating the store beside it only competes for the cores. */
   if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);
   return rc;
 }
@@ -424,9 +430,10 @@ static int slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   }
   s->reqs[s->nreqs].peer = dest;
   s->sent += n;
-  MPI_TRY(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
-                    &s->reqs[s->nreqs].req),
-          "send");
+  if (mpi_check(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA, MPI_COMM_WORLD,
+                          &s->reqs[s->nreqs].req),
+                "send", err) != 0)
+    return TPL_EPEER;
   s->nreqs++;
   return 0;
 }
@@ -888,8 +895,7 @@ static int open_source(struct engine *e, const int *fds,
                        const char *const *paths, struct tpl__error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
    * where direct reads would fetch every page of a strided slice once per
-   * rank (2 ranks, 1 GiB cold, job: 0.73-0.79 s buffered, 0.95-1.0 s
-   * direct), so auto reads buffered there. */
+   * rank, so auto reads buffered there. */
   int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
                                                               : e->o->io_mode;
   int rc;
@@ -1011,9 +1017,8 @@ static int finish_tensor(struct engine *e, size_t i, struct tpl__error *err) {
 /* Rank 0's finisher step (finisher.h): rank 0 hands it each of its
  * tensors as the tensor's last bytes land in its store (deliver_chunk),
  * so decoding, scaling and hashing them runs beside reading and sending,
- * on a neighbouring core where the launcher bound rank 0 to one.  As a
- * pass after the sends it took 0.05 s of a 0.25 s job (2 ranks, 1 GiB);
- * now rank 0 ends before rank 1, which bounds the job. */
+ * on a neighbouring core where the launcher bound rank 0 to one, instead
+ * of in a pass after the sends. */
 static int finish_own(void *ctx, size_t i, struct tpl__error *err) {
   struct engine *e = ctx;
   return tpl__job_holds(e->job, i, e->rank) ? finish_tensor(e, i, err) : 0;
@@ -1037,15 +1042,13 @@ static int finish_store(struct engine *e, struct tpl__error *err) {
 /* --- --read local: every rank reads its own slices --- */
 
 /* The step of local reads: small enough that a step's bytes are still in
- * cache when they are hashed (2 ranks, 1 GiB, medians of 9: job 0.32 s
- * with 2 MiB steps, 0.30 s with 1 MiB, 0.26 s with 512 or 256 KiB; hashing
- * 0.065 -> 0.04 s). */
+ * cache when they are hashed (chosen by measurement: see the commit that
+ * set it). */
 #define LOCAL_STEP ((size_t)512 << 10)
 
 /* A strided slice is read piece by piece when its pieces are this long,
- * instead of whole rows through the window (2 ranks, 1 GiB, job medians
- * of 9: 0.31 -> 0.26 s; 4 ranks 0.43 -> 0.39 s, where whole rows meant
- * reading the row-parallel weights four times over). */
+ * instead of whole rows through the window (whole rows meant each rank
+ * reading the row-parallel weights N times over). */
 #define LOCAL_PIECE_MIN 1024
 
 /* The step of local reads from a file read direct: requests in flight
@@ -1163,23 +1166,28 @@ static int probe_message(struct engine *e, int from, MPI_Message *msg, int *n,
   for (;;) {
     double heard_from = e->beats.heard[from];
     int heard = 0;
-    MPI_TRY(MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
-            "probe");
+    if (mpi_check(
+            MPI_Improbe(from, TAG_DATA, MPI_COMM_WORLD, &flag, msg, &status),
+            "probe", err) != 0)
+      return TPL_EPEER;
     if (flag) break;
-    MPI_TRY(tpl__beats_hear(&e->beats, &heard), "heartbeat");
+    if (mpi_check(tpl__beats_hear(&e->beats, &heard), "heartbeat", err) != 0)
+      return TPL_EPEER;
     if (heard && e->beats.heard[from] != heard_from)
       tpl__stall_progress(&st);
     else if (tpl__stall_idle(&st))
       stall_abort(e, from, "receive", &st);
   }
-  MPI_TRY(MPI_Get_count(&status, MPI_BYTE, n), "receive");
+  if (mpi_check(MPI_Get_count(&status, MPI_BYTE, n), "receive", err) != 0)
+    return TPL_EPEER;
   return 0;
 }
 
 static int take_message(struct engine *e, MPI_Message *msg, uint8_t *dst, int n,
                         int from, struct tpl__error *err) {
   struct pending p = {MPI_REQUEST_NULL, from};
-  MPI_TRY(MPI_Imrecv(dst, n, MPI_BYTE, msg, &p.req), "receive");
+  if (mpi_check(MPI_Imrecv(dst, n, MPI_BYTE, msg, &p.req), "receive", err) != 0)
+    return TPL_EPEER;
   return wait_reqs(e, &p, 1, err);
 }
 
@@ -1423,8 +1431,10 @@ static int coord_request_shutdown(void *ctx) {
         MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
         err);
   for (uint32_t r = 1; r < e->world; r++)
-    MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
-            "send");
+    if (mpi_check(
+            MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
+            "send", err) != 0)
+      return TPL_EPEER;
   return 0;
 }
 
@@ -1435,7 +1445,9 @@ static int coord_poll_shutdown(void *ctx) {
   struct tpl__error *err = NULL;
   int flag = 0;
   if (e->shutdown_flag) return 1;
-  MPI_TRY(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test");
+  if (mpi_check(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE), "test",
+                err) != 0)
+    return TPL_EPEER;
   if (flag && e->rank == 0 && coord_request_shutdown(e) != 0) return TPL_EPEER;
   e->shutdown_flag = flag;
   return flag;
@@ -1449,9 +1461,10 @@ static void engine_free(struct engine *e);
 /* Ranks > 0 listen for rank 0's word that a reload starts. */
 static int reload_arm(struct engine *e, struct tpl__error *err) {
   if (e->rank == 0) return 0;
-  MPI_TRY(MPI_Irecv(&e->reload_value, 1, MPI_INT, 0, TAG_RELOAD, MPI_COMM_WORLD,
-                    &e->reload_req_mpi),
-          "receive");
+  if (mpi_check(MPI_Irecv(&e->reload_value, 1, MPI_INT, 0, TAG_RELOAD,
+                          MPI_COMM_WORLD, &e->reload_req_mpi),
+                "receive", err) != 0)
+    return TPL_EPEER;
   return 0;
 }
 
@@ -1460,7 +1473,9 @@ static int coord_poll_reload(void *ctx) {
   struct tpl__error *err = NULL;
   int flag = 0;
   if (e->rank == 0 || e->reload_req_mpi == MPI_REQUEST_NULL) return 0;
-  MPI_TRY(MPI_Test(&e->reload_req_mpi, &flag, MPI_STATUS_IGNORE), "test");
+  if (mpi_check(MPI_Test(&e->reload_req_mpi, &flag, MPI_STATUS_IGNORE), "test",
+                err) != 0)
+    return TPL_EPEER;
   return flag;
 }
 
@@ -1480,8 +1495,10 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
     snprintf(e->reload_req[1], len, "%s", rc == 0 ? plan : "");
   }
   for (uint32_t r = 1; e->rank == 0 && r < e->world; r++)
-    MPI_TRY(MPI_Send(&one, 1, MPI_INT, (int)r, TAG_RELOAD, MPI_COMM_WORLD),
-            "send");
+    if (mpi_check(
+            MPI_Send(&one, 1, MPI_INT, (int)r, TAG_RELOAD, MPI_COMM_WORLD),
+            "send", err) != 0)
+      return TPL_EPEER;
   mrc = reload_arm(e, err);
   if (mrc == 0)
     mrc = bcast_bytes(e, (uint8_t *)e->reload_req, sizeof(e->reload_req), err);
@@ -1521,14 +1538,16 @@ static int share_message(struct engine *e, int rc, struct tpl__error *err) {
   int mine = err->msg[0] != '\0' ? (int)e->rank : INT_MAX, teller = INT_MAX;
   MPI_Request req;
   int mrc;
-  MPI_TRY(
-      MPI_Iallreduce(&mine, &teller, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req),
-      "agreement");
+  if (mpi_check(MPI_Iallreduce(&mine, &teller, 1, MPI_INT, MPI_MIN,
+                               MPI_COMM_WORLD, &req),
+                "agreement", err) != 0)
+    return TPL_EPEER;
   mrc = wait_collective(e, &req, -1, "agreement", err);
   if (mrc == 0 && teller != INT_MAX) {
-    MPI_TRY(MPI_Ibcast(err->msg, (int)sizeof(err->msg), MPI_CHAR, teller,
-                       MPI_COMM_WORLD, &req),
-            "broadcast");
+    if (mpi_check(MPI_Ibcast(err->msg, (int)sizeof(err->msg), MPI_CHAR, teller,
+                             MPI_COMM_WORLD, &req),
+                  "broadcast", err) != 0)
+      return TPL_EPEER;
     mrc = wait_collective(e, &req, teller, "broadcast", err);
   }
   err->code = mrc != 0 ? mrc : rc;
@@ -1598,9 +1617,10 @@ static void coord_retire(void *ctx) {
  * down, another rank for rank 0's shutdown message. */
 static int shutdown_arm(struct engine *e, struct tpl__error *err) {
   int from = e->rank == 0 ? MPI_ANY_SOURCE : 0;
-  MPI_TRY(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from, TAG_SHUTDOWN,
-                    MPI_COMM_WORLD, &e->shutdown_req),
-          "receive");
+  if (mpi_check(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from, TAG_SHUTDOWN,
+                          MPI_COMM_WORLD, &e->shutdown_req),
+                "receive", err) != 0)
+    return TPL_EPEER;
   return reload_arm(e, err);
 }
 
@@ -1613,17 +1633,20 @@ static int shutdown_disarm(struct engine *e, struct tpl__error *err) {
   MPI_Request *reqs[] = {&e->shutdown_req, &e->reload_req_mpi};
   for (size_t i = 0; i < ARRAY_SIZE(reqs); i++)
     if (*reqs[i] != MPI_REQUEST_NULL) {
-      MPI_TRY(MPI_Cancel(reqs[i]), "cancel");
-      MPI_TRY(MPI_Wait(reqs[i], MPI_STATUS_IGNORE), "wait");
+      if (mpi_check(MPI_Cancel(reqs[i]), "cancel", err) != 0) return TPL_EPEER;
+      if (mpi_check(MPI_Wait(reqs[i], MPI_STATUS_IGNORE), "wait", err) != 0)
+        return TPL_EPEER;
     }
   while (e->rank == 0 && flag) {
-    MPI_TRY(
-        MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD, &flag, &st),
-        "probe");
+    if (mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN, MPI_COMM_WORLD,
+                             &flag, &st),
+                  "probe", err) != 0)
+      return TPL_EPEER;
     if (flag)
-      MPI_TRY(MPI_Recv(&e->shutdown_value, 1, MPI_INT, st.MPI_SOURCE,
-                       TAG_SHUTDOWN, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-              "receive");
+      if (mpi_check(MPI_Recv(&e->shutdown_value, 1, MPI_INT, st.MPI_SOURCE,
+                             TAG_SHUTDOWN, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                    "receive", err) != 0)
+        return TPL_EPEER;
   }
   return 0;
 }
@@ -1695,14 +1718,16 @@ static int job_totals(struct engine *e, double mine, double *max,
   MPI_Request req;
   int rc;
   *max = mine;
-  MPI_TRY(
-      MPI_Ireduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD, &req),
-      "reduce");
+  if (mpi_check(MPI_Ireduce(&mine, max, 1, MPI_DOUBLE, MPI_MAX, 0,
+                            MPI_COMM_WORLD, &req),
+                "reduce", err) != 0)
+    return TPL_EPEER;
   rc = wait_to_0(e, &req, "the job's time", err);
   if (rc != 0) return rc;
-  MPI_TRY(MPI_Ireduce(&mine_read, &e->bytes_read, 1, MPI_UINT64_T, MPI_SUM, 0,
-                      MPI_COMM_WORLD, &req),
-          "reduce");
+  if (mpi_check(MPI_Ireduce(&mine_read, &e->bytes_read, 1, MPI_UINT64_T,
+                            MPI_SUM, 0, MPI_COMM_WORLD, &req),
+                "reduce", err) != 0)
+    return TPL_EPEER;
   return wait_to_0(e, &req, "the bytes read", err);
 }
 
@@ -1761,8 +1786,10 @@ static void engine_free(struct engine *e) {
 int tpl__engine_run(const struct tpl__load_opts *o, struct tpl__error *err) {
   struct engine e = {0};
   int rank, world, rc;
-  MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank");
-  MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &world), "size");
+  if (mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "rank", err) != 0)
+    return TPL_EPEER;
+  if (mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world), "size", err) != 0)
+    return TPL_EPEER;
   e.o = o;
   e.rank = (uint32_t)rank;
   e.world = (uint32_t)world;
