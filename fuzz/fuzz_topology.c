@@ -33,8 +33,10 @@ static void check_grid(uint32_t world, uint32_t tp, uint32_t pp) {
 
 static void check_layers(uint32_t layers, uint32_t pp) {
   int want_ok = pp >= 1 && pp <= layers && layers % pp == 0;
+  /* no layers is the model's fault (65), a bad --pp the user's (64) */
+  int want_rc = layers == 0 ? TPL_EFORMAT : TPL_EUSAGE;
   int rc = tpl__stage_check(layers, pp, NULL);
-  if ((rc == 0) != want_ok || (rc != 0 && rc != TPL_EUSAGE)) abort();
+  if ((rc == 0) != want_ok || (rc != 0 && rc != want_rc)) abort();
   if (rc != 0) return;
   for (uint32_t i = 0; i < layers; i++) {
     char name[48];
