@@ -411,28 +411,37 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   return rc;
 }
 
-/* Packs `m` with every rank's tensor arrays hidden, then restores them
- * (free_unpacked relies on them). */
+/* Frees the fields of `m` this version does not know (unpacked with the
+ * default allocator): protobuf-c keeps a known field number with the
+ * wrong wire type as unknown and would pack it back, which would not
+ * decode again. */
+static void drop_unknown(ProtobufCMessage *m) {
+  if (m == NULL) return;
+  for (unsigned k = 0; k < m->n_unknown_fields; k++)
+    free(m->unknown_fields[k].data);
+  free(m->unknown_fields);
+  m->unknown_fields = NULL;
+  m->n_unknown_fields = 0;
+}
+
+/* The report without every rank's tensor arrays (protobuf-c frees a
+ * repeated number field by its pointer alone, so their counts can go)
+ * and without unknown fields. */
 int tpl__report_summary(const uint8_t *packed, size_t len, uint8_t **out,
                         size_t *out_len) {
   Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, packed);
-  size_t *kept;
   int rc;
   if (m == NULL) return TPL_EPEER;
-  kept = calloc(m->n_ranks + 1, sizeof(*kept));
-  if (kept == NULL) {
-    tpload__load_report__free_unpacked(m, NULL);
-    return -ENOMEM;
-  }
+  drop_unknown(&m->base);
   for (size_t r = 0; r < m->n_ranks; r++) {
-    kept[r] = m->ranks[r]->n_tensor_nbytes;
-    m->ranks[r]->n_tensor_nbytes = 0;
-    m->ranks[r]->n_tensor_xxh3 = 0;
+    Tpload__RankReport *rr = m->ranks[r];
+    rr->n_tensor_nbytes = rr->n_tensor_xxh3 = 0;
+    drop_unknown(&rr->base);
+    drop_unknown(rr->times != NULL ? &rr->times->base : NULL);
+    for (size_t k = 0; k < rr->n_reads; k++)
+      drop_unknown(&rr->reads[k]->base);
   }
   rc = pack_message(&m->base, out, out_len);
-  for (size_t r = 0; r < m->n_ranks; r++)
-    m->ranks[r]->n_tensor_nbytes = m->ranks[r]->n_tensor_xxh3 = kept[r];
-  free(kept);
   tpload__load_report__free_unpacked(m, NULL);
   return rc;
 }
@@ -447,8 +456,27 @@ static struct tpl__phase_times phase_times(const Tpload__PhaseTimes *t) {
   return p;
 }
 
+/* The rank's strings are UTF-8 and its times finite, as its JSON form
+ * needs. */
+static int check_values(const Tpload__RankReport *m, struct tpl__error *err) {
+  const Tpload__PhaseTimes *t = m->times;
+  int ok = tpl__json_utf8(m->host) && isfinite(m->seconds);
+  for (size_t k = 0; ok && k < m->n_reads; k++)
+    ok = tpl__json_utf8(m->reads[k]->file) && tpl__json_utf8(m->reads[k]->mode);
+  if (ok && t != NULL)
+    ok = isfinite(t->read + t->pack + t->send + t->receive + t->scale +
+                  t->allocate + t->hash);
+  return ok ? 0
+            : tpl__fail(err, TPL_EPEER,
+                        "report: rank %u: a host or file name that is not "
+                        "UTF-8, or a time that is not a number",
+                        m->rank);
+}
+
 static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
                        struct tpl__error *err) {
+  int rc = check_values(m, err);
+  if (rc != 0) return rc;
   r->rank = m->rank;
   r->pos = (struct tpl__pos){m->replica, m->stage, m->shard};
   r->host = m->host;
@@ -487,6 +515,10 @@ static int decode_infos(const Tpload__LoadReport *lr, struct tpl__report *rep,
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
+  if (rc == 0 && (!tpl__json_utf8(lr->model) || !isfinite(lr->seconds)))
+    rc = tpl__fail(err, TPL_EPEER,
+                   "report: a model name that is not UTF-8, or a time that "
+                   "is not a number");
   rep->model = lr->model;
   rep->bias_scaling = lr->bias_scaling;
   rep->seconds = lr->seconds;
@@ -542,7 +574,8 @@ void tpl__report_free(struct tpl__report *r) {
 /* A duration in the JSON form: seconds rounded to the microsecond (the
  * clock's honest resolution here; printed short with TPL_JSON_REPORT). */
 static double usec(double s) {
-  return round(s * 1e6) / 1e6;
+  double r = round(s * 1e6) / 1e6;
+  return isfinite(r) ? r : s; /* s * 1e6 overflows: s is no duration */
 }
 
 static json_t *phases_json(const struct tpl__phase_times *t) {

@@ -108,7 +108,8 @@ struct tpl__report {
 };
 
 /* Decodes a packed LoadReport: its ranks must be its grid's, in order,
- * each with the same number of tensor entries (0 in a summary).  Returns
+ * each with the same number of tensor entries (0 in a summary), its
+ * strings UTF-8.  Returns
  * 0, TPL_EPEER naming what does not fit, or -ENOMEM; free *out with
  * tpl__report_free. */
 int tpl__report_decode(const uint8_t *packed, size_t len,
