@@ -630,8 +630,9 @@ static int matches(const struct tpl__report *r, const struct tpl__job *job) {
 
 json_t *tpl__report_json(const struct tpl__report *r,
                          const struct tpl__job *job) {
-  json_t *ranks = json_array(), *o;
+  json_t *ranks, *o;
   if (job != NULL && !matches(r, job)) return NULL;
+  ranks = json_array();
   o = json_pack("{s:s, s:I, s:I, s:I, s:b, s:b, s:f, s:I, s:I, s:o}", "model",
                 r->model, "tensor_parallel_shards", (json_int_t)r->grid.tp,
                 "pipeline_parallel_stages", (json_int_t)r->grid.pp,

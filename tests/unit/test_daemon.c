@@ -513,7 +513,7 @@ static uint8_t *expected_table(size_t *len) {
     t[i] = (struct tpl__tmap_tensor){
         specs[i].name, mlc[i],          specs[i].ndim,   {0},
         offsets[i],    specs[i].nbytes, expected_xxh3(i)};
-    memcpy(t[i].shape, specs[i].shape, sizeof(t[i].shape));
+    memcpy(t[i].shape, specs[i].shape, sizeof(specs[i].shape));
   }
   return tpl__tmap_build(t, NT, &b, len, NULL) == 0 ? b : NULL;
 }
