@@ -6,14 +6,14 @@
  * (.params_shard_<i>.bin.tmp) and fsynced, renamed into place only when
  * every rank has written all of its own, and the JSON comes last, written
  * atomically by rank 0.  A failure anywhere removes what every rank
- * wrote; a rank killed outright may leave a .tmp file, which no reader
- * takes for output and --force removes. */
+ * wrote; SIGTERM, SIGINT or SIGHUP during the writes removes the rank's
+ * temps (tmpguard.h), and from the first rename to the cache JSON they
+ * wait.  Only a rank killed outright (SIGKILL) may leave a .tmp file,
+ * which no reader takes for output and --force removes. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <nettle/md5.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,7 @@
 #include "preshard.h"
 #include "stall.h"
 #include "store.h"
+#include "tmpguard.h"
 
 /* The source's cache JSON: the name the output takes too. */
 static const char *const cache_names[] = {"tensor-cache.json",
@@ -144,23 +145,31 @@ static int write_records(struct writer *w, size_t f, int fd,
   return 0;
 }
 
-/* File f under its temp name, fsynced; its md5 into `sum`.  On failure
- * the temp file is gone. */
-static int write_file(struct writer *w, size_t f, uint8_t sum[16],
+/* File f under its temp name (guarded against signals until published
+ * or removed), fsynced; its md5 into `sum`.  `last`: the rank's last
+ * file, where the test hook TPLOAD_TEST_PAUSE_AT=written pauses before
+ * the fsync (every temp of the rank in place, one still open).  On
+ * failure the temp file is gone. */
+static int write_file(struct writer *w, size_t f, int last, uint8_t sum[16],
                       struct tpl__error *err) {
   char *tmp = temp_path(w->o->dir, f);
   struct md5_ctx md5;
   int fd = -1, rc = 0;
   if (tmp == NULL) return tpl__oom(err);
   md5_init(&md5);
-  unlink(tmp);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) rc = -errno;
+  rc = tpl__tmpguard_add(tmp);
+  if (rc == 0) {
+    unlink(tmp);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) rc = -errno;
+  }
   if (rc == 0) rc = write_records(w, f, fd, &md5);
+  if (rc == 0 && last) tpl__stall_test_pause("written", w->c->rank);
   if (rc == 0) rc = tpl__preshard_fsync_beating(fd, w->c);
   if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
   if (rc != 0) {
     unlink(tmp);
+    tpl__tmpguard_remove(tmp);
     tpl__fail(err, rc == -ENOSPC ? -ENOSPC : rc, "%s: cannot write: %s", tmp,
               strerror(-rc));
   }
@@ -176,16 +185,19 @@ static void remove_own(struct writer *w, int published) {
     if (w->layout.files[f].owner != w->c->rank) continue;
     p = published ? final_path(w->o->dir, f) : temp_path(w->o->dir, f);
     if (p != NULL) unlink(p);
+    if (p != NULL && !published) tpl__tmpguard_remove(p);
     free(p);
   }
 }
 
 static int write_own(struct writer *w, struct tpl__error *err) {
-  size_t k = 0;
+  size_t k = 0, last = SIZE_MAX;
   int rc = 0;
+  for (size_t f = 0; f < w->layout.nfiles; f++)
+    if (w->layout.files[f].owner == w->c->rank) last = f;
   for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++)
     if (w->layout.files[f].owner == w->c->rank)
-      rc = write_file(w, f, w->mine + 16 * k++, err);
+      rc = write_file(w, f, f == last, w->mine + 16 * k++, err);
   if (rc != 0) remove_own(w, 0);
   return rc;
 }
@@ -203,6 +215,8 @@ static int publish_own(struct writer *w, struct tpl__error *err) {
     else if (rename(tmp, fin) != 0)
       rc = tpl__fail(err, -errno, "%s: cannot publish: %s", fin,
                      strerror(errno));
+    else
+      tpl__tmpguard_remove(tmp);
     free(tmp);
     free(fin);
   }
@@ -396,17 +410,14 @@ static int write_step(struct writer *w, struct tpl__error *err) {
 static int writer_run(void *ctx, const struct tpl__loaded *l,
                       const struct tpl__coord *c, struct tpl__error *err) {
   struct writer w = {.o = ctx, .l = l, .c = c};
-  sigset_t stop, old;
   int rc, all = write_step(&w, err);
   all = c->agree(c->ctx, all, err);
-  /* From the first rename to the cache JSON, SIGTERM / SIGINT wait (for
-   * the renames, the small files' copies and the JSON) so that they never
-   * leave .bin files that no cache JSON vouches for. */
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  /* From the first rename to the cache JSON, SIGTERM, SIGINT and SIGHUP
+   * wait (for the renames, the small files' copies and the JSON) so that
+   * they never leave .bin files that no cache JSON vouches for.  Held,
+   * not blocked: the kernel may give one to any thread (MPI's, the
+   * fsync's), as in preshard.c. */
+  tpl__tmpguard_hold();
   if (all == 0) all = c->agree(c->ctx, publish_own(&w, err), err);
   rc = all == 0 && c->rank == 0 ? finish_dir(&w, err) : 0;
   if (all == 0) all = c->agree(c->ctx, rc, err);
@@ -415,7 +426,7 @@ static int writer_run(void *ctx, const struct tpl__loaded *l,
     remove_own(&w, w.published);
     remove_own(&w, 0);
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  tpl__tmpguard_release();
   tpl__mlc_layout_free(&w.layout);
   free(w.mine);
   free(w.all);

@@ -112,30 +112,35 @@ static void temp_name(char *buf, size_t len, uint32_t rank) {
   snprintf(buf, len, ".rank%u.safetensors.tmp", rank);
 }
 
+/* DIR/.rank{R}.safetensors.tmp, allocated (NULL on ENOMEM). */
+static char *temp_path(const char *dir, uint32_t rank) {
+  char tmp[64];
+  temp_name(tmp, sizeof(tmp), rank);
+  return tpl__path_join(dir, tmp);
+}
+
 /* Creates rank's file in `dir`: unnamed (O_TMPFILE), or where the
  * filesystem lacks that, at its temp name (replacing a stale one), which
  * a SIGTERM, SIGINT or SIGHUP then removes (tmpguard.h) until the file
  * is discarded or published.  Returns 0 or -errno. */
 static int create_file(const char *dir, uint32_t rank, struct shard_file *f) {
-  char tmp[64];
-  int d, e;
+  char *tmp;
+  int e;
   f->named = 0;
   f->fd = test_no_tmpfile() ? (errno = EOPNOTSUPP, -1)
                             : open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (f->fd >= 0) return 0;
   if (!no_tmpfile(errno)) return -errno;
-  temp_name(tmp, sizeof(tmp), rank);
-  d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (d < 0) return -errno;
-  e = tpl__tmpguard_set(d, tmp);
+  tmp = temp_path(dir, rank);
+  e = tmp != NULL ? tpl__tmpguard_add(tmp) : -ENOMEM;
   if (e == 0) {
-    unlinkat(d, tmp, 0);
-    f->fd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    unlink(tmp);
+    f->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     e = f->fd >= 0 ? 0 : -errno;
+    if (e != 0) tpl__tmpguard_remove(tmp);
   }
-  close(d);
   f->named = f->fd >= 0;
-  if (!f->named) tpl__tmpguard_clear();
+  free(tmp);
   return e;
 }
 
@@ -143,12 +148,12 @@ static int create_file(const char *dir, uint32_t rank, struct shard_file *f) {
 static void discard(const char *dir, uint32_t rank, struct shard_file *f) {
   if (f->fd >= 0) close(f->fd);
   if (f->named) {
-    char tmp[64], *p;
-    temp_name(tmp, sizeof(tmp), rank);
-    p = tpl__path_join(dir, tmp);
-    if (p != NULL) unlink(p);
+    char *p = temp_path(dir, rank);
+    if (p != NULL) {
+      unlink(p);
+      tpl__tmpguard_remove(p);
+    }
     free(p);
-    tpl__tmpguard_clear();
   }
   f->fd = -1;
   f->named = 0;
@@ -379,8 +384,10 @@ static int publish(const char *dir, uint32_t rank, struct shard_file *f,
   }
   if (rc == 0 && renameat(d, tmp, d, final) != 0) rc = -errno;
   if (rc == 0) {
+    char *p = temp_path(dir, rank);
     f->named = 0;
-    tpl__tmpguard_clear();
+    if (p != NULL) tpl__tmpguard_remove(p);
+    free(p);
   }
   if (d >= 0) close(d);
   discard(dir, rank, f);

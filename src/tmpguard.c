@@ -1,13 +1,18 @@
-/* tmpguard.c - the signal handler that removes a registered temp file
- * (tmpguard.h).  Everything the handler touches is a lock-free atomic or
- * a buffer written before the atomic that publishes it, and it calls
- * only unlinkat, sigaction and raise (async-signal-safe, POSIX.1-2008).
- * Dying of the signal again (default action, re-raised) keeps what the
- * launcher sees: mpirun reports the rank as killed by SIGTERM, as
- * before. */
+/* tmpguard.c - the signal handler that removes the registered temp files
+ * (tmpguard.h).  They sit in a list that only grows: a node is published
+ * by one atomic store of the head once filled, and freed nodes are
+ * reused, never released, so the handler can walk the list at any time.
+ * A node's state says who may touch its path: FREE and FILLING belong to
+ * the registering thread (add and remove, under a mutex), ACTIVE may be
+ * taken by the handler, and a TAKEN node is the handler's for good.  The
+ * handler calls only unlink, sigaction and raise (async-signal-safe,
+ * POSIX.1-2008).  Dying of the signal again (default action, re-raised)
+ * keeps what the launcher sees: mpirun reports the rank as killed by
+ * SIGTERM, as before. */
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,10 +21,18 @@
 
 static const int guarded[] = {SIGTERM, SIGINT, SIGHUP};
 
-static char guard_name[64];
-static int guard_dirfd = -1; /* >= 0: guard_name in it is registered */
-static int held;             /* 1: between hold and release */
-static int held_signal;      /* the signal that arrived while held */
+enum { FREE, FILLING, ACTIVE, TAKEN };
+
+struct guard {
+  struct guard *next; /* set before the node is published, then fixed */
+  int state;
+  char *path;
+};
+
+static struct guard *head;
+static pthread_mutex_t registering = PTHREAD_MUTEX_INITIALIZER;
+static int held;        /* 1: between hold and release */
+static int held_signal; /* the signal that arrived while held */
 
 static void die_of(int sig) {
   struct sigaction sa;
@@ -31,15 +44,22 @@ static void die_of(int sig) {
   raise(sig);
 }
 
+/* CAS on a node's state: 1 when it was `from` and is now `to`. */
+static int take(struct guard *g, int from, int to) {
+  return __atomic_compare_exchange_n(&g->state, &from, to, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST);
+}
+
 static void on_signal(int sig) {
-  int saved = errno, fd;
+  int saved = errno;
   if (__atomic_load_n(&held, __ATOMIC_SEQ_CST)) {
     __atomic_store_n(&held_signal, sig, __ATOMIC_SEQ_CST);
     errno = saved;
     return;
   }
-  fd = __atomic_exchange_n(&guard_dirfd, -1, __ATOMIC_SEQ_CST);
-  if (fd >= 0) unlinkat(fd, guard_name, 0);
+  for (struct guard *g = __atomic_load_n(&head, __ATOMIC_SEQ_CST); g != NULL;
+       g = g->next)
+    if (take(g, ACTIVE, TAKEN)) unlink(g->path);
   die_of(sig);
   errno = saved;
 }
@@ -59,20 +79,42 @@ void tpl__tmpguard_install(void) {
     sigaction(guarded[i], &sa, NULL);
 }
 
-int tpl__tmpguard_set(int dirfd, const char *name) {
-  int fd;
-  if (strlen(name) >= sizeof(guard_name)) return -ENAMETOOLONG;
-  fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  tpl__tmpguard_clear();
-  memcpy(guard_name, name, strlen(name) + 1);
-  __atomic_store_n(&guard_dirfd, fd, __ATOMIC_SEQ_CST);
-  return 0;
+/* A FREE node, now FILLING: a reused one or a new one, published. */
+static struct guard *claim_node(void) {
+  struct guard *g;
+  for (g = __atomic_load_n(&head, __ATOMIC_SEQ_CST); g != NULL; g = g->next)
+    if (take(g, FREE, FILLING)) return g;
+  g = calloc(1, sizeof(*g));
+  if (g == NULL) return NULL;
+  g->state = FILLING;
+  g->next = head; /* only registering threads change head, under the lock */
+  __atomic_store_n(&head, g, __ATOMIC_SEQ_CST);
+  return g;
 }
 
-void tpl__tmpguard_clear(void) {
-  int fd = __atomic_exchange_n(&guard_dirfd, -1, __ATOMIC_SEQ_CST);
-  if (fd >= 0) close(fd);
+int tpl__tmpguard_add(const char *path) {
+  char *copy = strdup(path);
+  struct guard *g;
+  if (copy == NULL) return -ENOMEM;
+  pthread_mutex_lock(&registering);
+  g = claim_node();
+  if (g != NULL) {
+    free(g->path);
+    g->path = copy;
+    __atomic_store_n(&g->state, ACTIVE, __ATOMIC_SEQ_CST);
+  }
+  pthread_mutex_unlock(&registering);
+  if (g == NULL) free(copy);
+  return g != NULL ? 0 : -ENOMEM;
+}
+
+void tpl__tmpguard_remove(const char *path) {
+  pthread_mutex_lock(&registering);
+  for (struct guard *g = head; g != NULL; g = g->next)
+    if (__atomic_load_n(&g->state, __ATOMIC_SEQ_CST) == ACTIVE &&
+        strcmp(g->path, path) == 0 && take(g, ACTIVE, FREE))
+      break;
+  pthread_mutex_unlock(&registering);
 }
 
 void tpl__tmpguard_hold(void) {

@@ -1,11 +1,12 @@
-/* tmpguard.h - a named temp file that a signal does not leave behind.
+/* tmpguard.h - named temp files that a signal does not leave behind.
  * Where O_TMPFILE is unavailable (NFS, FUSE) preshard writes a rank file
- * under a temp name; SIGTERM, SIGINT or SIGHUP during the write would
- * kill the rank with the name in place.  The handler installed here
- * removes the one registered temp file with async-signal-safe calls,
- * then dies of the signal as the rank would have.  Inside a held section
- * (preshard's publish step) a signal is kept and raised when the section
- * ends, whichever thread the kernel gave it to. */
+ * under a temp name, and `preshard --layout mlc` writes every .bin file
+ * of a rank under one; SIGTERM, SIGINT or SIGHUP during the write would
+ * kill the rank with those names in place.  The handler installed here
+ * removes every registered temp file with async-signal-safe calls, then
+ * dies of the signal as the rank would have.  Inside a held section (the
+ * publish steps) a signal is kept and raised when the section ends,
+ * whichever thread the kernel gave it to. */
 #ifndef TPL_TMPGUARD_H
 #define TPL_TMPGUARD_H
 
@@ -14,14 +15,15 @@
  * the process exactly as the default action does. */
 void tpl__tmpguard_install(void);
 
-/* Registers `name` in the directory `dirfd` (duplicated; the caller keeps
- * its own) as the file a signal removes, replacing any earlier one.
- * `name` is copied and must be shorter than 64 bytes.  Returns 0 or
- * -errno (nothing registered then). */
-int tpl__tmpguard_set(int dirfd, const char *name);
+/* Registers `path` (copied: as the caller opens it, relative to the
+ * working directory or absolute) as a file a signal removes, beside any
+ * others registered.  Register before creating the file.  Returns 0 or
+ * -ENOMEM (nothing registered then). */
+int tpl__tmpguard_add(const char *path);
 
-/* Forgets the registered file (it was removed or renamed). */
-void tpl__tmpguard_clear(void);
+/* Forgets `path` (it was removed or renamed); a path not registered is
+ * ignored. */
+void tpl__tmpguard_remove(const char *path);
 
 /* From hold to release a signal waits: release raises the one that
  * arrived meanwhile, if any (the process then ends). */

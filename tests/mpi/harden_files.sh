@@ -74,7 +74,13 @@ t_changed "a model file replaced mid-load" \
 t_changed "a model file grown mid-load" \
   "changed while loading (its size changed)" grow
 # Rank 0 is part way through the file (1 MiB chunks, waiting for rank 1
-# to take them), so its next reads come short.
+# to take them), so its next reads come short.  The message cannot be
+# the deferred "its size changed" instead: that one comes only once every
+# byte was read, and rank 0 cannot read far while rank 1 is stopped (a
+# chunk's sends to rank 1 complete only once rank 1 takes them; measured,
+# rank 0's rchar stays under 0.4 MB of the 16 MB file), while the cut
+# (size / 2) lies past big.cols, so every byte of big.rows is read after
+# it, and comes short.
 t_changed "a model file cut short mid-load" \
   "(it shrank while loading)" shrink
 # --read local: rank 1 stops once it has opened the files, before it
@@ -82,6 +88,10 @@ t_changed "a model file cut short mid-load" \
 # opened); a file grown meanwhile is 74 from whichever rank sees it.
 LOAD_ARGS="--read local" t_changed "--read local: a model file grown mid-load" \
   "$((size + 1)) bytes here, $size on rank 0" grow
+# Cut short: rank 0 reads its share on its own and may end with "N bytes
+# here" (the cut fell between its last read and its check), but rank 1
+# reads rows of big.rows after the cut, always short, and the agreement
+# reports the lowest code (MPI_MINLOC): TPL_ESHORT, -10015, below -EIO.
 LOAD_ARGS="--read local" t_changed "--read local: a model file cut short mid-load" \
   "(it shrank while loading)" shrink
 # The same mid direct read (O_DIRECT through io_uring, several chunks in

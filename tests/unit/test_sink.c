@@ -5,7 +5,8 @@
  * whole or not at all): three agreements in order (written, published,
  * shard-info.json written), a rank file only when all three succeeded,
  * nothing of this rank left in DIR otherwise, and the signal mask as it
- * was. */
+ * was.  Then tmpguard.c in a child process: a real SIGTERM removes every
+ * registered temp file (and only those), and waits while held. */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coord.h"
@@ -23,6 +25,7 @@
 #include "store.h"
 #include "tap.h"
 #include "tmpdir.h"
+#include "tmpguard.h"
 
 static char *tmp;
 
@@ -152,6 +155,83 @@ static void test_shard_info_failed(void) {
   CHECK(!sigterm_blocked());
 }
 
+/* DIR/NAME created (empty) and registered with tmpguard. */
+static void guarded_file(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof(p), "%s/%s", dir, name);
+  if (tpl__tmpguard_add(p) != 0) _exit(90);
+  write_bytes(dir, name, "x", 1);
+}
+
+static void forget(const char *dir, const char *name) {
+  char p[1024];
+  snprintf(p, sizeof(p), "%s/%s", dir, name);
+  tpl__tmpguard_remove(p);
+}
+
+/* How the child ended: its signal, or 100 + its exit code. */
+static int child_end(pid_t pid) {
+  int st;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  return WIFSIGNALED(st) ? WTERMSIG(st) : 100 + WEXITSTATUS(st);
+}
+
+/* Five registered, one forgotten (and its node reused by the fifth):
+ * SIGTERM removes the other four and the child dies of it. */
+static void test_tmpguard_removes_every_file(void) {
+  char dir[512];
+  pid_t pid;
+  snprintf(dir, sizeof(dir), "%s/guard", tmp);
+  REQUIRE(mkdir(dir, 0755) == 0);
+  pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    tpl__tmpguard_install();
+    guarded_file(dir, ".a.tmp");
+    guarded_file(dir, ".b.tmp");
+    guarded_file(dir, ".kept");
+    guarded_file(dir, ".c.tmp");
+    forget(dir, ".kept");
+    guarded_file(dir, ".d.tmp");
+    raise(SIGTERM);
+    _exit(91);
+  }
+  CHECK_EQ_INT(child_end(pid), SIGTERM);
+  CHECK(exists(dir, ".kept"));
+  CHECK_EQ_U64(entries(dir), 1);
+}
+
+/* Held: the signal waits (the child reports on a pipe that it lives and
+ * its file is there), and release then raises it. */
+static void test_tmpguard_held_waits(void) {
+  char dir[512], got = 0;
+  int fds[2];
+  pid_t pid;
+  snprintf(dir, sizeof(dir), "%s/held", tmp);
+  REQUIRE(mkdir(dir, 0755) == 0);
+  REQUIRE(pipe(fds) == 0);
+  pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    char alive;
+    close(fds[0]);
+    tpl__tmpguard_install();
+    guarded_file(dir, ".e.tmp");
+    tpl__tmpguard_hold();
+    raise(SIGTERM);
+    alive = exists(dir, ".e.tmp") ? 'y' : 'n';
+    if (write(fds[1], &alive, 1) != 1) _exit(92);
+    tpl__tmpguard_release();
+    _exit(93);
+  }
+  close(fds[1]);
+  CHECK_EQ_INT((int)read(fds[0], &got, 1), 1);
+  close(fds[0]);
+  CHECK_EQ_INT(got, 'y');
+  CHECK_EQ_INT(child_end(pid), SIGTERM);
+  CHECK_EQ_U64(entries(dir), 0);
+}
+
 int main(void) {
   int rc;
   tmp = make_dir("tpl-sink");
@@ -160,6 +240,8 @@ int main(void) {
   RUN(test_other_write_failed);
   RUN(test_other_publish_failed);
   RUN(test_shard_info_failed);
+  RUN(test_tmpguard_removes_every_file);
+  RUN(test_tmpguard_held_waits);
   rc = tap_done();
   drop_dir(tmp);
   return rc;
