@@ -110,6 +110,7 @@ struct load_cli {
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
+  int md5_done; /* --verify-md5's pass ended: the load's progress next */
   struct tpl__preshard_opts preshard; /* the sinks' options */
   struct tpl__mlc_writer_opts mlc;
   int layout_mlc; /* preshard --layout mlc */
@@ -135,6 +136,7 @@ struct load_cli {
   X(OPT_HUGETLB, "hugetlb", TPL_CLI_VALUE)                                     \
   X(OPT_STALL, "stall-timeout", TPL_CLI_VALUE)                                 \
   X(OPT_LOG_LEVEL, "log-level", TPL_CLI_VALUE)                                 \
+  X(OPT_VERIFY_MD5, "verify-md5", TPL_CLI_FLAG)                                \
   TPL_CLI_HTTP_OPTIONS(X)
 
 enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
@@ -292,6 +294,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
   c->serve.log_level = TPL_LOG_INFO;
+  c->o.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
@@ -299,30 +302,62 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   return rc != 0 ? rc : parse_layout(c, a);
 }
 
-/* Rank 0's progress: the job's bytes, or with --read local rank 0's own
- * reads (each rank reads its own slices; the line says so).  Amounts in
- * the unit the total reaches, the rate in the one it reaches (a slow
- * filesystem's 2 MiB/s is not "0.00 GiB/s"). */
-static void show_progress(void *ctx, uint64_t done, uint64_t total) {
-  struct load_cli *c = ctx;
+/* Rank 0's progress of a step (`what`: "" for the load, else after the
+ * amounts): amounts in the unit the total reaches, the rate in the one
+ * it reaches (a slow filesystem's 2 MiB/s is not "0.00 GiB/s"). */
+static void progress_line(struct load_cli *c, const char *what, uint64_t done,
+                          uint64_t total) {
   double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
   double eta = rate > 0 ? (double)(total - done) / rate : 0, scale;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
   const char *unit = tpl__cli_unit((double)total, &scale);
-  const char *share = c->o.read_local ? " (rank 0's share)" : "";
   char speed[32];
   if (c->quiet || c->progress == PROGRESS_NEVER) return;
   tpl__cli_rate(rate, speed, sizeof(speed));
   if (c->bar) {
     fprintf(stderr, "\r[%.*s%*s] %7.2f/%.2f %s %12s ETA %4.0fs%s", fill,
             "==============================", width - fill, "", done / scale,
-            total / scale, unit, speed, eta, share);
+            total / scale, unit, speed, eta, what);
     if (done >= total) fputc('\n', stderr);
   } else if (t - c->last_line >= 5.0 && done < total) {
     fprintf(stderr, "tpload %s: %.2f/%.2f %s%s, %s, ETA %.0f s\n", c->cmd->name,
-            done / scale, total / scale, unit, share, speed, eta);
+            done / scale, total / scale, unit, what, speed, eta);
     c->last_line = t;
   }
+}
+
+/* The load's progress: the job's bytes, or with --read local rank 0's
+ * own reads (each rank reads its own slices; the line says so). */
+static void show_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct load_cli *c = ctx;
+  progress_line(c, c->o.read_local ? " (rank 0's share)" : "", done, total);
+}
+
+/* --verify-md5's pass before it: the bytes hashed; once all are, the
+ * load's rate starts from there. */
+static void show_md5_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct load_cli *c = ctx;
+  if (c->md5_done) return;
+  progress_line(c, " md5 checked", done, total);
+  if (done >= total) {
+    c->md5_done = 1;
+    c->t0 = c->last_line = tpl__now();
+  }
+}
+
+/* --verify-md5's pass: which files, how much, how fast. */
+static void print_md5(struct load_cli *c, json_t *r) {
+  json_t *m = json_object_get(r, "md5");
+  json_t *files = json_object_get(m, "verified");
+  double secs = json_real_value(json_object_get(m, "seconds"));
+  double gib =
+      (double)json_integer_value(json_object_get(m, "bytes")) / 1073741824.0;
+  if (m == NULL) return;
+  fprintf(stderr,
+          "tpload %s: md5sum as the cache records: %zu files, %.3f GiB, "
+          "checked in %.3f s (%.2f GiB/s) before the load\n",
+          c->cmd->name, json_array_size(files), gib, secs,
+          secs > 0 ? gib / secs : 0.0);
 }
 
 static void print_summary(struct load_cli *c, json_t *r) {
@@ -374,6 +409,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     fputc('\n', stdout);
     fflush(stdout);
   }
+  if (!c->quiet) print_md5(c, r);
   if (!c->quiet) print_summary(c, r);
   if (!c->quiet) print_reads(c, r);
   if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
@@ -417,6 +453,7 @@ static int run(const struct tpl__cli_command *cmd,
   c.last_line = c.t0;
   if (rank == 0) {
     c.o.progress = show_progress;
+    c.o.md5_progress = show_md5_progress;
     c.o.report = on_report;
     c.o.ctx = &c;
   }

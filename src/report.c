@@ -402,9 +402,11 @@ static int check_replicas(const Tpload__LoadReport *lr,
 
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
-                          uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl__error *err) {
+                          uint64_t bytes_read,
+                          const struct tpl__md5_summary *md5, uint8_t **buf,
+                          size_t *len, struct tpl__error *err) {
   Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
+  Tpload__Md5Check mc = TPLOAD__MD5_CHECK__INIT;
   uint32_t world = job->grid.world;
   Tpload__RankReport **rr = calloc(world, sizeof(*rr));
   int rc = 0;
@@ -425,6 +427,13 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.bytes_read = bytes_read;
   lr.n_ranks = world;
   lr.ranks = rr;
+  if (md5 != NULL) {
+    mc.n_files = md5->nfiles;
+    mc.files = (char **)md5->files; /* only read by the packing */
+    mc.bytes = md5->bytes;
+    mc.seconds = md5->seconds;
+    lr.md5 = &mc;
+  }
   if (rc == 0) rc = check_replicas(&lr, err);
   if (rc == 0 && pack_message(&lr.base, buf, len) != 0) rc = tpl__oom(err);
   for (uint32_t i = 0; i < world; i++)
@@ -535,6 +544,15 @@ static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
   return o;
 }
 
+/* --verify-md5's pass: {verified: [file names], bytes, seconds}. */
+static json_t *md5_json(const Tpload__Md5Check *mc) {
+  json_t *files = json_array();
+  for (size_t i = 0; i < mc->n_files; i++)
+    json_array_append_new(files, json_string(mc->files[i]));
+  return json_pack("{s:o, s:I, s:f}", "verified", files, "bytes",
+                   (json_int_t)mc->bytes, "seconds", usec(mc->seconds));
+}
+
 json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
   Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
   struct tpl__grid g;
@@ -559,6 +577,7 @@ json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
                    (int)lr->bias_scaling, "seconds", usec(lr->seconds),
                    "bytes_read", (json_int_t)lr->bytes_read, "bytes_delivered",
                    (json_int_t)lr->bytes_delivered, "ranks", ranks));
+  if (lr->md5 != NULL) json_object_set_new(o, "md5", md5_json(lr->md5));
   tpload__load_report__free_unpacked(lr, NULL);
   return o;
 }

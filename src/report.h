@@ -47,23 +47,35 @@ int tpl__rank_report_pack(const struct tpl__job *job,
                           const struct tpl__rank_stats *st, uint8_t **buf,
                           size_t *len);
 
+/* --verify-md5's pass (rank 0, before the load): the files whose md5sum
+ * it checked (their names in the cache), their bytes, its time. */
+struct tpl__md5_summary {
+  const char *const *files;
+  size_t nfiles;
+  uint64_t bytes;
+  double seconds;
+};
+
 /* Rank 0: builds the packed LoadReport from the job->grid.world packed
  * RankReports (ranks[i], lens[i]), and checks that the replicas agree:
  * every rank of replica d > 0 reports the same bytes and XXH3 for every
  * tensor as replica 0's rank at the same (stage, shard).  Returns 0,
  * TPL_EMISMATCH naming the first rank and tensor that differ (a wrong
  * shard: the job fails), or TPL_EPEER for a malformed report.  *buf is
- * malloc'd (caller frees), set only on success. */
+ * malloc'd (caller frees), set only on success.  `md5` (NULL: no pass)
+ * goes into the report as it is. */
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
-                          uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl__error *err);
+                          uint64_t bytes_read,
+                          const struct tpl__md5_summary *md5, uint8_t **buf,
+                          size_t *len, struct tpl__error *err);
 
 /* The JSON form of a packed LoadReport (`tpload load --json`, `tpload
  * status --json`): model, tensor_parallel_shards, pipeline_parallel_stages,
  * data_parallel_replicas, replicas_agree (recomputed from the report's
  * checksums; absent for a report without a consistent grid),
- * bias_scaling, seconds, bytes_read, bytes_delivered, ranks[] {rank,
+ * bias_scaling, seconds, bytes_read, bytes_delivered, md5 {verified
+ * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * seconds, phases {read, pack, send, receive, scale, allocate, hash},
  * tensors[] (those the rank holds) when `with_tensors`}.  NULL when

@@ -191,7 +191,8 @@ static int load_report(uint8_t **buf, size_t *len) {
   int rc = pack_rank(0, &parts[0], &lens[0]);
   if (rc == 0) rc = pack_rank(1, &parts[1], &lens[1]);
   if (rc == 0)
-    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, buf, len, NULL);
+    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, NULL, buf, len,
+                               NULL);
   free(parts[0]);
   free(parts[1]);
   return rc;
@@ -311,7 +312,7 @@ static void test_malformed_rank_report(void) {
   parts[1] = junk;
   lens[1] = sizeof(junk);
   CHECK_EQ_INT(
-      tpl__load_report_pack(&job, parts, lens, 1.0, 0, &buf, &len, &err),
+      tpl__load_report_pack(&job, parts, lens, 1.0, 0, NULL, &buf, &len, &err),
       TPL_EPEER);
   CHECK_STR_CONTAINS(err.msg, "rank 1");
   CHECK(tpl__report_json(junk, sizeof(junk), 1) == NULL);
