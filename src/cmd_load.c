@@ -67,6 +67,12 @@ static const char load_help[] =
     "                      or the stderr of the mpirun/srun that started\n"
     "                      rank 0, is a terminal), always (plain\n"
     "                      --progress) or never (no progress at all)\n"
+    "  --verify-md5        MODEL is an MLC weight directory: before any\n"
+    "                      byte moves, rank 0 reads every params_shard file\n"
+    "                      whole and checks it against the md5sum its\n"
+    "                      record in tensor-cache.json carries (65 naming\n"
+    "                      the file when one differs or none is recorded;\n"
+    "                      64 for another format); the report lists them\n"
     "  --stall-timeout S   end the job (69) when a rank sees no progress\n"
     "                      for S seconds, naming the rank it waited for\n"
     "                      (default 300; 0 waits forever)\n"
@@ -98,11 +104,11 @@ static const char load_help[] =
     "rank fetches its own ranges (each needs the token: pass --token-file,\n"
     "or export TPLOAD_HTTP_TOKEN to the ranks, mpirun -x).\n"
     "\n"
-    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
-    "missing (HTTP 404 included), 69 a rank or MPI failed, or a server\n"
-    "unreachable or failing after the retries, 73 cannot create output,\n"
-    "74 I/O error (disk full included; a remote object that changed), 77\n"
-    "access denied (HTTP 401/403).\n";
+    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan (a file whose\n"
+    "md5sum differs included), 66 model missing (HTTP 404 included), 69 a\n"
+    "rank or MPI failed, or a server unreachable or failing after the\n"
+    "retries, 73 cannot create output, 74 I/O error (disk full included; a\n"
+    "remote object that changed), 77 access denied (HTTP 401/403).\n";
 
 struct load_cli {
   struct tpl__load_opts o;

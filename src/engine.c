@@ -1525,13 +1525,13 @@ static int coord_poll_reload(void *ctx) {
   return flag;
 }
 
-/* Rank 0 tells every rank a reload starts and gives them its model and
- * plan; the others listen for the next one.  Then every rank has the
- * reload's options in e->reload_o.  Agreed. */
+/* Rank 0 tells every rank a reload starts and gives them its model,
+ * plan and whether to check md5sums; the others listen for the next one.  Then
+ * every rank has the reload's options in e->reload_o.  Agreed. */
 static int reload_request(struct engine *e, const char *model, const char *plan,
-                          struct tpl__error *err) {
+                          int verify_md5, struct tpl__error *err) {
   const size_t len = sizeof(e->reload_req[0]);
-  int one = 1, rc = 0, mrc;
+  int one = 1, rc = 0, mrc, md5 = verify_md5 != 0;
   if (plan == NULL) plan = e->plan_arg;
   if (e->rank == 0 && (strlen(model) >= len || strlen(plan) >= len))
     rc = tpl__fail(err, TPL_EUSAGE, "reload: a path of more than %zu bytes",
@@ -1548,8 +1548,10 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
   mrc = reload_arm(e, err);
   if (mrc == 0)
     mrc = bcast_bytes(e, (uint8_t *)e->reload_req, sizeof(e->reload_req), err);
+  if (mrc == 0) mrc = bcast_from_0(e, &md5, 1, MPI_INT, err);
   if (mrc != 0) return mrc;
   e->reload_o = *e->o;
+  e->reload_o.verify_md5 = e->o->verify_md5 || md5;
   e->reload_o.model = e->reload_req[0];
   e->reload_o.plan = e->reload_req[1];
   memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
@@ -1618,10 +1620,10 @@ static void generation_free(struct engine *n) {
 }
 
 static int coord_reload(void *ctx, const char *model, const char *plan,
-                        const struct tpl__reload_hooks *hooks,
+                        int verify_md5, const struct tpl__reload_hooks *hooks,
                         struct tpl__loaded *next, struct tpl__error *err) {
   struct engine *e = ctx, *n = NULL;
-  int rc = reload_request(e, model, plan, err);
+  int rc = reload_request(e, model, plan, verify_md5, err);
   if (rc == 0) {
     n = generation_new(e, hooks);
     rc = agree(e,
