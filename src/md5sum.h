@@ -38,7 +38,7 @@ static inline void tpl__md5_digest(struct tpl__md5 *m, uint8_t sum[16]) {
 void tpl__md5_hex(const uint8_t sum[16], char hex[TPL_MD5_HEX]);
 
 /* The md5sum of the `size` bytes of the open file fd (pread, from offset
- * 0).  Returns 0 or -errno (-EIO when the file ends early). */
+ * 0).  Returns 0, -errno, or TPL_ESHORT when the file ends early. */
 int tpl__md5_file(int fd, uint64_t size, char hex[TPL_MD5_HEX]);
 
 /* A recorded md5sum (`s`, `len` bytes) in the form compared: 32 hex
