@@ -15,11 +15,7 @@
 gen mlc --seed 3401 --layout mlc --big-mib 3
 P=$M/mlc/plan.json
 cp -r "$M/mlc" "$M/bad"
-printf '\x33' | dd of="$M/bad/params_shard_0.bin" bs=1 seek=9 conv=notrunc \
-  2>/dev/null
-cmp -s "$M/mlc/params_shard_0.bin" "$M/bad/params_shard_0.bin" &&
-  printf '\xcc' | dd of="$M/bad/params_shard_0.bin" bs=1 seek=9 conv=notrunc \
-    2>/dev/null
+flip_file_byte "$M/bad/params_shard_0.bin" 9
 nginx_start nginx "$M" "" ""
 U=$NGX_URL
 LOG=$NGX_DIR/access.log

@@ -101,11 +101,7 @@ t_exit "--read local: the same check, then each rank reads" 0 \
 # One byte of params_shard_1.bin changed: its md5sum no longer matches.
 bad=$M/bad
 cp -r "$M/mlc" "$bad"
-printf '\x5a' | dd of="$bad/params_shard_1.bin" bs=1 seek=40 conv=notrunc \
-  2>/dev/null
-cmp -s "$M/mlc/params_shard_1.bin" "$bad/params_shard_1.bin" &&
-  printf '\xa5' | dd of="$bad/params_shard_1.bin" bs=1 seek=40 conv=notrunc \
-    2>/dev/null
+flip_file_byte "$bad/params_shard_1.bin" 40
 want=$(recorded "$bad" 1)
 found=$(md5sum <"$bad/params_shard_1.bin" | cut -d' ' -f1)
 msg="tpload: $bad/params_shard_1.bin: expected md5sum $want as the cache records, found $found"
@@ -120,8 +116,7 @@ t_nothing_in "... no rank file, no shard-info.json" "$T_TMP/bad-out"
 "$TPLOAD" synth --arch llama --format mlc --layers 1 --hidden 64 --heads 4 \
   --vocab 128 --out "$M/syn" --quiet >/dev/null 2>&1 ||
   { echo "Bail out! tpload synth --format mlc failed"; exit 99; }
-printf '\x01' | dd of="$M/syn/params_shard_0.bin" bs=1 seek=7 conv=notrunc \
-  2>/dev/null
+flip_file_byte "$M/syn/params_shard_0.bin" 7
 mpi 2 preshard "$M/syn" --plan llama --out "$T_TMP/bad-mlc" --layout mlc \
   --verify-md5 --quiet 2>"$T_TMP/mpi.err"
 rc=$?
