@@ -52,6 +52,7 @@ print(float(sys.argv[3]) - float(sys.argv[2]), r["seconds"],
       r.get("md5", {}).get("seconds", 0))' "$out" "$t0" "$t1"
 }
 plain="" check=""
+run >/dev/null # a first run, not counted
 for _ in $(seq "$runs"); do
   plain="$plain;$(run)"
   check="$check;$(run --verify-md5)"
@@ -74,6 +75,7 @@ gib = b / 2**30
 for name, rs in (("load DIR", p), ("load DIR --verify-md5", c)):
     print("  %-24s wall %6.3f s, job %6.3f s, md5 pass %6.3f s" %
           (name, med(rs, 0), med(rs, 1), med(rs, 2)))
+    print("  %-24s walls %s" % ("", " ".join("%.2f" % r[0] for r in rs)))
 print("  md5 pass: %.2f GB/s (%.2f GiB/s) on rank 0" %
       (b / 1e9 / med(c, 2), gib / med(c, 2)))
 print("  wall with / without: x%.2f; (job + md5 pass) / job: x%.2f" %

@@ -683,14 +683,15 @@ static void test_md5_recorded(void) {
 
 /* The pass over the files through a source: `chunk` bytes a read (10:
  * several reads per file, in flight across the files' boundary). */
-static int md5_pass(const char *s1_md5, uint64_t chunk, uint64_t *bytes) {
+static int md5_pass(const char *s0_md5, const char *s1_md5, uint64_t chunk,
+                    uint64_t *bytes) {
   char *dir = make_shards(), json[4096];
   struct tpl__model *m = NULL;
   struct tpl__source *src = NULL;
   struct tpl__mlc_md5 v = {.chunk = chunk};
   int fds[2], rc;
   const char *paths[2];
-  md5_json(json, sizeof(json), "\"" MD5_S0 "\"", s1_md5);
+  md5_json(json, sizeof(json), s0_md5, s1_md5);
   rc = parse(dir, json, &m);
   if (rc == 0) {
     for (int f = 0; f < 2; f++) {
@@ -709,15 +710,23 @@ static int md5_pass(const char *s1_md5, uint64_t chunk, uint64_t *bytes) {
   return rc;
 }
 
+#define GOOD0 "\"" MD5_S0 "\""
+#define GOOD1 "\"" MD5_S1 "\""
+
+/* Files are hashed side by side (a lane each): whichever ends first,
+ * the lowest file whose sum differs is the one told. */
 static void test_md5_pass(void) {
   uint64_t bytes = 0;
-  CHECK_EQ_INT(md5_pass("\"" MD5_S1 "\"", 10, &bytes), 0);
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD1, 10, &bytes), 0);
   CHECK_EQ_U64(bytes, 64 + 24);
-  CHECK_EQ_INT(md5_pass("\"" MD5_S1 "\"", 1 << 20, &bytes), 0);
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD1, 1 << 20, &bytes), 0);
   CHECK_EQ_U64(bytes, 64 + 24);
-  CHECK_EQ_INT(md5_pass("\"" MD5_S0 "\"", 10, &bytes), TPL_EMISMATCH);
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD0, 10, &bytes), TPL_EMISMATCH);
   CHECK_STR_CONTAINS(err.msg, S1 ": expected md5sum " MD5_S0
                                  " as the cache records, found " MD5_S1);
+  CHECK_EQ_INT(md5_pass(GOOD1, GOOD0, 10, &bytes), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, S0 ": expected md5sum " MD5_S1
+                                 " as the cache records, found " MD5_S0);
 }
 
 int main(void) {
