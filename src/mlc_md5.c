@@ -19,6 +19,7 @@
 #include "affinity.h"
 #include "md5sum.h"
 #include "mlc_md5.h"
+#include "source_http.h"
 
 #define LANES 4
 #define SLOTS 2
@@ -329,5 +330,39 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
   }
   v->bytes = p.hashed;
   v->seconds = tpl__now() - t0;
+  return rc;
+}
+
+/* A source over m's files: their URLs read by m's client, or the
+ * descriptors m holds.  `urls`, fds and paths must outlive it. */
+static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
+                       int *fds, const char **paths, struct tpl__source **src,
+                       struct tpl__error *err) {
+  for (size_t f = 0; f < m->nfiles; f++) {
+    urls[f] = (struct tpl__source_url){m->files[f].url, m->files[f].path,
+                                       &m->files[f].obj};
+    fds[f] = m->files[f].fd;
+    paths[f] = m->files[f].path;
+  }
+  if (m->nfiles > 0 && m->files[0].url != NULL)
+    return tpl__source_http_open(src, m->http, 0, urls, m->nfiles, err);
+  return tpl__source_files_open(src, fds, paths, m->nfiles, TPL_IO_AUTO, err);
+}
+
+int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,
+                       struct tpl__error *err) {
+  struct tpl__source_url *urls = calloc(m->nfiles + 1, sizeof(*urls));
+  int *fds = calloc(m->nfiles + 1, sizeof(*fds));
+  const char **paths = calloc(m->nfiles + 1, sizeof(*paths));
+  int rc = urls && fds && paths ? 0 : tpl__oom(err);
+  v->m = m;
+  v->src = NULL;
+  if (rc == 0) rc = open_source(m, urls, fds, paths, &v->src, err);
+  if (rc == 0) rc = tpl__mlc_md5_verify(v, err);
+  tpl__source_close(v->src);
+  v->src = NULL;
+  free(urls);
+  free(fds);
+  free(paths);
   return rc;
 }

@@ -39,4 +39,10 @@ struct tpl__mlc_md5 {
  * found), or the source's failure.  No read is in flight on return. */
 int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err);
 
+/* One process (`inspect --verify-md5`): tpl__mlc_md5_verify over m's
+ * files through a source of its own (the descriptors m holds, --io auto;
+ * or m's client's ranged GETs for a URL), in v->src meanwhile. */
+int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,
+                       struct tpl__error *err);
+
 #endif

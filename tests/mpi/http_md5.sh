@@ -7,7 +7,7 @@
 # probe) is fetched; the shards are the numpy oracle's with --read mpi
 # and --read local; one byte changed in an object is 65 with one message
 # naming its URL, the md5sum recorded and the one found (coreutils'), and
-# preshard leaves nothing behind.
+# preshard leaves nothing behind; inspect --verify-md5 of the URL the same.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -87,6 +87,15 @@ else
   t_fail "one byte changed in an object" "exit $rc, expected 65" \
     "expected: $msg" "got: $got"
 fi
+"$TPLOAD" inspect "$U/bad/" --verify-md5 >/dev/null 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 65 ] && [ "$(cat "$T_TMP/err")" = "$msg" ]; then
+  t_ok "inspect --verify-md5 of the URL: 65, the same message"
+else
+  t_fail "inspect --verify-md5 of the URL" "exit $rc" "$(cat "$T_TMP/err")"
+fi
+t_exit "inspect --verify-md5 of the good URL" 0 \
+  "$TPLOAD" inspect "$U/mlc/" --verify-md5
 left=$(ls -A "$T_TMP/bad" 2>/dev/null)
 if [ -z "$left" ]; then t_ok "... and no output left"
 else t_fail "... no output left" "left: $left"; fi

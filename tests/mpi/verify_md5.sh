@@ -10,7 +10,8 @@
 # md5sum, or with one that is no md5, is 65; another format is 64; without
 # the flag the same directories load as before (nothing is checked).  A
 # reload asked with --verify-md5 is checked the same way and keeps the
-# generation served.  The HTTP case is http_md5.sh.
+# generation served; inspect --verify-md5 makes the same check in one
+# process.  The HTTP case is http_md5.sh.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
@@ -139,6 +140,26 @@ fi
 t_one_message "... with the same one message" "$T_TMP/serve.err" "$msg"
 t_exit "without the flag the changed directory loads (nothing checked)" 0 \
   mpi 2 load "$bad" --plan "$P" --quiet
+
+# inspect --verify-md5: the same check in one process.
+"$TPLOAD" inspect "$bad" --verify-md5 >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 65 ] && [ "$(cat "$T_TMP/err")" = "$msg" ] &&
+  [ ! -s "$T_TMP/out" ]; then
+  t_ok "inspect --verify-md5 of the changed directory: 65, the message, no listing"
+else
+  t_fail "inspect --verify-md5 of the changed directory" "exit $rc" \
+    "$(cat "$T_TMP/err")"
+fi
+t_check "inspect --verify-md5 --json of the good one names both files" \
+  sh -c '"$1" inspect "$2" --verify-md5 --json | "$3" -c "
+import json, sys
+m = json.load(sys.stdin)[\"md5\"]
+sys.exit(m[\"verified\"] != [\"params_shard_0.bin\", \"params_shard_1.bin\"]
+         or m[\"bytes\"] != int(sys.argv[1]))" "$4"' sh "$TPLOAD" "$M/mlc" \
+  "$ORACLE" "$sizes"
+t_exit "inspect --verify-md5 of a safetensors file: 64" 64 \
+  "$TPLOAD" inspect "$M/single/model.safetensors" --verify-md5
 
 # A record without md5sum, and one that is no md5: refused under the flag.
 cp -r "$M/mlc" "$M/none"
