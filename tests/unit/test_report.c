@@ -184,18 +184,24 @@ static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
   return tpl__rank_report_pack(&job, &store, &st, buf, len);
 }
 
-/* The LoadReport of the two ranks (*buf malloc'd) or -1. */
-static int load_report(uint8_t **buf, size_t *len) {
+/* The LoadReport of the two ranks (*buf malloc'd) or -1; `md5` as
+ * tpl__load_report_pack takes it. */
+static int load_report_md5(const struct tpl__md5_summary *md5, uint8_t **buf,
+                           size_t *len) {
   uint8_t *parts[2] = {NULL, NULL};
   size_t lens[2];
   int rc = pack_rank(0, &parts[0], &lens[0]);
   if (rc == 0) rc = pack_rank(1, &parts[1], &lens[1]);
   if (rc == 0)
-    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, NULL, buf, len,
+    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, md5, buf, len,
                                NULL);
   free(parts[0]);
   free(parts[1]);
   return rc;
+}
+
+static int load_report(uint8_t **buf, size_t *len) {
+  return load_report_md5(NULL, buf, len);
 }
 
 static int u64_at(const json_t *a, size_t i, uint64_t want) {
@@ -229,6 +235,36 @@ static void check_bias_entry(const json_t *t) {
   CHECK(json_real_value(json_object_get(t, "bias_scale")) == 0.5);
   CHECK_EQ_U64(json_integer_value(json_object_get(t, "nbytes")), 16);
   CHECK_EQ_U64(json_integer_value(json_object_get(t, "offset")), 64);
+}
+
+/* --verify-md5's pass in the report: absent without one; with one,
+ * md5 {verified: the names in order, bytes, seconds}. */
+static void test_load_report_md5(void) {
+  static const char *const names[] = {"params_shard_0.bin",
+                                      "params_shard_1.bin"};
+  struct tpl__md5_summary md5 = {names, 2, 4096, 0.25};
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  json_t *o, *m;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  o = buf ? tpl__report_json(buf, len, 0) : NULL;
+  REQUIRE(o != NULL);
+  CHECK(json_object_get(o, "md5") == NULL);
+  json_decref(o);
+  free(buf);
+  CHECK_EQ_INT(load_report_md5(&md5, &buf, &len), 0);
+  o = buf ? tpl__report_json(buf, len, 0) : NULL;
+  REQUIRE(o != NULL);
+  m = json_object_get(o, "md5");
+  CHECK_EQ_U64(json_array_size(json_object_get(m, "verified")), 2);
+  CHECK(strcmp(json_string_value(
+                   json_array_get(json_object_get(m, "verified"), 1)),
+               "params_shard_1.bin") == 0);
+  CHECK_EQ_U64(json_integer_value(json_object_get(m, "bytes")), 4096);
+  CHECK(json_real_value(json_object_get(m, "seconds")) == 0.25);
+  json_decref(o);
+  free(buf);
 }
 
 static void test_load_report_json(void) {
@@ -326,6 +362,7 @@ int main(void) {
   RUN(test_job_table_refuses_a_file_it_lacks);
   RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);
+  RUN(test_load_report_md5);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
   return tap_done();
