@@ -7,10 +7,8 @@
  * mapping is handed out (every entry inside the store, nbytes = numel x
  * itemsize, names inside the table, the name index consistent), so a
  * confused daemon cannot make a reader run off the end; lookups then
- * hash and compare in the mapping, allocating nothing.  An older daemon
- * sends the table in compact form instead, which the client lays out the
- * same way in its own memory.  I/O is blocking with poll() deadlines;
- * there is no libuv here. */
+ * hash and compare in the mapping, allocating nothing.  I/O is blocking with
+ * poll() deadlines; there is no libuv here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,9 +32,7 @@ struct tpl_shard {
   const uint8_t *base; /* the store's memfd, mapped */
   uint64_t size;
   struct tpl__wire_response man; /* the attach reply: identity */
-  const uint8_t *table; /* the TPLM region, mapped from its memfd (malloc'd
-                          when an older daemon sent it compact: no
-                          table_bytes) */
+  const uint8_t *table;          /* the TPLM region, mapped from its memfd */
   size_t table_len;
   struct tpl__tmap map; /* validated; borrows `table` */
 };
@@ -355,25 +351,15 @@ static int map_memfd(int fd, uint64_t size, int flags, const char *path,
 }
 
 /* Maps the table the daemon laid out in its own memfd, with its page
- * tables filled in one call (it is read whole to validate it), or lays
- * out the compact table an older daemon sent as the daemon would have;
- * opens it against the mapped store; errors about its content name the
+ * tables filled in one call (it is read whole to validate it), and opens
+ * it against the mapped store; errors about its content name the
  * socket. */
 static int open_table(struct tpl_shard *s, const char *path, int fd,
                       struct tpl__error *err) {
   struct tpl__error why = {0};
-  uint8_t *b = NULL;
-  int rc;
-  if (s->man.table_bytes > 0) {
-    rc = map_memfd(fd, s->man.table_bytes, MAP_POPULATE, path, "tensor table",
-                   &s->table, err);
-    s->table_len = (size_t)s->man.table_bytes;
-  } else {
-    rc = tpl__tmap_build(s->man.tensors, s->man.ntensors, &b, &s->table_len,
-                         &why);
-    s->table = b;
-    rc = rc == TPL_EFORMAT ? TPL_EPROTO : rc;
-  }
+  int rc = map_memfd(fd, s->man.table_bytes, MAP_POPULATE, path, "tensor table",
+                     &s->table, err);
+  s->table_len = (size_t)s->man.table_bytes;
   if (rc == 0)
     rc = tpl__tmap_open(s->table, s->table_len, s->size, &s->map, &why);
   if (rc != 0 && why.msg[0] != '\0')
@@ -382,14 +368,12 @@ static int open_table(struct tpl_shard *s, const char *path, int fd,
 }
 
 /* One round trip: the attach reply carries the store's memfd and the
- * table's, into fds[0] and fds[1] (or, from an older daemon, the table in
- * compact form). */
+ * table's, into fds[0] and fds[1]. */
 static int fetch(struct tpl_shard *s, const char *path, int timeout_ms,
                  int *fds, struct tpl__error *err) {
-  int rc = tpl__client_call(path, TPL_REQ_ATTACH, TPL_REQ_F_TABLE_FD,
-                            timeout_ms, &s->man, fds, 2, err);
-  if (rc == 0 &&
-      (!s->man.ok || fds[0] < 0 || (fds[1] < 0 && s->man.table_bytes > 0)))
+  int rc = tpl__client_call(path, TPL_REQ_ATTACH, 0, timeout_ms, &s->man, fds,
+                            2, err);
+  if (rc == 0 && (!s->man.ok || fds[0] < 0 || fds[1] < 0))
     rc = tpl__fail(err, TPL_EPROTO, "%s: attach refused: %s", path,
                    s->man.error ? s->man.error
                                 : "a file descriptor is missing from the "
@@ -429,10 +413,7 @@ int tpl_attach(const char *socket_path, struct tpl_shard **out, char *errbuf,
 void tpl_detach(struct tpl_shard *s) {
   if (s == NULL) return;
   if (s->base != NULL) munmap((void *)s->base, (size_t)s->size);
-  if (s->man.table_bytes == 0)
-    free((void *)s->table);
-  else if (s->table != NULL)
-    munmap((void *)s->table, s->table_len);
+  if (s->table != NULL) munmap((void *)s->table, s->table_len);
   tpl__wire_response_free(&s->man);
   free(s);
 }

@@ -1,7 +1,7 @@
 /* cmd_dump.c - `tpload dump SOCKET --out FILE [--tp T] [--pp P]`:
  * attaches to one rank of a running daemon (zero-copy, through the
  * consumer API) and writes what it holds as a safetensors file: tensors in
- * manifest (checkpoint) order, `__metadata__` the rank's place in the grid
+ * table (checkpoint) order, `__metadata__` the rank's place in the grid
  * (tpl__rank_file_header; the grid the daemon names, or for an older
  * daemon its world seen as --tp x --pp x D), so
  * the result is byte for byte the rank file `tpload preshard` writes.  Each

@@ -352,51 +352,38 @@ static void show_md5_progress(void *ctx, uint64_t done, uint64_t total) {
 }
 
 /* --verify-md5's pass: which files, how much, how fast. */
-static void print_md5(struct load_cli *c, json_t *r) {
-  json_t *m = json_object_get(r, "md5");
-  json_t *files = json_object_get(m, "verified");
-  double secs = json_real_value(json_object_get(m, "seconds"));
-  double gib =
-      (double)json_integer_value(json_object_get(m, "bytes")) / 1073741824.0;
-  if (m == NULL) return;
+static void print_md5(struct load_cli *c, const struct tpl__report *r) {
+  double gib = (double)r->md5_bytes / 1073741824.0;
+  if (!r->has_md5) return;
   fprintf(stderr,
           "tpload %s: md5sum as the cache records: %zu files, %.3f GiB, "
           "checked in %.3f s (%.2f GiB/s) before the load\n",
-          c->cmd->name, json_array_size(files), gib, secs,
-          secs > 0 ? gib / secs : 0.0);
+          c->cmd->name, r->md5_nfiles, gib, r->md5_seconds,
+          r->md5_seconds > 0 ? gib / r->md5_seconds : 0.0);
 }
 
-static void print_summary(struct load_cli *c, json_t *r) {
-  double secs = json_real_value(json_object_get(r, "seconds"));
-  double bytes =
-      (double)json_integer_value(json_object_get(r, "bytes_delivered"));
-  json_t *r0 = json_array_get(json_object_get(r, "ranks"), 0);
-  double rss =
-      (double)json_integer_value(json_object_get(r0, "peak_rss_bytes"));
+static void print_summary(struct load_cli *c, const struct tpl__report *r) {
+  double gib = (double)r->bytes_delivered / 1073741824.0;
   fprintf(stderr,
-          "tpload %s: %.3f GiB delivered to %zu ranks in %.3f s "
+          "tpload %s: %.3f GiB delivered to %u ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
-          c->cmd->name, bytes / 1073741824.0,
-          json_array_size(json_object_get(r, "ranks")), secs,
-          secs > 0 ? bytes / 1073741824.0 / secs : 0.0, rss / 1048576.0);
+          c->cmd->name, gib, r->grid.world, r->seconds,
+          r->seconds > 0 ? gib / r->seconds : 0.0,
+          (double)r->ranks[0].peak_rss / 1048576.0);
 }
 
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
-static void print_reads(struct load_cli *c, json_t *r) {
-  json_t *reads =
-      json_object_get(json_array_get(json_object_get(r, "ranks"), 0), "reads");
+static void print_reads(struct load_cli *c, const struct tpl__report *r) {
   static const char *const modes[] = {"direct", "buffered", "http"};
-  size_t n = json_array_size(reads);
-  if (n == 0) return;
+  const struct tpl__rank_report *r0 = &r->ranks[0];
+  if (r0->nreads == 0) return;
   fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);
   for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {
     const char *sep = " ";
-    for (size_t k = 0; k < n; k++) {
-      json_t *x = json_array_get(reads, k);
-      const char *file = json_string_value(json_object_get(x, "file"));
-      const char *mode = json_string_value(json_object_get(x, "mode"));
-      const char *slash = file ? strrchr(file, '/') : NULL;
-      if (file == NULL || mode == NULL || strcmp(mode, modes[m]) != 0) continue;
+    for (size_t k = 0; k < r0->nreads; k++) {
+      const char *file = r0->reads[k].file;
+      const char *slash = strrchr(file, '/');
+      if (strcmp(r0->reads[k].mode, modes[m]) != 0) continue;
       if (sep[0] == ' ') fprintf(stderr, " %s:", modes[m]);
       fprintf(stderr, "%s%s", sep, slash ? slash + 1 : file);
       sep = ", ";
@@ -407,20 +394,24 @@ static void print_reads(struct load_cli *c, json_t *r) {
 
 static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   struct load_cli *c = ctx;
-  json_t *r = tpl__report_json(packed, len, 0);
+  struct tpl__report *r;
   char grid[160];
-  if (r == NULL) return;
-  if (c->json) {
-    json_dumpf(r, stdout, TPL_JSON_REPORT);
+  json_t *j;
+  if (tpl__report_decode(packed, len, &r, NULL) != 0) return;
+  if (c->json && (j = tpl__report_json(r, NULL)) != NULL) {
+    json_dumpf(j, stdout, TPL_JSON_REPORT);
     fputc('\n', stdout);
     fflush(stdout);
+    json_decref(j);
   }
-  if (!c->quiet) print_md5(c, r);
-  if (!c->quiet) print_summary(c, r);
-  if (!c->quiet) print_reads(c, r);
-  if (!c->quiet && tpl__report_grid_line(r, grid, sizeof(grid)) == 0)
+  if (!c->quiet) {
+    print_md5(c, r);
+    print_summary(c, r);
+    print_reads(c, r);
+    tpl__report_grid_line(r, grid, sizeof(grid));
     fprintf(stderr, "tpload %s: %s\n", c->cmd->name, grid);
-  json_decref(r);
+  }
+  tpl__report_free(r);
 }
 
 /* One message per failure: rank 0 says why (or that another rank failed);

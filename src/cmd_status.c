@@ -2,11 +2,12 @@
  * asks a running daemon for the job's load report and prints it as a
  * table or as JSON, probes it quietly (--health), or asks rank 0 to end
  * the job (--shutdown).  The table asks for the report's summary (no
- * per-tensor ShardInfos: a few hundred bytes instead of megabytes at
- * 20,000 tensors) unless --tensors wants them; --json asks for the whole
- * report unless --summary.  The job-wide requests are answered by rank 0;
- * given another rank's socket, the command asks rank0.sock in the same
- * directory instead. */
+ * per-tensor facts: a few hundred bytes instead of megabytes at 20,000
+ * tensors) unless --tensors wants them; --json asks for the whole report
+ * (with the job table its per-tensor arrays index) unless --summary.  The
+ * job-wide requests are answered by rank 0; given another rank's socket, the
+ * command asks rank0.sock in the same directory instead. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "client.h"
 #include "common.h"
+#include "dtype.h"
 #include "jsonu.h"
 #include "report.h"
 
@@ -35,8 +37,10 @@ static const char status_help[] =
     "               attaches_served, generation (1 for the first load, one\n"
     "               more per reload), plan; while a reload runs, reload:\n"
     "               model, store_bytes (rank 0's new store, 0 until the\n"
-    "               model is validated), current_store_bytes\n"
-    "  --summary    with --json: without each rank's \"tensors\" list\n"
+    "               model is validated), current_store_bytes; and\n"
+    "               \"params\": every tensor as shard-info.json has it,\n"
+    "               its holders' nbytes and xxh3 under \"ranks\"\n"
+    "  --summary    with --json: without \"params\"\n"
     "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
@@ -85,88 +89,85 @@ static int run_shutdown(const char *path) {
   return rc;
 }
 
-/* ---- the table, rendered from the report's JSON form ---- */
+/* ---- the table, printed from the decoded report ---- */
 
-static double num(const json_t *o, const char *key) {
-  return json_number_value(json_object_get(o, key));
-}
-
-static const char *str(const json_t *o, const char *key) {
-  const char *s = json_string_value(json_object_get(o, key));
-  return s ? s : "";
-}
-
-static void print_ranks(const json_t *ranks) {
-  size_t i;
-  const json_t *r;
+static void print_ranks(const struct tpl__report *rep) {
   printf("%4s  %-20s %8s %8s %14s %8s %10s  %s\n", "RANK", "HOST", "PID",
          "TENSORS", "BYTES", "SECONDS", "PEAK MiB",
          "read/pack/send/receive/scale s");
-  json_array_foreach(ranks, i, r) {
-    const json_t *ph = json_object_get(r, "phases");
-    printf("%4.0f  %-20s %8.0f %8.0f %14.0f %8.3f %10.1f  "
+  for (uint32_t k = 0; k < rep->grid.world; k++) {
+    const struct tpl__rank_report *r = &rep->ranks[k];
+    const struct tpl__phase_times *ph = &r->times;
+    char host[TPL_SAFE_LEN(64)];
+    printf("%4u  %-20s %8d %8u %14llu %8.3f %10.1f  "
            "%.3f/%.3f/%.3f/%.3f/%.3f\n",
-           num(r, "rank"), str(r, "host"), num(r, "pid"),
-           num(r, "tensor_count"), num(r, "bytes"), num(r, "seconds"),
-           num(r, "peak_rss_bytes") / 1048576.0, num(ph, "read"),
-           num(ph, "pack"), num(ph, "send"), num(ph, "receive"),
-           num(ph, "scale"));
+           r->rank, tpl__cli_safe(r->host, host, sizeof(host)), r->pid,
+           r->tensor_count, (unsigned long long)r->bytes, r->seconds,
+           (double)r->peak_rss / 1048576.0, ph->read, ph->pack, ph->send,
+           ph->receive, ph->scale);
   }
 }
 
-/* One line per tensor: name, dtype, shape held, checksum on each rank. */
-static void print_tensors(const json_t *ranks) {
-  const json_t *t0 = json_object_get(json_array_get(ranks, 0), "tensors");
-  size_t i, r;
-  const json_t *t, *rk;
+/* "[4096,512]" into buf. */
+static void shape_text(const struct tpl__job_tensor *t, char *buf,
+                       size_t size) {
+  size_t n = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < t->ndim && n < size; d++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%llu", d ? "," : "",
+                          (unsigned long long)t->rank_shape[d]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+}
+
+/* One line per tensor: name, dtype, shape held, checksum on each rank
+ * ("-" where another stage holds it). */
+static void print_tensors(const struct tpl__report *rep,
+                          const struct tpl__job *job) {
   char shape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   printf("\n%-56s %-9s %-20s %s\n", "TENSOR", "DTYPE", "SHAPE (per rank)",
          "XXH3 rank 0..N-1");
-  json_array_foreach(t0, i, t) {
-    /* a JSON integer array ("[4096,512]") as it stands */
-    size_t n = json_dumpb(json_object_get(t, "shape"), shape, sizeof(shape) - 1,
-                          JSON_COMPACT);
-    shape[n < sizeof(shape) ? n : 0] = '\0';
-    printf("%-56s %-9s %-20s",
-           tpl__cli_safe(str(t, "name"), name, sizeof(name)), str(t, "dtype"),
-           shape);
-    json_array_foreach(ranks, r, rk) {
-      const json_t *ti = json_array_get(json_object_get(rk, "tensors"), i);
-      printf(" %s", ti ? str(ti, "xxh3") : "-");
-    }
+  for (size_t i = 0; i < job->ntensors; i++) {
+    const struct tpl__job_tensor *t = &job->tensors[i];
+    shape_text(t, shape, sizeof(shape));
+    printf("%-56s %-9s %-20s", tpl__cli_safe(t->name, name, sizeof(name)),
+           tpl__dtype_mlc_name(t->dtype), shape);
+    for (uint32_t r = 0; r < rep->grid.world; r++)
+      if (tpl__job_holds(job, i, r))
+        printf(" %016llx",
+               (unsigned long long)rep->infos[i * rep->grid.world + r].xxh3);
+      else
+        printf(" -");
     printf("\n");
   }
 }
 
 /* The daemon's counters, then the load report as a table. */
-static void print_table(const json_t *rep, int tensors) {
-  const json_t *ranks = json_object_get(rep, "ranks");
-  double secs = num(rep, "seconds"), bytes = num(rep, "bytes_delivered");
-  const json_t *d = json_object_get(rep, "daemon");
+static void print_table(const struct tpl__wire_response *d,
+                        const struct tpl__report *rep,
+                        const struct tpl__job *job) {
+  double gib = (double)rep->bytes_delivered / 1073741824.0;
   char model[TPL_SAFE_LEN(4096)], plan[TPL_SAFE_LEN(4096)], grid[256];
-  printf("daemon: up %.3f s, %.0f client(s) connected, %.0f attach(es) "
+  printf("daemon: up %.3f s, %u client(s) connected, %llu attach(es) "
          "served\n",
-         num(d, "uptime_seconds"), num(d, "clients_connected"),
-         num(d, "attaches_served"));
-  printf("model: %s\n", tpl__cli_safe(str(rep, "model"), model, sizeof(model)));
-  printf("generation: %.0f (plan %s)\n", num(d, "generation"),
-         tpl__cli_safe(str(d, "plan"), plan, sizeof(plan)));
-  if (json_object_get(d, "reload") != NULL) {
-    const json_t *rl = json_object_get(d, "reload");
-    printf("reload running: %s (new store %.0f bytes beside %.0f)\n",
-           tpl__cli_safe(str(rl, "model"), plan, sizeof(plan)),
-           num(rl, "store_bytes"), num(rl, "current_store_bytes"));
-  }
-  printf("tensor parallel shards: %.0f, bias scaling: %s\n",
-         num(rep, "tensor_parallel_shards"),
-         json_is_true(json_object_get(rep, "bias_scaling")) ? "on" : "off");
+         d->uptime_seconds, d->clients, (unsigned long long)d->attaches);
+  printf("model: %s\n", tpl__cli_safe(rep->model, model, sizeof(model)));
+  printf("generation: %llu (plan %s)\n", (unsigned long long)d->generation,
+         tpl__cli_safe(d->plan ? d->plan : "", plan, sizeof(plan)));
+  if (d->reload_model != NULL)
+    printf("reload running: %s (new store %llu bytes beside %llu)\n",
+           tpl__cli_safe(d->reload_model, plan, sizeof(plan)),
+           (unsigned long long)d->reload_store_bytes,
+           (unsigned long long)d->store_bytes);
+  printf("tensor parallel shards: %u, bias scaling: %s\n", rep->grid.tp,
+         rep->bias_scaling ? "on" : "off");
   /* The daemon serves only after its load found the replicas agreeing. */
-  if (tpl__report_grid_line(rep, grid, sizeof(grid)) == 0) printf("%s\n", grid);
-  printf("loaded %.0f bytes (read %.0f) in %.3f s, %.2f GiB/s\n\n", bytes,
-         num(rep, "bytes_read"), secs,
-         secs > 0 ? bytes / secs / 1073741824.0 : 0.0);
-  print_ranks(ranks);
-  if (tensors) print_tensors(ranks);
+  tpl__report_grid_line(rep, grid, sizeof(grid));
+  printf("%s\n", grid);
+  printf("loaded %llu bytes (read %llu) in %.3f s, %.2f GiB/s\n\n",
+         (unsigned long long)rep->bytes_delivered,
+         (unsigned long long)rep->bytes_read, rep->seconds,
+         rep->seconds > 0 ? gib / rep->seconds : 0.0);
+  print_ranks(rep);
+  if (job != NULL) print_tensors(rep, job);
 }
 
 /* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
@@ -187,46 +188,53 @@ static json_t *daemon_json(const struct tpl__wire_response *r) {
   return d;
 }
 
-/* A summary's ranks carry no tensors: their counts come beside it (an
- * older daemon sends the whole report, whose counts are right as they
- * are). */
-static void set_tensor_counts(json_t *rep, const struct tpl__wire_response *r) {
-  const json_t *ranks = json_object_get(rep, "ranks");
-  for (size_t i = 0; i < r->ncounts && i < json_array_size(ranks); i++) {
-    json_t *rank = json_array_get(ranks, i);
-    json_object_set_new(rank, "tensor_count",
-                        json_integer((json_int_t)r->tensor_counts[i]));
-  }
+static int print_json(const struct tpl__wire_response *d,
+                      const struct tpl__report *rep,
+                      const struct tpl__job *job) {
+  json_t *o = tpl__report_json(rep, job);
+  if (o == NULL) return -ENOMEM;
+  json_object_set_new(o, "daemon", daemon_json(d));
+  json_dumpf(o, stdout, TPL_JSON_REPORT);
+  fputc('\n', stdout);
+  json_decref(o);
+  return 0;
 }
 
-/* `tensors`: the report with every rank's ShardInfos. */
+/* The report, and with `tensors` the job table its arrays index. */
+static int decode_status(const char *path, const struct tpl__wire_response *r,
+                         int tensors, struct tpl__report **rep,
+                         struct tpl__job **job) {
+  struct tpl__error err = {0};
+  int rc = tpl__report_decode(r->status, r->status_len, rep, &err);
+  if (rc == 0 && tensors && r->job == NULL)
+    rc = tpl__fail(&err, TPL_EPEER, "the reply has no job table");
+  if (rc == 0 && tensors) rc = tpl__job_unpack(r->job, r->job_len, job, &err);
+  if (rc == 0 && tensors && (*rep)->ntensors != (*job)->ntensors)
+    rc = tpl__fail(&err, TPL_EPEER, "report of %zu tensors, job of %zu",
+                   (*rep)->ntensors, (*job)->ntensors);
+  if (rc == 0) return 0;
+  fprintf(stderr, "tpload: %s: the daemon's load report does not decode: %s\n",
+          path, err.msg);
+  return 69;
+}
+
+/* `tensors`: the report with every tensor's facts and the job table. */
 static int run_status(const char *path, int json, int tensors) {
   struct tpl__wire_response r = {0};
-  json_t *rep;
+  struct tpl__report *rep = NULL;
+  struct tpl__job *job = NULL;
   int rc =
       job_request(path, TPL_REQ_STATUS, tensors ? 0 : TPL_REQ_F_SUMMARY, &r);
   if (rc == 0 && r.status == NULL) rc = refused(path, &r);
-  if (rc != 0) {
-    tpl__wire_response_free(&r);
-    return rc;
-  }
-  rep = tpl__report_json(r.status, r.status_len, tensors);
-  if (rep != NULL) json_object_set_new(rep, "daemon", daemon_json(&r));
-  if (rep != NULL && !tensors) set_tensor_counts(rep, &r);
+  if (rc == 0) rc = decode_status(path, &r, tensors, &rep, &job);
+  if (rc == 0 && json && print_json(&r, rep, job) != 0)
+    rc = tpl__cli_report(-ENOMEM, NULL);
+  else if (rc == 0 && !json)
+    print_table(&r, rep, job);
+  tpl__job_free(job);
+  tpl__report_free(rep);
   tpl__wire_response_free(&r);
-  if (rep == NULL) {
-    fprintf(stderr, "tpload: %s: the daemon's load report does not decode\n",
-            path);
-    return 69;
-  }
-  if (json) {
-    json_dumpf(rep, stdout, TPL_JSON_REPORT);
-    fputc('\n', stdout);
-  } else {
-    print_table(rep, tensors);
-  }
-  json_decref(rep);
-  return 0;
+  return rc;
 }
 
 #define STATUS_OPTIONS(X)                                                      \

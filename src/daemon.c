@@ -1,9 +1,9 @@
 /* daemon.c - one rank's server for `tpload serve`: a libuv loop on
- * DIR/rank{R}.sock that answers health, status (or its summary, without
- * per-tensor ShardInfos), manifest, attach (the store's sealed memfd,
- * passed with SCM_RIGHTS, and either the tensor table in compact form or,
- * when asked, a second sealed memfd holding the table laid out for
- * reading in place: table_map.h) and shutdown.
+ * DIR/rank{R}.sock that answers health, status (the load report with the
+ * job table its per-tensor arrays index, or its summary without them),
+ * attach (the store's sealed memfd and a second sealed memfd holding the
+ * tensor table laid out for reading in place, table_map.h, both passed
+ * with SCM_RIGHTS), reload, watch and shutdown.
  *
  * Each connection is a small state machine driven by one callback per
  * libuv event: READING (bytes go into the frame reader from wire.c),
@@ -44,6 +44,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "ready.h"
+#include "report.h"
 #include "table_map.h"
 #include "trust.h"
 #include "wire.h"
@@ -68,9 +69,7 @@
 enum frame_id {
   F_HEALTH,
   F_STATUS,
-  F_MANIFEST,
-  F_ATTACH,
-  F_ATTACH_FD, /* attach with TPL_REQ_F_TABLE_FD: no table, two fds */
+  F_ATTACH, /* the table's size; the store's and the table's fds beside */
   F_SHUTDOWN,
   F_BUSY,
   F_COUNT
@@ -90,8 +89,11 @@ struct replies {
   int refs;
   uint8_t *frames[F_COUNT];
   size_t frame_len[F_COUNT];
-  int table_fd;                       /* the TPLM table's sealed memfd, or -1 */
-  struct tpl__status_summary summary; /* rank 0: report without tensors */
+  int table_fd; /* the TPLM table's sealed memfd, or -1 */
+  /* rank 0: the report without its tensor arrays, and the packed job
+   * table the whole report's arrays index */
+  uint8_t *summary, *job_table;
+  size_t summary_len, job_table_len;
 };
 
 /* The version served: what the replies are built from. */
@@ -116,7 +118,6 @@ struct conn {
   int open_handles;     /* freed when both handles are closed */
   pid_t pid;            /* the client's, for the log (0: unknown) */
   int attached;         /* it asked for the store at least once */
-  enum frame_id attach; /* the attach reply being sent */
   struct replies *rep;  /* what the reply in flight is read from, or NULL */
   int watching;         /* C_WAITING: a watch (else the reload client) */
   uint64_t watch_after; /* a watch: answer once the generation exceeds it */
@@ -278,51 +279,56 @@ static int sealed_memfd(const char *name, const uint8_t *b, size_t len,
   return 0;
 }
 
+/* The tensors this rank's stage holds, as the table builder takes them. */
+static struct tpl__tmap_tensor *held_tensors(const struct build *b, size_t *n) {
+  const struct tpl__job *job = b->g->job;
+  struct tpl__tmap_tensor *t = calloc(job->ntensors + 1, sizeof(*t));
+  *n = 0;
+  for (size_t i = 0; t != NULL && i < job->ntensors; i++) {
+    const struct tpl__job_tensor *jt = &job->tensors[i];
+    struct tpl__tmap_tensor *e = &t[*n];
+    if (jt->store_offset == UINT64_MAX) continue; /* not this stage's */
+    (*n)++;
+    e->name = jt->name;
+    e->dtype = tpl__dtype_mlc_name(jt->dtype);
+    e->ndim = jt->ndim;
+    memcpy(e->shape, jt->rank_shape, sizeof(e->shape));
+    e->offset = jt->store_offset;
+    e->nbytes = jt->rank_bytes;
+    e->xxh3 = b->g->store->xxh3[i];
+  }
+  return t;
+}
+
 /* The tensor table laid out for reading in place (table_map.h), in a
  * sealed memfd built once: an attach passes it beside the store, so a
- * consumer copies and allocates nothing per tensor.  Then the reply to an
- * attach that asks for it. */
-static int build_attach_fd(const struct build *b,
-                           const struct tpl__wire_tensor *t, size_t n,
-                           struct tpl__error *err) {
+ * consumer copies and allocates nothing per tensor.  Then the attach
+ * reply, which gives its size. */
+static int build_attach(const struct build *b, struct tpl__error *err) {
   struct tpl__wire_response r = {.ok = 1};
-  uint8_t *buf;
-  size_t len;
-  int rc = tpl__tmap_build(t, n, &buf, &len, err);
+  size_t n, len;
+  struct tpl__tmap_tensor *t = held_tensors(b, &n);
+  uint8_t *buf = NULL;
+  int rc = t != NULL ? tpl__tmap_build(t, n, &buf, &len, err) : tpl__oom(err);
+  free(t);
   if (rc != 0) return rc;
   rc = sealed_memfd("tpload-table", buf, len, &b->rep->table_fd);
   free(buf);
   if (rc != 0)
     return tpl__fail(err, rc, "daemon: tensor table memfd: %s", strerror(-rc));
   r.table_bytes = len;
-  return build_frame(b, F_ATTACH_FD, &r, err);
+  return build_frame(b, F_ATTACH, &r, err);
 }
 
-static int build_manifest(const struct build *b, struct tpl__error *err) {
-  const struct tpl__job *job = b->g->job;
-  struct tpl__wire_response r = {.ok = 1};
-  int rc;
-  r.tensors = calloc(job->ntensors ? job->ntensors : 1, sizeof(*r.tensors));
-  if (r.tensors == NULL) return tpl__oom(err);
-  for (size_t i = 0; i < job->ntensors; i++) {
-    const struct tpl__job_tensor *jt = &job->tensors[i];
-    struct tpl__wire_tensor *t = &r.tensors[r.ntensors];
-    if (jt->store_offset == UINT64_MAX) continue; /* not this stage's */
-    r.ntensors++;
-    t->name = jt->name;
-    t->dtype = tpl__dtype_mlc_name(jt->dtype);
-    t->ndim = jt->ndim;
-    memcpy(t->shape, jt->rank_shape, sizeof(t->shape));
-    t->offset = jt->store_offset;
-    t->nbytes = jt->rank_bytes;
-    t->xxh3 = b->g->store->xxh3[i];
-  }
-  rc = build_frame(b, F_MANIFEST, &r, err);
-  r.compact = 1; /* the attach reply carries the table too: one trip */
-  if (rc == 0) rc = build_frame(b, F_ATTACH, &r, err);
-  if (rc == 0) rc = build_attach_fd(b, r.tensors, r.ntensors, err);
-  free(r.tensors);
-  return rc;
+/* Rank 0's status parts: the report's summary, and the job table. */
+static int build_status(const struct build *b, struct tpl__error *err) {
+  struct replies *r = b->rep;
+  int rc = tpl__report_summary(b->g->status, b->g->status_len, &r->summary,
+                               &r->summary_len);
+  if (rc == 0) rc = tpl__job_pack(b->g->job, &r->job_table, &r->job_table_len);
+  if (rc != 0)
+    return tpl__fail(err, rc, "daemon: status: %s", tpl_strerror(rc));
+  return 0;
 }
 
 /* A request only rank 0 serves: on another rank a refusal "WHAT is
@@ -353,10 +359,9 @@ static int build_frames(const struct build *b, struct tpl__error *err) {
                           err);
   if (rc == 0) rc = build_rank0_only(b, F_SHUTDOWN, "shutdown", NULL, err);
   if (rc == 0) rc = build_frame(b, F_BUSY, &busy, err);
-  if (rc == 0) rc = build_manifest(b, err);
+  if (rc == 0) rc = build_attach(b, err);
   if (rc == 0 && b->s->cfg->rank == 0 && b->g->status != NULL)
-    rc = tpl__wire_status_summary(b->g->status, b->g->status_len,
-                                  &b->rep->summary, err);
+    rc = build_status(b, err);
   return rc;
 }
 
@@ -369,7 +374,8 @@ static void replies_put(struct replies *r) {
   if (r == NULL || --r->refs > 0) return;
   for (int i = 0; i < F_COUNT; i++)
     free(r->frames[i]);
-  tpl__status_summary_free(&r->summary);
+  free(r->summary);
+  free(r->job_table);
   if (r->table_fd >= 0) close(r->table_fd);
   free(r);
 }
@@ -516,23 +522,23 @@ static void send_generation(struct conn *c, int code, const char *msg) {
 
 static void begin_stop(struct server *s);
 
-/* Rank 0's status reply: the load report (or, for a summary, the one
- * built at start-up without tensors) and this rank's counters, built per
- * request since uptime and clients change.  Other ranks (and a rank 0
- * without a report) send the prebuilt refusal. */
+/* Rank 0's status reply: the load report and the job table (or, for a
+ * summary, the report built at start-up without tensors) and this rank's
+ * counters, built per request since uptime and clients change.  Other ranks
+ * (and a rank 0 without a report) send the prebuilt refusal. */
 static void send_status(struct conn *c, int summary) {
   struct server *s = c->srv;
-  const struct tpl__status_summary *sum = &s->rep->summary;
+  const struct replies *rep = s->rep;
   struct tpl__wire_response r = {.ok = 1};
   if (s->cfg->rank != 0 || s->cur.status == NULL) {
     send_frame(c, F_STATUS);
     return;
   }
   fill_identity(s, &s->cur, &r);
-  r.status = summary ? sum->report : s->cur.status;
-  r.status_len = summary ? sum->len : s->cur.status_len;
-  r.tensor_counts = summary ? sum->tensor_counts : NULL;
-  r.ncounts = summary ? sum->ncounts : 0;
+  r.status = summary ? rep->summary : s->cur.status;
+  r.status_len = summary ? rep->summary_len : s->cur.status_len;
+  r.job = summary ? NULL : rep->job_table;
+  r.job_len = summary ? 0 : rep->job_table_len;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   if (s->reloading) { /* both stores' sizes while it runs */
     r.reload_model = s->reload_model;
@@ -681,13 +687,9 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
   case TPL_REQ_STATUS:
     send_status(c, (flags & TPL_REQ_F_SUMMARY) != 0);
     break;
-  case TPL_REQ_MANIFEST:
-    send_frame(c, F_MANIFEST);
-    break;
   case TPL_REQ_ATTACH:
     c->fd_deadline = uv_now(&s->loop) + s->timeout_ms;
     note_attach(c);
-    c->attach = flags & TPL_REQ_F_TABLE_FD ? F_ATTACH_FD : F_ATTACH;
     replies_put(c->rep);
     c->rep = replies_hold(s->rep); /* the generation it attaches to */
     send_attach(c);
@@ -780,8 +782,8 @@ static void send_attach(struct conn *c) {
     char buf[CMSG_SPACE(2 * sizeof(int))];
   } ctl;
   const int fds[2] = {s->cur.store->fd, c->rep->table_fd};
-  size_t nfd = c->attach == F_ATTACH_FD ? 2 : 1;
-  struct iovec iov = {c->rep->frames[c->attach], c->rep->frame_len[c->attach]};
+  const size_t nfd = 2;
+  struct iovec iov = {c->rep->frames[F_ATTACH], c->rep->frame_len[F_ATTACH]};
   struct msghdr m = {.msg_iov = &iov,
                      .msg_iovlen = 1,
                      .msg_control = ctl.buf,
@@ -809,7 +811,7 @@ static void send_attach(struct conn *c) {
   } else if (n < 0) {
     close_conn(c);
   } else if ((size_t)n < iov.iov_len) {
-    send_bytes(c, c->rep->frames[c->attach] + n, iov.iov_len - (size_t)n);
+    send_bytes(c, c->rep->frames[F_ATTACH] + n, iov.iov_len - (size_t)n);
   } else {
     finish_reply(c);
   }

@@ -1,5 +1,5 @@
 /* daemon.h - `tpload serve`'s per-rank server: a libuv loop on
- * DIR/rank{R}.sock answering health, status, manifest, attach and shutdown
+ * DIR/rank{R}.sock answering health, status, attach, reload, watch and shutdown
  * (DESIGN.md section 5).  It never calls MPI: the job-wide steps go
  * through the coordination interface (coord.h). */
 #ifndef TPL_DAEMON_H
@@ -18,7 +18,7 @@ struct tpl__daemon_config {
   const char *ready_file; /* may be NULL; rank 0 writes it atomically */
   uint32_t rank, world;
   const struct tpl__store *store; /* sealed */
-  const struct tpl__job *job;     /* what the store holds (the manifest) */
+  const struct tpl__job *job;     /* what the store holds (its tensor table) */
   const uint8_t *status; /* packed tpload.LoadReport (rank 0), or NULL */
   const char *job_id;    /* the job's random id (every rank the same) */
   const char *model;     /* the model the job loaded */

@@ -111,6 +111,12 @@ json_t *tpl__json_u64_array(const uint64_t *v, size_t n) {
   return a;
 }
 
+int tpl__json_utf8(const char *s) {
+  json_t *j = json_string(s);
+  json_decref(j);
+  return j != NULL;
+}
+
 int tpl__has_nul(const char *s, size_t len) {
   return memchr(s, '\0', len) != NULL;
 }

@@ -42,6 +42,10 @@ int tpl__json_u64(const json_t *v, uint64_t *out);
  * NULL on ENOMEM. */
 json_t *tpl__json_u64_array(const uint64_t *v, size_t n);
 
+/* Returns 1 when the string `s` is valid UTF-8, as every JSON string must
+ * be (jansson's own check; 0 also when memory runs out). */
+int tpl__json_utf8(const char *s);
+
 /* Returns 1 when `s` (len bytes) contains a NUL byte. */
 int tpl__has_nul(const char *s, size_t len);
 

@@ -402,17 +402,16 @@ static void unpublish(const char *dir, uint32_t rank) {
 
 /* --- the sink: the job-wide order --- */
 
-/* Rank 0, last: DIR/shard-info.json from the job's LoadReport. */
+/* Rank 0, last: DIR/shard-info.json from the job and its LoadReport's
+ * per-rank bytes and checksums. */
 static int write_shard_info(const char *dir, const struct tpl__loaded *l,
-                            uint32_t world, struct tpl__error *err) {
-  size_t n = l->job->ntensors * world;
-  struct tpl__rank_info *ranks = calloc(n + 1, sizeof(*ranks));
+                            struct tpl__error *err) {
+  struct tpl__report *rep = NULL;
   json_t *info = NULL;
   char *text = NULL;
-  int rc = ranks ? tpl__report_rank_infos(l->report, l->report_len, world,
-                                          l->job->ntensors, ranks)
-                 : -ENOMEM;
-  if (rc == 0) rc = tpl__shardinfo_build(l->job, ranks, &info);
+  int rc = tpl__report_decode(l->report, l->report_len, &rep, NULL);
+  if (rc == 0 && rep->ntensors != l->job->ntensors) rc = TPL_EPEER;
+  if (rc == 0) rc = tpl__shardinfo_build(l->job, rep->infos, &info);
   if (rc == 0) {
     text = json_dumps(info, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     rc = text ? 0 : -ENOMEM;
@@ -425,7 +424,7 @@ static int write_shard_info(const char *dir, const struct tpl__loaded *l,
               tpl_strerror(rc));
   free(text);
   json_decref(info);
-  free(ranks);
+  tpl__report_free(rep);
   return rc;
 }
 
@@ -450,7 +449,7 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
     all = c->agree(c->ctx, rc, err);
   }
   discard(dir, c->rank, &f);
-  if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, c->world, err);
+  if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, err);
   all = c->agree(c->ctx, rc, err);
   if (all != 0) unpublish(dir, c->rank);
   tpl__tmpguard_release();

@@ -1,7 +1,9 @@
 /* report.c - protobuf encodings of the job table, the per-rank reports and
- * the job's LoadReport, and the LoadReport's JSON form.  Each RankReport
- * says where its rank sits in the TP x PP x DP grid (replica, stage,
- * shard); rank 0 checks, from the gathered checksums alone, that every
+ * the job's LoadReport; the LoadReport decoded into plain C, and its JSON
+ * form.  A RankReport carries only what its rank alone knows: where it
+ * sits in the TP x PP x DP grid, its timings, and per job tensor the bytes
+ * it holds and their checksum; everything else about a tensor is the job
+ * table's.  Rank 0 checks, from the gathered checksums alone, that every
  * replica holds the same bytes as replica 0 before it accepts the job's
  * report. */
 #include <errno.h>
@@ -211,42 +213,6 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
 
 /* --- rank report --- */
 
-/* A ShardInfo message with room for the arrays it points to. */
-struct shard_msg {
-  Tpload__ShardInfo info;
-  uint64_t out_shape[TPL_MAX_DIMS + 1];
-  uint64_t segs[TPL_MAX_SEGS];
-};
-
-/* Tensor i as rank `rank` holds it.  A tensor of another pipeline stage
- * keeps its place in the list (so reports index tensors as the job does)
- * with no bytes, checksum 0 and offset UINT64_MAX. */
-static void fill_shard_info(const struct tpl__job *job, size_t i, uint32_t rank,
-                            uint64_t xxh3, struct shard_msg *s) {
-  const struct tpl__job_tensor *t = &job->tensors[i];
-  Tpload__ShardInfo *m = &s->info;
-  int held = tpl__job_holds(job, i, rank);
-  tpload__shard_info__init(m);
-  m->name = t->name;
-  m->dtype = (char *)tpl__dtype_mlc_name(t->dtype);
-  m->n_shape = (size_t)t->ndim;
-  m->shape = (uint64_t *)t->rank_shape;
-  m->dim = -1;
-  m->bias_scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
-  m->nbytes = held ? t->rank_bytes : 0;
-  m->xxh3 = held ? xxh3 : 0;
-  m->offset = held ? t->store_offset : UINT64_MAX;
-  if (t->kind != TPL_RULE_SHARD) return;
-  m->func_name = t->func_name;
-  m->n_in_shape = (size_t)t->ndim;
-  m->in_shape = (uint64_t *)t->shape;
-  m->out_shape = s->out_shape;
-  m->n_out_shape = tpl__job_out_shape(job, t, m->out_shape);
-  m->dim = t->spec.dim;
-  m->segs = s->segs;
-  m->n_segs = tpl__job_mlc_segs(job, t, m->segs);
-}
-
 /* The FileRead messages of a rank report, for the files it read. */
 struct file_reads {
   Tpload__FileRead *msgs;
@@ -273,6 +239,26 @@ static int fill_reads(const struct tpl__job *job,
   return 0;
 }
 
+/* What only `rank` knows of each job tensor: the bytes it holds and
+ * their checksum (0 and 0 for a tensor of another stage); its totals. */
+static int fill_tensor_facts(const struct tpl__job *job,
+                             const struct tpl__store *store, uint32_t rank,
+                             Tpload__RankReport *r) {
+  size_t n = job->ntensors;
+  r->tensor_nbytes = calloc(n + 1, sizeof(uint64_t));
+  r->tensor_xxh3 = calloc(n + 1, sizeof(uint64_t));
+  if (r->tensor_nbytes == NULL || r->tensor_xxh3 == NULL) return -ENOMEM;
+  r->n_tensor_nbytes = r->n_tensor_xxh3 = n;
+  for (size_t i = 0; i < n; i++) {
+    if (!tpl__job_holds(job, i, rank)) continue;
+    r->tensor_nbytes[i] = job->tensors[i].rank_bytes;
+    r->tensor_xxh3[i] = store->xxh3[i];
+    r->bytes += job->tensors[i].rank_bytes;
+    r->tensor_count++;
+  }
+  return 0;
+}
+
 int tpl__rank_report_pack(const struct tpl__job *job,
                           const struct tpl__store *store,
                           const struct tpl__rank_stats *st, uint8_t **buf,
@@ -281,15 +267,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   Tpload__PhaseTimes times = TPLOAD__PHASE_TIMES__INIT;
   struct file_reads reads = {0};
   struct tpl__pos c = tpl__grid_coord(&job->grid, st->rank);
-  struct shard_msg *msgs = calloc(job->ntensors + 1, sizeof(*msgs));
-  Tpload__ShardInfo **ptrs = calloc(job->ntensors + 1, sizeof(*ptrs));
-  int rc = -ENOMEM;
-  if (msgs == NULL || ptrs == NULL) goto out;
-  for (size_t i = 0; i < job->ntensors; i++) {
-    fill_shard_info(job, i, st->rank, store->xxh3[i], &msgs[i]);
-    ptrs[i] = &msgs[i].info;
-    r.bytes += msgs[i].info.nbytes;
-  }
+  int rc;
   times.read = st->t_read;
   times.pack = st->t_pack;
   times.send = st->t_send;
@@ -303,48 +281,34 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.shard = c.t;
   r.host = (char *)st->host;
   r.pid = st->pid;
-  r.n_tensors = job->ntensors;
-  r.tensors = ptrs;
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
   r.times = &times;
   r.seconds = st->seconds;
-  rc = fill_reads(job, st, &reads, &r);
+  rc = fill_tensor_facts(job, store, st->rank, &r);
+  if (rc == 0) rc = fill_reads(job, st, &reads, &r);
   if (rc == 0) rc = pack_message(&r.base, buf, len);
-out:
   free(reads.msgs);
   free(reads.ptrs);
-  free(msgs);
-  free(ptrs);
+  free(r.tensor_nbytes);
+  free(r.tensor_xxh3);
   return rc;
 }
 
 /* --- the grid and replica agreement --- */
 
-/* The grid a LoadReport describes; P and D are 0 in reports written
- * before the grid existed, which were one TP group. */
-static struct tpl__grid report_grid(const Tpload__LoadReport *lr) {
-  struct tpl__grid g = {.tp = lr->tensor_parallel_shards,
-                        .pp = lr->pipeline_parallel_stages,
-                        .dp = lr->data_parallel_replicas};
-  uint64_t cell, world;
-  g.pp = g.pp ? g.pp : 1;
-  g.dp = g.dp ? g.dp : 1;
-  /* world 0 (no ranks match it) when the product does not fit */
-  if (tpl__mul_u64(g.tp, g.pp, &cell) != 0 ||
-      tpl__mul_u64(cell, g.dp, &world) != 0 || world > UINT32_MAX)
-    world = 0;
-  g.world = (uint32_t)world;
-  return g;
-}
-
-/* Rank k of the report is global rank k at its (d, p, t). */
-static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
-                        struct tpl__error *err) {
-  if (g->world == 0 || g->world != lr->n_ranks)
+/* The grid a LoadReport describes, its ranks in order at their (d, p,
+ * t), each with `*ntensors` entries in both tensor arrays. */
+static int check_shape(const Tpload__LoadReport *lr, struct tpl__grid *g,
+                       size_t *ntensors, struct tpl__error *err) {
+  if (tpl__grid_make((uint32_t)lr->n_ranks, lr->tensor_parallel_shards,
+                     lr->pipeline_parallel_stages, NULL, g) != 0 ||
+      g->dp != lr->data_parallel_replicas || lr->n_ranks > UINT32_MAX)
     return tpl__fail(err, TPL_EPEER,
                      "report: %zu ranks for a grid of tp %u x pp %u x dp %u",
-                     lr->n_ranks, g->tp, g->pp, g->dp);
+                     lr->n_ranks, lr->tensor_parallel_shards,
+                     lr->pipeline_parallel_stages, lr->data_parallel_replicas);
+  *ntensors = lr->ranks[0]->n_tensor_nbytes;
   for (uint32_t k = 0; k < g->world; k++) {
     const Tpload__RankReport *r = lr->ranks[k];
     struct tpl__pos c = tpl__grid_coord(g, k);
@@ -354,50 +318,64 @@ static int check_coords(const Tpload__LoadReport *lr, const struct tpl__grid *g,
                        "expected rank %u at (%u, %u, %u)",
                        k, r->rank, r->replica, r->stage, r->shard, k, c.d, c.p,
                        c.t);
+    if (r->n_tensor_nbytes != *ntensors || r->n_tensor_xxh3 != *ntensors)
+      return tpl__fail(err, TPL_EPEER,
+                       "report: rank %u reports %zu tensors (%zu checksums), "
+                       "rank 0 %zu",
+                       k, r->n_tensor_nbytes, r->n_tensor_xxh3, *ntensors);
   }
   return 0;
 }
 
 /* Replica d's rank `r` against replica 0's rank `base` at the same
- * (p, t): the same tensors with the same bytes and checksums. */
+ * (p, t): the same bytes and checksums for every tensor (named from
+ * `job` when there is one). */
 static int same_as_base(const Tpload__RankReport *r,
                         const Tpload__RankReport *base,
-                        struct tpl__error *err) {
-  if (r->n_tensors != base->n_tensors)
+                        const struct tpl__job *job, struct tpl__error *err) {
+  for (size_t i = 0; i < r->n_tensor_nbytes; i++) {
+    char name[32];
+    if (r->tensor_nbytes[i] == base->tensor_nbytes[i] &&
+        r->tensor_xxh3[i] == base->tensor_xxh3[i])
+      continue;
+    snprintf(name, sizeof(name), "#%zu", i);
     return tpl__fail(err, TPL_EMISMATCH,
-                     "replicas disagree: rank %u (d %u, p %u, t %u) reports "
-                     "%zu tensors, replica 0's rank %u %zu",
-                     r->rank, r->replica, r->stage, r->shard, r->n_tensors,
-                     base->rank, base->n_tensors);
-  for (size_t i = 0; i < r->n_tensors; i++) {
-    const Tpload__ShardInfo *a = r->tensors[i], *b = base->tensors[i];
-    if (strcmp(a->name, b->name) != 0 || a->nbytes != b->nbytes ||
-        a->xxh3 != b->xxh3)
-      return tpl__fail(err, TPL_EMISMATCH,
-                       "replicas disagree: rank %u (d %u, p %u, t %u) tensor "
-                       "'%s': %llu bytes, xxh3 %016llx; replica 0's rank %u "
-                       "holds '%s': %llu bytes, xxh3 %016llx",
-                       r->rank, r->replica, r->stage, r->shard, a->name,
-                       (unsigned long long)a->nbytes,
-                       (unsigned long long)a->xxh3, base->rank, b->name,
-                       (unsigned long long)b->nbytes,
-                       (unsigned long long)b->xxh3);
+                     "replicas disagree: rank %u (d %u, p %u, t %u) tensor "
+                     "'%s': %llu bytes, xxh3 %016llx; replica 0's rank %u: "
+                     "%llu bytes, xxh3 %016llx",
+                     r->rank, r->replica, r->stage, r->shard,
+                     job != NULL ? job->tensors[i].name : name,
+                     (unsigned long long)r->tensor_nbytes[i],
+                     (unsigned long long)r->tensor_xxh3[i], base->rank,
+                     (unsigned long long)base->tensor_nbytes[i],
+                     (unsigned long long)base->tensor_xxh3[i]);
   }
   return 0;
 }
 
-/* Every replica's (p, t) rank holds what replica 0's does.  Returns 0,
- * TPL_EMISMATCH naming the first rank and tensor that differ, or
- * TPL_EPEER when the report does not describe its grid. */
+/* Every replica's (p, t) rank holds what replica 0's does (the report's
+ * shape checked).  Returns 0 or TPL_EMISMATCH naming the first rank and
+ * tensor that differ. */
 static int check_replicas(const Tpload__LoadReport *lr,
+                          const struct tpl__grid *g, const struct tpl__job *job,
                           struct tpl__error *err) {
-  struct tpl__grid g = report_grid(lr);
-  uint32_t cell;
-  int rc = check_coords(lr, &g, err);
-  cell = g.tp * g.pp;
-  for (uint32_t k = cell; rc == 0 && k < g.world; k++)
-    rc = same_as_base(lr->ranks[k], lr->ranks[k % cell], err);
+  uint32_t cell = g->tp * g->pp;
+  int rc = 0;
+  for (uint32_t k = cell; rc == 0 && k < g->world; k++)
+    rc = same_as_base(lr->ranks[k], lr->ranks[k % cell], job, err);
   return rc;
+}
+
+/* The gathered report's shape, against the job's: then the replicas. */
+static int check_gathered(const Tpload__LoadReport *lr,
+                          const struct tpl__job *job, struct tpl__error *err) {
+  struct tpl__grid g;
+  size_t n;
+  int rc = check_shape(lr, &g, &n, err);
+  if (rc == 0 && n != job->ntensors)
+    rc = tpl__fail(err, TPL_EPEER, "report: %zu tensors, the job %zu", n,
+                   job->ntensors);
+  return rc != 0 ? rc : check_replicas(lr, &g, job, err);
 }
 
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
@@ -434,7 +412,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
     mc.seconds = md5->seconds;
     lr.md5 = &mc;
   }
-  if (rc == 0) rc = check_replicas(&lr, err);
+  if (rc == 0) rc = check_gathered(&lr, job, err);
   if (rc == 0 && pack_message(&lr.base, buf, len) != 0) rc = tpl__oom(err);
   for (uint32_t i = 0; i < world; i++)
     if (rr[i] != NULL) tpload__rank_report__free_unpacked(rr[i], NULL);
@@ -442,160 +420,285 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   return rc;
 }
 
-int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
-                           size_t ntensors, struct tpl__rank_info *out) {
-  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
-  int rc = 0;
-  if (lr == NULL) return TPL_EPEER;
-  if (lr->n_ranks != world) rc = TPL_EPEER;
-  for (size_t r = 0; rc == 0 && r < world; r++) {
-    const Tpload__RankReport *rr = lr->ranks[r];
-    if (rr->rank >= world || rr->n_tensors != ntensors) {
-      rc = TPL_EPEER;
-      break;
-    }
-    for (size_t i = 0; i < ntensors; i++) {
-      out[i * world + rr->rank].nbytes = rr->tensors[i]->nbytes;
-      out[i * world + rr->rank].xxh3 = rr->tensors[i]->xxh3;
-    }
+/* Frees the fields of `m` this version does not know (unpacked with the
+ * default allocator): protobuf-c keeps a known field number with the
+ * wrong wire type as unknown and would pack it back, which would not
+ * decode again. */
+static void drop_unknown(ProtobufCMessage *m) {
+  if (m == NULL) return;
+  for (unsigned k = 0; k < m->n_unknown_fields; k++)
+    free(m->unknown_fields[k].data);
+  free(m->unknown_fields);
+  m->unknown_fields = NULL;
+  m->n_unknown_fields = 0;
+}
+
+/* The report without every rank's tensor arrays (protobuf-c frees a
+ * repeated number field by its pointer alone, so their counts can go)
+ * and without unknown fields. */
+int tpl__report_summary(const uint8_t *packed, size_t len, uint8_t **out,
+                        size_t *out_len) {
+  Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, packed);
+  int rc;
+  if (m == NULL) return TPL_EPEER;
+  drop_unknown(&m->base);
+  drop_unknown(m->md5 != NULL ? &m->md5->base : NULL);
+  for (size_t r = 0; r < m->n_ranks; r++) {
+    Tpload__RankReport *rr = m->ranks[r];
+    rr->n_tensor_nbytes = rr->n_tensor_xxh3 = 0;
+    drop_unknown(&rr->base);
+    drop_unknown(rr->times != NULL ? &rr->times->base : NULL);
+    for (size_t k = 0; k < rr->n_reads; k++)
+      drop_unknown(&rr->reads[k]->base);
   }
-  tpload__load_report__free_unpacked(lr, NULL);
+  rc = pack_message(&m->base, out, out_len);
+  tpload__load_report__free_unpacked(m, NULL);
   return rc;
+}
+
+/* --- decoding --- */
+
+static struct tpl__phase_times phase_times(const Tpload__PhaseTimes *t) {
+  struct tpl__phase_times p = {0};
+  if (t != NULL)
+    p = (struct tpl__phase_times){t->read,  t->pack,     t->send, t->receive,
+                                  t->scale, t->allocate, t->hash};
+  return p;
+}
+
+/* The rank's strings are UTF-8 and its times finite, as its JSON form
+ * needs. */
+static int check_values(const Tpload__RankReport *m, struct tpl__error *err) {
+  const Tpload__PhaseTimes *t = m->times;
+  int ok = tpl__json_utf8(m->host) && isfinite(m->seconds);
+  for (size_t k = 0; ok && k < m->n_reads; k++)
+    ok = tpl__json_utf8(m->reads[k]->file) && tpl__json_utf8(m->reads[k]->mode);
+  if (ok && t != NULL)
+    ok = isfinite(t->read + t->pack + t->send + t->receive + t->scale +
+                  t->allocate + t->hash);
+  return ok ? 0
+            : tpl__fail(err, TPL_EPEER,
+                        "report: rank %u: a host or file name that is not "
+                        "UTF-8, or a time that is not a number",
+                        m->rank);
+}
+
+static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
+                       struct tpl__error *err) {
+  int rc = check_values(m, err);
+  if (rc != 0) return rc;
+  r->rank = m->rank;
+  r->pos = (struct tpl__pos){m->replica, m->stage, m->shard};
+  r->host = m->host;
+  r->pid = m->pid;
+  r->tensor_count = m->tensor_count;
+  r->bytes = m->bytes;
+  r->peak_rss = m->peak_rss_bytes;
+  r->bytes_sent = m->bytes_sent;
+  r->seconds = m->seconds;
+  r->times = phase_times(m->times);
+  r->reads = calloc(m->n_reads + 1, sizeof(*r->reads));
+  if (r->reads == NULL) return tpl__oom(err);
+  r->nreads = m->n_reads;
+  for (size_t k = 0; k < m->n_reads; k++)
+    r->reads[k] = (struct tpl__file_read){m->reads[k]->file, m->reads[k]->mode,
+                                          m->reads[k]->align};
+  return 0;
+}
+
+/* infos[i * world + r] from every rank's arrays. */
+static int decode_infos(const Tpload__LoadReport *lr, struct tpl__report *rep,
+                        struct tpl__error *err) {
+  uint32_t world = rep->grid.world;
+  if (rep->ntensors == 0) return 0;
+  if (rep->ntensors > SIZE_MAX / sizeof(*rep->infos) / world)
+    return tpl__oom(err);
+  rep->infos = calloc(rep->ntensors * world, sizeof(*rep->infos));
+  if (rep->infos == NULL) return tpl__oom(err);
+  for (uint32_t r = 0; r < world; r++)
+    for (size_t i = 0; i < rep->ntensors; i++)
+      rep->infos[i * world + r] = (struct tpl__rank_info){
+          lr->ranks[r]->tensor_nbytes[i], lr->ranks[r]->tensor_xxh3[i]};
+  return 0;
+}
+
+/* --verify-md5's pass, when the report has one: names UTF-8, its time
+ * a number. */
+static int decode_md5(const Tpload__Md5Check *m, struct tpl__report *rep,
+                      struct tpl__error *err) {
+  int ok = isfinite(m->seconds);
+  for (size_t k = 0; ok && k < m->n_files; k++)
+    ok = tpl__json_utf8(m->files[k]);
+  if (!ok)
+    return tpl__fail(err, TPL_EPEER,
+                     "report: md5: a file name that is not UTF-8, or a time "
+                     "that is not a number");
+  rep->has_md5 = 1;
+  rep->md5_files = (const char *const *)m->files;
+  rep->md5_nfiles = m->n_files;
+  rep->md5_bytes = m->bytes;
+  rep->md5_seconds = m->seconds;
+  return 0;
+}
+
+static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
+                         struct tpl__error *err) {
+  int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
+  if (rc == 0 && (!tpl__json_utf8(lr->model) || !isfinite(lr->seconds)))
+    rc = tpl__fail(err, TPL_EPEER,
+                   "report: a model name that is not UTF-8, or a time that "
+                   "is not a number");
+  rep->model = lr->model;
+  rep->bias_scaling = lr->bias_scaling;
+  rep->seconds = lr->seconds;
+  rep->bytes_read = lr->bytes_read;
+  rep->bytes_delivered = lr->bytes_delivered;
+  if (rc == 0) {
+    rep->ranks = calloc(rep->grid.world, sizeof(*rep->ranks));
+    if (rep->ranks == NULL) rc = tpl__oom(err);
+  }
+  for (uint32_t r = 0; rc == 0 && r < rep->grid.world; r++)
+    rc = decode_rank(lr->ranks[r], &rep->ranks[r], err);
+  if (rc == 0) rc = decode_infos(lr, rep, err);
+  if (rc == 0 && lr->md5 != NULL) rc = decode_md5(lr->md5, rep, err);
+  if (rc == 0) rep->agree = check_replicas(lr, &rep->grid, NULL, NULL);
+  return rc;
+}
+
+int tpl__report_decode(const uint8_t *packed, size_t len,
+                       struct tpl__report **out, struct tpl__error *err) {
+  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
+  struct tpl__report *rep;
+  int rc;
+  if (lr == NULL)
+    return tpl__fail(err, TPL_EPEER, "report: %zu bytes that do not decode",
+                     len);
+  rep = calloc(1, sizeof(*rep));
+  if (rep == NULL) {
+    tpload__load_report__free_unpacked(lr, NULL);
+    return tpl__oom(err);
+  }
+  rep->msg = lr;
+  rc = lr->n_ranks == 0 ? tpl__fail(err, TPL_EPEER, "report: no ranks")
+                        : decode_report(lr, rep, err);
+  if (rc != 0) {
+    tpl__report_free(rep);
+    return rc;
+  }
+  *out = rep;
+  return 0;
+}
+
+void tpl__report_free(struct tpl__report *r) {
+  if (r == NULL) return;
+  for (uint32_t k = 0; r->ranks != NULL && k < r->grid.world; k++)
+    free(r->ranks[k].reads);
+  free(r->ranks);
+  free(r->infos);
+  if (r->msg != NULL) tpload__load_report__free_unpacked(r->msg, NULL);
+  free(r);
 }
 
 /* --- JSON --- */
 
-static json_t *shard_info_json(const Tpload__ShardInfo *s) {
-  char hex[17];
-  json_t *o = json_pack("{s:s, s:s, s:o}", "name", s->name, "dtype", s->dtype,
-                        "shape", tpl__json_u64_array(s->shape, s->n_shape));
-  snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)s->xxh3);
-  if (s->func_name[0] != '\0')
-    json_object_update_new(
-        o, json_pack(
-               "{s:s, s:o, s:o, s:I, s:o}", "func_name", s->func_name,
-               "in_shape", tpl__json_u64_array(s->in_shape, s->n_in_shape),
-               "out_shape", tpl__json_u64_array(s->out_shape, s->n_out_shape),
-               "dim", (json_int_t)s->dim, "segs",
-               tpl__json_u64_array(s->segs, s->n_segs)));
-  json_object_update_new(o, json_pack("{s:f, s:I, s:I, s:s}", "bias_scale",
-                                      s->bias_scale, "nbytes",
-                                      (json_int_t)s->nbytes, "offset",
-                                      (json_int_t)s->offset, "xxh3", hex));
-  return o;
-}
-
 /* A duration in the JSON form: seconds rounded to the microsecond (the
  * clock's honest resolution here; printed short with TPL_JSON_REPORT). */
 static double usec(double s) {
-  return round(s * 1e6) / 1e6;
+  double r = round(s * 1e6) / 1e6;
+  return isfinite(r) ? r : s; /* s * 1e6 overflows: s is no duration */
 }
 
-/* A report entry for a tensor of another pipeline stage (fill_shard_info)
- * is not shown. */
-static int held(const Tpload__ShardInfo *s) {
-  return s->offset != UINT64_MAX;
-}
-
-static json_t *held_tensors_json(const Tpload__RankReport *r) {
-  json_t *ts = json_array();
-  for (size_t i = 0; i < r->n_tensors; i++)
-    if (held(r->tensors[i]))
-      json_array_append_new(ts, shard_info_json(r->tensors[i]));
-  return ts;
-}
-
-static size_t held_count(const Tpload__RankReport *r) {
-  size_t n = 0;
-  for (size_t i = 0; i < r->n_tensors; i++)
-    n += (size_t)held(r->tensors[i]);
-  return n;
-}
-
-static json_t *phases_json(const Tpload__PhaseTimes *t) {
-  if (t == NULL) return json_object();
+static json_t *phases_json(const struct tpl__phase_times *t) {
   return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "read", usec(t->read),
                    "pack", usec(t->pack), "send", usec(t->send), "receive",
                    usec(t->receive), "scale", usec(t->scale), "allocate",
                    usec(t->allocate), "hash", usec(t->hash));
 }
 
-static json_t *reads_json(const Tpload__RankReport *r) {
+static json_t *reads_json(const struct tpl__rank_report *r) {
   json_t *a = json_array();
-  for (size_t k = 0; k < r->n_reads; k++)
-    json_array_append_new(a, json_pack("{s:s, s:s, s:I}", "file",
-                                       r->reads[k]->file, "mode",
-                                       r->reads[k]->mode, "align",
-                                       (json_int_t)r->reads[k]->align));
+  for (size_t k = 0; k < r->nreads; k++)
+    json_array_append_new(
+        a, json_pack("{s:s, s:s, s:I}", "file", r->reads[k].file, "mode",
+                     r->reads[k].mode, "align", (json_int_t)r->reads[k].align));
   return a;
 }
 
-static json_t *rank_json(const Tpload__RankReport *r, int with_tensors) {
+static json_t *rank_json(const struct tpl__rank_report *r) {
   json_t *o = json_pack(
       "{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:o}", "rank",
-      (json_int_t)r->rank, "replica", (json_int_t)r->replica, "stage",
-      (json_int_t)r->stage, "shard", (json_int_t)r->shard, "host", r->host,
+      (json_int_t)r->rank, "replica", (json_int_t)r->pos.d, "stage",
+      (json_int_t)r->pos.p, "shard", (json_int_t)r->pos.t, "host", r->host,
       "pid", (json_int_t)r->pid, "bytes", (json_int_t)r->bytes, "tensor_count",
-      (json_int_t)held_count(r), "peak_rss_bytes",
-      (json_int_t)r->peak_rss_bytes, "bytes_sent", (json_int_t)r->bytes_sent,
-      "seconds", usec(r->seconds), "phases", phases_json(r->times));
+      (json_int_t)r->tensor_count, "peak_rss_bytes", (json_int_t)r->peak_rss,
+      "bytes_sent", (json_int_t)r->bytes_sent, "seconds", usec(r->seconds),
+      "phases", phases_json(&r->times));
   json_object_set_new(o, "reads", reads_json(r));
-  if (with_tensors) json_object_set_new(o, "tensors", held_tensors_json(r));
   return o;
 }
 
 /* --verify-md5's pass: {verified: [file names], bytes, seconds}. */
-static json_t *md5_json(const Tpload__Md5Check *mc) {
+static json_t *md5_json(const struct tpl__report *r) {
   json_t *files = json_array();
-  for (size_t i = 0; i < mc->n_files; i++)
-    json_array_append_new(files, json_string(mc->files[i]));
+  for (size_t i = 0; i < r->md5_nfiles; i++)
+    json_array_append_new(files, json_string(r->md5_files[i]));
   return json_pack("{s:o, s:I, s:f}", "verified", files, "bytes",
-                   (json_int_t)mc->bytes, "seconds", usec(mc->seconds));
+                   (json_int_t)r->md5_bytes, "seconds", usec(r->md5_seconds));
 }
 
-json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors) {
-  Tpload__LoadReport *lr = tpload__load_report__unpack(NULL, len, packed);
-  struct tpl__grid g;
-  json_t *o, *ranks;
-  int agree;
-  if (lr == NULL) return NULL;
+/* Every tensor of `job` as shard-info.json has it, with its holders. */
+static json_t *params_json(const struct tpl__report *r,
+                           const struct tpl__job *job) {
+  json_t *a = json_array();
+  for (size_t i = 0; a != NULL && i < job->ntensors; i++)
+    if (json_array_append_new(
+            a, tpl__shardinfo_param(job, i, &r->infos[i * r->grid.world])) !=
+        0) {
+      json_decref(a);
+      a = NULL;
+    }
+  return a;
+}
+
+/* The report describes `job`'s tensors on `job`'s grid. */
+static int matches(const struct tpl__report *r, const struct tpl__job *job) {
+  return r->infos != NULL && r->ntensors == job->ntensors &&
+         r->grid.tp == job->grid.tp && r->grid.pp == job->grid.pp &&
+         r->grid.world == job->grid.world;
+}
+
+json_t *tpl__report_json(const struct tpl__report *r,
+                         const struct tpl__job *job) {
+  json_t *ranks, *o;
+  if (job != NULL && !matches(r, job)) return NULL;
   ranks = json_array();
-  g = report_grid(lr);
-  agree = check_replicas(lr, NULL);
-  o = json_pack("{s:s, s:I, s:I, s:I}", "model", lr->model,
-                "tensor_parallel_shards", (json_int_t)g.tp,
-                "pipeline_parallel_stages", (json_int_t)g.pp,
-                "data_parallel_replicas", (json_int_t)g.dp);
-  /* Recomputed from the checksums this report carries; absent when the
-   * report does not describe its grid (one written before the grid). */
-  if (agree != TPL_EPEER)
-    json_object_set_new(o, "replicas_agree", json_boolean(agree == 0));
-  for (size_t i = 0; i < lr->n_ranks; i++)
-    json_array_append_new(ranks, rank_json(lr->ranks[i], with_tensors));
-  json_object_update_new(
-      o, json_pack("{s:b, s:f, s:I, s:I, s:o}", "bias_scaling",
-                   (int)lr->bias_scaling, "seconds", usec(lr->seconds),
-                   "bytes_read", (json_int_t)lr->bytes_read, "bytes_delivered",
-                   (json_int_t)lr->bytes_delivered, "ranks", ranks));
-  if (lr->md5 != NULL) json_object_set_new(o, "md5", md5_json(lr->md5));
-  tpload__load_report__free_unpacked(lr, NULL);
+  o = json_pack("{s:s, s:I, s:I, s:I, s:b, s:b, s:f, s:I, s:I, s:o}", "model",
+                r->model, "tensor_parallel_shards", (json_int_t)r->grid.tp,
+                "pipeline_parallel_stages", (json_int_t)r->grid.pp,
+                "data_parallel_replicas", (json_int_t)r->grid.dp,
+                "replicas_agree", r->agree == 0, "bias_scaling",
+                r->bias_scaling, "seconds", usec(r->seconds), "bytes_read",
+                (json_int_t)r->bytes_read, "bytes_delivered",
+                (json_int_t)r->bytes_delivered, "ranks", ranks);
+  for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
+    json_array_append_new(ranks, rank_json(&r->ranks[k]));
+  if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
+  if (o != NULL && job != NULL &&
+      json_object_set_new(o, "params", params_json(r, job)) != 0) {
+    json_decref(o);
+    return NULL;
+  }
   return o;
 }
 
-int tpl__report_grid_line(const json_t *rep, char *buf, size_t size) {
-  const json_t *agree = json_object_get(rep, "replicas_agree");
-  json_int_t tp, pp, dp;
-  if (agree == NULL) return TPL_EPEER;
-  tp = json_integer_value(json_object_get(rep, "tensor_parallel_shards"));
-  pp = json_integer_value(json_object_get(rep, "pipeline_parallel_stages"));
-  dp = json_integer_value(json_object_get(rep, "data_parallel_replicas"));
+void tpl__report_grid_line(const struct tpl__report *r, char *buf,
+                           size_t size) {
+  const struct tpl__grid *g = &r->grid;
   snprintf(buf, size,
-           "grid: tp %lld x pp %lld x dp %lld, rank = (d*%lld + p)*%lld + t; "
+           "grid: tp %u x pp %u x dp %u, rank = (d*%u + p)*%u + t; "
            "replicas agree: %s",
-           (long long)tp, (long long)pp, (long long)dp, (long long)pp,
-           (long long)tp,
-           dp == 1               ? "yes (one replica)"
-           : json_is_true(agree) ? "yes"
-                                 : "NO");
-  return 0;
+           g->tp, g->pp, g->dp, g->pp, g->tp,
+           g->dp == 1      ? "yes (one replica)"
+           : r->agree == 0 ? "yes"
+                           : "NO");
 }

@@ -37,11 +37,11 @@ struct tpl__rank_stats {
 };
 
 /* Packs this rank's RankReport: where the rank sits in the grid
- * (replica, stage, shard), every job tensor's shard info (from the job)
- * with, for the tensors its stage holds, its bytes, store offset and
- * checksum (from the store; the job placed for the rank's stage), and for
- * the others 0 bytes, checksum 0 and offset UINT64_MAX; totals and
- * timings.  *buf is malloc'd (caller frees). */
+ * (replica, stage, shard), the count of tensors it holds and, for every
+ * job tensor in the job's order, the bytes it holds and their checksum
+ * (from the store; 0 and 0 for a tensor of another stage), totals and
+ * timings.  Nothing else of a tensor: rank 0 has the job.  *buf is
+ * malloc'd (caller frees). */
 int tpl__rank_report_pack(const struct tpl__job *job,
                           const struct tpl__store *store,
                           const struct tpl__rank_stats *st, uint8_t **buf,
@@ -70,33 +70,89 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const struct tpl__md5_summary *md5, uint8_t **buf,
                           size_t *len, struct tpl__error *err);
 
-/* The JSON form of a packed LoadReport (`tpload load --json`, `tpload
- * status --json`): model, tensor_parallel_shards, pipeline_parallel_stages,
- * data_parallel_replicas, replicas_agree (recomputed from the report's
- * checksums; absent for a report without a consistent grid),
+/* Repacks a packed LoadReport without the per-tensor arrays (a status
+ * summary: a few hundred bytes at any tensor count) into *out (malloc'd).
+ * Returns 0, TPL_EPEER when `packed` does not decode, or -ENOMEM. */
+int tpl__report_summary(const uint8_t *packed, size_t len, uint8_t **out,
+                        size_t *out_len);
+
+/* ---- a decoded LoadReport: what the tables and the JSON are made of ---- */
+
+struct tpl__phase_times {
+  double read, pack, send, receive, scale, allocate, hash;
+};
+
+struct tpl__file_read {
+  const char *file, *mode; /* mode: "direct", "buffered" or "http" */
+  uint32_t align;          /* direct: the alignment of its reads */
+};
+
+struct tpl__rank_report {
+  uint32_t rank;
+  struct tpl__pos pos; /* (replica, stage, shard) */
+  const char *host;
+  int pid;
+  uint32_t tensor_count; /* the tensors it holds */
+  uint64_t bytes, peak_rss, bytes_sent;
+  double seconds; /* first read (rank 0) / first receive to done */
+  struct tpl__phase_times times;
+  struct tpl__file_read *reads;
+  size_t nreads;
+};
+
+struct tpl__report {
+  const char *model;
+  struct tpl__grid grid;
+  int bias_scaling;
+  /* 0: every replica holds replica 0's bytes, TPL_EMISMATCH: one does
+   * not (recomputed from the checksums; a summary, which has none, agrees:
+   * a daemon serves only a load whose replicas agreed) */
+  int agree;
+  double seconds;
+  uint64_t bytes_read, bytes_delivered;
+  struct tpl__rank_report *ranks; /* grid.world of them, in rank order */
+  /* infos[i * grid.world + r]: what rank r holds of tensor i, for the
+   * ntensors tensors of the job; NULL (and 0) in a summary */
+  struct tpl__rank_info *infos;
+  size_t ntensors;
+  /* --verify-md5's pass before the load (has_md5 0: none): the files
+   * checked, by name, their bytes, its time */
+  int has_md5;
+  const char *const *md5_files;
+  size_t md5_nfiles;
+  uint64_t md5_bytes;
+  double md5_seconds;
+  void *msg; /* the unpacked message the strings point into */
+};
+
+/* Decodes a packed LoadReport: its ranks must be its grid's, in order,
+ * each with the same number of tensor entries (0 in a summary), its
+ * strings UTF-8.  Returns
+ * 0, TPL_EPEER naming what does not fit, or -ENOMEM; free *out with
+ * tpl__report_free. */
+int tpl__report_decode(const uint8_t *packed, size_t len,
+                       struct tpl__report **out, struct tpl__error *err);
+
+void tpl__report_free(struct tpl__report *r);
+
+/* The JSON form (`tpload load --json`, `tpload status --json`): model,
+ * tensor_parallel_shards, pipeline_parallel_stages,
+ * data_parallel_replicas, replicas_agree,
  * bias_scaling, seconds, bytes_read, bytes_delivered, md5 {verified
  * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
- * seconds, phases {read, pack, send, receive, scale, allocate, hash},
- * tensors[] (those the rank holds) when `with_tensors`}.  NULL when
- * `packed` is malformed. */
-json_t *tpl__report_json(const uint8_t *packed, size_t len, int with_tensors);
+ * bytes_sent, seconds, phases {read, pack, send, receive, scale,
+ * allocate, hash}, reads[] {file, mode, align}}; with `job` (the job the
+ * report's arrays index: same grid, same tensor count, else NULL is
+ * returned) also params[], each tensor as shard-info.json describes it
+ * (tpl__shardinfo_param, its holders under "ranks").  NULL on ENOMEM. */
+json_t *tpl__report_json(const struct tpl__report *r,
+                         const struct tpl__job *job);
 
-/* The one-line grid summary of a LoadReport's JSON form (`rep`, from
- * tpl__report_json, which computed the verdict), for the load summary and
- * `tpload status`:
+/* The one-line grid summary, for the load summary and `tpload status`:
  *   "grid: tp 2 x pp 2 x dp 2, rank = (d*2 + p)*2 + t; replicas agree: yes"
  * ("yes (one replica)" when D = 1, "NO" when a checksum differs) into buf
- * of `size` bytes (truncated to fit, always terminated when size > 0).
- * Returns 0, or TPL_EPEER when `rep` is NULL or has no replicas_agree (a
- * report that does not describe its grid; buf untouched). */
-int tpl__report_grid_line(const json_t *rep, char *buf, size_t size);
-
-/* Fills out[i * world + r] with rank r's bytes and checksum of tensor i
- * from a packed LoadReport (0 and 0 for a tensor of another stage).  Returns 0
- * or TPL_EPEER when it does not match (`world` ranks of `ntensors` tensors
- * each). */
-int tpl__report_rank_infos(const uint8_t *packed, size_t len, uint32_t world,
-                           size_t ntensors, struct tpl__rank_info *out);
+ * of `size` bytes (truncated to fit, always terminated when size > 0). */
+void tpl__report_grid_line(const struct tpl__report *r, char *buf, size_t size);
 
 #endif

@@ -43,7 +43,7 @@ static int cannot_carry(struct tpl__error *err, const char *name,
 
 /* Checks what the table can carry; sums the names' bytes and the dims
  * into h. */
-static int measure(const struct tpl__wire_tensor *t, size_t n, struct header *h,
+static int measure(const struct tpl__tmap_tensor *t, size_t n, struct header *h,
                    struct tpl__error *err) {
   uint64_t total = 0, ndims = 0;
   if (n > TPL_MAX_TENSORS)
@@ -73,7 +73,7 @@ static int measure(const struct tpl__wire_tensor *t, size_t n, struct header *h,
 
 /* Fills entry e (zeroed) from t, its shape at dims[dims_off]. */
 static void put_entry(struct tpl__tmap_entry *e,
-                      const struct tpl__wire_tensor *t, uint32_t name_off,
+                      const struct tpl__tmap_tensor *t, uint32_t name_off,
                       uint64_t *dims, uint32_t dims_off) {
   e->offset = t->offset;
   e->nbytes = t->nbytes;
@@ -101,7 +101,7 @@ static int put_index(struct tpl__tmap_slot *index, uint64_t mask,
   return 0;
 }
 
-int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
+int tpl__tmap_build(const struct tpl__tmap_tensor *t, size_t n, uint8_t **out,
                     size_t *len, struct tpl__error *err) {
   struct header h = {.order = TMAP_ORDER, .version = TMAP_VERSION};
   uint64_t slots = 16, *dims;

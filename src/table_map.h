@@ -30,7 +30,6 @@
 #include <stdint.h>
 
 #include "common.h"
-#include "wire.h"
 
 #define TPL_TMAP_HEADER 64
 
@@ -60,11 +59,20 @@ struct tpl__tmap {
   const char *names;
 };
 
+/* One tensor as the daemon holds it: the builder's input. */
+struct tpl__tmap_tensor {
+  const char *name;
+  const char *dtype; /* MLC name */
+  int ndim;
+  uint64_t shape[TPL_MAX_DIMS];
+  uint64_t offset, nbytes, xxh3;
+};
+
 /* Lays out `n` tensors (dtype as MLC names) as a TPLM region in *out
  * (malloc'd, caller frees; *len its size).  Returns 0; TPL_EFORMAT naming
  * the tensor for one it cannot carry (unknown dtype, too many dims, an
  * empty or too long name) or a name given twice; or -ENOMEM. */
-int tpl__tmap_build(const struct tpl__wire_tensor *t, size_t n, uint8_t **out,
+int tpl__tmap_build(const struct tpl__tmap_tensor *t, size_t n, uint8_t **out,
                     size_t *len, struct tpl__error *err);
 
 /* Checks the region `b` (len bytes, 8-byte aligned) before anything is

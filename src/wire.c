@@ -14,7 +14,6 @@
 
 _Static_assert(TPL_REQ_HEALTH == (int)TPLOAD__REQUEST__KIND__HEALTH &&
                    TPL_REQ_STATUS == (int)TPLOAD__REQUEST__KIND__STATUS &&
-                   TPL_REQ_MANIFEST == (int)TPLOAD__REQUEST__KIND__MANIFEST &&
                    TPL_REQ_ATTACH == (int)TPLOAD__REQUEST__KIND__ATTACH &&
                    TPL_REQ_SHUTDOWN == (int)TPLOAD__REQUEST__KIND__SHUTDOWN &&
                    TPL_REQ_RELOAD == (int)TPLOAD__REQUEST__KIND__RELOAD &&
@@ -91,8 +90,7 @@ int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
                      "bytes that do not decode",
                      len);
   *kind = (int)m->kind;
-  *flags = (m->summary ? TPL_REQ_F_SUMMARY : 0) |
-           (m->table_fd ? TPL_REQ_F_TABLE_FD : 0);
+  *flags = m->summary ? TPL_REQ_F_SUMMARY : 0;
   tpload__request__free_unpacked(m, NULL);
   return 0;
 }
@@ -154,7 +152,6 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
   Tpload__Request m = TPLOAD__REQUEST__INIT;
   m.kind = (Tpload__Request__Kind)kind;
   m.summary = (flags & TPL_REQ_F_SUMMARY) != 0;
-  m.table_fd = (flags & TPL_REQ_F_TABLE_FD) != 0;
   if (a != NULL) {
     m.model = a->model != NULL ? a->model : "";
     m.plan = a->plan != NULL ? a->plan : "";
@@ -172,37 +169,10 @@ int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
 
 /* ---- responses ---- */
 
-/* Points m->tensors at entries built from r's tensors: the entries, then
- * the pointers, in one malloc'd block (*store, the caller frees it). */
-static int fill_entries(Tpload__Response *m, const struct tpl__wire_response *r,
-                        Tpload__TensorEntry **store) {
-  Tpload__TensorEntry *es;
-  if (r->ntensors == 0) return 0;
-  es = malloc(r->ntensors * (sizeof(*es) + sizeof(es)));
-  if (es == NULL) return -ENOMEM;
-  m->tensors = (Tpload__TensorEntry **)(es + r->ntensors);
-  for (size_t i = 0; i < r->ntensors; i++) {
-    const struct tpl__wire_tensor *t = &r->tensors[i];
-    tpload__tensor_entry__init(&es[i]);
-    es[i].name = (char *)t->name;
-    es[i].dtype = (char *)t->dtype;
-    es[i].n_shape = (size_t)t->ndim;
-    es[i].shape = (uint64_t *)t->shape;
-    es[i].offset = t->offset;
-    es[i].nbytes = t->nbytes;
-    es[i].xxh3 = t->xxh3;
-    m->tensors[i] = &es[i];
-  }
-  m->n_tensors = r->ntensors;
-  *store = es;
-  return 0;
-}
-
 int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               uint8_t **frame, size_t *len,
                               struct tpl__error *err) {
   Tpload__Response m = TPLOAD__RESPONSE__INIT;
-  Tpload__TensorEntry *entries = NULL;
   int rc;
   m.ok = r->ok ? 1 : 0;
   m.error = (char *)(r->error ? r->error : "");
@@ -222,54 +192,23 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.error_code = r->error_code;
   m.reload_model = (char *)(r->reload_model ? r->reload_model : "");
   m.reload_store_bytes = r->reload_store_bytes;
-  m.tensor_counts = (uint64_t *)r->tensor_counts;
-  m.n_tensor_counts = r->tensor_counts != NULL ? r->ncounts : 0;
   m.status.data = (uint8_t *)r->status;
   m.status.len = r->status != NULL ? r->status_len : 0;
-  if (r->compact)
-    rc = tpl__wire_table_encode(r->tensors, r->ntensors, &m.table.data,
-                                &m.table.len);
-  else
-    rc = fill_entries(&m, r, &entries);
-  if (rc == 0) rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
-  if (rc == -EINVAL)
-    rc = tpl__fail(err, TPL_EFORMAT,
-                   "response: expected tensors the table can carry, found "
-                   "an unknown dtype, too many dims or a long name");
-  else if (rc == TPL_ELIMIT)
+  m.job.data = (uint8_t *)r->job;
+  m.job.len = r->job != NULL ? r->job_len : 0;
+  rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
+  if (rc == TPL_ELIMIT)
     tpl__fail(err, rc, "response: expected at most %u bytes, found more",
               TPL_WIRE_MAX_RESPONSE);
   else if (rc != 0)
     tpl__fail(err, rc, "response: out of memory");
-  free(entries);
-  free(m.table.data);
   return rc;
-}
-
-/* Entry e as t; its name and dtype stay in the message. */
-static int copy_entry(struct tpl__wire_tensor *t, const Tpload__TensorEntry *e,
-                      struct tpl__error *err) {
-  if (e->n_shape > TPL_MAX_DIMS)
-    return tpl__fail(err, TPL_EPROTO,
-                     "manifest: tensor '%s': expected at most %d dims, "
-                     "found %zu",
-                     e->name, TPL_MAX_DIMS, e->n_shape);
-  t->name = e->name;
-  t->dtype = e->dtype;
-  t->ndim = (int)e->n_shape;
-  for (size_t d = 0; d < e->n_shape; d++)
-    t->shape[d] = e->shape[d];
-  t->offset = e->offset;
-  t->nbytes = e->nbytes;
-  t->xxh3 = e->xxh3;
-  return 0;
 }
 
 /* m as plain C, borrowing its strings and bytes (out->msg keeps it): the
  * status bytes go as they came, the client unpacks them once. */
-static int copy_response(struct tpl__wire_response *out,
-                         const Tpload__Response *m, struct tpl__error *err) {
-  int rc = 0;
+static void copy_response(struct tpl__wire_response *out,
+                          const Tpload__Response *m) {
   out->ok = m->ok ? 1 : 0;
   out->rank = m->rank;
   out->world = m->world;
@@ -292,18 +231,8 @@ static int copy_response(struct tpl__wire_response *out,
   out->model = m->model ? m->model : "";
   out->status = m->status.len > 0 ? m->status.data : NULL;
   out->status_len = m->status.len;
-  out->tensor_counts = m->n_tensor_counts > 0 ? m->tensor_counts : NULL;
-  out->ncounts = m->n_tensor_counts;
-  if (m->table.len > 0)
-    return tpl__wire_table_decode(m->table.data, m->table.len, out, err);
-  if (m->n_tensors > 0) {
-    out->tensors = calloc(m->n_tensors, sizeof(*out->tensors));
-    if (out->tensors == NULL) return tpl__oom(err);
-    out->ntensors = m->n_tensors;
-  }
-  for (size_t i = 0; rc == 0 && i < m->n_tensors; i++)
-    rc = copy_entry(&out->tensors[i], m->tensors[i], err);
-  return rc;
+  out->job = m->job.len > 0 ? m->job.data : NULL;
+  out->job_len = m->job.len;
 }
 
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
@@ -311,73 +240,18 @@ int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__error *err) {
   Tpload__Response *m = tpload__response__unpack(NULL, len, body);
   struct tpl__wire_response r = {.msg = m};
-  int rc;
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
                      "response: expected a tpload.Response message, found "
                      "%zu bytes that do not decode",
                      len);
-  rc = copy_response(&r, m, err);
-  if (rc != 0) {
-    tpl__wire_response_free(&r);
-    return rc;
-  }
+  copy_response(&r, m);
   *out = r;
   return 0;
 }
 
-/* Packs `m` with every rank's tensors hidden (n_tensors 0) into out,
- * keeping the counts in out->tensor_counts; restores them, which
- * free_unpacked relies on. */
-static int pack_without_tensors(Tpload__LoadReport *m,
-                                struct tpl__status_summary *out) {
-  uint64_t *kept = calloc(m->n_ranks ? m->n_ranks : 1, sizeof(*kept));
-  if (kept == NULL) return -ENOMEM;
-  for (size_t r = 0; r < m->n_ranks; r++) {
-    kept[r] = m->ranks[r]->n_tensors;
-    m->ranks[r]->n_tensors = 0;
-  }
-  out->report = malloc(tpload__load_report__get_packed_size(m) + 1);
-  if (out->report != NULL) out->len = tpload__load_report__pack(m, out->report);
-  for (size_t r = 0; r < m->n_ranks; r++)
-    m->ranks[r]->n_tensors = (size_t)kept[r];
-  out->tensor_counts = kept;
-  out->ncounts = m->n_ranks;
-  return out->report != NULL ? 0 : -ENOMEM;
-}
-
-int tpl__wire_status_summary(const uint8_t *status, size_t len,
-                             struct tpl__status_summary *out,
-                             struct tpl__error *err) {
-  struct tpl__status_summary s = {0};
-  Tpload__LoadReport *m = tpload__load_report__unpack(NULL, len, status);
-  int rc;
-  if (m == NULL)
-    return tpl__fail(err, TPL_EPROTO,
-                     "status: expected a tpload.LoadReport, found %zu bytes "
-                     "that do not decode",
-                     len);
-  rc = pack_without_tensors(m, &s);
-  tpload__load_report__free_unpacked(m, NULL);
-  if (rc != 0) {
-    tpl__status_summary_free(&s);
-    return tpl__fail(err, rc, "status: out of memory");
-  }
-  *out = s;
-  return 0;
-}
-
-void tpl__status_summary_free(struct tpl__status_summary *s) {
-  if (s == NULL) return;
-  free(s->report);
-  free(s->tensor_counts);
-  memset(s, 0, sizeof(*s));
-}
-
 void tpl__wire_response_free(struct tpl__wire_response *r) {
   if (r == NULL) return;
-  free(r->strings);
-  free(r->tensors);
   if (r->msg != NULL) tpload__response__free_unpacked(r->msg, NULL);
   memset(r, 0, sizeof(*r));
 }

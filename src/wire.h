@@ -19,8 +19,7 @@
 enum tpl__req_kind {
   TPL_REQ_HEALTH = 0,
   TPL_REQ_STATUS = 1,
-  TPL_REQ_MANIFEST = 2,
-  TPL_REQ_ATTACH = 3,
+  TPL_REQ_ATTACH = 3, /* 2 was 0.1.0's manifest */
   TPL_REQ_SHUTDOWN = 4,
   TPL_REQ_RELOAD = 5, /* rank 0: load the next generation (serve) */
   TPL_REQ_WATCH = 6   /* answered when the generation changes */
@@ -56,8 +55,7 @@ void tpl__frame_reset(struct tpl__frame_reader *r);
 
 /* Request flags (fields of tpload.Request beside its kind); a daemon
  * that does not know one ignores it and answers the plain request. */
-#define TPL_REQ_F_SUMMARY 1u  /* status without per-tensor ShardInfos */
-#define TPL_REQ_F_TABLE_FD 2u /* attach: the table as a second memfd */
+#define TPL_REQ_F_SUMMARY 1u /* status without per-tensor facts */
 
 /* Decodes a request body into its kind (any value protobuf carries, the
  * caller refuses kinds it does not know) and its TPL_REQ_F_* flags.
@@ -93,44 +91,29 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
                                   const struct tpl__wire_request_args *a,
                                   uint8_t **frame, size_t *len);
 
-/* One manifest entry. */
-struct tpl__wire_tensor {
-  const char *name;  /* owned by decoded responses */
-  const char *dtype; /* MLC name; owned by decoded responses */
-  int ndim;
-  uint64_t shape[TPL_MAX_DIMS];
-  uint64_t offset, nbytes, xxh3;
-};
-
 /* A Response as plain C.  When encoding, every pointer is borrowed from
  * the caller; when decoding, the response owns them all
  * (tpl__wire_response_free): strings and bytes point into the unpacked
- * message it keeps, a compact table's names into `strings`. */
+ * message it keeps. */
 struct tpl__wire_response {
   int ok;
   const char *error; /* NULL or "" when none */
   uint32_t rank, world;
-  uint32_t tp, pp;       /* the serving job's grid; 0 from an older daemon */
+  uint32_t tp, pp;       /* the serving job's grid */
   const uint8_t *status; /* packed tpload.LoadReport, or NULL: carried
                             as is, unpacked only by whoever reads it */
   size_t status_len;
-  struct tpl__wire_tensor *tensors;
-  size_t ntensors;
+  const uint8_t *job; /* status with tensors: the packed tpload.JobTable */
+  size_t job_len;
   uint64_t store_bytes;
-  char *strings;         /* decoded compact table: every tensor's name */
-  void *msg;             /* decoded: the unpacked tpload.Response */
-  const char *job_id;    /* the serving job's random id, or NULL */
-  const char *model;     /* the model it loaded, or NULL */
-  double uptime_seconds; /* status: seconds since the rank serves */
-  uint32_t clients;      /* status: other connections open now */
-  uint64_t attaches;     /* status: attach requests served */
-  int compact; /* encoding: tensors go as Response.table (wire_table.c) */
-  uint64_t table_bytes; /* attach: size of the TPLM table memfd, or 0 */
-  const uint64_t *tensor_counts; /* summary status: per rank, in the
-                                    report's rank order; decoded: owned */
-  size_t ncounts;
-  uint64_t generation;         /* the version served (1: the first load); 0 from
-                                  an older daemon */
+  void *msg;                   /* decoded: the unpacked tpload.Response */
+  const char *job_id;          /* the serving job's random id, or NULL */
+  const char *model;           /* the model it loaded, or NULL */
+  double uptime_seconds;       /* status: seconds since the rank serves */
+  uint32_t clients;            /* status: other connections open now */
+  uint64_t attaches;           /* status: attach requests served */
+  uint64_t table_bytes;        /* attach: size of the TPLM table memfd */
+  uint64_t generation;         /* the version served (1: the first load) */
   const char *plan;            /* the --plan of that generation, or NULL */
   int error_code;              /* with `error`: the failure's code, or 0 */
   const char *reload_model;    /* status during a reload, or NULL */
@@ -145,44 +128,13 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               struct tpl__error *err);
 
 /* Decodes a response body into *out (owned, tpl__wire_response_free);
- * refuses malformed protobuf and entries of more than TPL_MAX_DIMS dims.
- * Returns 0 or TPL_EPROTO; *out is untouched on failure. */
+ * refuses malformed protobuf.  Returns 0 or TPL_EPROTO; *out is untouched on
+ * failure. */
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
                               struct tpl__error *err);
 
 /* Frees what a decoded response owns and zeroes it; NULL is accepted. */
 void tpl__wire_response_free(struct tpl__wire_response *r);
-
-/* A status summary: the load report without per-tensor ShardInfos. */
-struct tpl__status_summary {
-  uint8_t *report; /* packed tpload.LoadReport, malloc'd */
-  size_t len;
-  uint64_t *tensor_counts; /* each rank's, in report order; malloc'd */
-  size_t ncounts;
-};
-
-/* Repacks the packed tpload.LoadReport `status` without any rank's
- * ShardInfos into *out, keeping each rank's tensor count beside it (free
- * with tpl__status_summary_free).  Returns 0, TPL_EPROTO when `status`
- * does not decode, or -ENOMEM. */
-int tpl__wire_status_summary(const uint8_t *status, size_t len,
-                             struct tpl__status_summary *out,
-                             struct tpl__error *err);
-
-/* Frees what a summary owns and zeroes it; NULL is accepted. */
-void tpl__status_summary_free(struct tpl__status_summary *s);
-
-/* The tensor table in its compact form (wire_table.c), as the attach reply
- * carries it.  Encoding: *out is malloc'd; returns 0, -EINVAL for an entry
- * it cannot carry (unknown dtype, too many dims, a name over 64 KiB) or
- * -ENOMEM.  Decoding fills out->tensors, out->ntensors and out->strings
- * (freed by tpl__wire_response_free, also on failure); returns 0,
- * TPL_EPROTO naming the entry, or -ENOMEM. */
-int tpl__wire_table_encode(const struct tpl__wire_tensor *t, size_t n,
-                           uint8_t **out, size_t *len);
-int tpl__wire_table_decode(const uint8_t *b, size_t len,
-                           struct tpl__wire_response *out,
-                           struct tpl__error *err);
 
 #endif

@@ -10,7 +10,7 @@
 # - `serve` refuses a symlinked socket directory, one another user made
 #   first, and one under a directory another user can change, before
 #   anything listens;
-# - a real one-rank daemon is trusted, its manifest carries the job id
+# - a real one-rank daemon is trusted, its attach reply carries the job id
 #   of its ready file and the model, `dump` refuses to overwrite a file
 #   without --force, and --health answers while another client holds
 #   every connection slot.
@@ -116,14 +116,14 @@ t_exit "the real daemon: --health 0" 0 \
   "$TPLOAD" status "$T_TMP/real/rank0.sock" --health
 t_check "tpl_attach trusts the real daemon" "$ATTACH" "$T_TMP/real/rank0.sock"
 cp "$T_TMP/out" "$T_TMP/ident"
-t_py "the manifest's job id is the ready file's (32 hex digits), and the model" '
+t_py "the attach reply's job id is the ready file's (32 hex digits), and the model" '
 import json, re, sys
 ident = open(sys.argv[1]).read().split("\n")
 ready = json.load(open(sys.argv[2]))
 if not re.fullmatch("[0-9a-f]{32}", ident[0]):
     sys.exit("job id: expected 32 hex digits, found %r" % ident[0])
 if ready.get("job_id") != ident[0]:
-    sys.exit("job id: ready file %r, manifest %r" % (ready.get("job_id"), ident[0]))
+    sys.exit("job id: ready file %r, attach reply %r" % (ready.get("job_id"), ident[0]))
 if ident[1] != sys.argv[3]:
     sys.exit("model: expected %r, found %r" % (sys.argv[3], ident[1]))
 ' "$T_TMP/ident" "$T_TMP/ready" "$M/m"

@@ -1,9 +1,10 @@
 /* test_report.c - the report encodings (src/report.c): the job table's
  * broadcast round trip and its refusal of junk, each rank's RankReport
- * aggregated into the job's LoadReport and rendered as JSON (the shard
- * info of DESIGN.md's GQA example: [8, 2] f32, segs [4, 2, 2], N 2), the
- * per-rank checksums read back for shard-info.json, and the refusals of a
- * malformed or mismatched report. */
+ * aggregated into the job's LoadReport, decoded, and rendered as JSON
+ * with the job's params (the shard info of DESIGN.md's GQA example: [8, 2]
+ * f32, segs [4, 2, 2], N 2), its summary, the per-rank checksums read
+ * back for shard-info.json, and the refusals of a malformed or mismatched
+ * report. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,115 +214,173 @@ static const char *str(const json_t *o, const char *key) {
   return s ? s : "";
 }
 
-static void check_sharded_entry(const json_t *t) {
-  const json_t *out = json_object_get(t, "out_shape");
+/* params[0] of the JSON with the job: qkv as shard-info.json has it. */
+static void check_sharded_param(const json_t *t) {
+  const json_t *pre = json_array_get(json_object_get(t, "preprocs"), 0);
+  const json_t *out = json_object_get(pre, "out_shape");
   const json_t *segs = json_object_get(t, "segs");
+  const json_t *ranks = json_object_get(t, "ranks");
   CHECK(strcmp(str(t, "name"), "qkv") == 0);
   CHECK(strcmp(str(t, "dtype"), "float32") == 0);
-  CHECK(strcmp(str(t, "func_name"), "_shard_qkv") == 0);
+  CHECK(strcmp(str(pre, "func_name"), "_shard_qkv") == 0);
   CHECK(u64_at(json_object_get(t, "shape"), 0, 4));
-  CHECK(u64_at(json_object_get(t, "in_shape"), 0, 8));
+  CHECK(u64_at(json_object_get(pre, "in_shape"), 0, 8));
   CHECK_EQ_U64(json_array_size(out), 3);
   CHECK(u64_at(out, 0, 2) && u64_at(out, 1, 4) && u64_at(out, 2, 2));
+  CHECK_EQ_U64(json_integer_value(json_object_get(t, "dim")), 0);
   CHECK_EQ_U64(json_array_size(segs), 3);
   CHECK(u64_at(segs, 0, 2) && u64_at(segs, 1, 1) && u64_at(segs, 2, 1));
-  CHECK_EQ_U64(json_integer_value(json_object_get(t, "nbytes")), 32);
-  CHECK_EQ_U64(json_integer_value(json_object_get(t, "offset")), 0);
-  CHECK(strcmp(str(t, "xxh3"), "0000000000001000") == 0); /* rank 0 */
+  CHECK_EQ_U64(json_array_size(ranks), 2);
+  CHECK_EQ_U64(
+      json_integer_value(json_object_get(json_array_get(ranks, 0), "nbytes")),
+      32);
+  CHECK(strcmp(str(json_array_get(ranks, 0), "xxh3"), "0000000000001000") == 0);
+  CHECK(strcmp(str(json_array_get(ranks, 1), "xxh3"), "0000000000001001") == 0);
 }
 
-static void check_bias_entry(const json_t *t) {
-  CHECK(json_object_get(t, "func_name") == NULL);
+static void check_bias_param(const json_t *t) {
+  const json_t *r1 = json_array_get(json_object_get(t, "ranks"), 1);
+  CHECK_EQ_U64(json_array_size(json_object_get(t, "preprocs")), 0);
   CHECK(json_real_value(json_object_get(t, "bias_scale")) == 0.5);
-  CHECK_EQ_U64(json_integer_value(json_object_get(t, "nbytes")), 16);
-  CHECK_EQ_U64(json_integer_value(json_object_get(t, "offset")), 64);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "nbytes")), 16);
+  CHECK(strcmp(str(r1, "xxh3"), "0000000000002001") == 0);
+}
+
+/* The JSON of a packed report (NULL when it does not decode). */
+static json_t *json_of(const uint8_t *buf, size_t len) {
+  struct tpl__report *rep = NULL;
+  json_t *o = NULL;
+  if (buf != NULL && tpl__report_decode(buf, len, &rep, NULL) == 0)
+    o = tpl__report_json(rep, NULL);
+  tpl__report_free(rep);
+  return o;
 }
 
 /* --verify-md5's pass in the report: absent without one; with one,
- * md5 {verified: the names in order, bytes, seconds}. */
+ * md5 {verified: the names in order, bytes, seconds}, kept by a status
+ * summary. */
 static void test_load_report_md5(void) {
   static const char *const names[] = {"params_shard_0.bin",
                                       "params_shard_1.bin"};
   struct tpl__md5_summary md5 = {names, 2, 4096, 0.25};
-  uint8_t *buf = NULL;
-  size_t len = 0;
+  uint8_t *buf = NULL, *sum = NULL;
+  size_t len = 0, slen = 0;
   json_t *o, *m;
   make_job();
   CHECK_EQ_INT(load_report(&buf, &len), 0);
-  o = buf ? tpl__report_json(buf, len, 0) : NULL;
+  o = json_of(buf, len);
   REQUIRE(o != NULL);
   CHECK(json_object_get(o, "md5") == NULL);
   json_decref(o);
   free(buf);
   CHECK_EQ_INT(load_report_md5(&md5, &buf, &len), 0);
-  o = buf ? tpl__report_json(buf, len, 0) : NULL;
-  REQUIRE(o != NULL);
-  m = json_object_get(o, "md5");
-  CHECK_EQ_U64(json_array_size(json_object_get(m, "verified")), 2);
-  CHECK(strcmp(json_string_value(
-                   json_array_get(json_object_get(m, "verified"), 1)),
-               "params_shard_1.bin") == 0);
-  CHECK_EQ_U64(json_integer_value(json_object_get(m, "bytes")), 4096);
-  CHECK(json_real_value(json_object_get(m, "seconds")) == 0.25);
-  json_decref(o);
+  CHECK_EQ_INT(buf ? tpl__report_summary(buf, len, &sum, &slen) : -1, 0);
+  for (int k = 0; k < 2; k++) {
+    o = k == 0 ? json_of(buf, len) : json_of(sum, slen);
+    REQUIRE(o != NULL);
+    m = json_object_get(o, "md5");
+    CHECK_EQ_U64(json_array_size(json_object_get(m, "verified")), 2);
+    CHECK(strcmp(json_string_value(
+                     json_array_get(json_object_get(m, "verified"), 1)),
+                 "params_shard_1.bin") == 0);
+    CHECK_EQ_U64(json_integer_value(json_object_get(m, "bytes")), 4096);
+    CHECK(json_real_value(json_object_get(m, "seconds")) == 0.25);
+    json_decref(o);
+  }
+  free(sum);
   free(buf);
 }
 
-static void test_load_report_json(void) {
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  json_t *o, *r1, *ts;
-  make_job();
-  CHECK_EQ_INT(load_report(&buf, &len), 0);
-  o = buf ? tpl__report_json(buf, len, 1) : NULL;
-  CHECK(o != NULL);
-  if (o == NULL) goto out;
+static void check_report_json(const json_t *o) {
+  const json_t *r1 = json_array_get(json_object_get(o, "ranks"), 1);
   CHECK(strcmp(str(o, "model"), "M") == 0);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "tensor_parallel_shards")),
                2);
   CHECK(json_is_true(json_object_get(o, "bias_scaling")));
+  CHECK(json_is_true(json_object_get(o, "replicas_agree")));
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_read")), 1234);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_delivered")),
                2 * (32 + 16));
-  r1 = json_array_get(json_object_get(o, "ranks"), 1);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "rank")), 1);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "shard")), 1);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "pid")), 11);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")), 48);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "tensor_count")), 2);
   CHECK(strcmp(str(r1, "host"), "node") == 0);
-  check_sharded_entry(json_array_get(
-      json_object_get(json_array_get(json_object_get(o, "ranks"), 0),
-                      "tensors"),
-      0));
-  ts = json_object_get(r1, "tensors");
-  CHECK_EQ_U64(json_array_size(ts), 2);
-  check_bias_entry(json_array_get(ts, 1));
-  CHECK(strcmp(str(json_array_get(ts, 1), "xxh3"), "0000000000002001") == 0);
+  CHECK(json_object_get(r1, "tensors") == NULL);
+}
+
+/* The decoded report, and its JSON without and with the job. */
+static void test_load_report_json(void) {
+  struct tpl__report *rep = NULL;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  json_t *o;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  CHECK_EQ_INT(buf ? tpl__report_decode(buf, len, &rep, NULL) : -1, 0);
+  if (rep == NULL) goto out;
+  CHECK_EQ_U64(rep->ntensors, 2);
+  CHECK_EQ_U64(rep->ranks[1].tensor_count, 2);
+  o = tpl__report_json(rep, NULL);
+  CHECK(o != NULL && json_object_get(o, "params") == NULL);
+  if (o != NULL) check_report_json(o);
   json_decref(o);
-  o = tpl__report_json(buf, len, 0);
-  CHECK(o != NULL &&
-        json_object_get(json_array_get(json_object_get(o, "ranks"), 0),
-                        "tensors") == NULL);
+  o = tpl__report_json(rep, &job);
+  CHECK(o != NULL);
+  if (o != NULL) {
+    check_report_json(o);
+    check_sharded_param(json_array_get(json_object_get(o, "params"), 0));
+    check_bias_param(json_array_get(json_object_get(o, "params"), 1));
+  }
   json_decref(o);
 out:
+  tpl__report_free(rep);
+  free(buf);
+}
+
+/* A status summary keeps each rank's counts and drops the arrays; the
+ * job's params cannot be rendered from it. */
+static void test_summary_drops_the_arrays(void) {
+  struct tpl__report *rep = NULL;
+  uint8_t *buf = NULL, *sum = NULL;
+  size_t len = 0, slen = 0;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  CHECK_EQ_INT(buf ? tpl__report_summary(buf, len, &sum, &slen) : -1, 0);
+  CHECK(slen > 0 && slen < len);
+  CHECK_EQ_INT(sum ? tpl__report_decode(sum, slen, &rep, NULL) : -1, 0);
+  if (rep != NULL) {
+    CHECK_EQ_U64(rep->ntensors, 0);
+    CHECK(rep->infos == NULL);
+    CHECK_EQ_U64(rep->ranks[0].tensor_count, 2);
+    CHECK_EQ_U64(rep->ranks[1].bytes, 48);
+    CHECK(tpl__report_json(rep, &job) == NULL);
+  }
+  tpl__report_free(rep);
+  free(sum);
+  sum = NULL; /* the model's name cut short does not decode */
+  CHECK_EQ_INT(tpl__report_summary(buf, 2, &sum, &slen), TPL_EPEER);
+  CHECK(sum == NULL);
+  free(sum);
   free(buf);
 }
 
 /* What preshard writes into shard-info.json: each rank's bytes and
  * checksum per tensor, taken from the gathered report. */
 static void test_rank_infos_for_shard_info(void) {
-  struct tpl__rank_info infos[4];
+  struct tpl__report *rep = NULL;
   uint8_t *buf = NULL;
   size_t len = 0;
   json_t *info = NULL, *ranks;
   make_job();
   CHECK_EQ_INT(load_report(&buf, &len), 0);
-  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 2, 2, infos), 0);
-  CHECK_EQ_U64(infos[0 * 2 + 1].xxh3, 0x1001);
-  CHECK_EQ_U64(infos[1 * 2 + 0].xxh3, 0x2000);
-  CHECK_EQ_U64(infos[1 * 2 + 1].nbytes, 16);
-  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 3, 2, infos), TPL_EPEER);
-  CHECK_EQ_INT(tpl__report_rank_infos(buf, len, 2, 5, infos), TPL_EPEER);
-  CHECK_EQ_INT(tpl__shardinfo_build(&job, infos, &info), 0);
+  CHECK_EQ_INT(buf ? tpl__report_decode(buf, len, &rep, NULL) : -1, 0);
+  if (rep == NULL) goto out;
+  CHECK_EQ_U64(rep->infos[0 * 2 + 1].xxh3, 0x1001);
+  CHECK_EQ_U64(rep->infos[1 * 2 + 0].xxh3, 0x2000);
+  CHECK_EQ_U64(rep->infos[1 * 2 + 1].nbytes, 16);
+  CHECK_EQ_INT(tpl__shardinfo_build(&job, rep->infos, &info), 0);
   ranks = json_object_get(json_array_get(json_object_get(info, "params"), 1),
                           "ranks");
   CHECK_EQ_U64(json_array_size(ranks), 2);
@@ -330,14 +389,17 @@ static void test_rank_infos_for_shard_info(void) {
       json_integer_value(json_object_get(json_array_get(ranks, 1), "nbytes")),
       16);
   json_decref(info);
+out:
+  tpl__report_free(rep);
   free(buf);
 }
 
 static void test_malformed_rank_report(void) {
   uint8_t good[512], *parts[2], *buf = NULL, *mine = NULL;
-  static uint8_t junk[] = {0x22, 0x40}; /* a tensor that runs off */
+  static uint8_t junk[] = {0x22, 0x40}; /* a field that runs off */
   size_t lens[2], len = 0, n = 0;
   struct tpl__error err = {0};
+  struct tpl__report *rep = NULL;
   make_job();
   CHECK_EQ_INT(pack_rank(0, &mine, &n), 0);
   if (mine == NULL || n > sizeof(good)) return;
@@ -351,7 +413,8 @@ static void test_malformed_rank_report(void) {
       tpl__load_report_pack(&job, parts, lens, 1.0, 0, NULL, &buf, &len, &err),
       TPL_EPEER);
   CHECK_STR_CONTAINS(err.msg, "rank 1");
-  CHECK(tpl__report_json(junk, sizeof(junk), 1) == NULL);
+  CHECK_EQ_INT(tpl__report_decode(junk, sizeof(junk), &rep, &err), TPL_EPEER);
+  CHECK_STR_CONTAINS(err.msg, "do not decode");
 }
 
 int main(void) {
@@ -363,6 +426,7 @@ int main(void) {
   RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);
   RUN(test_load_report_md5);
+  RUN(test_summary_drops_the_arrays);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
   return tap_done();
