@@ -27,16 +27,18 @@ struct tpl__mlc_md5 {
   struct tpl__source *src;    /* over m's files, in order */
   const struct tpl__model *m; /* the files: path, size, md5 */
   uint64_t chunk;             /* bytes per read (several in flight) */
+  /* Optional: called on the caller's thread as bytes are hashed. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
-  void *ctx;      /* called after each read is hashed */
+  void *ctx;
   uint64_t bytes; /* out: bytes hashed */
   double seconds; /* out: the pass's time */
 };
 
-/* Hashes every file of v->m in order and compares each with its record
- * as it ends.  Returns 0, TPL_EMISMATCH for the first file whose sum
- * differs (one message: the file, the md5sum recorded and the one
- * found), or the source's failure.  No read is in flight on return. */
+/* Hashes every file of v->m (several side by side, each by a thread of
+ * its own; only the calling thread uses the source) and compares each
+ * with its record as it ends.  Returns 0, TPL_EMISMATCH for the lowest
+ * file whose sum differs (one message: the file, the md5sum recorded and the
+ * one found), or the source's failure.  No read is in flight on return. */
 int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err);
 
 /* One process (`inspect --verify-md5`): tpl__mlc_md5_verify over m's
