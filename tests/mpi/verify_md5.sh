@@ -9,8 +9,8 @@
 # preshard (either layout) or serve (no ready file); a record without an
 # md5sum, or with one that is no md5, is 65; another format is 64; without
 # the flag the same directories load as before (nothing is checked).  A
-# reload asked with --verify-md5 is checked the same way and keeps the
-# generation served; inspect --verify-md5 makes the same check in one
+# reload asked with --verify-md5 (or of a job served with it) is checked
+# the same way and keeps the generation served; inspect --verify-md5 makes the same check in one
 # process.  The HTTP case is http_md5.sh.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -230,4 +230,30 @@ sys.exit(m.get("verified") != ["params_shard_0.bin", "params_shard_1.bin"])
 "$TPLOAD" status "$SOCK/rank0.sock" --shutdown >/dev/null 2>&1
 serve_end
 t_exit "serve ends with 0" 0 test "$SERVE_RC" = 0
+
+# serve --verify-md5: its first load is checked, and so is every reload,
+# asked with the flag or not.
+SOCK=$T_TMP/sock2
+serve_start "$T_TMP/serve2" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "$M/mlc" --plan "$P" --socket-dir "$SOCK" --ready-file "$T_TMP/ready2" \
+  --verify-md5 --quiet
+t_serve_ready "serve --verify-md5 of the good directory is ready" \
+  "$T_TMP/ready2"
+"$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
+t_check "... its report lists the files checked" "$ORACLE" -c '
+import json, sys
+m = json.load(open(sys.argv[1])).get("md5", {})
+sys.exit(m.get("verified") != ["params_shard_0.bin", "params_shard_1.bin"])
+' "$T_TMP/status.json"
+"$TPLOAD" reload "$SOCK/rank0.sock" "$bad" >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+if [ $rc -eq 65 ] && grep -q "params_shard_1.bin: expected md5sum $want" "$T_TMP/err"; then
+  t_ok "... a reload without the flag is checked too: 65"
+else
+  t_fail "a reload of a job served with --verify-md5" "exit $rc" \
+    "$(cat "$T_TMP/err")"
+fi
+"$TPLOAD" status "$SOCK/rank0.sock" --shutdown >/dev/null 2>&1
+serve_end
+t_exit "... and the job ends with 0" 0 test "$SERVE_RC" = 0
 t_done
