@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "job.h"
 #include "jsonu.h"
+#include "mlc_md5.h"
 #include "model.h"
 #include "plan.h"
 #include "planner.h"
@@ -22,7 +23,7 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--plan P]\n"
+    "                      [--plan P] [--verify-md5]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -41,10 +42,16 @@ static const char inspect_help[] =
     "              does; rank = (d x P + p) x T + t\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
+    "  --verify-md5  MODEL is an MLC weight directory: first read every\n"
+    "              params_shard file whole and check it against the md5sum\n"
+    "              its record carries (65 naming the file when one differs\n"
+    "              or none is recorded, 64 for another format); the totals\n"
+    "              (JSON: md5) say what was checked\n"
     "  --help      show this help\n"
     "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 ok, 64 usage (a grid that does not divide included), 65\n"
-    "malformed model or plan, 66 model missing (HTTP 404 included), 69\n"
+    "malformed model or plan (a file whose md5sum differs included), 66\n"
+    "model missing (HTTP 404 included), 69\n"
     "server unreachable or failing after the retries (or not serving byte\n"
     "ranges), 74 I/O error (an object that changed included), 77 access\n"
     "denied (HTTP 401/403: a token or presigned URL is needed).\n";
@@ -79,9 +86,22 @@ static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   json_decref(info);
 }
 
-/* The JSON form; `p` and `job` are NULL without a grid. */
+/* --verify-md5's pass, as the load report has it: {verified, bytes,
+ * seconds}. */
+static json_t *md5_json(const struct tpl__model *m,
+                        const struct tpl__mlc_md5 *v) {
+  json_t *files = json_array();
+  for (size_t f = 0; f < m->nfiles; f++)
+    json_array_append_new(files, json_string(m->files[f].name));
+  return json_pack("{s:o, s:I, s:f}", "verified", files, "bytes",
+                   (json_int_t)v->bytes, "seconds", v->seconds);
+}
+
+/* The JSON form; `p` and `job` are NULL without a grid, `md5` without
+ * --verify-md5. */
 static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
-                       const struct tpl__job *job) {
+                       const struct tpl__job *job,
+                       const struct tpl__mlc_md5 *md5) {
   const char *format = format_name(m->format);
   json_t *root =
       job == NULL
@@ -108,6 +128,7 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                                          (json_int_t)m->ntensors, "file_count",
                                          (json_int_t)m->nfiles, "total_bytes",
                                          (json_int_t)tpl__model_bytes(m)));
+  if (md5 != NULL) json_object_set_new(root, "md5", md5_json(m, md5));
   json_dumpf(root, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
   fputc('\n', stdout);
   json_decref(root);
@@ -116,7 +137,8 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
  * shape and the rule, and the shards and plan in the totals line. */
 static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
-                        const struct tpl__job *job) {
+                        const struct tpl__job *job,
+                        const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
@@ -139,6 +161,9 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
          (unsigned long long)tpl__model_bytes(m), format_name(m->format));
   if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
   printf("\n");
+  if (md5 != NULL)
+    printf("md5sum as the cache records: %zu files, %llu bytes checked\n",
+           m->nfiles, (unsigned long long)md5->bytes);
 }
 
 /* One line per rank of the grid: where it sits and what it holds. */
@@ -163,7 +188,7 @@ static void print_rank_table(const struct tpl__job *job) {
  * biases as a default load delivers them (scaled). */
 static int show(const struct tpl__model *m, const char *model, const char *plan,
                 const struct tpl__grid *grid, int json,
-                struct tpl__error *err) {
+                const struct tpl__mlc_md5 *md5, struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, 1, &p,
@@ -171,9 +196,9 @@ static int show(const struct tpl__model *m, const char *model, const char *plan,
                 : 0;
   if (rc != 0) return rc;
   if (json) {
-    print_json(m, p, job);
+    print_json(m, p, job, md5);
   } else {
-    print_table(m, p, job);
+    print_table(m, p, job, md5);
     if (job != NULL) print_rank_table(job);
   }
   tpl__job_free(job);
@@ -187,6 +212,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_PLAN,
+  OPT_VERIFY_MD5,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -196,6 +222,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
+    [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
@@ -208,7 +235,8 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__model *m = NULL;
   struct tpl__grid grid;
   struct tpl__http_opts ho;
-  int rc;
+  struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
+  int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
   if ((plan != NULL || ga.pp != NULL) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
                                      "--tp T");
@@ -216,9 +244,12 @@ static int run(const struct tpl__cli_command *cmd,
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
   rc = tpl__model_open_with(a->operands[0], &ho, !sharded, &m, &err);
+  if (rc == 0 && verify)
+    rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);
+  if (rc == 0 && verify) rc = tpl__mlc_md5_model(m, &md5, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
-              tpl__cli_has(a, OPT_JSON), &err);
+              tpl__cli_has(a, OPT_JSON), verify ? &md5 : NULL, &err);
   tpl__model_free(m);
   return rc != 0 ? tpl__cli_report(rc, &err) : 0;
 }

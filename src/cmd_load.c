@@ -67,6 +67,12 @@ static const char load_help[] =
     "                      or the stderr of the mpirun/srun that started\n"
     "                      rank 0, is a terminal), always (plain\n"
     "                      --progress) or never (no progress at all)\n"
+    "  --verify-md5        MODEL is an MLC weight directory: before any\n"
+    "                      byte moves, rank 0 reads every params_shard file\n"
+    "                      whole and checks it against the md5sum its\n"
+    "                      record in tensor-cache.json carries (65 naming\n"
+    "                      the file when one differs or none is recorded;\n"
+    "                      64 for another format); the report lists them\n"
     "  --stall-timeout S   end the job (69) when a rank sees no progress\n"
     "                      for S seconds, naming the rank it waited for\n"
     "                      (default 300; 0 waits forever)\n"
@@ -98,11 +104,11 @@ static const char load_help[] =
     "rank fetches its own ranges (each needs the token: pass --token-file,\n"
     "or export TPLOAD_HTTP_TOKEN to the ranks, mpirun -x).\n"
     "\n"
-    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan, 66 model\n"
-    "missing (HTTP 404 included), 69 a rank or MPI failed, or a server\n"
-    "unreachable or failing after the retries, 73 cannot create output,\n"
-    "74 I/O error (disk full included; a remote object that changed), 77\n"
-    "access denied (HTTP 401/403).\n";
+    "Exit codes: 0 ok, 64 usage, 65 invalid model or plan (a file whose\n"
+    "md5sum differs included), 66 model missing (HTTP 404 included), 69 a\n"
+    "rank or MPI failed, or a server unreachable or failing after the\n"
+    "retries, 73 cannot create output, 74 I/O error (disk full included; a\n"
+    "remote object that changed), 77 access denied (HTTP 401/403).\n";
 
 struct load_cli {
   struct tpl__load_opts o;
@@ -110,6 +116,7 @@ struct load_cli {
   int json, quiet, bar;
   int progress; /* enum progress_mode */
   double t0, last_line;
+  int md5_done; /* --verify-md5's pass ended: the load's progress next */
   struct tpl__preshard_opts preshard; /* the sinks' options */
   struct tpl__mlc_writer_opts mlc;
   int layout_mlc; /* preshard --layout mlc */
@@ -135,6 +142,7 @@ struct load_cli {
   X(OPT_HUGETLB, "hugetlb", TPL_CLI_VALUE)                                     \
   X(OPT_STALL, "stall-timeout", TPL_CLI_VALUE)                                 \
   X(OPT_LOG_LEVEL, "log-level", TPL_CLI_VALUE)                                 \
+  X(OPT_VERIFY_MD5, "verify-md5", TPL_CLI_FLAG)                                \
   TPL_CLI_HTTP_OPTIONS(X)
 
 enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
@@ -292,6 +300,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
   c->serve.log_level = TPL_LOG_INFO;
+  c->o.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
@@ -299,30 +308,58 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   return rc != 0 ? rc : parse_layout(c, a);
 }
 
-/* Rank 0's progress: the job's bytes, or with --read local rank 0's own
- * reads (each rank reads its own slices; the line says so).  Amounts in
- * the unit the total reaches, the rate in the one it reaches (a slow
- * filesystem's 2 MiB/s is not "0.00 GiB/s"). */
-static void show_progress(void *ctx, uint64_t done, uint64_t total) {
-  struct load_cli *c = ctx;
+/* Rank 0's progress of a step (`what`: "" for the load, else after the
+ * amounts): amounts in the unit the total reaches, the rate in the one
+ * it reaches (a slow filesystem's 2 MiB/s is not "0.00 GiB/s"). */
+static void progress_line(struct load_cli *c, const char *what, uint64_t done,
+                          uint64_t total) {
   double t = tpl__now(), el = t - c->t0, rate = el > 0 ? (double)done / el : 0;
   double eta = rate > 0 ? (double)(total - done) / rate : 0, scale;
   int width = 30, fill = total ? (int)((double)width * done / total) : width;
   const char *unit = tpl__cli_unit((double)total, &scale);
-  const char *share = c->o.read_local ? " (rank 0's share)" : "";
   char speed[32];
   if (c->quiet || c->progress == PROGRESS_NEVER) return;
   tpl__cli_rate(rate, speed, sizeof(speed));
   if (c->bar) {
     fprintf(stderr, "\r[%.*s%*s] %7.2f/%.2f %s %12s ETA %4.0fs%s", fill,
             "==============================", width - fill, "", done / scale,
-            total / scale, unit, speed, eta, share);
+            total / scale, unit, speed, eta, what);
     if (done >= total) fputc('\n', stderr);
   } else if (t - c->last_line >= 5.0 && done < total) {
     fprintf(stderr, "tpload %s: %.2f/%.2f %s%s, %s, ETA %.0f s\n", c->cmd->name,
-            done / scale, total / scale, unit, share, speed, eta);
+            done / scale, total / scale, unit, what, speed, eta);
     c->last_line = t;
   }
+}
+
+/* The load's progress: the job's bytes, or with --read local rank 0's
+ * own reads (each rank reads its own slices; the line says so). */
+static void show_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct load_cli *c = ctx;
+  progress_line(c, c->o.read_local ? " (rank 0's share)" : "", done, total);
+}
+
+/* --verify-md5's pass before it: the bytes hashed; once all are, the
+ * load's rate starts from there. */
+static void show_md5_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct load_cli *c = ctx;
+  if (c->md5_done) return;
+  progress_line(c, " md5 checked", done, total);
+  if (done >= total) {
+    c->md5_done = 1;
+    c->t0 = c->last_line = tpl__now();
+  }
+}
+
+/* --verify-md5's pass: which files, how much, how fast. */
+static void print_md5(struct load_cli *c, const struct tpl__report *r) {
+  double gib = (double)r->md5_bytes / 1073741824.0;
+  if (!r->has_md5) return;
+  fprintf(stderr,
+          "tpload %s: md5sum as the cache records: %zu files, %.3f GiB, "
+          "checked in %.3f s (%.2f GiB/s) before the load\n",
+          c->cmd->name, r->md5_nfiles, gib, r->md5_seconds,
+          r->md5_seconds > 0 ? gib / r->md5_seconds : 0.0);
 }
 
 static void print_summary(struct load_cli *c, const struct tpl__report *r) {
@@ -368,6 +405,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     json_decref(j);
   }
   if (!c->quiet) {
+    print_md5(c, r);
     print_summary(c, r);
     print_reads(c, r);
     tpl__report_grid_line(r, grid, sizeof(grid));
@@ -412,6 +450,7 @@ static int run(const struct tpl__cli_command *cmd,
   c.last_line = c.t0;
   if (rank == 0) {
     c.o.progress = show_progress;
+    c.o.md5_progress = show_md5_progress;
     c.o.report = on_report;
     c.o.ctx = &c;
   }

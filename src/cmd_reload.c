@@ -17,7 +17,7 @@
 #include "fileio.h"
 
 static const char reload_help[] =
-    "usage: tpload reload SOCKET [MODEL] [--plan P]\n"
+    "usage: tpload reload SOCKET [MODEL] [--plan P] [--verify-md5]\n"
     "\n"
     "Asks the `tpload serve` job behind SOCKET (any rank's\n"
     "DIR/rank{R}.sock; the request goes to rank 0) to load MODEL as its\n"
@@ -34,15 +34,20 @@ static const char reload_help[] =
     "\n"
     "  --plan P     plan file, preset name or auto (default: the current\n"
     "               generation's)\n"
+    "  --verify-md5 MODEL is an MLC weight directory: rank 0 checks every\n"
+    "               params_shard file against the md5sum its record\n"
+    "               carries before the new version loads (a job served\n"
+    "               with --verify-md5 checks every reload anyway)\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
     "               or TPLOAD_DAEMON_UID)\n"
     "  --help       show this help\n"
     "\n"
-    "Exit codes: 0 switched, 64 usage, 65 invalid model or plan (the\n"
-    "current generation is still served), 66 model missing, 69 daemon\n"
-    "unreachable or refusing, or the job ended during the reload (a rank\n"
-    "stopped or died), 70 a rank has no memory for a second store, 74 I/O\n"
-    "error, 75 busy (another reload is running).\n";
+    "Exit codes: 0 switched, 64 usage (--verify-md5 of a model that is not\n"
+    "an MLC directory included), 65 invalid model or plan, or a file whose\n"
+    "md5sum differs (the current generation is still served), 66 model\n"
+    "missing, 69 daemon unreachable or refusing, or the job ended during\n"
+    "the reload (a rank stopped or died), 70 a rank has no memory for a\n"
+    "second store, 74 I/O error, 75 busy (another reload is running).\n";
 
 /* MODEL as the daemon's rank 0 will open it: absolute (its working
  * directory is not ours), symbolic links kept (SIGHUP reloads the same
@@ -68,6 +73,7 @@ static int report(const char *path, const struct tpl__wire_response *r) {
 
 #define RELOAD_OPTIONS(X)                                                      \
   X(OPT_PLAN, "plan", TPL_CLI_VALUE)                                           \
+  X(OPT_VERIFY_MD5, "verify-md5", TPL_CLI_FLAG)                                \
   X(OPT_DAEMON_UID, "daemon-uid", TPL_CLI_VALUE)
 
 enum { RELOAD_OPTIONS(TPL_CLI_OPTION_ID) };
@@ -88,6 +94,7 @@ static int run(const struct tpl__cli_command *cmd,
   if (a->noperands > 1 && (args.model = absolute(a->operands[1])) == NULL)
     return tpl__cli_report(-ENOMEM, NULL);
   args.plan = (char *)a->value[OPT_PLAN];
+  args.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   q.args = &args;
   rc = tpl__client_job_call(path, &q, &r, &err);
   free(args.model);

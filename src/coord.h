@@ -78,8 +78,10 @@ struct tpl__coord {
    * On success *next is the new generation and the previous one stays
    * valid until retire.  On failure the previous one is still the
    * current, nothing of the new one is left, and every rank's err holds
-   * the one message of the rank that saw the failure. */
-  int (*reload)(void *ctx, const char *model, const char *plan,
+   * the one message of the rank that saw the failure.  `verify_md5`
+   * (rank 0's): check the MLC files' md5sums first, as --verify-md5
+   * does (a job started with --verify-md5 checks every reload's). */
+  int (*reload)(void *ctx, const char *model, const char *plan, int verify_md5,
                 const struct tpl__reload_hooks *hooks, struct tpl__loaded *next,
                 struct tpl__error *err);
   /* Frees the generation the last successful reload replaced. */

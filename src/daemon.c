@@ -156,6 +156,7 @@ struct server {
   int reload_asked, reloading, stop_after_reload;
   char *reload_model, *reload_plan; /* rank 0: what to load; plan NULL:
                                        the current one */
+  int reload_md5;                   /* rank 0: reload --verify-md5 */
   struct conn *reload_client;       /* rank 0: the `tpload reload` waiting */
   _Atomic uint64_t next_bytes;      /* the new store's size, once known */
   struct served next;               /* the new generation ... */
@@ -578,10 +579,12 @@ static void stop_job(struct server *s) {
 /* ---- reloads and watches ---- */
 
 /* Stops the loop so that serve() runs the reload (run_reload). */
-static void ask_reload(struct server *s, char *model, char *plan) {
+static void ask_reload(struct server *s, char *model, char *plan,
+                       int verify_md5) {
   s->reload_asked = 1;
   s->reload_model = model;
   s->reload_plan = plan;
+  s->reload_md5 = verify_md5;
   uv_stop(&s->loop);
 }
 
@@ -624,7 +627,7 @@ static void begin_reload(struct conn *c,
   c->watching = 0;
   s->reload_client = c;
   LOG_AT(s, TPL_LOG_INFO, "reload: asked by pid %ld: %s", (long)c->pid, model);
-  ask_reload(s, model, plan);
+  ask_reload(s, model, plan, a->verify_md5);
 }
 
 /* A watch: answered at once when the generation is past `after`, else
@@ -658,7 +661,7 @@ static void on_sighup(uv_signal_t *h, int signum) {
   model = strdup(s->cur.model);
   if (model == NULL) return;
   LOG_AT(s, TPL_LOG_INFO, "reload: SIGHUP: %s", model);
-  ask_reload(s, model, NULL);
+  ask_reload(s, model, NULL, 0);
 }
 
 static void handle_args(struct conn *c, int kind,
@@ -944,7 +947,7 @@ static void on_poll(uv_timer_t *t) {
   if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
   else if (c != NULL && c->poll_reload != NULL && c->poll_reload(c->ctx) > 0)
-    ask_reload(s, NULL, NULL); /* rank 0 started one: join it */
+    ask_reload(s, NULL, NULL, 0); /* rank 0 started one: join it */
 }
 
 static void on_wake(uv_async_t *h) {
@@ -1122,8 +1125,8 @@ static void run_reload(struct server *s) {
   threaded = pthread_create(&t, NULL, loop_thread, s) == 0;
   if (!threaded)
     LOG_AT(s, TPL_LOG_INFO, "reload: no thread for the loop: clients wait");
-  rc =
-      co->reload(co->ctx, s->reload_model, s->reload_plan, &hooks, &next, &err);
+  rc = co->reload(co->ctx, s->reload_model, s->reload_plan, s->reload_md5,
+                  &hooks, &next, &err);
   if (threaded) {
     uv_async_send(&s->wake);
     pthread_join(t, NULL);

@@ -41,6 +41,7 @@
 #include "finisher.h"
 #include "job.h"
 #include "local_read.h"
+#include "mlc_md5.h"
 #include "model.h"
 #include "plan.h"
 #include "report.h"
@@ -112,6 +113,9 @@ struct engine {
   int deferred;                   /* rank 0: a file changed during --read
                                      mpi's stream, told after it */
   struct tpl__error deferred_err; /* ... and why */
+  int note_told;                  /* rank 0: the source's note is out */
+  struct tpl__md5_summary md5;    /* rank 0: --verify-md5's pass */
+  const char **md5_names;         /* ... its files' names */
   const char *plan_arg;           /* the --plan this generation came from */
   char *plan_owned;               /* a reload's copy of it */
   /* serve's reloads (coord.h): a reload loads into its own engine; the
@@ -194,6 +198,9 @@ static int validate(struct engine *e, struct tpl__error *err) {
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0 && o->verify_md5)
+    rc = tpl__mlc_md5_ready(e->model,
+                            e->model->shown ? e->model->shown : o->model, err);
   if (rc == 0)
     rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
                        &e->plan, &e->job, err);
@@ -902,8 +909,9 @@ static int open_source(struct engine *e, const int *fds,
   if (e->job->nfiles > 0 && e->job->files[0].url != NULL)
     return open_http_source(e, err);
   rc = tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
-  if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0)
+  if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0 && !e->note_told)
     fprintf(stderr, "tpload: %s\n", e->src->note);
+  e->note_told = e->note_told || (rc == 0 && e->src->note[0] != '\0');
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
   return rc;
 }
@@ -1152,6 +1160,43 @@ static int read_local(struct engine *e, struct tpl__error *err) {
   return rc;
 }
 
+/* --- rank 0: --verify-md5's pass --- */
+
+/* Each hashed read is progress: a beat when one is due, and the line. */
+static void md5_progress(void *ctx, uint64_t done, uint64_t total) {
+  struct engine *e = ctx;
+  beat(e);
+  if (e->o->md5_progress) e->o->md5_progress(e->o->ctx, done, total);
+}
+
+/* Every file read whole through a source of its own and checked against
+ * its md5sum (mlc_md5.h); the report names them. */
+static int md5_pass(struct engine *e, struct tpl__error *err) {
+  struct tpl__mlc_md5 v = {
+      .m = e->model, .chunk = e->chunk, .progress = md5_progress, .ctx = e};
+  int *fds = NULL;
+  const char **paths = NULL;
+  int rc = model_files(e, &fds, &paths) == 0 ? 0 : tpl__oom(err);
+  if (rc == 0) rc = open_source(e, fds, paths, err);
+  v.src = e->src;
+  if (rc == 0) rc = tpl__mlc_md5_verify(&v, err);
+  close_source(e);
+  free(fds);
+  e->md5_names = paths; /* the files' paths, replaced by their names */
+  for (size_t f = 0; rc == 0 && f < e->job->nfiles; f++)
+    paths[f] = e->model->files[f].name;
+  e->md5 = (struct tpl__md5_summary){paths, rc == 0 ? e->job->nfiles : 0,
+                                     v.bytes, v.seconds};
+  return rc;
+}
+
+/* Before any byte moves: rank 0's pass, while the others wait for it
+ * under the stall deadline its beats move; agreed. */
+static int verify_md5(struct engine *e, struct tpl__error *err) {
+  beats_begin(e);
+  return agree_after_beats(e, e->rank == 0 ? md5_pass(e, err) : 0, err);
+}
+
 /* --- ranks > 0: receiving --- */
 
 /* Waits for the next message from `from` and its size, polling like
@@ -1374,7 +1419,8 @@ static int gather_reports(struct engine *e, double seconds,
   }
   if (rc == 0 && e->rank == 0)
     rc = tpl__load_report_pack(e->job, g.parts, g.lens, seconds, e->bytes_read,
-                               &e->report, &e->report_len, err);
+                               e->md5_names ? &e->md5 : NULL, &e->report,
+                               &e->report_len, err);
   free(mine);
   gathered_free(&g);
   return rc;
@@ -1479,13 +1525,13 @@ static int coord_poll_reload(void *ctx) {
   return flag;
 }
 
-/* Rank 0 tells every rank a reload starts and gives them its model and
- * plan; the others listen for the next one.  Then every rank has the
- * reload's options in e->reload_o.  Agreed. */
+/* Rank 0 tells every rank a reload starts and gives them its model,
+ * plan and whether to check md5sums; the others listen for the next one.  Then
+ * every rank has the reload's options in e->reload_o.  Agreed. */
 static int reload_request(struct engine *e, const char *model, const char *plan,
-                          struct tpl__error *err) {
+                          int verify_md5, struct tpl__error *err) {
   const size_t len = sizeof(e->reload_req[0]);
-  int one = 1, rc = 0, mrc;
+  int one = 1, rc = 0, mrc, md5 = verify_md5 != 0;
   if (plan == NULL) plan = e->plan_arg;
   if (e->rank == 0 && (strlen(model) >= len || strlen(plan) >= len))
     rc = tpl__fail(err, TPL_EUSAGE, "reload: a path of more than %zu bytes",
@@ -1502,8 +1548,10 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
   mrc = reload_arm(e, err);
   if (mrc == 0)
     mrc = bcast_bytes(e, (uint8_t *)e->reload_req, sizeof(e->reload_req), err);
+  if (mrc == 0) mrc = bcast_from_0(e, &md5, 1, MPI_INT, err);
   if (mrc != 0) return mrc;
   e->reload_o = *e->o;
+  e->reload_o.verify_md5 = e->o->verify_md5 || md5;
   e->reload_o.model = e->reload_req[0];
   e->reload_o.plan = e->reload_req[1];
   memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
@@ -1572,10 +1620,10 @@ static void generation_free(struct engine *n) {
 }
 
 static int coord_reload(void *ctx, const char *model, const char *plan,
-                        const struct tpl__reload_hooks *hooks,
+                        int verify_md5, const struct tpl__reload_hooks *hooks,
                         struct tpl__loaded *next, struct tpl__error *err) {
   struct engine *e = ctx, *n = NULL;
-  int rc = reload_request(e, model, plan, err);
+  int rc = reload_request(e, model, plan, verify_md5, err);
   if (rc == 0) {
     n = generation_new(e, hooks);
     rc = agree(e,
@@ -1735,6 +1783,8 @@ static int job_totals(struct engine *e, double mine, double *max,
  * file of a version served stays open (a model deleted or replaced on
  * disk gives its space back while serving goes on). */
 static void release_sources(struct engine *e) {
+  free(e->md5_names);
+  e->md5_names = NULL;
   tpl__model_free(e->model);
   tpl__plan_free(e->plan);
   e->model = NULL;
@@ -1749,6 +1799,7 @@ static int load(struct engine *e, int reload, struct tpl__error *err) {
   const struct tpl__sink *s = &e->o->steps;
   double t0, seconds;
   int rc = share_job(e, err);
+  if (rc == 0 && e->o->verify_md5) rc = verify_md5(e, err);
   if (rc == 0 && reload) {
     if (e->hooks->sized != NULL)
       e->hooks->sized(e->hooks->ctx, e->job->store_size);

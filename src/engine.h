@@ -28,8 +28,13 @@ struct tpl__load_opts {
                                  from the files (local_read.h) */
   int io_mode;                /* --io: enum tpl__io_mode (source.h) */
   struct tpl__http_opts http; /* a MODEL URL's client (http.h) */
+  int verify_md5;             /* --verify-md5: rank 0 checks every file of
+                                 an MLC directory against its md5sum before
+                                 the load (mlc_md5.h); a reload too */
   /* Rank 0 only: called after every chunk with bytes delivered so far. */
   void (*progress)(void *ctx, uint64_t done, uint64_t total);
+  /* Rank 0 only: called during --verify-md5's pass with bytes hashed. */
+  void (*md5_progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the
    * sink runs (packed tpload.LoadReport, valid during the call). */
   void (*report)(void *ctx, const uint8_t *packed, size_t len);

@@ -24,6 +24,7 @@
 #include "fileio.h"
 #include "fmt_mlc_cache.h"
 #include "jsonu.h"
+#include "md5sum.h"
 
 struct mlc_ctx {
   const char *what;     /* "DIR/tensor-cache.json" */
@@ -325,13 +326,26 @@ static int read_shard_header(struct mlc_ctx *c, json_t *frec, size_t i,
   return 0;
 }
 
-static int add_shard_file(struct tpl__model *m, struct shard *s,
+/* The file's "md5sum" as TVM records it (md5sum.h), kept for
+ * --verify-md5, which alone judges it: absent, 32 hex digits or neither. */
+static void read_md5sum(json_t *frec, struct tpl__file *f) {
+  json_t *v = json_object_get(frec, "md5sum");
+  if (v == NULL) return;
+  f->md5_state =
+      json_is_string(v) && tpl__md5_parse(json_string_value(v),
+                                          json_string_length(v), f->md5) == 0
+          ? TPL_MD5_OK
+          : TPL_MD5_BAD;
+}
+
+static int add_shard_file(struct tpl__model *m, json_t *frec, struct shard *s,
                           struct tpl__error *err) {
   char *path = tpl__path_join(m->dir, s->data_path);
   int rc = path ? tpl__model_add_file(m, path, s->data_path, s->size, &s->file)
                 : -ENOMEM;
   free(path);
   if (rc != 0) return tpl__fail(err, rc, "%s: out of memory", s->data_path);
+  read_md5sum(frec, &m->files[s->file]);
   return 0;
 }
 
@@ -346,7 +360,7 @@ static int parse_shard(struct mlc_ctx *c, json_t *frec, size_t i,
                      "another JSON type",
                      c->what, i);
   rc = read_shard_header(c, frec, i, &s, &recs, err);
-  if (rc == 0) rc = add_shard_file(c->m, &s, err);
+  if (rc == 0) rc = add_shard_file(c->m, frec, &s, err);
   for (size_t k = 0; rc == 0 && k < json_array_size(recs); k++)
     rc = parse_tensor(c, &s, k, json_array_get(recs, k), err);
   if (rc != 0) return rc;

@@ -13,7 +13,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/md5.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "fileio.h"
 #include "jsonu.h"
+#include "md5sum.h"
 #include "mlc_layout.h"
 #include "mlc_writer.h"
 #include "preshard.h"
@@ -132,7 +134,7 @@ static char *final_path(const char *dir, size_t f) {
 
 /* The records of file f from this rank's store, to fd and into md5. */
 static int write_records(struct writer *w, size_t f, int fd,
-                         struct md5_ctx *md5) {
+                         struct tpl__md5 *md5) {
   const struct tpl__mlc_file *fi = &w->layout.files[f];
   const struct tpl__job *job = w->l->job;
   for (size_t r = fi->first; r < fi->first + fi->count; r++) {
@@ -140,7 +142,7 @@ static int write_records(struct writer *w, size_t f, int fd,
     const uint8_t *p = w->l->store->base + t->store_offset;
     int rc = tpl__preshard_write_beating(fd, p, (size_t)t->rank_bytes, w->c);
     if (rc != 0) return rc;
-    md5_update(md5, (size_t)t->rank_bytes, p);
+    tpl__md5_update(md5, p, (size_t)t->rank_bytes);
   }
   return 0;
 }
@@ -153,10 +155,10 @@ static int write_records(struct writer *w, size_t f, int fd,
 static int write_file(struct writer *w, size_t f, int last, uint8_t sum[16],
                       struct tpl__error *err) {
   char *tmp = temp_path(w->o->dir, f);
-  struct md5_ctx md5;
+  struct tpl__md5 md5;
   int fd = -1, rc = 0;
   if (tmp == NULL) return tpl__oom(err);
-  md5_init(&md5);
+  tpl__md5_init(&md5);
   rc = tpl__tmpguard_add(tmp);
   if (rc == 0) {
     unlink(tmp);
@@ -173,7 +175,7 @@ static int write_file(struct writer *w, size_t f, int last, uint8_t sum[16],
     tpl__fail(err, rc == -ENOSPC ? -ENOSPC : rc, "%s: cannot write: %s", tmp,
               strerror(-rc));
   }
-  md5_digest(&md5, 16, sum);
+  tpl__md5_digest(&md5, sum);
   free(tmp);
   return rc;
 }
@@ -332,7 +334,7 @@ static json_t *source_metadata(const char *model) {
 
 /* Each file's md5 in hex, from what the owners reported. */
 static char *md5_table(const struct writer *w) {
-  char *hex = malloc(w->layout.nfiles * 33 + 1);
+  char *hex = malloc(w->layout.nfiles * TPL_MD5_HEX + 1);
   size_t *next = calloc(w->c->world, sizeof(size_t));
   if (hex == NULL || next == NULL) {
     free(hex);
@@ -343,8 +345,7 @@ static char *md5_table(const struct writer *w) {
     uint32_t owner = w->layout.files[f].owner;
     const uint8_t *sum =
         w->all + ((size_t)owner * w->max_owned + next[owner]++) * 16;
-    for (int i = 0; i < 16; i++)
-      snprintf(hex + f * 33 + 2 * i, 3, "%02x", sum[i]);
+    tpl__md5_hex(sum, hex + f * TPL_MD5_HEX);
   }
   free(next);
   return hex;

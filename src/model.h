@@ -24,6 +24,14 @@ enum tpl__encoding {
   TPL_ENC_F32_TO_BF16 = 1 /* dtype F32, stored as the upper 16 bits (bf16) */
 };
 
+/* What an MLC file record says of its md5sum (md5sum.h); only
+ * --verify-md5 asks, so a load without it reads none of it. */
+enum tpl__md5_state {
+  TPL_MD5_NONE = 0, /* no "md5sum" (and every other format's files) */
+  TPL_MD5_OK,       /* 32 hex digits */
+  TPL_MD5_BAD       /* anything else */
+};
+
 struct tpl__tensor {
   char *name; /* owned, NUL-terminated */
   int dtype;  /* enum tpl_dtype (the decoded dtype) */
@@ -49,6 +57,8 @@ struct tpl__file {
                                a local file; `path` is its shown form */
   struct tpl__http_obj obj; /* a remote file's size and validators
                                when validated */
+  int md5_state;            /* an MLC file's "md5sum": enum tpl__md5_state */
+  char md5[33];             /* TPL_MD5_OK: its 32 hex digits, lowercased */
 };
 
 struct tpl__model {

@@ -380,9 +380,11 @@ static int check_gathered(const Tpload__LoadReport *lr,
 
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
-                          uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl__error *err) {
+                          uint64_t bytes_read,
+                          const struct tpl__md5_summary *md5, uint8_t **buf,
+                          size_t *len, struct tpl__error *err) {
   Tpload__LoadReport lr = TPLOAD__LOAD_REPORT__INIT;
+  Tpload__Md5Check mc = TPLOAD__MD5_CHECK__INIT;
   uint32_t world = job->grid.world;
   Tpload__RankReport **rr = calloc(world, sizeof(*rr));
   int rc = 0;
@@ -403,6 +405,13 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.bytes_read = bytes_read;
   lr.n_ranks = world;
   lr.ranks = rr;
+  if (md5 != NULL) {
+    mc.n_files = md5->nfiles;
+    mc.files = (char **)md5->files; /* only read by the packing */
+    mc.bytes = md5->bytes;
+    mc.seconds = md5->seconds;
+    lr.md5 = &mc;
+  }
   if (rc == 0) rc = check_gathered(&lr, job, err);
   if (rc == 0 && pack_message(&lr.base, buf, len) != 0) rc = tpl__oom(err);
   for (uint32_t i = 0; i < world; i++)
@@ -433,6 +442,7 @@ int tpl__report_summary(const uint8_t *packed, size_t len, uint8_t **out,
   int rc;
   if (m == NULL) return TPL_EPEER;
   drop_unknown(&m->base);
+  drop_unknown(m->md5 != NULL ? &m->md5->base : NULL);
   for (size_t r = 0; r < m->n_ranks; r++) {
     Tpload__RankReport *rr = m->ranks[r];
     rr->n_tensor_nbytes = rr->n_tensor_xxh3 = 0;
@@ -512,6 +522,25 @@ static int decode_infos(const Tpload__LoadReport *lr, struct tpl__report *rep,
   return 0;
 }
 
+/* --verify-md5's pass, when the report has one: names UTF-8, its time
+ * a number. */
+static int decode_md5(const Tpload__Md5Check *m, struct tpl__report *rep,
+                      struct tpl__error *err) {
+  int ok = isfinite(m->seconds);
+  for (size_t k = 0; ok && k < m->n_files; k++)
+    ok = tpl__json_utf8(m->files[k]);
+  if (!ok)
+    return tpl__fail(err, TPL_EPEER,
+                     "report: md5: a file name that is not UTF-8, or a time "
+                     "that is not a number");
+  rep->has_md5 = 1;
+  rep->md5_files = (const char *const *)m->files;
+  rep->md5_nfiles = m->n_files;
+  rep->md5_bytes = m->bytes;
+  rep->md5_seconds = m->seconds;
+  return 0;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -531,6 +560,7 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   for (uint32_t r = 0; rc == 0 && r < rep->grid.world; r++)
     rc = decode_rank(lr->ranks[r], &rep->ranks[r], err);
   if (rc == 0) rc = decode_infos(lr, rep, err);
+  if (rc == 0 && lr->md5 != NULL) rc = decode_md5(lr->md5, rep, err);
   if (rc == 0) rep->agree = check_replicas(lr, &rep->grid, NULL, NULL);
   return rc;
 }
@@ -607,6 +637,15 @@ static json_t *rank_json(const struct tpl__rank_report *r) {
   return o;
 }
 
+/* --verify-md5's pass: {verified: [file names], bytes, seconds}. */
+static json_t *md5_json(const struct tpl__report *r) {
+  json_t *files = json_array();
+  for (size_t i = 0; i < r->md5_nfiles; i++)
+    json_array_append_new(files, json_string(r->md5_files[i]));
+  return json_pack("{s:o, s:I, s:f}", "verified", files, "bytes",
+                   (json_int_t)r->md5_bytes, "seconds", usec(r->md5_seconds));
+}
+
 /* Every tensor of `job` as shard-info.json has it, with its holders. */
 static json_t *params_json(const struct tpl__report *r,
                            const struct tpl__job *job) {
@@ -643,6 +682,7 @@ json_t *tpl__report_json(const struct tpl__report *r,
                 (json_int_t)r->bytes_delivered, "ranks", ranks);
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
+  if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
   if (o != NULL && job != NULL &&
       json_object_set_new(o, "params", params_json(r, job)) != 0) {
     json_decref(o);

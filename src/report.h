@@ -47,17 +47,28 @@ int tpl__rank_report_pack(const struct tpl__job *job,
                           const struct tpl__rank_stats *st, uint8_t **buf,
                           size_t *len);
 
+/* --verify-md5's pass (rank 0, before the load): the files whose md5sum
+ * it checked (their names in the cache), their bytes, its time. */
+struct tpl__md5_summary {
+  const char *const *files;
+  size_t nfiles;
+  uint64_t bytes;
+  double seconds;
+};
+
 /* Rank 0: builds the packed LoadReport from the job->grid.world packed
  * RankReports (ranks[i], lens[i]), and checks that the replicas agree:
  * every rank of replica d > 0 reports the same bytes and XXH3 for every
  * tensor as replica 0's rank at the same (stage, shard).  Returns 0,
  * TPL_EMISMATCH naming the first rank and tensor that differ (a wrong
  * shard: the job fails), or TPL_EPEER for a malformed report.  *buf is
- * malloc'd (caller frees), set only on success. */
+ * malloc'd (caller frees), set only on success.  `md5` (NULL: no pass)
+ * goes into the report as it is. */
 int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
                           const size_t *lens, double seconds,
-                          uint64_t bytes_read, uint8_t **buf, size_t *len,
-                          struct tpl__error *err);
+                          uint64_t bytes_read,
+                          const struct tpl__md5_summary *md5, uint8_t **buf,
+                          size_t *len, struct tpl__error *err);
 
 /* Repacks a packed LoadReport without the per-tensor arrays (a status
  * summary: a few hundred bytes at any tensor count) into *out (malloc'd).
@@ -104,6 +115,13 @@ struct tpl__report {
    * ntensors tensors of the job; NULL (and 0) in a summary */
   struct tpl__rank_info *infos;
   size_t ntensors;
+  /* --verify-md5's pass before the load (has_md5 0: none): the files
+   * checked, by name, their bytes, its time */
+  int has_md5;
+  const char *const *md5_files;
+  size_t md5_nfiles;
+  uint64_t md5_bytes;
+  double md5_seconds;
   void *msg; /* the unpacked message the strings point into */
 };
 
@@ -120,7 +138,8 @@ void tpl__report_free(struct tpl__report *r);
 /* The JSON form (`tpload load --json`, `tpload status --json`): model,
  * tensor_parallel_shards, pipeline_parallel_stages,
  * data_parallel_replicas, replicas_agree,
- * bias_scaling, seconds, bytes_read, bytes_delivered, ranks[] {rank,
+ * bias_scaling, seconds, bytes_read, bytes_delivered, md5 {verified
+ * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * bytes_sent, seconds, phases {read, pack, send, receive, scale,
  * allocate, hash}, reads[] {file, mode, align}}; with `job` (the job the

@@ -28,6 +28,7 @@
 #include "dtype.h"
 #include "fileio.h"
 #include "jsonu.h"
+#include "md5sum.h"
 #include "st_writer.h"
 #include "synth.h"
 
@@ -781,14 +782,16 @@ static int cmp_data_order(const void *pa, const void *pb) {
   return strcmp(a->name, b->name);
 }
 
+/* The tensor's bytes to f, and into md5 (NULL: none). */
 static int write_tensor_data(struct tpl__atomic *f, const struct stensor *t,
                              const struct tpl__synth_opts *o, uint8_t *buf,
-                             struct tpl__error *err) {
+                             struct tpl__md5 *md5, struct tpl__error *err) {
   uint64_t state = tensor_seed(o->seed, t->name), left = t->nbytes;
   while (left > 0) {
     size_t c = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
     int rc;
     fill(&state, t->gen, buf, c);
+    if (md5 != NULL) tpl__md5_update(md5, buf, c);
     rc = out_write(f, buf, c, err);
     if (rc != 0) return rc;
     left -= c;
@@ -835,7 +838,7 @@ static int write_st_file(const char *dir, const char *name, struct stensor **ts,
   rc = out_write(&f, hdr, hlen, err);
   free(hdr);
   for (size_t i = 0; rc == 0 && i < n; i++)
-    rc = write_tensor_data(&f, ts[i], o, buf, err);
+    rc = write_tensor_data(&f, ts[i], o, buf, NULL, err);
   return out_commit(&f, rc, dir, name, err);
 }
 
@@ -994,7 +997,8 @@ static json_t *mlc_record(const struct stensor *t) {
                    (json_int_t)t->offset);
 }
 
-/* Writes params_shard_{f}.bin and appends its entry to `shards`. */
+/* Writes params_shard_{f}.bin and appends its entry to `shards`, with
+ * the md5sum TVM's writer records (md5sum.h). */
 static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
                            const struct tpl__synth_opts *o, uint8_t *buf,
                            json_t *shards, struct tpl__error *err) {
@@ -1002,7 +1006,11 @@ static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
   char fname[64];
   json_t *recs;
   uint64_t bytes = 0;
+  struct tpl__md5 md5;
+  uint8_t sum[16];
+  char hex[TPL_MD5_HEX];
   int rc;
+  tpl__md5_init(&md5);
   snprintf(fname, sizeof(fname), "params_shard_%u.bin", f);
   rc = out_open(dir, fname, &out, err);
   if (rc != 0) return rc;
@@ -1011,12 +1019,15 @@ static int write_mlc_shard(const char *dir, const struct tlist *l, uint32_t f,
     if (l->v[i].file != f) continue;
     json_array_append_new(recs, mlc_record(&l->v[i]));
     bytes += l->v[i].nbytes;
-    rc = write_tensor_data(&out, &l->v[i], o, buf, err);
+    rc = write_tensor_data(&out, &l->v[i], o, buf, &md5, err);
   }
+  tpl__md5_digest(&md5, sum);
+  tpl__md5_hex(sum, hex);
   /* On failure the caller drops `shards`, this entry with it. */
-  json_array_append_new(shards, json_pack("{ss ss sI so}", "dataPath", fname,
+  json_array_append_new(shards, json_pack("{ss ss sI so ss}", "dataPath", fname,
                                           "format", "raw-shard", "nbytes",
-                                          (json_int_t)bytes, "records", recs));
+                                          (json_int_t)bytes, "records", recs,
+                                          "md5sum", hex));
   return out_commit(&out, rc, dir, fname, err);
 }
 

@@ -5,7 +5,6 @@
  * it with the record the runtime would load, after the file's md5 sum.
  * One tensor at a time: memory is a few times the largest tensor. */
 #include <errno.h>
-#include <nettle/md5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "fileio.h"
 #include "job.h"
 #include "jsonu.h"
+#include "md5sum.h"
 #include "planner.h"
 #include "verify_mlc.h"
 
@@ -104,42 +104,21 @@ static int open_output(struct check *c, struct tpl__error *err) {
   return rc;
 }
 
-static void md5_hex(int fd, uint64_t size, uint8_t *buf, size_t cap,
-                    char hex[33], int *rc) {
-  struct md5_ctx m;
-  uint8_t sum[16];
-  md5_init(&m);
-  for (uint64_t at = 0; *rc == 0 && at < size;) {
-    size_t n = size - at < cap ? (size_t)(size - at) : cap;
-    *rc = tpl__pread_full(fd, buf, n, at);
-    if (*rc == 0) md5_update(&m, n, buf);
-    at += n;
-  }
-  md5_digest(&m, 16, sum);
-  for (int i = 0; i < 16; i++)
-    snprintf(hex + 2 * i, 3, "%02x", sum[i]);
-}
-
 /* Every file's bytes against the md5sum its record gives. */
 static int check_sums(struct check *c, struct tpl__error *err) {
   json_t *recs = json_object_get(c->cache, "records");
-  size_t cap = 1 << 20;
-  uint8_t *buf = malloc(cap);
-  int rc = buf ? 0 : -ENOMEM;
+  int rc = 0;
   for (size_t f = 0; rc == 0 && f < c->out->nfiles; f++) {
     const struct tpl__file *fi = &c->out->files[f];
     const char *want =
         json_string_value(json_object_get(json_array_get(recs, f), "md5sum"));
-    char got[33];
-    md5_hex(fi->fd, fi->size, buf, cap, got, &rc);
+    char got[TPL_MD5_HEX];
+    rc = tpl__md5_file(fi->fd, fi->size, got);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s: %s", fi->path, tpl_strerror(rc));
-    else if (want == NULL || strcmp(want, got) != 0)
-      rc = tpl__fail(err, TPL_EMISMATCH,
-                     "%s: expected md5sum %s as the cache records, found %s",
-                     fi->path, want ? want : "(none recorded)", got);
+    else
+      rc = tpl__md5_check(fi->path, "the cache", want, got, TPL_EMISMATCH, err);
   }
-  free(buf);
   return rc;
 }
 

@@ -114,6 +114,7 @@ int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
   out->plan = dup_or_null(m->plan);
   out->after_generation = m->after_generation;
   out->timeout_ms = m->timeout_ms;
+  out->verify_md5 = m->verify_md5;
   if ((out->model == NULL && m->model != NULL && m->model[0] != '\0') ||
       (out->plan == NULL && m->plan != NULL && m->plan[0] != '\0')) {
     tpl__wire_request_args_free(out);
@@ -156,6 +157,7 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
     m.plan = a->plan != NULL ? a->plan : "";
     m.after_generation = a->after_generation;
     m.timeout_ms = a->timeout_ms;
+    m.verify_md5 = a->verify_md5 != 0;
   }
   return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
 }

@@ -75,6 +75,7 @@ struct tpl__wire_request_args {
   char *plan;                /* reload: "" or NULL for the current plan */
   uint64_t after_generation; /* watch */
   int64_t timeout_ms;        /* watch: < 0 waits until the change */
+  int verify_md5;            /* reload: --verify-md5 for this one */
 };
 
 /* Decodes the arguments of a request body (tpl__wire_decode_request

@@ -8,7 +8,7 @@
 . "$TESTS_SRCDIR/lib/lib.sh"
 
 cat >"$T_TMP/check.py" <<'EOF'
-import json, os, struct, sys
+import hashlib, json, os, struct, sys
 import numpy as np
 
 # One small config for every arch: --layers 2 --hidden 64 --heads 4
@@ -353,7 +353,7 @@ def cmd_same_tensors(a, b):
 
 def cmd_mlc(d, key, layers="2", shard_cap="0", scheme="q0bf16"):
     """An MLC directory as convert_weight writes it: records tile each
-    params_shard file exactly; every record's format is f32-to-bf16 (TVM's
+    params_shard file exactly, whose md5sum each file record carries; every record's format is f32-to-bf16 (TVM's
     dump_tensor_cache stamps the encode format on all), float32 stored as
     bf16, other dtypes raw."""
     cache = json.load(open(os.path.join(d, "tensor-cache.json")))
@@ -367,6 +367,10 @@ def cmd_mlc(d, key, layers="2", shard_cap="0", scheme="q0bf16"):
         raw = open(path, "rb").read()
         if len(raw) != s["nbytes"]:
             fail("%s: %d bytes, nbytes says %d" % (path, len(raw), s["nbytes"]))
+        # TVM's writer: md5sum, hashlib's hexdigest of the whole file
+        if s.get("md5sum") != hashlib.md5(raw).hexdigest():
+            fail("%s: md5sum %r, expected %s" % (path, s.get("md5sum"),
+                                                hashlib.md5(raw).hexdigest()))
         off = 0
         for r in s["records"]:
             if r["byteOffset"] != off:

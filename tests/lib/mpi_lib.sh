@@ -72,6 +72,18 @@ open(path, "wb").write(data)
 EOF
 }
 
+# flip_file_byte FILE K: flips a bit of byte K of FILE, whatever it holds
+# (a file whose md5sum no longer matches its record).
+flip_file_byte() {
+  "$ORACLE" - "$1" "$2" <<'EOF'
+import sys
+path, k = sys.argv[1], int(sys.argv[2])
+data = bytearray(open(path, "rb").read())
+data[k] ^= 0x10
+open(path, "wb").write(data)
+EOF
+}
+
 # synth_llama NAME LAYERS: a small llama (bf16, 4 heads) from tpload synth
 # in $M/NAME.
 synth_llama() {

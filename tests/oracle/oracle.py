@@ -55,6 +55,7 @@ CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
 import argparse
 import ctypes
 import ctypes.util
+import hashlib
 import json
 import os
 import random
@@ -613,8 +614,10 @@ def _write_mlc(out, tensors, rng):
         path = "params_shard_%d.bin" % k
         with open(os.path.join(out, path), "wb") as f:
             f.write(blob)
+        # As TVM's writer records it: the whole file's MD5, hexdigest.
         files.append({"dataPath": path, "format": "raw-shard",
-                      "nbytes": len(blob), "records": recs})
+                      "nbytes": len(blob), "records": recs,
+                      "md5sum": hashlib.md5(blob).hexdigest()})
     with open(os.path.join(out, "tensor-cache.json"), "w",
               encoding="utf-8") as f:
         json.dump({"metadata": {"ParamSize": len(tensors),

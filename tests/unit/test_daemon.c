@@ -128,8 +128,8 @@ static void build_report(void) {
   size_t len = 0;
   snprintf(st.host, sizeof(st.host), "h");
   if (tpl__rank_report_pack(&job, &store, &st, &mine, &len) != 0 ||
-      tpl__load_report_pack(&job, &mine, &len, 1.0, 0, &report, &report_len,
-                            NULL) != 0)
+      tpl__load_report_pack(&job, &mine, &len, 1.0, 0, NULL, &report,
+                            &report_len, NULL) != 0)
     abort();
   free(mine);
 }

@@ -233,7 +233,8 @@ static int load_report(uint32_t bad_r, size_t bad_i, uint64_t bad,
   for (uint32_t r = 0; rc == 0 && r < n; r++)
     rc = pack_rank(r, bad_i, r == bad_r ? bad : 0, &parts[r], &lens[r]);
   if (rc == 0)
-    rc = tpl__load_report_pack(&job, parts, lens, 1.0, 100, buf, len, err);
+    rc =
+        tpl__load_report_pack(&job, parts, lens, 1.0, 100, NULL, buf, len, err);
   for (uint32_t r = 0; parts && r < n; r++)
     free(parts[r]);
   free(parts);

@@ -4,6 +4,7 @@
  * files (one record f32-to-bf16) whose order, offsets and sizes are
  * derived by hand from the records written below. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,10 @@
 #include "checkpoint.h"
 #include "dtype.h"
 #include "fmt_mlc_cache.h"
+#include "md5sum.h"
+#include "mlc_md5.h"
 #include "model.h"
+#include "source.h"
 #include "tap.h"
 #include "tmpdir.h"
 
@@ -572,6 +576,159 @@ static void test_parse_only_reads_no_file(void) {
   tpl__model_free(m);
 }
 
+/* --- md5sum: recorded as TVM's writer records it, checked on request --- */
+
+/* hashlib.md5(bytes(range(64))).hexdigest() and of range(24): the two
+ * shard files make_shards writes (computed with Python's hashlib). */
+#define MD5_S0 "b2d3f56bc197fd985d5965079b5e7148"
+#define MD5_S1 "8bd9c8efbbac58748951ca5a45cfd386"
+
+/* Exactly the string `want` (a contained one of the same length). */
+#define CHECK_STR(got, want)                                                   \
+  do {                                                                         \
+    CHECK_STR_CONTAINS(got, want);                                             \
+    CHECK_EQ_U64(strlen(got), strlen(want));                                   \
+  } while (0)
+
+/* RFC 1321's test suite: MD5 ("") and MD5 ("abc"). */
+static void test_md5_rfc1321(void) {
+  char *dir = make_dir("tpl-md5"), path[1024], hex[TPL_MD5_HEX];
+  struct tpl__md5 m;
+  uint8_t sum[16];
+  int fd;
+  tpl__md5_init(&m);
+  tpl__md5_digest(&m, sum);
+  tpl__md5_hex(sum, hex);
+  CHECK_STR(hex, "d41d8cd98f00b204e9800998ecf8427e");
+  REQUIRE(dir != NULL);
+  write_bytes(dir, "abc", "abc", 3);
+  snprintf(path, sizeof(path), "%s/abc", dir);
+  fd = open(path, O_RDONLY);
+  CHECK_EQ_INT(tpl__md5_file(fd, 3, hex), 0);
+  CHECK_STR(hex, "900150983cd24fb0d6963f7d28e17f72");
+  CHECK_EQ_INT(tpl__md5_file(fd, 4, hex), TPL_ESHORT); /* ends early */
+  close(fd);
+  drop_dir(dir);
+}
+
+static void test_md5_parse(void) {
+  char hex[TPL_MD5_HEX];
+  CHECK_EQ_INT(tpl__md5_parse("B2D3F56BC197FD985D5965079B5E7148", 32, hex), 0);
+  CHECK_STR(hex, MD5_S0);
+  CHECK_EQ_INT(tpl__md5_parse(MD5_S0, 31, hex), -1);
+  CHECK_EQ_INT(tpl__md5_parse(MD5_S0 "0", 33, hex), -1);
+  CHECK_EQ_INT(tpl__md5_parse("g2d3f56bc197fd985d5965079b5e7148", 32, hex), -1);
+  CHECK_EQ_INT(tpl__md5_parse("", 0, hex), -1);
+  memset(&err, 0, sizeof(err));
+  CHECK_EQ_INT(tpl__md5_check("d/f.bin", "the cache", MD5_S0, MD5_S1,
+                              TPL_EMISMATCH, &err),
+               TPL_EMISMATCH);
+  CHECK_STR(err.msg, "d/f.bin: expected md5sum " MD5_S0
+                     " as the cache records, found " MD5_S1);
+  CHECK_EQ_INT(tpl__md5_check("d/f.bin", "the cache", MD5_S0, MD5_S0,
+                              TPL_EMISMATCH, &err),
+               0);
+}
+
+/* valid_json's file records: S0 has md5sum "00", S1 none.  Without
+ * --verify-md5 nothing judges them: the cache opens as before. */
+static void test_md5_states(void) {
+  char *dir = make_shards();
+  struct tpl__model *m = NULL;
+  CHECK_EQ_INT(parse(dir, valid_json, &m), 0);
+  REQUIRE(m != NULL);
+  CHECK_EQ_INT(m->files[0].md5_state, TPL_MD5_BAD);
+  CHECK_EQ_INT(m->files[1].md5_state, TPL_MD5_NONE);
+  CHECK_EQ_INT(tpl__mlc_md5_ready(m, dir, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, S0 ": --verify-md5: expected its file record");
+  CHECK_STR_CONTAINS(err.msg, "found another value");
+  m->files[0].md5_state = TPL_MD5_OK;
+  CHECK_EQ_INT(tpl__mlc_md5_ready(m, dir, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, S1 ": --verify-md5:");
+  CHECK_STR_CONTAINS(err.msg, "found none");
+  m->format = TPL_FMT_SAFETENSORS;
+  CHECK_EQ_INT(tpl__mlc_md5_ready(m, "x.safetensors", &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "'x.safetensors' is a safetensors file");
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
+/* A cache whose records carry md5sums: `s0` and `s1` (JSON values). */
+static void md5_json(char *json, size_t len, const char *s0, const char *s1) {
+  snprintf(json, len,
+           "{\"records\":["
+           "{\"dataPath\":\"" S0 "\",\"format\":\"raw-shard\",\"nbytes\":64,"
+           "\"md5sum\":%s,\"records\":[" REC(
+               "a", "[64]", "int8", "raw", "64",
+               "0") "]},"
+                    "{\"dataPath\":\"" S1
+                    "\",\"format\":\"raw-shard\",\"nbytes\":24,"
+                    "\"md5sum\":%s,\"records\":[" REC("b", "[8]", "int8", "raw",
+                                                      "8", "8") "]}]}",
+           s0, s1);
+}
+
+static void test_md5_recorded(void) {
+  char *dir = make_shards(), json[4096];
+  struct tpl__model *m = NULL;
+  md5_json(json, sizeof(json), "\"" MD5_S0 "\"", "5");
+  CHECK_EQ_INT(parse(dir, json, &m), 0);
+  REQUIRE(m != NULL);
+  CHECK_EQ_INT(m->files[0].md5_state, TPL_MD5_OK);
+  CHECK_STR(m->files[0].md5, MD5_S0);
+  CHECK_EQ_INT(m->files[1].md5_state, TPL_MD5_BAD); /* a number */
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
+/* The pass over the files through a source: `chunk` bytes a read (10:
+ * several reads per file, in flight across the files' boundary). */
+static int md5_pass(const char *s0_md5, const char *s1_md5, uint64_t chunk,
+                    uint64_t *bytes) {
+  char *dir = make_shards(), json[4096];
+  struct tpl__model *m = NULL;
+  struct tpl__source *src = NULL;
+  struct tpl__mlc_md5 v = {.chunk = chunk};
+  int fds[2], rc;
+  const char *paths[2];
+  md5_json(json, sizeof(json), s0_md5, s1_md5);
+  rc = parse(dir, json, &m);
+  if (rc == 0) {
+    for (int f = 0; f < 2; f++) {
+      fds[f] = m->files[f].fd;
+      paths[f] = m->files[f].path;
+    }
+    rc = tpl__source_files_open(&src, fds, paths, 2, TPL_IO_BUFFERED, &err);
+  }
+  v.src = src;
+  v.m = m;
+  if (rc == 0) rc = tpl__mlc_md5_verify(&v, &err);
+  *bytes = v.bytes;
+  tpl__source_close(src);
+  tpl__model_free(m);
+  drop_dir(dir);
+  return rc;
+}
+
+#define GOOD0 "\"" MD5_S0 "\""
+#define GOOD1 "\"" MD5_S1 "\""
+
+/* Files are hashed side by side (a lane each): whichever ends first,
+ * the lowest file whose sum differs is the one told. */
+static void test_md5_pass(void) {
+  uint64_t bytes = 0;
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD1, 10, &bytes), 0);
+  CHECK_EQ_U64(bytes, 64 + 24);
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD1, 1 << 20, &bytes), 0);
+  CHECK_EQ_U64(bytes, 64 + 24);
+  CHECK_EQ_INT(md5_pass(GOOD0, GOOD0, 10, &bytes), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, S1 ": expected md5sum " MD5_S0
+                                 " as the cache records, found " MD5_S1);
+  CHECK_EQ_INT(md5_pass(GOOD1, GOOD0, 10, &bytes), TPL_EMISMATCH);
+  CHECK_STR_CONTAINS(err.msg, S0 ": expected md5sum " MD5_S1
+                                 " as the cache records, found " MD5_S0);
+}
+
 int main(void) {
   RUN(test_parse_only_reads_no_file);
   RUN(test_valid_two_shards);
@@ -623,5 +780,10 @@ int main(void) {
   RUN(test_offset_huge);
   RUN(test_range_past_end);
   RUN(test_overlap);
+  RUN(test_md5_rfc1321);
+  RUN(test_md5_parse);
+  RUN(test_md5_states);
+  RUN(test_md5_recorded);
+  RUN(test_md5_pass);
   return tap_done();
 }

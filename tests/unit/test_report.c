@@ -185,17 +185,24 @@ static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
   return tpl__rank_report_pack(&job, &store, &st, buf, len);
 }
 
-/* The LoadReport of the two ranks (*buf malloc'd) or -1. */
-static int load_report(uint8_t **buf, size_t *len) {
+/* The LoadReport of the two ranks (*buf malloc'd) or -1; `md5` as
+ * tpl__load_report_pack takes it. */
+static int load_report_md5(const struct tpl__md5_summary *md5, uint8_t **buf,
+                           size_t *len) {
   uint8_t *parts[2] = {NULL, NULL};
   size_t lens[2];
   int rc = pack_rank(0, &parts[0], &lens[0]);
   if (rc == 0) rc = pack_rank(1, &parts[1], &lens[1]);
   if (rc == 0)
-    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, buf, len, NULL);
+    rc = tpl__load_report_pack(&job, parts, lens, 1.5, 1234, md5, buf, len,
+                               NULL);
   free(parts[0]);
   free(parts[1]);
   return rc;
+}
+
+static int load_report(uint8_t **buf, size_t *len) {
+  return load_report_md5(NULL, buf, len);
 }
 
 static int u64_at(const json_t *a, size_t i, uint64_t want) {
@@ -237,6 +244,51 @@ static void check_bias_param(const json_t *t) {
   CHECK(json_real_value(json_object_get(t, "bias_scale")) == 0.5);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "nbytes")), 16);
   CHECK(strcmp(str(r1, "xxh3"), "0000000000002001") == 0);
+}
+
+/* The JSON of a packed report (NULL when it does not decode). */
+static json_t *json_of(const uint8_t *buf, size_t len) {
+  struct tpl__report *rep = NULL;
+  json_t *o = NULL;
+  if (buf != NULL && tpl__report_decode(buf, len, &rep, NULL) == 0)
+    o = tpl__report_json(rep, NULL);
+  tpl__report_free(rep);
+  return o;
+}
+
+/* --verify-md5's pass in the report: absent without one; with one,
+ * md5 {verified: the names in order, bytes, seconds}, kept by a status
+ * summary. */
+static void test_load_report_md5(void) {
+  static const char *const names[] = {"params_shard_0.bin",
+                                      "params_shard_1.bin"};
+  struct tpl__md5_summary md5 = {names, 2, 4096, 0.25};
+  uint8_t *buf = NULL, *sum = NULL;
+  size_t len = 0, slen = 0;
+  json_t *o, *m;
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  o = json_of(buf, len);
+  REQUIRE(o != NULL);
+  CHECK(json_object_get(o, "md5") == NULL);
+  json_decref(o);
+  free(buf);
+  CHECK_EQ_INT(load_report_md5(&md5, &buf, &len), 0);
+  CHECK_EQ_INT(buf ? tpl__report_summary(buf, len, &sum, &slen) : -1, 0);
+  for (int k = 0; k < 2; k++) {
+    o = k == 0 ? json_of(buf, len) : json_of(sum, slen);
+    REQUIRE(o != NULL);
+    m = json_object_get(o, "md5");
+    CHECK_EQ_U64(json_array_size(json_object_get(m, "verified")), 2);
+    CHECK(strcmp(json_string_value(
+                     json_array_get(json_object_get(m, "verified"), 1)),
+                 "params_shard_1.bin") == 0);
+    CHECK_EQ_U64(json_integer_value(json_object_get(m, "bytes")), 4096);
+    CHECK(json_real_value(json_object_get(m, "seconds")) == 0.25);
+    json_decref(o);
+  }
+  free(sum);
+  free(buf);
 }
 
 static void check_report_json(const json_t *o) {
@@ -358,7 +410,7 @@ static void test_malformed_rank_report(void) {
   parts[1] = junk;
   lens[1] = sizeof(junk);
   CHECK_EQ_INT(
-      tpl__load_report_pack(&job, parts, lens, 1.0, 0, &buf, &len, &err),
+      tpl__load_report_pack(&job, parts, lens, 1.0, 0, NULL, &buf, &len, &err),
       TPL_EPEER);
   CHECK_STR_CONTAINS(err.msg, "rank 1");
   CHECK_EQ_INT(tpl__report_decode(junk, sizeof(junk), &rep, &err), TPL_EPEER);
@@ -373,6 +425,7 @@ int main(void) {
   RUN(test_job_table_refuses_a_file_it_lacks);
   RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);
+  RUN(test_load_report_md5);
   RUN(test_summary_drops_the_arrays);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);

@@ -335,7 +335,7 @@ static void test_request_args_bytes(void) {
                                  0x01, 'm',  0x2a, 0x01, 'p',  0x30, 0x03,
                                  0x38, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                  0xff, 0xff, 0xff, 0x01};
-  struct tpl__wire_request_args a = {"m", "p", 3, -1}, back;
+  struct tpl__wire_request_args a = {"m", "p", 3, -1, 0}, back;
   uint8_t *f = NULL;
   size_t len = 0;
   int kind = -1;
@@ -352,6 +352,25 @@ static void test_request_args_bytes(void) {
   CHECK(back.plan != NULL && strcmp(back.plan, "p") == 0);
   CHECK_EQ_U64(back.after_generation, 3);
   CHECK(back.timeout_ms == -1);
+  tpl__wire_request_args_free(&back);
+  free(f);
+}
+
+/* reload --verify-md5: field 8, a bool (0x40 0x01), after the plan;
+ * absent (0) decodes as 0, as above. */
+static void test_request_verify_md5(void) {
+  static const uint8_t want[] = {0,    0,    0,   7,    0x08, 0x05,
+                                 0x2a, 0x01, 'p', 0x40, 0x01};
+  struct tpl__wire_request_args a = {NULL, "p", 0, 0, 1}, back;
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_request_args(TPL_REQ_RELOAD, 0, &a, &f, &len),
+               0);
+  CHECK_EQ_U64(len, sizeof(want));
+  CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
+  CHECK_EQ_INT(tpl__wire_decode_request_args(want + 4, 7, &back, NULL), 0);
+  CHECK_EQ_INT(back.verify_md5, 1);
+  CHECK(back.model == NULL);
   tpl__wire_request_args_free(&back);
   free(f);
 }
@@ -414,6 +433,7 @@ int main(void) {
   RUN(test_request_flags_bytes);
   RUN(test_request_args_bytes);
   RUN(test_request_args_empty);
+  RUN(test_request_verify_md5);
   RUN(test_generation_fields_roundtrip);
   return tap_done();
 }
