@@ -34,13 +34,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench-latency.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
-build=$("$top/scripts/build.sh" plain) || exit 1
-T="$build/tpload"
-cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
-mkdir -p "$cache"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
+. "$top/scripts/bench_lib.sh"
 model="$cache/latency-model-6h"
 [ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
   --layers 4 --hidden 384 --heads 6 --kv-heads 6 --intermediate 768 \

@@ -30,15 +30,10 @@ while [ $# -gt 0 ]; do
     *) echo "bench-reload.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
-build=$("$top/scripts/build.sh" plain)
+. "$top/scripts/bench_lib.sh"
 make -C "$build" tests/bench/attach_bench >/dev/null
-T="$build/tpload" AB="$build/tests/bench/attach_bench" PY=/usr/bin/python3
-cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
+AB="$build/tests/bench/attach_bench"
 work=$(mktemp -d /tmp/tpload-bench-reload.XXXXXX)
-mkdir -p "$cache"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
 MPIRUN="mpirun --oversubscribe"
 synth() { # SEED -> model directory
   local d="$cache/llama-${gib}g-seed$1"

@@ -30,14 +30,7 @@ while [ $# -gt 0 ]; do
     *) echo "bench-remote.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
-build=$("$top/scripts/build.sh" plain)
-T="$build/tpload"
-PY=/usr/bin/python3
-cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
-mkdir -p "$cache"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
+. "$top/scripts/bench_lib.sh"
 model="$cache/llama-${gib}g"
 [ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
   --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \

@@ -56,15 +56,8 @@ while [ $# -gt 0 ]; do
     *) echo "bench.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
-build=$("$top/scripts/build.sh" plain)
-T="$build/tpload"
-PY=/usr/bin/python3
+. "$top/scripts/bench_lib.sh"
 PEERS="$top/scripts/bench-peers.py"
-cache=${TPLOAD_BENCH_DIR:-/tmp/tpload-bench}
-mkdir -p "$cache"
-if [ "$(id -u)" -eq 0 ]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
 MPIRUN="mpirun --oversubscribe"
 synth_llama() { # GiB -> model directory
   local d="$cache/llama-${1}g"
