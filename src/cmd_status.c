@@ -108,16 +108,6 @@ static void print_ranks(const struct tpl__report *rep) {
   }
 }
 
-/* "[4096,512]" into buf. */
-static void shape_text(const struct tpl__job_tensor *t, char *buf,
-                       size_t size) {
-  size_t n = (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < t->ndim && n < size; d++)
-    n += (size_t)snprintf(buf + n, size - n, "%s%llu", d ? "," : "",
-                          (unsigned long long)t->rank_shape[d]);
-  if (n < size) snprintf(buf + n, size - n, "]");
-}
-
 /* One line per tensor: name, dtype, shape held, checksum on each rank
  * ("-" where another stage holds it). */
 static void print_tensors(const struct tpl__report *rep,
@@ -127,7 +117,7 @@ static void print_tensors(const struct tpl__report *rep,
          "XXH3 rank 0..N-1");
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
-    shape_text(t, shape, sizeof(shape));
+    tpl__shape_str_compact(t->rank_shape, t->ndim, shape, sizeof(shape));
     printf("%-56s %-9s %-20s", tpl__cli_safe(t->name, name, sizeof(name)),
            tpl__dtype_mlc_name(t->dtype), shape);
     for (uint32_t r = 0; r < rep->grid.world; r++)

@@ -204,13 +204,24 @@ uint64_t tpl__model_bytes(const struct tpl__model *m) {
   return total;
 }
 
-char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len) {
+/* "[a<sep>b<sep>c]" into buf. */
+static char *shape_join(const uint64_t *shape, int ndim, const char *sep,
+                        char *buf, size_t len) {
   size_t used;
   if (len == 0) return buf;
   used = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && used < len; i++)
-    used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? ", " : "",
+    used += (size_t)snprintf(buf + used, len - used, "%s%llu", i ? sep : "",
                              (unsigned long long)shape[i]);
   if (used < len) snprintf(buf + used, len - used, "]");
   return buf;
+}
+
+char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len) {
+  return shape_join(shape, ndim, ", ", buf, len);
+}
+
+char *tpl__shape_str_compact(const uint64_t *shape, int ndim, char *buf,
+                             size_t len) {
+  return shape_join(shape, ndim, ",", buf, len);
 }

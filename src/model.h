@@ -146,4 +146,8 @@ uint64_t tpl__model_bytes(const struct tpl__model *m);
 /* Writes "[a, b, c]" into buf (truncating safely). Returns buf. */
 char *tpl__shape_str(const uint64_t *shape, int ndim, char *buf, size_t len);
 
+/* The same as "[a,b,c]", as JSON writes it compactly (`status`'s table). */
+char *tpl__shape_str_compact(const uint64_t *shape, int ndim, char *buf,
+                             size_t len);
+
 #endif
