@@ -94,7 +94,10 @@ struct tpl__loaded {
   struct tpl__store *store;
   const uint8_t *report; /* rank 0: the packed tpload.LoadReport */
   size_t report_len;
-  const char *plan; /* the --plan argument it was loaded with */
+  const char *plan;         /* the --plan argument it was loaded with */
+  const uint8_t *job_table; /* rank 0: the packed tpload.JobTable it
+                               broadcast, which `report` indexes */
+  size_t job_table_len;
 };
 
 /* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */

@@ -89,11 +89,9 @@ struct replies {
   int refs;
   uint8_t *frames[F_COUNT];
   size_t frame_len[F_COUNT];
-  int table_fd; /* the TPLM table's sealed memfd, or -1 */
-  /* rank 0: the report without its tensor arrays, and the packed job
-   * table the whole report's arrays index */
-  uint8_t *summary, *job_table;
-  size_t summary_len, job_table_len;
+  int table_fd;     /* the TPLM table's sealed memfd, or -1 */
+  uint8_t *summary; /* rank 0: the report without its tensor arrays */
+  size_t summary_len;
 };
 
 /* The version served: what the replies are built from. */
@@ -102,6 +100,8 @@ struct served {
   const struct tpl__job *job;
   const uint8_t *status; /* rank 0: packed tpload.LoadReport, or NULL */
   size_t status_len;
+  const uint8_t *job_table; /* rank 0, with status: the packed JobTable */
+  size_t job_table_len;
   const char *model, *plan;
   uint64_t generation; /* 1: the first load */
 };
@@ -320,12 +320,11 @@ static int build_attach(const struct build *b, struct tpl__error *err) {
   return build_frame(b, F_ATTACH, &r, err);
 }
 
-/* Rank 0's status parts: the report's summary, and the job table. */
+/* Rank 0's status summary: the report without its tensor arrays. */
 static int build_status(const struct build *b, struct tpl__error *err) {
   struct replies *r = b->rep;
   int rc = tpl__report_summary(b->g->status, b->g->status_len, &r->summary,
                                &r->summary_len);
-  if (rc == 0) rc = tpl__job_pack(b->g->job, &r->job_table, &r->job_table_len);
   if (rc != 0)
     return tpl__fail(err, rc, "daemon: status: %s", tpl_strerror(rc));
   return 0;
@@ -375,7 +374,6 @@ static void replies_put(struct replies *r) {
   for (int i = 0; i < F_COUNT; i++)
     free(r->frames[i]);
   free(r->summary);
-  free(r->job_table);
   if (r->table_fd >= 0) close(r->table_fd);
   free(r);
 }
@@ -537,8 +535,8 @@ static void send_status(struct conn *c, int summary) {
   fill_identity(s, &s->cur, &r);
   r.status = summary ? rep->summary : s->cur.status;
   r.status_len = summary ? rep->summary_len : s->cur.status_len;
-  r.job = summary ? NULL : rep->job_table;
-  r.job_len = summary ? 0 : rep->job_table_len;
+  r.job = summary ? NULL : s->cur.job_table;
+  r.job_len = summary ? 0 : s->cur.job_table_len;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   if (s->reloading) { /* both stores' sizes while it runs */
     r.reload_model = s->reload_model;
@@ -1063,6 +1061,8 @@ static int prepare_next(void *ctx, const struct tpl__loaded *l,
                             .job = l->job,
                             .status = l->report,
                             .status_len = l->report_len,
+                            .job_table = l->job_table,
+                            .job_table_len = l->job_table_len,
                             .model = l->job->model,
                             .plan = l->plan,
                             .generation = s->cur.generation + 1};
@@ -1191,6 +1191,8 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                           .job = cfg->job,
                           .status = cfg->status,
                           .status_len = cfg->status_len,
+                          .job_table = cfg->job_table,
+                          .job_table_len = cfg->job_table_len,
                           .model = cfg->model,
                           .plan = cfg->plan,
                           .generation = 1};

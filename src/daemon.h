@@ -19,10 +19,13 @@ struct tpl__daemon_config {
   uint32_t rank, world;
   const struct tpl__store *store; /* sealed */
   const struct tpl__job *job;     /* what the store holds (its tensor table) */
-  const uint8_t *status; /* packed tpload.LoadReport (rank 0), or NULL */
-  const char *job_id;    /* the job's random id (every rank the same) */
-  const char *model;     /* the model the job loaded */
-  const char *plan;      /* its --plan argument, or NULL */
+  const uint8_t *status;    /* packed tpload.LoadReport (rank 0), or NULL */
+  const uint8_t *job_table; /* with status: the packed tpload.JobTable
+                               its per-tensor arrays index */
+  size_t job_table_len;
+  const char *job_id; /* the job's random id (every rank the same) */
+  const char *model;  /* the model the job loaded */
+  const char *plan;   /* its --plan argument, or NULL */
   size_t status_len;
   int log_level; /* enum tpl__log_level (log.h): 0 is quiet */
   /* The job's coordination (coord.h; implemented by the engine over

@@ -99,6 +99,8 @@ struct engine {
   uint64_t bytes_read;
   uint8_t *report; /* rank 0: packed LoadReport */
   size_t report_len;
+  uint8_t *job_table; /* rank 0: the packed job table it broadcast */
+  size_t job_table_len;
   struct slot slots[NSLOTS];
   uint64_t chunk;  /* a slot's buffers hold one */
   uint8_t *window; /* every slot's buffers, window_len bytes */
@@ -393,7 +395,12 @@ static int share_job(struct engine *e, struct tpl__error *err) {
   code = agree(e, code, err);
   if (code == 0) code = agree(e, bcast_bytes(e, buf, len, err), err);
   if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
-  free(buf);
+  if (code == 0 && e->rank == 0) { /* kept: status serves it */
+    e->job_table = buf;
+    e->job_table_len = len;
+  } else {
+    free(buf);
+  }
   if (code == 0)
     code =
         tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
@@ -1635,8 +1642,9 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
   if (rc == 0) rc = load(n, 1, err);
   if (rc == 0) rc = agree(e, tpl__store_seal(&n->store, err), err);
   if (rc == 0) {
-    *next = (struct tpl__loaded){n->job, &n->store, n->report, n->report_len,
-                                 n->plan_arg};
+    *next = (struct tpl__loaded){n->job,          &n->store,   n->report,
+                                 n->report_len,   n->plan_arg, n->job_table,
+                                 n->job_table_len};
     rc = agree(e, hooks->ready(hooks->ctx, next, err), err);
   }
   if (rc != 0) {
@@ -1653,8 +1661,10 @@ static void coord_retire(void *ctx) {
     tpl__store_free(&e->store);
     tpl__job_free(e->job);
     free(e->report);
+    free(e->job_table);
     e->job = NULL;
     e->report = NULL;
+    e->job_table = NULL;
     e->old_is_self = 0;
   }
   generation_free(e->old);
@@ -1717,8 +1727,9 @@ static int run_sink(struct engine *e, struct tpl__error *err) {
                          .poll_reload = coord_poll_reload,
                          .reload = coord_reload,
                          .retire = coord_retire};
-  struct tpl__loaded l = {e->job, &e->store, e->report, e->report_len,
-                          e->plan_arg};
+  struct tpl__loaded l = {e->job,          &e->store,   e->report,
+                          e->report_len,   e->plan_arg, e->job_table,
+                          e->job_table_len};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = agree(e, shutdown_arm(e, err), err);
@@ -1829,6 +1840,7 @@ static void engine_free(struct engine *e) {
   tpl__job_free(e->job);
   release_sources(e);
   free(e->report);
+  free(e->job_table);
   free(e->plan_owned);
   generation_free(e->gen);
   generation_free(e->old);

@@ -66,9 +66,10 @@ static const struct spec specs[] = {
 };
 #define NT ARRAY_SIZE(specs)
 
-/* The job's LoadReport (host "h"), as the engine packs it. */
-static uint8_t *report;
-static size_t report_len;
+/* The job's LoadReport (host "h") and job table, as the engine packs
+ * them. */
+static uint8_t *report, *job_table;
+static size_t report_len, job_table_len;
 
 static char tmp[256], sockdir[300], sock[320], ready[300];
 static struct tpl__store store;
@@ -129,7 +130,8 @@ static void build_report(void) {
   snprintf(st.host, sizeof(st.host), "h");
   if (tpl__rank_report_pack(&job, &store, &st, &mine, &len) != 0 ||
       tpl__load_report_pack(&job, &mine, &len, 1.0, 0, NULL, &report,
-                            &report_len, NULL) != 0)
+                            &report_len, NULL) != 0 ||
+      tpl__job_pack(&job, &job_table, &job_table_len) != 0)
     abort();
   free(mine);
 }
@@ -177,6 +179,8 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
       cfg.ready_file = ready;
       cfg.status = report;
       cfg.status_len = report_len;
+      cfg.job_table = job_table;
+      cfg.job_table_len = job_table_len;
     }
     close(stop_pipe[1]);
     rc = tpl__daemon_run(&cfg, &err);
@@ -1015,6 +1019,7 @@ int main(void) {
   }
   tpl__store_free(&store);
   free(report);
+  free(job_table);
   {
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
