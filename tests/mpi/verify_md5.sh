@@ -198,6 +198,17 @@ for f in single index; do
   fi
 done
 
+# t_status_lists_md5 NAME: the status report of the job on $SOCK lists
+# both files as checked.
+t_status_lists_md5() {
+  "$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
+  t_check "$1" "$ORACLE" -c '
+import json, sys
+m = json.load(open(sys.argv[1])).get("md5", {})
+sys.exit(m.get("verified") != ["params_shard_0.bin", "params_shard_1.bin"])
+' "$T_TMP/status.json"
+}
+
 # reload --verify-md5: the changed directory is refused and the job goes
 # on serving; the good one is checked and switched to.
 SOCK=$T_TMP/sock
@@ -221,12 +232,7 @@ st = json.loads(subprocess.run([sys.argv[1], "status", sys.argv[2], "--json",
 sys.exit(st["daemon"]["generation"] != 1)' "$TPLOAD" "$SOCK/rank0.sock"
 t_exit "reload --verify-md5 of the good directory switches" 0 \
   "$TPLOAD" reload "$SOCK/rank0.sock" "$M/mlc" --verify-md5
-"$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
-t_check "... and its report lists the files checked" "$ORACLE" -c '
-import json, sys
-m = json.load(open(sys.argv[1])).get("md5", {})
-sys.exit(m.get("verified") != ["params_shard_0.bin", "params_shard_1.bin"])
-' "$T_TMP/status.json"
+t_status_lists_md5 "... and its report lists the files checked"
 "$TPLOAD" status "$SOCK/rank0.sock" --shutdown >/dev/null 2>&1
 serve_end
 t_exit "serve ends with 0" 0 test "$SERVE_RC" = 0
@@ -239,12 +245,7 @@ serve_start "$T_TMP/serve2" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
   --verify-md5 --quiet
 t_serve_ready "serve --verify-md5 of the good directory is ready" \
   "$T_TMP/ready2"
-"$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
-t_check "... its report lists the files checked" "$ORACLE" -c '
-import json, sys
-m = json.load(open(sys.argv[1])).get("md5", {})
-sys.exit(m.get("verified") != ["params_shard_0.bin", "params_shard_1.bin"])
-' "$T_TMP/status.json"
+t_status_lists_md5 "... its report lists the files checked"
 "$TPLOAD" reload "$SOCK/rank0.sock" "$bad" >"$T_TMP/out" 2>"$T_TMP/err"
 rc=$?
 if [ $rc -eq 65 ] && grep -q "params_shard_1.bin: expected md5sum $want" "$T_TMP/err"; then
