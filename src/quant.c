@@ -250,14 +250,78 @@ static int check_groups(const struct tpl__tensor *t,
                    (unsigned long long)(groups % nshards));
 }
 
+/* Segment j of the weight along the cut dim: the rule's, or the whole
+ * extent of `weight` (0 when neither is known). */
+static uint64_t weight_seg(const struct tpl__shard_spec *base,
+                           const struct tpl__tensor *weight, size_t j) {
+  if (base->nsegs > 0) return base->segs[j];
+  return weight != NULL ? weight->shape[base->dim] : 0;
+}
+
+/* Writes the shard counts up to 64 under which every segment's slice is
+ * a whole number of `block`-wide blocks, as "1, 2, 4". */
+static void format_block_counts(char *buf, size_t cap,
+                                const struct tpl__shard_spec *base,
+                                const struct tpl__tensor *weight,
+                                uint64_t block) {
+  size_t used = 0, nsegs = base->nsegs > 0 ? base->nsegs : 1;
+  buf[0] = '\0';
+  for (uint32_t n = 1; n <= 64 && used < cap; n++) {
+    int k, ok = 1;
+    for (size_t j = 0; ok && j < nsegs; j++) {
+      uint64_t seg = weight_seg(base, weight, j);
+      ok = seg % n == 0 && (n == 1 || (seg / n) % block == 0);
+    }
+    if (!ok) continue;
+    k = snprintf(buf + used, cap - used, "%s%u", used ? ", " : "", n);
+    if (k < 0) return;
+    used += (size_t)k;
+  }
+}
+
+/* Each rank's slice of every segment along the cut dim must be whole
+ * blocks, or its scales are not the blocks of its rows: 192 rows in
+ * 128-blocks cut in two give rank 1 rows 96..191 and only scale row 1,
+ * while rows 96..127 belong to block 0.  vLLM refuses the same cut
+ * (validate_fp8_block_shape in model_executor/layers/quantization/
+ * utils/fp8_utils.py; fused_moe's checks in quantization/fp8.py for
+ * experts).  A segment that does not divide by N is left to
+ * tpl__shard_check's message. */
+static int check_block_cut(const struct tpl__tensor *t,
+                           const struct tpl__tensor *weight,
+                           const struct tpl__shard_spec *base, uint64_t block,
+                           uint32_t nshards, struct tpl__error *err) {
+  size_t nsegs = base->nsegs > 0 ? base->nsegs : 1;
+  char works[256];
+  if (nshards <= 1) return 0;
+  for (size_t j = 0; j < nsegs; j++) {
+    uint64_t seg = weight_seg(base, weight, j), slice = seg / nshards;
+    if (seg == 0 || seg % nshards != 0 || slice % block == 0) continue;
+    format_block_counts(works, sizeof(works), base, weight, block);
+    return tpl__fail(err, TPL_EINDIVISIBLE,
+                     "tensor '%s': expected each of the %u shards' slice "
+                     "of segment %zu of its weight along dim %d (%llu / %u "
+                     "= %llu) to be a whole number of %llu-wide "
+                     "quantization blocks (weight_block_size), found %llu "
+                     "left over: a rank's block scales would not match its "
+                     "rows (vLLM refuses this cut too); shard counts that "
+                     "work: %s",
+                     t->name, nshards, j, base->dim, (unsigned long long)seg,
+                     nshards, (unsigned long long)slice,
+                     (unsigned long long)block,
+                     (unsigned long long)(slice % block), works);
+  }
+  return 0;
+}
+
 static int derive_block(int qp, const struct tpl__quant_info *q,
                         const struct tpl__tensor *t,
                         const struct tpl__tensor *weight,
-                        const struct tpl__shard_spec *base,
+                        const struct tpl__shard_spec *base, uint32_t nshards,
                         struct tpl__shard_spec *out, int *replicate,
                         struct tpl__error *err) {
   int in_dim = weight != NULL ? weight->ndim - 1 : 1;
-  int bdim;
+  int bdim, rc;
   if (qp == TPL_QP_ACT_SCALE) {
     if (base->dim != in_dim) {
       *replicate = 1;
@@ -267,10 +331,12 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
   }
   if (base->dim < in_dim - 1) return 0; /* an expert axis: whole blocks */
   bdim = base->dim == in_dim ? 1 : 0;
-  return segs_in_units(base, q->block[bdim], t->name,
-                       qp == TPL_QP_ACT_SCALE ? "activation_scale"
-                                              : "weight_scale_inv",
-                       out, err);
+  rc = segs_in_units(base, q->block[bdim], t->name,
+                     qp == TPL_QP_ACT_SCALE ? "activation_scale"
+                                            : "weight_scale_inv",
+                     out, err);
+  if (rc != 0) return rc;
+  return check_block_cut(t, weight, base, q->block[bdim], nshards, err);
 }
 
 int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
@@ -288,7 +354,7 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
     return 0;
   }
   if (qp == TPL_QP_SCALE_INV || qp == TPL_QP_ACT_SCALE)
-    rc = derive_block(qp, q, t, weight, base, out, replicate, err);
+    rc = derive_block(qp, q, t, weight, base, nshards, out, replicate, err);
   if (rc != 0 || *replicate) return rc;
   if (qp == TPL_QP_Q_SCALE) rc = check_groups(t, q, out, nshards, err);
   if (rc == 0)
