@@ -144,8 +144,20 @@ static int layers_invalid(const char *where, const char *key, const json_t *v,
   return rc;
 }
 
+/* DeepSeek-V3's multi-token-prediction layers after the decoder's
+ * (num_nextn_predict_layers, HF configs only; 0 when absent or bad: the
+ * preset check names a bad value). */
+static uint32_t read_mtp_layers(const json_t *cfg) {
+  uint64_t n = 0;
+  if (tpl__json_u64(json_object_get(cfg, "num_nextn_predict_layers"), &n) !=
+          0 ||
+      n > UINT32_MAX)
+    return 0;
+  return (uint32_t)n;
+}
+
 static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
-                       int *tied, struct tpl__error *err) {
+                       uint32_t *mtp, int *tied, struct tpl__error *err) {
   const json_t *cfg = c->json, *v = NULL;
   const char *where = c->path ? c->path : "the model's config";
   const char *key =
@@ -160,6 +172,7 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
   if (tpl__json_u64(v, &n) != 0 || n == 0 || n > UINT32_MAX)
     return layers_invalid(where, key, v, err);
   *layers = (uint32_t)n;
+  *mtp = c->mlc ? 0 : read_mtp_layers(cfg);
   *tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
   return 0;
 }
@@ -168,12 +181,13 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
 static int assign_stages(const struct tpl__model *m, const struct config *c,
                          uint32_t pp, struct tpl__stages *out,
                          struct tpl__error *err) {
-  uint32_t layers = 1;
+  uint32_t layers = 1, mtp = 0;
   int tied = 0, rc = 0;
-  if (pp > 1) rc = read_layers(c, pp, &layers, &tied, err);
+  if (pp > 1) rc = read_layers(c, pp, &layers, &mtp, &tied, err);
   if (rc == 0 && pp > 1) rc = tpl__stage_check(layers, pp, err);
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
-    rc = tpl__tensor_stages(m->tensors[i].name, layers, pp, tied, err, &out[i]);
+    rc = tpl__tensor_stages(m->tensors[i].name, layers, mtp, pp, tied, err,
+                            &out[i]);
   return rc;
 }
 

@@ -285,7 +285,22 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
       HF_SHARED(TPL_REQ_MOE, "*.mlp.shared_experts"),                          \
       RW("*.mlp.gate.weight", ROUTER), HF_MLP(TPL_REQ_DENSE, "*.mlp"), TAIL
 
+/* DeepSeek-V3's multi-token-prediction layers (num_hidden_layers ..
+ * + num_nextn_predict_layers - 1), loaded as vLLM's DeepSeekMTP loads
+ * them (vllm/model_executor/models/deepseek_mtp.py, 03356f8c): the
+ * decoder block like any MoE layer's; eh_proj a plain nn.Linear, whole
+ * on every rank; enorm / hnorm / shared_head.norm norms (TAIL's
+ * *norm.weight); shared_head.head and the layer's embed_tokens the
+ * vocabulary tables, whole here as lm_head and the embeddings are. */
+#define MTP_EH "MTP's eh_proj: a plain linear, whole in vLLM's DeepSeekMTP"
+#define MTP_VOCAB "MTP's vocabulary table: whole, as lm_head"
+#define HF_DS_MTP                                                              \
+  RW("model.layers.*.eh_proj.weight", MTP_EH),                                 \
+      RW("model.layers.*.shared_head.head.weight", MTP_VOCAB),                 \
+      RW("model.layers.*.embed_tokens.weight", MTP_VOCAB)
+
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
+    HF_DS_MTP,
     DS_ATTN,
     HF_DS_MLP,
 };

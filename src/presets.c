@@ -67,6 +67,7 @@ const char *tpl__preset_names(void) {
 struct sizes {
   uint64_t hidden, heads, kv_heads, head_dim, inter, moe, shared;
   uint64_t layers;  /* 0 when the config does not say */
+  uint64_t mtp;     /* num_nextn_predict_layers after them; 0 when none */
   uint64_t experts; /* routed experts a layer; 0 when none or not said */
   /* The config keys each size came from ("num_attention_heads", ...);
    * head_dim's is "hidden / heads" when derived. */
@@ -240,8 +241,17 @@ static int read_layer_count(const json_t *cfg, const char *what,
                             struct sizes *s, struct tpl__error *err) {
   static const char *const layers[] = {"num_hidden_layers", "n_layer",
                                        "num_layers", NULL};
+  const json_t *mtp = json_object_get(cfg, "num_nextn_predict_layers");
   int rc = get_size(cfg, layers, what, &s->layers, &s->layers_key, err);
-  return rc > 0 ? 0 : rc;
+  if (rc < 0) return rc;
+  if (mtp != NULL && !json_is_null(mtp) &&
+      (tpl__json_u64(mtp, &s->mtp) != 0 || s->mtp >= MAX_SIZE))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected 'num_nextn_predict_layers' to be a "
+                     "whole number of layers below 2^32, found another "
+                     "value",
+                     what);
+  return 0;
 }
 
 /* The routed experts' count, when the config gives a positive one
@@ -711,11 +721,14 @@ static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
 }
 
 /* The layers holding the tensors the preset must shard are 0..L-1, L as
- * the config says. */
+ * the config says, and with DeepSeek-V3's multi-token prediction
+ * (num_nextn_predict_layers = M, vLLM's DeepSeekMTP) 0..L+M-1: a
+ * checkpoint may ship its MTP layers or leave them out. */
 static int check_layer_count(const struct tpl__plan *p,
                              const struct tpl__model *m, const struct sizes *s,
                              size_t nlayers, struct tpl__error *err) {
   if (s->layers == 0 || nlayers == s->layers) return 0;
+  if (s->mtp > 0 && nlayers == s->layers + s->mtp) return 0;
   if (nlayers < s->layers)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s = %llu: expected layers 0..%llu in the "
@@ -723,6 +736,16 @@ static int check_layer_count(const struct tpl__plan *p,
                      "checkpoint contradicts its config",
                      p->source, s->layers_key, (unsigned long long)s->layers,
                      (unsigned long long)s->layers - 1, nlayers - 1, nlayers);
+  if (s->mtp > 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s = %llu and num_nextn_predict_layers = %llu: "
+                     "expected layers 0..%llu, or 0..%llu with the "
+                     "multi-token-prediction layers, found layers 0..%zu; "
+                     "the checkpoint contradicts its config",
+                     p->source, s->layers_key, (unsigned long long)s->layers,
+                     (unsigned long long)s->mtp,
+                     (unsigned long long)s->layers - 1,
+                     (unsigned long long)(s->layers + s->mtp - 1), nlayers - 1);
   for (size_t i = 0; i < m->ntensors; i++)
     if (layer_of(m->tensors[i].name) == (long)s->layers)
       return tpl__fail(err, TPL_EFORMAT,
