@@ -94,6 +94,8 @@ static json_t *plan_json(const struct tpl__plan *p) {
     if (r->kind == TPL_RULE_SHARD && r->spec.nsegs)
       json_object_set_new(o, "segs",
                           tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
+    if (r->kind == TPL_RULE_SHARD && r->interleave > 1)
+      json_object_set_new(o, "interleave", json_integer(r->interleave));
     json_array_append_new(rules, o);
   }
   return json_pack("{s:s, s:o, s:o}", "source", p->source, "rules", rules,

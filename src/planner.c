@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "fileio.h"
+#include "interleaved.h"
 #include "jsonu.h"
 #include "planner.h"
 #include "presets.h"
@@ -208,6 +209,7 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
+  if (rc == 0) rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

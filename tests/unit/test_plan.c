@@ -448,6 +448,35 @@ static void test_refuse_flag_not_bool(void) {
                  TPL_EPLAN, "'replicate': true, found an integer");
 }
 
+/* "interleave": K, 2..64, with dim, without segs. */
+static void test_parse_interleave(void) {
+  struct tpl__plan *p;
+  struct tpl__error err;
+  CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                     "\"interleave\": 2}]}",
+                     &p, &err),
+               0);
+  REQUIRE(p != NULL);
+  CHECK_EQ_INT(p->rules[0].interleave, 2);
+  CHECK_EQ_U64(p->rules[0].spec.nsegs, 0);
+  tpl__plan_free(p);
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": 1}]}",
+                 TPL_EPLAN, "rule 0: expected 'interleave' to be the number");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": 65}]}",
+                 TPL_EPLAN, "2 to 64, found an integer");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": \"2\"}]}",
+                 TPL_EPLAN, "found a string");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"replicate\": true, "
+                 "\"interleave\": 2}]}",
+                 TPL_EPLAN, "expected 'dim' with 'interleave'");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 0, "
+                 "\"segs\": [2, 2], \"interleave\": 2}]}",
+                 TPL_EPLAN, "expected 'segs' or 'interleave', found both");
+}
+
 static void test_refuse_too_many_rules(void) {
   const char *one = "{\"match\":\"a\",\"replicate\":true},";
   size_t n = 65537, len = strlen(one), used = 0;
@@ -479,6 +508,25 @@ static int apply_json(const char *json, const struct tpl__model *m, uint32_t n,
     st[i].func_name = NULL;
   tpl__plan_free(p);
   return rc;
+}
+
+/* Each rank's slice of an interleaved dim is whole groups: 12 rows of 2
+ * alternating parts cut 2 ways (6 rows, 3 pairs) pass; 4 ways (3 rows)
+ * do not. */
+static void test_apply_interleave(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__strategy st[1];
+  struct tpl__error err;
+  const char *plan = "{\"rules\": [{\"match\": \"*\", \"dim\": 0, "
+                     "\"interleave\": 2}]}";
+  add(m, "w", TPL_DT_F32, 2, U(12), U(4));
+  CHECK_EQ_INT(apply_json(plan, m, 2, st, &err), 0);
+  CHECK_EQ_INT(st[0].kind, TPL_RULE_SHARD);
+  CHECK_EQ_INT(apply_json(plan, m, 4, st, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'w': expected each of the 4 shards' 3 "
+                              "rows along dim 0 to be whole groups of the 2 "
+                              "interleaved parts, found 1 left over");
+  tpl__model_free(m);
 }
 
 static void test_first_match_wins(void) {
@@ -1427,6 +1475,8 @@ int main(void) {
   RUN(test_refuse_rule_not_object);
   RUN(test_refuse_unknown_rule_key);
   RUN(test_refuse_match_missing);
+  RUN(test_parse_interleave);
+  RUN(test_apply_interleave);
   RUN(test_refuse_match_not_string);
   RUN(test_refuse_match_empty);
   RUN(test_refuse_match_with_nul);
