@@ -24,7 +24,8 @@ static const struct interleaved table[] = {
      "gpt-oss interleaves gate and up rows (gate even, up odd)",
      "\"interleave\": 2 without segs"},
     /* transformers' GPTNeoXAttention views query_key_value as
-     * [heads, 3 * head_dim]. */
+     * [heads, 3 * head_dim] (MLC's gpt_neox loader de-interleaves it into
+     * [q; k; v], hence HF checkpoints only). */
     {"gpt_neox", "*.attention.query_key_value.*", 0,
      "GPT-NeoX fuses q, k and v per head ([heads, 3, head_dim])",
      "a cut along dim 0 without segs (whole heads per rank)"},
@@ -60,9 +61,10 @@ static int check_one(const struct tpl__plan *p, const struct interleaved *e,
 int tpl__interleaved_check(const struct tpl__plan *p,
                            const struct tpl__model *m,
                            const struct tpl__strategy *s, uint32_t nshards,
-                           const json_t *config, struct tpl__error *err) {
+                           const json_t *config, int mlc,
+                           struct tpl__error *err) {
   const char *arch = model_type(config);
-  if (arch == NULL) return 0;
+  if (arch == NULL || mlc) return 0;
   for (size_t k = 0; k < ARRAY_SIZE(table); k++) {
     if (strcmp(table[k].arch, arch) != 0) continue;
     for (size_t i = 0; i < m->ntensors; i++) {

@@ -12,15 +12,18 @@
 #include "plan.h"
 
 /* Checks the strategies `s` that plan `p` gave model `m` (one per
- * tensor) against the interleaved tensors of the architecture `config`
- * names (config.json's architectures[0] or model_type; NULL: none
- * known).  Refuses a tensor cut with segs (they assume consecutive
- * parts), and a cut whose slice per rank is not whole groups of the
- * alternating rows, naming the tensor, the architecture and what to
- * write instead.  Returns 0, TPL_EPLAN or TPL_EINDIVISIBLE. */
+ * tensor) against the interleaved tensors of the architecture an HF
+ * `config` names (config.json's model_type; NULL: none known).  `mlc`
+ * says `config` is an MLC weight directory's mlc-chat-config.json: MLC's
+ * converters store fused parts consecutively, so nothing is checked.  Refuses a
+ * tensor cut with segs (they assume consecutive parts), and a cut whose slice
+ * per rank is not whole groups of the alternating rows, naming the tensor, the
+ * architecture and what to write instead.  Returns 0, TPL_EPLAN or
+ * TPL_EINDIVISIBLE. */
 int tpl__interleaved_check(const struct tpl__plan *p,
                            const struct tpl__model *m,
                            const struct tpl__strategy *s, uint32_t nshards,
-                           const json_t *config, struct tpl__error *err);
+                           const json_t *config, int mlc,
+                           struct tpl__error *err);
 
 #endif

@@ -118,6 +118,7 @@ static int resolve(const char *arg, const struct tpl__model *m,
   else
     rc = load_plan_file(arg, &p, err);
   if (rc == 0) rc = read_quant(m, c, &p->quant, err);
+  if (rc == 0) rc = tpl__quant_check_method(&p->quant, c->path, err);
   if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
   if (rc != 0) {
     tpl__plan_free(p);
@@ -209,7 +210,8 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
-  if (rc == 0) rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, err);
+  if (rc == 0)
+    rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

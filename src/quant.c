@@ -122,11 +122,25 @@ static const json_t *find_block(const json_t *cfg) {
   return v;
 }
 
+/* quantization_config.quant_method of an HF config: a name kept even
+ * when malformed (a non-string is "(not a string)"), so that a method
+ * tpload cannot shard is refused rather than ignored; none is "". */
+static void parse_method(const json_t *cfg, struct tpl__quant_info *q) {
+  const json_t *qc = json_object_get(cfg, "quantization_config");
+  const json_t *v = json_object_get(qc, "quant_method");
+  if (v == NULL || json_is_null(v)) return;
+  if (!json_is_string(v))
+    snprintf(q->method, sizeof(q->method), "(not a string)");
+  else
+    snprintf(q->method, sizeof(q->method), "%.31s", json_string_value(v));
+}
+
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                           struct tpl__quant_info *q, struct tpl__error *err) {
   struct tpl__quant_info r;
   int rc;
   tpl__quant_info_init(&r);
+  if (!mlc) parse_method(cfg, &r);
   rc = parse_block(find_block(cfg), what, &r, err);
   if (rc == 0 && mlc)
     rc = parse_scheme(json_object_get(cfg, "quantization"), what, &r, err);
@@ -135,6 +149,27 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                       err);
   if (rc == 0) *q = r;
   return rc;
+}
+
+/* What each HF method tpload shards needs: "fp8" (transformers'
+ * FineGrainedFP8 / vLLM's Fp8Config) is a weight plus weight_scale_inv
+ * blocks or per-tensor scalars, cut by the weight's rule; "mxfp4"
+ * (gpt-oss) is *_blocks / *_scales / *_bias cut by a plan file's rules
+ * (interleaved.c guards its gate_up). */
+static const char *const shardable_methods[] = {"fp8", "mxfp4"};
+
+int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
+                            struct tpl__error *err) {
+  if (q->method[0] == '\0') return 0;
+  for (size_t i = 0; i < ARRAY_SIZE(shardable_methods); i++)
+    if (strcmp(q->method, shardable_methods[i]) == 0) return 0;
+  return tpl__fail(err, TPL_EPLAN,
+                   "%s: quantization_config.quant_method '%s': expected a "
+                   "method tpload shards (fp8, or mxfp4 with a plan file), "
+                   "found one it does not: its packed weights, scales and "
+                   "zero points have no shard rules here, and a rank would "
+                   "get slices an engine cannot dequantize",
+                   what, q->method);
 }
 
 int tpl__quant_check_tp(const struct tpl__quant_info *q, uint32_t nshards,

@@ -1,6 +1,7 @@
 #!/bin/sh
 # interleaved.sh - fused tensors stored interleaved (gpt-oss's MXFP4
-# experts: gate and up rows alternate) against plan files: segs, which
+# experts: gate and up rows alternate; GPT-NeoX's per-head q/k/v) against
+# plan files: segs, which
 # assume consecutive parts, are refused before any byte moves (they gave
 # every rank the wrong rows with exit 0), as is a slice that splits a
 # gate/up pair; `"interleave": 2` delivers each rank what vLLM's
@@ -50,4 +51,21 @@ t_exit "gpt-oss 3 gate/up pairs over 2 shards: exit 65" 65 \
   "$TPLOAD" plan "$T_TMP/odd" --shards 2 --plan "$T_TMP/odd/p.json"
 msg_has "gpt-oss odd pairs: the message names the groups" \
   "3 rows along dim 1 to be whole groups of 2"
+# GPT-NeoX's HF query_key_value is [heads, 3, head_dim] flattened: segs
+# [q, k, v] would take one head's q, k and v for "q"; refused (MLC's
+# converter de-interleaves it, so MLC directories take MLC's segs).
+"$ORACLE" "$TESTS_SRCDIR/oracle/mlc_archs.py" write gpt_neox hf "$T_TMP/neox" ||
+  { echo "Bail out! mlc_archs.py write failed"; exit 99; }
+"$ORACLE" -c '
+import json, sys
+d = sys.argv[1]
+rows = json.load(open(d + "/expect.json"))[
+    "gpt_neox.layers.0.attention.query_key_value.weight"][0][0]
+json.dump({"rules": [{"match": "*.attention.query_key_value.weight",
+                      "dim": 0, "segs": [rows // 3] * 3}]},
+          open(d + "/segs.json", "w"))' "$T_TMP/neox"
+t_exit "gpt_neox hf query_key_value under segs: exit 65" 65 \
+  "$TPLOAD" plan "$T_TMP/neox" --shards 2 --plan "$T_TMP/neox/segs.json"
+msg_has "gpt_neox segs: the message says q, k, v are fused per head" \
+  "query_key_value.weight': expected no segs.*fuses q, k and v per head"
 t_done

@@ -603,6 +603,54 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
   return rc;
 }
 
+/* quantization_config.quant_method: read from HF configs only, kept when
+ * malformed; only fp8 and mxfp4 pass the method check. */
+static void test_quant_method(void) {
+  static const char *const refused[] = {"compressed-tensors", "modelopt", "awq",
+                                        "gptq", "bitsandbytes"};
+  struct tpl__quant_info q;
+  struct tpl__error err;
+  char cfg[128];
+  CHECK_EQ_INT(parse_cfg("{}", 0, &q, &err), 0);
+  CHECK(q.method[0] == '\0' && tpl__quant_check_method(&q, "c", &err) == 0);
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"weight_block_size\":"
+                         "[128,128]}}",
+                         0, &q, &err),
+               0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             i == 0 ? "fp8" : "mxfp4");
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             refused[i]);
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK(strcmp(q.method, refused[i]) == 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "config.json", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "config.json: quantization_config."
+                                "quant_method '");
+    CHECK_STR_CONTAINS(err.msg, refused[i]);
+  }
+  CHECK_EQ_INT(
+      parse_cfg("{\"quantization_config\":{\"quant_method\":7}}", 0, &q, &err),
+      0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "'(not a string)'");
+  /* MLC configs have no quant_method: the scheme decides. */
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"quant_method\":"
+                         "\"awq\"}}",
+                         1, &q, &err),
+               0);
+  CHECK(q.method[0] == '\0');
+}
+
 static void test_config_reader(void) {
   struct tpl__quant_info q;
   struct tpl__error err;
@@ -702,6 +750,7 @@ int main(void) {
   RUN(test_refuse_uneven_groups);
   RUN(test_refuse_segs_not_blocks);
   RUN(test_refuse_block_cut_inside);
+  RUN(test_quant_method);
   RUN(test_refuse_scale_left_whole);
   RUN(test_refuse_hf_scales_left_whole);
   RUN(test_per_tensor_scale_replicated);
