@@ -388,6 +388,12 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                      name, tpl__preset_names());
   if (nshards == 0)
     return tpl__fail(err, TPL_EPLAN, "%s: expected at least 1 shard", what);
+  if (mlc && p->nmlc == 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: preset '%s' has no table in MLC's names: MLC's "
+                     "model file for it sets no shard strategy (no "
+                     "_set_tp), so MLC runs it unsharded; pass --plan FILE",
+                     what, p->name);
   if ((rc = sizes_object(config, mlc, p->flags, what, &cfg, err)) != 0 ||
       (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0 ||
       (rc = check_divisible(&s, nshards, what, err)) != 0)

@@ -154,8 +154,8 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
 /* What each HF method tpload shards needs: "fp8" (transformers'
  * FineGrainedFP8 / vLLM's Fp8Config) is a weight plus weight_scale_inv
  * blocks or per-tensor scalars, cut by the weight's rule; "mxfp4"
- * (gpt-oss) is *_blocks / *_scales / *_bias cut by a plan file's rules
- * (interleaved.c guards its gate_up). */
+ * (gpt-oss) is *_blocks / *_scales / *_bias cut by the gpt_oss preset or
+ * a plan file (interleaved.c guards its gate_up). */
 static const char *const shardable_methods[] = {"fp8", "mxfp4"};
 
 int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
@@ -165,7 +165,7 @@ int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
     if (strcmp(q->method, shardable_methods[i]) == 0) return 0;
   return tpl__fail(err, TPL_EPLAN,
                    "%s: quantization_config.quant_method '%s': expected a "
-                   "method tpload shards (fp8, or mxfp4 with a plan file), "
+                   "method tpload shards (fp8, or gpt-oss's mxfp4), "
                    "found one it does not: its packed weights, scales and "
                    "zero points have no shard rules here, and a rank would "
                    "get slices an engine cannot dequantize",

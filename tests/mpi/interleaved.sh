@@ -5,7 +5,8 @@
 # assume consecutive parts, are refused before any byte moves (they gave
 # every rank the wrong rows with exit 0), as is a slice that splits a
 # gate/up pair; `"interleave": 2` delivers each rank what vLLM's
-# gpt_oss.py gives it, checked by tests/oracle/gpt_oss.py.
+# gpt_oss.py gives it, checked by tests/oracle/gpt_oss.py, and so does
+# the gpt_oss preset for the whole layer.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -40,6 +41,21 @@ for plan in interleave plain; do
       "$(head -c 2000 "$T_TMP/oerr")"
   fi
 done
+
+# The gpt_oss preset (--plan auto from GptOssForCausalLM): attention by
+# heads (sinks too), the router whole, the MXFP4 experts as above, the
+# row-parallel biases summing back to the bias.
+t_exit "gpt-oss --plan auto N=2: preshard exits 0" 0 \
+  mpi 2 preshard "$D" --out "$T_TMP/out-auto" --quiet
+if "$ORACLE" "$G" check-all "$D" "$T_TMP/out-auto" 2 2>"$T_TMP/oerr"; then
+  t_ok "gpt-oss --plan auto N=2: every tensor as vLLM's gpt_oss.py loads it"
+else
+  t_fail "gpt-oss --plan auto N=2: every tensor as vLLM's gpt_oss.py loads it" \
+    "$(head -c 2000 "$T_TMP/oerr")"
+fi
+# Negative control: the interleave plan replicates attention and sinks.
+t_exit "gpt-oss check-all refuses a plan that leaves the heads whole" 1 \
+  "$ORACLE" "$G" check-all "$D" "$T_TMP/out-interleave" 2
 
 # An odd intermediate size: 6 interleaved rows cut 2 ways would split a
 # pair, with or without "interleave" (the architecture says so).
