@@ -23,6 +23,12 @@ CLI (used by tests/shard_oracle.sh):
         wrote (OUT: each case's rank outputs back to back; STATUS: one
         "ok" or "err CODE" line a case); prints mismatches, exits 1 on any.
 
+CLI (used by tests/mpi/kv_replicas.sh):
+    oracle.py kv-plan MODEL N OUT
+        writes OUT, the plan vLLM's loaders cut MODEL (a `tpload synth`
+        HF llama, qwen2 or phi3) by at N shards, kv heads replicated
+        when N exceeds them, for check-preshard.
+
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
                         [--tensors K] [--big-mib M]
@@ -847,7 +853,7 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
         if rule is not None and "dim" in rule:
             arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
             parts = shard(arr.reshape(shape), rule["dim"], rule.get("segs"),
-                          n)
+                          n, rule.get("kv"))
             e["kind"] = "shard"
             e["rank_shape"] = list(parts[0].shape)
             e["ranks"] = [p.tobytes() for p in parts]
@@ -859,6 +865,57 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
             e["ranks"] = [raw] * n
         out.append(e)
     return out
+
+
+# ------------------------------------- vLLM's plan for kv heads < N
+#
+# The rules vLLM's loaders cut `tpload synth`'s HF llama, qwen2 and phi3
+# checkpoints by (vllm/model_executor/models/llama.py, qwen2.py, phi3.py
+# build on llama's LlamaAttention / LlamaMLP): q/k/v through
+# QKVParallelLinear (layers/linear.py), o_proj and down_proj
+# RowParallelLinear (cut along their inputs), gate/up through
+# MergedColumnParallelLinear, embeddings, norms and lm_head whole here
+# (tpload does not cut the vocabulary).  When N >= the kv heads, each k
+# and v head goes to N / kv consecutive ranks ("kv": the heads of each
+# replicated segment, see shard()).  The func_names are the ones
+# tpload's presets give (DESIGN.md section 3), checked in shard-info.
+
+
+def vllm_kv_rules(cfg, n):
+    """Oracle rules for a synth llama / qwen2 / phi3 config at N = n."""
+    h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = cfg.get("head_dim") or cfg["hidden_size"] // h
+    inter = cfg["intermediate_size"]
+    rep_kv = kv if n > kv else 0  # tp_size >= total_num_kv_heads
+    a = "*.self_attn."
+    rules = [{"match": a + "qkv_proj.weight", "name": "_shard_qkv", "dim": 0,
+              "segs": [h * d, kv * d, kv * d], "kv": [0, rep_kv, rep_kv]},
+             {"match": a + "o_proj.weight", "name": "_shard_o", "dim": 1},
+             {"match": "*.mlp.gate_up_proj.weight", "name": "_shard_mlp_up",
+              "dim": 0, "segs": [inter, inter]},
+             {"match": "*.mlp.down_proj.weight", "name": "_shard_mlp_down",
+              "dim": 1}]
+    if cfg["model_type"] != "phi3":
+        rules = rules[1:2]
+        for p in ("q", "k", "v"):
+            k = [rep_kv] if p != "q" else None
+            rules += [{"match": a + p + "_proj.weight", "name": "_shard_" + p,
+                       "dim": 0, "kv": k},
+                      {"match": a + p + "_proj.bias",
+                       "name": "_shard_" + p + "_bias", "dim": 0, "kv": k}]
+        rules += [{"match": "*.mlp.%s_proj.weight" % p,
+                   "name": "_shard_" + p, "dim": dim}
+                  for p, dim in (("gate", 0), ("up", 0), ("down", 1))]
+    return rules
+
+
+def write_kv_plan(model, n, out):
+    """Writes vllm_kv_rules for MODEL's config.json at N = n as a plan
+    file for check-preshard."""
+    with open(os.path.join(model, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"rules": vllm_kv_rules(cfg, n)}, f, indent=1)
 
 
 # ------------------------------------------------- grid (TP x PP x DP)
@@ -1047,10 +1104,15 @@ def _check_param(p, e, n, bias_scaling):
                "in_shape": e["shape"], "out_shape": [n] + e["rank_shape"],
                "out_dtype": MLC_NAME[e["dtype"]]}
         segs = rule.get("segs") or [e["shape"][rule["dim"]]]
+        kv = list(rule.get("kv") or []) + [0] * len(segs)
         # MLC's compile.py adds the shard preproc only when N > 1.
         _same(where + ": preprocs", [pre] if n > 1 else [], p.get("preprocs"))
         _same(where + ": dim", rule["dim"], p.get("dim"))
-        _same(where + ": segs", [s // n for s in segs], p.get("segs"))
+        _same(where + ": segs", [s // (h or n) for s, h in zip(segs, kv)],
+              p.get("segs"))
+        heads = [h for h in kv if h and h < n]
+        _same(where + ": kv_replicas", n // min(heads) if heads else None,
+              p.get("kv_replicas"))
     else:
         _same(where + ": preprocs", [], p.get("preprocs"))
         _same(where + ": keys dim/segs", [], [k for k in ("dim", "segs")
@@ -1272,6 +1334,9 @@ def main(argv):
     if len(argv) == 6 and argv[0] == "gen-shard" and argv[2] == "--seed" \
             and argv[4] == "--count":
         write_cases(argv[1], int(argv[3]), int(argv[5]))
+        return 0
+    if len(argv) == 4 and argv[0] == "kv-plan":
+        write_kv_plan(argv[1], int(argv[2]), argv[3])
         return 0
     if len(argv) == 4 and argv[0] == "check-shard":
         return 1 if check_cases(argv[1], argv[2], argv[3]) else 0
