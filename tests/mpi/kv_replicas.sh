@@ -40,6 +40,47 @@ kv_case "qwen2 2 kv heads N=4 (k/v biases)" qwen2 2 4
 kv_case "phi3 2 kv heads N=4 (fused qkv_proj)" phi3 2 4
 kv_case "phi3 1 kv head N=4 (fused qkv_proj)" phi3 1 4
 kv_case "llama 2 kv heads N=4 --read local" llama 2 4 --read local
+# FP8 block scales (Qwen3-30B-A3B-FP8's layout: head_dim 128 = one
+# block): a rank's k_proj / v_proj weight_scale_inv rows are its kv
+# head's.
+"$ORACLE" - "$M/fp8" "$TESTS_SRCDIR/oracle" <<'PY' ||
+import json, os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+import npst
+d, (E, H, KV, D, I) = sys.argv[1], (512, 4, 2, 128, 512)
+rng = np.random.default_rng(36)
+t = {"model.embed_tokens.weight": rng.random((64, E), np.float32),
+     "model.norm.weight": rng.random(E, np.float32),
+     "lm_head.weight": rng.random((64, E), np.float32)}
+p = "model.layers.0."
+for n in ("input_layernorm", "post_attention_layernorm"):
+    t[p + n + ".weight"] = rng.random(E, np.float32)
+for n, rows, cols in (("self_attn.q_proj", H * D, E),
+                      ("self_attn.k_proj", KV * D, E),
+                      ("self_attn.v_proj", KV * D, E),
+                      ("self_attn.o_proj", E, H * D), ("mlp.gate_proj", I, E),
+                      ("mlp.up_proj", I, E), ("mlp.down_proj", E, I)):
+    t[p + n + ".weight"] = rng.integers(0, 256, (rows, cols), np.uint8)
+    t[p + n + ".weight_scale_inv"] = rng.random((rows // 128, cols // 128),
+                                                np.float32)
+os.makedirs(d)
+npst.write(os.path.join(d, "model.safetensors"), t)
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+           "hidden_size": E, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
+           "num_hidden_layers": 1, "quantization_config": {
+               "quant_method": "fp8", "weight_block_size": [128, 128]}},
+          open(os.path.join(d, "config.json"), "w"))
+PY
+  { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
+"$ORACLE" "$O" kv-plan "$M/fp8" 4 "$T_TMP/plan-fp8.json" ||
+  { echo "Bail out! oracle.py kv-plan fp8 failed"; exit 99; }
+t_exit "fp8 block, 2 kv heads N=4: preshard exits 0" 0 \
+  mpi 4 preshard "$M/fp8" --out "$T_TMP/out-fp8" --quiet
+t_oracle "fp8 block, 2 kv heads N=4: weights and scales match (oracle)" \
+  check-preshard "$M/fp8" "$T_TMP/plan-fp8.json" 4 "$T_TMP/out-fp8"
+
 t_exit "verify recomputes the replicated shards" 0 \
   "$TPLOAD" verify "$M/phi3-2" "$T_TMP"/out-phi3_2_kv_heads_N_4_*
 grep -q "all match" "$T_TMP/out" && t_ok "verify says all match" ||

@@ -822,6 +822,8 @@ def quant_rule(name, shape, rules, shapes, block):
     out = {"match": name, "dim": dim, "name": func}
     if segs:
         out["segs"] = segs
+    if rule.get("kv"):  # a kv head's scale rows go where its rows go
+        out["kv"] = rule["kv"]
     return out
 
 
