@@ -557,14 +557,16 @@ static int successor(const struct engine *e, size_t i) {
 
 /* Whether any part of tensor i may be read straight into rank 0's store:
  * a cut tensor rank 0 holds at least DIRECT_MIN bytes of, whose shard 0
- * no other rank holds (no send needs those bytes in the chunk).  Cheap:
- * no layout. */
+ * no other rank holds (no send needs those bytes in the chunk): no other
+ * replica, and no other shard of a replicated kv head (its shards are not
+ * disjoint).  Cheap: no layout. */
 static int may_go_direct(const struct engine *e, size_t i) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   /* a file read direct lands in the (aligned) slot as a whole */
   return !e->direct && t->kind == TPL_RULE_SHARD &&
          t->rank_stored >= DIRECT_MIN && tpl__job_holds(e->job, i, 0) &&
-         holder_from(e, i, 0) < 0;
+         holder_from(e, i, 0) < 0 &&
+         tpl__shard_replicas(&t->spec, e->job->grid.tp) == 1;
 }
 
 /* Rank 0's own part of tensor i within its source range [b, end) when it

@@ -774,7 +774,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"gpt_neox", T(hf_gpt_neox), T(mlc_gpt_neox), TPL_P_4X},
     {"gpt_j", T(hf_gpt_j), T(mlc_gpt_j), TPL_P_4X},
     {"internlm", T(hf_llama), T(mlc_internlm), 0},
-    {"internlm2", T(hf_internlm2), T(mlc_internlm2), 0},
+    {"internlm2", T(hf_internlm2), T(mlc_internlm2), TPL_P_KV_GROUPED},
     {"baichuan", T(hf_baichuan), T(mlc_baichuan), 0},
     {"chatglm3", T(chatglm3), T(chatglm3), 0},
     {"starcoder2", T(hf_starcoder2), T(mlc_starcoder2), TPL_P_4X},

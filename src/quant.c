@@ -330,8 +330,11 @@ static int check_block_cut(const struct tpl__tensor *t,
   char works[256];
   if (nshards <= 1) return 0;
   for (size_t j = 0; j < nsegs; j++) {
-    uint64_t seg = weight_seg(base, weight, j), slice = seg / nshards;
-    if (seg == 0 || seg % nshards != 0 || slice % block == 0) continue;
+    /* A replicated kv segment is cut into parts[j] pieces, not N. */
+    uint32_t pieces = base->parts[j] != 0 ? base->parts[j] : nshards;
+    uint64_t seg = weight_seg(base, weight, j), slice = seg / pieces;
+    if (pieces <= 1 || seg == 0 || seg % pieces != 0 || slice % block == 0)
+      continue;
     format_block_counts(works, sizeof(works), base, weight, block);
     return tpl__fail(err, TPL_EINDIVISIBLE,
                      "tensor '%s': expected each of the %u shards' slice "
@@ -342,7 +345,7 @@ static int check_block_cut(const struct tpl__tensor *t,
                      "rows (vLLM refuses this cut too); shard counts that "
                      "work: %s",
                      t->name, nshards, j, base->dim, (unsigned long long)seg,
-                     nshards, (unsigned long long)slice,
+                     pieces, (unsigned long long)slice,
                      (unsigned long long)block,
                      (unsigned long long)(slice % block), works);
   }
