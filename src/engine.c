@@ -1789,6 +1789,8 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   if (rc != 0) return rc;
   beats_begin(e);
   if (e->o->read_local) return agree_after_beats(e, read_local(e, err), err);
+  if (e->hooks != NULL) /* a reload's: the others are in the stream */
+    tpl__stall_test_stop("reload-stream", e->rank);
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
