@@ -62,28 +62,30 @@ t_sighup_fails() {
     "$(messages "$SERVE_LOG.err" | tail -5)"; fi
 }
 
-# faulty_reloads LABEL HOOK WHY ARGS...: a serve of $T_TMP/cur-LABEL (a
-# link to a) with HOOK=$BAD and tpload's ARGS; reload to b and SIGHUP
-# with the link on b both fail (74, WHY) keeping generation 1; then a
-# reload to a switches.
-faulty_reloads() {
-  local label=$1 hook=$2 why=$3 cur=$T_TMP/cur-$1
-  shift 3
+# faulty_reload LABEL HOW HOOK WHY ARGS...: a serve of $T_TMP/cur-LABEL
+# (a link to a) with HOOK=$BAD and tpload's ARGS; HOW (reload: `tpload
+# reload` to b; sighup: SIGHUP with the link on b) fails with 74 and WHY,
+# keeping generation 1; then a reload to a switches.
+faulty_reload() {
+  local label=$1 how=$2 hook=$3 why=$4 cur=$T_TMP/cur-$1
+  shift 4
   ln -sfn "$M/a" "$cur"
   export "$hook=$BAD"
   MPI_ARGS="-x $hook" serve_job "$label" 2 "$cur" "$@"
   unset "$hook"
-  t_exit "$label: reload to b exits 74" 74 \
-    "$TPLOAD" reload "$SOCK/rank0.sock" "$M/b" --plan "$M/b/plan.json"
-  keep
-  t_check "$label: ... naming b's file and the error" grep -q \
-    "reload failed: $M/b/model.safetensors: I/O error.*: $why" \
-    "$T_TMP/last.err"
+  if [ "$how" = reload ]; then
+    t_exit "$label: reload to b exits 74" 74 \
+      "$TPLOAD" reload "$SOCK/rank0.sock" "$M/b" --plan "$M/b/plan.json"
+    keep
+    t_check "$label: ... naming b's file and the error" grep -q \
+      "reload failed: $M/b/model.safetensors: I/O error.*: $why" \
+      "$T_TMP/last.err"
+  else
+    ln -sfn "$M/b" "$cur"
+    t_sighup_fails "$label" "cur-$label/model.safetensors: I/O error.*: $why"
+    ln -sfn "$M/a" "$cur"
+  fi
   t_serves "$label: after it" 1 "$cur"
-  ln -sfn "$M/b" "$cur"
-  t_sighup_fails "$label" "model.safetensors: I/O error .*: $why"
-  t_serves "$label: after SIGHUP" 1 "$cur"
-  ln -sfn "$M/a" "$cur"
   t_exit "$label: a reload then switches" 0 \
     "$TPLOAD" reload "$SOCK/rank1.sock" "$cur"
   t_serves "$label: then" 2 "$cur"
@@ -94,9 +96,12 @@ cleanup() { serve_cleanup; }
 trap cleanup EXIT
 
 # --- read errors while a reload reads ----------------------------------------
-faulty_reloads eio TPLOAD_TEST_EIO_OFFSET "Input/output error" --io buffered
-faulty_reloads einval TPLOAD_TEST_DIRECT_EINVAL "Invalid argument" \
-  --io direct --chunk-mib 1
+for how in reload sighup; do
+  faulty_reload "eio-$how" $how TPLOAD_TEST_EIO_OFFSET "Input/output error" \
+    --io buffered
+  faulty_reload "einval-$how" $how TPLOAD_TEST_DIRECT_EINVAL \
+    "Invalid argument" --io direct --chunk-mib 1
+done
 
 # --- a filesystem that fails every direct read -------------------------------
 export TPLOAD_TEST_DIRECT_EINVAL=0
