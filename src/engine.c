@@ -113,9 +113,10 @@ struct engine {
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
-  int deferred;                   /* rank 0: a read failed or a file changed
-                                     during --read mpi's stream, told
-                                     after it (defer_failure) */
+  int deferred;                   /* a read failed or a file changed during
+                                     --read mpi's stream (rank 0), a
+                                     tensor could not be finished (a
+                                     receiver): told after the stream */
   struct tpl__error deferred_err; /* ... and why */
   int note_told;                  /* rank 0: the source's note is out */
   struct tpl__md5_summary md5;    /* rank 0: --verify-md5's pass */
@@ -1359,7 +1360,9 @@ static int receive_all(struct engine *e, struct tpl__error *err) {
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
     to = successor(e, i);
     rc = receive_tensor(e, i, in, &fwd, to, err);
-    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err);
+    /* a tensor that cannot be finished fails the load after the stream */
+    if (rc == 0 && to < 0 && e->deferred == 0)
+      e->deferred = finish_tensor(e, i, &e->deferred_err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -1794,14 +1797,18 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
-  if (rc == 0) rc = finish_store(e, err);
   if (rc != 0) {
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
     engine_abort(tpl_exit_code(rc));
   }
-  if (e->deferred != 0) *err = e->deferred_err;
+  /* This rank's stream is complete: what fails from here is agreed on */
+  rc = finish_store(e, err);
+  if (rc == 0 && e->deferred != 0) {
+    rc = e->deferred;
+    *err = e->deferred_err;
+  }
   /* rank 0's beats (as its reads complete) end here */
-  return agree_after_beats(e, e->deferred, err);
+  return agree_after_beats(e, rc, err);
 }
 
 /* The job's totals on rank 0: its time, the slowest rank's, in *max; and
