@@ -12,7 +12,8 @@
 # - EIO, and EINVAL from a direct read past a file's first, during
 #   `tpload reload` and during SIGHUP's reload: the reload fails with 74
 #   and one message naming the file, every rank still serves generation
-#   1 with one store, and a later reload switches.
+#   1 with one store, and a later reload switches; so does EIO under
+#   --read local (already agreed: every rank reads its own slices).
 # - EINVAL from every direct read (0): `--io direct` and `--io auto` (the
 #   file evicted from the page cache), `--read mpi` and `--read local`,
 #   fall back to buffered with one note, the shards the numpy oracle's;
@@ -102,6 +103,9 @@ for how in reload sighup; do
   faulty_reload "einval-$how" $how TPLOAD_TEST_DIRECT_EINVAL \
     "Invalid argument" --io direct --chunk-mib 1
 done
+# --read local: the ranks that read the bad byte fail, all agree.
+faulty_reload eio-local reload TPLOAD_TEST_EIO_OFFSET "Input/output error" \
+  --io buffered --read local
 
 # --- a filesystem that fails every direct read -------------------------------
 export TPLOAD_TEST_DIRECT_EINVAL=0
