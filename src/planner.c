@@ -119,6 +119,10 @@ static int resolve(const char *arg, const struct tpl__model *m,
     rc = load_plan_file(arg, &p, err);
   if (rc == 0) rc = read_quant(m, c, &p->quant, err);
   if (rc == 0) rc = tpl__quant_check_method(&p->quant, c->path, err);
+  if (rc == 0 && strcmp(p->quant.method, "compressed-tensors") == 0) {
+    tpl__ct_parse(json_object_get(c->json, "quantization_config"), &p->ct);
+    rc = tpl__ct_check(&p->ct, c->path, err);
+  }
   if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
   if (rc != 0) {
     tpl__plan_free(p);
