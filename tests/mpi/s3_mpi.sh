@@ -5,12 +5,12 @@
 # request's AWS Signature V4 with an implementation of its own (s3rver
 # checks none), itself checked first against AWS's published example and
 # shown here to refuse an unsigned request and a wrong secret.  Preshard
-# of a bare prefix holding one model.safetensors and of a sharded index at
-# 2 ranks, --read mpi (credentials from the environment) and --read local
+# of a bare prefix holding one model.safetensors, of a sharded index and
+# of an MLC directory at 2 ranks, --read mpi (credentials from the environment) and --read local
 # (every rank signing with a profile's temporary key and session token,
 # from ~/.aws/credentials and ~/.aws/config), each rank's shards the numpy
 # oracle's; a wrong secret is 77, a missing prefix 66, a skewed clock a
-# message saying so; the report names s3://bucket/key and the
+# message saying so, an endpoint down 69 after the retries; the report names s3://bucket/key and the
 # region/endpoint, and no secret appears in any output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -41,6 +41,7 @@ fi
 
 gen single --seed 3901 --layout single
 gen index --seed 3902 --layout index --big-mib 2
+gen mlc --seed 3903 --layout mlc
 
 # s3rver on a free port, its bucket made at start
 s3rver_start() {
@@ -95,6 +96,7 @@ EOF
 proxy_start proxy 0
 upload "$M/single" ckpt/single || { echo "Bail out! upload failed"; exit 99; }
 upload "$M/index" ckpt/index || { echo "Bail out! upload failed"; exit 99; }
+upload "$M/mlc" ckpt/mlc || { echo "Bail out! upload failed"; exit 99; }
 
 # The verifier refuses an unsigned GET (s3rver alone would serve it)
 "$ORACLE" - "${PROXY_URL##*:}" "$S3_PORT" "/$BUCKET/ckpt/single/model.safetensors" \
@@ -138,6 +140,7 @@ shards() {
 }
 shards single mpi with_env
 shards index mpi with_env
+shards mlc mpi with_env
 
 # A profile with a temporary key and its session token: the credentials
 # file has the keys, the config file the region and endpoint; every rank
@@ -229,6 +232,13 @@ else
   t_fail "inspect with AWS_SESSION_TOKEN" "$(cat "$T_TMP/inspect.err")"
 fi
 cat "$T_TMP/inspect.out" "$T_TMP/inspect.err" >>"$ALL"
+
+# The endpoint down: retried, then 69
+port=$(free_port)
+expect_fail "the endpoint down: 69 after the retries" 69 "(after 1 retries)" \
+  env AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET \
+  AWS_REGION=$REGION AWS_ENDPOINT_URL=http://127.0.0.1:$port \
+  "$TPLOAD" inspect "s3://$BUCKET/ckpt/single/" --retries 1
 
 # A clock an hour off (the verifier's, shifted): the message says so
 proxy_start skewed 3600

@@ -32,6 +32,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import socketserver
 import sys
 import threading
@@ -171,6 +172,24 @@ MESSAGES = {
 }
 
 
+def trim_to_range(asked, headers, body):
+    """s3rver 3.7.1 answers "bytes=0-0" with the rest of the object (its
+    range parser takes an end of 0 for none); S3 sends the one byte.  The
+    answer is cut to the range asked, its Content-Range with it."""
+    m = re.fullmatch(r"bytes=(\d+)-(\d+)", asked)
+    cr = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)",
+                      headers.get("Content-Range", ""))
+    if m is None or cr is None:
+        return body
+    first, last = int(m.group(1)), int(m.group(2))
+    sent_first, total = int(cr.group(1)), int(cr.group(3))
+    last = min(last, total - 1)
+    if sent_first != first or len(body) <= last - first + 1:
+        return body
+    headers["Content-Range"] = "bytes %d-%d/%d" % (first, last, total)
+    return body[:last - first + 1]
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     conns = threading.local()
@@ -214,12 +233,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             c.request(self.command, self.path, headers=fwd)
             r = c.getresponse()
         body = r.read()
+        out = {n: r.getheader(n) for n in ("Content-Range", "ETag",
+                                          "Last-Modified", "Content-Type",
+                                          "Accept-Ranges")
+               if r.getheader(n) is not None}
+        if r.status == 206:
+            body = trim_to_range(self.headers.get("Range", ""), out, body)
         self.log(r.status, "-")
         self.send_response(r.status)
-        for name in ("Content-Range", "ETag", "Last-Modified",
-                     "Content-Type", "Accept-Ranges"):
-            if r.getheader(name) is not None:
-                self.send_header(name, r.getheader(name))
+        for name, value in out.items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
