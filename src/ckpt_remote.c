@@ -16,6 +16,7 @@
 #include "fmt_mlc_cache.h"
 #include "fmt_safetensors.h"
 #include "fmt_st_index.h"
+#include "hf.h"
 #include "s3.h"
 
 #define PROBE_BYTES (64u << 10)
@@ -261,8 +262,9 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
   struct tpl__http_signer signer = {0};
   struct tpl__model *m = NULL;
   char *where = NULL;
-  int rc = tpl__s3_is_url(s) ? tpl__s3_parse(s, &u, &signer, &where, err)
-                             : tpl__url_parse(s, &u, err);
+  int rc = tpl__s3_is_url(s)   ? tpl__s3_parse(s, &u, &signer, &where, err)
+           : tpl__hf_is_url(s) ? tpl__hf_parse(s, o, &u, &signer, &where, err)
+                               : tpl__url_parse(s, &u, err);
   if (rc != 0) return rc;
   rc = remote_model(&u, o, &signer, where, &m, err);
   tpl__url_clear(&u);
@@ -291,4 +293,10 @@ int tpl__remote_read_member(const struct tpl__model *m, const char *name,
   rc = tpl__http_get(m->http, mb.url, mb.shown, cap, buf, len, err);
   member_clear(&mb);
   return rc;
+}
+
+int tpl__remote_sign_client(struct tpl__http *h, const char *shown,
+                            struct tpl__error *err) {
+  int rc = tpl__s3_sign_client(h, shown, err);
+  return rc != 0 ? rc : tpl__hf_sign_client(h, shown, err);
 }

@@ -35,6 +35,7 @@
 
 #include "beat.h"
 #include "checkpoint.h"
+#include "ckpt_remote.h"
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"
@@ -45,7 +46,6 @@
 #include "model.h"
 #include "plan.h"
 #include "report.h"
-#include "s3.h"
 #include "source.h"
 #include "source_http.h"
 #include "stall.h"
@@ -892,7 +892,7 @@ static int open_http_source(struct engine *e, struct tpl__error *err) {
   if (h == NULL) {
     rc = tpl__http_open(&e->o->http, &h, err);
     if (rc == 0 && n > 0)
-      rc = tpl__s3_sign_client(h, e->job->files[0].path, err);
+      rc = tpl__remote_sign_client(h, e->job->files[0].path, err);
     if (rc != 0) tpl__http_close(h);
   }
   if (rc == 0)

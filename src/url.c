@@ -23,7 +23,8 @@ static size_t scheme_len(const char *s) {
 }
 
 int tpl__url_is_remote(const char *s) {
-  return s != NULL && (scheme_len(s) != 0 || strncasecmp(s, "s3://", 5) == 0);
+  return s != NULL && (scheme_len(s) != 0 || strncasecmp(s, "s3://", 5) == 0 ||
+                       strncasecmp(s, "hf://", 5) == 0);
 }
 
 /* The first byte a URL may not hold, or NULL: spaces, controls, DEL and
