@@ -6,12 +6,14 @@
 # checks none), itself checked first against AWS's published example and
 # shown here to refuse an unsigned request and a wrong secret.  Preshard
 # of a bare prefix holding one model.safetensors, of a sharded index and
-# of an MLC directory at 2 ranks, --read mpi (credentials from the environment) and --read local
-# (every rank signing with a profile's temporary key and session token,
-# from ~/.aws/credentials and ~/.aws/config), each rank's shards the numpy
-# oracle's; a wrong secret is 77, a missing prefix 66, a skewed clock a
-# message saying so, an endpoint down 69 after the retries; the report names s3://bucket/key and the
-# region/endpoint, and no secret appears in any output.
+# of an MLC directory at 2 ranks, --read mpi (credentials from the
+# environment) and --read local (every rank signing with a profile's
+# temporary key and session token, from ~/.aws/credentials and
+# ~/.aws/config), each rank's shards the numpy oracle's; a wrong secret is
+# 77, a missing prefix or object 66, a wrong session token 77, a skewed
+# clock a message saying so, an endpoint down 69 after the retries; the
+# report and serve's status name s3://bucket/key and the region/endpoint,
+# and no secret appears in any output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -30,8 +32,6 @@ SECRET='tpl/Secret+Key0fTheT3st'
 TMP_ID=ASIATPLOADTEMP0002
 TMP_SECRET='tmp/S3cretOfTheSessi0n'
 TOKEN='FwoGZXIvYXdzEXAMPLEsessionTOKEN/+tpl=='
-ALL="$T_TMP/all-output" # every output of tpload, checked for secrets
-: >"$ALL"
 
 if "$ORACLE" "$PROXY" selftest >"$T_TMP/self.out" 2>&1; then
   t_ok "the verifier signs AWS's GET Object example as AWS documents"
@@ -123,24 +123,9 @@ with_env() {
   AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET AWS_REGION=$REGION \
     AWS_ENDPOINT_URL=$PROXY_URL "$@"
 }
-# shards LAYOUT READ HOW: preshard of s3://.../LAYOUT/ at 2 ranks, checked
-# by the oracle; HOW is with_env or with_profile.
-shards() {
-  local l=$1 read=$2 how=$3 out="$T_TMP/s-$1-$2"
-  if $how mpi 2 preshard "s3://$BUCKET/ckpt/$l/" --out "$out" \
-      --plan "$M/$l/plan.json" --read "$read" --chunk-mib 1 --quiet \
-      >>"$ALL" 2>"$T_TMP/mpi.err"; then
-    t_oracle "preshard s3:// $l, 2 ranks, --read $read ($how): the oracle's shards" \
-      check-preshard "$M/$l" "$M/$l/plan.json" 2 "$out"
-  else
-    t_fail "preshard s3:// $l, --read $read ($how)" \
-      "$(messages "$T_TMP/mpi.err" | head -c 2000)"
-  fi
-  cat "$T_TMP/mpi.err" >>"$ALL"
-}
-shards single mpi with_env
-shards index mpi with_env
-shards mlc mpi with_env
+remote_shards "s3://$BUCKET/ckpt/single/" single mpi with_env
+remote_shards "s3://$BUCKET/ckpt/index/" index mpi with_env
+remote_shards "s3://$BUCKET/ckpt/mlc/" mlc mpi with_env
 
 # A profile with a temporary key and its session token: the credentials
 # file has the keys, the config file the region and endpoint; every rank
@@ -163,8 +148,8 @@ endpoint_url = $PROXY_URL
 EOF
 with_profile() { AWS_PROFILE=tpl-test "$@"; }
 : >"$T_TMP/proxy.log"
-shards single local with_profile
-shards index local with_profile
+remote_shards "s3://$BUCKET/ckpt/single/" single local with_profile
+remote_shards "s3://$BUCKET/ckpt/index/" index local with_profile
 if grep -q " 206 -$" "$T_TMP/proxy.log" &&
   ! grep -q " 403 " "$T_TMP/proxy.log"; then
   t_ok "... every rank's GETs signed with the session token (no 403)"
@@ -189,22 +174,26 @@ else
 fi
 cat "$T_TMP/report.json" "$T_TMP/mpi.err" >>"$ALL"
 
-# expect_fail NAME CODE PATTERN CMD...: exit CODE, one message matching
-# PATTERN.
-expect_fail() {
-  local name=$1 want=$2 pat=$3 rc
-  shift 3
-  "$@" >"$T_TMP/f.out" 2>"$T_TMP/f.err"
-  rc=$?
-  cat "$T_TMP/f.out" "$T_TMP/f.err" >>"$ALL"
-  if [ "$rc" -eq "$want" ] && [ "$(messages "$T_TMP/f.err" | grep -c .)" -ge 1 ] &&
-    messages "$T_TMP/f.err" | grep -q "$pat"; then
-    t_ok "$name"
-  else
-    t_fail "$name" "expected exit $want and '$pat', got exit $rc:" \
-      "$(messages "$T_TMP/f.err" | head -c 1500)"
-  fi
-}
+# serve: status names the model as the report does, and no secret
+with_env "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "s3://$BUCKET/ckpt/index/" --plan "$M/index/plan.json" \
+  --socket-dir "$T_TMP/sock" --ready-file "$T_TMP/ready" --quiet \
+  >>"$ALL" 2>"$T_TMP/serve.err" &
+serve_pid=$!
+ready_or_gone() { test -f "$T_TMP/ready" || ! alive "$serve_pid"; }
+if wait_until ready_or_gone && [ -f "$T_TMP/ready" ] &&
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json >"$T_TMP/status.json" \
+    2>>"$ALL" && grep -qF "s3://$BUCKET/ckpt/index (region $REGION" \
+    "$T_TMP/status.json"; then
+  t_ok "serve of s3://: status names s3://bucket/prefix and the region"
+else
+  t_fail "serve of s3:// and its status" "$(messages "$T_TMP/serve.err")" \
+    "$(head -c 1000 "$T_TMP/status.json" 2>/dev/null)"
+fi
+"$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
+wait_until gone "$serve_pid" || kill "$serve_pid"
+cat "$T_TMP/status.json" "$T_TMP/serve.err" >>"$ALL" 2>/dev/null
+
 with_wrong() { with_env env AWS_SECRET_ACCESS_KEY=wrong-secret "$@"; }
 expect_fail "a wrong secret: 77, SignatureDoesNotMatch explained" 77 \
   "HTTP 403 SignatureDoesNotMatch: .*secret access key from the environment" \
@@ -249,13 +238,6 @@ expect_fail "a skewed clock: 77, RequestTimeTooSkewed explained" 77 \
   "$TPLOAD" inspect "s3://$BUCKET/ckpt/single/"
 
 # No secret in anything tpload printed
-leaked=""
-for s in "$SECRET" "$TMP_SECRET" "$TOKEN" wrong-secret not-the-token; do
-  grep -qF -- "$s" "$ALL" && leaked="$leaked $s"
-done
-if [ -z "$leaked" ] && [ -s "$ALL" ]; then
-  t_ok "no secret key or session token in any output or report"
-else
-  t_fail "secrets in the output:$leaked"
-fi
+no_secret_in_output "no secret key or session token in any output or report" \
+  "$SECRET" "$TMP_SECRET" "$TOKEN" wrong-secret not-the-token
 t_done
