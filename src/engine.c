@@ -35,6 +35,7 @@
 
 #include "beat.h"
 #include "checkpoint.h"
+#include "ckpt_remote.h"
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"
@@ -915,7 +916,12 @@ static int open_http_source(struct engine *e, struct tpl__error *err) {
   for (size_t f = 0; f < n; f++)
     e->urls[f] = (struct tpl__source_url){
         e->job->files[f].url, e->job->files[f].path, &e->job->files[f].obj};
-  if (h == NULL) rc = tpl__http_open(&e->o->http, &h, err);
+  if (h == NULL) {
+    rc = tpl__http_open(&e->o->http, &h, err);
+    if (rc == 0 && n > 0)
+      rc = tpl__remote_sign_client(h, e->job->files[0].path, err);
+    if (rc != 0) tpl__http_close(h);
+  }
   if (rc == 0)
     rc = tpl__source_http_open(&e->src, h, e->rank != 0, e->urls, n, err);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);

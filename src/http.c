@@ -30,6 +30,7 @@
 #define MAX_REDIRECTS 5
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
+#define ERROR_BODY 1024          /* of an error body kept for the signer */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -51,12 +52,15 @@ struct part {
   unsigned attempt;
   double start_at; /* a retry waits until then */
   CURL *easy;
+  struct curl_slist *headers; /* the signer's */
   char range[48];
   char errbuf[CURL_ERROR_SIZE];
   /* the answer being read (reset by every status line: redirects) */
   int status, has_range;
   struct tpl__http_range_field cr;
   char etag[256], modified[128];
+  char body[ERROR_BODY]; /* the start of an error answer's body */
+  size_t body_len;
   int verdict;   /* 0, or the failure the headers showed */
   int transient; /* ... which a retry may cure */
   struct tpl__error why;
@@ -72,6 +76,7 @@ struct tpl__http {
   struct tpl__http_stats stats;
   void (*progress)(void *ctx);
   void *progress_ctx;
+  struct tpl__http_signer signer; /* sign NULL: none */
 };
 
 /* --- the client --- */
@@ -156,12 +161,15 @@ static void part_end_transfer(struct part *p) {
   curl_multi_remove_handle(p->h->multi, p->easy);
   curl_easy_cleanup(p->easy);
   p->easy = NULL;
+  curl_slist_free_all(p->headers);
+  p->headers = NULL;
   p->h->active--;
 }
 
 void tpl__http_close(struct tpl__http *h) {
   if (h == NULL) return;
   curl_multi_cleanup(h->multi);
+  if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   if (h->token != NULL) {
     memset(h->token, 0, strlen(h->token));
     free(h->token);
@@ -172,6 +180,12 @@ void tpl__http_close(struct tpl__http *h) {
 void tpl__http_get_stats(const struct tpl__http *h,
                          struct tpl__http_stats *out) {
   *out = h->stats;
+}
+
+void tpl__http_set_signer(struct tpl__http *h,
+                          const struct tpl__http_signer *s) {
+  if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
+  h->signer = *s;
 }
 
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
@@ -376,6 +390,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
   struct part *p = ctx;
   size_t len = size * n;
   if (p->verdict != 0 && !owner_failed(p) && p->discarded < DISCARD_MAX) {
+    size_t keep =
+        len < ERROR_BODY - p->body_len ? len : ERROR_BODY - p->body_len;
+    memcpy(p->body + p->body_len, data, keep);
+    p->body_len += keep;
     p->discarded += len; /* an error page: read it off the connection */
     return len;
   }
@@ -396,7 +414,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
 
 /* --- transfers --- */
 
-static void set_common(struct part *p, CURL *e) {
+static int set_common(struct part *p, CURL *e) {
   const struct tpl__http_opts *o = &p->h->o;
   curl_easy_setopt(e, CURLOPT_URL, p->url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, p);
@@ -422,16 +440,25 @@ static void set_common(struct part *p, CURL *e) {
   curl_easy_setopt(e, CURLOPT_BUFFERSIZE, RECV_BUFFER);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "tpload/" PACKAGE_VERSION);
   if (o->ca_cert != NULL) curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_cert);
-  if (p->h->token != NULL) {
+  if (p->h->signer.sign != NULL) {
+    if (p->h->signer.sign(p->h->signer.ctx, e, &p->headers) != 0)
+      return -ENOMEM;
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+  } else if (p->h->token != NULL) {
     curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
     curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, p->h->token);
   }
+  return 0;
 }
 
 static int part_launch(struct part *p) {
   CURL *e = curl_easy_init();
-  if (e == NULL) return -ENOMEM;
-  set_common(p, e);
+  if (e == NULL || set_common(p, e) != 0) {
+    curl_easy_cleanup(e);
+    curl_slist_free_all(p->headers);
+    p->headers = NULL;
+    return -ENOMEM;
+  }
   if (p->r != NULL) {
     snprintf(p->range, sizeof(p->range), "%llu-%llu",
              (unsigned long long)(p->off + p->got),
@@ -439,7 +466,7 @@ static int part_launch(struct part *p) {
     curl_easy_setopt(e, CURLOPT_RANGE, p->range);
   }
   p->verdict = p->transient = 0;
-  p->discarded = 0;
+  p->discarded = p->body_len = 0;
   p->errbuf[0] = '\0';
   answer_reset(p, 0);
   if (curl_multi_add_handle(p->h->multi, e) != CURLM_OK) {
@@ -567,6 +594,9 @@ static void part_done(struct part *p, CURLcode c) {
     snprintf(p->why.msg + l, sizeof(p->why.msg) - l, " (after %u retries)",
              h->o.retries);
   }
+  if (h->signer.explain != NULL && p->status >= 400)
+    h->signer.explain(h->signer.ctx, p->shown, p->status, p->body, p->body_len,
+                      &p->why);
   owner_fail(p, p->verdict, &p->why);
   part_finished(p);
 }
