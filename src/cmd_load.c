@@ -299,6 +299,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->preshard.force = tpl__cli_has(a, OPT_FORCE);
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
+  c->serve.model = c->o.model;
   c->serve.log_level = TPL_LOG_INFO;
   c->o.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   c->json = tpl__cli_has(a, OPT_JSON);

@@ -21,10 +21,14 @@ nginx_start nginx "$M" "" '
     location /slow/ { limit_rate 8m; }
     location /auth/ {
       if ($http_authorization != "Bearer s3cret-Tok3n") { return 401; }
+    }
+    location /signed/ {
+      if ($args !~ "X-Amz-Signature=5ig5ecret") { return 403; }
     }'
 U=$NGX_URL
 ln -s . "$M/slow"
 ln -s . "$M/auth"
+ln -s . "$M/signed"
 # up_or_gone_file FILE PID: FILE exists, or PID has exited.
 up_or_gone_file() { test -f "$1" || ! alive "$2"; }
 
@@ -103,6 +107,71 @@ fi
 wait_until gone "$serve_pid" || kill "$serve_pid"
 wait "$serve_pid"
 t_exit "... and ends with exit 0 after --shutdown" 0 test $? -eq 0
+
+# A presigned-style query (nginx answers 403 to a GET without it): served,
+# reloaded with another presigned URL, reloaded without MODEL and by
+# SIGHUP, every GET signed; the signature in no output, log or status.
+SIG="X-Amz-Signature=5ig5ecret&X-Amz-Expires=600"
+SK="$T_TMP/sock-signed"
+: >"$NGX_DIR/access.log"
+"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$U/signed/index/?$SIG" \
+  --plan "$M/index/plan.json" --socket-dir "$SK" \
+  --ready-file "$T_TMP/ready-signed" >"$T_TMP/signed.out" \
+  2>"$T_TMP/signed.err" &
+serve_pid=$!
+# generation_at N: the ready file names generation N, or a reload failed
+generation_at() {
+  grep -q "\"generation\": *$1\b" "$T_TMP/ready-signed" 2>/dev/null ||
+    grep -q "reload failed" "$T_TMP/signed.err"
+}
+if wait_until up_or_gone_file "$T_TMP/ready-signed" "$serve_pid" &&
+  [ -f "$T_TMP/ready-signed" ]; then
+  t_exit "reload SOCK with a presigned file URL" 0 "$TPLOAD" reload \
+    "$SK/rank1.sock" "$U/signed/single/model.safetensors?$SIG" \
+    --plan "$M/single/plan.json"
+  cp "$T_TMP/out" "$T_TMP/signed-r1.out"; cp "$T_TMP/err" "$T_TMP/signed-r1.err"
+  grep -q "^generation 2: $U/signed/single/model.safetensors?\.\.\.$" \
+    "$T_TMP/signed-r1.out" && t_ok "... prints generation 2 and the URL masked" ||
+    t_fail "reload's line" "$(cat "$T_TMP/signed-r1.out")"
+  t_exit "reload SOCK without MODEL keeps the URL's query" 0 "$TPLOAD" reload \
+    "$SK/rank0.sock"
+  cp "$T_TMP/out" "$T_TMP/signed-r2.out"; cp "$T_TMP/err" "$T_TMP/signed-r2.err"
+  "$TPLOAD" status "$SK/rank0.sock" --json --summary \
+    >"$T_TMP/signed-st.json" 2>&1
+  pid0=$("$ORACLE" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["ranks"][0]["pid"])' "$T_TMP/signed-st.json")
+  kill -HUP "$pid0"
+  wait_until generation_at 4
+  if grep -q '"generation": *4\b' "$T_TMP/ready-signed"; then
+    t_ok "SIGHUP of a job served from a presigned URL: generation 4"
+  else
+    t_fail "SIGHUP of a presigned URL" "$(cat "$T_TMP/ready-signed")" \
+      "$(tail -n 5 "$T_TMP/signed.err")"
+  fi
+  t_exit "... and it is still healthy" 0 "$TPLOAD" status "$SK/rank1.sock" \
+    --health
+  "$TPLOAD" status "$SK/rank0.sock" --shutdown >/dev/null 2>&1
+else
+  t_fail "serve of a presigned URL: ready" "$(messages "$T_TMP/signed.err")"
+fi
+wait_until gone "$serve_pid" || kill "$serve_pid"
+wait "$serve_pid"
+t_exit "... ends with exit 0 after --shutdown" 0 test $? -eq 0
+n403=$(awk '$2 ~ /^\/signed\// && $3 == 403' \
+  "$NGX_DIR/access.log" | wc -l)
+nget=$(awk '$2 ~ /^\/signed\/single\//' "$NGX_DIR/access.log" | wc -l)
+if [ "$n403" -eq 0 ] && [ "$nget" -gt 0 ]; then
+  t_ok "every GET of the job and its reloads was signed ($nget of the file)"
+else
+  t_fail "signed GETs" "$n403 refused" \
+    "$(grep /signed/ "$NGX_DIR/access.log" | head -n 5)"
+fi
+if grep -l 5ig5ecret "$T_TMP"/signed* >"$T_TMP/leak" 2>/dev/null; then
+  t_fail "the signature is never printed" "in: $(cat "$T_TMP/leak")" \
+    "$(grep -h 5ig5ecret "$T_TMP"/signed* | head -n 3)"
+else
+  t_ok "the signature is in no output, daemon log or status"
+fi
 
 # Rate-limited (8 MiB/s per connection): 24 MiB in ranged GETs of at most
 # 4 MiB, several connections at once, every byte of the data once.
