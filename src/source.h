@@ -51,7 +51,7 @@ struct tpl__read {
   uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
   size_t inflight;
   int rc;
-  uint64_t rc_off;
+  uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
 };
 
 struct tpl__source;
