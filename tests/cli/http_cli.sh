@@ -4,7 +4,8 @@
 # and plan of a single file, a sharded index and an MLC directory must say
 # what the files themselves say (oracle/http_check.py); every fault exits
 # with its documented code and one message naming the URL; a token is sent
-# and never printed; https with a self-signed certificate needs --ca-cert.
+# and never printed; https with a self-signed certificate needs --ca-cert
+# (and only that failure suggests it: not an expired or wrong-name one).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
 O="$TESTS_SRCDIR/oracle/oracle.py"

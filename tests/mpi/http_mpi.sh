@@ -8,7 +8,10 @@
 # a clock); an object replaced or a connection cut mid-load is 74 or
 # retried, with no rank file left; a preshard output made from the local
 # files verifies against the same files over HTTP, and verify notices a
-# tampered output or an object replaced while it reads.
+# tampered output or an object replaced while it reads; a job served from
+# a presigned-style URL reloads another (`tpload reload SOCK URL`), the
+# same again without MODEL and by SIGHUP, every GET signed and the
+# signature in no output, daemon log or status.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
