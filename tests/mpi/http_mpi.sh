@@ -94,22 +94,39 @@ else
   t_fail "load index URL --json" "$(messages "$T_TMP/mpi.err")"
 fi
 
+# serve_url LABEL MODEL OPTS...: a 2-rank serve of MODEL in the
+# background (sockets in $T_TMP/sock-LABEL, ready file $T_TMP/ready-LABEL,
+# output in $T_TMP/LABEL.out and .err, its pid in serve_pid); 0 once it
+# is ready, else one failed TAP line.
+serve_url() {
+  local label=$1 model=$2; shift 2
+  "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$model" \
+    --socket-dir "$T_TMP/sock-$label" --ready-file "$T_TMP/ready-$label" \
+    "$@" >"$T_TMP/$label.out" 2>"$T_TMP/$label.err" &
+  serve_pid=$!
+  if wait_until up_or_gone_file "$T_TMP/ready-$label" "$serve_pid" &&
+    [ -f "$T_TMP/ready-$label" ]; then
+    return 0
+  fi
+  t_fail "serve $label: ready" "$(messages "$T_TMP/$label.err")"
+  return 1
+}
+
+# serve_url_end NAME LABEL: --shutdown to the job; NAME passes when it
+# ends with exit 0.
+serve_url_end() {
+  "$TPLOAD" status "$T_TMP/sock-$2/rank0.sock" --shutdown >/dev/null 2>&1
+  wait_until gone "$serve_pid" || kill "$serve_pid"
+  wait "$serve_pid"
+  t_exit "$1" 0 test $? -eq 0
+}
+
 # serve of a URL: ready, healthy, ended by --shutdown
-"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$U/index/" \
-  --plan "$M/index/plan.json" --socket-dir "$T_TMP/sock" \
-  --ready-file "$T_TMP/ready" --quiet >/dev/null 2>"$T_TMP/serve.err" &
-serve_pid=$!
-if wait_until up_or_gone_file "$T_TMP/ready" "$serve_pid" &&
-  [ -f "$T_TMP/ready" ]; then
+if serve_url plain "$U/index/" --plan "$M/index/plan.json" --quiet; then
   t_exit "serve of a URL: ready and healthy" 0 "$TPLOAD" status \
-    "$T_TMP/sock/rank1.sock" --health
-  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
-else
-  t_fail "serve of a URL: ready" "$(messages "$T_TMP/serve.err")"
+    "$T_TMP/sock-plain/rank1.sock" --health
 fi
-wait_until gone "$serve_pid" || kill "$serve_pid"
-wait "$serve_pid"
-t_exit "... and ends with exit 0 after --shutdown" 0 test $? -eq 0
+serve_url_end "... and ends with exit 0 after --shutdown" plain
 
 # A presigned-style query (nginx answers 403 to a GET without it): served,
 # reloaded with another presigned URL, reloaded without MODEL and by
@@ -117,18 +134,12 @@ t_exit "... and ends with exit 0 after --shutdown" 0 test $? -eq 0
 SIG="X-Amz-Signature=5ig5ecret&X-Amz-Expires=600"
 SK="$T_TMP/sock-signed"
 : >"$NGX_DIR/access.log"
-"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$U/signed/index/?$SIG" \
-  --plan "$M/index/plan.json" --socket-dir "$SK" \
-  --ready-file "$T_TMP/ready-signed" >"$T_TMP/signed.out" \
-  2>"$T_TMP/signed.err" &
-serve_pid=$!
 # generation_at N: the ready file names generation N, or a reload failed
 generation_at() {
   grep -q "\"generation\": *$1\b" "$T_TMP/ready-signed" 2>/dev/null ||
     grep -q "reload failed" "$T_TMP/signed.err"
 }
-if wait_until up_or_gone_file "$T_TMP/ready-signed" "$serve_pid" &&
-  [ -f "$T_TMP/ready-signed" ]; then
+if serve_url signed "$U/signed/index/?$SIG" --plan "$M/index/plan.json"; then
   t_exit "reload SOCK with a presigned file URL" 0 "$TPLOAD" reload \
     "$SK/rank1.sock" "$U/signed/single/model.safetensors?$SIG" \
     --plan "$M/single/plan.json"
@@ -153,13 +164,8 @@ print(json.load(open(sys.argv[1]))["ranks"][0]["pid"])' "$T_TMP/signed-st.json")
   fi
   t_exit "... and it is still healthy" 0 "$TPLOAD" status "$SK/rank1.sock" \
     --health
-  "$TPLOAD" status "$SK/rank0.sock" --shutdown >/dev/null 2>&1
-else
-  t_fail "serve of a presigned URL: ready" "$(messages "$T_TMP/signed.err")"
 fi
-wait_until gone "$serve_pid" || kill "$serve_pid"
-wait "$serve_pid"
-t_exit "... ends with exit 0 after --shutdown" 0 test $? -eq 0
+serve_url_end "... ends with exit 0 after --shutdown" signed
 # (a presigned file URL signs that file only: its config.json goes
 # unsigned by design, url.h, and is refused)
 n403=$(awk '$2 ~ /^\/signed\// && $2 !~ /config\.json$/ && $3 == 403' \
