@@ -68,11 +68,11 @@ static const char *format_name(int format) {
 }
 
 /* Adds shard_shape, rule and, taken from the shard-info entry so both
- * views agree, (for shard rules) dim and per-shard segs, bias_scale and
- * pipeline_stages. */
+ * views agree, (for shard rules) dim, per-shard segs and kv_replicas,
+ * bias_scale and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
-  static const char *const from_info[] = {"dim", "segs", "bias_scale",
-                                          "pipeline_stages"};
+  static const char *const from_info[] = {"dim", "segs", "kv_replicas",
+                                          "bias_scale", "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -134,13 +134,28 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
   json_decref(root);
 }
 
+/* The rule column: the rule's name, and "kv xR" where each kv head is
+ * held by R ranks. */
+static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
+                              size_t len) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  const char *name = tpl__rule_name(t->kind, t->func_name);
+  uint32_t replicas = t->kind == TPL_RULE_SHARD
+                          ? tpl__shard_replicas(&t->spec, job->grid.tp)
+                          : 1;
+  if (replicas == 1) return name;
+  snprintf(buf, len, "%s kv x%u", name, replicas);
+  return buf;
+}
+
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
- * shape and the rule, and the shards and plan in the totals line. */
+ * shape and the rule, and the shards and plan in the totals line.  A kv head
+ * several ranks hold reads "kv xR" beside its rule. */
 static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job,
                         const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
-  char file[TPL_SAFE_LEN(256)];
+  char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
   if (job != NULL) printf("%-22s %-22s ", "SHARD SHAPE", "RULE");
   printf("%14s  %s\n", "BYTES", "FILE");
@@ -153,7 +168,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
       printf("%-22s %-22s ",
              tpl__shape_str(job->tensors[i].rank_shape, t->ndim, sshape,
                             sizeof(sshape)),
-             tpl__rule_name(job->tensors[i].kind, job->tensors[i].func_name));
+             rule_label(job, i, rule, sizeof(rule)));
     printf("%14llu  %s\n", (unsigned long long)t->nbytes,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }

@@ -71,16 +71,18 @@ static const char plan_help[] =
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
-  json_t *o = json_pack("{s:s, s:o}", "quantization", q->scheme_name,
-                        "weight_block_size", tpl__json_u64_array(q->block, 2));
+  json_t *o = json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
+                        "quant_method", q->method, "weight_block_size",
+                        tpl__json_u64_array(q->block, 2));
   if (o != NULL && q->config_shards != 0)
     json_object_set_new(o, "config_tensor_parallel_shards",
                         json_integer(q->config_shards));
   return o;
 }
 
-/* The resolved rules, for the reader who wants to know why. */
-static json_t *plan_json(const struct tpl__plan *p) {
+/* The resolved rules at `n` shards, for the reader who wants to know
+ * why. */
+static json_t *plan_json(const struct tpl__plan *p, uint32_t n) {
   json_t *rules = json_array();
   for (size_t i = 0; i < p->nrules; i++) {
     const struct tpl__rule *r = &p->rules[i];
@@ -94,6 +96,11 @@ static json_t *plan_json(const struct tpl__plan *p) {
     if (r->kind == TPL_RULE_SHARD && r->spec.nsegs)
       json_object_set_new(o, "segs",
                           tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
+    if (r->kind == TPL_RULE_SHARD && r->interleave > 1)
+      json_object_set_new(o, "interleave", json_integer(r->interleave));
+    if (r->kind == TPL_RULE_SHARD && tpl__shard_replicas(&r->spec, n) > 1)
+      json_object_set_new(o, "kv_replicas",
+                          json_integer(tpl__shard_replicas(&r->spec, n)));
     json_array_append_new(rules, o);
   }
   return json_pack("{s:s, s:o, s:o}", "source", p->source, "rules", rules,
@@ -123,7 +130,7 @@ static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
       json_object_set_new(root, "ranks", tpl__shardinfo_ranks(job)) != 0 ||
       json_object_set_new(root, "quantization",
                           json_string(p->quant.scheme_name)) != 0 ||
-      json_object_set_new(root, "plan", plan_json(p)) != 0) {
+      json_object_set_new(root, "plan", plan_json(p, job->grid.tp)) != 0) {
     json_decref(root);
     fprintf(stderr, "tpload plan: out of memory\n");
     return 70;

@@ -562,6 +562,18 @@ static void note_attach(struct conn *c) {
   c->attached = 1;
 }
 
+/* This rank's socket and (rank 0) the ready file go at once, whatever
+ * the rest waits for: a job whose launcher ends it during a reload (a
+ * rank died: mpirun sends the others SIGTERM, then SIGKILL a second
+ * later, while the reload still waits for the dead rank) leaves
+ * neither behind. */
+static void unpublish(struct server *s) {
+  if (s->bound) unlink(s->sock_path);
+  s->bound = 0;
+  if (s->ready_written) tpl__ready_release(s->cfg->ready_file, s->cfg->job_id);
+  s->ready_written = 0;
+}
+
 /* Asks the whole job to stop, once, and stops this rank.  On rank 0
  * request_shutdown tells every other rank; on another rank (its own
  * SIGTERM/SIGINT/SIGHUP) it asks rank 0 to, so a signal to any one rank ends
@@ -572,6 +584,7 @@ static void stop_job(struct server *s) {
   if (s->stopping) return; /* no request or signal is handled after this */
   if (s->reloading) {      /* the ranks are busy loading: once it ends */
     s->stop_after_reload = 1;
+    unpublish(s);
     return;
   }
   if (c != NULL && c->request_shutdown != NULL &&

@@ -23,6 +23,10 @@ struct tpl__rule {
   int kind;                    /* enum tpl__rule_kind */
   char *name;                  /* owned func_name for SHARD ("_shard_<dim>") */
   struct tpl__shard_spec spec; /* SHARD only; nsegs 0 = one segment */
+  /* SHARD only: the rows along `dim` alternate between this many fused
+   * parts (gpt-oss's gate_up: gate even, up odd), so a rank's slice must
+   * be whole groups of them; 0 or 1 = not interleaved. */
+  uint32_t interleave;
   /* SHARD only, owned: the func_names MLC gives the quantized params
    * derived from this rule, name + tpl__quant_func_suffix(qp); NULL where
    * MLC has none. */

@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "fileio.h"
+#include "interleaved.h"
 #include "jsonu.h"
 #include "planner.h"
 #include "presets.h"
@@ -117,6 +118,7 @@ static int resolve(const char *arg, const struct tpl__model *m,
   else
     rc = load_plan_file(arg, &p, err);
   if (rc == 0) rc = read_quant(m, c, &p->quant, err);
+  if (rc == 0) rc = tpl__quant_check_method(&p->quant, c->path, err);
   if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
   if (rc != 0) {
     tpl__plan_free(p);
@@ -144,8 +146,20 @@ static int layers_invalid(const char *where, const char *key, const json_t *v,
   return rc;
 }
 
+/* DeepSeek-V3's multi-token-prediction layers after the decoder's
+ * (num_nextn_predict_layers, HF configs only; 0 when absent or bad: the
+ * preset check names a bad value). */
+static uint32_t read_mtp_layers(const json_t *cfg) {
+  uint64_t n = 0;
+  if (tpl__json_u64(json_object_get(cfg, "num_nextn_predict_layers"), &n) !=
+          0 ||
+      n > UINT32_MAX)
+    return 0;
+  return (uint32_t)n;
+}
+
 static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
-                       int *tied, struct tpl__error *err) {
+                       uint32_t *mtp, int *tied, struct tpl__error *err) {
   const json_t *cfg = c->json, *v = NULL;
   const char *where = c->path ? c->path : "the model's config";
   const char *key =
@@ -160,6 +174,7 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
   if (tpl__json_u64(v, &n) != 0 || n == 0 || n > UINT32_MAX)
     return layers_invalid(where, key, v, err);
   *layers = (uint32_t)n;
+  *mtp = c->mlc ? 0 : read_mtp_layers(cfg);
   *tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
   return 0;
 }
@@ -168,12 +183,13 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
 static int assign_stages(const struct tpl__model *m, const struct config *c,
                          uint32_t pp, struct tpl__stages *out,
                          struct tpl__error *err) {
-  uint32_t layers = 1;
+  uint32_t layers = 1, mtp = 0;
   int tied = 0, rc = 0;
-  if (pp > 1) rc = read_layers(c, pp, &layers, &tied, err);
+  if (pp > 1) rc = read_layers(c, pp, &layers, &mtp, &tied, err);
   if (rc == 0 && pp > 1) rc = tpl__stage_check(layers, pp, err);
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
-    rc = tpl__tensor_stages(m->tensors[i].name, layers, pp, tied, err, &out[i]);
+    rc = tpl__tensor_stages(m->tensors[i].name, layers, mtp, pp, tied, err,
+                            &out[i]);
   return rc;
 }
 
@@ -194,6 +210,8 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
+  if (rc == 0)
+    rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

@@ -39,7 +39,8 @@ done <"$T_TMP/checks"
 # --- preshard bytes against the oracle (a representative subset) -----------
 # The oracle reads plan.json: the expectations as one exact rule a tensor.
 # tpload uses its preset (--plan auto), the oracle the table.
-for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2"; do
+for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2" \
+  "deepseek_v2+mtp-hf 2"; do
   set -- $case
   t_exit "$1 N=$2: preshard --plan auto exits 0" 0 \
     mpi "$2" preshard "$F/$1" --plan auto --out "$T_TMP/out-$1" --quiet
@@ -51,6 +52,27 @@ for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2"; do
       "$(head -c 3000 "$T_TMP/oerr")"
   fi
 done
+
+# DeepSeek-V3's MTP layer (layer num_hidden_layers) runs after the last
+# decoder layer: under --pp it is the last stage's, as vLLM runs its
+# drafter there; the decoder layers keep MLC's layer // (L / P).
+"$TPLOAD" plan "$F/deepseek_v2+mtp-hf" --shards 2 --tp 1 --pp 2 \
+  >"$T_TMP/mtp-pp.json" 2>"$T_TMP/err"
+if "$ORACLE" -c '
+import json, sys
+st = {p["name"]: p["pipeline_stages"] for p in json.load(open(sys.argv[1]))["params"]}
+want = {"model.layers.0.input_layernorm.weight": [0],
+        "model.layers.1.input_layernorm.weight": [1],
+        "model.layers.2.eh_proj.weight": [1],
+        "model.layers.2.mlp.experts.0.up_proj.weight": [1]}
+bad = {k: st.get(k) for k, v in want.items() if st.get(k) != v}
+sys.exit("stages differ: %r" % bad if bad else 0)' "$T_TMP/mtp-pp.json" \
+  2>"$T_TMP/oerr"; then
+  t_ok "deepseek_v3 MTP layer: on the last of 2 pipeline stages"
+else
+  t_fail "deepseek_v3 MTP layer: on the last of 2 pipeline stages" \
+    "$(cat "$T_TMP/err" "$T_TMP/oerr")"
+fi
 
 # --- refusals ---------------------------------------------------------------
 # refused NAME ARCH FMT FRAGMENT N [write options...]: a fixture changed by
@@ -69,6 +91,15 @@ refused() {
   fi
 }
 
+refused "deepseek_v3 layers past its MTP layers" deepseek_v2+mtp hf \
+  "expected layers 0..0, or 0..1 with the multi-token-prediction layers" 2 \
+  --set num_hidden_layers=1
+refused "deepseek_v3 MTP layer without num_nextn_predict_layers" \
+  deepseek_v2+mtp hf "tensor 'model.layers.2." 2 \
+  --set num_nextn_predict_layers=0
+refused "llama hf quantized with compressed-tensors" llama hf \
+  "quant_method 'compressed-tensors': expected a method tpload shards" 2 \
+  --set 'quantization_config={"quant_method": "compressed-tensors"}'
 refused "qwen2 mlc without layer 1's c_attn" qwen2 mlc \
   "layer 1: expected a tensor matching '*.self_attn.c_attn.weight'" 2 \
   --drop model.layers.1.self_attn.c_attn.weight

@@ -446,6 +446,51 @@ static void test_refuse_scale_left_whole(void) {
   tpl__model_free(m);
 }
 
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), k = strlen(tail);
+  return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* An fp8 weight cut so that a rank's rows split a 128-block: refused at
+ * N = 2 for 192 rows (96 each; vLLM's validate_fp8_block_shape refuses
+ * the same), along dim 0 (gate) and dim 1 (down), with no segs; whole
+ * blocks per rank (256 rows at N = 2) and N = 1 pass. */
+static void test_refuse_block_cut_inside(void) {
+  static const char *const names[] = {
+      "l.gate_proj.weight", "l.gate_proj.weight_scale_inv",
+      "l.down_proj.weight", "l.down_proj.weight_scale_inv"};
+  static const int dt[] = {TPL_DT_F8_E4M3, TPL_DT_F32, TPL_DT_F8_E4M3,
+                           TPL_DT_F32};
+  static const uint64_t gate[][2] = {{192, 256}, {2, 2}, {256, 256}, {2, 2}};
+  static const uint64_t down[][2] = {{256, 256}, {2, 2}, {256, 192}, {2, 2}};
+  static const char *const plan =
+      "{\"rules\":[{\"match\":\"*.gate_proj.weight\",\"dim\":0},"
+      "{\"match\":\"*.down_proj.weight\",\"dim\":1}]}";
+  struct tpl__model *mg = model_of(names, dt, gate, 4);
+  struct tpl__model *md = model_of(names, dt, down, 4);
+  struct tpl__strategy st[4];
+  struct tpl__error err;
+  CHECK_EQ_INT(apply_json(plan, mg, 2, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'l.gate_proj.weight_scale_inv'");
+  CHECK_STR_CONTAINS(err.msg, "(192 / 2 = 96)");
+  CHECK_STR_CONTAINS(err.msg, "128-wide quantization blocks");
+  CHECK(ends_with(err.msg, "shard counts that work: 1"));
+  CHECK_EQ_INT(apply_json(plan, mg, 1, st, NULL, &err), 0);
+  CHECK_EQ_INT(apply_json(plan, md, 2, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'l.down_proj.weight_scale_inv'");
+  CHECK_STR_CONTAINS(err.msg, "along dim 1");
+  CHECK_EQ_INT(apply_json(plan, md, 1, st, NULL, &err), 0);
+  tpl__model_free(md);
+  /* 256 rows: 128 each at N = 2; 64 at N = 4 splits blocks again. */
+  md = model_of(names, dt, down, 2);
+  CHECK_EQ_INT(apply_json(plan, md, 2, st, NULL, &err), 0);
+  CHECK(st[1].kind == TPL_RULE_SHARD && st[1].spec.dim == 0);
+  CHECK_EQ_INT(apply_json(plan, md, 4, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK(ends_with(err.msg, "shard counts that work: 1, 2"));
+  tpl__model_free(md);
+  tpl__model_free(mg);
+}
+
 /* HF GPTQ names: scales / qzeros beside a sharded qweight. */
 static void test_refuse_hf_scales_left_whole(void) {
   static const char *const names[] = {"x.qweight", "x.qzeros", "x.scales"};
@@ -558,6 +603,54 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
   return rc;
 }
 
+/* quantization_config.quant_method: read from HF configs only, kept when
+ * malformed; only fp8 and mxfp4 pass the method check. */
+static void test_quant_method(void) {
+  static const char *const refused[] = {"compressed-tensors", "modelopt", "awq",
+                                        "gptq", "bitsandbytes"};
+  struct tpl__quant_info q;
+  struct tpl__error err;
+  char cfg[128];
+  CHECK_EQ_INT(parse_cfg("{}", 0, &q, &err), 0);
+  CHECK(q.method[0] == '\0' && tpl__quant_check_method(&q, "c", &err) == 0);
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"weight_block_size\":"
+                         "[128,128]}}",
+                         0, &q, &err),
+               0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             i == 0 ? "fp8" : "mxfp4");
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             refused[i]);
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK(strcmp(q.method, refused[i]) == 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "config.json", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "config.json: quantization_config."
+                                "quant_method '");
+    CHECK_STR_CONTAINS(err.msg, refused[i]);
+  }
+  CHECK_EQ_INT(
+      parse_cfg("{\"quantization_config\":{\"quant_method\":7}}", 0, &q, &err),
+      0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "'(not a string)'");
+  /* MLC configs have no quant_method: the scheme decides. */
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"quant_method\":"
+                         "\"awq\"}}",
+                         1, &q, &err),
+               0);
+  CHECK(q.method[0] == '\0');
+}
+
 static void test_config_reader(void) {
   struct tpl__quant_info q;
   struct tpl__error err;
@@ -656,6 +749,8 @@ int main(void) {
   RUN(test_refuse_ft_and_awq);
   RUN(test_refuse_uneven_groups);
   RUN(test_refuse_segs_not_blocks);
+  RUN(test_refuse_block_cut_inside);
+  RUN(test_quant_method);
   RUN(test_refuse_scale_left_whole);
   RUN(test_refuse_hf_scales_left_whole);
   RUN(test_per_tensor_scale_replicated);
