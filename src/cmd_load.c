@@ -299,6 +299,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->preshard.force = tpl__cli_has(a, OPT_FORCE);
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
+  c->serve.model = c->o.model;
   c->serve.log_level = TPL_LOG_INFO;
   c->o.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   c->json = tpl__cli_has(a, OPT_JSON);
@@ -414,17 +415,17 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   tpl__report_free(r);
 }
 
-/* One message per failure: rank 0 says why (or that another rank failed);
- * another rank speaks only when the failure was its own. */
+/* One line per failure, from the rank whose failure it was: the job's
+ * agreement keeps the message on that rank only (coord.h), so rank 0
+ * speaks when it holds one (a peer that died or stalls is rank 0's to
+ * name) and another rank when it does. */
 static void report_failure(int rc, const struct tpl__error *err,
                            uint32_t rank) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
-  if (rank == 0 && err->msg[0] != '\0')
+  if (err->msg[0] == '\0') return;
+  if (rank == 0)
     tpl__cli_report(rc, err);
-  else if (rank == 0)
-    fprintf(stderr, "tpload: another rank failed (%s); see its message\n",
-            tpl_strerror(rc));
-  else if (err->msg[0] != '\0')
+  else
     fprintf(stderr, "tpload: rank %u: %s\n", rank,
             tpl__cli_safe(err->msg, safe, sizeof(safe)));
 }

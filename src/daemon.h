@@ -24,7 +24,10 @@ struct tpl__daemon_config {
                                its per-tensor arrays index */
   size_t job_table_len;
   const char *job_id; /* the job's random id (every rank the same) */
-  const char *model;  /* the model the job loaded */
+  const char *model;  /* the model the job loaded, as shown */
+  const char *source; /* the MODEL argument it came from (a URL with its
+                         query, never shown), what a reload without MODEL
+                         loads again; NULL: model */
   const char *plan;   /* its --plan argument, or NULL */
   size_t status_len;
   int log_level; /* enum tpl__log_level (log.h): 0 is quiet */

@@ -57,12 +57,14 @@ struct part {
   char errbuf[CURL_ERROR_SIZE];
   /* the answer being read (reset by every status line: redirects) */
   int status, has_range;
+  int in_header; /* between a status line and the blank line ending it */
   struct tpl__http_range_field cr;
   char etag[256], modified[128];
   char body[ERROR_BODY]; /* the start of an error answer's body */
   size_t body_len;
-  int verdict;   /* 0, or the failure the headers showed */
-  int transient; /* ... which a retry may cure */
+  char encoding[64]; /* Content-Encoding, "" when none */
+  int verdict;       /* 0, or the failure the headers showed */
+  int transient;     /* ... which a retry may cure */
   struct tpl__error why;
   struct part *next; /* in the queue, while not in flight */
 };
@@ -205,7 +207,8 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t len) {
 static void answer_reset(struct part *p, int status) {
   p->status = status;
   p->has_range = 0;
-  p->etag[0] = p->modified[0] = '\0';
+  p->in_header = 1;
+  p->etag[0] = p->modified[0] = p->encoding[0] = '\0';
 }
 
 /* Records the verdict on the answer; returns 0 (the transfer stops,
@@ -327,11 +330,25 @@ static int check_range_answer(struct part *p) {
   return 1;
 }
 
+/* A body encoded (gzip, br ...) though no request asks for one (no
+ * Accept-Encoding): its bytes are not the object's, a server fault. */
+static int refuse_encoding(struct part *p) {
+  return verdict(p, TPL_EPROTO, 0,
+                 "%s: the server sent the body with Content-Encoding: %s, "
+                 "which tpload never asks for (it reads the bytes as stored): "
+                 "a server fault",
+                 p->shown, p->encoding);
+}
+
 /* At the end of an answer's headers: whether to take its body. */
 static int headers_done(struct part *p) {
+  p->in_header = 0;
   if (p->status < 200 ||
       (p->status >= 300 && p->status < 400 && p->status != 304))
     return 1; /* an interim answer or a redirect libcurl follows */
+  if ((p->status == 200 || p->status == 206) && p->encoding[0] != '\0' &&
+      strcasecmp(p->encoding, "identity") != 0)
+    return refuse_encoding(p);
   if (p->r != NULL) return check_range_answer(p);
   if (p->status != 200) status_failure(p);
   return 1; /* a failed answer's body is read off (on_body) */
@@ -351,6 +368,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx) {
       copy_value(p->etag, sizeof(p->etag), value, vl);
     else if (tpl__http_header_is(name, nl, "last-modified"))
       copy_value(p->modified, sizeof(p->modified), value, vl);
+    else if (tpl__http_header_is(name, nl, "content-encoding"))
+      copy_value(p->encoding, sizeof(p->encoding), value, vl);
   } else if (len <= 2 && p->verdict == 0 && !headers_done(p)) {
     return 0; /* the verdict stops the transfer */
   }
@@ -506,22 +525,51 @@ static void part_finished(struct part *p) {
   free(p);
 }
 
-/* A curl failure: whether a retry may cure it, and its message. */
+/* Whether the peer's certificate failed for want of its issuer (a
+ * private CA, a self-signed certificate), not for its dates or name.
+ * The numbers are OpenSSL's X509_V_ERR_* (include/openssl/x509_vfy.h),
+ * the backend configure asks libcurl for: 2 UNABLE_TO_GET_ISSUER_CERT,
+ * 18 DEPTH_ZERO_SELF_SIGNED_CERT, 19 SELF_SIGNED_CERT_IN_CHAIN, 20
+ * UNABLE_TO_GET_ISSUER_CERT_LOCALLY, 21 UNABLE_TO_VERIFY_LEAF_SIGNATURE. */
+static int unknown_issuer(struct part *p) {
+  long v = 0;
+  if (curl_easy_getinfo(p->easy, CURLINFO_SSL_VERIFYRESULT, &v) != CURLE_OK)
+    return 0;
+  return v == 2 || (v >= 18 && v <= 21);
+}
+
+/* A TLS failure: the --ca-cert hint only where a CA is what is missing. */
+static void tls_failure(struct part *p, const char *text) {
+  verdict(p, TPL_EREMOTE, 0, "%s: TLS: %s%s", p->shown, text,
+          unknown_issuer(p) ? " (for a private CA pass --ca-cert FILE)" : "");
+}
+
+/* A curl failure: whether a retry may cure it, and its message.  Called
+ * before the transfer is ended (its TLS verdict is read). */
 static void curl_failure(struct part *p, CURLcode c) {
   const char *text = p->errbuf[0] ? p->errbuf : curl_easy_strerror(c);
   switch (c) {
   case CURLE_PEER_FAILED_VERIFICATION:
   case CURLE_SSL_CACERT_BADFILE:
   case CURLE_SSL_CERTPROBLEM:
-    verdict(p, TPL_EREMOTE, 0,
-            "%s: TLS: %s (for a private CA pass --ca-cert FILE)", p->shown,
-            text);
+    tls_failure(p, text);
+    return;
+  case CURLE_OUT_OF_MEMORY: /* libcurl's answer to a header over its cap */
+#if LIBCURL_VERSION_NUM >= 0x080600
+  case CURLE_TOO_LARGE: /* ... since 8.6 */
+#endif
+    if (!p->in_header) break;
+    verdict(p, TPL_EPROTO, 0,
+            "%s: response header larger than libcurl accepts (%d KiB a "
+            "line, 300 KiB in all): a server fault",
+            p->shown, CURL_MAX_HTTP_HEADER / 1024);
     return;
   case CURLE_PARTIAL_FILE:
   case CURLE_RECV_ERROR:
     if (p->w != NULL) { /* a whole object starts again */
-      verdict(p, TPL_EREMOTE, 1, "%s: the transfer was cut after %zu bytes: %s",
-              p->shown, p->w->len, text);
+      verdict(p, p->w->len > 0 ? -EIO : TPL_EREMOTE, 1,
+              "%s: the transfer was cut after %zu bytes: %s", p->shown,
+              p->w->len, text);
       return;
     }
     verdict(p, p->got > 0 ? -EIO : TPL_EREMOTE, 1,
@@ -551,8 +599,9 @@ static void curl_failure(struct part *p, CURLcode c) {
     verdict(p, TPL_EREMOTE, 1, "%s: %s", p->shown, text);
     return;
   default:
-    verdict(p, TPL_EREMOTE, 0, "%s: %s", p->shown, text);
+    break;
   }
+  verdict(p, TPL_EREMOTE, 0, "%s: %s", p->shown, text);
 }
 
 /* The body ended without an error: did all of it come? */
@@ -574,8 +623,8 @@ static double backoff(unsigned attempt) {
 static void part_done(struct part *p, CURLcode c) {
   struct tpl__http *h = p->h;
   int failed_owner = owner_failed(p);
-  part_end_transfer(p);
   if (p->verdict == 0 && c != CURLE_OK) curl_failure(p, c);
+  part_end_transfer(p);
   if (p->verdict == 0) check_complete(p);
   if (p->verdict == 0 || failed_owner) {
     part_finished(p);

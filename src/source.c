@@ -127,18 +127,23 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t max) {
   return *end == '\0' && n > 0 && n <= max ? n : dflt;
 }
 
-/* A read that failed at offset `off`: the file ended there (TPL_ESHORT:
- * it shrank after it was validated), or the device failed (EIO: a bad
- * sector, a network filesystem's error). */
+/* A read of the `len` bytes from offset `off` (what one call asked,
+ * after the bytes that did arrive) that failed: the file ended at `off`
+ * (TPL_ESHORT: it shrank after it was validated), or the device failed
+ * somewhere in them (EIO: a bad sector, a network filesystem's error;
+ * the kernel does not say which byte). */
 static int read_failed(const struct file_source *fs, uint32_t file,
-                       uint64_t off, int rc, struct tpl__error *err) {
+                       uint64_t off, uint64_t len, int rc,
+                       struct tpl__error *err) {
   if (rc == TPL_ESHORT)
     return tpl__fail(err, rc,
                      "%s: the file ended at offset %llu, shorter than when "
                      "it was validated (it shrank while loading)",
                      fs->paths[file], (unsigned long long)off);
-  return tpl__fail(err, rc, "%s: I/O error reading at offset %llu: %s",
-                   fs->paths[file], (unsigned long long)off, tpl_strerror(rc));
+  return tpl__fail(err, rc,
+                   "%s: I/O error in the %llu bytes from offset %llu: %s",
+                   fs->paths[file], (unsigned long long)len,
+                   (unsigned long long)off, tpl_strerror(rc));
 }
 
 static uint64_t align_down(uint64_t x, uint64_t a) {
@@ -175,7 +180,8 @@ static int buffered_finish(struct file_source *fs, struct tpl__read *r,
     uint64_t bad = r->off + at;
     int rc = tpl__pread_at(fs->fds[r->file], r->dst + at, (size_t)n,
                            r->off + at, &bad);
-    if (rc != 0) return read_failed(fs, r->file, bad, rc, err);
+    if (rc != 0)
+      return read_failed(fs, r->file, bad, r->off + at + n - bad, rc, err);
     at += n;
     if (at < r->len) progressed(fs);
   }
@@ -251,6 +257,7 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
   if (r->rc == 0) {
     r->rc = res < 0 ? res : TPL_ESHORT; /* the file ended early */
     r->rc_off = p->off;
+    r->rc_len = p->len;
   }
   piece_free(fs, p);
 }
@@ -308,7 +315,8 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
     fs->capopen = cap;
   }
   fs->open[fs->nopen++] = r;
-  return pump(fs) == 0 ? 0 : read_failed(fs, r->file, r->off, -EIO, err);
+  return pump(fs) == 0 ? 0
+                       : read_failed(fs, r->file, r->off, r->len, -EIO, err);
 }
 
 static void note(struct tpl__source *s, const char *path, const char *why) {
@@ -334,10 +342,11 @@ static int falls_back(struct file_source *fs, uint32_t f, int rc) {
 static int direct_finish(struct file_source *fs, struct tpl__read *r,
                          struct tpl__error *err) {
   int rc = reap(fs, r);
-  if (rc != 0) return read_failed(fs, r->file, r->off, rc, err);
+  if (rc != 0) return read_failed(fs, r->file, r->off, r->len, rc, err);
   if (r->rc != 0 && falls_back(fs, r->file, r->rc))
     return buffered_finish(fs, r, err);
-  if (r->rc != 0) return read_failed(fs, r->file, r->rc_off, r->rc, err);
+  if (r->rc != 0)
+    return read_failed(fs, r->file, r->rc_off, r->rc_len, r->rc, err);
   fs->direct_ok[r->file] = 1;
   return 0;
 }

@@ -52,7 +52,7 @@ struct tpl__read {
   size_t inflight;
   int direct; /* started direct (finished so, whatever the file does) */
   int rc;
-  uint64_t rc_off;
+  uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
 };
 
 struct tpl__source;

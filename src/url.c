@@ -212,3 +212,13 @@ char *tpl__url_dir_shown(const struct tpl__url *u) {
   snprintf(s, len, "%s%.*s", u->origin, (int)(dl > 1 ? dl - 1 : dl), u->dir);
   return s;
 }
+
+char *tpl__url_shown(const char *model) {
+  const char *q = tpl__url_is_remote(model) ? strchr(model, '?') : NULL;
+  size_t keep = q ? (size_t)(q - model) : strlen(model);
+  char *s = malloc(keep + (q ? 4 : 0) + 1);
+  if (s == NULL) return NULL;
+  snprintf(s, keep + (q ? 4 : 0) + 1, "%.*s%s", (int)keep, model,
+           q ? "?..." : "");
+  return s;
+}

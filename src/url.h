@@ -58,6 +58,11 @@ char *tpl__url_member_shown(const struct tpl__url *u, const char *name);
  * model's `dir`.  Malloc'd; NULL on ENOMEM. */
 char *tpl__url_dir_shown(const struct tpl__url *u);
 
+/* MODEL as messages and logs show it: a URL (tpl__url_is_remote) with
+ * its query, which may hold a presigned URL's signature, replaced by
+ * "?..."; any other string as it is.  Malloc'd; NULL on ENOMEM. */
+char *tpl__url_shown(const char *model);
+
 /* Percent-encodes `len` bytes of `s` for one path segment: letters,
  * digits and -._~ stay, every other byte is %XX.  Writes at most
  * `cap` bytes (NUL included) into out; returns the length it needs
