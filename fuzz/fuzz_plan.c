@@ -159,6 +159,8 @@ static void try_quant(const uint8_t *data, size_t size,
     if (tpl__ct_check(&p->ct, "fuzz", &err) == 0)
       for (uint32_t n = 1; n <= 2; n++)
         apply_all(p, m, n, NULL);
+    tpl__ct_parse_modelopt(cfg, &p->ct);
+    if (tpl__ct_check(&p->ct, "fuzz", &err) == 0) apply_all(p, m, 2, NULL);
   }
   json_decref(cfg);
   tpl__plan_free(p);

@@ -776,15 +776,15 @@ static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
         tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||
         !unit_size(s, r->unit, &want, how, sizeof(how)) ||
-        x->shape[r->dim] == want)
+        tpl__ct_unpacked(&p->ct, x, r->dim) == want)
       continue;
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': dim %d is %llu, expected %s = %llu "
                      "(the config's size it is cut by); the checkpoint "
                      "contradicts its config",
                      p->source, x->name, r->dim,
-                     (unsigned long long)x->shape[r->dim], how,
-                     (unsigned long long)want);
+                     (unsigned long long)tpl__ct_unpacked(&p->ct, x, r->dim),
+                     how, (unsigned long long)want);
   }
   return 0;
 }

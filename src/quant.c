@@ -157,8 +157,8 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
  * (gpt-oss) is *_blocks / *_scales / *_bias cut by the gpt_oss preset or
  * a plan file (interleaved.c guards its gate_up); "compressed-tensors"
  * has its scheme checked and its params derived in quant_ct.c. */
-static const char *const shardable_methods[] = {"fp8", "mxfp4",
-                                                "compressed-tensors"};
+static const char *const shardable_methods[] = {
+    "fp8", "mxfp4", "compressed-tensors", "modelopt"};
 
 int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
                             struct tpl__error *err) {
@@ -167,8 +167,8 @@ int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
     if (strcmp(q->method, shardable_methods[i]) == 0) return 0;
   return tpl__fail(err, TPL_EPLAN,
                    "%s: quantization_config.quant_method '%s': expected a "
-                   "method tpload shards (fp8, compressed-tensors, or "
-                   "gpt-oss's mxfp4), "
+                   "method tpload shards (fp8, compressed-tensors, "
+                   "modelopt, or gpt-oss's mxfp4), "
                    "found one it does not: its packed weights, scales and "
                    "zero points have no shard rules here, and a rank would "
                    "get slices an engine cannot dequantize",

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "jsonu.h"
 #include "quant.h"
 #include "quant_ct.h"
@@ -17,7 +18,8 @@
 /* The formats whose tensors are the weight (or weight_packed) and its
  * scales, zero points and shape, row for row. */
 static const char *const formats[] = {"pack-quantized", "float-quantized",
-                                      "int-quantized", "naive-quantized"};
+                                      "int-quantized", "naive-quantized",
+                                      "modelopt"};
 
 static const char *str_of(const json_t *o, const char *key) {
   const json_t *v = json_object_get(o, key);
@@ -107,12 +109,44 @@ void tpl__ct_parse(const json_t *qc, struct tpl__ct_scheme *s) {
 int tpl__ct_check(const struct tpl__ct_scheme *s, const char *what,
                   struct tpl__error *err) {
   if (!s->present || s->problem[0] == '\0') return 0;
+  if (strcmp(s->format, "modelopt") == 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: ModelOpt quantization: expected a scheme tpload "
+                     "can shard, found %s",
+                     what, s->problem);
   return tpl__fail(err, TPL_EPLAN,
                    "%s: compressed-tensors format '%s', weights %s %u-bit: "
                    "expected a scheme tpload can shard, found %s",
                    what, s->format[0] ? s->format : "(none)",
                    s->strategy[0] ? s->strategy : "(no strategy)", s->num_bits,
                    s->problem);
+}
+
+void tpl__ct_parse_modelopt(const json_t *q, struct tpl__ct_scheme *s) {
+  const char *algo = str_of(q, "quant_algo");
+  memset(s, 0, sizeof(*s));
+  s->present = 1;
+  snprintf(s->format, sizeof(s->format), "modelopt");
+  if (algo != NULL && strcmp(algo, "NVFP4") == 0) {
+    snprintf(s->strategy, sizeof(s->strategy), "group");
+    s->num_bits = 4;
+    s->group_size = u64_of(q, "group_size") ? u64_of(q, "group_size") : 16;
+  } else if (algo != NULL && strcmp(algo, "FP8") == 0) {
+    snprintf(s->strategy, sizeof(s->strategy), "tensor");
+    s->num_bits = 8;
+  } else {
+    snprintf(s->problem, sizeof(s->problem),
+             "quant_algo '%.64s': expected NVFP4 or FP8",
+             algo ? algo : "(none)");
+  }
+}
+
+uint64_t tpl__ct_unpacked(const struct tpl__ct_scheme *s,
+                          const struct tpl__tensor *x, int dim) {
+  if (s->present && strcmp(s->format, "modelopt") == 0 && s->num_bits == 4 &&
+      x->dtype == TPL_DT_U8 && dim == x->ndim - 1)
+    return x->shape[dim] * 2;
+  return x->shape[dim];
 }
 
 static const struct {

@@ -30,6 +30,18 @@ struct tpl__ct_scheme {
  * tpl__ct_check names it. */
 void tpl__ct_parse(const json_t *quant_config, struct tpl__ct_scheme *s);
 
+/* Reads a ModelOpt scheme ({"quant_algo": "NVFP4" | "FP8", "group_size"}
+ * from config.json's quantization_config or hf_quant_config.json's
+ * "quantization") into *s: NVFP4 is 4-bit groups of group_size (16 by
+ * default) packed two per byte along the input dim, FP8 per-tensor; any
+ * other algorithm is recorded in s->problem. */
+void tpl__ct_parse_modelopt(const json_t *quant, struct tpl__ct_scheme *s);
+
+/* The length along `dim` of weight `x` before packing: NVFP4 packs two
+ * values a byte along the input (last) dim of its uint8 weight. */
+uint64_t tpl__ct_unpacked(const struct tpl__ct_scheme *s,
+                          const struct tpl__tensor *x, int dim);
+
 /* Refuses (TPL_EPLAN, naming `what` and the reason) a scheme whose
  * problem is set.  Returns 0 otherwise. */
 int tpl__ct_check(const struct tpl__ct_scheme *s, const char *what,

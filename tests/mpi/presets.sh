@@ -97,9 +97,9 @@ refused "deepseek_v3 layers past its MTP layers" deepseek_v2+mtp hf \
 refused "deepseek_v3 MTP layer without num_nextn_predict_layers" \
   deepseek_v2+mtp hf "tensor 'model.layers.2." 2 \
   --set num_nextn_predict_layers=0
-refused "llama hf quantized with modelopt" llama hf \
-  "quant_method 'modelopt': expected a method tpload shards" 2 \
-  --set 'quantization_config={"quant_method": "modelopt"}'
+refused "llama hf quantized with awq" llama hf \
+  "quant_method 'awq': expected a method tpload shards" 2 \
+  --set 'quantization_config={"quant_method": "awq"}'
 refused "qwen2 mlc without layer 1's c_attn" qwen2 mlc \
   "layer 1: expected a tensor matching '*.self_attn.c_attn.weight'" 2 \
   --drop model.layers.1.self_attn.c_attn.weight

@@ -1,7 +1,8 @@
 #!/bin/sh
 # quantized_ct.sh - compressed-tensors checkpoints (llm-compressor's
 # W4A16 with and without zero points, W8A8 int8, FP8 per channel, FP8
-# static, FP8 blocks) under the llama preset: every rank's packed
+# static, FP8 blocks) and NVIDIA ModelOpt's (NVFP4, in config.json or
+# hf_quant_config.json, and FP8) under the llama preset: every rank's packed
 # weights, scales, zero points and shapes are what vLLM's
 # compressed-tensors schemes give it, and dequantized with the scales it
 # received they equal its slice of the dequantized weight
@@ -27,7 +28,8 @@ loads() {
   fi
 }
 
-for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block; do
+for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block \
+  modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8; do
   loads "$scheme" 2
 done
 
@@ -54,6 +56,9 @@ refused "a sparse 2:4 format" "compressed-tensors format 'marlin-24'" \
   w4a16 2 2 "q['format'] = 'marlin-24'"
 refused "groups with two weight schemes" "different weight schemes" \
   w4a16 2 2 "g = dict(q['config_groups']['group_0']); g['weights'] = dict(g['weights'], group_size=64); q['config_groups']['group_1'] = g"
+refused "a ModelOpt algorithm without rules" \
+  "ModelOpt quantization: expected a scheme tpload can shard, found quant_algo 'W4A8_AWQ'" \
+  modelopt-nvfp4 2 2 "q['quant_algo'] = 'W4A8_AWQ'"
 # o_proj's 64 inputs are 2 groups of 32: 4 ranks would split a group
 # (vLLM refuses an input partition that is no whole number of groups).
 refused "4 ranks over 2 input groups" \

@@ -20,8 +20,17 @@ shape); block scales by blocks.  Independently of the slicing, each
 rank's weights are dequantized with the scales and zero points it
 received and must equal the slice of the full dequantized weight.
 
+NVIDIA ModelOpt (quant_method "modelopt", or hf_quant_config.json for
+older exports): NVFP4 weight uint8 [out, in / 2] (two E2M1 values a
+byte, the low nibble first), weight_scale F8_E4M3 [out, in / 16],
+weight_scale_2 and input_scale scalars; FP8 weight with scalar scales.
+vLLM's modelopt.py (ModelOptNvFp4LinearMethod, ModelOptFp8LinearMethod):
+weight and weight_scale input_dim 1, output_dim 0; the scalars per tensor.
+
   ct_quant.py write SCHEME DIR [KV]   SCHEME: w4a16 w4a16-asym w8a8-int8
                                       fp8-channel fp8-static fp8-block
+                                      modelopt-nvfp4 modelopt-nvfp4-hfq
+                                      modelopt-fp8
   ct_quant.py check DIR OUT N
 """
 import json
@@ -72,8 +81,23 @@ def weights_cfg(scheme):
                                "strategy": "channel", "symmetric": True}
 
 
+def f8(rng, shape, lo=0, hi=256):
+    n = int(np.prod(shape))
+    return ("F8_E4M3", shape, rng.integers(lo, hi, n, dtype=np.uint8).tobytes())
+
+
 def linear(rng, scheme, out, inn):
     f32 = lambda *s: rng.uniform(0.5, 2, s).astype(np.float32)  # noqa: E731
+    if scheme.startswith("modelopt-nvfp4"):
+        return {"weight": rng.integers(0, 256, (out, inn // 2),
+                                       dtype=np.uint8),
+                "weight_scale": f8(rng, (out, inn // 16), 0x20, 0x48),
+                "weight_scale_2": np.float32(rng.uniform(0.5, 2)),
+                "input_scale": np.float32(rng.uniform(0.5, 2))}
+    if scheme == "modelopt-fp8":
+        return {"weight": f8(rng, (out, inn)),
+                "weight_scale": np.float32(rng.uniform(0.5, 2)),
+                "input_scale": np.float32(rng.uniform(0.5, 2))}
     if scheme.startswith("w4a16"):
         t = {"weight_packed": rng.integers(-2**31, 2**31, (out, inn // 8),
                                            dtype=np.int64).astype(np.int32),
@@ -118,17 +142,27 @@ def write(scheme, d, kv=0):
     fmt, weights = weights_cfg(scheme)
     os.makedirs(d, exist_ok=True)
     npst.write(os.path.join(d, "model.safetensors"), model(scheme, z))
+    if scheme.startswith("modelopt"):
+        qc = {"quant_method": "modelopt", "quant_algo":
+              "FP8" if scheme == "modelopt-fp8" else "NVFP4",
+              "group_size": 16, "exclude_modules": ["lm_head"]}
+    else:
+        qc = {"quant_method": "compressed-tensors", "format": fmt,
+              "ignore": ["lm_head"],
+              "config_groups": {"group_0": {
+                  "targets": ["Linear"], "weights": weights,
+                  "input_activations": None}}}
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
            "hidden_size": z["hidden"], "num_attention_heads": z["heads"],
            "num_key_value_heads": z["kv"], "head_dim": z["hd"],
            "intermediate_size": z["inter"], "num_hidden_layers": 1,
-           "vocab_size": 40, "scheme": scheme,
-           "quantization_config": {
-               "quant_method": "compressed-tensors", "format": fmt,
-               "ignore": ["lm_head"],
-               "config_groups": {"group_0": {
-                   "targets": ["Linear"], "weights": weights,
-                   "input_activations": None}}}}
+           "vocab_size": 40, "scheme": scheme, "quantization_config": qc}
+    if scheme.endswith("-hfq"):  # older exports: a file of its own
+        del cfg["quantization_config"]
+        with open(os.path.join(d, "hf_quant_config.json"), "w") as f:
+            json.dump({"producer": {"name": "modelopt"},
+                       "quantization": {k: v for k, v in qc.items()
+                                        if k != "quant_method"}}, f)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
 
@@ -150,7 +184,19 @@ def nibbles(packed, axis_len):
     return np.stack(parts, axis=-1).reshape(packed.shape[0], axis_len)
 
 
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4,
+                 -6])
+
+
 def dequant(scheme, t):
+    if scheme.startswith("modelopt-nvfp4"):
+        w = t["weight"].astype(np.int64)
+        vals = np.stack([E2M1[w & 15], E2M1[w >> 4]], axis=-1)
+        vals = vals.reshape(w.shape[0], w.shape[1] * 2)
+        s = np.repeat(e4m3(t["weight_scale"]), 16, axis=1)
+        return vals * s * float(t["weight_scale_2"])
+    if scheme == "modelopt-fp8":
+        return e4m3(t["weight"]) * float(t["weight_scale"])
     if scheme.startswith("w4a16"):
         out, inn = t["weight_packed"].shape[0], t["weight_packed"].shape[1] * 8
         q = nibbles(t["weight_packed"], inn)
@@ -180,7 +226,8 @@ def held(path):
 def expect(scheme, name, a, r, n, dim):
     """vLLM's slice of param `name` for rank r of n (dim: the weight's)."""
     kind = name.rsplit(".", 1)[1]
-    if kind in ("weight_shape", "input_scale") or a.size == 1:
+    if kind in ("weight_shape", "input_scale", "weight_scale_2") or \
+            a.size == 1:
         return a
     if kind in ("weight_scale", "weight_zero_point") and dim == 1 and \
             a.shape[1] == 1:

@@ -608,9 +608,10 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
  * malformed; only fp8, mxfp4 and compressed-tensors pass the method
  * check (quant_ct.c then checks the scheme). */
 static void test_quant_method(void) {
-  static const char *const refused[] = {"modelopt", "awq", "gptq",
-                                        "bitsandbytes", "gguf"};
-  static const char *const ok[] = {"fp8", "mxfp4", "compressed-tensors"};
+  static const char *const refused[] = {"quark", "awq", "gptq", "bitsandbytes",
+                                        "gguf"};
+  static const char *const ok[] = {"fp8", "mxfp4", "compressed-tensors",
+                                   "modelopt"};
   struct tpl__quant_info q;
   struct tpl__error err;
   char cfg[128];
@@ -707,6 +708,19 @@ static void test_ct_scheme(void) {
                TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, "different weight schemes");
 #undef GROUP0
+  /* ModelOpt: NVFP4 groups of 16 (or group_size), FP8 per tensor. */
+  {
+    json_t *j = json_loads("{\"quant_algo\":\"NVFP4\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK(s.present && s.num_bits == 4 && s.group_size == 16);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), 0);
+    j = json_loads("{\"quant_algo\":\"MXFP8\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "quant_algo 'MXFP8': expected NVFP4 or FP8");
+  }
 }
 
 /* tpl__ct_derive, one case per rule (quant_ct.h). */
