@@ -1,4 +1,5 @@
-/* engine.c - the distributed load, and the only file that includes mpi.h.
+/* engine.c - the distributed load; with beat.c, the only files that
+ * include mpi.h (src/guard/mpi).
  *
  * Rank 0 validates the model and plan before anything moves and
  * broadcasts the verdict; on success it broadcasts the job table, from
