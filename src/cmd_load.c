@@ -48,6 +48,9 @@ static const char load_help[] =
     "  --pp P              pipeline stages, layers split as MLC LLM does\n"
     "                      (default 1)\n"
     "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
+    "  --skip-mtp          leave out the multi-token-prediction layers\n"
+    "                      config.json declares (DeepSeek-V3's\n"
+    "                      num_nextn_predict_layers): the main model only\n"
     "  --chunk-mib M       rank 0's streaming window in MiB (default 48)\n"
     "  --read R            mpi (default): rank 0 reads, MPI delivers; local:\n"
     "                      every rank reads its own slices from the files\n"
@@ -128,6 +131,7 @@ struct load_cli {
   X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
+  X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
   X(OPT_IO, "io", TPL_CLI_VALUE)                                               \
@@ -149,6 +153,8 @@ enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option load_options[] = {
     LOAD_OPTIONS(TPL_CLI_OPTION_ENTRY)};
+_Static_assert(ARRAY_SIZE(load_options) <= TPL_CLI_MAX_OPTIONS,
+               "raise TPL_CLI_MAX_OPTIONS (cli.h)");
 
 static int usage(struct load_cli *c, const char *fmt, const char *arg) {
   return tpl__cli_usage_error(c->cmd, fmt, arg);
@@ -295,6 +301,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   if (tpl__cli_http(c->cmd, a, OPT_RETRIES, &c->o.http) != 0) return 64;
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
+  c->o.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   c->preshard.dir = a->value[OPT_OUT];
   c->preshard.force = tpl__cli_has(a, OPT_FORCE);
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];

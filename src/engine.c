@@ -1,4 +1,5 @@
-/* engine.c - the distributed load, and the only file that includes mpi.h.
+/* engine.c - the distributed load; with beat.c, the only files that
+ * include mpi.h (src/guard/mpi).
  *
  * Rank 0 validates the model and plan before anything moves and
  * broadcasts the verdict; on success it broadcasts the job table, from
@@ -45,6 +46,7 @@
 #include "mlc_md5.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "report.h"
 #include "source.h"
 #include "source_http.h"
@@ -202,8 +204,10 @@ static int validate(struct engine *e, struct tpl__error *err) {
   struct tpl__grid grid;
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
+  size_t dropped;
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, &dropped, err);
   if (rc == 0 && o->verify_md5)
     rc = tpl__mlc_md5_ready(e->model,
                             e->model->shown ? e->model->shown : o->model, err);

@@ -75,7 +75,7 @@ struct tpl__http {
   struct tpl__http_opts o;
   struct part *queue, *queue_tail; /* not in flight: new or retrying */
   unsigned active;
-  struct tpl__http_stats stats;
+  uint64_t received; /* body bytes so far: what progress reports */
   void (*progress)(void *ctx);
   void *progress_ctx;
   struct tpl__http_signer signer; /* sign NULL: none */
@@ -177,11 +177,6 @@ void tpl__http_close(struct tpl__http *h) {
     free(h->token);
   }
   free(h);
-}
-
-void tpl__http_get_stats(const struct tpl__http *h,
-                         struct tpl__http_stats *out) {
-  *out = h->stats;
 }
 
 void tpl__http_set_signer(struct tpl__http *h,
@@ -417,7 +412,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
     return len;
   }
   if (p->verdict != 0 || owner_failed(p)) return 0;
-  p->h->stats.bytes += len;
+  p->h->received += len;
   if (p->w != NULL) return take_whole(p, data, len);
   if (len > p->len - p->got) {
     verdict(p, TPL_EPROTO, 0,
@@ -494,7 +489,6 @@ static int part_launch(struct part *p) {
   }
   p->easy = e;
   p->h->active++;
-  p->h->stats.requests++;
   return 0;
 }
 
@@ -632,7 +626,6 @@ static void part_done(struct part *p, CURLcode c) {
   }
   if (p->transient && p->attempt < h->o.retries) {
     p->attempt++;
-    h->stats.retries++;
     if (p->w != NULL) p->w->len = 0; /* a whole object starts again */
     p->start_at = tpl__now() + backoff(p->attempt);
     enqueue(h, p);
@@ -696,13 +689,13 @@ static void collect(struct tpl__http *h) {
 /* Drives the transfers until *pending is 0. */
 static void drive(struct tpl__http *h, const unsigned *pending) {
   while (*pending > 0) {
-    uint64_t before = h->stats.bytes;
+    uint64_t before = h->received;
     double wait = launch_due(h);
     int running;
     if (*pending == 0) break;
     curl_multi_perform(h->multi, &running);
     collect(h);
-    if (h->progress != NULL && h->stats.bytes != before)
+    if (h->progress != NULL && h->received != before)
       h->progress(h->progress_ctx);
     if (*pending == 0) break;
     curl_multi_poll(h->multi, NULL, 0, (int)(wait * 1000) + 1, NULL);

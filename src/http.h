@@ -98,14 +98,6 @@ int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
 int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
                        struct tpl__error *err);
 
-/* Counters since the client was made: bytes of bodies received, requests
- * sent (retries included), retries. */
-struct tpl__http_stats {
-  uint64_t bytes, requests, retries;
-};
-void tpl__http_get_stats(const struct tpl__http *h,
-                         struct tpl__http_stats *out);
-
 /* A request signer (s3.c: AWS Signature V4).  sign is called for every
  * request, retries included, with libcurl's easy handle (a CURL *): it
  * sets its options and may append headers to *headers (the client frees
