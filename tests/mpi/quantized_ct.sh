@@ -6,12 +6,34 @@
 # weights, scales, zero points and shapes are what vLLM's
 # compressed-tensors schemes give it, and dequantized with the scales it
 # received they equal its slice of the dequantized weight
-# (tests/oracle/ct_quant.py).  Schemes and cuts tpload cannot serve are
+# (tests/oracle/ct_quant.py), and a tensor-parallel forward pass over
+# those dequantized shards (tests/oracle/forward.py) equals the full
+# dequantized model's.  Schemes and cuts tpload cannot serve are
 # refused before any byte moves.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
 C="$TESTS_SRCDIR/oracle/ct_quant.py"
+
+FWD="$TESTS_SRCDIR/oracle/forward.py"
+
+# forward NAME D N [--swap-scales --mismatch]: each rank's weights
+# dequantized with the scales it received (ct_quant.py dequant), then
+# forward.py's tensor-parallel pass over them against the full
+# dequantized model's (relative error below 1e-5; with --mismatch the
+# negative control: another rank's scales must give a wrong answer).
+forward() {
+  local name=$1 d=$2 n=$3 swap=${4:-} want=${5:-} q="$2.fwd"
+  rm -rf "$q"
+  if "$ORACLE" "$C" dequant "$d" "$d.out" "$n" "$q" $swap &&
+    "$ORACLE" "$FWD" ref "$q/full" "$q/ref.npy" &&
+    "$MPIRUN" --oversubscribe -np "$n" "$ORACLE" "$FWD" tp "$q/full" \
+      "$q/shards" "$q/ref.npy" --tp "$n" $want >"$T_TMP/fwd" 2>&1; then
+    t_ok "$name ($(grep -m1 'relative error' "$T_TMP/fwd" | sed 's/^# //'))"
+  else
+    t_fail "$name" "$(tail -n 5 "$T_TMP/fwd")"
+  fi
+}
 
 # loads SCHEME N [KV]: preshard --plan auto, then the oracle's check.
 loads() {
@@ -26,11 +48,17 @@ loads() {
     t_fail "$scheme N=$n: vLLM's slices; each rank dequantizes to its slice" \
       "$(head -c 2000 "$T_TMP/oerr")"
   fi
+  forward "$scheme N=$n: the forward pass over the dequantized shards" \
+    "$d" "$n"
 }
 
 for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block \
   modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8; do
   loads "$scheme" 2
+done
+for scheme in w4a16-asym fp8-block modelopt-nvfp4; do
+  forward "$scheme N=2: another rank's scales give another answer" \
+    "$T_TMP/$scheme-2" 2 --swap-scales --mismatch
 done
 
 # refused NAME FRAGMENT SCHEME KV N [JSON EDIT]: exit 65 naming FRAGMENT.

@@ -32,6 +32,12 @@ weight and weight_scale input_dim 1, output_dim 0; the scalars per tensor.
                                       modelopt-nvfp4 modelopt-nvfp4-hfq
                                       modelopt-fp8
   ct_quant.py check DIR OUT N
+  ct_quant.py dequant DIR OUT N DST [--swap-scales]
+      float32 copies for tests/oracle/forward.py: DST/full (DIR's
+      weights dequantized, its config without quantization_config) and
+      DST/shards/rank{R}.safetensors (each rank's weights dequantized
+      with the scales and zero points it received); with --swap-scales
+      rank r uses rank (r + 1) % N's scales (a negative control)
 """
 import json
 import os
@@ -47,6 +53,7 @@ COL = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
        "mlp.gate_proj", "mlp.up_proj"]
 ROW = ["self_attn.o_proj", "mlp.down_proj"]
 GROUP = 32
+VOCAB = 128  # above forward.py's token ids
 
 
 def sizes(scheme, kv):
@@ -87,16 +94,17 @@ def f8(rng, shape, lo=0, hi=256):
 
 
 def linear(rng, scheme, out, inn):
-    f32 = lambda *s: rng.uniform(0.5, 2, s).astype(np.float32)  # noqa: E731
+    f32 = lambda *s: rng.uniform(0.002, 0.01, s).astype(  # noqa: E731
+        np.float32)
     if scheme.startswith("modelopt-nvfp4"):
         return {"weight": rng.integers(0, 256, (out, inn // 2),
                                        dtype=np.uint8),
                 "weight_scale": f8(rng, (out, inn // 16), 0x20, 0x48),
-                "weight_scale_2": np.float32(rng.uniform(0.5, 2)),
+                "weight_scale_2": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
     if scheme == "modelopt-fp8":
-        return {"weight": f8(rng, (out, inn)),
-                "weight_scale": np.float32(rng.uniform(0.5, 2)),
+        return {"weight": f8(rng, (out, inn), 0, 0x70),
+                "weight_scale": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
     if scheme.startswith("w4a16"):
         t = {"weight_packed": rng.integers(-2**31, 2**31, (out, inn // 8),
@@ -111,8 +119,7 @@ def linear(rng, scheme, out, inn):
     if scheme == "w8a8-int8":
         return {"weight": rng.integers(-128, 128, (out, inn), dtype=np.int8),
                 "weight_scale": f32(out, 1)}
-    w = ("F8_E4M3", (out, inn), rng.integers(0, 256, out * inn,
-                                             dtype=np.uint8).tobytes())
+    w = f8(rng, (out, inn), 0, 0x70)  # positive, below 2^6
     if scheme == "fp8-block":
         return {"weight": w, "weight_scale": f32(out // 128, inn // 128)}
     t = {"weight": w, "weight_scale": f32(out, 1)}
@@ -127,7 +134,7 @@ def model(scheme, z):
     for mod, (out, inn) in shapes(z).items():
         for k, v in linear(rng, scheme, out, inn).items():
             t[L + mod + "." + k] = v
-    h, v = z["hidden"], 40
+    h, v = z["hidden"], VOCAB
     for name, shape in (("model.embed_tokens.weight", (v, h)),
                         (L + "input_layernorm.weight", (h,)),
                         (L + "post_attention_layernorm.weight", (h,)),
@@ -156,9 +163,9 @@ def write(scheme, d, kv=0):
            "hidden_size": z["hidden"], "num_attention_heads": z["heads"],
            "num_key_value_heads": z["kv"], "head_dim": z["hd"],
            "intermediate_size": z["inter"], "num_hidden_layers": 1,
-           "vocab_size": 40, "scheme": scheme, "quantization_config": qc}
+           "vocab_size": VOCAB, "scheme": scheme, "quantization_config": qc}
     if scheme.endswith("-hfq"):  # older exports: a file of its own
-        del cfg["quantization_config"]
+        cfg.pop("quantization_config", None)
         with open(os.path.join(d, "hf_quant_config.json"), "w") as f:
             json.dump({"producer": {"name": "modelopt"},
                        "quantization": {k: v for k, v in qc.items()
@@ -266,7 +273,48 @@ def check(d, out, n):
     return 1 if errs else 0
 
 
+def dequant_dir(d, out, n, dst, swap=False):
+    """See the module doc: float32 full model and rank files."""
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    scheme = cfg["scheme"]
+    z = sizes(scheme, cfg["num_key_value_heads"])
+    full = held(os.path.join(d, "model.safetensors"))
+    ranks = [held(os.path.join(out, "rank%d.safetensors" % r))
+             for r in range(n)]
+
+    def floats(t, other=None):
+        res = {}
+        for mod in shapes(z):
+            pre = L + mod + "."
+            parts = {k[len(pre):]: v for k, v in t.items()
+                     if k.startswith(pre)}
+            if other is not None:
+                for k in ("weight_scale", "weight_zero_point"):
+                    if k in parts:
+                        parts[k] = other[pre + k]
+            res[pre + "weight"] = dequant(scheme, parts).astype(np.float32)
+        for k, v in t.items():
+            if not any(k.startswith(L + mod + ".") for mod in shapes(z)):
+                res[k] = v.astype(np.float32)
+        return res
+
+    os.makedirs(os.path.join(dst, "full"), exist_ok=True)
+    os.makedirs(os.path.join(dst, "shards"), exist_ok=True)
+    npst.write(os.path.join(dst, "full", "model.safetensors"), floats(full))
+    cfg.pop("quantization_config", None)
+    with open(os.path.join(dst, "full", "config.json"), "w") as f:
+        json.dump(cfg, f)
+    for r in range(n):
+        other = ranks[(r + 1) % n] if swap else None
+        npst.write(os.path.join(dst, "shards", "rank%d.safetensors" % r),
+                   floats(ranks[r], other))
+
+
 def main(argv):
+    if len(argv) in (6, 7) and argv[1] == "dequant":
+        dequant_dir(argv[2], argv[3], int(argv[4]), argv[5],
+                    argv[6:] == ["--swap-scales"])
+        return 0
     if len(argv) in (4, 5) and argv[1] == "write":
         write(argv[2], argv[3], int(argv[4]) if len(argv) == 5 else 0)
         return 0
