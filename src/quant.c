@@ -211,18 +211,22 @@ static const struct {
     {"activation_scale", TPL_QP_ACT_SCALE, "_activation_scale"},
 };
 
-int tpl__quant_param(const char *name, char *base, size_t cap) {
+int tpl__quant_weight_of(const char *name, const char *suffix, char *base,
+                         size_t cap) {
   const char *dot = strrchr(name, '.');
   size_t stem;
-  if (dot == NULL) return TPL_QP_NONE;
+  if (dot == NULL || strcmp(dot + 1, suffix) != 0) return 0;
   stem = (size_t)(dot - name) + 1; /* "<base>." */
-  for (size_t i = 0; i < ARRAY_SIZE(qparams); i++) {
-    if (strcmp(dot + 1, qparams[i].suffix) != 0) continue;
-    if (stem + sizeof("weight") > cap) return TPL_QP_NONE;
-    memcpy(base, name, stem);
-    memcpy(base + stem, "weight", sizeof("weight"));
-    return qparams[i].qp;
-  }
+  if (stem + sizeof("weight") > cap) return 0;
+  memcpy(base, name, stem);
+  memcpy(base + stem, "weight", sizeof("weight"));
+  return 1;
+}
+
+int tpl__quant_param(const char *name, char *base, size_t cap) {
+  for (size_t i = 0; i < ARRAY_SIZE(qparams); i++)
+    if (tpl__quant_weight_of(name, qparams[i].suffix, base, cap))
+      return qparams[i].qp;
   return TPL_QP_NONE;
 }
 

@@ -90,6 +90,11 @@ int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
 int tpl__quant_check_tp(const struct tpl__quant_info *q, uint32_t nshards,
                         const char *what, struct tpl__error *err);
 
+/* When `name` is "<base>.<suffix>", stores "<base>.weight" in `base`
+ * (cap bytes) and returns 1; else (or when it does not fit) 0. */
+int tpl__quant_weight_of(const char *name, const char *suffix, char *base,
+                         size_t cap);
+
 /* Classifies `name` by its suffix; for a quantized param stores
  * "<base>.weight" in `base` (cap bytes; a name that does not fit is
  * TPL_QP_NONE).  Returns enum tpl__qparam. */

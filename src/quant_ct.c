@@ -159,17 +159,9 @@ static const struct {
 };
 
 int tpl__ct_param(const char *name, char *base, size_t cap) {
-  const char *dot = strrchr(name, '.');
-  size_t stem;
-  if (dot == NULL) return TPL_CT_NONE;
-  stem = (size_t)(dot - name) + 1;
-  for (size_t i = 0; i < ARRAY_SIZE(params); i++) {
-    if (strcmp(dot + 1, params[i].suffix) != 0) continue;
-    if (stem + sizeof("weight") > cap) return TPL_CT_NONE;
-    memcpy(base, name, stem);
-    memcpy(base + stem, "weight", sizeof("weight"));
-    return params[i].ct;
-  }
+  for (size_t i = 0; i < ARRAY_SIZE(params); i++)
+    if (tpl__quant_weight_of(name, params[i].suffix, base, cap))
+      return params[i].ct;
   return TPL_CT_NONE;
 }
 

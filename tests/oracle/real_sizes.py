@@ -136,19 +136,26 @@ def qwen3_moe(h, heads, kv, mi, experts, arch_layers=2):
     return t, cfg, vllm, vllm
 
 
+def gqa_layer(t, p, h, heads, kv, hd, bias):
+    """A bf16 GQA attention block and its norms under prefix `p`."""
+    t[p + "input_layernorm.weight"] = ("BF16", [h])
+    t[p + "post_attention_layernorm.weight"] = ("BF16", [h])
+    for m, o in (("q_proj", heads * hd), ("k_proj", kv * hd),
+                 ("v_proj", kv * hd)):
+        t[p + "self_attn.%s.weight" % m] = ("BF16", [o, h])
+        if bias:
+            t[p + "self_attn.%s.bias" % m] = ("BF16", [o])
+    t[p + "self_attn.o_proj.weight"] = ("BF16", [h, heads * hd])
+    if bias:
+        t[p + "self_attn.o_proj.bias"] = ("BF16", [h])
+
+
 def gpt_oss_120b():
     h, heads, kv, hd, inter, experts = 2880, 64, 8, 64, 2880, 128
     t = {}
     for i in range(2):
         p = "model.layers.%d." % i
-        t[p + "input_layernorm.weight"] = ("BF16", [h])
-        t[p + "post_attention_layernorm.weight"] = ("BF16", [h])
-        for m, o in (("q_proj", heads * hd), ("k_proj", kv * hd),
-                     ("v_proj", kv * hd)):
-            t[p + "self_attn.%s.weight" % m] = ("BF16", [o, h])
-            t[p + "self_attn.%s.bias" % m] = ("BF16", [o])
-        t[p + "self_attn.o_proj.weight"] = ("BF16", [h, heads * hd])
-        t[p + "self_attn.o_proj.bias"] = ("BF16", [h])
+        gqa_layer(t, p, h, heads, kv, hd, True)
         t[p + "self_attn.sinks"] = ("BF16", [heads])
         t[p + "mlp.router.weight"] = ("BF16", [experts, h])
         t[p + "mlp.router.bias"] = ("BF16", [experts])
@@ -181,12 +188,7 @@ def llama_70b():
     t = {}
     for i in range(2):
         p = "model.layers.%d." % i
-        t[p + "input_layernorm.weight"] = ("BF16", [h])
-        t[p + "post_attention_layernorm.weight"] = ("BF16", [h])
-        for m, o in (("q_proj", heads * hd), ("k_proj", kv * hd),
-                     ("v_proj", kv * hd)):
-            t[p + "self_attn.%s.weight" % m] = ("BF16", [o, h])
-        t[p + "self_attn.o_proj.weight"] = ("BF16", [h, heads * hd])
+        gqa_layer(t, p, h, heads, kv, hd, False)
         t[p + "mlp.gate_proj.weight"] = ("BF16", [inter, h])
         t[p + "mlp.up_proj.weight"] = ("BF16", [inter, h])
         t[p + "mlp.down_proj.weight"] = ("BF16", [h, inter])
