@@ -42,7 +42,7 @@ static struct tpl__job_tensor sharded(const char *name, const uint64_t *shape,
 static struct tpl__job one_tensor_job(struct tpl__job_tensor *t,
                                       uint32_t world) {
   struct tpl__job job = {
-      .grid = {world, world, 1, 1}, .tensors = t, .ntensors = 1};
+      .grid = {world, world, 1, 1, 0}, .tensors = t, .ntensors = 1};
   return job;
 }
 
@@ -124,7 +124,7 @@ static void test_mlc_segs_and_out_shape(void) {
   struct tpl__job_tensor t[2] = {
       sharded("qkv", ARR(8, 2), 2, 0, 3, ARR(4, 2, 2)),
       sharded("o", ARR(3, 4), 2, 1, 0, NULL)};
-  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 2};
+  struct tpl__job job = {.grid = {2, 2, 1, 1, 0}, .tensors = t, .ntensors = 2};
   uint64_t segs[TPL_MAX_SEGS], out[TPL_MAX_DIMS + 1];
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[0], segs), 3);
@@ -150,7 +150,7 @@ static void test_offsets_and_replicated(void) {
        .ndim = 1,
        .shape = {4},
        .kind = TPL_RULE_SCALE_BIAS}};
-  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 3};
+  struct tpl__job job = {.grid = {2, 2, 1, 1, 0}, .tensors = t, .ntensors = 3};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(t[0].rank_shape[0], 3);
   CHECK_EQ_U64(t[0].rank_shape[1], 5);
@@ -259,7 +259,7 @@ static void test_from_model_carries_source(void) {
   add_tensor(m, "q", f1, 40, 8);
   add_tensor(m, "norm", f0, 16, 4);
   CHECK_EQ_INT(tpl__job_from_model(m, st, NULL, "preset x", "MODEL",
-                                   &(struct tpl__grid){2, 2, 1, 1}, 1, &job,
+                                   &(struct tpl__grid){2, 2, 1, 1, 0}, 1, &job,
                                    NULL),
                0);
   if (job != NULL) {
@@ -300,7 +300,7 @@ static void staged_tensors(struct tpl__job_tensor *t) {
  * 7 stage 1 (rank = (d * P + p) * T + t). */
 static void test_holds_by_stage(void) {
   struct tpl__job_tensor t[4];
-  struct tpl__job job = {.grid = {8, 2, 2, 2}, .tensors = t, .ntensors = 4};
+  struct tpl__job job = {.grid = {8, 2, 2, 2, 0}, .tensors = t, .ntensors = 4};
   static const int stage1[8] = {0, 0, 1, 1, 0, 0, 1, 1};
   staged_tensors(t);
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -316,7 +316,7 @@ static void test_holds_by_stage(void) {
  * others are at UINT64_MAX. */
 static void test_place_per_stage(void) {
   struct tpl__job_tensor t[4];
-  struct tpl__job job = {.grid = {4, 1, 2, 2}, .tensors = t, .ntensors = 4};
+  struct tpl__job job = {.grid = {4, 1, 2, 2, 0}, .tensors = t, .ntensors = 4};
   staged_tensors(t);
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(job.stage, 0);
@@ -347,7 +347,7 @@ static void test_grid_shards_by_tp(void) {
                                   .shape = {1},
                                   .kind = TPL_RULE_SCALE_BIAS}};
   struct tpl__job job = {
-      .grid = {4, 2, 1, 2}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
+      .grid = {4, 2, 1, 2, 0}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
   uint64_t v[TPL_MAX_DIMS + 1];
   uint8_t src[12], dst[12];
   float bias = 3.0f;
