@@ -4,7 +4,8 @@
 # (oracle.py check-ep: determine_expert_map, experts whole on their
 # owner), for per-expert tensors (HF mixtral), stacked [E, ...] ones (MLC
 # mixtral's e1_e3 / e2, MLC qwen3_moe's moe_gate_up_proj / moe_down_proj)
-# and a remainder (6 experts over 4 ranks), at group sizes 2 and 4, by
+# and a remainder (6 experts over 4 ranks), fp8 block-quantized experts
+# (weight_scale_inv whole with its expert), at group sizes 2 and 4, by
 # rank 0's stream and by --read local; a wrong map fails the oracle;
 # `verify --ep` of an output and of one with a flipped byte; `plan` and
 # `inspect` show the map; the refusals (65 before any byte moves, 64 for
@@ -43,6 +44,51 @@ ep_case "HF mixtral, 6 experts, N=4 (2, 2, 1, 1)" mx6 4 mx6
 ep_case "MLC mixtral stacked, N=4" mxmlc 4 mxmlc4
 ep_case "MLC qwen3_moe stacked, N=2 --read local" q3 2 q3l --read local
 ep_case "MLC qwen3_moe stacked, N=4" q3 4 q34
+
+# FP8 block-quantized experts (a DeepSeek / Qwen3-FP8 layout): each
+# expert's weight_scale_inv moves with its expert, whole, never re-cut.
+"$ORACLE" - "$M/fp8" "$TESTS_SRCDIR/oracle" <<'PY' ||
+import json, os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+import npst
+d, (E, H, KV, D, I, X) = sys.argv[1], (256, 4, 2, 64, 256, 4)
+rng = np.random.default_rng(37)
+t = {"model.embed_tokens.weight": rng.random((64, E), np.float32),
+     "model.norm.weight": rng.random(E, np.float32),
+     "lm_head.weight": rng.random((64, E), np.float32)}
+p = "model.layers.0."
+for n in ("input_layernorm", "post_attention_layernorm"):
+    t[p + n + ".weight"] = rng.random(E, np.float32)
+for n, rows, cols in (("q_proj", H * D, E), ("k_proj", KV * D, E),
+                      ("v_proj", KV * D, E), ("o_proj", E, H * D)):
+    t[p + "self_attn." + n + ".weight"] = rng.random((rows, cols),
+                                                     np.float32)
+t[p + "block_sparse_moe.gate.weight"] = rng.random((X, E), np.float32)
+for x in range(X):
+    for n, rows, cols in (("w1", I, E), ("w3", I, E), ("w2", E, I)):
+        b = p + "block_sparse_moe.experts.%d.%s." % (x, n)
+        t[b + "weight"] = rng.integers(0, 256, (rows, cols), np.uint8)
+        t[b + "weight_scale_inv"] = rng.random((rows // 128, cols // 128),
+                                               np.float32)
+os.makedirs(d)
+npst.write(os.path.join(d, "model.safetensors"), t)
+json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+           "hidden_size": E, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
+           "num_hidden_layers": 1, "num_local_experts": X,
+           "quantization_config": {"quant_method": "fp8",
+                                   "weight_block_size": [128, 128]}},
+          open(os.path.join(d, "config.json"), "w"))
+a = "*.self_attn."
+json.dump({"rules": [{"match": a + "q_proj.weight", "dim": 0},
+                     {"match": a + "k_proj.weight", "dim": 0},
+                     {"match": a + "v_proj.weight", "dim": 0},
+                     {"match": a + "o_proj.weight", "dim": 1}]},
+          open(os.path.join(d, "plan.json"), "w"))
+PY
+  { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
+ep_case "fp8 block experts, N=2: scales move with their expert" fp8 2 fp8
 
 out="$T_TMP/mx6"
 if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \
