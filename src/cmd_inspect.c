@@ -24,7 +24,7 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--ep] [--plan P] [--verify-md5]\n"
+    "                      [--ep] [--plan P] [--verify-md5] [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -51,6 +51,8 @@ static const char inspect_help[] =
     "              its record carries (65 naming the file when one differs\n"
     "              or none is recorded, 64 for another format); the totals\n"
     "              (JSON: md5) say what was checked\n"
+    "  --skip-mtp  leave out the multi-token-prediction layers config.json\n"
+    "              declares (DeepSeek-V3), as a load with --skip-mtp does\n"
     "  --help      show this help\n"
     "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 ok, 64 usage (a grid that does not divide included), 65\n"
@@ -250,6 +252,7 @@ enum {
   OPT_EP,
   OPT_PLAN,
   OPT_VERIFY_MD5,
+  OPT_SKIP_MTP,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -261,6 +264,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
+    [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
@@ -275,6 +279,7 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
+  size_t dropped;
   if ((plan != NULL || ga.pp != NULL || ga.ep) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan, --pp and --ep need --shards N "
                                      "or --tp T");
@@ -285,6 +290,8 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc == 0 && verify)
     rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);
   if (rc == 0 && verify) rc = tpl__mlc_md5_model(m, &md5, &err);
+  if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
+    rc = tpl__plan_skip_mtp(m, &dropped, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), verify ? &md5 : NULL, &err);

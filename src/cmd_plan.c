@@ -22,7 +22,8 @@
 
 static const char plan_help[] =
     "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
-    "                   [--ep] [--plan P] [--no-bias-scaling] [--strict]\n"
+    "                   [--ep] [--plan P] [--no-bias-scaling] [--skip-mtp]\n"
+    "                   [--strict]\n"
     "\n"
     "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
     "T shards x P pipeline stages) and prints it as JSON: the format of\n"
@@ -48,6 +49,8 @@ static const char plan_help[] =
     "                     @presets@\n"
     "  --no-bias-scaling  report biases unscaled (bias_scale 1.0), as a load\n"
     "                     with --no-bias-scaling delivers them\n"
+    "  --skip-mtp         leave out the multi-token-prediction layers, as a\n"
+    "                     load with --skip-mtp does\n"
     "  --strict           a plan-file rule that matches no tensor is an\n"
     "                     error (exit 65), not a warning\n"
     "  --help             show this help\n"
@@ -153,6 +156,7 @@ enum {
   OPT_EP,
   OPT_PLAN,
   OPT_NO_BIAS,
+  OPT_SKIP_MTP,
   OPT_STRICT,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
@@ -164,6 +168,7 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
+    [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
@@ -181,7 +186,10 @@ static int run(const struct tpl__cli_command *cmd,
   int rc;
   if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
+  size_t dropped;
   rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
+  if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
+    rc = tpl__plan_skip_mtp(m, &dropped, &err);
   if (rc == 0)
     rc = tpl__job_plan(plan, m, a->operands[0], &grid,
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);

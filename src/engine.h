@@ -22,6 +22,7 @@ struct tpl__load_opts {
   /* --ep: every MoE layer's experts whole over the TP group (experts.h) */
   int ep;
   int bias_scaling;           /* 0 with --no-bias-scaling */
+  int skip_mtp;               /* --skip-mtp: the main model only */
   double stall_timeout;       /* seconds without progress that end the
                                  job (exit 69); 0 waits forever */
   uint64_t chunk_bytes;       /* rank 0's streaming window */

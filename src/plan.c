@@ -489,6 +489,38 @@ static int apply_derived(const struct tpl__plan *p, const struct tpl__model *m,
   return 0;
 }
 
+/* The weight of a compressed-tensors param: `<base>.weight`, or its
+ * packed form `<base>.weight_packed`; -1 when neither is there. */
+static long find_ct_weight(const json_t *idx, const char *base) {
+  char packed[TPL_MAX_NAME + 24];
+  long w = find_tensor(idx, base);
+  if (w >= 0) return w;
+  snprintf(packed, sizeof(packed), "%s_packed", base);
+  return find_tensor(idx, packed);
+}
+
+/* A compressed-tensors param takes its weight's rule, as vLLM's schemes
+ * load it (quant_ct.h); a weight left whole leaves it whole. */
+static int apply_ct(const struct tpl__plan *p, const struct tpl__model *m,
+                    const json_t *idx, const struct tpl__tensor *t, int ct,
+                    const char *base, uint32_t nshards, struct tpl__strategy *s,
+                    struct tpl__error *err) {
+  const struct tpl__rule *r = &p->rules[s->rule];
+  long w = find_ct_weight(idx, base);
+  struct tpl__shard_spec spec;
+  int replicate, rc;
+  s->kind = TPL_RULE_REPLICATE;
+  if (r->kind != TPL_RULE_SHARD) return 0;
+  rc = tpl__ct_derive(ct, &p->ct, t, w >= 0 ? &m->tensors[w] : NULL, &r->spec,
+                      nshards, &spec, &replicate, err);
+  if (rc != 0) return blame_rule(p, s->rule, rc, err);
+  if (replicate) return 0;
+  s->kind = TPL_RULE_SHARD;
+  s->spec = spec;
+  s->func_name = r->name;
+  return 0;
+}
+
 static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
                      const json_t *idx, size_t i, uint32_t nshards,
                      struct tpl__strategy *s, struct tpl__error *err) {
@@ -498,8 +530,22 @@ static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
   memset(s, 0, sizeof(*s));
   if (qp != TPL_QP_NONE && (s->rule = find_rule(p, base)) >= 0)
     return apply_derived(p, m, idx, t, qp, base, nshards, s, err);
+  if (p->ct.present && (qp = tpl__ct_param(t->name, base, sizeof(base))) != 0 &&
+      (s->rule = find_rule(p, base)) >= 0)
+    return apply_ct(p, m, idx, t, qp, base, nshards, s, err);
   s->rule = find_rule(p, t->name);
   return apply_rule(p, t, nshards, s, err);
+}
+
+/* A compressed-tensors scale its weight's rule left whole on purpose
+ * (per channel under an input cut, activation order: quant_ct.h). */
+static int derived_whole(const struct tpl__plan *p,
+                         const struct tpl__strategy *s,
+                         const struct tpl__tensor *t) {
+  char base[TPL_MAX_NAME + 16];
+  return p->ct.present && s->rule >= 0 &&
+         tpl__ct_param(t->name, base, sizeof(base)) != TPL_CT_NONE &&
+         tpl__glob_match(p->rules[s->rule].match, base);
 }
 
 /* No silent mis-shard: a scale or zero-point of more than one element
@@ -513,7 +559,8 @@ static int check_scales(const struct tpl__plan *p, const struct tpl__model *m,
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     if (st[i].kind != TPL_RULE_REPLICATE || tpl__tensor_numel(t) <= 1 ||
-        !tpl__quant_is_scale(t->name, stem, sizeof(stem)))
+        !tpl__quant_is_scale(t->name, stem, sizeof(stem)) ||
+        derived_whole(p, &st[i], t))
       continue;
     for (size_t k = 0; k < ARRAY_SIZE(weights); k++) {
       long w;

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "model.h"
 #include "quant.h"
+#include "quant_ct.h"
 #include "shard.h"
 
 enum tpl__rule_kind {
@@ -41,6 +42,7 @@ struct tpl__plan {
   size_t nrules;
   int from_file;                /* a user's plan file (not a preset) */
   struct tpl__quant_info quant; /* from the model's config, see quant.h */
+  struct tpl__ct_scheme ct;     /* compressed-tensors' scheme, quant_ct.h */
   /* The preset the plan was built from (set by tpl__preset_from_config),
    * NULL for a plan file; preset_mlc 1 when it uses MLC's names. */
   const struct tpl__preset_def *preset;

@@ -529,6 +529,8 @@ static const char *base_name(const char *name, char *buf, size_t len) {
   int qp = tpl__quant_param(name, buf, len);
   if (qp == TPL_QP_Q_WEIGHT || qp == TPL_QP_Q_SCALE || qp == TPL_QP_SCALE_INV)
     return buf;
+  /* compressed-tensors' packed weight stands for its weight. */
+  if (tpl__ct_param(name, buf, len) == TPL_CT_PACKED) return buf;
   return name;
 }
 
@@ -773,16 +775,17 @@ static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
     uint64_t want;
     if (r == NULL || r->kind != TPL_RULE_SHARD || r->dim >= x->ndim ||
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||
         !unit_size(s, r->unit, &want, how, sizeof(how)) ||
-        x->shape[r->dim] == want)
+        tpl__ct_unpacked(&p->ct, x, r->dim) == want)
       continue;
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': dim %d is %llu, expected %s = %llu "
                      "(the config's size it is cut by); the checkpoint "
                      "contradicts its config",
                      p->source, x->name, r->dim,
-                     (unsigned long long)x->shape[r->dim], how,
-                     (unsigned long long)want);
+                     (unsigned long long)tpl__ct_unpacked(&p->ct, x, r->dim),
+                     how, (unsigned long long)want);
   }
   return 0;
 }
@@ -899,6 +902,7 @@ static int check_whole_heads(const struct tpl__plan *p,
         !cut[layer] ||
         (r != NULL && r->kind == TPL_RULE_REPLICATE && r->name != NULL) ||
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||
         !measures_heads(x, s))
       continue;
     free(cut);

@@ -155,8 +155,10 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
  * FineGrainedFP8 / vLLM's Fp8Config) is a weight plus weight_scale_inv
  * blocks or per-tensor scalars, cut by the weight's rule; "mxfp4"
  * (gpt-oss) is *_blocks / *_scales / *_bias cut by the gpt_oss preset or
- * a plan file (interleaved.c guards its gate_up). */
-static const char *const shardable_methods[] = {"fp8", "mxfp4"};
+ * a plan file (interleaved.c guards its gate_up); "compressed-tensors"
+ * has its scheme checked and its params derived in quant_ct.c. */
+static const char *const shardable_methods[] = {
+    "fp8", "mxfp4", "compressed-tensors", "modelopt"};
 
 int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
                             struct tpl__error *err) {
@@ -165,7 +167,8 @@ int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
     if (strcmp(q->method, shardable_methods[i]) == 0) return 0;
   return tpl__fail(err, TPL_EPLAN,
                    "%s: quantization_config.quant_method '%s': expected a "
-                   "method tpload shards (fp8, or gpt-oss's mxfp4), "
+                   "method tpload shards (fp8, compressed-tensors, "
+                   "modelopt, or gpt-oss's mxfp4), "
                    "found one it does not: its packed weights, scales and "
                    "zero points have no shard rules here, and a rank would "
                    "get slices an engine cannot dequantize",
@@ -230,8 +233,9 @@ const char *tpl__quant_func_suffix(int qp) {
 }
 
 int tpl__quant_is_scale(const char *name, char *stem, size_t cap) {
-  static const char *const scales[] = {"q_scale", "weight_scale_inv", "scales",
-                                       "qzeros", "weight_scale"};
+  static const char *const scales[] = {"q_scale",      "weight_scale_inv",
+                                       "scales",       "qzeros",
+                                       "weight_scale", "weight_zero_point"};
   const char *dot = strrchr(name, '.');
   size_t n;
   if (dot == NULL) return 0;
@@ -350,6 +354,16 @@ static int check_block_cut(const struct tpl__tensor *t,
                      (unsigned long long)(slice % block), works);
   }
   return 0;
+}
+
+int tpl__quant_block_cut(const struct tpl__tensor *t,
+                         const struct tpl__tensor *weight,
+                         const struct tpl__shard_spec *base, uint64_t block,
+                         uint32_t nshards, struct tpl__shard_spec *out,
+                         struct tpl__error *err) {
+  int rc = segs_in_units(base, block, t->name, "block scales", out, err);
+  if (rc == 0) rc = check_block_cut(t, weight, base, block, nshards, err);
+  return rc;
 }
 
 static int derive_block(int qp, const struct tpl__quant_info *q,

@@ -21,6 +21,7 @@ struct tpl__verify_result {
 struct tpl__verify_grid {
   uint32_t tp, pp;
   int ep;
+  int skip_mtp; /* --skip-mtp: DIR holds the main model only */
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under

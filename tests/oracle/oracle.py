@@ -859,6 +859,8 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
     for name, dtype, shape, raw, stored in model:
         rule = quant_rule(name, shape, rules, shapes, block) or \
             _first_rule(rules, name)
+        if rule is not None and rule.get("skip"):
+            continue  # expected absent: a layer left out (--skip-mtp)
         e = {"name": name, "dtype": dtype, "shape": shape, "rule": rule,
              "rank_shape": list(shape), "stored": stored}
         if rule is not None and "dim" in rule:

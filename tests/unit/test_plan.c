@@ -529,6 +529,26 @@ static void test_apply_interleave(void) {
   tpl__model_free(m);
 }
 
+/* tpl__model_drop_layers (--skip-mtp): layers >= first go, in order. */
+static void test_drop_layers(void) {
+  static const char *const names[] = {
+      "model.layers.0.a", "model.layers.10.b",  "model.layers.2.c",
+      "model.layers.1.d", "model.layers.x.e",   "model.norm.weight",
+      "model.layers.2",   "lm.model.layers.5.f"};
+  static const char *const left[] = {"model.layers.0.a", "model.layers.1.d",
+                                     "model.layers.x.e", "model.norm.weight",
+                                     "model.layers.2",   "lm.model.layers.5.f"};
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+    add(m, names[i], TPL_DT_F32, 1, U(4));
+  CHECK_EQ_U64(tpl__model_drop_layers(m, 2), 2);
+  REQUIRE(m->ntensors == ARRAY_SIZE(left));
+  for (size_t i = 0; i < ARRAY_SIZE(left); i++)
+    CHECK(strcmp(m->tensors[i].name, left[i]) == 0);
+  CHECK_EQ_U64(tpl__model_drop_layers(m, 2), 0);
+  tpl__model_free(m);
+}
+
 static void test_first_match_wins(void) {
   struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
   struct tpl__strategy st[2];
@@ -1548,6 +1568,7 @@ int main(void) {
   RUN(test_refuse_unknown_rule_key);
   RUN(test_refuse_match_missing);
   RUN(test_parse_interleave);
+  RUN(test_drop_layers);
   RUN(test_apply_interleave);
   RUN(test_refuse_match_not_string);
   RUN(test_refuse_match_empty);

@@ -34,6 +34,7 @@
 #include "plan_for.h"
 #include "planner.h"
 #include "quant.h"
+#include "quant_ct.h"
 #include "synth.h"
 #include "tap.h"
 #include "tmpdir.h"
@@ -605,10 +606,13 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
 }
 
 /* quantization_config.quant_method: read from HF configs only, kept when
- * malformed; only fp8 and mxfp4 pass the method check. */
+ * malformed; only fp8, mxfp4 and compressed-tensors pass the method
+ * check (quant_ct.c then checks the scheme). */
 static void test_quant_method(void) {
-  static const char *const refused[] = {"compressed-tensors", "modelopt", "awq",
-                                        "gptq", "bitsandbytes"};
+  static const char *const refused[] = {"quark", "awq", "gptq", "bitsandbytes",
+                                        "gguf"};
+  static const char *const ok[] = {"fp8", "mxfp4", "compressed-tensors",
+                                   "modelopt"};
   struct tpl__quant_info q;
   struct tpl__error err;
   char cfg[128];
@@ -619,11 +623,11 @@ static void test_quant_method(void) {
                          0, &q, &err),
                0);
   CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
-  for (size_t i = 0; i < 2; i++) {
+  for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
     snprintf(cfg, sizeof(cfg),
              "{\"quantization_config\":{\"quant_method\":"
              "\"%s\"}}",
-             i == 0 ? "fp8" : "mxfp4");
+             ok[i]);
     CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
     CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
   }
@@ -650,6 +654,136 @@ static void test_quant_method(void) {
                          1, &q, &err),
                0);
   CHECK(q.method[0] == '\0');
+}
+
+/* compressed-tensors' quantization_config: one case per rule of
+ * tpl__ct_parse / tpl__ct_check. */
+static int ct_of(const char *qc, struct tpl__ct_scheme *s,
+                 struct tpl__error *err) {
+  json_t *j = json_loads(qc, 0, NULL);
+  tpl__ct_parse(j, s);
+  json_decref(j);
+  return tpl__ct_check(s, "config.json", err);
+}
+
+static void test_ct_scheme(void) {
+  struct tpl__ct_scheme s;
+  struct tpl__error err;
+#define GROUP0(w)                                                              \
+  "{\"format\":\"pack-quantized\",\"config_groups\":{\"group_0\":"             \
+  "{\"weights\":" w "}}}"
+  CHECK_EQ_INT(ct_of(GROUP0("{\"num_bits\":4,\"strategy\":\"group\","
+                            "\"group_size\":128,\"actorder\":\"group\"}"),
+                     &s, &err),
+               0);
+  CHECK(s.present && s.num_bits == 4 && s.group_size == 128 && s.actorder);
+  CHECK(strcmp(s.strategy, "group") == 0);
+  CHECK_EQ_INT(
+      ct_of(GROUP0("{\"num_bits\":4,\"strategy\":\"group\"}"), &s, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "a group strategy without group_size");
+  CHECK_EQ_INT(
+      ct_of(GROUP0("{\"num_bits\":3,\"strategy\":\"channel\"}"), &s, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "other than 4 or 8 bits");
+  CHECK_EQ_INT(ct_of("{\"format\":\"float-quantized\",\"config_groups\":"
+                     "{\"g\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"block\",\"block_structure\":[128]}}}}",
+                     &s, &err),
+               TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "without a two-number block_structure");
+  CHECK_EQ_INT(ct_of("{\"format\":\"float-quantized\",\"config_groups\":"
+                     "{\"g\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"block\",\"block_structure\":[128,64]}}}}",
+                     &s, &err),
+               0);
+  CHECK(s.block[0] == 128 && s.block[1] == 64);
+  CHECK_EQ_INT(ct_of("{\"format\":\"marlin-24\"}", &s, &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "config.json: compressed-tensors format "
+                              "'marlin-24'");
+  CHECK_EQ_INT(ct_of("{\"format\":\"int-quantized\",\"config_groups\":{"
+                     "\"a\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"channel\"}},\"b\":{\"weights\":{\"num_bits\":4,"
+                     "\"strategy\":\"channel\"}}}}",
+                     &s, &err),
+               TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "different weight schemes");
+#undef GROUP0
+  /* ModelOpt: NVFP4 groups of 16 (or group_size), FP8 per tensor. */
+  {
+    json_t *j = json_loads("{\"quant_algo\":\"NVFP4\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK(s.present && s.num_bits == 4 && s.group_size == 16);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), 0);
+    j = json_loads("{\"quant_algo\":\"MXFP8\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "quant_algo 'MXFP8': expected NVFP4 or FP8");
+  }
+}
+
+/* tpl__ct_derive, one case per rule (quant_ct.h). */
+static void test_ct_derive(void) {
+  struct tpl__ct_scheme s;
+  struct tpl__tensor w, t;
+  struct tpl__shard_spec row = {.dim = 0}, col = {.dim = 1}, out;
+  struct tpl__error err;
+  int whole;
+  memset(&s, 0, sizeof(s));
+  s.present = 1;
+  memset(&w, 0, sizeof(w));
+  memset(&t, 0, sizeof(t));
+  w.name = "x.weight_packed";
+  w.ndim = 2;
+  w.shape[0] = 32; /* 32 rows, 64 inputs packed 8 per int32 */
+  w.shape[1] = 8;
+  t.name = "x.weight_zero_point";
+  t.ndim = 2;
+  t.shape[0] = 4; /* 8 rows per zero-point word */
+  t.shape[1] = 2;
+  /* Zero points along the rows: 16 rows a rank = 2 words at N = 2; 8 at
+   * N = 4 = 1 word; 4 at N = 8 splits a word. */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &row, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 0);
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &row, 8, &out, &whole, &err),
+      TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "whole number of the 8 rows one packed zero");
+  /* Under an input cut: along the groups, whole per channel. */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 1);
+  t.name = "x.weight_scale";
+  t.shape[0] = 32;
+  t.shape[1] = 1;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_SCALE, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  t.shape[1] = 2;
+  s.actorder = 1; /* activation order repeats the scales on every rank */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_SCALE, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  /* g_idx: cut along its only dim under an input cut, else whole. */
+  t.name = "x.weight_g_idx";
+  t.ndim = 1;
+  t.shape[0] = 64;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_GIDX, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 0);
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_GIDX, &s, &t, &w, &row, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  /* Segs along the packed input dim are refused. */
+  col.nsegs = 2;
+  col.segs[0] = col.segs[1] = 32;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_PACKED, &s, &w, &w, &col, 2, &out, &whole, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "no segs along the packed input dim");
 }
 
 static void test_config_reader(void) {
@@ -752,6 +886,8 @@ int main(void) {
   RUN(test_refuse_segs_not_blocks);
   RUN(test_refuse_block_cut_inside);
   RUN(test_quant_method);
+  RUN(test_ct_scheme);
+  RUN(test_ct_derive);
   RUN(test_refuse_scale_left_whole);
   RUN(test_refuse_hf_scales_left_whole);
   RUN(test_per_tensor_scale_replicated);
