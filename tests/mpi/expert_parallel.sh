@@ -52,14 +52,11 @@ import json, os, sys
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 import npst
+import oracle
 d, (E, H, KV, D, I, X) = sys.argv[1], (256, 4, 2, 64, 256, 4)
 rng = np.random.default_rng(37)
-t = {"model.embed_tokens.weight": rng.random((64, E), np.float32),
-     "model.norm.weight": rng.random(E, np.float32),
-     "lm_head.weight": rng.random((64, E), np.float32)}
+t = oracle.one_layer_frame(rng, E)
 p = "model.layers.0."
-for n in ("input_layernorm", "post_attention_layernorm"):
-    t[p + n + ".weight"] = rng.random(E, np.float32)
 for n, rows, cols in (("q_proj", H * D, E), ("k_proj", KV * D, E),
                       ("v_proj", KV * D, E), ("o_proj", E, H * D)):
     t[p + "self_attn." + n + ".weight"] = rng.random((rows, cols),

@@ -1214,6 +1214,18 @@ def check_grid(model, plan, n, tp, pp, layers, d, tied=False):
     return sum(len(h) for h in held)
 
 
+def one_layer_frame(rng, hidden, vocab=64):
+    """The float32 tensors around the one layer of a hand-made llama-style
+    checkpoint: embeddings, final norm, lm_head and layer 0's two norms
+    (name -> array, for npst.write)."""
+    t = {"model.embed_tokens.weight": rng.random((vocab, hidden), np.float32),
+         "model.norm.weight": rng.random(hidden, np.float32),
+         "lm_head.weight": rng.random((vocab, hidden), np.float32)}
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t["model.layers.0.%s.weight" % n] = rng.random(hidden, np.float32)
+    return t
+
+
 # ------------------------------------------------ expert parallelism
 #
 # Written from vLLM, not from src/experts.c: vllm-project/vllm
