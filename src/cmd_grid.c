@@ -35,5 +35,6 @@ int tpl__cli_grid(const struct tpl__cli_command *cmd,
     return tpl__cli_usage_error(cmd, "--tp x --pp is more than 65536 ranks");
   if (tpl__grid_make((uint32_t)world, tp, pp, &err, out) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
+  out->ep = a->ep ? tp : 0;
   return 0;
 }

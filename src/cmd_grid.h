@@ -11,6 +11,7 @@
 /* The option values as given (NULL when absent). */
 struct tpl__grid_args {
   const char *shards, *tp, *pp;
+  int ep; /* --ep given: experts whole over the TP group */
 };
 
 /* An optional count option (--tp, --pp, --shards) of `value` (NULL when
@@ -20,7 +21,8 @@ int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
                         const char *value, uint32_t *out);
 
 /* Reads the grid: N = --shards (default T x P), T = --tp (default N),
- * P = --pp (default 1), D = N / (T x P).  At least one of --shards and
+ * P = --pp (default 1), D = N / (T x P); with --ep the expert-parallel
+ * group is the TP group (grid.ep = T).  At least one of --shards and
  * --tp must be given.  Returns 0 with *out filled, or 64 after printing
  * the usage error with the numbers (an option that is not a number in
  * 1..65536, a world that is not a multiple of T x P). */

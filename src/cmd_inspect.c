@@ -13,6 +13,7 @@
 #include "cmd_grid.h"
 #include "common.h"
 #include "dtype.h"
+#include "experts.h"
 #include "job.h"
 #include "jsonu.h"
 #include "mlc_md5.h"
@@ -23,7 +24,7 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--plan P] [--verify-md5] [--skip-mtp]\n"
+    "                      [--ep] [--plan P] [--verify-md5] [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -40,6 +41,9 @@ static const char inspect_help[] =
     "P)\n"
     "  --pp P      pipeline stages (default 1), layers split as MLC LLM\n"
     "              does; rank = (d x P + p) x T + t\n"
+    "  --ep        expert parallelism: every MoE layer's experts whole over\n"
+    "              the T ranks of a TP group (vLLM's map); each rank's line\n"
+    "              names its experts, an expert's tensor its shard\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
     "  --verify-md5  MODEL is an MLC weight directory: first read every\n"
@@ -73,8 +77,9 @@ static const char *format_name(int format) {
  * views agree, (for shard rules) dim, per-shard segs and kv_replicas,
  * bias_scale and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
-  static const char *const from_info[] = {"dim", "segs", "kv_replicas",
-                                          "bias_scale", "pipeline_stages"};
+  static const char *const from_info[] = {
+      "dim",        "segs",       "kv_replicas",    "expert_shard",
+      "expert_dim", "bias_scale", "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -137,7 +142,8 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
 }
 
 /* The rule column: the rule's name, and "kv xR" where each kv head is
- * held by R ranks. */
+ * held by R ranks; under --ep "expert, shard T" for one expert's tensor,
+ * whole on shard T. */
 static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                               size_t len) {
   const struct tpl__job_tensor *t = &job->tensors[i];
@@ -145,6 +151,10 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
   uint32_t replicas = t->kind == TPL_RULE_SHARD
                           ? tpl__shard_replicas(&t->spec, job->grid.tp)
                           : 1;
+  if (t->ep == TPL_EP_WHOLE) {
+    snprintf(buf, len, "expert, shard %u", t->owner);
+    return buf;
+  }
   if (replicas == 1) return name;
   snprintf(buf, len, "%s kv x%u", name, replicas);
   return buf;
@@ -188,15 +198,26 @@ static void print_rank_table(const struct tpl__job *job) {
   const struct tpl__grid *g = &job->grid;
   json_t *ranks = tpl__shardinfo_ranks(job), *r;
   size_t k;
-  printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t\n",
+  printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t",
          g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
+  if (g->ep > 0)
+    printf("; ep %u (the TP group), %u experts", g->ep, job->experts);
+  printf("\n");
   json_array_foreach(ranks, k, r) {
     struct tpl__pos c = tpl__grid_coord(g, (uint32_t)k);
+    const json_t *ex = json_object_get(r, "experts");
     printf("rank %zu (d %u, p %u, t %u): stage %u of %u, shard %u of %u: %zu "
-           "tensors, %lld bytes\n",
+           "tensors, %lld bytes",
            k, c.d, c.p, c.t, c.p, g->pp, c.t, g->tp,
            json_array_size(json_object_get(r, "tensors")),
            json_integer_value(json_object_get(r, "bytes")));
+    if (ex != NULL) /* [start, count] */
+      printf(", experts %lld..%lld of %u",
+             json_integer_value(json_array_get(ex, 0)),
+             json_integer_value(json_array_get(ex, 0)) +
+                 json_integer_value(json_array_get(ex, 1)) - 1,
+             job->experts);
+    printf("\n");
   }
   json_decref(ranks);
 }
@@ -228,6 +249,7 @@ enum {
   OPT_SHARDS,
   OPT_TP,
   OPT_PP,
+  OPT_EP,
   OPT_PLAN,
   OPT_VERIFY_MD5,
   OPT_SKIP_MTP,
@@ -239,6 +261,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
+    [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
@@ -248,7 +271,7 @@ static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *plan = a->value[OPT_PLAN];
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP]};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
   int sharded = ga.shards != NULL || ga.tp != NULL;
   struct tpl__error err = {0};
   struct tpl__model *m = NULL;
@@ -257,9 +280,9 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
   size_t dropped;
-  if ((plan != NULL || ga.pp != NULL) && !sharded)
-    return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
-                                     "--tp T");
+  if ((plan != NULL || ga.pp != NULL || ga.ep) && !sharded)
+    return tpl__cli_usage_error(cmd, "--plan, --pp and --ep need --shards N "
+                                     "or --tp T");
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* Listing reads a presharded MLC cache as it is; sharding refuses it. */

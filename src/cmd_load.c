@@ -47,6 +47,11 @@ static const char load_help[] =
     "  --tp T              tensor-parallel shards (default N / P)\n"
     "  --pp P              pipeline stages, layers split as MLC LLM does\n"
     "                      (default 1)\n"
+    "  --ep                expert parallelism: every MoE layer's experts\n"
+    "                      whole over the T ranks of a TP group (rank t a\n"
+    "                      contiguous run of them, vLLM's map), each held\n"
+    "                      by its owner only; every other tensor cut as\n"
+    "                      without it (not with --layout mlc)\n"
     "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
     "  --skip-mtp          leave out the multi-token-prediction layers\n"
     "                      config.json declares (DeepSeek-V3's\n"
@@ -130,6 +135,7 @@ struct load_cli {
   X(OPT_PLAN, "plan", TPL_CLI_VALUE)                                           \
   X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
+  X(OPT_EP, "ep", TPL_CLI_FLAG)                                                \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
   X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
@@ -247,6 +253,7 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
     return usage(c, "--pp expects a stage count >= 1, got '%s'", v[OPT_PP]);
   c->o.tp = (uint32_t)tp;
   c->o.pp = (uint32_t)pp;
+  c->o.ep = tpl__cli_has(a, OPT_EP);
   c->o.stall_timeout = (double)stall;
   c->o.chunk_bytes = chunk_mib << 20;
   return 0;
@@ -282,6 +289,11 @@ static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
   if (strcmp(v, "mlc") != 0 && strcmp(v, "rank") != 0)
     return usage(c, "--layout expects rank or mlc, got '%s'", v);
   c->layout_mlc = strcmp(v, "mlc") == 0;
+  if (c->layout_mlc && c->o.ep)
+    return usage(c,
+                 "%s: --layout mlc writes MLC's cache, whose runtime "
+                 "cuts every expert; --ep is for --layout rank",
+                 "preshard");
   if (c->layout_mlc && !tpl__mlc_writer_is_mlc_dir(c->o.model))
     return usage(c,
                  "--layout mlc writes MLC's presharded cache from an MLC "

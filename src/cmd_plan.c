@@ -22,7 +22,7 @@
 
 static const char plan_help[] =
     "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
-    "                   [--plan P] [--no-bias-scaling] [--skip-mtp]\n"
+    "                   [--ep] [--plan P] [--no-bias-scaling] [--skip-mtp]\n"
     "                   [--strict]\n"
     "\n"
     "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
@@ -39,6 +39,11 @@ static const char plan_help[] =
     "  --tp T             tensor-parallel shards (default N / P)\n"
     "  --pp P             pipeline stages (default 1): layers split as MLC\n"
     "                     LLM does, from config.json's num_hidden_layers\n"
+    "  --ep               expert parallelism: every MoE layer's experts\n"
+    "                     whole over the T ranks of a TP group, rank t a\n"
+    "                     contiguous run of them as vLLM's map gives it;\n"
+    "                     \"ranks\" shows each rank's \"experts\": [start,\n"
+    "                     count]\n"
     "  --plan P           a plan file, a preset or auto (default: from\n"
     "                     config.json or mlc-chat-config.json); presets:\n"
     "                     @presets@\n"
@@ -148,6 +153,7 @@ enum {
   OPT_SHARDS,
   OPT_TP,
   OPT_PP,
+  OPT_EP,
   OPT_PLAN,
   OPT_NO_BIAS,
   OPT_SKIP_MTP,
@@ -159,6 +165,7 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_SHARDS] = {"shards", TPL_CLI_VALUE, 0},
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
+    [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
@@ -173,7 +180,7 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP]};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
   struct tpl__grid grid;
   struct tpl__http_opts ho;
   int rc;

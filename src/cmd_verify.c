@@ -11,7 +11,7 @@
 #include "verify_mlc.h"
 
 static const char verify_help[] =
-    "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]\n"
+    "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--ep]\n"
     "                     [--layout rank|mlc] [--skip-mtp] [--quiet]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
@@ -21,9 +21,11 @@ static const char verify_help[] =
     "scaling come from shard-info.json; each rank file must hold the\n"
     "tensors of its stage, cut as its shard, so every replica is checked\n"
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
-    "match the output.  The plan must be the one preshard used (default\n"
-    "auto), and so must --skip-mtp (the output holds the main model\n"
-    "only).\n"
+    "match the output; --ep asks for an expert-parallel output (its\n"
+    "expert_parallel in shard-info.json: each expert's tensors whole on\n"
+    "its owner's ranks only, as `preshard --ep` writes them).  The plan\n"
+    "must be the one preshard used (default auto), and so must\n"
+    "--skip-mtp (the output holds the main model only).\n"
     "\n"
     "--layout mlc checks the output of `preshard --layout mlc` instead\n"
     "(MODEL the MLC weight directory it came from): the grid comes from\n"
@@ -44,6 +46,7 @@ enum {
   OPT_QUIET,
   OPT_TP,
   OPT_PP,
+  OPT_EP,
   OPT_LAYOUT,
   OPT_SKIP_MTP,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
@@ -54,6 +57,7 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_QUIET] = {"quiet", TPL_CLI_FLAG, 0},
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
+    [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
@@ -67,6 +71,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   const char *layout = a->value[OPT_LAYOUT] ? a->value[OPT_LAYOUT] : "rank";
   int rc, mlc = strcmp(layout, "mlc") == 0;
+  want.ep = tpl__cli_has(a, OPT_EP);
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
@@ -75,6 +80,8 @@ static int run_verify(const struct tpl__cli_command *cmd,
   if (!mlc && strcmp(layout, "rank") != 0)
     return tpl__cli_usage_error(cmd, "--layout expects rank or mlc, got '%s'",
                                 layout);
+  if (mlc && want.ep)
+    return tpl__cli_usage_error(cmd, "--ep checks --layout rank outputs");
   if (mlc && tpl__url_is_remote(a->operands[0]))
     return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
                                      "found a URL");

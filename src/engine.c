@@ -201,11 +201,12 @@ static void engine_abort(int code) {
 
 static int validate(struct engine *e, struct tpl__error *err) {
   const struct tpl__load_opts *o = e->o;
-  struct tpl__grid grid;
+  struct tpl__grid grid = {0};
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   size_t dropped;
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
+  grid.ep = o->ep ? grid.tp : 0;
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, &dropped, err);
   if (rc == 0 && o->verify_md5)
@@ -409,9 +410,7 @@ static int share_job(struct engine *e, struct tpl__error *err) {
   } else {
     free(buf);
   }
-  if (code == 0)
-    code =
-        tpl__job_place(e->job, tpl__grid_coord(&e->job->grid, e->rank).p, err);
+  if (code == 0) code = tpl__job_place(e->job, e->rank, err);
   return agree(e, code, err);
 }
 

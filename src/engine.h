@@ -17,8 +17,10 @@
 struct tpl__load_opts {
   struct tpl__sink steps; /* what the engine runs for the sink */
   const char *model;
-  const char *plan;           /* plan file, preset name or "auto" */
-  uint32_t tp, pp;            /* --tp, --pp; 0: N / P, 1 (one TP group) */
+  const char *plan; /* plan file, preset name or "auto" */
+  uint32_t tp, pp;  /* --tp, --pp; 0: N / P, 1 (one TP group) */
+  /* --ep: every MoE layer's experts whole over the TP group (experts.h) */
+  int ep;
   int bias_scaling;           /* 0 with --no-bias-scaling */
   int skip_mtp;               /* --skip-mtp: the main model only */
   double stall_timeout;       /* seconds without progress that end the

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "experts.h"
 #include "job.h"
 #include "planner.h"
 #include "scope.h"
@@ -44,20 +45,20 @@ static int finish_tensor(const struct tpl__job *job, struct tpl__job_tensor *t,
   return 0;
 }
 
-int tpl__job_place(struct tpl__job *job, uint32_t stage,
+int tpl__job_place(struct tpl__job *job, uint32_t rank,
                    struct tpl__error *err) {
   uint64_t off = 0;
   for (size_t i = 0; i < job->ntensors; i++) {
     struct tpl__job_tensor *t = &job->tensors[i];
     t->store_offset = UINT64_MAX;
-    if (!tpl__stages_has(t->stages, stage)) continue;
+    if (!tpl__job_holds(job, i, rank)) continue;
     off = (off + TPL_STORE_ALIGN - 1) & ~(uint64_t)(TPL_STORE_ALIGN - 1);
     t->store_offset = off;
     if (tpl__add_u64(off, t->rank_bytes, &off) != 0)
       return tpl__fail(err, TPL_EOVERFLOW, "tensor '%s': size overflows",
                        t->name);
   }
-  job->stage = stage;
+  job->stage = tpl__grid_coord(&job->grid, rank).p;
   job->store_size = off;
   return 0;
 }
@@ -77,8 +78,10 @@ int tpl__job_finish(struct tpl__job *job, struct tpl__error *err) {
 }
 
 int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
   struct tpl__pos c = tpl__grid_coord(&job->grid, rank);
-  return tpl__stages_has(job->tensors[i].stages, c.p);
+  return tpl__stages_has(t->stages, c.p) &&
+         (t->ep != TPL_EP_WHOLE || t->owner == c.t);
 }
 
 static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
@@ -93,6 +96,8 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   jt->file_offset = t->offset;
   jt->kind = s->kind;
   jt->rule = s->rule;
+  jt->ep = s->ep;
+  jt->owner = s->owner;
   if (s->kind == TPL_RULE_SHARD) {
     jt->spec = s->spec;
     jt->func_name = strdup(s->func_name ? s->func_name : "_shard");
@@ -168,6 +173,8 @@ int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
   if (rc != 0) {
     tpl__plan_free(*plan);
     *plan = NULL;
+  } else {
+    (*out)->experts = (*plan)->experts;
   }
   return rc;
 }

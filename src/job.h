@@ -34,14 +34,19 @@ struct tpl__job_tensor {
   /* The pipeline stages that hold it (MLC's "pipeline_stages"; [0, 1)
    * when pp == 1); broadcast with the job. */
   struct tpl__stages stages;
+  /* Under --ep: enum tpl__ep_kind (experts.h) and, for TPL_EP_WHOLE,
+   * the shard t that holds the tensor (its expert's owner); broadcast
+   * with the job. */
+  int ep;
+  uint32_t owner;
   /* derived by tpl__job_finish: */
   uint64_t rank_shape[TPL_MAX_DIMS]; /* what each holder holds */
   uint64_t rank_bytes;               /* decoded bytes each holder holds */
   uint64_t rank_stored;              /* source bytes each holder receives */
   uint64_t stored_bytes;             /* source bytes of the whole tensor */
-  /* Per stage (tpl__job_place; tpl__job_finish places stage 0): the
-   * offset in the store of a rank of that stage, UINT64_MAX when the
-   * stage does not hold the tensor. */
+  /* Per (stage, shard) (tpl__job_place; tpl__job_finish places rank
+   * 0): the offset in the store of a rank there, UINT64_MAX when it
+   * does not hold the tensor. */
   uint64_t store_offset;
 };
 
@@ -58,7 +63,8 @@ struct tpl__job {
   /* world = tp * pp * dp; tp is the shard count of every layout, shape
    * and segs function below and the divisor of bias scaling. */
   struct tpl__grid grid;
-  uint32_t stage; /* the stage store_offset and store_size are for */
+  uint32_t stage;   /* the stage store_offset and store_size are for */
+  uint32_t experts; /* routed experts per MoE layer under --ep, else 0 */
   int bias_scaling;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
@@ -93,20 +99,21 @@ int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
                   struct tpl__job **out, struct tpl__error *err);
 
 /* Computes the derived fields (per-holder shapes, bytes) after the
- * tensors' own fields and job->grid are set, and places stage 0
+ * tensors' own fields and job->grid are set, and places rank 0
  * (tpl__job_place).  A tensor with stages.count 0 is put on [0, 1) when
  * pp == 1. */
 int tpl__job_finish(struct tpl__job *job, struct tpl__error *err);
 
-/* Lays out the store of a rank of stage `stage` (< grid.pp): the tensors
- * that stage holds, in job order, aligned; the others get store_offset
- * UINT64_MAX.  Sets job->stage and job->store_size.  Returns 0 or
+/* Lays out the store of global rank `rank` (< grid.world): the tensors
+ * it holds (tpl__job_holds), in job order, aligned; the others get
+ * store_offset UINT64_MAX.  Every rank at the same (stage, shard) gets
+ * the same layout.  Sets job->stage and job->store_size.  Returns 0 or
  * TPL_EOVERFLOW naming the tensor. */
-int tpl__job_place(struct tpl__job *job, uint32_t stage,
-                   struct tpl__error *err);
+int tpl__job_place(struct tpl__job *job, uint32_t rank, struct tpl__error *err);
 
 /* Nonzero when global rank `rank` (< grid.world) holds tensor i: its
- * stage is among the tensor's stages. */
+ * stage is among the tensor's stages and, for one expert's tensor under
+ * --ep, its shard is the expert's owner. */
 int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 
 /* Shard `shard`'s (0 .. grid.tp - 1) layout over the tensor's stored

@@ -47,6 +47,8 @@ struct tpl__plan {
    * NULL for a plan file; preset_mlc 1 when it uses MLC's names. */
   const struct tpl__preset_def *preset;
   int preset_mlc;
+  /* Routed experts per MoE layer under --ep (experts.c), else 0. */
+  uint32_t experts;
 };
 
 /* What one tensor gets. `rule` is the index of the matching rule or -1
@@ -56,6 +58,10 @@ struct tpl__strategy {
   int rule;
   const char *func_name;
   struct tpl__shard_spec spec;
+  /* Under --ep (experts.c): enum tpl__ep_kind, and for TPL_EP_WHOLE the
+   * shard that holds the tensor; 0 and 0 otherwise. */
+  int ep;
+  uint32_t owner;
 };
 
 /* Returns 1 when glob `pattern` matches all of `name`. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "experts.h"
 #include "fileio.h"
 #include "interleaved.h"
 #include "jsonu.h"
@@ -272,6 +273,8 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
   if (rc == 0)
     rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
+  if (rc == 0 && grid->ep > 0)
+    rc = tpl__ep_apply(m, c.json, grid->ep, s, &p->experts, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

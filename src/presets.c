@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "experts.h"
 #include "jsonu.h"
 #include "model.h"
 #include "preset_tables.h"
@@ -828,28 +829,13 @@ static int check_layer_count(const struct tpl__plan *p,
   return 0; /* not reached: some tensor is in layer nlayers - 1 >= L */
 }
 
-/* The expert a tensor's name gives ("...experts.3.w1.weight" is 3), or
- * -1. */
-static long expert_of(const char *name) {
-  static const char key[] = ".experts.";
-  for (const char *p = strstr(name, key); p != NULL; p = strstr(p, key)) {
-    const char *end;
-    p += sizeof(key) - 1;
-    end = p;
-    while (*end >= '0' && *end <= '9')
-      end++;
-    if (end > p && *end == '.' && end - p < 9) return strtol(p, NULL, 10);
-  }
-  return -1;
-}
-
 /* Experts named one per tensor are 0..X-1, X as the config says. */
 static int check_experts(const struct tpl__plan *p, const struct tpl__model *m,
                          const struct sizes *s, struct tpl__error *err) {
   long top = -1;
   const char *top_name = NULL;
   for (size_t i = 0; s->experts > 0 && i < m->ntensors; i++) {
-    long e = expert_of(m->tensors[i].name);
+    long e = tpl__expert_of(m->tensors[i].name);
     if (e < 0) continue;
     if ((uint64_t)e >= s->experts)
       return tpl__fail(err, TPL_EFORMAT,

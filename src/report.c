@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "experts.h"
 #include "jsonu.h"
 #include "proto/tpload.pb-c.h"
 #include "report.h"
@@ -52,6 +53,8 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
   m->stage_count = t->stages.count;
   m->file = t->file;
   m->file_offset = t->file_offset;
+  m->ep = (uint32_t)t->ep;
+  m->owner = t->owner;
   if (t->kind == TPL_RULE_SHARD) {
     m->func_name = t->func_name;
     m->dim = t->spec.dim;
@@ -92,6 +95,8 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
   table.world = job->grid.world;
   table.tp = job->grid.tp;
   table.pp = job->grid.pp;
+  table.ep = job->grid.ep;
+  table.experts = job->experts;
   table.bias_scaling = job->bias_scaling;
   table.plan_source = job->plan_source;
   table.n_tensors = job->ntensors;
@@ -110,7 +115,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
                              struct tpl__error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
       m->n_segs > TPL_MAX_SEGS || m->n_parts > TPL_MAX_SEGS ||
-      m->kind > TPL_RULE_SCALE_BIAS)
+      m->kind > TPL_RULE_SCALE_BIAS || m->ep > TPL_EP_STACKED)
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
   t->name = strdup(m->name);
   if (t->name == NULL) return tpl__oom(err);
@@ -123,6 +128,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
   t->stages = (struct tpl__stages){m->stage_first, m->stage_count};
   t->file = m->file;
   t->file_offset = m->file_offset;
+  t->ep = (int)m->ep;
+  t->owner = m->owner;
   t->rule = -1; /* known to rank 0 only */
   if (t->kind == TPL_RULE_SHARD) {
     t->func_name = strdup(m->func_name);
@@ -189,6 +196,16 @@ static int check_sources(const struct tpl__job *job, struct tpl__error *err) {
   return 0;
 }
 
+/* Every expert's tensor is held by a shard of the grid (--ep). */
+static int check_owners(const struct tpl__job *job, struct tpl__error *err) {
+  for (size_t i = 0; i < job->ntensors; i++)
+    if (job->tensors[i].ep == TPL_EP_WHOLE &&
+        (job->grid.ep == 0 || job->tensors[i].owner >= job->grid.tp))
+      return tpl__fail(err, TPL_EPEER, "job table: tensor '%s': no shard %u",
+                       job->tensors[i].name, job->tensors[i].owner);
+  return 0;
+}
+
 int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
                     struct tpl__error *err) {
   Tpload__JobTable *table = tpload__job_table__unpack(NULL, len, buf);
@@ -201,8 +218,11 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     tpload__job_table__free_unpacked(table, NULL);
     return tpl__oom(err);
   }
-  if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid))
+  if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid) ||
+      (table->ep != 0 && table->ep != table->tp))
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
+  job->grid.ep = table->ep;
+  job->experts = table->experts;
   job->bias_scaling = table->bias_scaling;
   job->model = strdup(table->model);
   job->plan_source = strdup(table->plan_source);
@@ -217,6 +237,7 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
   tpload__job_table__free_unpacked(table, NULL);
   if (rc == 0) rc = tpl__job_finish(job, err);
   if (rc == 0) rc = check_sources(job, err);
+  if (rc == 0) rc = check_owners(job, err);
   if (rc != 0) {
     tpl__job_free(job);
     return rc;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "dtype.h"
+#include "experts.h"
 #include "jsonu.h"
 #include "shardinfo.h"
 
@@ -89,6 +90,16 @@ static int add_shard_fields(json_t *o, const struct tpl__job *job,
   return 0;
 }
 
+/* Under --ep: the shard holding one expert's tensor whole, or the dim a
+ * stacked one is cut along (its experts). */
+static int add_ep_fields(json_t *o, const struct tpl__job_tensor *t) {
+  if (t->ep == TPL_EP_WHOLE)
+    return json_object_set_new(o, "expert_shard", json_integer(t->owner));
+  if (t->ep == TPL_EP_STACKED)
+    return json_object_set_new(o, "expert_dim", json_integer(0));
+  return 0;
+}
+
 json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks) {
   const struct tpl__job_tensor *t = &job->tensors[i];
@@ -99,6 +110,7 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                         "pipeline_stages", stage_list(t->stages));
   if (o == NULL) return NULL;
   if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
+      add_ep_fields(o, t) != 0 ||
       json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
       (ranks != NULL &&
        json_object_set_new(o, "ranks", rank_list(job, i, ranks)) != 0)) {
@@ -106,6 +118,27 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
     return NULL;
   }
   return o;
+}
+
+/* Rank r's experts, [start, count] in global ids (tpl__ep_range of its
+ * shard). */
+static json_t *rank_experts(const struct tpl__job *job, uint32_t r) {
+  struct tpl__pos c = tpl__grid_coord(&job->grid, r);
+  struct tpl__ep_range e = tpl__ep_range(job->experts, job->grid.ep, c.t);
+  return json_pack("[I, I]", (json_int_t)e.start, (json_int_t)e.count);
+}
+
+/* {"size", "experts", "ranks": [{"rank", "shard", "experts"}]}: the
+ * expert-parallel group and the map an engine builds its expert_map
+ * from. */
+static json_t *ep_object(const struct tpl__job *job) {
+  json_t *a = json_array();
+  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++)
+    a = append(a, json_pack("{s:I, s:I, s:o}", "rank", (json_int_t)r, "shard",
+                            (json_int_t)tpl__grid_coord(&job->grid, r).t,
+                            "experts", rank_experts(job, r)));
+  return json_pack("{s:I, s:I, s:o}", "size", (json_int_t)job->grid.ep,
+                   "experts", (json_int_t)job->experts, "ranks", a);
 }
 
 int tpl__shardinfo_build(const struct tpl__job *job,
@@ -120,6 +153,11 @@ int tpl__shardinfo_build(const struct tpl__job *job,
                 (json_int_t)job->grid.dp, "bias_scaling",
                 job->bias_scaling ? 1 : 0, "params", params);
   if (root == NULL) return -ENOMEM;
+  if (job->grid.ep > 0 &&
+      json_object_set_new(root, "expert_parallel", ep_object(job)) != 0) {
+    json_decref(root);
+    return -ENOMEM;
+  }
   for (size_t i = 0; i < job->ntensors; i++) {
     const struct tpl__rank_info *r =
         ranks != NULL ? &ranks[i * (size_t)job->grid.world] : NULL;
@@ -142,10 +180,16 @@ static json_t *held_by(const struct tpl__job *job, uint32_t r) {
     bytes += job->tensors[i].rank_bytes;
     names = append(names, json_string(job->tensors[i].name));
   }
-  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "rank", (json_int_t)r,
-                   "replica", (json_int_t)c.d, "stage", (json_int_t)c.p,
-                   "shard", (json_int_t)c.t, "bytes", (json_int_t)bytes,
-                   "tensors", names);
+  json_t *o =
+      json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "rank", (json_int_t)r,
+                "replica", (json_int_t)c.d, "stage", (json_int_t)c.p, "shard",
+                (json_int_t)c.t, "bytes", (json_int_t)bytes, "tensors", names);
+  if (o != NULL && job->grid.ep > 0 &&
+      json_object_set_new(o, "experts", rank_experts(job, r)) != 0) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
 }
 
 json_t *tpl__shardinfo_ranks(const struct tpl__job *job) {

@@ -8,9 +8,12 @@
 #include "common.h"
 
 /* A world of `world` ranks seen as `dp` replicas of a `tp` x `pp` grid:
- * world == tp * pp * dp, every field >= 1. */
+ * world == tp * pp * dp, every field >= 1.  `ep` is the size of the
+ * expert-parallel group (--ep: the tensor-parallel group, so tp; 0
+ * without expert parallelism); tpl__grid_make leaves it 0. */
 struct tpl__grid {
   uint32_t world, tp, pp, dp;
+  uint32_t ep;
 };
 
 /* Where one rank sits: replica d, pipeline stage p, tensor shard t. */

@@ -49,6 +49,29 @@ static int info_count(const char *key, uint64_t dflt, uint32_t *out,
   return 0;
 }
 
+/* An expert-parallel output names its group: "expert_parallel" {"size"}
+ * of T (the TP group); --ep asks for one.  `rc` is the grid's. */
+static int info_ep(const struct verify *v, const char *path,
+                   const struct tpl__verify_grid *want, int rc,
+                   struct tpl__grid *g, struct tpl__error *err) {
+  const json_t *ep = json_object_get(v->info, "expert_parallel");
+  uint64_t size = 0;
+  if (rc != 0) return rc;
+  if (ep != NULL &&
+      (tpl__json_u64(json_object_get(ep, "size"), &size) != 0 || size != g->tp))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected expert_parallel.size = %u (the "
+                     "tensor-parallel group)",
+                     path, g->tp);
+  if (want->ep && ep == NULL)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s: the output is not expert-parallel, --ep was "
+                     "asked for",
+                     path);
+  g->ep = (uint32_t)size;
+  return 0;
+}
+
 /* The grid shard-info.json describes (pipeline_parallel_stages and
  * data_parallel_replicas default to 1: outputs of one TP group), which
  * --tp / --pp, when given, must match. */
@@ -71,7 +94,8 @@ static int info_grid(const struct verify *v, const char *path,
                      "asked for",
                      path, tp, pp, want->tp ? want->tp : tp,
                      want->pp ? want->pp : pp);
-  return tpl__grid_make(tp * pp * dp, tp, pp, err, g);
+  return info_ep(v, path, want, tpl__grid_make(tp * pp * dp, tp, pp, err, g), g,
+                 err);
 }
 
 static int read_shard_info(struct verify *v,

@@ -16,15 +16,18 @@ struct tpl__verify_result {
   uint64_t bytes;        /* bytes compared */
 };
 
-/* The grid the caller expects (--tp, --pp); 0 where not given. */
+/* The grid the caller expects (--tp, --pp); 0 where not given.  `ep`
+ * nonzero (--ep): the output must be expert-parallel. */
 struct tpl__verify_grid {
   uint32_t tp, pp;
+  int ep;
   int skip_mtp; /* --skip-mtp: DIR holds the main model only */
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under
- * `plan` ("auto", a preset or a file).  The grid (T, P, D) and bias
- * scaling come from shard-info.json; `want`'s nonzero fields must match
+ * `plan` ("auto", a preset or a file).  The grid (T, P, D, and expert
+ * parallelism: "expert_parallel") and bias scaling come from
+ * shard-info.json; `want`'s nonzero fields must match
  * it.  Every rank file must hold exactly the tensors of its stage, each
  * the shard t the model gives (so replicas d > 0 hold replica 0's bytes),
  * and shard-info.json must list each tensor's holders with their

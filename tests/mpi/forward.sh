@@ -8,10 +8,12 @@
 # of the full checkpoint in one process, float32, relative error below
 # 1e-5: N = 1, 2 and 4 preshard files (and N = 4 over 2 kv heads and
 # over 1, each kv head replicated), a TP x PP grid whose stages each
-# run their own layers, and a `serve` job read through python/tpload.py.
+# run their own layers, mixtral and qwen2_moe under --ep (each rank its
+# experts whole), and a `serve` job read through python/tpload.py.
 # The negative control: gpt2's row-parallel biases delivered unscaled
 # (--no-bias-scaling) are summed N times by the all-reduce, and the test
-# asserts the logits do NOT match.
+# asserts the logits do NOT match; so must an --ep forward whose rank 0
+# takes the experts one further than vLLM's map.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
@@ -107,6 +109,21 @@ for arch in cohere qwen3 olmo2 qwen2_moe internlm2; do
     { echo "Bail out! forward.py write $arch failed"; exit 99; }
   for n in 2 4; do sharded "$arch" "$n"; done
 done
+
+# --- --ep: each rank computes its experts' routed contributions (vLLM's
+# expert map, top-k over the replicated router) and its TP share of the
+# rest, one all-reduce per MoE layer; the negative control moves rank 0's
+# experts by one --------------------------------------------------------------
+for arch in mixtral qwen2_moe; do
+  for n in 2 4; do
+    t_exit "$arch N=$n --ep: preshard exits 0" 0 \
+      mpi "$n" preshard "$M/$arch" --out "$T_TMP/$arch-ep$n" --ep --quiet
+    forward "$arch N=$n --ep: each rank's experts, all-reduced = the logits" \
+      "$arch" "$T_TMP/$arch-ep$n" "$n" 1 --ep
+  done
+done
+forward "mixtral N=2 --ep, rank 0's experts shifted by one: NO match" \
+  mixtral "$T_TMP/mixtral-ep2" 2 1 --ep --ep-shift 1 --mismatch
 
 # --- serve, read through python/tpload.py ------------------------------------
 if [ -n "$SAN_CFLAGS" ]; then

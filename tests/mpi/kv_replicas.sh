@@ -48,14 +48,11 @@ import json, os, sys
 import numpy as np
 sys.path.insert(0, sys.argv[2])
 import npst
+import oracle
 d, (E, H, KV, D, I) = sys.argv[1], (512, 4, 2, 128, 512)
 rng = np.random.default_rng(36)
-t = {"model.embed_tokens.weight": rng.random((64, E), np.float32),
-     "model.norm.weight": rng.random(E, np.float32),
-     "lm_head.weight": rng.random((64, E), np.float32)}
+t = oracle.one_layer_frame(rng, E)
 p = "model.layers.0."
-for n in ("input_layernorm", "post_attention_layernorm"):
-    t[p + n + ".weight"] = rng.random(E, np.float32)
 for n, rows, cols in (("self_attn.q_proj", H * D, E),
                       ("self_attn.k_proj", KV * D, E),
                       ("self_attn.v_proj", KV * D, E),

@@ -37,6 +37,15 @@ next stage.
         1e-3 (a negative control that proves the comparison can fail).
         Exits 0 on every rank when the check holds, 1 otherwise; the
         verdict and the error are printed by rank 0.
+    mpirun -np W forward.py tp ... --ep [--ep-shift K]
+        expert parallelism (a `preshard --ep` SRC): each rank computes
+        the routed contributions of its experts only (vLLM's
+        determine_expert_map over its TP group, oracle.vllm_expert_map;
+        top-k over the replicated router), whole, which its shard must
+        hold, and no other, which it must not; plus its TP share of
+        everything else; one all-reduce per MoE layer.  --ep-shift K
+        moves rank 0's range by K experts (computing those of them it
+        holds): a wrong map, for the negative control with --mismatch.
 """
 import argparse
 import json
@@ -218,6 +227,9 @@ class Arch:
         self.cfg, self.mlc, self.n, self.allreduce = cfg, mlc, n, allreduce
         self.allgather = allgather or (lambda y: [y])
         self.t = 0  # this rank's place in its TP group
+        # --ep: the experts this rank holds whole (None: every expert, cut
+        # n ways), and whether a range moved on purpose may miss some.
+        self.ep_ids, self.ep_lenient = None, False
         g = lambda *ks, d=None: next((cfg[k] for k in ks if k in cfg), d)
         self.E = g("hidden_size", "n_embd")
         self.H = g("num_attention_heads", "n_head")
@@ -388,12 +400,35 @@ class Llama(Arch):
         return self.proj(self.act(g) * u,
                          w.linear(b + "." + names[2], (self.E, i_n)))
 
+    def routed(self, w, pe, probe, e):
+        """Whether this rank computes expert e (tensor `probe` under
+        prefix `pe`): every expert without --ep; under --ep those of its
+        range, which it must hold, and no other, which it must not."""
+        if self.ep_ids is None:
+            return True
+        held = w.has(pe + probe)
+        if e not in self.ep_ids:
+            if held and not self.ep_lenient:
+                raise ForwardError("%s: expert %d is not this rank's, yet "
+                                   "its shard holds it" % (pe, e))
+            return False
+        if not held and not self.ep_lenient:
+            raise ForwardError("%s: expert %d is this rank's, and its "
+                               "shard lacks it" % (pe, e))
+        return held
+
+    def expert_i(self, full):
+        """An expert's intermediate size here: whole under --ep (vLLM's
+        FusedMoEParallelConfig sets the experts' tp_size to 1), / n
+        otherwise."""
+        return full if self.ep_ids is not None else full // self.n
+
     def qwen2_moe(self, w, b, h):
         """Qwen2MoeSparseMoeBlock: softmax router, top-k (renormalised only
         with norm_topk_prob), plus the shared expert times
         sigmoid(shared_expert_gate)."""
         x_n, k = self.cfg["num_experts"], self.cfg["num_experts_per_tok"]
-        mi = self.cfg["moe_intermediate_size"] // self.n
+        mi = self.expert_i(self.cfg["moe_intermediate_size"])
         si = self.cfg["shared_expert_intermediate_size"] // self.n
         logits = h @ w.get(b + ".gate.weight", (x_n, self.E)).T
         p = np.exp(logits - logits.max(axis=-1, keepdims=True))
@@ -406,7 +441,9 @@ class Llama(Arch):
                 weight[t, top] /= p[t, top].sum()
         out = sum(weight[:, e:e + 1] *
                   self.gated(w, "%s.experts.%d" % (b, e), h, mi)
-                  for e in range(x_n))
+                  for e in range(x_n)
+                  if self.routed(w, "%s.experts.%d" % (b, e),
+                                 ".gate_proj.weight", e))
         gate = h @ w.get(b + ".shared_expert_gate.weight", (1, self.E)).T
         return out + self.gated(w, b + ".shared_expert", h, si) / \
             (1.0 + np.exp(-gate))
@@ -419,14 +456,19 @@ class Llama(Arch):
         p = np.exp(logits - logits.max(axis=-1, keepdims=True))
         p = p / p.sum(axis=-1, keepdims=True)
         out = np.zeros((h.shape[0], self.E), np.float32)
+        i = self.expert_i(self.I)
+        mine = [e for e in range(x_n)
+                if self.routed(w, "%s.experts.%d" % (b, e), ".w1.weight", e)]
         for t in range(h.shape[0]):
             top = np.argsort(-p[t], kind="stable")[:k]
             wt = p[t, top] / p[t, top].sum()
             for e, g in zip(top, wt):
+                if e not in mine:
+                    continue
                 pe = "%s.experts.%d" % (b, e)
-                x1 = w.get(pe + ".w1.weight", (self.i, self.E)) @ h[t]
-                x3 = w.get(pe + ".w3.weight", (self.i, self.E)) @ h[t]
-                out[t] += g * (w.get(pe + ".w2.weight", (self.E, self.i)) @
+                x1 = w.get(pe + ".w1.weight", (i, self.E)) @ h[t]
+                x3 = w.get(pe + ".w3.weight", (i, self.E)) @ h[t]
+                out[t] += g * (w.get(pe + ".w2.weight", (self.E, i)) @
                                (silu(x1) * x3))
         return out
 
@@ -638,6 +680,13 @@ def tensor_parallel(a):
     arch = make_arch(a.model, tp_size, allreduce,
                      lambda y: group.allgather(np.ascontiguousarray(y)))
     arch.t = t
+    if a.ep:
+        experts = oracle.config_experts(a.model)
+        ids = np.nonzero(oracle.vllm_expert_map(tp_size, t, experts) >= 0)[0]
+        if t == 0 and a.ep_shift:
+            ids = (ids + a.ep_shift) % experts
+        arch.ep_ids, arch.ep_lenient = set(int(e) for e in ids), \
+            bool(a.ep_shift)
     nlayers = arch.cfg.get("num_hidden_layers", arch.cfg.get("n_layer"))
     err = None
     w = _shard_source(a.src, r)
@@ -799,6 +848,8 @@ def main(argv):
     tp.add_argument("--tp", type=int, required=True)
     tp.add_argument("--pp", type=int, default=1)
     tp.add_argument("--mismatch", action="store_true")
+    tp.add_argument("--ep", action="store_true")
+    tp.add_argument("--ep-shift", type=int, default=0)
     a = p.parse_args(argv)
     if a.cmd == "ref":
         return reference(a.model, a.out)

@@ -18,13 +18,15 @@ Expectations: name -> ("_func", dim, segs or None) for a shard,
 CLI:
     mlc_archs.py list                     "ARCH FMT..." lines
     mlc_archs.py write ARCH FMT DIR [--drop NAME] [--add NAME=D0xD1]
-                   [--set KEY=JSON]       FMT hf | mlc: DIR/ with the
+                   [--set KEY=JSON] [--experts X]
+                                          FMT hf | mlc: DIR/ with the
         checkpoint (model.safetensors + config.json, or tensor-cache.json
         + params_shard_0.bin + mlc-chat-config.json; float32 records in
         f32-to-bf16 as MLC converts them), DIR/expect.json and
         DIR/plan.json (the expectations as a plan file, for oracle.py)
         (--drop / --add change the tensors, --set a config size, to
-        build the checkpoints a preset must refuse)
+        build the checkpoints a preset must refuse; --experts X routed
+        experts per MoE layer instead of 2)
     mlc_archs.py write-all DIR            every ARCH x FMT into DIR/ARCH-FMT
     mlc_archs.py check-all DIR            for every DIR/ARCH-FMT/planN.json
         (`tpload plan --shards N` output), checks the plan against
@@ -1002,8 +1004,14 @@ def edit(tensors, cfg, opts):
 
 
 def write(arch, fmt, d, opts=()):
+    global NE
+    opts = list(opts)
+    while "--experts" in opts[::2]:  # routed experts per MoE layer
+        k = opts[::2].index("--experts") * 2
+        NE = int(opts[k + 1])
+        del opts[k:k + 2]
     tensors, cfg = tensors_of(arch, fmt)
-    edit(tensors, cfg, list(opts))
+    edit(tensors, cfg, opts)
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(len(arch) * 7 + len(fmt))
     if fmt == "mlc":

@@ -29,6 +29,15 @@ CLI (used by tests/mpi/kv_replicas.sh):
         HF llama, qwen2 or phi3) by at N shards, kv heads replicated
         when N exceeds them, for check-preshard.
 
+CLI (used by tests/mpi/expert_parallel.sh):
+    oracle.py check-ep MODEL PLAN N DIR [--shift K]
+        checks `-np N preshard --ep` output DIR: every rank holds its
+        experts (vLLM's determine_expert_map, see expected_ep) whole,
+        stacked expert tensors sliced to them, every other tensor cut as
+        PLAN's TP rules say; shard-info.json's expert_parallel map and
+        each param's holders with their bytes and XXH3.  --shift K
+        expects rank 0's experts moved by K (a negative control).
+
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
                         [--tensors K] [--big-mib M]
@@ -1205,6 +1214,142 @@ def check_grid(model, plan, n, tp, pp, layers, d, tied=False):
     return sum(len(h) for h in held)
 
 
+def one_layer_frame(rng, hidden, vocab=64):
+    """The float32 tensors around the one layer of a hand-made llama-style
+    checkpoint: embeddings, final norm, lm_head and layer 0's two norms
+    (name -> array, for npst.write)."""
+    t = {"model.embed_tokens.weight": rng.random((vocab, hidden), np.float32),
+         "model.norm.weight": rng.random(hidden, np.float32),
+         "lm_head.weight": rng.random((vocab, hidden), np.float32)}
+    for n in ("input_layernorm", "post_attention_layernorm"):
+        t["model.layers.0.%s.weight" % n] = rng.random(hidden, np.float32)
+    return t
+
+
+# ------------------------------------------------ expert parallelism
+#
+# Written from vLLM, not from src/experts.c: vllm-project/vllm
+# vllm/model_executor/layers/fused_moe/expert_map_manager.py (54f88b20),
+# determine_expert_map with the default "linear" placement: E // size
+# experts a rank, the remainder one more each to the first ranks, rank r
+# from r * base + min(r, remainder); and FusedMoEParallelConfig, which
+# sets the experts' tp_size to 1 under EP: an expert is never cut.  The
+# EP group is the TP group (ep_rank = tp_rank).  A tensor of expert e
+# (".experts.<e>." in its name) is held whole by e's owner only; a
+# stacked [E, ...] tensor (the names below, from MLC's and HF's model
+# files) is sliced along dim 0 to the rank's experts; every other tensor
+# is cut as PLAN (the TP rules) says.
+
+EP_STACKED = (r".*\.moe\.e1_e3\..*", r".*\.moe\.e2\..*", r".*\.mlp\.e1_e3\..*",
+              r".*\.mlp\.e2\..*", r".*\.mlp\.moe_gate_up_proj\..*",
+              r".*\.mlp\.moe_down_proj\..*",
+              r".*\.(feed_forward|mlp)\.experts\.(gate_up|down)_proj.*")
+
+
+def vllm_expert_map(size, rank, experts):
+    """determine_expert_map's expert_map: global id -> local id, -1 for
+    the experts of other ranks."""
+    base, rem = divmod(experts, size)
+    local = base + 1 if rank < rem else base
+    start = rank * base + min(rank, rem)
+    emap = np.full(experts, -1, dtype=np.int32)
+    emap[start:start + local] = np.arange(local, dtype=np.int32)
+    return emap
+
+
+def config_experts(model):
+    """E from MODEL's config.json or mlc-chat-config.json."""
+    for name in ("config.json", "mlc-chat-config.json"):
+        path = os.path.join(model, name)
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                cfg = json.load(f)
+            for c in (cfg, cfg.get("text_config") or {},
+                      cfg.get("model_config") or {}):
+                for k in ("n_routed_experts", "num_local_experts",
+                          "num_experts"):
+                    if isinstance(c.get(k), int) and c[k] > 0:
+                        return c[k]
+    raise ValueError("%s: no expert count in its config" % model)
+
+
+def expected_ep(model, rules, n, experts, shift=0):
+    """What every rank of an --ep job of n ranks must hold: per rank a
+    list of (name, dtype, rank_shape, bytes, raw of the whole) in
+    checkpoint order.  `shift` moves rank 0's experts by one (a wrong
+    map, for the negative controls)."""
+    exp = expected_shards(read_model(model), rules, n)
+    raws = {t[0]: t for t in read_model(model)}
+    held = [[] for _ in range(n)]
+    for r in range(n):
+        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
+        if r == 0 and shift:
+            ids = (ids + shift) % experts
+        for e in exp:
+            m = re.search(r"\.experts\.([0-9]+)\.", e["name"])
+            _, dtype, shape, raw, _ = raws[e["name"]]
+            if m:
+                if int(m.group(1)) in ids:
+                    held[r].append((e["name"], e["dtype"], list(shape), raw))
+            elif any(re.fullmatch(p, e["name"]) for p in EP_STACKED):
+                arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
+                part = arr.reshape(shape)[ids]
+                held[r].append((e["name"], e["dtype"], list(part.shape),
+                                part.tobytes()))
+            else:
+                held[r].append((e["name"], e["dtype"], e["rank_shape"],
+                                e["ranks"][r]))
+    return held
+
+
+def _check_ep_info(path, held, n, experts, order):
+    with open(path, encoding="utf-8") as f:
+        info = json.load(f)
+    ep = info.get("expert_parallel") or {}
+    _same("shard-info.json: expert_parallel.size", n, ep.get("size"))
+    _same("shard-info.json: expert_parallel.experts", experts,
+          ep.get("experts"))
+    want = []
+    for r in range(n):
+        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
+        want.append({"rank": r, "shard": r,
+                     "experts": [int(ids[0]), len(ids)]})
+    _same("shard-info.json: expert_parallel.ranks", want, ep.get("ranks"))
+    holders = {}
+    for r in range(n):
+        for name, _, shape, raw in held[r]:
+            holders.setdefault(name, []).append((r, shape, raw))
+    params = info.get("params") or []
+    _same("shard-info.json: params", [x for x in order if x in holders],
+          [p.get("name") for p in params])
+    for p in params:
+        where = "shard-info.json: tensor '%s'" % p["name"]
+        h = holders[p["name"]]
+        _same(where + ": shape", h[0][1], p.get("shape"))
+        _same(where + ": ranks",
+              [(r, len(raw), xxh3_hex(raw)) for r, _, raw in h],
+              [(k.get("rank"), k.get("nbytes"), k.get("xxh3"))
+               for k in p.get("ranks") or []])
+
+
+def check_ep(model, plan, n, d, shift=0):
+    """Checks preshard --ep output `d` of n ranks; raises Mismatch.
+    Returns the number of (rank, tensor) pairs checked."""
+    with open(plan, encoding="utf-8") as f:
+        rules = json.load(f)["rules"]
+    experts = config_experts(model)
+    held = expected_ep(model, rules, n, experts, shift)
+    want = sorted(["rank%d.safetensors" % r for r in range(n)]
+                  + ["shard-info.json"])
+    _same("%s: files" % d, want, sorted(os.listdir(d)))
+    for r in range(n):
+        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
+                         {"tp_rank": str(r), "tp_size": str(n)}, held[r])
+    _check_ep_info(os.path.join(d, "shard-info.json"), held, n, experts,
+                   [t[0] for t in read_model(model)])
+    return sum(len(h) for h in held)
+
+
 def _num(obj, key, where, positive=False):
     v = obj.get(key) if isinstance(obj, dict) else None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or \
@@ -1299,6 +1444,12 @@ def model_cli(argv):
         c.add_argument(arg, type=int)
     c.add_argument("target")
     c.add_argument("--tied", action="store_true")
+    c = sub.add_parser("check-ep")
+    for arg in ("model", "plan"):
+        c.add_argument(arg)
+    c.add_argument("n", type=int)
+    c.add_argument("target")
+    c.add_argument("--shift", type=int, default=0)
     for name in ("check-preshard", "check-report"):
         c = sub.add_parser(name)
         c.add_argument("model")
@@ -1311,7 +1462,11 @@ def model_cli(argv):
         gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
         return 0
     try:
-        if a.cmd == "check-grid":
+        if a.cmd == "check-ep":
+            k = check_ep(a.model, a.plan, a.n, a.target, a.shift)
+            print("# %s: %d tensors held, over %d ranks, match vLLM's "
+                  "expert map" % (a.target, k, a.n))
+        elif a.cmd == "check-grid":
             k = check_grid(a.model, a.plan, a.n, a.tp, a.pp, a.layers,
                            a.target, a.tied)
             print("# %s: %d tensors held, over %d ranks, match the oracle"
@@ -1345,7 +1500,8 @@ def main(argv):
     if len(argv) == 4 and argv[0] == "check-shard":
         return 1 if check_cases(argv[1], argv[2], argv[3]) else 0
     if len(argv) >= 1 and argv[0] in ("gen-model", "check-preshard",
-                                      "check-report", "check-grid"):
+                                      "check-report", "check-grid",
+                                      "check-ep"):
         return model_cli(argv)
     sys.stderr.write(__doc__)
     return 64

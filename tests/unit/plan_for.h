@@ -13,7 +13,7 @@
 static inline int plan_for(const char *arg, const struct tpl__model *m,
                            uint32_t n, struct tpl__plan **p,
                            struct tpl__strategy **st, struct tpl__error *err) {
-  struct tpl__grid grid = {n, n, 1, 1};
+  struct tpl__grid grid = {n, n, 1, 1, 0};
   struct tpl__stages *stages = NULL;
   int rc = tpl__plan_for_grid(arg, m, &grid, p, st, &stages, err);
   free(stages);

@@ -86,7 +86,7 @@ static uint8_t pattern(size_t t, size_t i) {
 /* The job table describing the store: what `serve` hands the daemon. */
 static void build_job(void) {
   uint64_t off = 0;
-  job.grid = (struct tpl__grid){1, 1, 1, 1};
+  job.grid = (struct tpl__grid){1, 1, 1, 1, 0};
   job.model = "m";
   job.plan_source = "";
   job.ntensors = NT;

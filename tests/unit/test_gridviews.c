@@ -217,8 +217,7 @@ static int pack_rank(uint32_t r, size_t bad_i, uint64_t bad, uint8_t **buf,
   for (size_t i = 0; i < NT; i++)
     sums[i] = bad != 0 && i == bad_i ? bad : sum_of(i, r);
   snprintf(st.host, sizeof(st.host), "node");
-  if (tpl__job_place(&job, tpl__grid_coord(&job.grid, r).p, NULL) != 0)
-    return -1;
+  if (tpl__job_place(&job, r, NULL) != 0) return -1;
   return tpl__rank_report_pack(&job, &store, &st, buf, len);
 }
 

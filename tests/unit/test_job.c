@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "experts.h"
 #include "fileio.h"
 #include "job.h"
 #include "model.h"
@@ -42,7 +43,7 @@ static struct tpl__job_tensor sharded(const char *name, const uint64_t *shape,
 static struct tpl__job one_tensor_job(struct tpl__job_tensor *t,
                                       uint32_t world) {
   struct tpl__job job = {
-      .grid = {world, world, 1, 1}, .tensors = t, .ntensors = 1};
+      .grid = {world, world, 1, 1, 0}, .tensors = t, .ntensors = 1};
   return job;
 }
 
@@ -124,7 +125,7 @@ static void test_mlc_segs_and_out_shape(void) {
   struct tpl__job_tensor t[2] = {
       sharded("qkv", ARR(8, 2), 2, 0, 3, ARR(4, 2, 2)),
       sharded("o", ARR(3, 4), 2, 1, 0, NULL)};
-  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 2};
+  struct tpl__job job = {.grid = {2, 2, 1, 1, 0}, .tensors = t, .ntensors = 2};
   uint64_t segs[TPL_MAX_SEGS], out[TPL_MAX_DIMS + 1];
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(tpl__job_mlc_segs(&job, &t[0], segs), 3);
@@ -150,7 +151,7 @@ static void test_offsets_and_replicated(void) {
        .ndim = 1,
        .shape = {4},
        .kind = TPL_RULE_SCALE_BIAS}};
-  struct tpl__job job = {.grid = {2, 2, 1, 1}, .tensors = t, .ntensors = 3};
+  struct tpl__job job = {.grid = {2, 2, 1, 1, 0}, .tensors = t, .ntensors = 3};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(t[0].rank_shape[0], 3);
   CHECK_EQ_U64(t[0].rank_shape[1], 5);
@@ -259,7 +260,7 @@ static void test_from_model_carries_source(void) {
   add_tensor(m, "q", f1, 40, 8);
   add_tensor(m, "norm", f0, 16, 4);
   CHECK_EQ_INT(tpl__job_from_model(m, st, NULL, "preset x", "MODEL",
-                                   &(struct tpl__grid){2, 2, 1, 1}, 1, &job,
+                                   &(struct tpl__grid){2, 2, 1, 1, 0}, 1, &job,
                                    NULL),
                0);
   if (job != NULL) {
@@ -300,7 +301,7 @@ static void staged_tensors(struct tpl__job_tensor *t) {
  * 7 stage 1 (rank = (d * P + p) * T + t). */
 static void test_holds_by_stage(void) {
   struct tpl__job_tensor t[4];
-  struct tpl__job job = {.grid = {8, 2, 2, 2}, .tensors = t, .ntensors = 4};
+  struct tpl__job job = {.grid = {8, 2, 2, 2, 0}, .tensors = t, .ntensors = 4};
   static const int stage1[8] = {0, 0, 1, 1, 0, 0, 1, 1};
   staged_tensors(t);
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -312,11 +313,64 @@ static void test_holds_by_stage(void) {
   }
 }
 
+/* vLLM's determine_expert_map (expert_map_manager.py, 54f88b20),
+ * linear placement: E // size each, the remainder one more each to the
+ * first ranks, written out by hand for E = 6 over 4 ranks (2, 2, 1, 1)
+ * and DeepSeek-V3's 256 over 8 (32 each); every expert's owner is the
+ * rank whose range holds it. */
+static void test_ep_map(void) {
+  static const uint32_t want6[4][2] = {{0, 2}, {2, 2}, {4, 1}, {5, 1}};
+  static const uint32_t owner6[6] = {0, 0, 1, 1, 2, 3};
+  for (uint32_t r = 0; r < 4; r++) {
+    struct tpl__ep_range e = tpl__ep_range(6, 4, r);
+    CHECK_EQ_U64(e.start, want6[r][0]);
+    CHECK_EQ_U64(e.count, want6[r][1]);
+  }
+  for (uint32_t x = 0; x < 6; x++)
+    CHECK_EQ_U64(tpl__ep_owner(6, 4, x), owner6[x]);
+  for (uint32_t r = 0; r < 8; r++) {
+    CHECK_EQ_U64(tpl__ep_range(256, 8, r).start, 32 * r);
+    CHECK_EQ_U64(tpl__ep_range(256, 8, r).count, 32);
+  }
+  for (uint32_t x = 0; x < 256; x++)
+    CHECK_EQ_U64(tpl__ep_owner(256, 8, x), x / 32);
+}
+
+/* One expert's tensor (TPL_EP_WHOLE, owner shard 1) on TP2 x DP2: held
+ * by ranks 1 and 3 only, whole; rank 1's store has it after the shared
+ * tensor, rank 0's not at all. */
+static void test_ep_holds_owner(void) {
+  struct tpl__job_tensor t[2] = {
+      {.name = "model.norm.weight",
+       .dtype = TPL_DT_U8,
+       .ndim = 1,
+       .shape = {4}},
+      {.name = "model.layers.0.mlp.experts.3.up_proj.weight",
+       .dtype = TPL_DT_U8,
+       .ndim = 1,
+       .shape = {8},
+       .ep = TPL_EP_WHOLE,
+       .owner = 1}};
+  struct tpl__job job = {.grid = {4, 2, 1, 2, 2}, .tensors = t, .ntensors = 2};
+  static const int holds[4] = {0, 1, 0, 1};
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  for (uint32_t r = 0; r < 4; r++) {
+    CHECK_EQ_INT(tpl__job_holds(&job, 0, r) != 0, 1);
+    CHECK_EQ_INT(tpl__job_holds(&job, 1, r) != 0, holds[r]);
+  }
+  CHECK_EQ_U64(t[1].rank_bytes, 8);
+  CHECK_EQ_U64(t[1].store_offset, UINT64_MAX);
+  CHECK_EQ_U64(job.store_size, 4);
+  CHECK_EQ_INT(tpl__job_place(&job, 3, NULL), 0);
+  CHECK_EQ_U64(t[1].store_offset, 64);
+  CHECK_EQ_U64(job.store_size, 72);
+}
+
 /* A stage's store holds its tensors only, back to back and aligned; the
  * others are at UINT64_MAX. */
 static void test_place_per_stage(void) {
   struct tpl__job_tensor t[4];
-  struct tpl__job job = {.grid = {4, 1, 2, 2}, .tensors = t, .ntensors = 4};
+  struct tpl__job job = {.grid = {4, 1, 2, 2, 0}, .tensors = t, .ntensors = 4};
   staged_tensors(t);
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   CHECK_EQ_U64(job.stage, 0);
@@ -347,7 +401,7 @@ static void test_grid_shards_by_tp(void) {
                                   .shape = {1},
                                   .kind = TPL_RULE_SCALE_BIAS}};
   struct tpl__job job = {
-      .grid = {4, 2, 1, 2}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
+      .grid = {4, 2, 1, 2, 0}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
   uint64_t v[TPL_MAX_DIMS + 1];
   uint8_t src[12], dst[12];
   float bias = 3.0f;
@@ -499,6 +553,8 @@ int main(void) {
   RUN(test_from_model_carries_source);
   RUN(test_holds_by_stage);
   RUN(test_place_per_stage);
+  RUN(test_ep_map);
+  RUN(test_ep_holds_owner);
   RUN(test_grid_shards_by_tp);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_job.XXXXXX");
   if (mkdtemp(tmpdir) == NULL) {

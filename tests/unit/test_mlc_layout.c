@@ -33,7 +33,7 @@ static struct tpl__job_tensor tensor(const char *name, uint64_t n, int cut) {
 static struct tpl__job job_of(struct tpl__job_tensor *t, size_t n, uint32_t tp,
                               uint32_t pp) {
   struct tpl__job job = {
-      .grid = {tp * pp, tp, pp, 1}, .tensors = t, .ntensors = n};
+      .grid = {tp * pp, tp, pp, 1, 0}, .tensors = t, .ntensors = n};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
   return job;
 }

@@ -1402,7 +1402,7 @@ static int build_info(const struct tpl__model *m,
   struct tpl__job *job = NULL;
   struct tpl__error err = {0};
   int rc = tpl__job_from_model(m, st, NULL, "test", "m",
-                               &(struct tpl__grid){n, n, 1, 1}, bias_scaling,
+                               &(struct tpl__grid){n, n, 1, 1, 0}, bias_scaling,
                                &job, &err);
   if (rc == 0) rc = tpl__shardinfo_build(job, ranks, out);
   tpl__job_free(job);

@@ -37,7 +37,7 @@ static void make_job(void) {
   tensors[1].shape[0] = 4;
   tensors[1].kind = TPL_RULE_SCALE_BIAS;
   memset(&job, 0, sizeof(job));
-  job.grid = (struct tpl__grid){2, 2, 1, 1};
+  job.grid = (struct tpl__grid){2, 2, 1, 1, 0};
   job.bias_scaling = 1;
   job.model = "M";
   job.plan_source = "preset p";

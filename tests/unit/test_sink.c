@@ -56,7 +56,7 @@ static void make_job(struct tpl__job *job, struct tpl__job_tensor *t,
   t->ndim = 1;
   t->rank_shape[0] = 4;
   t->rank_bytes = t->rank_stored = 16;
-  job->grid = (struct tpl__grid){2, 2, 1, 1};
+  job->grid = (struct tpl__grid){2, 2, 1, 1, 0};
   job->tensors = t;
   job->ntensors = 1;
   job->store_size = 16;

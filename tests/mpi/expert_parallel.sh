@@ -1,0 +1,161 @@
+#!/bin/sh
+# expert_parallel.sh - `--ep` (issue 37): every rank's bytes of MoE
+# checkpoints against the oracle's expectation of vLLM's expert map
+# (oracle.py check-ep: determine_expert_map, experts whole on their
+# owner), for per-expert tensors (HF mixtral), stacked [E, ...] ones (MLC
+# mixtral's e1_e3 / e2, MLC qwen3_moe's moe_gate_up_proj / moe_down_proj)
+# and a remainder (6 experts over 4 ranks), fp8 block-quantized experts
+# (weight_scale_inv whole with its expert), at group sizes 2 and 4, by
+# rank 0's stream and by --read local; a wrong map fails the oracle;
+# `verify --ep` of an output and of one with a flipped byte; `plan` and
+# `inspect` show the map; the refusals (65 before any byte moves, 64 for
+# --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+
+A="$TESTS_SRCDIR/oracle/mlc_archs.py"
+
+# fixture NAME ARCH FMT [write options...]: $M/NAME from mlc_archs.py.
+fixture() {
+  local name=$1 arch=$2 fmt=$3
+  shift 3
+  "$ORACLE" "$A" write "$arch" "$fmt" "$M/$name" "$@" ||
+    { echo "Bail out! mlc_archs.py write $arch $fmt failed"; exit 99; }
+}
+fixture mx mixtral hf --experts 4
+fixture mx6 mixtral hf --experts 6
+fixture mxmlc mixtral mlc --experts 4
+fixture q3 qwen3_moe mlc --experts 4
+
+# ep_case NAME FIXTURE N OUT [preshard options...]: preshard --ep into
+# $T_TMP/OUT, every rank's files and shard-info.json against the oracle.
+ep_case() {
+  local name=$1 fx=$2 n=$3 out=$T_TMP/$4
+  shift 4
+  t_exit "$name: preshard --ep exits 0" 0 \
+    mpi "$n" preshard "$M/$fx" --out "$out" --ep --quiet "$@"
+  t_oracle "$name: every rank holds its experts whole (oracle)" \
+    check-ep "$M/$fx" "$M/$fx/plan.json" "$n" "$out"
+}
+
+ep_case "HF mixtral, 4 experts, N=2" mx 2 mx2
+ep_case "HF mixtral, 4 experts, N=4 --read local" mx 4 mx4l --read local
+ep_case "HF mixtral, 6 experts, N=4 (2, 2, 1, 1)" mx6 4 mx6
+ep_case "MLC mixtral stacked, N=4" mxmlc 4 mxmlc4
+ep_case "MLC qwen3_moe stacked, N=2 --read local" q3 2 q3l --read local
+ep_case "MLC qwen3_moe stacked, N=4" q3 4 q34
+
+# FP8 block-quantized experts (a DeepSeek / Qwen3-FP8 layout): each
+# expert's weight_scale_inv moves with its expert, whole, never re-cut.
+"$ORACLE" - "$M/fp8" "$TESTS_SRCDIR/oracle" <<'PY' ||
+import json, os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+import npst
+import oracle
+d, (E, H, KV, D, I, X) = sys.argv[1], (256, 4, 2, 64, 256, 4)
+rng = np.random.default_rng(37)
+t = oracle.one_layer_frame(rng, E)
+p = "model.layers.0."
+for n, rows, cols in (("q_proj", H * D, E), ("k_proj", KV * D, E),
+                      ("v_proj", KV * D, E), ("o_proj", E, H * D)):
+    t[p + "self_attn." + n + ".weight"] = rng.random((rows, cols),
+                                                     np.float32)
+t[p + "block_sparse_moe.gate.weight"] = rng.random((X, E), np.float32)
+for x in range(X):
+    for n, rows, cols in (("w1", I, E), ("w3", I, E), ("w2", E, I)):
+        b = p + "block_sparse_moe.experts.%d.%s." % (x, n)
+        t[b + "weight"] = rng.integers(0, 256, (rows, cols), np.uint8)
+        t[b + "weight_scale_inv"] = rng.random((rows // 128, cols // 128),
+                                               np.float32)
+os.makedirs(d)
+npst.write(os.path.join(d, "model.safetensors"), t)
+json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+           "hidden_size": E, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
+           "num_hidden_layers": 1, "num_local_experts": X,
+           "quantization_config": {"quant_method": "fp8",
+                                   "weight_block_size": [128, 128]}},
+          open(os.path.join(d, "config.json"), "w"))
+a = "*.self_attn."
+json.dump({"rules": [{"match": a + "q_proj.weight", "dim": 0},
+                     {"match": a + "k_proj.weight", "dim": 0},
+                     {"match": a + "v_proj.weight", "dim": 0},
+                     {"match": a + "o_proj.weight", "dim": 1}]},
+          open(os.path.join(d, "plan.json"), "w"))
+PY
+  { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
+ep_case "fp8 block experts, N=2: scales move with their expert" fp8 2 fp8
+
+out="$T_TMP/mx6"
+if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \
+  >/dev/null 2>&1; then
+  t_fail "a map shifted by one expert fails the oracle"
+else
+  t_ok "a map shifted by one expert fails the oracle"
+fi
+
+t_exit "verify --ep of the 6-expert output exits 0" 0 \
+  "$TPLOAD" verify "$M/mx6" "$out" --ep
+grep -q "all match" "$T_TMP/out" && t_ok "verify says all match" ||
+  t_fail "verify says all match" "$(cat "$T_TMP/out" "$T_TMP/err")"
+cp -r "$out" "$T_TMP/flipped"
+"$ORACLE" - "$T_TMP/flipped/rank3.safetensors" <<'PY' ||
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[-1] ^= 1  # the last byte of the last tensor's data
+open(p, "wb").write(b)
+PY
+  { echo "Bail out! flipping a byte failed"; exit 99; }
+t_exit "verify of a flipped byte exits 65" 65 \
+  "$TPLOAD" verify "$M/mx6" "$T_TMP/flipped"
+grep -q "rank 3" "$T_TMP/err" && t_ok "the mismatch names rank 3" ||
+  t_fail "the mismatch names rank 3" "$(cat "$T_TMP/err")"
+mpi 2 preshard "$M/mx" --out "$T_TMP/tp" --quiet
+t_exit "verify --ep of a TP output exits 65" 65 \
+  "$TPLOAD" verify "$M/mx" "$T_TMP/tp" --ep
+
+# --- plan and inspect show the map ------------------------------------------
+t_exit "plan --ep exits 0" 0 "$TPLOAD" plan "$M/mx6" --shards 4 --ep
+"$ORACLE" - "$T_TMP/out" <<'PY' && t_ok "plan: each rank's experts, vLLM's map" ||
+import json, sys
+ranks = json.load(open(sys.argv[1]))["ranks"]
+sys.exit([r["experts"] for r in ranks] != [[0, 2], [2, 2], [4, 1], [5, 1]])
+PY
+  t_fail "plan: each rank's experts, vLLM's map" "$(head -c 600 "$T_TMP/out")"
+t_exit "inspect --ep exits 0" 0 "$TPLOAD" inspect "$M/mx6" --tp 4 --ep
+grep -q "^rank 2 (d 0, p 0, t 2): .*, experts 4..4 of 6$" "$T_TMP/out" &&
+  grep -q "experts.5.w2.weight .* expert, shard 3 " "$T_TMP/out" &&
+  t_ok "inspect: rank 2 holds expert 4, expert 5 is shard 3's" ||
+  t_fail "inspect: rank 2 holds expert 4, expert 5 is shard 3's" \
+    "$(grep -e "^rank" -e "experts.5.w2" "$T_TMP/out")"
+
+# --- refusals ---------------------------------------------------------------
+fixture dense llama hf
+t_exit "--ep on a model without experts: exit 65" 65 \
+  mpi 2 preshard "$M/dense" --out "$T_TMP/no" --ep --quiet
+grep -q "has no experts" "$T_TMP/err" && [ ! -e "$T_TMP/no/rank0.safetensors" ] &&
+  t_ok "the message says so; nothing written" ||
+  t_fail "the message says so; nothing written" "$(messages "$T_TMP/err")"
+fixture unknown mixtral hf --experts 4 --set num_local_experts=null
+t_exit "E unknown from the config: exit 65" 65 \
+  "$TPLOAD" plan "$M/unknown" --shards 2 --ep
+grep -q "needs the number of experts" "$T_TMP/err" &&
+  t_ok "the message names the keys it read" ||
+  t_fail "the message names the keys it read" "$(cat "$T_TMP/err")"
+t_exit "4 experts over 8 ranks: exit 65" 65 \
+  "$TPLOAD" plan "$M/mx" --shards 8 --tp 8 --ep
+grep -qF "num_local_experts = 4 experts is fewer than the 8 ranks" \
+  "$T_TMP/err" && t_ok "the message names both numbers" ||
+  t_fail "the message names both numbers" "$(cat "$T_TMP/err")"
+fixture q6 qwen3_moe mlc --experts 6
+t_exit "6 stacked experts over 4 ranks: exit 65" 65 \
+  mpi 4 load "$M/q6" --ep --quiet
+grep -q "6 experts do not divide by the 4 ranks" "$T_TMP/err" &&
+  t_ok "the message names the tensor, E and the size" ||
+  t_fail "the message names the tensor, E and the size" \
+    "$(messages "$T_TMP/err")"
+t_exit "preshard --layout mlc --ep: exit 64" 64 \
+  mpi 2 preshard "$M/mxmlc" --out "$T_TMP/mlc" --layout mlc --ep --quiet
+t_done
