@@ -191,6 +191,13 @@ cl_up() {
   done
   echo "$CL_STORE_ADDR $(cl_host st)" >>"$CL_DIR/hosts"
   cl_agent
+  cl_mpi_opts
+}
+
+# cl_mpi_opts: CL_MPI, mpirun's options for the cluster: its hostfile and
+# agent, every daemon started from mpirun (no tree), TCP between nodes
+# and shared memory inside one, both bound to the node's link.
+cl_mpi_opts() {
   CL_MPI="--hostfile $CL_DIR/hostfile --mca plm_rsh_agent $CL_DIR/agent
     --mca plm_rsh_no_tree_spawn 1 --mca btl tcp,self,vader
     --mca btl_tcp_if_include $CL_IF --mca oob_tcp_if_include $CL_IF"
@@ -288,10 +295,13 @@ cl_restore() { ip -n "$(cl_ns br)" link set "$1" up; }
 cl_ranks() {
   local p
   for p in $(ip netns pids "$(cl_ns "$1")" 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" |
       grep -q '^OMPI_COMM_WORLD_RANK=' && echo "$p"
   done
 }
+
+# cl_empty: no process is left inside any node's namespace.
+cl_empty() { [ -z "$(cl_left)" ]; }
 
 # cl_left: the processes still inside any node's namespace.
 cl_left() {
