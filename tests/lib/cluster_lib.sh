@@ -63,6 +63,13 @@ cl_ns_remove() {
   ip netns delete "$1" 2>/dev/null
 }
 
+# cl_running PID: PID is a live process (not gone, not a zombie).
+cl_running() {
+  local st
+  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
 # cl_sweep: removes the namespaces of earlier runs killed before their
 # traps ran (a numeric id whose process is gone).
 cl_sweep() {
@@ -73,7 +80,7 @@ cl_sweep() {
     id=${id%%-*}
     case $id in '' | *[!0-9]*) continue ;; esac
     [ "$id" = "$CL_ID" ] && continue
-    kill -0 "$id" 2>/dev/null && continue
+    cl_running "$id" && continue
     cl_ns_remove "$ns"
     echo "# swept $ns (left by run $id, which is gone)"
   done
