@@ -108,6 +108,15 @@ cl_traps() {
   trap 'cl_cleanup; trap - EXIT; exit 129' HUP
 }
 
+# cl_test_begin: what a test script does first: one SKIP line (and exit
+# 0) where no cluster can be made, else CL_DIR in $T_TMP and the traps.
+cl_test_begin() {
+  local why
+  if why=$(cl_unable); then echo "1..0 # SKIP no cluster: $why"; exit 0; fi
+  CL_DIR=$T_TMP/cluster
+  cl_traps
+}
+
 # cl_ns_add NODE: a new namespace for NODE, loopback up, TCP's retries low.
 cl_ns_add() {
   local ns

@@ -28,9 +28,7 @@
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
 . "$TESTS_SRCDIR/lib/cluster_lib.sh"
 
-if why=$(cl_unable); then echo "1..0 # SKIP no cluster: $why"; exit 0; fi
-CL_DIR=$T_TMP/cluster
-cl_traps
+cl_test_begin
 K=3
 NP=6
 # A namespace a killed run left (its id a pid that is gone): cl_up sweeps it.
