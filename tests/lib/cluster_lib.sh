@@ -40,7 +40,7 @@ cl_host() { echo "$CL_PREFIX$CL_ID-$1"; }
 # cl_unable: prints why no cluster can be made here (and returns 0), or
 # returns 1 when one can.
 cl_unable() {
-  local t
+  local t why
   if [ "$(id -u)" -ne 0 ]; then
     echo "not root: network namespaces need CAP_SYS_ADMIN"; return 0
   fi
@@ -51,8 +51,24 @@ cl_unable() {
   if ! ip netns add "$t" 2>/dev/null; then
     echo "ip netns add fails here (no network namespaces)"; return 0
   fi
+  why=$(cl_probe "$t")
   ip netns delete "$t"
+  [ -n "$why" ] && { echo "$why"; return 0; }
   return 1
+}
+
+# cl_probe NS: prints what the cluster needs that namespace NS lacks:
+# veth pairs, a bridge, tbf, a UTS namespace with a private bind mount.
+cl_probe() {
+  ip -n "$1" link add cla type veth peer name clb 2>/dev/null ||
+    { echo "no veth pairs (CONFIG_VETH)"; return; }
+  ip -n "$1" link add clbr type bridge 2>/dev/null ||
+    { echo "no bridges (CONFIG_BRIDGE)"; return; }
+  tc -n "$1" qdisc add dev cla root tbf rate 1mbit burst 32kb \
+    latency 50ms 2>/dev/null || { echo "no tbf qdisc (CONFIG_NET_SCH_TBF)"; return; }
+  ip netns exec "$1" unshare --uts /bin/sh -c \
+    'hostname clprobe && mount --bind /etc/hosts /etc/hosts' 2>/dev/null ||
+    echo "unshare --uts with a bind mount fails inside a namespace"
 }
 
 # cl_ns_remove NS: ends every process inside NS, then removes it.

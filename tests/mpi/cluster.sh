@@ -12,7 +12,8 @@
 # across the nodes (block and round-robin placement) and TP 2 x DP 3 (one
 # replica a node), from rank 0's disk and from the store's URL, with
 # --read mpi and --read local; `serve` answers --health on every node,
-# its status asked on node 2 = the oracle, a dump on node 1 = preshard's.
+# its status asked on every node = the oracle, a dump on node 1 =
+# preshard's file.
 # Bytes per link come from each node's /sys/class/net counters and are
 # printed beside the topology's (tests/oracle/cluster_bytes.py); asserted
 # is what holds today: with ranks in block order every node takes in its
@@ -249,10 +250,12 @@ for r in $(seq 0 $((NP - 1))); do
 done
 if [ -z "$bad" ]; then t_ok "serve: --health of every rank, asked on its node"
 else t_fail "serve: --health on every node" "$bad"; fi
-cl_exec 2 "$TPLOAD" status "$SOCK/rank5.sock" --json >"$T_TMP/status.json" \
-  2>"$T_TMP/err"
-t_oracle "serve: status asked on node 2 = numpy oracle" check-report \
-  "$MODEL" "$PLAN" $NP "$T_TMP/status.json"
+for k in $(seq 0 $((K - 1))); do
+  cl_exec "$k" "$TPLOAD" status "$SOCK/rank$((2 * k + 1)).sock" --json \
+    >"$T_TMP/status$k.json" 2>"$T_TMP/err"
+  t_oracle "serve: status asked on node $k = numpy oracle" check-report \
+    "$MODEL" "$PLAN" $NP "$T_TMP/status$k.json"
+done
 cl_exec 1 "$TPLOAD" dump "$SOCK/rank3.sock" --out "$T_TMP/rank3.st" \
   >/dev/null 2>&1
 t_check "serve: rank 3's dump, on node 1 = its preshard file" \
