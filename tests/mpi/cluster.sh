@@ -178,6 +178,12 @@ t_oracle "grid-disk: every replica's files = numpy oracle" check-grid \
   "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-disk"
 links grid-disk mpi "$PLAN" 2
 
+job url-grid preshard "$URL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-urlm" \
+  --quiet
+t_oracle "url-grid: every replica's files = numpy oracle" check-grid \
+  "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-urlm"
+links url-grid mpi "$PLAN" 2
+
 job grid-url preshard "$URL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-url" \
   --read local --quiet
 t_oracle "grid-url --read local: every replica's files = numpy oracle" \
