@@ -8,7 +8,9 @@
  * architecture, used as a tensor name that the preset check (layer
  * number, quantized suffix, required tensors) must judge, and read as an
  * mlc-chat-config.json whose quantization facts the quantized params are
- * then derived under.  Any crash, leak or UB is a bug. */
+ * then derived under, and as a config.json whose compressed-tensors
+ * scheme (quant_ct.c) the compressed-tensors params are derived under.
+ * Any crash, leak or UB is a bug. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +61,12 @@ static struct tpl__model *fixed_model(void) {
   add(m, "h.0.attn.c_proj.weight_scale_inv", TPL_DT_F32, 2, 1, 2, 0);
   add(m, "h.0.attn.c_proj.activation_scale", TPL_DT_F32, 1, 2, 0, 0);
   add(m, "h.0.attn.c_proj.scales", TPL_DT_F16, 2, 2, 32, 0);
+  add(m, "h.0.mlp.c_fc.weight_packed", TPL_DT_I32, 2, 96, 4, 0);
+  add(m, "h.0.mlp.c_fc.weight_scale", TPL_DT_F16, 2, 96, 1, 0);
+  add(m, "h.0.mlp.c_fc.weight_zero_point", TPL_DT_I32, 2, 12, 1, 0);
+  add(m, "h.0.mlp.c_fc.weight_shape", TPL_DT_I64, 1, 2, 0, 0);
+  add(m, "h.0.mlp.c_fc.weight_g_idx", TPL_DT_I32, 1, 32, 0, 0);
+  add(m, "h.0.mlp.c_fc.input_scale", TPL_DT_F32, 1, 1, 0, 0);
   return m;
 }
 
@@ -145,6 +153,15 @@ static void try_quant(const uint8_t *data, size_t size,
     for (uint32_t n = 1; n <= 2; n++)
       if (tpl__quant_check_tp(&p->quant, n, "fuzz", &err) == 0)
         apply_all(p, m, n, NULL);
+  /* And as an HF config's compressed-tensors quantization_config. */
+  if (p != NULL && json_is_object(cfg)) {
+    tpl__ct_parse(json_object_get(cfg, "quantization_config"), &p->ct);
+    if (tpl__ct_check(&p->ct, "fuzz", &err) == 0)
+      for (uint32_t n = 1; n <= 2; n++)
+        apply_all(p, m, n, NULL);
+    tpl__ct_parse_modelopt(cfg, &p->ct);
+    if (tpl__ct_check(&p->ct, "fuzz", &err) == 0) apply_all(p, m, 2, NULL);
+  }
   json_decref(cfg);
   tpl__plan_free(p);
 }

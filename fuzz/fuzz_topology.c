@@ -42,7 +42,7 @@ static void check_layers(uint32_t layers, uint32_t pp) {
     char name[48];
     struct tpl__stages s = {0, 0};
     snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", i);
-    if (tpl__tensor_stages(name, layers, pp, 0, NULL, &s) != 0) abort();
+    if (tpl__tensor_stages(name, layers, 0, pp, 0, NULL, &s) != 0) abort();
     if (s.count != 1 || s.first >= pp || s.first != i / (layers / pp)) abort();
   }
 }
@@ -52,7 +52,7 @@ static void check_name(const char *name, uint32_t layers, uint32_t pp,
   struct tpl__stages s = {0, 0};
   struct tpl__error err = {0};
   if (tpl__stage_check(layers, pp, NULL) != 0) return;
-  int rc = tpl__tensor_stages(name, layers, pp, tied, &err, &s);
+  int rc = tpl__tensor_stages(name, layers, 0, pp, tied, &err, &s);
   if (rc == TPL_EPLAN && err.msg[0] != '\0') return;
   if (rc != 0 || s.count == 0 || s.first + s.count > pp) abort();
 }

@@ -1,5 +1,7 @@
 #!/bin/sh
-# Installs the Debian packages tpload needs to build, test and fuzz.
+# Installs the Debian packages tpload needs to build, test and fuzz, then
+# the npm package the S3 test runs (install-s3rver.sh, into the project's
+# .local/; a failure there is a warning: that test says it skips).
 # Idempotent: does nothing when everything is present. Needs root (apt-get)
 # only when something is missing; says so clearly otherwise.
 set -eu
@@ -15,8 +17,16 @@ for p in $PACKAGES; do
     missing="$missing $p"
   fi
 done
+# Node.js may come from elsewhere (nodesource bundles npm): only when npm
+# is missing are Debian's nodejs and npm wanted
+command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 
+s3rver() {
+  "$(dirname "$0")/install-s3rver.sh" >/dev/null ||
+    echo "install-deps: could not install s3rver (npm); the S3 test skips" >&2
+}
 if [ -z "$missing" ]; then
+  s3rver
   exit 0
 fi
 
@@ -36,3 +46,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+s3rver

@@ -8,6 +8,10 @@
 set -u
 kind=${1:-plain}
 top=$(cd "$(dirname "$0")/.." && pwd)
+# the S3 test's server, installed by install-deps.sh (distcheck's copy of
+# the tree has no .local/)
+TPLOAD_S3RVER=${TPLOAD_S3RVER:-$top/.local/s3rver/node_modules/.bin/s3rver}
+export TPLOAD_S3RVER
 dir=$("$top/scripts/build.sh" "$kind") || { echo "0 passed, 1 failed"; exit 1; }
 cd "$dir" || exit 1
 if [ "$kind" = distcheck ]; then

@@ -16,6 +16,8 @@
 #include "fmt_mlc_cache.h"
 #include "fmt_safetensors.h"
 #include "fmt_st_index.h"
+#include "hf.h"
+#include "s3.h"
 
 #define PROBE_BYTES (64u << 10)
 
@@ -209,24 +211,42 @@ static int open_dir(struct tpl__model *m, int presharded,
   return tpl__model_none_found(m->dir, " at this URL (HTTP 404)", err);
 }
 
-/* An empty model for the URL, owning the parsed URL and the client. */
+/* MODEL as shown: the shown URL, and for s3:// where it is ("s3://b/p
+ * (region R, endpoint E)"). */
+static char *model_shown(const struct tpl__url *u, const char *where) {
+  char *s = u->name ? tpl__url_member_shown(u, u->name) : tpl__url_dir_shown(u);
+  size_t len = s && where ? strlen(s) + strlen(where) + 4 : 0;
+  char *both = len ? malloc(len) : NULL;
+  if (where == NULL || s == NULL) return s;
+  if (both != NULL) snprintf(both, len, "%s (%s)", s, where);
+  free(s);
+  return both;
+}
+
+/* An empty model for the URL, owning the parsed URL and the client, which
+ * signs with `signer` (taken) when it has one. */
 static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
-                        struct tpl__model **out, struct tpl__error *err) {
+                        const struct tpl__http_signer *signer,
+                        const char *where, struct tpl__model **out,
+                        struct tpl__error *err) {
   char *dir = tpl__url_dir_shown(u);
   struct tpl__model *m = dir ? tpl__model_new(0, dir) : NULL;
   int rc;
   free(dir);
-  if (m == NULL) return tpl__oom(err);
-  m->url = malloc(sizeof(*m->url));
-  if (m->url == NULL) {
+  if (m != NULL) m->url = malloc(sizeof(*m->url));
+  if (m == NULL || m->url == NULL) {
     tpl__model_free(m);
+    if (signer->free != NULL) signer->free(signer->ctx);
     return tpl__oom(err);
   }
   *m->url = *u;
   memset(u, 0, sizeof(*u));
-  m->shown = m->url->name ? tpl__url_member_shown(m->url, m->url->name)
-                          : tpl__url_dir_shown(m->url);
+  m->shown = model_shown(m->url, where);
   rc = m->shown ? tpl__http_open(o, &m->http, err) : tpl__oom(err);
+  if (rc == 0 && signer->sign != NULL)
+    tpl__http_set_signer(m->http, signer);
+  else if (signer->free != NULL)
+    signer->free(signer->ctx);
   if (rc != 0) {
     tpl__model_free(m);
     return rc;
@@ -239,11 +259,16 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
                      int presharded, struct tpl__model **out,
                      struct tpl__error *err) {
   struct tpl__url u;
+  struct tpl__http_signer signer = {0};
   struct tpl__model *m = NULL;
-  int rc = tpl__url_parse(s, &u, err);
+  char *where = NULL;
+  int rc = tpl__s3_is_url(s)   ? tpl__s3_parse(s, &u, &signer, &where, err)
+           : tpl__hf_is_url(s) ? tpl__hf_parse(s, o, &u, &signer, &where, err)
+                               : tpl__url_parse(s, &u, err);
   if (rc != 0) return rc;
-  rc = remote_model(&u, o, &m, err);
+  rc = remote_model(&u, o, &signer, where, &m, err);
   tpl__url_clear(&u);
+  free(where);
   if (rc != 0) return rc;
   if (m->url->name != NULL) {
     m->format = TPL_FMT_SAFETENSORS;
@@ -268,4 +293,10 @@ int tpl__remote_read_member(const struct tpl__model *m, const char *name,
   rc = tpl__http_get(m->http, mb.url, mb.shown, cap, buf, len, err);
   member_clear(&mb);
   return rc;
+}
+
+int tpl__remote_sign_client(struct tpl__http *h, const char *shown,
+                            struct tpl__error *err) {
+  int rc = tpl__s3_sign_client(h, shown, err);
+  return rc != 0 ? rc : tpl__hf_sign_client(h, shown, err);
 }

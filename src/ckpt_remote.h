@@ -32,4 +32,12 @@ int tpl__remote_read_member(const struct tpl__model *m, const char *name,
                             size_t cap, char **buf, size_t *len,
                             struct tpl__error *err);
 
+/* Makes h, another rank's client for the files of a remote model (the
+ * job table's shown name `shown` of one), sign as rank 0's does: an
+ * s3:// one with the AWS chain (s3.h), an hf:// one with the hub token
+ * (hf.h); a plain URL needs nothing.  Returns 0 or the failure of
+ * tpl__s3_sign_client / tpl__hf_sign_client. */
+int tpl__remote_sign_client(struct tpl__http *h, const char *shown,
+                            struct tpl__error *err);
+
 #endif

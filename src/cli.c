@@ -187,7 +187,11 @@ static void print_command_help(const struct tpl__cli_command *cmd, FILE *out) {
 int tpl__cli_exec(const struct tpl__cli_command *cmd, int argc, char **argv) {
   struct tpl__cli_args a = {.argc = argc, .argv = argv};
   int rc;
-  if (cmd->noptions > TPL_CLI_MAX_OPTIONS) return 70; /* a table too big */
+  if (cmd->noptions > TPL_CLI_MAX_OPTIONS) { /* a table too big: a bug */
+    fprintf(stderr, "tpload %s: internal error: %zu options, at most %d\n",
+            cmd->name, (size_t)cmd->noptions, TPL_CLI_MAX_OPTIONS);
+    return 70;
+  }
   rc = parse(cmd, argc, argv, &a);
   if (rc < 0) {
     if (speaks(cmd)) print_command_help(cmd, stdout);

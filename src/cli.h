@@ -36,7 +36,7 @@ struct tpl__cli_option {
 #define TPL_CLI_OPTION_ID(id, name, arg) id,
 #define TPL_CLI_OPTION_ENTRY(id, name, arg) [id] = {name, arg, 0},
 
-#define TPL_CLI_MAX_OPTIONS 24
+#define TPL_CLI_MAX_OPTIONS 32
 
 /* What the parser found.  Lives as long as the argv it was parsed from. */
 struct tpl__cli_args {

@@ -23,7 +23,7 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--plan P] [--verify-md5]\n"
+    "                      [--plan P] [--verify-md5] [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -47,6 +47,8 @@ static const char inspect_help[] =
     "              its record carries (65 naming the file when one differs\n"
     "              or none is recorded, 64 for another format); the totals\n"
     "              (JSON: md5) say what was checked\n"
+    "  --skip-mtp  leave out the multi-token-prediction layers config.json\n"
+    "              declares (DeepSeek-V3), as a load with --skip-mtp does\n"
     "  --help      show this help\n"
     "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 ok, 64 usage (a grid that does not divide included), 65\n"
@@ -68,11 +70,11 @@ static const char *format_name(int format) {
 }
 
 /* Adds shard_shape, rule and, taken from the shard-info entry so both
- * views agree, (for shard rules) dim and per-shard segs, bias_scale and
- * pipeline_stages. */
+ * views agree, (for shard rules) dim, per-shard segs and kv_replicas,
+ * bias_scale and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
-  static const char *const from_info[] = {"dim", "segs", "bias_scale",
-                                          "pipeline_stages"};
+  static const char *const from_info[] = {"dim", "segs", "kv_replicas",
+                                          "bias_scale", "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -134,13 +136,28 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
   json_decref(root);
 }
 
+/* The rule column: the rule's name, and "kv xR" where each kv head is
+ * held by R ranks. */
+static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
+                              size_t len) {
+  const struct tpl__job_tensor *t = &job->tensors[i];
+  const char *name = tpl__rule_name(t->kind, t->func_name);
+  uint32_t replicas = t->kind == TPL_RULE_SHARD
+                          ? tpl__shard_replicas(&t->spec, job->grid.tp)
+                          : 1;
+  if (replicas == 1) return name;
+  snprintf(buf, len, "%s kv x%u", name, replicas);
+  return buf;
+}
+
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
- * shape and the rule, and the shards and plan in the totals line. */
+ * shape and the rule, and the shards and plan in the totals line.  A kv head
+ * several ranks hold reads "kv xR" beside its rule. */
 static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job,
                         const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
-  char file[TPL_SAFE_LEN(256)];
+  char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
   if (job != NULL) printf("%-22s %-22s ", "SHARD SHAPE", "RULE");
   printf("%14s  %s\n", "BYTES", "FILE");
@@ -153,7 +170,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
       printf("%-22s %-22s ",
              tpl__shape_str(job->tensors[i].rank_shape, t->ndim, sshape,
                             sizeof(sshape)),
-             tpl__rule_name(job->tensors[i].kind, job->tensors[i].func_name));
+             rule_label(job, i, rule, sizeof(rule)));
     printf("%14llu  %s\n", (unsigned long long)t->nbytes,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
@@ -213,6 +230,7 @@ enum {
   OPT_PP,
   OPT_PLAN,
   OPT_VERIFY_MD5,
+  OPT_SKIP_MTP,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -223,6 +241,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
+    [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
@@ -237,6 +256,7 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
+  size_t dropped;
   if ((plan != NULL || ga.pp != NULL) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan and --pp need --shards N or "
                                      "--tp T");
@@ -247,6 +267,8 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc == 0 && verify)
     rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);
   if (rc == 0 && verify) rc = tpl__mlc_md5_model(m, &md5, &err);
+  if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
+    rc = tpl__plan_skip_mtp(m, &dropped, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), verify ? &md5 : NULL, &err);

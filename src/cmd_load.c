@@ -48,6 +48,9 @@ static const char load_help[] =
     "  --pp P              pipeline stages, layers split as MLC LLM does\n"
     "                      (default 1)\n"
     "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
+    "  --skip-mtp          leave out the multi-token-prediction layers\n"
+    "                      config.json declares (DeepSeek-V3's\n"
+    "                      num_nextn_predict_layers): the main model only\n"
     "  --chunk-mib M       rank 0's streaming window in MiB (default 48)\n"
     "  --read R            mpi (default): rank 0 reads, MPI delivers; local:\n"
     "                      every rank reads its own slices from the files\n"
@@ -128,6 +131,7 @@ struct load_cli {
   X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
+  X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
   X(OPT_IO, "io", TPL_CLI_VALUE)                                               \
@@ -149,6 +153,8 @@ enum { LOAD_OPTIONS(TPL_CLI_OPTION_ID) };
 
 static const struct tpl__cli_option load_options[] = {
     LOAD_OPTIONS(TPL_CLI_OPTION_ENTRY)};
+_Static_assert(ARRAY_SIZE(load_options) <= TPL_CLI_MAX_OPTIONS,
+               "raise TPL_CLI_MAX_OPTIONS (cli.h)");
 
 static int usage(struct load_cli *c, const char *fmt, const char *arg) {
   return tpl__cli_usage_error(c->cmd, fmt, arg);
@@ -295,10 +301,12 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   if (tpl__cli_http(c->cmd, a, OPT_RETRIES, &c->o.http) != 0) return 64;
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
+  c->o.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   c->preshard.dir = a->value[OPT_OUT];
   c->preshard.force = tpl__cli_has(a, OPT_FORCE);
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
+  c->serve.model = c->o.model;
   c->serve.log_level = TPL_LOG_INFO;
   c->o.verify_md5 = tpl__cli_has(a, OPT_VERIFY_MD5);
   c->json = tpl__cli_has(a, OPT_JSON);
@@ -414,17 +422,17 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   tpl__report_free(r);
 }
 
-/* One message per failure: rank 0 says why (or that another rank failed);
- * another rank speaks only when the failure was its own. */
+/* One line per failure, from the rank whose failure it was: the job's
+ * agreement keeps the message on that rank only (coord.h), so rank 0
+ * speaks when it holds one (a peer that died or stalls is rank 0's to
+ * name) and another rank when it does. */
 static void report_failure(int rc, const struct tpl__error *err,
                            uint32_t rank) {
   char safe[TPL_SAFE_LEN(sizeof(err->msg))];
-  if (rank == 0 && err->msg[0] != '\0')
+  if (err->msg[0] == '\0') return;
+  if (rank == 0)
     tpl__cli_report(rc, err);
-  else if (rank == 0)
-    fprintf(stderr, "tpload: another rank failed (%s); see its message\n",
-            tpl_strerror(rc));
-  else if (err->msg[0] != '\0')
+  else
     fprintf(stderr, "tpload: rank %u: %s\n", rank,
             tpl__cli_safe(err->msg, safe, sizeof(safe)));
 }

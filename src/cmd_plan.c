@@ -22,7 +22,8 @@
 
 static const char plan_help[] =
     "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
-    "                   [--plan P] [--no-bias-scaling] [--strict]\n"
+    "                   [--plan P] [--no-bias-scaling] [--skip-mtp]\n"
+    "                   [--strict]\n"
     "\n"
     "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
     "T shards x P pipeline stages) and prints it as JSON: the format of\n"
@@ -43,6 +44,8 @@ static const char plan_help[] =
     "                     @presets@\n"
     "  --no-bias-scaling  report biases unscaled (bias_scale 1.0), as a load\n"
     "                     with --no-bias-scaling delivers them\n"
+    "  --skip-mtp         leave out the multi-token-prediction layers, as a\n"
+    "                     load with --skip-mtp does\n"
     "  --strict           a plan-file rule that matches no tensor is an\n"
     "                     error (exit 65), not a warning\n"
     "  --help             show this help\n"
@@ -71,16 +74,18 @@ static const char plan_help[] =
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
-  json_t *o = json_pack("{s:s, s:o}", "quantization", q->scheme_name,
-                        "weight_block_size", tpl__json_u64_array(q->block, 2));
+  json_t *o = json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
+                        "quant_method", q->method, "weight_block_size",
+                        tpl__json_u64_array(q->block, 2));
   if (o != NULL && q->config_shards != 0)
     json_object_set_new(o, "config_tensor_parallel_shards",
                         json_integer(q->config_shards));
   return o;
 }
 
-/* The resolved rules, for the reader who wants to know why. */
-static json_t *plan_json(const struct tpl__plan *p) {
+/* The resolved rules at `n` shards, for the reader who wants to know
+ * why. */
+static json_t *plan_json(const struct tpl__plan *p, uint32_t n) {
   json_t *rules = json_array();
   for (size_t i = 0; i < p->nrules; i++) {
     const struct tpl__rule *r = &p->rules[i];
@@ -94,6 +99,11 @@ static json_t *plan_json(const struct tpl__plan *p) {
     if (r->kind == TPL_RULE_SHARD && r->spec.nsegs)
       json_object_set_new(o, "segs",
                           tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
+    if (r->kind == TPL_RULE_SHARD && r->interleave > 1)
+      json_object_set_new(o, "interleave", json_integer(r->interleave));
+    if (r->kind == TPL_RULE_SHARD && tpl__shard_replicas(&r->spec, n) > 1)
+      json_object_set_new(o, "kv_replicas",
+                          json_integer(tpl__shard_replicas(&r->spec, n)));
     json_array_append_new(rules, o);
   }
   return json_pack("{s:s, s:o, s:o}", "source", p->source, "rules", rules,
@@ -123,7 +133,7 @@ static int print_plan(const struct tpl__plan *p, const struct tpl__job *job) {
       json_object_set_new(root, "ranks", tpl__shardinfo_ranks(job)) != 0 ||
       json_object_set_new(root, "quantization",
                           json_string(p->quant.scheme_name)) != 0 ||
-      json_object_set_new(root, "plan", plan_json(p)) != 0) {
+      json_object_set_new(root, "plan", plan_json(p, job->grid.tp)) != 0) {
     json_decref(root);
     fprintf(stderr, "tpload plan: out of memory\n");
     return 70;
@@ -140,6 +150,7 @@ enum {
   OPT_PP,
   OPT_PLAN,
   OPT_NO_BIAS,
+  OPT_SKIP_MTP,
   OPT_STRICT,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
@@ -150,6 +161,7 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
+    [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
@@ -167,7 +179,10 @@ static int run(const struct tpl__cli_command *cmd,
   int rc;
   if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
+  size_t dropped;
   rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
+  if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
+    rc = tpl__plan_skip_mtp(m, &dropped, &err);
   if (rc == 0)
     rc = tpl__job_plan(plan, m, a->operands[0], &grid,
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);

@@ -15,6 +15,7 @@
 #include "client.h"
 #include "common.h"
 #include "fileio.h"
+#include "url.h"
 
 static const char reload_help[] =
     "usage: tpload reload SOCKET [MODEL] [--plan P] [--verify-md5]\n"
@@ -26,9 +27,11 @@ static const char reload_help[] =
     "delivered as a first load is; only when every rank holds its whole,\n"
     "checksummed new shard do all ranks switch.  Consumers attached keep\n"
     "their generation until they detach; new attaches get the new one.\n"
-    "Without MODEL, the path the current generation came from is loaded\n"
-    "again (what SIGHUP to rank 0 does): a directory or symbolic link\n"
-    "that now names another version.  Each rank needs the memory of a\n"
+    "MODEL is a path or an http(s):// URL, as for serve.  Without MODEL,\n"
+    "the path or URL the current generation came from (a presigned URL's\n"
+    "query included) is loaded again (what SIGHUP to rank 0 does): a\n"
+    "directory, symbolic link or object that now names another version.\n"
+    "Each rank needs the memory of a\n"
     "second store meanwhile (checked before any byte moves).  Prints the\n"
     "new generation once every rank serves it.\n"
     "\n"
@@ -49,12 +52,15 @@ static const char reload_help[] =
     "the reload (a rank stopped or died), 70 a rank has no memory for a\n"
     "second store, 74 I/O error, 75 busy (another reload is running).\n";
 
-/* MODEL as the daemon's rank 0 will open it: absolute (its working
- * directory is not ours), symbolic links kept (SIGHUP reloads the same
- * path later).  malloc'd; NULL on ENOMEM. */
+/* MODEL as the daemon's rank 0 will open it: a local path absolute (its
+ * working directory is not ours), symbolic links kept (SIGHUP reloads the
+ * same path later); a URL as it is, its query included.  malloc'd; NULL
+ * on ENOMEM. */
 static char *absolute(const char *model) {
   char cwd[PATH_MAX];
-  if (model[0] == '/' || getcwd(cwd, sizeof(cwd)) == NULL) return strdup(model);
+  if (model[0] == '/' || tpl__url_is_remote(model) ||
+      getcwd(cwd, sizeof(cwd)) == NULL)
+    return strdup(model);
   return tpl__path_join(cwd, model);
 }
 

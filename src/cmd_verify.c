@@ -12,7 +12,7 @@
 
 static const char verify_help[] =
     "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]\n"
-    "                     [--layout rank|mlc] [--quiet]\n"
+    "                     [--layout rank|mlc] [--skip-mtp] [--quiet]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
@@ -22,7 +22,8 @@ static const char verify_help[] =
     "tensors of its stage, cut as its shard, so every replica is checked\n"
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output.  The plan must be the one preshard used (default\n"
-    "auto).\n"
+    "auto), and so must --skip-mtp (the output holds the main model\n"
+    "only).\n"
     "\n"
     "--layout mlc checks the output of `preshard --layout mlc` instead\n"
     "(MODEL the MLC weight directory it came from): the grid comes from\n"
@@ -44,6 +45,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_LAYOUT,
+  OPT_SKIP_MTP,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -53,6 +55,7 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
+    [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
@@ -64,6 +67,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   const char *layout = a->value[OPT_LAYOUT] ? a->value[OPT_LAYOUT] : "rank";
   int rc, mlc = strcmp(layout, "mlc") == 0;
+  want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)

@@ -47,6 +47,7 @@
 #include "report.h"
 #include "table_map.h"
 #include "trust.h"
+#include "url.h"
 #include "wire.h"
 
 #define DEFAULT_TIMEOUT_MS 10000
@@ -161,6 +162,11 @@ struct server {
   _Atomic uint64_t next_bytes;      /* the new store's size, once known */
   struct served next;               /* the new generation ... */
   struct replies *next_rep;         /* ... and its replies, once ready */
+  char *reload_shown; /* rank 0: reload_model as logs and status show it */
+  /* rank 0: the MODEL the generation served came from, as asked (a URL's
+   * query, which may sign it, included): what a reload without MODEL
+   * loads; never shown */
+  char *source;
 };
 
 static void drive(struct conn *c);
@@ -539,7 +545,7 @@ static void send_status(struct conn *c, int summary) {
   r.job_len = summary ? 0 : s->cur.job_table_len;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   if (s->reloading) { /* both stores' sizes while it runs */
-    r.reload_model = s->reload_model;
+    r.reload_model = s->reload_shown;
     r.reload_store_bytes = atomic_load(&s->next_bytes);
   }
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
@@ -556,6 +562,18 @@ static void note_attach(struct conn *c) {
   c->attached = 1;
 }
 
+/* This rank's socket and (rank 0) the ready file go at once, whatever
+ * the rest waits for: a job whose launcher ends it during a reload (a
+ * rank died: mpirun sends the others SIGTERM, then SIGKILL a second
+ * later, while the reload still waits for the dead rank) leaves
+ * neither behind. */
+static void unpublish(struct server *s) {
+  if (s->bound) unlink(s->sock_path);
+  s->bound = 0;
+  if (s->ready_written) tpl__ready_release(s->cfg->ready_file, s->cfg->job_id);
+  s->ready_written = 0;
+}
+
 /* Asks the whole job to stop, once, and stops this rank.  On rank 0
  * request_shutdown tells every other rank; on another rank (its own
  * SIGTERM/SIGINT/SIGHUP) it asks rank 0 to, so a signal to any one rank ends
@@ -566,6 +584,7 @@ static void stop_job(struct server *s) {
   if (s->stopping) return; /* no request or signal is handled after this */
   if (s->reloading) {      /* the ranks are busy loading: once it ends */
     s->stop_after_reload = 1;
+    unpublish(s);
     return;
   }
   if (c != NULL && c->request_shutdown != NULL &&
@@ -577,10 +596,11 @@ static void stop_job(struct server *s) {
 /* ---- reloads and watches ---- */
 
 /* Stops the loop so that serve() runs the reload (run_reload). */
-static void ask_reload(struct server *s, char *model, char *plan,
+static void ask_reload(struct server *s, char *model, char *shown, char *plan,
                        int verify_md5) {
   s->reload_asked = 1;
   s->reload_model = model;
+  s->reload_shown = shown;
   s->reload_plan = plan;
   s->reload_md5 = verify_md5;
   uv_stop(&s->loop);
@@ -596,7 +616,7 @@ static int can_reload(const struct server *s) {
 static void begin_reload(struct conn *c,
                          const struct tpl__wire_request_args *a) {
   struct server *s = c->srv;
-  char *model, *plan = NULL;
+  char *model, *shown, *plan = NULL;
   if (s->cfg->rank != 0) {
     send_error(c, 0, "reload is served by rank 0: ask %s/rank0.sock", s->dir);
     return;
@@ -611,10 +631,12 @@ static void begin_reload(struct conn *c,
                     "ends");
     return;
   }
-  model = strdup(a->model != NULL ? a->model : s->cur.model);
+  model = strdup(a->model != NULL ? a->model : s->source);
+  shown = model != NULL ? tpl__url_shown(model) : NULL;
   if (a->plan != NULL) plan = strdup(a->plan);
-  if (model == NULL || (a->plan != NULL && plan == NULL)) {
+  if (shown == NULL || (a->plan != NULL && plan == NULL)) {
     free(model);
+    free(shown);
     free(plan);
     send_error(c, 0, "out of memory");
     return;
@@ -624,8 +646,8 @@ static void begin_reload(struct conn *c,
   c->state = C_WAITING;
   c->watching = 0;
   s->reload_client = c;
-  LOG_AT(s, TPL_LOG_INFO, "reload: asked by pid %ld: %s", (long)c->pid, model);
-  ask_reload(s, model, plan, a->verify_md5);
+  LOG_AT(s, TPL_LOG_INFO, "reload: asked by pid %ld: %s", (long)c->pid, shown);
+  ask_reload(s, model, shown, plan, a->verify_md5);
 }
 
 /* A watch: answered at once when the generation is past `after`, else
@@ -646,20 +668,24 @@ static void begin_watch(struct conn *c,
     uv_timer_stop(&c->timer);
 }
 
-/* SIGHUP (rank 0): reload the current MODEL path, which may now name
- * another version (a directory or a symbolic link repointed). */
+/* SIGHUP (rank 0): reload the current MODEL path or URL, which may now
+ * name another version (a directory or a symbolic link repointed). */
 static void on_sighup(uv_signal_t *h, int signum) {
   struct server *s = h->data;
-  char *model;
+  char *model, *shown;
   if (s->stopping || !can_reload(s)) return;
   if (s->reload_asked || s->reloading) {
     LOG_AT(s, TPL_LOG_INFO, "SIGHUP: a reload is running already; ignored");
     return;
   }
-  model = strdup(s->cur.model);
-  if (model == NULL) return;
-  LOG_AT(s, TPL_LOG_INFO, "reload: SIGHUP: %s", model);
-  ask_reload(s, model, NULL, 0);
+  model = strdup(s->source);
+  shown = model != NULL ? tpl__url_shown(model) : NULL;
+  if (shown == NULL) {
+    free(model);
+    return;
+  }
+  LOG_AT(s, TPL_LOG_INFO, "reload: SIGHUP: %s", shown);
+  ask_reload(s, model, shown, NULL, 0);
 }
 
 static void handle_args(struct conn *c, int kind,
@@ -945,7 +971,7 @@ static void on_poll(uv_timer_t *t) {
   if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
   else if (c != NULL && c->poll_reload != NULL && c->poll_reload(c->ctx) > 0)
-    ask_reload(s, NULL, NULL, 0); /* rank 0 started one: join it */
+    ask_reload(s, NULL, NULL, NULL, 0); /* rank 0 started one: join it */
 }
 
 static void on_wake(uv_async_t *h) {
@@ -1024,7 +1050,9 @@ static int start_handles(struct server *s, struct tpl__error *err) {
 static void free_server(struct server *s) {
   replies_put(s->rep);
   free(s->reload_model);
+  free(s->reload_shown);
   free(s->reload_plan);
+  free(s->source);
   free(s->dir);
   free(s->sock_path);
 }
@@ -1145,9 +1173,15 @@ static void run_reload(struct server *s) {
   }
   if (s->reload_client != NULL) send_generation(s->reload_client, rc, err.msg);
   s->reload_client = NULL;
+  if (rc == 0 && s->reload_model != NULL) { /* rank 0: the next default */
+    free(s->source);
+    s->source = s->reload_model;
+    s->reload_model = NULL;
+  }
   free(s->reload_model);
+  free(s->reload_shown);
   free(s->reload_plan);
-  s->reload_model = s->reload_plan = NULL;
+  s->reload_model = s->reload_shown = s->reload_plan = NULL;
   if (s->stop_after_reload) stop_job(s);
 }
 
@@ -1198,7 +1232,9 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                           .generation = 1};
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   signal(SIGPIPE, SIG_IGN);
-  rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
+  s.source = strdup(cfg->source ? cfg->source : cfg->model ? cfg->model : "");
+  rc = s.source != NULL ? 0 : tpl__oom(err);
+  if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = replies_new(&s, &s.cur, &s.rep, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)

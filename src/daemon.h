@@ -24,7 +24,10 @@ struct tpl__daemon_config {
                                its per-tensor arrays index */
   size_t job_table_len;
   const char *job_id; /* the job's random id (every rank the same) */
-  const char *model;  /* the model the job loaded */
+  const char *model;  /* the model the job loaded, as shown */
+  const char *source; /* the MODEL argument it came from (a URL with its
+                         query, never shown), what a reload without MODEL
+                         loads again; NULL: model */
   const char *plan;   /* its --plan argument, or NULL */
   size_t status_len;
   int log_level; /* enum tpl__log_level (log.h): 0 is quiet */
@@ -68,12 +71,15 @@ int tpl__daemon_prepare_dir(const char *dir, char **resolved,
  * this user and not be group/world accessible), replaces a stale socket
  * left by a dead daemon (a live one is refused), listens, agrees with the
  * other ranks, then rank 0 writes the ready file ({"socket_dir",
- * "world_size", "pid"}, via a temp file and rename) and they agree again:
+ * "world_size", "pid", "job_id", "generation"}, via a temp file and
+ * rename; ready.h) and they agree again:
  * a rank that cannot start makes every rank return its code.  coord may
  * be NULL for a one-rank daemon.  Every rank calls request_shutdown once, on a
  * SHUTDOWN request (rank 0) or on SIGTERM/SIGINT, so stopping any rank stops
- * the job; the others stop when poll_shutdown says so.  Installs SIGTERM/SIGINT
- * handlers for the duration of the call and leaves SIGPIPE ignored.  cfg and
+ * the job; the others stop when poll_shutdown says so.  SIGHUP to rank 0
+ * reloads the current MODEL (DESIGN.md section 5.1).  Installs
+ * SIGTERM/SIGINT/SIGHUP handlers for the duration of the call and leaves
+ * SIGPIPE ignored.  cfg and
  * everything it points to must stay valid until the call returns. */
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                     struct tpl__error *err);

@@ -1,4 +1,5 @@
-/* engine.c - the distributed load, and the only file that includes mpi.h.
+/* engine.c - the distributed load; with beat.c, the only files that
+ * include mpi.h (src/guard/mpi).
  *
  * Rank 0 validates the model and plan before anything moves and
  * broadcasts the verdict; on success it broadcasts the job table, from
@@ -35,6 +36,7 @@
 
 #include "beat.h"
 #include "checkpoint.h"
+#include "ckpt_remote.h"
 #include "dtype.h"
 #include "engine.h"
 #include "fileio.h"
@@ -44,6 +46,7 @@
 #include "mlc_md5.h"
 #include "model.h"
 #include "plan.h"
+#include "planner.h"
 #include "report.h"
 #include "source.h"
 #include "source_http.h"
@@ -63,6 +66,7 @@ struct slot {
   uint8_t *data; /* where the chunk's first byte is in it */
   uint8_t *pack;
   struct tpl__read rd; /* the chunk's read while in flight (direct) */
+  int reading;         /* the chunk is read (not after a failed read) */
   uint64_t pos, len;   /* the chunk: file bytes [pos, pos + len) */
   struct pending *reqs;
   size_t nreqs, cap;
@@ -112,8 +116,10 @@ struct engine {
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
   int shutdown_value, shutdown_flag, shutdown_sent;
-  int deferred;                   /* rank 0: a file changed during --read
-                                     mpi's stream, told after it */
+  int deferred;                   /* a read failed or a file changed during
+                                     --read mpi's stream (rank 0), a
+                                     tensor could not be finished (a
+                                     receiver): told after the stream */
   struct tpl__error deferred_err; /* ... and why */
   int note_told;                  /* rank 0: the source's note is out */
   struct tpl__md5_summary md5;    /* rank 0: --verify-md5's pass */
@@ -198,8 +204,10 @@ static int validate(struct engine *e, struct tpl__error *err) {
   struct tpl__grid grid;
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
+  size_t dropped;
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, &dropped, err);
   if (rc == 0 && o->verify_md5)
     rc = tpl__mlc_md5_ready(e->model,
                             e->model->shown ? e->model->shown : o->model, err);
@@ -557,14 +565,16 @@ static int successor(const struct engine *e, size_t i) {
 
 /* Whether any part of tensor i may be read straight into rank 0's store:
  * a cut tensor rank 0 holds at least DIRECT_MIN bytes of, whose shard 0
- * no other rank holds (no send needs those bytes in the chunk).  Cheap:
- * no layout. */
+ * no other rank holds (no send needs those bytes in the chunk): no other
+ * replica, and no other shard of a replicated kv head (its shards are not
+ * disjoint).  Cheap: no layout. */
 static int may_go_direct(const struct engine *e, size_t i) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   /* a file read direct lands in the (aligned) slot as a whole */
   return !e->direct && t->kind == TPL_RULE_SHARD &&
          t->rank_stored >= DIRECT_MIN && tpl__job_holds(e->job, i, 0) &&
-         holder_from(e, i, 0) < 0;
+         holder_from(e, i, 0) < 0 &&
+         tpl__shard_replicas(&t->spec, e->job->grid.tp) == 1;
 }
 
 /* Rank 0's own part of tensor i within its source range [b, end) when it
@@ -774,19 +784,37 @@ static int read_buffered(struct engine *e, uint32_t file, struct slot *s,
   return rc;
 }
 
+/* A failed read of rank 0's (a device's EIO, a file cut short, a direct
+ * read refused past a file's first) fails the load, but only after the
+ * stream, as a file that changed does (deferred_check): the chunks from
+ * there on go out unread, so every rank still gets all its bytes and the
+ * failure is agreed on (deliver) instead of ending the job, and a reload
+ * keeps the generation it serves.  Returns 0: the stream goes on. */
+static int defer_failure(struct engine *e, int rc,
+                         const struct tpl__error *err) {
+  if (rc != 0 && e->deferred == 0) {
+    e->deferred = rc;
+    e->deferred_err = *err;
+  }
+  return 0;
+}
+
 /* Starts reading the chunk [pos, pos + len) of `file` into slot s: a file
  * read direct as one read the source splits into requests in flight; a
  * buffered one is only announced here (read_buffered reads it). */
 static int chunk_start(struct engine *e, uint32_t file, struct slot *s,
                        uint64_t pos, uint64_t len, struct tpl__error *err) {
+  int rc = 0;
   s->pos = pos;
   s->len = len;
   s->data = tpl__source_place(e->src, file, s->read, pos);
   s->rd = (struct tpl__read){.file = file, .off = pos, .len = len};
   s->rd.dst = s->data;
-  if (e->direct) return tpl__source_start(e->src, &s->rd, err);
-  tpl__source_hint(e->src, file, pos, len);
-  return 0;
+  s->reading = e->deferred == 0;
+  if (s->reading && e->direct) rc = tpl__source_start(e->src, &s->rd, err);
+  if (s->reading && !e->direct) tpl__source_hint(e->src, file, pos, len);
+  s->reading = s->reading && rc == 0;
+  return defer_failure(e, rc, err);
 }
 
 /* A file that changed since rank 0 validated it fails the load, but only
@@ -801,11 +829,13 @@ static void deferred_check(struct engine *e, uint32_t file) {
 static int chunk_finish(struct engine *e, uint32_t file, struct slot *s,
                         const struct file_walk *w, struct tpl__error *err) {
   double t = tpl__now();
-  int rc = e->direct ? tpl__source_finish(e->src, &s->rd, err)
-                     : read_buffered(e, file, s, w, err);
+  int rc = 0;
+  if (!s->reading) return 0;
+  rc = e->direct ? tpl__source_finish(e->src, &s->rd, err)
+                 : read_buffered(e, file, s, w, err);
   e->st.t_read += tpl__now() - t;
   e->bytes_read += s->len;
-  return rc;
+  return defer_failure(e, rc, err);
 }
 
 static struct slot *slot_of(struct engine *e, uint64_t chunk) {
@@ -865,7 +895,9 @@ static void keep_io(struct engine *e) {
   e->st.nfile_io = e->st.file_io && e->st.file_align ? e->job->nfiles : 0;
   for (size_t f = 0; f < e->st.nfile_io; f++) {
     e->st.file_io[f] = (uint8_t)(e->src->used[f] + 1);
-    e->st.file_align[f] = e->src->align[f];
+    /* a file that fell back to buffered (source.h) has no alignment */
+    e->st.file_align[f] =
+        tpl__source_direct(e->src, (uint32_t)f) ? e->src->align[f] : 0;
   }
 }
 
@@ -888,14 +920,30 @@ static int open_http_source(struct engine *e, struct tpl__error *err) {
   for (size_t f = 0; f < n; f++)
     e->urls[f] = (struct tpl__source_url){
         e->job->files[f].url, e->job->files[f].path, &e->job->files[f].obj};
-  if (h == NULL) rc = tpl__http_open(&e->o->http, &h, err);
+  if (h == NULL) {
+    rc = tpl__http_open(&e->o->http, &h, err);
+    if (rc == 0 && n > 0)
+      rc = tpl__remote_sign_client(h, e->job->files[0].path, err);
+    if (rc != 0) tpl__http_close(h);
+  }
   if (rc == 0)
     rc = tpl__source_http_open(&e->src, h, e->rank != 0, e->urls, n, err);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
   return rc;
 }
 
+/* The source's fallback note, once (rank 0's only: the others' would
+ * say the same): at open, or after the reads (a file system that refused
+ * a file's first direct read, source.h). */
+static void tell_note(struct engine *e) {
+  if (e->src == NULL || e->src->note[0] == '\0') return;
+  if (e->rank == 0 && !e->note_told)
+    fprintf(stderr, "tpload: %s\n", e->src->note);
+  e->note_told = 1;
+}
+
 static void close_source(struct engine *e) {
+  tell_note(e);
   tpl__source_close(e->src);
   e->src = NULL;
   free(e->urls);
@@ -903,8 +951,8 @@ static void close_source(struct engine *e) {
 }
 
 /* A source over fds (the job's files, in order); its fallback note, if
- * any, on stderr (rank 0's only: the others' would say the same).  The
- * files of a MODEL URL are read over HTTP (open_http_source). */
+ * any, on stderr (tell_note).  The files of a MODEL URL are read over
+ * HTTP (open_http_source). */
 static int open_source(struct engine *e, const int *fds,
                        const char *const *paths, struct tpl__error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
@@ -916,9 +964,7 @@ static int open_source(struct engine *e, const int *fds,
   if (e->job->nfiles > 0 && e->job->files[0].url != NULL)
     return open_http_source(e, err);
   rc = tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
-  if (rc == 0 && e->src->note[0] != '\0' && e->rank == 0 && !e->note_told)
-    fprintf(stderr, "tpload: %s\n", e->src->note);
-  e->note_told = e->note_told || (rc == 0 && e->src->note[0] != '\0');
+  if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
   return rc;
 }
@@ -1326,7 +1372,9 @@ static int receive_all(struct engine *e, struct tpl__error *err) {
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
     to = successor(e, i);
     rc = receive_tensor(e, i, in, &fwd, to, err);
-    if (rc == 0 && to < 0) rc = finish_tensor(e, i, err);
+    /* a tensor that cannot be finished fails the load after the stream */
+    if (rc == 0 && to < 0 && e->deferred == 0)
+      e->deferred = finish_tensor(e, i, &e->deferred_err);
     /* Forwarded parts stay in the store, so only the requests pile up. */
     if (rc == 0 && fwd.nreqs >= 1024) rc = slot_wait(e, &fwd, err);
   }
@@ -1745,9 +1793,10 @@ static int run_sink(struct engine *e, struct tpl__error *err) {
 
 /* --- the whole job --- */
 
-/* Every rank builds its store; a failure there is agreed on and returned.
- * A failure once bytes move strands the others mid-transfer: the rank
- * says why and ends the whole job. */
+/* Every rank builds its store; a failure there is agreed on and returned,
+ * and so is one of rank 0's reads (defer_failure: the stream goes on).
+ * Any other failure once bytes move (MPI's, memory) strands the others
+ * mid-transfer: the rank says why and ends the whole job. */
 static int deliver(struct engine *e, struct tpl__error *err) {
   double t = tpl__now();
   int rc = agree(e, make_store(e, err), err);
@@ -1755,17 +1804,23 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   if (rc != 0) return rc;
   beats_begin(e);
   if (e->o->read_local) return agree_after_beats(e, read_local(e, err), err);
+  if (e->hooks != NULL) /* a reload's: the others are in the stream */
+    tpl__stall_test_stop("reload-stream", e->rank);
   if (e->rank == 0)
     tpl__finisher_start(&e->finisher, e->job->ntensors, finish_own, e);
   rc = e->rank == 0 ? send_all(e, err) : receive_all(e, err);
-  if (rc == 0) rc = finish_store(e, err);
   if (rc != 0) {
     fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
     engine_abort(tpl_exit_code(rc));
   }
-  if (e->deferred != 0) *err = e->deferred_err;
+  /* This rank's stream is complete: what fails from here is agreed on */
+  rc = finish_store(e, err);
+  if (rc == 0 && e->deferred != 0) {
+    rc = e->deferred;
+    *err = e->deferred_err;
+  }
   /* rank 0's beats (as its reads complete) end here */
-  return agree_after_beats(e, e->deferred, err);
+  return agree_after_beats(e, rc, err);
 }
 
 /* The job's totals on rank 0: its time, the slowest rank's, in *max; and

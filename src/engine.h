@@ -20,6 +20,7 @@ struct tpl__load_opts {
   const char *plan;           /* plan file, preset name or "auto" */
   uint32_t tp, pp;            /* --tp, --pp; 0: N / P, 1 (one TP group) */
   int bias_scaling;           /* 0 with --no-bias-scaling */
+  int skip_mtp;               /* --skip-mtp: the main model only */
   double stall_timeout;       /* seconds without progress that end the
                                  job (exit 69); 0 waits forever */
   uint64_t chunk_bytes;       /* rank 0's streaming window */

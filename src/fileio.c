@@ -17,10 +17,25 @@
 
 #include "fileio.h"
 
+/* EMFILE names the limit: a model's files are held open while it loads
+ * (the soft limit is raised to the hard one first, tpl__raise_fd_limit),
+ * so a directory of more files than the hard limit cannot load. */
+static int too_many_open(const char *path, struct tpl__error *err) {
+  struct rlimit rl = {0, 0};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  return tpl__fail(err, -EMFILE,
+                   "%s: cannot open: %s (the limit is %llu open files, hard "
+                   "limit %llu: every file of the model is held open while it "
+                   "loads; raise `ulimit -Hn`)",
+                   path, strerror(EMFILE), (unsigned long long)rl.rlim_cur,
+                   (unsigned long long)rl.rlim_max);
+}
+
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,
                       struct tpl__error *err) {
   struct stat st;
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (f < 0 && errno == EMFILE) return too_many_open(path, err);
   if (f < 0) {
     int e = errno;
     return tpl__fail(err, -e, "%s: cannot open: %s", path, strerror(e));

@@ -404,11 +404,6 @@ int tpl__mlc_check_nonempty(const struct tpl__model *m, const char *what,
   return 0;
 }
 
-int tpl__mlc_parse(const char *buf, size_t len, const char *what,
-                   struct tpl__model *m, struct tpl__error *err) {
-  return tpl__mlc_parse_flags(buf, len, what, 0, m, err);
-}
-
 int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
                          int presharded, struct tpl__model *m,
                          struct tpl__error *err) {

@@ -14,13 +14,10 @@
  * the caller opens it and checks the size) and every tensor record.  On
  * failure `m` may hold some of them; callers free it.  Returns 0,
  * TPL_EFORMAT, TPL_EDTYPE, TPL_EOVERFLOW, TPL_ELIMIT or -ENOMEM. */
-int tpl__mlc_parse(const char *buf, size_t len, const char *what,
-                   struct tpl__model *m, struct tpl__error *err);
-
-/* tpl__mlc_parse, and with `presharded` nonzero a cache MLC's preshard
- * layout names ("NAME_shard-K" records, each a worker's cut) is read as
- * it is instead of refused: for reading such a cache (inspect, verify),
- * never as a model to shard. */
+/* With `presharded` nonzero a cache MLC's preshard layout names
+ * ("NAME_shard-K" records, each a worker's cut) is read as it is instead
+ * of refused: for reading such a cache (inspect, verify), never as a
+ * model to shard. */
 int tpl__mlc_parse_flags(const char *buf, size_t len, const char *what,
                          int presharded, struct tpl__model *m,
                          struct tpl__error *err);

@@ -30,6 +30,7 @@
 #define MAX_REDIRECTS 5
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
+#define ERROR_BODY 1024          /* of an error body kept for the signer */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -51,14 +52,19 @@ struct part {
   unsigned attempt;
   double start_at; /* a retry waits until then */
   CURL *easy;
+  struct curl_slist *headers; /* the signer's */
   char range[48];
   char errbuf[CURL_ERROR_SIZE];
   /* the answer being read (reset by every status line: redirects) */
   int status, has_range;
+  int in_header; /* between a status line and the blank line ending it */
   struct tpl__http_range_field cr;
   char etag[256], modified[128];
-  int verdict;   /* 0, or the failure the headers showed */
-  int transient; /* ... which a retry may cure */
+  char body[ERROR_BODY]; /* the start of an error answer's body */
+  size_t body_len;
+  char encoding[64]; /* Content-Encoding, "" when none */
+  int verdict;       /* 0, or the failure the headers showed */
+  int transient;     /* ... which a retry may cure */
   struct tpl__error why;
   struct part *next; /* in the queue, while not in flight */
 };
@@ -69,9 +75,10 @@ struct tpl__http {
   struct tpl__http_opts o;
   struct part *queue, *queue_tail; /* not in flight: new or retrying */
   unsigned active;
-  struct tpl__http_stats stats;
+  uint64_t received; /* body bytes so far: what progress reports */
   void (*progress)(void *ctx);
   void *progress_ctx;
+  struct tpl__http_signer signer; /* sign NULL: none */
 };
 
 /* --- the client --- */
@@ -156,12 +163,15 @@ static void part_end_transfer(struct part *p) {
   curl_multi_remove_handle(p->h->multi, p->easy);
   curl_easy_cleanup(p->easy);
   p->easy = NULL;
+  curl_slist_free_all(p->headers);
+  p->headers = NULL;
   p->h->active--;
 }
 
 void tpl__http_close(struct tpl__http *h) {
   if (h == NULL) return;
   curl_multi_cleanup(h->multi);
+  if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   if (h->token != NULL) {
     memset(h->token, 0, strlen(h->token));
     free(h->token);
@@ -169,9 +179,10 @@ void tpl__http_close(struct tpl__http *h) {
   free(h);
 }
 
-void tpl__http_get_stats(const struct tpl__http *h,
-                         struct tpl__http_stats *out) {
-  *out = h->stats;
+void tpl__http_set_signer(struct tpl__http *h,
+                          const struct tpl__http_signer *s) {
+  if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
+  h->signer = *s;
 }
 
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
@@ -191,7 +202,8 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t len) {
 static void answer_reset(struct part *p, int status) {
   p->status = status;
   p->has_range = 0;
-  p->etag[0] = p->modified[0] = '\0';
+  p->in_header = 1;
+  p->etag[0] = p->modified[0] = p->encoding[0] = '\0';
 }
 
 /* Records the verdict on the answer; returns 0 (the transfer stops,
@@ -313,11 +325,25 @@ static int check_range_answer(struct part *p) {
   return 1;
 }
 
+/* A body encoded (gzip, br ...) though no request asks for one (no
+ * Accept-Encoding): its bytes are not the object's, a server fault. */
+static int refuse_encoding(struct part *p) {
+  return verdict(p, TPL_EPROTO, 0,
+                 "%s: the server sent the body with Content-Encoding: %s, "
+                 "which tpload never asks for (it reads the bytes as stored): "
+                 "a server fault",
+                 p->shown, p->encoding);
+}
+
 /* At the end of an answer's headers: whether to take its body. */
 static int headers_done(struct part *p) {
+  p->in_header = 0;
   if (p->status < 200 ||
       (p->status >= 300 && p->status < 400 && p->status != 304))
     return 1; /* an interim answer or a redirect libcurl follows */
+  if ((p->status == 200 || p->status == 206) && p->encoding[0] != '\0' &&
+      strcasecmp(p->encoding, "identity") != 0)
+    return refuse_encoding(p);
   if (p->r != NULL) return check_range_answer(p);
   if (p->status != 200) status_failure(p);
   return 1; /* a failed answer's body is read off (on_body) */
@@ -337,6 +363,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx) {
       copy_value(p->etag, sizeof(p->etag), value, vl);
     else if (tpl__http_header_is(name, nl, "last-modified"))
       copy_value(p->modified, sizeof(p->modified), value, vl);
+    else if (tpl__http_header_is(name, nl, "content-encoding"))
+      copy_value(p->encoding, sizeof(p->encoding), value, vl);
   } else if (len <= 2 && p->verdict == 0 && !headers_done(p)) {
     return 0; /* the verdict stops the transfer */
   }
@@ -376,11 +404,15 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
   struct part *p = ctx;
   size_t len = size * n;
   if (p->verdict != 0 && !owner_failed(p) && p->discarded < DISCARD_MAX) {
+    size_t keep =
+        len < ERROR_BODY - p->body_len ? len : ERROR_BODY - p->body_len;
+    memcpy(p->body + p->body_len, data, keep);
+    p->body_len += keep;
     p->discarded += len; /* an error page: read it off the connection */
     return len;
   }
   if (p->verdict != 0 || owner_failed(p)) return 0;
-  p->h->stats.bytes += len;
+  p->h->received += len;
   if (p->w != NULL) return take_whole(p, data, len);
   if (len > p->len - p->got) {
     verdict(p, TPL_EPROTO, 0,
@@ -396,7 +428,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
 
 /* --- transfers --- */
 
-static void set_common(struct part *p, CURL *e) {
+static int set_common(struct part *p, CURL *e) {
   const struct tpl__http_opts *o = &p->h->o;
   curl_easy_setopt(e, CURLOPT_URL, p->url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, p);
@@ -422,16 +454,25 @@ static void set_common(struct part *p, CURL *e) {
   curl_easy_setopt(e, CURLOPT_BUFFERSIZE, RECV_BUFFER);
   curl_easy_setopt(e, CURLOPT_USERAGENT, "tpload/" PACKAGE_VERSION);
   if (o->ca_cert != NULL) curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_cert);
-  if (p->h->token != NULL) {
+  if (p->h->signer.sign != NULL) {
+    if (p->h->signer.sign(p->h->signer.ctx, e, &p->headers) != 0)
+      return -ENOMEM;
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers);
+  } else if (p->h->token != NULL) {
     curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
     curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, p->h->token);
   }
+  return 0;
 }
 
 static int part_launch(struct part *p) {
   CURL *e = curl_easy_init();
-  if (e == NULL) return -ENOMEM;
-  set_common(p, e);
+  if (e == NULL || set_common(p, e) != 0) {
+    curl_easy_cleanup(e);
+    curl_slist_free_all(p->headers);
+    p->headers = NULL;
+    return -ENOMEM;
+  }
   if (p->r != NULL) {
     snprintf(p->range, sizeof(p->range), "%llu-%llu",
              (unsigned long long)(p->off + p->got),
@@ -439,7 +480,7 @@ static int part_launch(struct part *p) {
     curl_easy_setopt(e, CURLOPT_RANGE, p->range);
   }
   p->verdict = p->transient = 0;
-  p->discarded = 0;
+  p->discarded = p->body_len = 0;
   p->errbuf[0] = '\0';
   answer_reset(p, 0);
   if (curl_multi_add_handle(p->h->multi, e) != CURLM_OK) {
@@ -448,7 +489,6 @@ static int part_launch(struct part *p) {
   }
   p->easy = e;
   p->h->active++;
-  p->h->stats.requests++;
   return 0;
 }
 
@@ -479,22 +519,51 @@ static void part_finished(struct part *p) {
   free(p);
 }
 
-/* A curl failure: whether a retry may cure it, and its message. */
+/* Whether the peer's certificate failed for want of its issuer (a
+ * private CA, a self-signed certificate), not for its dates or name.
+ * The numbers are OpenSSL's X509_V_ERR_* (include/openssl/x509_vfy.h),
+ * the backend configure asks libcurl for: 2 UNABLE_TO_GET_ISSUER_CERT,
+ * 18 DEPTH_ZERO_SELF_SIGNED_CERT, 19 SELF_SIGNED_CERT_IN_CHAIN, 20
+ * UNABLE_TO_GET_ISSUER_CERT_LOCALLY, 21 UNABLE_TO_VERIFY_LEAF_SIGNATURE. */
+static int unknown_issuer(struct part *p) {
+  long v = 0;
+  if (curl_easy_getinfo(p->easy, CURLINFO_SSL_VERIFYRESULT, &v) != CURLE_OK)
+    return 0;
+  return v == 2 || (v >= 18 && v <= 21);
+}
+
+/* A TLS failure: the --ca-cert hint only where a CA is what is missing. */
+static void tls_failure(struct part *p, const char *text) {
+  verdict(p, TPL_EREMOTE, 0, "%s: TLS: %s%s", p->shown, text,
+          unknown_issuer(p) ? " (for a private CA pass --ca-cert FILE)" : "");
+}
+
+/* A curl failure: whether a retry may cure it, and its message.  Called
+ * before the transfer is ended (its TLS verdict is read). */
 static void curl_failure(struct part *p, CURLcode c) {
   const char *text = p->errbuf[0] ? p->errbuf : curl_easy_strerror(c);
   switch (c) {
   case CURLE_PEER_FAILED_VERIFICATION:
   case CURLE_SSL_CACERT_BADFILE:
   case CURLE_SSL_CERTPROBLEM:
-    verdict(p, TPL_EREMOTE, 0,
-            "%s: TLS: %s (for a private CA pass --ca-cert FILE)", p->shown,
-            text);
+    tls_failure(p, text);
+    return;
+  case CURLE_OUT_OF_MEMORY: /* libcurl's answer to a header over its cap */
+#if LIBCURL_VERSION_NUM >= 0x080600
+  case CURLE_TOO_LARGE: /* ... since 8.6 */
+#endif
+    if (!p->in_header) break;
+    verdict(p, TPL_EPROTO, 0,
+            "%s: response header larger than libcurl accepts (%d KiB a "
+            "line, 300 KiB in all): a server fault",
+            p->shown, CURL_MAX_HTTP_HEADER / 1024);
     return;
   case CURLE_PARTIAL_FILE:
   case CURLE_RECV_ERROR:
     if (p->w != NULL) { /* a whole object starts again */
-      verdict(p, TPL_EREMOTE, 1, "%s: the transfer was cut after %zu bytes: %s",
-              p->shown, p->w->len, text);
+      verdict(p, p->w->len > 0 ? -EIO : TPL_EREMOTE, 1,
+              "%s: the transfer was cut after %zu bytes: %s", p->shown,
+              p->w->len, text);
       return;
     }
     verdict(p, p->got > 0 ? -EIO : TPL_EREMOTE, 1,
@@ -524,8 +593,9 @@ static void curl_failure(struct part *p, CURLcode c) {
     verdict(p, TPL_EREMOTE, 1, "%s: %s", p->shown, text);
     return;
   default:
-    verdict(p, TPL_EREMOTE, 0, "%s: %s", p->shown, text);
+    break;
   }
+  verdict(p, TPL_EREMOTE, 0, "%s: %s", p->shown, text);
 }
 
 /* The body ended without an error: did all of it come? */
@@ -547,8 +617,8 @@ static double backoff(unsigned attempt) {
 static void part_done(struct part *p, CURLcode c) {
   struct tpl__http *h = p->h;
   int failed_owner = owner_failed(p);
-  part_end_transfer(p);
   if (p->verdict == 0 && c != CURLE_OK) curl_failure(p, c);
+  part_end_transfer(p);
   if (p->verdict == 0) check_complete(p);
   if (p->verdict == 0 || failed_owner) {
     part_finished(p);
@@ -556,7 +626,6 @@ static void part_done(struct part *p, CURLcode c) {
   }
   if (p->transient && p->attempt < h->o.retries) {
     p->attempt++;
-    h->stats.retries++;
     if (p->w != NULL) p->w->len = 0; /* a whole object starts again */
     p->start_at = tpl__now() + backoff(p->attempt);
     enqueue(h, p);
@@ -567,6 +636,9 @@ static void part_done(struct part *p, CURLcode c) {
     snprintf(p->why.msg + l, sizeof(p->why.msg) - l, " (after %u retries)",
              h->o.retries);
   }
+  if (h->signer.explain != NULL && p->status >= 400)
+    h->signer.explain(h->signer.ctx, p->shown, p->status, p->body, p->body_len,
+                      &p->why);
   owner_fail(p, p->verdict, &p->why);
   part_finished(p);
 }
@@ -617,13 +689,13 @@ static void collect(struct tpl__http *h) {
 /* Drives the transfers until *pending is 0. */
 static void drive(struct tpl__http *h, const unsigned *pending) {
   while (*pending > 0) {
-    uint64_t before = h->stats.bytes;
+    uint64_t before = h->received;
     double wait = launch_due(h);
     int running;
     if (*pending == 0) break;
     curl_multi_perform(h->multi, &running);
     collect(h);
-    if (h->progress != NULL && h->stats.bytes != before)
+    if (h->progress != NULL && h->received != before)
       h->progress(h->progress_ctx);
     if (*pending == 0) break;
     curl_multi_poll(h->multi, NULL, 0, (int)(wait * 1000) + 1, NULL);

@@ -98,13 +98,26 @@ int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
 int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
                        struct tpl__error *err);
 
-/* Counters since the client was made: bytes of bodies received, requests
- * sent (retries included), retries. */
-struct tpl__http_stats {
-  uint64_t bytes, requests, retries;
+/* A request signer (s3.c: AWS Signature V4).  sign is called for every
+ * request, retries included, with libcurl's easy handle (a CURL *): it
+ * sets its options and may append headers to *headers (the client frees
+ * the list when the transfer ends); 0 or -ENOMEM.  explain, when set, may
+ * rewrite the message of a failed answer for `shown` (HTTP `status`, the
+ * first `len` bytes of its body).  free releases ctx when the client is closed.
+ */
+struct curl_slist;
+struct tpl__http_signer {
+  int (*sign)(void *ctx, void *easy, struct curl_slist **headers);
+  void (*explain)(void *ctx, const char *shown, int status, const char *body,
+                  size_t len, struct tpl__error *why);
+  void (*free)(void *ctx);
+  void *ctx;
 };
-void tpl__http_get_stats(const struct tpl__http *h,
-                         struct tpl__http_stats *out);
+
+/* Signs every later request of h with s (copied; h owns s->ctx from now
+ * on, and sends no bearer token). */
+void tpl__http_set_signer(struct tpl__http *h,
+                          const struct tpl__http_signer *s);
 
 /* Called whenever bytes arrive (progress lines); NULL: none. */
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),

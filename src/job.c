@@ -181,11 +181,8 @@ size_t tpl__job_out_shape(const struct tpl__job *job,
 
 size_t tpl__job_mlc_segs(const struct tpl__job *job,
                          const struct tpl__job_tensor *t, uint64_t *out) {
-  size_t n = t->spec.nsegs ? t->spec.nsegs : 1;
-  for (size_t j = 0; j < n; j++)
-    out[j] = (t->spec.nsegs ? t->spec.segs[j] : t->shape[t->spec.dim]) /
-             job->grid.tp;
-  return n;
+  return tpl__shard_rank_segs(&t->spec, t->shape[t->spec.dim], job->grid.tp,
+                              out);
 }
 
 int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,

@@ -131,8 +131,8 @@ size_t tpl__job_out_shape(const struct tpl__job *job,
                           const struct tpl__job_tensor *t, uint64_t *out);
 
 /* A sharded tensor's per-shard segment lengths in MLC's units (full
- * segs / tp; one segment when the rule has none) into out (TPL_MAX_SEGS
- * entries); returns how many. */
+ * segs / tp, or / parts for a replicated segment; one segment when the
+ * rule has none) into out (TPL_MAX_SEGS entries); returns how many. */
 size_t tpl__job_mlc_segs(const struct tpl__job *job,
                          const struct tpl__job_tensor *t, uint64_t *out);
 

@@ -92,6 +92,11 @@ extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err);
 
+/* Removes every tensor of decoder layer `first` and above
+ * ("model.layers.<i>." with i >= first), keeping the order of the rest;
+ * the files stay.  Returns how many were removed. */
+size_t tpl__model_drop_layers(struct tpl__model *m, uint32_t first);
+
 /* Frees a model and everything it owns; NULL is accepted. */
 void tpl__model_free(struct tpl__model *m);
 

@@ -140,6 +140,7 @@ struct rule_fields {
   const char *name;
   int has_dim, has_scale, has_replicate;
   struct tpl__shard_spec spec;
+  uint32_t interleave;
 };
 
 static const char *json_kind(const json_t *v) {
@@ -208,6 +209,20 @@ static int parse_segs(const json_t *v, const char *what, size_t idx,
   return 0;
 }
 
+#define MAX_INTERLEAVE 64
+
+static int parse_interleave(const json_t *v, const char *what, size_t idx,
+                            struct rule_fields *f, struct tpl__error *err) {
+  uint64_t k;
+  if (tpl__json_u64(v, &k) != 0 || k < 2 || k > MAX_INTERLEAVE)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'interleave' to be the number "
+                     "of parts whose rows alternate, 2 to %d, found %s",
+                     what, idx, MAX_INTERLEAVE, json_kind(v));
+  f->interleave = (uint32_t)k;
+  return 0;
+}
+
 /* `scale_bias` and `replicate` only make sense as `true`: `false` would
  * mean "this rule does nothing", which is a mistake worth reporting. */
 static int parse_true(const json_t *v, const char *key, const char *what,
@@ -234,13 +249,15 @@ static int parse_field(const char *key, const json_t *v, const char *what,
     return parse_string(v, key, MAX_FUNC_NAME, what, idx, &f->name, err);
   if (strcmp(key, "dim") == 0) return parse_dim(v, what, idx, f, err);
   if (strcmp(key, "segs") == 0) return parse_segs(v, what, idx, f, err);
+  if (strcmp(key, "interleave") == 0)
+    return parse_interleave(v, what, idx, f, err);
   if (strcmp(key, "scale_bias") == 0)
     return parse_true(v, key, what, idx, &f->has_scale, err);
   if (strcmp(key, "replicate") == 0)
     return parse_true(v, key, what, idx, &f->has_replicate, err);
   return tpl__fail(err, TPL_EPLAN,
                    "%s: rule %zu: unknown key '%s' (expected match, dim, "
-                   "name, segs, scale_bias or replicate)",
+                   "name, segs, interleave, scale_bias or replicate)",
                    what, idx, key);
 }
 
@@ -265,6 +282,19 @@ static int check_fields(const struct rule_fields *f, const char *what,
                      "without 'dim'",
                      what, idx, f->name != NULL ? "name" : "segs",
                      f->name != NULL ? "name" : "segs");
+  if (f->interleave != 0 && !f->has_dim)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'dim' with 'interleave', found "
+                     "'interleave' without 'dim'",
+                     what, idx);
+  /* Segments are consecutive runs; interleaved parts are not. */
+  if (f->interleave != 0 && f->spec.nsegs != 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'segs' or 'interleave', found "
+                     "both (segs cut consecutive parts, interleaved parts "
+                     "alternate row by row: a contiguous cut of whole "
+                     "groups keeps them together)",
+                     what, idx);
   return 0;
 }
 
@@ -290,6 +320,7 @@ static int parse_rule(const json_t *obj, const char *what, size_t idx,
                        : TPL_RULE_REPLICATE;
   if (tpl__plan_add_rule(p, f.match, kind, f.name, &f.spec) != 0)
     return tpl__fail(err, -ENOMEM, "%s: out of memory", what);
+  p->rules[p->nrules - 1].interleave = f.interleave;
   return 0;
 }
 
@@ -371,6 +402,22 @@ static int blame_rule(const struct tpl__plan *p, int rule, int rc,
                    p->rules[rule].match, msg);
 }
 
+/* An interleaved tensor is cut contiguously, so each rank's slice must
+ * hold whole groups of the alternating rows: vLLM's gpt_oss.py slices
+ * the interleaved gate_up rows [2 * start, 2 * end) per rank. */
+static int check_interleave(const struct tpl__rule *r,
+                            const struct tpl__tensor *t, uint32_t nshards,
+                            struct tpl__error *err) {
+  uint64_t slice = t->shape[r->spec.dim] / nshards;
+  if (r->interleave < 2 || slice % r->interleave == 0) return 0;
+  return tpl__fail(err, TPL_EINDIVISIBLE,
+                   "tensor '%s': expected each of the %u shards' %llu rows "
+                   "along dim %d to be whole groups of the %u interleaved "
+                   "parts, found %llu left over",
+                   t->name, nshards, (unsigned long long)slice, r->spec.dim,
+                   r->interleave, (unsigned long long)(slice % r->interleave));
+}
+
 static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
                       uint32_t nshards, struct tpl__strategy *s,
                       struct tpl__error *err) {
@@ -382,6 +429,7 @@ static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
   s->kind = r->kind;
   if (r->kind == TPL_RULE_SHARD) {
     rc = tpl__shard_check(t->shape, t->ndim, &r->spec, nshards, t->name, err);
+    if (rc == 0) rc = check_interleave(r, t, nshards, err);
     if (rc != 0) return blame_rule(p, s->rule, rc, err);
     s->func_name = r->name;
     s->spec = r->spec;
@@ -441,6 +489,38 @@ static int apply_derived(const struct tpl__plan *p, const struct tpl__model *m,
   return 0;
 }
 
+/* The weight of a compressed-tensors param: `<base>.weight`, or its
+ * packed form `<base>.weight_packed`; -1 when neither is there. */
+static long find_ct_weight(const json_t *idx, const char *base) {
+  char packed[TPL_MAX_NAME + 24];
+  long w = find_tensor(idx, base);
+  if (w >= 0) return w;
+  snprintf(packed, sizeof(packed), "%s_packed", base);
+  return find_tensor(idx, packed);
+}
+
+/* A compressed-tensors param takes its weight's rule, as vLLM's schemes
+ * load it (quant_ct.h); a weight left whole leaves it whole. */
+static int apply_ct(const struct tpl__plan *p, const struct tpl__model *m,
+                    const json_t *idx, const struct tpl__tensor *t, int ct,
+                    const char *base, uint32_t nshards, struct tpl__strategy *s,
+                    struct tpl__error *err) {
+  const struct tpl__rule *r = &p->rules[s->rule];
+  long w = find_ct_weight(idx, base);
+  struct tpl__shard_spec spec;
+  int replicate, rc;
+  s->kind = TPL_RULE_REPLICATE;
+  if (r->kind != TPL_RULE_SHARD) return 0;
+  rc = tpl__ct_derive(ct, &p->ct, t, w >= 0 ? &m->tensors[w] : NULL, &r->spec,
+                      nshards, &spec, &replicate, err);
+  if (rc != 0) return blame_rule(p, s->rule, rc, err);
+  if (replicate) return 0;
+  s->kind = TPL_RULE_SHARD;
+  s->spec = spec;
+  s->func_name = r->name;
+  return 0;
+}
+
 static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
                      const json_t *idx, size_t i, uint32_t nshards,
                      struct tpl__strategy *s, struct tpl__error *err) {
@@ -450,8 +530,22 @@ static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
   memset(s, 0, sizeof(*s));
   if (qp != TPL_QP_NONE && (s->rule = find_rule(p, base)) >= 0)
     return apply_derived(p, m, idx, t, qp, base, nshards, s, err);
+  if (p->ct.present && (qp = tpl__ct_param(t->name, base, sizeof(base))) != 0 &&
+      (s->rule = find_rule(p, base)) >= 0)
+    return apply_ct(p, m, idx, t, qp, base, nshards, s, err);
   s->rule = find_rule(p, t->name);
   return apply_rule(p, t, nshards, s, err);
+}
+
+/* A compressed-tensors scale its weight's rule left whole on purpose
+ * (per channel under an input cut, activation order: quant_ct.h). */
+static int derived_whole(const struct tpl__plan *p,
+                         const struct tpl__strategy *s,
+                         const struct tpl__tensor *t) {
+  char base[TPL_MAX_NAME + 16];
+  return p->ct.present && s->rule >= 0 &&
+         tpl__ct_param(t->name, base, sizeof(base)) != TPL_CT_NONE &&
+         tpl__glob_match(p->rules[s->rule].match, base);
 }
 
 /* No silent mis-shard: a scale or zero-point of more than one element
@@ -465,7 +559,8 @@ static int check_scales(const struct tpl__plan *p, const struct tpl__model *m,
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
     if (st[i].kind != TPL_RULE_REPLICATE || tpl__tensor_numel(t) <= 1 ||
-        !tpl__quant_is_scale(t->name, stem, sizeof(stem)))
+        !tpl__quant_is_scale(t->name, stem, sizeof(stem)) ||
+        derived_whole(p, &st[i], t))
       continue;
     for (size_t k = 0; k < ARRAY_SIZE(weights); k++) {
       long w;

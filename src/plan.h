@@ -10,6 +10,7 @@
 #include "common.h"
 #include "model.h"
 #include "quant.h"
+#include "quant_ct.h"
 #include "shard.h"
 
 enum tpl__rule_kind {
@@ -23,6 +24,10 @@ struct tpl__rule {
   int kind;                    /* enum tpl__rule_kind */
   char *name;                  /* owned func_name for SHARD ("_shard_<dim>") */
   struct tpl__shard_spec spec; /* SHARD only; nsegs 0 = one segment */
+  /* SHARD only: the rows along `dim` alternate between this many fused
+   * parts (gpt-oss's gate_up: gate even, up odd), so a rank's slice must
+   * be whole groups of them; 0 or 1 = not interleaved. */
+  uint32_t interleave;
   /* SHARD only, owned: the func_names MLC gives the quantized params
    * derived from this rule, name + tpl__quant_func_suffix(qp); NULL where
    * MLC has none. */
@@ -37,6 +42,7 @@ struct tpl__plan {
   size_t nrules;
   int from_file;                /* a user's plan file (not a preset) */
   struct tpl__quant_info quant; /* from the model's config, see quant.h */
+  struct tpl__ct_scheme ct;     /* compressed-tensors' scheme, quant_ct.h */
   /* The preset the plan was built from (set by tpl__preset_from_config),
    * NULL for a plan file; preset_mlc 1 when it uses MLC's names. */
   const struct tpl__preset_def *preset;

@@ -14,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "fileio.h"
+#include "interleaved.h"
 #include "jsonu.h"
 #include "planner.h"
 #include "presets.h"
@@ -105,6 +106,47 @@ static int read_quant(const struct tpl__model *m, struct config *c,
   return rc;
 }
 
+/* ModelOpt's older exports keep their scheme in hf_quant_config.json
+ * beside config.json ({"quantization": {"quant_algo": "NVFP4", ...}}).
+ * Read for local models only: an object store may answer a missing key
+ * with 403.  Sets the plan's method and scheme when the file is there. */
+static int read_hf_quant_config(const struct tpl__model *m, struct tpl__plan *p,
+                                struct tpl__error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  json_t *j = NULL;
+  int rc;
+  if (m->url != NULL) return 0;
+  rc = tpl__model_read_member(m, "hf_quant_config.json", TPL_MAX_JSON_FILE,
+                              &buf, &len, err);
+  if (rc == -ENOENT) return 0;
+  if (rc == 0)
+    rc = tpl__json_parse_object(buf, len, "hf_quant_config.json", &j, err);
+  if (rc == 0) {
+    snprintf(p->quant.method, sizeof(p->quant.method), "modelopt");
+    tpl__ct_parse_modelopt(json_object_get(j, "quantization"), &p->ct);
+  }
+  json_decref(j);
+  free(buf);
+  return rc;
+}
+
+/* The per-param scheme of an HF checkpoint (quant_ct.h): compressed-
+ * tensors' config_groups, or ModelOpt's quant_algo (in config.json, or
+ * hf_quant_config.json for older exports). */
+static int read_param_scheme(const struct tpl__model *m, const struct config *c,
+                             struct tpl__plan *p, struct tpl__error *err) {
+  const json_t *qc = json_object_get(c->json, "quantization_config");
+  if (c->mlc) return 0;
+  if (strcmp(p->quant.method, "compressed-tensors") == 0)
+    tpl__ct_parse(qc, &p->ct);
+  else if (strcmp(p->quant.method, "modelopt") == 0)
+    tpl__ct_parse_modelopt(qc, &p->ct);
+  else if (p->quant.method[0] == '\0')
+    return read_hf_quant_config(m, p, err);
+  return 0;
+}
+
 static int resolve(const char *arg, const struct tpl__model *m,
                    uint32_t nshards, struct config *c, struct tpl__plan **out,
                    struct tpl__error *err) {
@@ -117,6 +159,9 @@ static int resolve(const char *arg, const struct tpl__model *m,
   else
     rc = load_plan_file(arg, &p, err);
   if (rc == 0) rc = read_quant(m, c, &p->quant, err);
+  if (rc == 0) rc = read_param_scheme(m, c, p, err);
+  if (rc == 0) rc = tpl__quant_check_method(&p->quant, c->path, err);
+  if (rc == 0) rc = tpl__ct_check(&p->ct, c->path, err);
   if (rc == 0) rc = tpl__quant_check_tp(&p->quant, nshards, m->dir, err);
   if (rc != 0) {
     tpl__plan_free(p);
@@ -144,8 +189,20 @@ static int layers_invalid(const char *where, const char *key, const json_t *v,
   return rc;
 }
 
+/* DeepSeek-V3's multi-token-prediction layers after the decoder's
+ * (num_nextn_predict_layers, HF configs only; 0 when absent or bad: the
+ * preset check names a bad value). */
+static uint32_t read_mtp_layers(const json_t *cfg) {
+  uint64_t n = 0;
+  if (tpl__json_u64(json_object_get(cfg, "num_nextn_predict_layers"), &n) !=
+          0 ||
+      n > UINT32_MAX)
+    return 0;
+  return (uint32_t)n;
+}
+
 static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
-                       int *tied, struct tpl__error *err) {
+                       uint32_t *mtp, int *tied, struct tpl__error *err) {
   const json_t *cfg = c->json, *v = NULL;
   const char *where = c->path ? c->path : "the model's config";
   const char *key =
@@ -160,6 +217,7 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
   if (tpl__json_u64(v, &n) != 0 || n == 0 || n > UINT32_MAX)
     return layers_invalid(where, key, v, err);
   *layers = (uint32_t)n;
+  *mtp = c->mlc ? 0 : read_mtp_layers(cfg);
   *tied = json_is_true(json_object_get(cfg, "tie_word_embeddings"));
   return 0;
 }
@@ -168,12 +226,30 @@ static int read_layers(const struct config *c, uint32_t pp, uint32_t *layers,
 static int assign_stages(const struct tpl__model *m, const struct config *c,
                          uint32_t pp, struct tpl__stages *out,
                          struct tpl__error *err) {
-  uint32_t layers = 1;
+  uint32_t layers = 1, mtp = 0;
   int tied = 0, rc = 0;
-  if (pp > 1) rc = read_layers(c, pp, &layers, &tied, err);
+  if (pp > 1) rc = read_layers(c, pp, &layers, &mtp, &tied, err);
   if (rc == 0 && pp > 1) rc = tpl__stage_check(layers, pp, err);
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++)
-    rc = tpl__tensor_stages(m->tensors[i].name, layers, pp, tied, err, &out[i]);
+    rc = tpl__tensor_stages(m->tensors[i].name, layers, mtp, pp, tied, err,
+                            &out[i]);
+  return rc;
+}
+
+int tpl__plan_skip_mtp(struct tpl__model *m, size_t *dropped,
+                       struct tpl__error *err) {
+  struct config c = {0};
+  uint64_t layers = 0;
+  int rc = 0;
+  *dropped = 0;
+  if (m->format != TPL_FMT_MLC) rc = config_read(m, &c, err);
+  if (rc == -ENOENT) rc = 0;
+  if (rc == 0 && c.json != NULL && read_mtp_layers(c.json) > 0 &&
+      tpl__json_u64(json_object_get(c.json, "num_hidden_layers"), &layers) ==
+          0 &&
+      layers > 0 && layers <= UINT32_MAX)
+    *dropped = tpl__model_drop_layers(m, (uint32_t)layers);
+  config_clear(&c);
   return rc;
 }
 
@@ -194,6 +270,8 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   }
   if (rc == 0) rc = tpl__plan_apply(p, m, grid->tp, s, err);
   if (rc == 0) rc = tpl__preset_check(p, m, s, c.json, err);
+  if (rc == 0)
+    rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

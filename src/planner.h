@@ -33,6 +33,17 @@
  * On success *plan (tpl__plan_free), *strategies (free(); one per tensor,
  * func_name borrowing from *plan) and *stages (free(); one per tensor) are
  * the caller's. */
+/* --skip-mtp: removes from `m` the multi-token-prediction layers its
+ * config.json declares (num_nextn_predict_layers, DeepSeek-V3): every
+ * tensor of layer num_hidden_layers and above, so that the job holds the
+ * main model only, as vLLM's main model loads it (deepseek_v2.py skips
+ * them, get_spec_layer_idx_from_weight_name).  A model without them (an
+ * MLC directory, another architecture, no config) is left as it is.
+ * Stores how many tensors went in *dropped.  Returns 0, or the config's
+ * read or parse failure (err naming the file). */
+int tpl__plan_skip_mtp(struct tpl__model *m, size_t *dropped,
+                       struct tpl__error *err);
+
 int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,

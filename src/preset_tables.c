@@ -285,7 +285,22 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
       HF_SHARED(TPL_REQ_MOE, "*.mlp.shared_experts"),                          \
       RW("*.mlp.gate.weight", ROUTER), HF_MLP(TPL_REQ_DENSE, "*.mlp"), TAIL
 
+/* DeepSeek-V3's multi-token-prediction layers (num_hidden_layers ..
+ * + num_nextn_predict_layers - 1), loaded as vLLM's DeepSeekMTP loads
+ * them (vllm/model_executor/models/deepseek_mtp.py, 03356f8c): the
+ * decoder block like any MoE layer's; eh_proj a plain nn.Linear, whole
+ * on every rank; enorm / hnorm / shared_head.norm norms (TAIL's
+ * *norm.weight); shared_head.head and the layer's embed_tokens the
+ * vocabulary tables, whole here as lm_head and the embeddings are. */
+#define MTP_EH "MTP's eh_proj: a plain linear, whole in vLLM's DeepSeekMTP"
+#define MTP_VOCAB "MTP's vocabulary table: whole, as lm_head"
+#define HF_DS_MTP                                                              \
+  RW("model.layers.*.eh_proj.weight", MTP_EH),                                 \
+      RW("model.layers.*.shared_head.head.weight", MTP_VOCAB),                 \
+      RW("model.layers.*.embed_tokens.weight", MTP_VOCAB)
+
 static const struct tpl__ptmpl hf_deepseek_v2[] = {
+    HF_DS_MTP,
     DS_ATTN,
     HF_DS_MLP,
 };
@@ -699,6 +714,35 @@ static const struct tpl__ptmpl mlc_qwen[] = {
     QWEN_TAIL,
 };
 
+/* ---- gpt_oss: HF only (MLC's gpt_oss_model.py sets no shard strategy:
+ * no _set_tp, so MLC runs it unsharded).  transformers'
+ * GptOssForCausalLM names, cut as vLLM's models/gpt_oss.py (0025d69b)
+ * loads them: q/k/v and their biases by heads (QKVParallelLinear),
+ * o_proj row-parallel, `sinks` ([heads]) by heads, the router whole.
+ * The MXFP4 experts' gate_up_proj_{blocks,scales,bias} along their
+ * 2 x I rows (dim 1), which interleave gate and up: a contiguous cut
+ * keeps the pairs (interleaved.c checks whole pairs per rank), as
+ * vLLM's rows [2 r P, 2 (r + 1) P); down_proj_{blocks,scales} along
+ * the input blocks (dim 2).  The dequantized bf16 form (gate_up_proj
+ * [E, H, 2I], down_proj [E, I, H]) is cut the same way.  Row-parallel
+ * biases (o_proj, the experts' down) are scale_bias: vLLM adds them on
+ * rank 0 only, the all-reduced sum is the same. ---- */
+static const struct tpl__ptmpl hf_gpt_oss[] = {
+    HF_ATTN,
+    SU("*.self_attn.sinks", "_shard_sinks", 0, EVERY, TPL_U_H),
+    RW("*.mlp.router.weight", ROUTER),
+    RW("*.mlp.router.bias", ROUTER),
+    O("*.mlp.experts.gate_up_proj_blocks", "_shard_gate_up_blocks", 1, NONE),
+    O("*.mlp.experts.gate_up_proj_scales", "_shard_gate_up_scales", 1, NONE),
+    O("*.mlp.experts.gate_up_proj_bias", "_shard_gate_up_bias", 1, NONE),
+    O("*.mlp.experts.down_proj_blocks", "_shard_down_blocks", 2, NONE),
+    O("*.mlp.experts.down_proj_scales", "_shard_down_scales", 2, NONE),
+    O("*.mlp.experts.gate_up_proj", "_shard_gate_up", 2, NONE),
+    O("*.mlp.experts.down_proj", "_shard_down", 1, NONE),
+    SC("*.mlp.experts.down_proj_bias"),
+    TAIL,
+};
+
 #define T(t) t, ARRAY_SIZE(t)
 
 const struct tpl__preset_def tpl__preset_defs[] = {
@@ -730,7 +774,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"gpt_neox", T(hf_gpt_neox), T(mlc_gpt_neox), TPL_P_4X},
     {"gpt_j", T(hf_gpt_j), T(mlc_gpt_j), TPL_P_4X},
     {"internlm", T(hf_llama), T(mlc_internlm), 0},
-    {"internlm2", T(hf_internlm2), T(mlc_internlm2), 0},
+    {"internlm2", T(hf_internlm2), T(mlc_internlm2), TPL_P_KV_GROUPED},
     {"baichuan", T(hf_baichuan), T(mlc_baichuan), 0},
     {"chatglm3", T(chatglm3), T(chatglm3), 0},
     {"starcoder2", T(hf_starcoder2), T(mlc_starcoder2), TPL_P_4X},
@@ -738,6 +782,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"nemotron", T(hf_nemotron), T(mlc_nemotron), 0},
     {"stable_lm", T(hf_llama), T(mlc_stable_lm), 0},
     {"minicpm", T(hf_minicpm), T(mlc_minicpm), TPL_P_KIND_EXPERTS},
+    {"gpt_oss", T(hf_gpt_oss), NULL, 0, 0},
 };
 const size_t tpl__npreset_defs = ARRAY_SIZE(tpl__preset_defs);
 
@@ -783,6 +828,7 @@ const struct tpl__name_map tpl__preset_archs[] = {
     {"StableLmForCausalLM", "stable_lm"},
     {"StableLMEpochForCausalLM", "stable_lm"},
     {"MiniCPMForCausalLM", "minicpm"},
+    {"GptOssForCausalLM", "gpt_oss"},
 };
 const size_t tpl__npreset_archs = ARRAY_SIZE(tpl__preset_archs);
 

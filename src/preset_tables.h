@@ -69,6 +69,10 @@ struct tpl__ptmpl {
 #define TPL_P_KIND_DS 0x80       /* first_k_dense_replace, moe_layer_freq */
 #define TPL_P_KIND_STEP 0x100    /* moe_layers or interleave_moe_layer_step */
 #define TPL_P_KIND_EXPERTS 0x200 /* all when num_experts > 0 */
+/* Each kv head's rows sit beside its q heads' in one fused tensor (HF
+ * internlm2's wqkv): an even cut gives whole groups, so kv heads fewer
+ * than the shards are refused, never replicated. */
+#define TPL_P_KV_GROUPED 0x400
 
 struct tpl__preset_def {
   const char *name;

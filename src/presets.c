@@ -67,6 +67,7 @@ const char *tpl__preset_names(void) {
 struct sizes {
   uint64_t hidden, heads, kv_heads, head_dim, inter, moe, shared;
   uint64_t layers;  /* 0 when the config does not say */
+  uint64_t mtp;     /* num_nextn_predict_layers after them; 0 when none */
   uint64_t experts; /* routed experts a layer; 0 when none or not said */
   /* The config keys each size came from ("num_attention_heads", ...);
    * head_dim's is "hidden / heads" when derived. */
@@ -79,6 +80,10 @@ struct sizes {
     uint64_t value;
   } checks[MAX_CHECKS];
   size_t nchecks;
+  size_t kv_check; /* index of the kv heads' check, or MAX_CHECKS */
+  /* kv heads held by N / kv_parts ranks each (N a multiple of them);
+   * 0 when they are cut N ways.  Set by check_divisible. */
+  uint32_t kv_parts;
 };
 
 #define MAX_SIZE (1ull << 32) /* no model dimension is this large */
@@ -155,7 +160,10 @@ static int read_attention(const json_t *cfg, unsigned flags, const char *what,
   s->kv_heads = s->heads;
   s->kv_key = s->heads_key;
   rc = get_size(cfg, kv, what, &s->kv_heads, &s->kv_key, err);
-  if (rc == 0) add_check(s, s->kv_key, s->kv_heads);
+  if (rc == 0) {
+    s->kv_check = s->nchecks;
+    add_check(s, s->kv_key, s->kv_heads);
+  }
   if (rc < 0) return rc;
   if (s->kv_heads > s->heads)
     return tpl__fail(err, TPL_EFORMAT,
@@ -240,8 +248,17 @@ static int read_layer_count(const json_t *cfg, const char *what,
                             struct sizes *s, struct tpl__error *err) {
   static const char *const layers[] = {"num_hidden_layers", "n_layer",
                                        "num_layers", NULL};
+  const json_t *mtp = json_object_get(cfg, "num_nextn_predict_layers");
   int rc = get_size(cfg, layers, what, &s->layers, &s->layers_key, err);
-  return rc > 0 ? 0 : rc;
+  if (rc < 0) return rc;
+  if (mtp != NULL && !json_is_null(mtp) &&
+      (tpl__json_u64(mtp, &s->mtp) != 0 || s->mtp >= MAX_SIZE))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: expected 'num_nextn_predict_layers' to be a "
+                     "whole number of layers below 2^32, found another "
+                     "value",
+                     what);
+  return 0;
 }
 
 /* The routed experts' count, when the config gives a positive one
@@ -262,6 +279,7 @@ static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
                       struct sizes *s, struct tpl__error *err) {
   int rc;
   memset(s, 0, sizeof(*s));
+  s->kv_check = MAX_CHECKS;
   if ((rc = read_attention(cfg, flags, what, s, err)) != 0 ||
       (rc = read_mlp(cfg, flags, what, s, err)) != 0 ||
       (rc = read_layer_count(cfg, what, s, err)) != 0)
@@ -270,13 +288,39 @@ static int read_sizes(const json_t *cfg, unsigned flags, const char *what,
   return read_experts(cfg, flags, what, s, err);
 }
 
-/* Lists the shard counts 1..64 that divide every checked size. */
-static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
+/* How a preset may cut kv heads fewer than the shards (MLC's
+ * llama_model.py LlamaAttention asserts num_key_value_heads %
+ * tensor_parallel_shards == 0, as every MLC model file does). */
+enum kv_rule {
+  KV_REPLICATE, /* HF names: vLLM's replication (N a multiple of kv) */
+  KV_MLC,       /* MLC's names: MLC cuts kv heads N ways or refuses */
+  KV_GROUPED    /* kv heads interleaved with their q heads: cut N ways */
+};
+
+static enum kv_rule kv_rule_of(const struct tpl__preset_def *p, int mlc) {
+  if (mlc) return KV_MLC;
+  return (p->flags & TPL_P_KV_GROUPED) ? KV_GROUPED : KV_REPLICATE;
+}
+
+/* Whether check i of `s` holds at `n` shards: a multiple of n, or, for
+ * the kv heads under vLLM's rule, a divisor of n (QKVParallelLinear in
+ * vllm/model_executor/layers/linear.py: tp_size >= total_num_kv_heads
+ * gives num_kv_head_replicas = divide(tp_size, total_num_kv_heads)). */
+static int check_holds(const struct sizes *s, size_t i, uint64_t n,
+                       enum kv_rule kv) {
+  uint64_t v = s->checks[i].value;
+  if (v % n == 0) return 1;
+  return i == s->kv_check && kv == KV_REPLICATE && n % v == 0;
+}
+
+/* Lists the shard counts 1..64 every checked size allows. */
+static void list_good_counts(const struct sizes *s, enum kv_rule kv, char *buf,
+                             size_t len) {
   size_t used = 0;
   buf[0] = '\0';
   for (uint64_t n = 1; n <= 64 && used < len; n++) {
     size_t i = 0;
-    while (i < s->nchecks && s->checks[i].value % n == 0)
+    while (i < s->nchecks && check_holds(s, i, n, kv))
       i++;
     if (i < s->nchecks) continue;
     used += (size_t)snprintf(buf + used, len - used, "%s%llu", used ? ", " : "",
@@ -284,18 +328,38 @@ static void list_good_counts(const struct sizes *s, char *buf, size_t len) {
   }
 }
 
-static int check_divisible(const struct sizes *s, uint32_t nshards,
+/* Why kv heads that do not divide the shards are refused, by rule. */
+static const char *kv_refusal(enum kv_rule kv) {
+  switch (kv) {
+  case KV_REPLICATE:
+    return " or a divisor of them (vLLM replicates kv heads only when the "
+           "shards are a multiple of them)";
+  case KV_MLC:
+    return " (MLC LLM refuses fewer kv heads than shards: its attention "
+           "asserts num_key_value_heads % tensor_parallel_shards == 0; "
+           "vLLM replicates them, from a Hugging Face checkpoint)";
+  default:
+    return " (this preset's fused qkv interleaves each kv head with its q "
+           "heads: kv heads cannot be replicated)";
+  }
+}
+
+static int check_divisible(struct sizes *s, uint32_t nshards, enum kv_rule kv,
                            const char *what, struct tpl__error *err) {
   char good[256];
   for (size_t i = 0; i < s->nchecks; i++) {
     uint64_t v = s->checks[i].value;
-    if (v % nshards == 0) continue;
-    list_good_counts(s, good, sizeof(good));
+    if (check_holds(s, i, nshards, kv)) {
+      if (i == s->kv_check && v % nshards != 0) s->kv_parts = (uint32_t)v;
+      continue;
+    }
+    list_good_counts(s, kv, good, sizeof(good));
     return tpl__fail(err, TPL_EINDIVISIBLE,
-                     "%s: %s = %llu: expected a multiple of the %u shards, "
+                     "%s: %s = %llu: expected a multiple of the %u shards%s, "
                      "found remainder %llu (shard counts 1..64 that work "
                      "for this model: %s)",
                      what, s->checks[i].label, (unsigned long long)v, nshards,
+                     i == s->kv_check ? kv_refusal(kv) : "",
                      (unsigned long long)(v % nshards), good);
   }
   return 0;
@@ -316,6 +380,7 @@ static int fill_segs(int kind, const struct sizes *s, const char *what,
     spec->nsegs = 3;
     spec->segs[0] = s->heads * s->head_dim;
     spec->segs[1] = spec->segs[2] = s->kv_heads * s->head_dim;
+    spec->parts[1] = spec->parts[2] = s->kv_parts; /* QKVParallelLinear */
   } else if (kind == TPL_SEGS_EEE) {
     spec->nsegs = 3;
     spec->segs[0] = spec->segs[1] = spec->segs[2] = s->hidden;
@@ -339,6 +404,11 @@ static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
     if (t[i].kind == TPL_RULE_SHARD &&
         (rc = fill_segs(t[i].segs, s, what, &spec, err)) != 0)
       return rc;
+    /* A k/v projection, its bias or a per-kv-head norm: the kv heads'
+     * cut (vLLM's weight_loader: shard_rank = tp_rank //
+     * num_kv_head_replicas for the "k" and "v" shards). */
+    if (t[i].unit == TPL_U_KV || t[i].unit == TPL_U_KVH)
+      spec.parts[0] = s->kv_parts;
     if (tpl__plan_add_rule(plan, t[i].match, t[i].kind, t[i].name, &spec))
       return tpl__oom(err);
   }
@@ -378,9 +448,15 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                      name, tpl__preset_names());
   if (nshards == 0)
     return tpl__fail(err, TPL_EPLAN, "%s: expected at least 1 shard", what);
+  if (mlc && p->nmlc == 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: preset '%s' has no table in MLC's names: MLC's "
+                     "model file for it sets no shard strategy (no "
+                     "_set_tp), so MLC runs it unsharded; pass --plan FILE",
+                     what, p->name);
   if ((rc = sizes_object(config, mlc, p->flags, what, &cfg, err)) != 0 ||
       (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0 ||
-      (rc = check_divisible(&s, nshards, what, err)) != 0)
+      (rc = check_divisible(&s, nshards, kv_rule_of(p, mlc), what, err)) != 0)
     return rc;
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,
            mlc ? " [mlc names]" : "", what);
@@ -452,6 +528,8 @@ static const char *base_name(const char *name, char *buf, size_t len) {
   int qp = tpl__quant_param(name, buf, len);
   if (qp == TPL_QP_Q_WEIGHT || qp == TPL_QP_Q_SCALE || qp == TPL_QP_SCALE_INV)
     return buf;
+  /* compressed-tensors' packed weight stands for its weight. */
+  if (tpl__ct_param(name, buf, len) == TPL_CT_PACKED) return buf;
   return name;
 }
 
@@ -696,26 +774,30 @@ static int check_units(const struct tpl__plan *p, const struct tpl__ptmpl *t,
     uint64_t want;
     if (r == NULL || r->kind != TPL_RULE_SHARD || r->dim >= x->ndim ||
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||
         !unit_size(s, r->unit, &want, how, sizeof(how)) ||
-        x->shape[r->dim] == want)
+        tpl__ct_unpacked(&p->ct, x, r->dim) == want)
       continue;
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: tensor '%s': dim %d is %llu, expected %s = %llu "
                      "(the config's size it is cut by); the checkpoint "
                      "contradicts its config",
                      p->source, x->name, r->dim,
-                     (unsigned long long)x->shape[r->dim], how,
-                     (unsigned long long)want);
+                     (unsigned long long)tpl__ct_unpacked(&p->ct, x, r->dim),
+                     how, (unsigned long long)want);
   }
   return 0;
 }
 
 /* The layers holding the tensors the preset must shard are 0..L-1, L as
- * the config says. */
+ * the config says, and with DeepSeek-V3's multi-token prediction
+ * (num_nextn_predict_layers = M, vLLM's DeepSeekMTP) 0..L+M-1: a
+ * checkpoint may ship its MTP layers or leave them out. */
 static int check_layer_count(const struct tpl__plan *p,
                              const struct tpl__model *m, const struct sizes *s,
                              size_t nlayers, struct tpl__error *err) {
   if (s->layers == 0 || nlayers == s->layers) return 0;
+  if (s->mtp > 0 && nlayers == s->layers + s->mtp) return 0;
   if (nlayers < s->layers)
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: %s = %llu: expected layers 0..%llu in the "
@@ -723,6 +805,16 @@ static int check_layer_count(const struct tpl__plan *p,
                      "checkpoint contradicts its config",
                      p->source, s->layers_key, (unsigned long long)s->layers,
                      (unsigned long long)s->layers - 1, nlayers - 1, nlayers);
+  if (s->mtp > 0)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: %s = %llu and num_nextn_predict_layers = %llu: "
+                     "expected layers 0..%llu, or 0..%llu with the "
+                     "multi-token-prediction layers, found layers 0..%zu; "
+                     "the checkpoint contradicts its config",
+                     p->source, s->layers_key, (unsigned long long)s->layers,
+                     (unsigned long long)s->mtp,
+                     (unsigned long long)s->layers - 1,
+                     (unsigned long long)(s->layers + s->mtp - 1), nlayers - 1);
   for (size_t i = 0; i < m->ntensors; i++)
     if (layer_of(m->tensors[i].name) == (long)s->layers)
       return tpl__fail(err, TPL_EFORMAT,
@@ -824,6 +916,7 @@ static int check_whole_heads(const struct tpl__plan *p,
         !cut[layer] ||
         (r != NULL && r->kind == TPL_RULE_REPLICATE && r->name != NULL) ||
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
+        tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||
         !measures_heads(x, s))
       continue;
     free(cut);

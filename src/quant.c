@@ -122,11 +122,25 @@ static const json_t *find_block(const json_t *cfg) {
   return v;
 }
 
+/* quantization_config.quant_method of an HF config: a name kept even
+ * when malformed (a non-string is "(not a string)"), so that a method
+ * tpload cannot shard is refused rather than ignored; none is "". */
+static void parse_method(const json_t *cfg, struct tpl__quant_info *q) {
+  const json_t *qc = json_object_get(cfg, "quantization_config");
+  const json_t *v = json_object_get(qc, "quant_method");
+  if (v == NULL || json_is_null(v)) return;
+  if (!json_is_string(v))
+    snprintf(q->method, sizeof(q->method), "(not a string)");
+  else
+    snprintf(q->method, sizeof(q->method), "%.31s", json_string_value(v));
+}
+
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                           struct tpl__quant_info *q, struct tpl__error *err) {
   struct tpl__quant_info r;
   int rc;
   tpl__quant_info_init(&r);
+  if (!mlc) parse_method(cfg, &r);
   rc = parse_block(find_block(cfg), what, &r, err);
   if (rc == 0 && mlc)
     rc = parse_scheme(json_object_get(cfg, "quantization"), what, &r, err);
@@ -135,6 +149,30 @@ int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                       err);
   if (rc == 0) *q = r;
   return rc;
+}
+
+/* What each HF method tpload shards needs: "fp8" (transformers'
+ * FineGrainedFP8 / vLLM's Fp8Config) is a weight plus weight_scale_inv
+ * blocks or per-tensor scalars, cut by the weight's rule; "mxfp4"
+ * (gpt-oss) is *_blocks / *_scales / *_bias cut by the gpt_oss preset or
+ * a plan file (interleaved.c guards its gate_up); "compressed-tensors"
+ * has its scheme checked and its params derived in quant_ct.c. */
+static const char *const shardable_methods[] = {
+    "fp8", "mxfp4", "compressed-tensors", "modelopt"};
+
+int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
+                            struct tpl__error *err) {
+  if (q->method[0] == '\0') return 0;
+  for (size_t i = 0; i < ARRAY_SIZE(shardable_methods); i++)
+    if (strcmp(q->method, shardable_methods[i]) == 0) return 0;
+  return tpl__fail(err, TPL_EPLAN,
+                   "%s: quantization_config.quant_method '%s': expected a "
+                   "method tpload shards (fp8, compressed-tensors, "
+                   "modelopt, or gpt-oss's mxfp4), "
+                   "found one it does not: its packed weights, scales and "
+                   "zero points have no shard rules here, and a rank would "
+                   "get slices an engine cannot dequantize",
+                   what, q->method);
 }
 
 int tpl__quant_check_tp(const struct tpl__quant_info *q, uint32_t nshards,
@@ -195,8 +233,9 @@ const char *tpl__quant_func_suffix(int qp) {
 }
 
 int tpl__quant_is_scale(const char *name, char *stem, size_t cap) {
-  static const char *const scales[] = {"q_scale", "weight_scale_inv", "scales",
-                                       "qzeros", "weight_scale"};
+  static const char *const scales[] = {"q_scale",      "weight_scale_inv",
+                                       "scales",       "qzeros",
+                                       "weight_scale", "weight_zero_point"};
   const char *dot = strrchr(name, '.');
   size_t n;
   if (dot == NULL) return 0;
@@ -250,14 +289,91 @@ static int check_groups(const struct tpl__tensor *t,
                    (unsigned long long)(groups % nshards));
 }
 
+/* Segment j of the weight along the cut dim: the rule's, or the whole
+ * extent of `weight` (0 when neither is known). */
+static uint64_t weight_seg(const struct tpl__shard_spec *base,
+                           const struct tpl__tensor *weight, size_t j) {
+  if (base->nsegs > 0) return base->segs[j];
+  return weight != NULL ? weight->shape[base->dim] : 0;
+}
+
+/* Writes the shard counts up to 64 under which every segment's slice is
+ * a whole number of `block`-wide blocks, as "1, 2, 4". */
+static void format_block_counts(char *buf, size_t cap,
+                                const struct tpl__shard_spec *base,
+                                const struct tpl__tensor *weight,
+                                uint64_t block) {
+  size_t used = 0, nsegs = base->nsegs > 0 ? base->nsegs : 1;
+  buf[0] = '\0';
+  for (uint32_t n = 1; n <= 64 && used < cap; n++) {
+    int k, ok = 1;
+    for (size_t j = 0; ok && j < nsegs; j++) {
+      uint64_t seg = weight_seg(base, weight, j);
+      ok = seg % n == 0 && (n == 1 || (seg / n) % block == 0);
+    }
+    if (!ok) continue;
+    k = snprintf(buf + used, cap - used, "%s%u", used ? ", " : "", n);
+    if (k < 0) return;
+    used += (size_t)k;
+  }
+}
+
+/* Each rank's slice of every segment along the cut dim must be whole
+ * blocks, or its scales are not the blocks of its rows: 192 rows in
+ * 128-blocks cut in two give rank 1 rows 96..191 and only scale row 1,
+ * while rows 96..127 belong to block 0.  vLLM refuses the same cut
+ * (validate_fp8_block_shape in model_executor/layers/quantization/
+ * utils/fp8_utils.py; fused_moe's checks in quantization/fp8.py for
+ * experts).  A segment that does not divide by N is left to
+ * tpl__shard_check's message. */
+static int check_block_cut(const struct tpl__tensor *t,
+                           const struct tpl__tensor *weight,
+                           const struct tpl__shard_spec *base, uint64_t block,
+                           uint32_t nshards, struct tpl__error *err) {
+  size_t nsegs = base->nsegs > 0 ? base->nsegs : 1;
+  char works[256];
+  if (nshards <= 1) return 0;
+  for (size_t j = 0; j < nsegs; j++) {
+    /* A replicated kv segment is cut into parts[j] pieces, not N. */
+    uint32_t pieces = base->parts[j] != 0 ? base->parts[j] : nshards;
+    uint64_t seg = weight_seg(base, weight, j), slice = seg / pieces;
+    if (pieces <= 1 || seg == 0 || seg % pieces != 0 || slice % block == 0)
+      continue;
+    format_block_counts(works, sizeof(works), base, weight, block);
+    return tpl__fail(err, TPL_EINDIVISIBLE,
+                     "tensor '%s': expected each of the %u shards' slice "
+                     "of segment %zu of its weight along dim %d (%llu / %u "
+                     "= %llu) to be a whole number of %llu-wide "
+                     "quantization blocks (weight_block_size), found %llu "
+                     "left over: a rank's block scales would not match its "
+                     "rows (vLLM refuses this cut too); shard counts that "
+                     "work: %s",
+                     t->name, nshards, j, base->dim, (unsigned long long)seg,
+                     pieces, (unsigned long long)slice,
+                     (unsigned long long)block,
+                     (unsigned long long)(slice % block), works);
+  }
+  return 0;
+}
+
+int tpl__quant_block_cut(const struct tpl__tensor *t,
+                         const struct tpl__tensor *weight,
+                         const struct tpl__shard_spec *base, uint64_t block,
+                         uint32_t nshards, struct tpl__shard_spec *out,
+                         struct tpl__error *err) {
+  int rc = segs_in_units(base, block, t->name, "block scales", out, err);
+  if (rc == 0) rc = check_block_cut(t, weight, base, block, nshards, err);
+  return rc;
+}
+
 static int derive_block(int qp, const struct tpl__quant_info *q,
                         const struct tpl__tensor *t,
                         const struct tpl__tensor *weight,
-                        const struct tpl__shard_spec *base,
+                        const struct tpl__shard_spec *base, uint32_t nshards,
                         struct tpl__shard_spec *out, int *replicate,
                         struct tpl__error *err) {
   int in_dim = weight != NULL ? weight->ndim - 1 : 1;
-  int bdim;
+  int bdim, rc;
   if (qp == TPL_QP_ACT_SCALE) {
     if (base->dim != in_dim) {
       *replicate = 1;
@@ -267,10 +383,12 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
   }
   if (base->dim < in_dim - 1) return 0; /* an expert axis: whole blocks */
   bdim = base->dim == in_dim ? 1 : 0;
-  return segs_in_units(base, q->block[bdim], t->name,
-                       qp == TPL_QP_ACT_SCALE ? "activation_scale"
-                                              : "weight_scale_inv",
-                       out, err);
+  rc = segs_in_units(base, q->block[bdim], t->name,
+                     qp == TPL_QP_ACT_SCALE ? "activation_scale"
+                                            : "weight_scale_inv",
+                     out, err);
+  if (rc != 0) return rc;
+  return check_block_cut(t, weight, base, q->block[bdim], nshards, err);
 }
 
 int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
@@ -288,7 +406,7 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
     return 0;
   }
   if (qp == TPL_QP_SCALE_INV || qp == TPL_QP_ACT_SCALE)
-    rc = derive_block(qp, q, t, weight, base, out, replicate, err);
+    rc = derive_block(qp, q, t, weight, base, nshards, out, replicate, err);
   if (rc != 0 || *replicate) return rc;
   if (qp == TPL_QP_Q_SCALE) rc = check_groups(t, q, out, nshards, err);
   if (rc == 0)

@@ -46,6 +46,9 @@ struct tpl__quant_info {
   const struct tpl__quant_scheme *scheme; /* NULL: none, or unknown name */
   uint32_t config_shards; /* mlc-chat-config tensor_parallel_shards; 0 none */
   uint64_t block[2];      /* fp8 weight_block_size; MLC's default 128 x 128 */
+  /* HF config.json quantization_config.quant_method ("fp8", "mxfp4",
+   * "compressed-tensors", ...); "" when the config has none. */
+  char method[32];
 };
 
 /* The quantized params MLC writes beside (or instead of) `<base>.weight`. */
@@ -72,6 +75,13 @@ void tpl__quant_info_init(struct tpl__quant_info *q);
  * messages.  Returns 0 or TPL_EFORMAT; `q` is written only on success. */
 int tpl__quant_info_parse(const json_t *cfg, int mlc, const char *what,
                           struct tpl__quant_info *q, struct tpl__error *err);
+
+/* Refuses an HF quantization method tpload does not know how to shard
+ * (anything but "fp8" and "mxfp4": compressed-tensors, modelopt, awq,
+ * gptq, bitsandbytes, ...), whatever the plan, before any tensor is
+ * looked at.  Returns 0 or TPL_EPLAN naming the method and `what`. */
+int tpl__quant_check_method(const struct tpl__quant_info *q, const char *what,
+                            struct tpl__error *err);
 
 /* Refuses, for nshards > 1, the schemes MLC refuses under tensor
  * parallelism: KN layouts (q3f16_0, q4f16_0, q4bf16_0: compile.py), ft-quant
@@ -114,6 +124,18 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
                       const struct tpl__shard_spec *base, uint32_t nshards,
                       struct tpl__shard_spec *out, int *replicate,
                       struct tpl__error *err);
+
+/* The block-scale cut of scale tensor `t` whose weight (`weight`, NULL
+ * if absent) is cut by `base`, in `block`-wide blocks along the cut dim:
+ * segs in block units, and for nshards > 1 each rank's slice of every
+ * segment whole blocks (vLLM's validate_fp8_block_shape).  Stores the
+ * spec in *out (which must hold a copy of *base).  Returns 0 or
+ * TPL_EINDIVISIBLE naming the tensor and the numbers. */
+int tpl__quant_block_cut(const struct tpl__tensor *t,
+                         const struct tpl__tensor *weight,
+                         const struct tpl__shard_spec *base, uint64_t block,
+                         uint32_t nshards, struct tpl__shard_spec *out,
+                         struct tpl__error *err);
 
 /* Returns 1 when `name` is a scale or zero-point param whose values belong
  * to slices of a weight (q_scale, weight_scale_inv, and the HF names

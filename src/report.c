@@ -30,6 +30,15 @@ static int pack_message(const ProtobufCMessage *m, uint8_t **buf, size_t *len) {
 
 /* --- job table --- */
 
+/* How many parts entries a spec sends: none unless a segment is
+ * replicated, so a table without replication packs as before. */
+static size_t spec_parts(const struct tpl__shard_spec *spec) {
+  size_t n = spec->nsegs ? spec->nsegs : 1;
+  for (size_t j = 0; j < n && j < TPL_MAX_SEGS; j++)
+    if (spec->parts[j] != 0) return n;
+  return 0;
+}
+
 static void job_tensor_to_msg(const struct tpl__job_tensor *t,
                               Tpload__JobTensor *m) {
   tpload__job_tensor__init(m);
@@ -48,6 +57,8 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
     m->dim = t->spec.dim;
     m->n_segs = t->spec.nsegs;
     m->segs = (uint64_t *)t->spec.segs;
+    m->n_parts = spec_parts(&t->spec);
+    m->parts = (uint32_t *)t->spec.parts;
   }
 }
 
@@ -98,7 +109,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
                              struct tpl__job_tensor *t,
                              struct tpl__error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
-      m->n_segs > TPL_MAX_SEGS || m->kind > TPL_RULE_SCALE_BIAS)
+      m->n_segs > TPL_MAX_SEGS || m->n_parts > TPL_MAX_SEGS ||
+      m->kind > TPL_RULE_SCALE_BIAS)
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
   t->name = strdup(m->name);
   if (t->name == NULL) return tpl__oom(err);
@@ -118,6 +130,8 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     t->spec.dim = m->dim;
     t->spec.nsegs = m->n_segs;
     if (m->n_segs) memcpy(t->spec.segs, m->segs, m->n_segs * sizeof(uint64_t));
+    if (m->n_parts)
+      memcpy(t->spec.parts, m->parts, m->n_parts * sizeof(uint32_t));
   }
   return 0;
 }

@@ -10,6 +10,8 @@
 struct tpl__serve_opts {
   const char *socket_dir;
   const char *ready_file; /* may be NULL */
+  const char *model;      /* the MODEL argument (a URL's query included):
+                             what a reload without MODEL loads again */
   int log_level;          /* enum tpl__log_level (log.h) */
 };
 

@@ -3,7 +3,10 @@
  * as `rows` = prod(F[0..dim-1]) rows of `row_stride` = F[dim] * inner
  * bytes, inner = prod(F[dim+1..]) * itemsize.  Rank r receives from every
  * row, for each segment j (per-shard length s_j = segs[j] / N, prefix sum
- * S_j), the `s_j * inner` bytes at `(N * S_j + r * s_j) * inner`.  The
+ * S_j), the `s_j * inner` bytes at `(N * S_j + r * s_j) * inner`.  A
+ * segment cut into P < N parts (kv heads replicated, parts[j] = P) has
+ * blocks of segs[j] / P, and rank r takes block floor(r * P / N): the
+ * same bytes as N / P - 1 other ranks.  The
  * result is a struct tpl__layout that the engine, the verifier and the
  * tests all execute with tpl__layout_gather; the range functions work on
  * any byte window [begin, end) of the tensor, so a big tensor can be
@@ -71,6 +74,12 @@ static void format_divisors(char *buf, size_t cap, uint64_t g) {
   }
 }
 
+/* How many blocks segment j is cut into: N, or its parts when set. */
+static uint64_t seg_parts(const struct tpl__shard_spec *spec, size_t j,
+                          uint32_t nshards) {
+  return spec->parts[j] != 0 ? spec->parts[j] : nshards;
+}
+
 /* The segments of `spec` along a dim of length `extent`: either the
  * explicit ones or the single implied segment.  Returns how many. */
 static size_t spec_segs(const struct tpl__shard_spec *spec, uint64_t extent,
@@ -82,6 +91,24 @@ static size_t spec_segs(const struct tpl__shard_spec *spec, uint64_t extent,
   }
   *segs = spec->segs;
   return spec->nsegs;
+}
+
+/* A replicated segment's parts divide N, so every block has N / P
+ * holders. */
+static int check_parts(const struct tpl__shard_spec *spec, uint32_t nshards,
+                       const char *tname, struct tpl__error *err) {
+  size_t n = spec->nsegs ? spec->nsegs : 1;
+  for (size_t j = 0; j < n; j++) {
+    uint32_t p = spec->parts[j];
+    if (p != 0 && nshards % p != 0)
+      return tpl__fail(err, TPL_EPLAN,
+                       "tensor '%s': segment %zu along dim %d is cut into "
+                       "%u replicated parts: expected a divisor of the %u "
+                       "shards, found remainder %u",
+                       tensor_name(tname), j, spec->dim, p, nshards,
+                       nshards % p);
+  }
+  return 0;
 }
 
 static int check_shape(const uint64_t *shape, int ndim,
@@ -112,7 +139,7 @@ static int check_shape(const uint64_t *shape, int ndim,
     return tpl__fail(err, TPL_EPLAN,
                      "tensor '%s': expected at most %d segs, found %zu",
                      tensor_name(tname), TPL_MAX_SEGS, spec->nsegs);
-  return 0;
+  return check_parts(spec, nshards, tname, err);
 }
 
 /* Explicit segs must be positive and sum to shape[dim].  A zero-length
@@ -154,6 +181,18 @@ static int check_segs(const uint64_t *shape, const struct tpl__shard_spec *spec,
   return 0;
 }
 
+/* A replicated segment cut into parts that do not divide it. */
+static int fail_parts(const struct tpl__shard_spec *spec, size_t j,
+                      uint64_t len, uint32_t nshards, const char *tname,
+                      struct tpl__error *err) {
+  return tpl__fail(err, TPL_EINDIVISIBLE,
+                   "tensor '%s': segment %zu along dim %d has length %llu, "
+                   "not divisible by its %u replicated parts (each held by "
+                   "%u of the %u shards)",
+                   tensor_name(tname), j, spec->dim, (unsigned long long)len,
+                   spec->parts[j], nshards / spec->parts[j], nshards);
+}
+
 static int check_divisible(const uint64_t *shape,
                            const struct tpl__shard_spec *spec, uint32_t nshards,
                            const char *tname, struct tpl__error *err) {
@@ -162,6 +201,11 @@ static int check_divisible(const uint64_t *shape,
   size_t n = spec_segs(spec, shape[spec->dim], &segs, &one);
   size_t bad = n;
   for (size_t j = 0; j < n; j++) {
+    if (spec->parts[j] != 0) {
+      if (segs[j] % spec->parts[j] != 0)
+        return fail_parts(spec, j, segs[j], nshards, tname, err);
+      continue; /* its parts do not depend on N */
+    }
     g = gcd_u64(g, segs[j]);
     if (bad == n && segs[j] % nshards != 0) bad = j;
   }
@@ -266,8 +310,9 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
   size_t n = spec_segs(spec, shape[spec->dim], &segs, &one);
   /* Every offset below is < shape[dim] * inner = stride, checked above. */
   for (size_t j = 0; j < n; j++) {
-    uint64_t s = segs[j] / nshards;
-    push_piece(&l, (start + rank * s) * inner, s * inner);
+    uint64_t p = seg_parts(spec, j, nshards);
+    uint64_t s = segs[j] / p, block = (uint64_t)rank * p / nshards;
+    push_piece(&l, (start + block * s) * inner, s * inner);
     start += segs[j];
   }
   if (l.npieces == 1 && l.pieces[0].offset == 0 &&
@@ -277,7 +322,7 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
     l.row_stride = nbytes;
     l.pieces[0].length = nbytes;
   }
-  l.total = l.rows * row_bytes(&l); /* = nbytes / N, fits */
+  l.total = l.rows * row_bytes(&l); /* <= nbytes, fits */
   *out = l;
   return 0;
 }
@@ -290,13 +335,39 @@ void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out) {
   out->row_stride = out->total = nbytes;
 }
 
+size_t tpl__shard_rank_segs(const struct tpl__shard_spec *spec, uint64_t extent,
+                            uint32_t nshards, uint64_t *out) {
+  const uint64_t *segs;
+  uint64_t one;
+  size_t n = spec_segs(spec, extent, &segs, &one);
+  for (size_t j = 0; j < n; j++)
+    out[j] = segs[j] / seg_parts(spec, j, nshards);
+  return n;
+}
+
+uint32_t tpl__shard_replicas(const struct tpl__shard_spec *spec,
+                             uint32_t nshards) {
+  size_t n = spec->nsegs ? spec->nsegs : 1;
+  uint32_t most = 1;
+  for (size_t j = 0; j < n && j < TPL_MAX_SEGS; j++)
+    if (spec->parts[j] != 0 && nshards / spec->parts[j] > most)
+      most = nshards / spec->parts[j];
+  return most;
+}
+
 void tpl__shard_shape(const uint64_t *shape, int ndim,
                       const struct tpl__shard_spec *spec, uint32_t nshards,
                       uint64_t *out) {
+  uint64_t segs[TPL_MAX_SEGS], sum = 0;
   for (int i = 0; i < ndim; i++)
     out[i] = shape[i];
-  if (nshards != 0 && spec->dim >= 0 && spec->dim < ndim)
-    out[spec->dim] = shape[spec->dim] / nshards;
+  if (nshards == 0 || spec->dim < 0 || spec->dim >= ndim ||
+      spec->nsegs > TPL_MAX_SEGS)
+    return;
+  size_t n = tpl__shard_rank_segs(spec, shape[spec->dim], nshards, segs);
+  for (size_t j = 0; j < n; j++)
+    sum += segs[j];
+  out[spec->dim] = sum;
 }
 
 /* The tensor bytes the layout spans: rows * row_stride (saturating, so a

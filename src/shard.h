@@ -30,19 +30,28 @@ struct tpl__layout {
   uint64_t total;
 };
 
-/* What a shard rule asks for. nsegs == 0 means one segment [shape[dim]]. */
+/* What a shard rule asks for. nsegs == 0 means one segment [shape[dim]].
+ * parts[j] == 0 (the default) cuts segment j into N blocks, one a rank
+ * (MLC's ShardSingleDim).  parts[j] = P, P dividing N, cuts it into P
+ * blocks of segs[j] / P and gives rank r block floor(r * P / N): N / P
+ * consecutive ranks hold the same block (vLLM's kv-head replication when
+ * N exceeds the kv heads, DESIGN.md section 2).  For nsegs == 0, parts[0]
+ * applies to the one segment. */
 struct tpl__shard_spec {
   int dim;
   size_t nsegs;
-  uint64_t segs[TPL_MAX_SEGS]; /* full (unsharded) segment lengths */
+  uint64_t segs[TPL_MAX_SEGS];  /* full (unsharded) segment lengths */
+  uint32_t parts[TPL_MAX_SEGS]; /* 0: N parts; else P, dividing N */
 };
 
 /* Checks `spec` against a tensor of `shape`/`ndim` for N shards: dim in
- * range, segs sum to shape[dim], every segment divisible by N.  `tname` is
+ * range, segs sum to shape[dim], every segment divisible by its parts
+ * (N, or parts[j], which must divide N).  `tname` is
  * the tensor's name for messages (which segment, its length, and N).
  * TPL_EPLAN also covers N == 0, ndim > TPL_MAX_DIMS, nsegs > TPL_MAX_SEGS
  * and an explicit segment of length 0 (an empty dim without segs is
- * fine: an empty tensor shards into empty shards).  The
+ * fine: an empty tensor shards into empty shards) and parts[j] not
+ * dividing N.  The
  * TPL_EINDIVISIBLE message lists the shard counts that would divide.
  * Returns 0, TPL_EPLAN or TPL_EINDIVISIBLE; tname and err may be NULL. */
 int tpl__shard_check(const uint64_t *shape, int ndim,
@@ -63,10 +72,25 @@ int tpl__shard_layout(const uint64_t *shape, int ndim, size_t itemsize,
 /* The layout of a whole (replicated) tensor of `nbytes`: one piece. */
 void tpl__layout_whole(uint64_t nbytes, struct tpl__layout *out);
 
-/* Rank's shard shape: shape with shape[dim] divided by N. */
+/* Rank's shard shape: shape with shape[dim] replaced by the sum of each
+ * segment's block length (segs[j] / N, or segs[j] / parts[j]). */
 void tpl__shard_shape(const uint64_t *shape, int ndim,
                       const struct tpl__shard_spec *spec, uint32_t nshards,
                       uint64_t *out);
+
+/* How many ranks hold each block of the spec's most replicated segment:
+ * N / parts[j] at its largest, 1 when no segment is replicated (every
+ * rank's bytes disjoint from every other's).  For a spec that passed
+ * tpl__shard_check. */
+uint32_t tpl__shard_replicas(const struct tpl__shard_spec *spec,
+                             uint32_t nshards);
+
+/* The per-rank length of each segment of a checked spec over a dim of
+ * length `extent` (segs[j] / N, or segs[j] / parts[j]: MLC's per-shard
+ * segs) into out (TPL_MAX_SEGS entries); returns how many (1 without
+ * segs). */
+size_t tpl__shard_rank_segs(const struct tpl__shard_spec *spec, uint64_t extent,
+                            uint32_t nshards, uint64_t *out);
 
 /* Copies into `dst` the part of layout `l` that falls inside the tensor
  * byte range [begin, end) (offsets from the tensor's start; any range,

@@ -72,15 +72,19 @@ static json_t *stage_list(struct tpl__stages s) {
 
 /* Adds the shard-only keys: preprocs entry (none at N = 1: MLC's
  * compile.py appends the shard preproc only when tensor_parallel_shards
- * > 1), dim, segs. */
+ * > 1), dim, segs and, where kv heads are replicated, kv_replicas (how
+ * many ranks hold each kv head: vLLM's num_kv_head_replicas). */
 static int add_shard_fields(json_t *o, const struct tpl__job *job,
                             const struct tpl__job_tensor *t) {
   json_t *pre = json_object_get(o, "preprocs");
   uint64_t segs[TPL_MAX_SEGS];
   size_t n = tpl__job_mlc_segs(job, t, segs);
+  uint32_t replicas = tpl__shard_replicas(&t->spec, job->grid.tp);
   if ((job->grid.tp > 1 && json_array_append_new(pre, preproc(job, t)) != 0) ||
       json_object_set_new(o, "dim", json_integer(t->spec.dim)) != 0 ||
-      json_object_set_new(o, "segs", tpl__json_u64_array(segs, n)) != 0)
+      json_object_set_new(o, "segs", tpl__json_u64_array(segs, n)) != 0 ||
+      (replicas > 1 &&
+       json_object_set_new(o, "kv_replicas", json_integer(replicas)) != 0))
     return -ENOMEM;
   return 0;
 }

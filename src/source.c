@@ -106,7 +106,8 @@ struct file_source {
   struct tpl__source base;
   const int *fds;
   const char *const *paths;
-  int *dfds; /* per file: its O_DIRECT descriptor, -1 when buffered */
+  int *dfds;          /* per file: its O_DIRECT descriptor, -1 when buffered */
+  uint8_t *direct_ok; /* per file: a direct read of it succeeded */
   uint64_t *size;
   int ring_up;
   struct io_uring ring;
@@ -126,18 +127,23 @@ static uint64_t env_u64(const char *name, uint64_t dflt, uint64_t max) {
   return *end == '\0' && n > 0 && n <= max ? n : dflt;
 }
 
-/* A read that failed at offset `off`: the file ended there (TPL_ESHORT:
- * it shrank after it was validated), or the device failed (EIO: a bad
- * sector, a network filesystem's error). */
+/* A read of the `len` bytes from offset `off` (what one call asked,
+ * after the bytes that did arrive) that failed: the file ended at `off`
+ * (TPL_ESHORT: it shrank after it was validated), or the device failed
+ * somewhere in them (EIO: a bad sector, a network filesystem's error;
+ * the kernel does not say which byte). */
 static int read_failed(const struct file_source *fs, uint32_t file,
-                       uint64_t off, int rc, struct tpl__error *err) {
+                       uint64_t off, uint64_t len, int rc,
+                       struct tpl__error *err) {
   if (rc == TPL_ESHORT)
     return tpl__fail(err, rc,
                      "%s: the file ended at offset %llu, shorter than when "
                      "it was validated (it shrank while loading)",
                      fs->paths[file], (unsigned long long)off);
-  return tpl__fail(err, rc, "%s: I/O error reading at offset %llu: %s",
-                   fs->paths[file], (unsigned long long)off, tpl_strerror(rc));
+  return tpl__fail(err, rc,
+                   "%s: I/O error in the %llu bytes from offset %llu: %s",
+                   fs->paths[file], (unsigned long long)len,
+                   (unsigned long long)off, tpl_strerror(rc));
 }
 
 static uint64_t align_down(uint64_t x, uint64_t a) {
@@ -146,9 +152,8 @@ static uint64_t align_down(uint64_t x, uint64_t a) {
 
 static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
                       uint64_t off) {
-  struct file_source *fs = (struct file_source *)s;
-  if (fs->dfds[file] < 0) return buf;
-  return buf + (off - align_down(off, fs->base.align[file]));
+  if (!tpl__source_direct(s, file)) return buf;
+  return buf + (off - align_down(off, s->align[file]));
 }
 
 /* --- buffered: the kernel's readahead, then pread --- */
@@ -175,7 +180,8 @@ static int buffered_finish(struct file_source *fs, struct tpl__read *r,
     uint64_t bad = r->off + at;
     int rc = tpl__pread_at(fs->fds[r->file], r->dst + at, (size_t)n,
                            r->off + at, &bad);
-    if (rc != 0) return read_failed(fs, r->file, bad, rc, err);
+    if (rc != 0)
+      return read_failed(fs, r->file, bad, r->off + at + n - bad, rc, err);
     at += n;
     if (at < r->len) progressed(fs);
   }
@@ -251,8 +257,26 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
   if (r->rc == 0) {
     r->rc = res < 0 ? res : TPL_ESHORT; /* the file ended early */
     r->rc_off = p->off;
+    r->rc_len = p->len;
   }
   piece_free(fs, p);
+}
+
+/* For tests only: TPLOAD_TEST_DIRECT_EINVAL=N (read once) fails every
+ * direct request that reaches byte N of a file with EINVAL, as a file
+ * system that takes O_DIRECT opens but not the reads does (libfuse's
+ * passthrough example); 0 fails them all. */
+static int test_einval(const struct piece *p, int res) {
+  static uint64_t at = UINT64_MAX;
+  static int known;
+  if (!known) {
+    const char *v = getenv("TPLOAD_TEST_DIRECT_EINVAL");
+    char *end = NULL;
+    unsigned long long n = v != NULL ? strtoull(v, &end, 10) : 0;
+    if (v != NULL && *v != '\0' && *end == '\0') at = (uint64_t)n;
+    known = 1;
+  }
+  return at != UINT64_MAX && p->off + p->len > at ? -EINVAL : res;
 }
 
 /* Takes completions until read r has none in flight and nothing left to
@@ -264,7 +288,8 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
     if (rc == 0) rc = io_uring_wait_cqe(&fs->ring, &cqe);
     if (rc == -EINTR) continue;
     if (rc < 0) return rc;
-    piece_done(fs, io_uring_cqe_get_data(cqe), cqe->res);
+    struct piece *p = io_uring_cqe_get_data(cqe);
+    piece_done(fs, p, test_einval(p, cqe->res));
     io_uring_cqe_seen(&fs->ring, cqe);
     progressed(fs);
   }
@@ -290,29 +315,55 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
     fs->capopen = cap;
   }
   fs->open[fs->nopen++] = r;
-  return pump(fs) == 0 ? 0 : read_failed(fs, r->file, r->off, -EIO, err);
+  return pump(fs) == 0 ? 0
+                       : read_failed(fs, r->file, r->off, r->len, -EIO, err);
+}
+
+static void note(struct tpl__source *s, const char *path, const char *why) {
+  if (s->note[0] == '\0')
+    snprintf(s->note, sizeof(s->note), "%s: read buffered: %s", path, why);
+}
+
+/* Whether a direct read of file f that failed with rc is to be read
+ * again buffered: the file fell back already (the read was started
+ * before), or rc is the EINVAL or EOPNOTSUPP of a file system that took
+ * the O_DIRECT open but refuses the reads (libfuse's passthrough
+ * example), before any direct read of the file succeeded.  The file is
+ * then read buffered from here on, with the note; its descriptor stays
+ * open for the direct reads still in flight. */
+static int falls_back(struct file_source *fs, uint32_t f, int rc) {
+  if (!tpl__source_direct(&fs->base, f)) return 1;
+  if ((rc != -EINVAL && rc != -EOPNOTSUPP) || fs->direct_ok[f]) return 0;
+  note(&fs->base, fs->paths[f], "its file system refuses O_DIRECT reads");
+  fs->base.used[f] = TPL_IO_USED_BUFFERED;
+  return 1;
 }
 
 static int direct_finish(struct file_source *fs, struct tpl__read *r,
                          struct tpl__error *err) {
   int rc = reap(fs, r);
-  if (rc != 0) return read_failed(fs, r->file, r->off, rc, err);
-  if (r->rc != 0) return read_failed(fs, r->file, r->rc_off, r->rc, err);
+  if (rc != 0) return read_failed(fs, r->file, r->off, r->len, rc, err);
+  if (r->rc != 0 && falls_back(fs, r->file, r->rc))
+    return buffered_finish(fs, r, err);
+  if (r->rc != 0)
+    return read_failed(fs, r->file, r->rc_off, r->rc_len, r->rc, err);
+  fs->direct_ok[r->file] = 1;
   return 0;
 }
 
+/* A read is finished the way it was started (r->direct), whatever its
+ * file does meanwhile (falls_back). */
 static int files_start(struct tpl__source *s, struct tpl__read *r,
                        struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
-  return fs->dfds[r->file] >= 0 ? direct_start(fs, r, err)
-                                : buffered_start(fs, r);
+  r->direct = tpl__source_direct(s, r->file);
+  return r->direct ? direct_start(fs, r, err) : buffered_start(fs, r);
 }
 
 static int files_finish(struct tpl__source *s, struct tpl__read *r,
                         struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
-  return fs->dfds[r->file] >= 0 ? direct_finish(fs, r, err)
-                                : buffered_finish(fs, r, err);
+  return r->direct ? direct_finish(fs, r, err) : buffered_finish(fs, r, err);
 }
 
 /* Waits out every piece still in flight (their buffers are the caller's
@@ -338,6 +389,7 @@ static void files_close(struct tpl__source *s) {
   for (size_t f = 0; fs->dfds != NULL && f < s->nfiles; f++)
     if (fs->dfds[f] >= 0) close(fs->dfds[f]);
   free(fs->dfds);
+  free(fs->direct_ok);
   free(s->align);
   free(fs->size);
   free(fs->pieces);
@@ -349,7 +401,7 @@ static void files_close(struct tpl__source *s) {
 static void files_hint(struct tpl__source *s, uint32_t file, uint64_t off,
                        uint64_t len) {
   struct file_source *fs = (struct file_source *)s;
-  if (fs->dfds[file] < 0)
+  if (!tpl__source_direct(s, file))
     posix_fadvise(fs->fds[file], (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
@@ -357,11 +409,6 @@ static const struct tpl__source_ops files_ops = {
     place, files_start, files_finish, files_close, files_hint};
 
 /* --- opening --- */
-
-static void note(struct tpl__source *s, const char *path, const char *why) {
-  if (s->note[0] == '\0')
-    snprintf(s->note, sizeof(s->note), "%s: read buffered: %s", path, why);
-}
 
 /* The alignment direct reads of dfd need (offsets and lengths), 0 when
  * the file system says it takes none. */
@@ -456,9 +503,10 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
     fs->base.align = calloc(n + 1, sizeof(*fs->base.align));
     fs->size = calloc(n + 1, sizeof(*fs->size));
     fs->base.used = calloc(n + 1, 1);
+    fs->direct_ok = calloc(n + 1, 1);
   }
   if (fs == NULL || !fs->dfds || !fs->base.align || !fs->size ||
-      !fs->base.used) {
+      !fs->base.used || !fs->direct_ok) {
     if (fs != NULL) files_close(&fs->base);
     return tpl__oom(err);
   }

@@ -50,8 +50,9 @@ struct tpl__read {
   uint8_t *base;      /* direct: where the aligned superset lands */
   uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
   size_t inflight;
+  int direct; /* started direct (finished so, whatever the file does) */
   int rc;
-  uint64_t rc_off;
+  uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
 };
 
 struct tpl__source;
@@ -83,7 +84,9 @@ struct tpl__source {
   uint8_t *used;   /* per file: enum tpl__io_used */
   uint64_t *align; /* per file: what offsets, lengths and buffers of its
                       direct reads are aligned to (bytes; 0: buffered) */
-  char note[256];  /* a fallback to tell (one line), "" when none */
+  char note[256];  /* a fallback to tell (one line), "" when none: at
+                      open, or at a file's first direct read (a file
+                      system that takes O_DIRECT opens, not the reads) */
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;
@@ -100,7 +103,9 @@ static inline void tpl__source_on_progress(struct tpl__source *s,
  * a file most of which is in the page cache buffered, any other direct.
  * Direct needs O_DIRECT on the file (reopened from the descriptor, never
  * the path) and io_uring; where either is refused the file is read
- * buffered and s->note says why.  Returns 0 or -ENOMEM. */
+ * buffered and s->note says why.  A file whose first direct read fails
+ * with EINVAL or EOPNOTSUPP is read again, and from then on, buffered,
+ * with the note (its s->used changes then).  Returns 0 or -ENOMEM. */
 int tpl__source_files_open(struct tpl__source **s, const int *fds,
                            const char *const *paths, size_t n, int mode,
                            struct tpl__error *err);

@@ -40,7 +40,9 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * files open, before it reads), "report" (every rank, after the
  * delivery, before the reports are gathered), "write" (preshard, every
  * rank before it writes its file), "reload" (serve, every rank once a
- * reload's model is validated, before its memory check and any byte). */
+ * reload's model is validated, before its memory check and any byte),
+ * "reload-stream" (serve, every rank of a reload's --read mpi stream,
+ * before it sends or receives: the others are in the stream). */
 void tpl__stall_test_stop(const char *point, uint32_t rank);
 
 /* For tests only: waits for a signal, forever (a rank paused mid-step,

@@ -1,5 +1,6 @@
-/* store.h - one rank's delivered shard: a single shared-memory region
- * (a memfd, so the daemon can pass it to consumers) holding every tensor
+/* store.h - one rank's delivered shard: a single region (a memfd for
+ * serve, so the daemon can pass it to consumers; private memory for load
+ * and preshard) holding every tensor
  * back to back at 64-byte aligned offsets, plus each tensor's checksum.
  * What the bytes are (name, dtype, shape, offset) is the job table's
  * (job.h); the store only holds them.  The engine fills it; preshard, the

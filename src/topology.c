@@ -84,13 +84,18 @@ static int parse_layer(const char *name, uint32_t *layer) {
   return 1;
 }
 
-int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
-                       struct tpl__error *err, struct tpl__stages *out) {
+int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t mtp,
+                       uint32_t pp, int tied, struct tpl__error *err,
+                       struct tpl__stages *out) {
   struct tpl__stages all = {.first = 0, .count = pp};
   uint32_t layer;
   if (pp == 1) {
     *out = all;
   } else if (parse_layer(name, &layer)) {
+    if (layer >= layers && layer - layers < mtp) {
+      *out = (struct tpl__stages){pp - 1, 1};
+      return 0;
+    }
     if (layer >= layers)
       return tpl__fail(err, TPL_EPLAN,
                        "%s: layer %u is outside the model's %u layers", name,

@@ -51,14 +51,19 @@ int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl__error *err);
 
 /* MLC's "pipeline_stages" for the tensor `name` of a llama-family model of
  * `layers` layers over `pp` stages (tied != 0: the model ties lm_head to
- * the embedding).  With pp == 1 every tensor is [0].  Otherwise
- * model.layers.<i>.* -> [i / (layers / pp)], model.norm.weight -> [pp - 1],
+ * the embedding), plus `mtp` multi-token-prediction layers numbered from
+ * `layers` on (DeepSeek-V3's num_nextn_predict_layers; 0 for others).
+ * With pp == 1 every tensor is [0].  Otherwise
+ * model.layers.<i>.* -> [i / (layers / pp)], an MTP layer's tensors ->
+ * [pp - 1] (the drafter runs on the last stage, after the final hidden
+ * state), model.norm.weight -> [pp - 1],
  * model.embed_tokens.weight and (untied) lm_head.weight -> every stage.
  * Returns 0, or TPL_EPLAN naming the tensor when MLC assigns it no stage
  * (any other name, a layer index out of range, lm_head of a tied model).
  * Requires tpl__stage_check(layers, pp) == 0. */
-int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t pp, int tied,
-                       struct tpl__error *err, struct tpl__stages *out);
+int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t mtp,
+                       uint32_t pp, int tied, struct tpl__error *err,
+                       struct tpl__stages *out);
 
 /* Nonzero when stage p is in s. */
 static inline int tpl__stages_has(struct tpl__stages s, uint32_t p) {

@@ -23,7 +23,8 @@ static size_t scheme_len(const char *s) {
 }
 
 int tpl__url_is_remote(const char *s) {
-  return s != NULL && scheme_len(s) != 0;
+  return s != NULL && (scheme_len(s) != 0 || strncasecmp(s, "s3://", 5) == 0 ||
+                       strncasecmp(s, "hf://", 5) == 0);
 }
 
 /* The first byte a URL may not hold, or NULL: spaces, controls, DEL and
@@ -134,6 +135,7 @@ void tpl__url_clear(struct tpl__url *u) {
   free(u->dir);
   free(u->name);
   free(u->query);
+  free(u->shown);
   memset(u, 0, sizeof(*u));
 }
 
@@ -186,16 +188,37 @@ char *tpl__url_member(const struct tpl__url *u, const char *name) {
   return member(u, name, query_for(u, name));
 }
 
+/* An s3:// MODEL's member: the shown directory and the plain name. */
+static char *member_under_shown(const struct tpl__url *u, const char *name) {
+  size_t len = strlen(u->shown) + strlen(name) + 1;
+  char *s = malloc(len);
+  if (s != NULL) snprintf(s, len, "%s%s", u->shown, name);
+  return s;
+}
+
 char *tpl__url_member_shown(const struct tpl__url *u, const char *name) {
+  if (u->shown != NULL) return member_under_shown(u, name);
   return member(u, name, query_for(u, name) ? "..." : NULL);
 }
 
 char *tpl__url_dir_shown(const struct tpl__url *u) {
   size_t dl = strlen(u->dir);
   size_t len = strlen(u->origin) + dl + 1;
-  char *s = malloc(len);
-  if (s == NULL) return NULL;
+  char *s;
+  if (u->shown != NULL) /* "s3://bucket/prefix/": without its last '/' */
+    return strndup(u->shown, strlen(u->shown) - 1);
+  if ((s = malloc(len)) == NULL) return NULL;
   /* "/" stays: "http://host/" is the shown form of the root */
   snprintf(s, len, "%s%.*s", u->origin, (int)(dl > 1 ? dl - 1 : dl), u->dir);
+  return s;
+}
+
+char *tpl__url_shown(const char *model) {
+  const char *q = tpl__url_is_remote(model) ? strchr(model, '?') : NULL;
+  size_t keep = q ? (size_t)(q - model) : strlen(model);
+  char *s = malloc(keep + (q ? 4 : 0) + 1);
+  if (s == NULL) return NULL;
+  snprintf(s, keep + (q ? 4 : 0) + 1, "%.*s%s", (int)keep, model,
+           q ? "?..." : "");
   return s;
 }

@@ -17,10 +17,15 @@ struct tpl__url {
   char *dir;    /* the directory part of the path, ending in '/' */
   char *name;   /* the last segment of a file URL; NULL for a directory */
   char *query;  /* what follows '?', without it; NULL when none */
+  char *shown;  /* the shown directory when it is not origin + dir (an
+                   s3:// or hf:// MODEL: "s3://bucket/prefix/",
+                   "hf://org/name@commit/", ending in '/'),
+                   members shown under it by their plain names; NULL */
 };
 
-/* Whether `s` names a remote MODEL: it starts with http:// or https://
- * (the scheme in any case).  Anything else is a local path. */
+/* Whether `s` names a remote MODEL: it starts with http://, https://,
+ * s3:// or hf:// (the scheme in any case; s3.c and hf.c parse the last
+ * two).  Anything else is a local path. */
 int tpl__url_is_remote(const char *s);
 
 /* Parses a MODEL URL.  Refused (TPL_EUSAGE, err saying what was found):
@@ -52,6 +57,11 @@ char *tpl__url_member_shown(const struct tpl__url *u, const char *name);
 /* The directory as shown (origin + dir without its last '/'), the
  * model's `dir`.  Malloc'd; NULL on ENOMEM. */
 char *tpl__url_dir_shown(const struct tpl__url *u);
+
+/* MODEL as messages and logs show it: a URL (tpl__url_is_remote) with
+ * its query, which may hold a presigned URL's signature, replaced by
+ * "?..."; any other string as it is.  Malloc'd; NULL on ENOMEM. */
+char *tpl__url_shown(const char *model);
 
 /* Percent-encodes `len` bytes of `s` for one path segment: letters,
  * digits and -._~ stay, every other byte is %XX.  Writes at most

@@ -19,6 +19,7 @@ struct tpl__verify_result {
 /* The grid the caller expects (--tp, --pp); 0 where not given. */
 struct tpl__verify_grid {
   uint32_t tp, pp;
+  int skip_mtp; /* --skip-mtp: DIR holds the main model only */
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under

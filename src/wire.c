@@ -162,11 +162,6 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
   return pack_frame(&m.base, TPL_WIRE_MAX_REQUEST, frame, len);
 }
 
-int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
-                             size_t *len) {
-  return tpl__wire_encode_request_args(kind, flags, NULL, frame, len);
-}
-
 /* ---- responses ---- */
 
 int tpl__wire_encode_response(const struct tpl__wire_response *r,

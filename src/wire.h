@@ -63,11 +63,6 @@ void tpl__frame_reset(struct tpl__frame_reader *r);
 int tpl__wire_decode_request(const uint8_t *body, size_t len, int *kind,
                              unsigned *flags, struct tpl__error *err);
 
-/* Encodes a request of `kind` with TPL_REQ_F_* `flags` as a whole frame;
- * *frame is malloc'd (caller frees).  Returns 0 or -ENOMEM. */
-int tpl__wire_encode_request(int kind, unsigned flags, uint8_t **frame,
-                             size_t *len);
-
 /* What a reload or a watch request carries beside its kind and flags.
  * Decoding: the strings are malloc'd (tpl__wire_request_args_free). */
 struct tpl__wire_request_args {
@@ -86,7 +81,9 @@ int tpl__wire_decode_request_args(const uint8_t *body, size_t len,
 
 void tpl__wire_request_args_free(struct tpl__wire_request_args *a);
 
-/* tpl__wire_encode_request with arguments (NULL: none). */
+/* Encodes a request of `kind` with TPL_REQ_F_* `flags` and arguments `a`
+ * (NULL: none) as a whole frame; *frame is malloc'd (caller frees).
+ * Returns 0 or -ENOMEM. */
 int tpl__wire_encode_request_args(int kind, unsigned flags,
                                   const struct tpl__wire_request_args *a,
                                   uint8_t **frame, size_t *len);

@@ -4,6 +4,8 @@
 # MLC weight directory (2 shard files, one f32-to-bf16 record), records
 # what it wrote, and `tpload inspect DIR --json` must report exactly that:
 # names in checkpoint order, dtypes, shapes, decoded bytes, files, offsets.
+# An MLC directory of more files than the open-file limit is refused (74)
+# naming the limit.
 . "$TESTS_SRCDIR/lib/lib.sh"
 
 cat >"$T_TMP/gen.py" <<'EOF'
@@ -169,4 +171,35 @@ grep -q '"format": "mlc"' "$T_TMP/mlc.json" &&
 # The same MLC directory under the older cache name.
 mv "$T_TMP/m/mlc/tensor-cache.json" "$T_TMP/m/mlc/ndarray-cache.json"
 check_inspect "MLC ndarray-cache.json directory" "$T_TMP/m/mlc" mlc
+
+# An MLC directory of more shard files than the open-file limit (issue
+# 41): every file is held open while the model loads, so the refusal
+# (74) names the limit instead of a bare "Too many open files".
+"$ORACLE" - "$T_TMP/many" <<'PY' || { echo "Bail out! many shards"; exit 99; }
+import json, os, sys
+d = sys.argv[1]
+os.makedirs(d)
+files = []
+for i in range(40):
+    name = "params_shard_%d.bin" % i
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"\0" * 4)
+    files.append({"dataPath": name, "format": "raw-shard", "nbytes": 4,
+                  "records": [{"name": "w%d" % i, "shape": [1],
+                               "dtype": "float32", "format": "raw",
+                               "nbytes": 4, "byteOffset": 0}]})
+json.dump({"metadata": {}, "records": files},
+          open(os.path.join(d, "tensor-cache.json"), "w"))
+PY
+t_exit "40 shard files under a hard limit of 24 open files: 74" 74 \
+  sh -c 'ulimit -n 24 && exec "$0" inspect "$1"' "$TPLOAD" "$T_TMP/many"
+want="params_shard_[0-9]*\.bin: cannot open: Too many open files"
+want="$want (the limit is 24 open files, hard limit 24"
+if grep -q "$want" "$T_TMP/err"; then
+  t_ok "... the message names the file and the limit"
+else
+  t_fail "names the limit" "$(cat "$T_TMP/err")"
+fi
+t_exit "... and inspects with the limit raised" 0 \
+  sh -c 'ulimit -n 256 && exec "$0" inspect "$1"' "$TPLOAD" "$T_TMP/many"
 t_done

@@ -4,7 +4,8 @@
 # and plan of a single file, a sharded index and an MLC directory must say
 # what the files themselves say (oracle/http_check.py); every fault exits
 # with its documented code and one message naming the URL; a token is sent
-# and never printed; https with a self-signed certificate needs --ca-cert.
+# and never printed; https with a self-signed certificate needs --ca-cert
+# (and only that failure suggests it: not an expired or wrong-name one).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
 O="$TESTS_SRCDIR/oracle/oracle.py"
@@ -184,6 +185,24 @@ expect_fail "an object that grew between two GETs (74)" 74 \
   inspect "$F/grow/long/model.safetensors"
 expect_fail "a stalled transfer ends (--http-timeout, 69)" 69 "stalled" \
   inspect "$F/stall/single/model.safetensors" --http-timeout 1 --retries 0
+# A JSON document's body cut short is an I/O error as a data body's is
+expect_fail "an index's JSON cut short, no retries (74)" 74 \
+  "model.safetensors.index.json: the transfer was cut after" \
+  inspect "$F/dropwhole/index/" --retries 0
+expect_fail "a tensor-cache.json cut short, no retries (74)" 74 \
+  "tensor-cache.json: the transfer was cut after" \
+  inspect "$F/dropwhole/mlc/" --retries 0
+expect_inspect "a JSON document cut once is fetched again" "$W/index" \
+  "$F/dropwhole2/index/"
+expect_fail "a 200 KB response header says so (69)" 69 \
+  "model.safetensors: response header larger than libcurl accepts" \
+  inspect "$F/bighead/single/model.safetensors"
+expect_fail "an unasked-for gzip body of a JSON document (69)" 69 \
+  "index.json: the server sent the body with Content-Encoding: gzip" \
+  inspect "$F/gzip/index/"
+expect_fail "... and of a ranged GET (69)" 69 \
+  "model.safetensors: the server sent the body with Content-Encoding: gzip" \
+  inspect "$F/gzip/single/model.safetensors"
 
 # --- https with a certificate of the test's own ---
 if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
@@ -208,5 +227,37 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
     inspect "$NGX_URL/single/" --ca-cert "$T_TMP/none.pem"
 else
   t_fail "openssl makes a certificate" "openssl req failed"
+fi
+
+# A CA of the test's own, trusted with --ca-cert, signing an expired
+# certificate and one for another name: TLS failures (69) whose message
+# gives no --ca-cert hint (a CA is not what is missing).
+# t_tls_cert NAME DAYS SAN: NAME.pem and NAME.key signed by the test's CA.
+t_tls_cert() {
+  openssl req -newkey rsa:2048 -nodes -subj /CN=tpload-test \
+    -keyout "$T_TMP/$1.key" -out "$T_TMP/$1.csr" >/dev/null 2>&1 &&
+    printf 'subjectAltName=%s\n' "$3" >"$T_TMP/$1.ext" &&
+    openssl x509 -req -in "$T_TMP/$1.csr" -CA "$T_TMP/ca.pem" \
+      -CAkey "$T_TMP/ca.key" -CAcreateserial -days "$2" \
+      -extfile "$T_TMP/$1.ext" -out "$T_TMP/$1.pem" >/dev/null 2>&1
+}
+if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tpload-ca \
+    -keyout "$T_TMP/ca.key" -out "$T_TMP/ca.pem" >/dev/null 2>&1 &&
+  t_tls_cert expired -1 IP:127.0.0.1 &&
+  t_tls_cert othername 2 DNS:other.example; then
+  for c in expired othername; do
+    nginx_start "tls-$c" "$W" ssl "
+    ssl_certificate $T_TMP/$c.pem;
+    ssl_certificate_key $T_TMP/$c.key;"
+    expect_fail "https, $c certificate of a trusted CA (69)" 69 "TLS:" \
+      inspect "$NGX_URL/single/model.safetensors" --ca-cert "$T_TMP/ca.pem"
+    if grep -q "ca-cert" "$T_TMP/err"; then
+      t_fail "... without the --ca-cert hint" "$(cat "$T_TMP/err")"
+    else
+      t_ok "... without the --ca-cert hint"
+    fi
+  done
+else
+  t_fail "openssl makes a CA and its certificates" "openssl failed"
 fi
 t_done

@@ -71,7 +71,8 @@ want("bias_scaling", got["bias_scaling"], scaling)
 want("order", [p["name"] for p in got["params"]], order)
 for p in got["params"]:
     name = p["name"]
-    shape, func, ins, outs, dim, segs, scale = exp[name]
+    shape, func, ins, outs, dim, segs, scale, *kv = exp[name]
+    want(name + " kv_replicas", p.get("kv_replicas"), kv[0] if kv else None)
     want(name + " shape", p["shape"], shape)
     want(name + " bias_scale", p["bias_scale"], scale)
     want(name + " pipeline_stages", p["pipeline_stages"], [0])
@@ -225,14 +226,39 @@ assert r[2]=={'match':'*.c_proj.bias','scale_bias':True}, r[2]" \
   2>"$T_TMP/err" && t_ok "plan prints the resolved rules" ||
   t_fail "plan prints the resolved rules" "$(head -c 2000 "$T_TMP/err")"
 
+# 4 shards, 2 kv heads: each kv head on 2 ranks (vLLM's
+# num_kv_head_replicas = 4 / 2): qkv_proj's rows per rank are 16 / 4 q,
+# then 8 / 2 k and 8 / 2 v (per-shard segs [4, 4, 4]), kv_replicas 2.
+cat >"$T_TMP/phi3.4" <<'EOF'
+{
+ "model.embed_tokens.weight": ([40, 16], None, 0, 0, 0, 0, 1.0),
+ "model.layers.0.input_layernorm.weight": ([16], None, 0, 0, 0, 0, 1.0),
+ "model.layers.0.self_attn.qkv_proj.weight":
+   ([12, 16], "_shard_qkv", [32, 16], [4, 12, 16], 0, [4, 4, 4], 1.0, 2),
+ "model.layers.0.self_attn.o_proj.weight":
+   ([16, 4], "_shard_o", [16, 16], [4, 16, 4], 1, [4], 1.0),
+ "model.layers.0.mlp.gate_up_proj.weight":
+   ([12, 16], "_shard_mlp_up", [48, 16], [4, 12, 16], 0, [6, 6], 1.0),
+ "model.layers.0.mlp.down_proj.weight":
+   ([16, 6], "_shard_mlp_down", [16, 24], [4, 16, 6], 1, [6], 1.0),
+ "model.norm.weight": ([16], None, 0, 0, 0, 0, 1.0),
+ "lm_head.weight": ([40, 16], None, 0, 0, 0, 0, 1.0),
+}
+EOF
+check_plan "plan phi3, 4 shards: kv heads replicated" phi3 4 1 "$T_TMP/phi3.4"
+"$TPLOAD" plan "$T_TMP/phi3" --shards 4 >"$T_TMP/plan.json" 2>"$T_TMP/err"
+"$ORACLE" -c "import json, sys
+r = json.load(open(sys.argv[1]))['plan']['rules'][0]
+assert r['match'] == '*.self_attn.qkv_proj.weight' and \
+    r['kv_replicas'] == 2, r" "$T_TMP/plan.json" 2>"$T_TMP/err" &&
+  t_ok "plan's rules show kv_replicas" ||
+  t_fail "plan's rules show kv_replicas" "$(head -c 2000 "$T_TMP/err")"
+"$TPLOAD" inspect "$T_TMP/phi3" --shards 4 >"$T_TMP/insp" 2>"$T_TMP/err"
+grep -q "qkv_proj.weight .*\[12, 16\] *_shard_qkv kv x2" "$T_TMP/insp" &&
+  t_ok "inspect's table shows kv x2" ||
+  t_fail "inspect's table shows kv x2" "$(cat "$T_TMP/insp" "$T_TMP/err")"
+
 # Refusals.
-t_exit "4 shards: kv heads do not divide" 65 \
-  "$TPLOAD" plan "$T_TMP/phi3" --shards 4
-want="num_key_value_heads = 2: .*shard counts 1..64 that work for this"
-want="$want model: 1, 2)"
-grep -q "$want" "$T_TMP/err" &&
-  grep -q "config.json" "$T_TMP/err" && t_ok "message names kv heads" ||
-  t_fail "message names kv heads" "$(cat "$T_TMP/err")"
 printf '{"rules": [{"match": "x", "dims": 0}]}' >"$T_TMP/bad.json"
 t_exit "broken plan file" 65 \
   "$TPLOAD" plan "$T_TMP/gpt2" --shards 2 --plan "$T_TMP/bad.json"

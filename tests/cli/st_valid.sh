@@ -12,7 +12,10 @@ if ! "$ORACLE" "$TESTS_SRCDIR/oracle/npst.py" valid "$dir" >"$T_TMP/files" \
   t_done
   exit 1
 fi
-t_ok "npst.py valid wrote $(grep -c . "$T_TMP/files") files"
+# No file written would leave the loop below checking nothing.
+written=$(grep -c . "$T_TMP/files")
+if [ "$written" -ge 1 ]; then t_ok "npst.py valid wrote $written files"
+else t_fail "npst.py valid wrote no file" "expected its valid corpus"; fi
 
 while IFS= read -r f; do
   base=$(basename "$f" .safetensors)

@@ -94,3 +94,55 @@ faults_start() {
   wait_until accepts "${FLT_URL##*:}" ||
     { echo "Bail out! the fault server does not accept"; exit 99; }
 }
+
+# What the remote-origin scripts (s3_mpi.sh, hf_mpi.sh) share: every
+# output of tpload goes to $ALL, which they check for secrets at the end.
+ALL="$T_TMP/all-output"
+: >"$ALL"
+
+# remote_shards MODEL LAYOUT READ [WRAP...]: preshard of MODEL at 2 ranks
+# (WRAP... runs mpirun: a function setting credentials), checked by the
+# oracle against $M/LAYOUT.
+remote_shards() {
+  local model=$1 l=$2 read=$3 out="$T_TMP/s-$2-$3"
+  shift 3
+  if "$@" mpi 2 preshard "$model" --out "$out" --plan "$M/$l/plan.json" \
+      --read "$read" --chunk-mib 1 --quiet >>"$ALL" 2>"$T_TMP/mpi.err"; then
+    t_oracle "preshard $model, 2 ranks, --read $read${1:+ ($1)}: the oracle's shards" \
+      check-preshard "$M/$l" "$M/$l/plan.json" 2 "$out"
+  else
+    t_fail "preshard $model, --read $read${1:+ ($1)}" \
+      "$(messages "$T_TMP/mpi.err" | head -c 2000)"
+  fi
+  cat "$T_TMP/mpi.err" >>"$ALL"
+}
+
+# expect_fail NAME CODE PATTERN CMD...: CMD exits CODE with a message of
+# tpload's matching PATTERN; its output goes to $ALL.
+expect_fail() {
+  local name=$1 want=$2 pat=$3 rc
+  shift 3
+  "$@" >"$T_TMP/f.out" 2>"$T_TMP/f.err"
+  rc=$?
+  cat "$T_TMP/f.out" "$T_TMP/f.err" >>"$ALL"
+  if [ "$rc" -eq "$want" ] && messages "$T_TMP/f.err" | grep -q "$pat"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "expected exit $want and '$pat', got exit $rc:" \
+      "$(messages "$T_TMP/f.err" | head -c 1500)"
+  fi
+}
+
+# no_secret_in_output NAME SECRET...: none of them in $ALL (not empty).
+no_secret_in_output() {
+  local name=$1 s leaked=""
+  shift
+  for s in "$@"; do
+    grep -qF -- "$s" "$ALL" && leaked="$leaked $s"
+  done
+  if [ -z "$leaked" ] && [ -s "$ALL" ]; then
+    t_ok "$name"
+  else
+    t_fail "$name" "found:$leaked (or no output at all)"
+  fi
+}

@@ -6,7 +6,8 @@
 # a tensor-parallel forward pass over the shards (oracle/forward.py under
 # mpirun, mpi4py all-reducing after the row-parallel layers) equal those
 # of the full checkpoint in one process, float32, relative error below
-# 1e-5: N = 1, 2 and 4 preshard files, a TP x PP grid whose stages each
+# 1e-5: N = 1, 2 and 4 preshard files (and N = 4 over 2 kv heads and
+# over 1, each kv head replicated), a TP x PP grid whose stages each
 # run their own layers, and a `serve` job read through python/tpload.py.
 # The negative control: gpt2's row-parallel biases delivered unscaled
 # (--no-bias-scaling) are summed N times by the all-reduce, and the test
@@ -64,6 +65,12 @@ for arch in llama mistral qwen2 gemma mixtral phi3 gpt2 gpt_neox; do
   for n in 2 4; do sharded "$arch" "$n"; done
 done
 sharded llama 1
+# kv heads fewer than the ranks: each rank holds one kv head, shared with
+# N / kv - 1 other ranks (vLLM's num_kv_head_replicas)
+model llama-kv2 --arch llama --kv-heads 2
+sharded llama-kv2 4
+model phi3-kv1 --arch phi3 --kv-heads 1
+sharded phi3-kv1 4
 
 # --- MLC weight directories (fused qkv / gate_up, bf16 records) -------------
 model llama-mlc --arch llama --format mlc

@@ -51,27 +51,35 @@ for n in 1 2 3; do
   t_exit "np $n: tpload verify agrees" 0 "$TPLOAD" verify "$model" "$out" \
     --plan "$model/plan.json"
 done
-# --- SIGTERM to the job while rank 0 streams: the ranks are stopped once
-# the progress bar moves, so the load cannot finish first.
+# --- SIGTERM to the job while rank 0 streams: rank 1 stops itself before
+# it receives (the stall test hook "deliver"), so rank 0 is held
+# mid-stream and the load cannot finish first whatever the machine's
+# speed; then mpirun's SIGTERM reaches every rank and rank 1 resumes.
 big="$T_TMP/big"
 "$TPLOAD" synth --arch llama --out "$big" --hidden 512 --heads 8 \
   --kv-heads 8 --intermediate 1024 --vocab 4096 --layers 24 --quiet
 out="$T_TMP/term-out"
 # mpirun itself in the background (not the mpi function, whose subshell
 # would stand between this script and the ranks)
-"$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard "$big" --out "$out" \
+TPLOAD_TEST_SIGSTOP_RANK=1 TPLOAD_TEST_SIGSTOP_AT=deliver \
+  "$MPIRUN" --oversubscribe -np 2 -x TPLOAD_TEST_SIGSTOP_RANK \
+  -x TPLOAD_TEST_SIGSTOP_AT "$TPLOAD" preshard "$big" --out "$out" \
   --chunk-mib 1 --progress >/dev/null 2>"$T_TMP/term.err" &
 job=$!
-# bar_or_ended: the progress bar shows, or the job has already ended.
-bar_or_ended() {
-  grep -q -E "[KMG]iB/s" "$T_TMP/term.err" 2>/dev/null || ! alive "$job"
+# held_or_ended: a rank of the job stopped itself, or the job has ended.
+held_or_ended() {
+  for p in $(pgrep -P "$job"); do
+    grep -q '^State:[[:space:]]*T' "/proc/$p/status" 2>/dev/null && return 0
+  done
+  ! alive "$job"
 }
-wait_until bar_or_ended
+wait_until held_or_ended
 ranks=$(pgrep -P "$job" -d ' ')
-kill -STOP $ranks 2>/dev/null
 if [ -e "$out/shard-info.json" ] || [ -z "$ranks" ]; then
   kill -CONT $ranks 2>/dev/null; wait "$job"
-  echo "ok $((T_COUNT += 1)) - SIGTERM mid-load # SKIP the load finished first"
+  t_fail "SIGTERM mid-load: rank 1 held the load" \
+    "the job ended although rank 1 stops before it receives" \
+    "$(head -c 1000 "$T_TMP/term.err")"
 else
   start=$(date +%s)
   # what mpirun does on SIGTERM, without its grace period in which the

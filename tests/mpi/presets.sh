@@ -39,7 +39,8 @@ done <"$T_TMP/checks"
 # --- preshard bytes against the oracle (a representative subset) -----------
 # The oracle reads plan.json: the expectations as one exact rule a tensor.
 # tpload uses its preset (--plan auto), the oracle the table.
-for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2"; do
+for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2" \
+  "deepseek_v2+mtp-hf 2"; do
   set -- $case
   t_exit "$1 N=$2: preshard --plan auto exits 0" 0 \
     mpi "$2" preshard "$F/$1" --plan auto --out "$T_TMP/out-$1" --quiet
@@ -50,6 +51,58 @@ for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2"; do
     t_fail "$1 N=$2: every rank's tensors match the oracle" \
       "$(head -c 3000 "$T_TMP/oerr")"
   fi
+done
+
+# DeepSeek-V3's MTP layer (layer num_hidden_layers) runs after the last
+# decoder layer: under --pp it is the last stage's, as vLLM runs its
+# drafter there; the decoder layers keep MLC's layer // (L / P).
+"$TPLOAD" plan "$F/deepseek_v2+mtp-hf" --shards 2 --tp 1 --pp 2 \
+  >"$T_TMP/mtp-pp.json" 2>"$T_TMP/err"
+if "$ORACLE" -c '
+import json, sys
+st = {p["name"]: p["pipeline_stages"] for p in json.load(open(sys.argv[1]))["params"]}
+want = {"model.layers.0.input_layernorm.weight": [0],
+        "model.layers.1.input_layernorm.weight": [1],
+        "model.layers.2.eh_proj.weight": [1],
+        "model.layers.2.mlp.experts.0.up_proj.weight": [1]}
+bad = {k: st.get(k) for k, v in want.items() if st.get(k) != v}
+sys.exit("stages differ: %r" % bad if bad else 0)' "$T_TMP/mtp-pp.json" \
+  2>"$T_TMP/oerr"; then
+  t_ok "deepseek_v3 MTP layer: on the last of 2 pipeline stages"
+else
+  t_fail "deepseek_v3 MTP layer: on the last of 2 pipeline stages" \
+    "$(cat "$T_TMP/err" "$T_TMP/oerr")"
+fi
+
+# --skip-mtp: the main model only, as vLLM's main model loads it; the
+# oracle's expectation leaves layer 2 (the MTP layer) out.
+MTP="$F/deepseek_v2+mtp-hf"
+"$ORACLE" -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rules"].insert(0, {"match": "model.layers.2.*", "skip": True})
+json.dump(p, open(sys.argv[2], "w"))' "$MTP/plan.json" "$T_TMP/mtp-skip.json"
+t_exit "deepseek_v3 --skip-mtp N=2: preshard exits 0" 0 \
+  mpi 2 preshard "$MTP" --skip-mtp --out "$T_TMP/out-skip" --quiet
+t_check "deepseek_v3 --skip-mtp N=2: every rank holds the main model only" \
+  "$ORACLE" "$O" check-preshard "$MTP" "$T_TMP/mtp-skip.json" 2 \
+  "$T_TMP/out-skip"
+t_exit "deepseek_v3 --skip-mtp: verify --skip-mtp agrees" 0 \
+  "$TPLOAD" verify "$MTP" "$T_TMP/out-skip" --skip-mtp --quiet
+t_exit "deepseek_v3 --skip-mtp: verify without it finds the layer missing" \
+  65 "$TPLOAD" verify "$MTP" "$T_TMP/out-skip" --quiet
+for model in "$MTP" "$F/llama-hf"; do
+  "$TPLOAD" plan "$model" --shards 2 --skip-mtp >"$T_TMP/skip.json" &&
+    "$TPLOAD" plan "$model" --shards 2 >"$T_TMP/all.json" ||
+    t_fail "plan --skip-mtp: $(basename "$model")" "plan failed"
+  n_skip=$("$ORACLE" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["params"]))' "$T_TMP/skip.json")
+  n_all=$("$ORACLE" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["params"]))' "$T_TMP/all.json")
+  echo "# plan --skip-mtp $(basename "$model"): $n_skip of $n_all params"
+  # the MTP layer's tensors, as the fixture lists them (none for llama)
+  want=$("$ORACLE" -c 'import json,sys; print(sum(k.startswith("model.layers.2.") and "mtp" in sys.argv[2] for k in json.load(open(sys.argv[1]))))' "$model/expect.json" "$model")
+  [ "$((n_all - n_skip))" = "$want" ] && ok=1 || ok=0
+  if [ "$ok" = 1 ]; then t_ok "plan --skip-mtp: $(basename "$model") as expected"
+  else t_fail "plan --skip-mtp: $(basename "$model")" "$n_skip of $n_all"; fi
 done
 
 # --- refusals ---------------------------------------------------------------
@@ -69,6 +122,15 @@ refused() {
   fi
 }
 
+refused "deepseek_v3 layers past its MTP layers" deepseek_v2+mtp hf \
+  "expected layers 0..0, or 0..1 with the multi-token-prediction layers" 2 \
+  --set num_hidden_layers=1
+refused "deepseek_v3 MTP layer without num_nextn_predict_layers" \
+  deepseek_v2+mtp hf "tensor 'model.layers.2." 2 \
+  --set num_nextn_predict_layers=0
+refused "llama hf quantized with awq" llama hf \
+  "quant_method 'awq': expected a method tpload shards" 2 \
+  --set 'quantization_config={"quant_method": "awq"}'
 refused "qwen2 mlc without layer 1's c_attn" qwen2 mlc \
   "layer 1: expected a tensor matching '*.self_attn.c_attn.weight'" 2 \
   --drop model.layers.1.self_attn.c_attn.weight

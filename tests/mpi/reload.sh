@@ -17,6 +17,7 @@
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
+. "$TESTS_SRCDIR/lib/reload_lib.sh"
 
 RC=$TESTS_BUILDDIR/unit/reload_consumer
 CHECK=$TESTS_SRCDIR/oracle/consumer_check.py
@@ -37,22 +38,6 @@ for i in range(start, len(data)):
     data[i] = (data[i] + 1) & 0xFF
 open(sys.argv[2], "wb").write(data)
 EOF
-}
-
-# serve_job LABEL NP MODEL ARGS...: a serve of MODEL (plan: MODEL's)
-# with tpload's ARGS (and mpirun's $MPI_ARGS) on $SOCK with ready file
-# $READY, ready (one TAP line); rank pids in $PIDS (from status --json).
-serve_job() {
-  local label=$1 np=$2 model=$3; shift 3
-  SOCK=$T_TMP/sock-$label READY=$T_TMP/ready-$label
-  # shellcheck disable=SC2086
-  serve_start "$T_TMP/serve-$label" "$MPIRUN" --oversubscribe -np "$np" \
-    ${MPI_ARGS:-} "$TPLOAD" serve "$model" --plan "$model/plan.json" \
-    --socket-dir "$SOCK" --ready-file "$READY" "$@"
-  t_serve_ready "$label: serve -np $np is ready" "$READY"
-  PIDS=$("$TPLOAD" status "$SOCK/rank0.sock" --json --summary |
-    "$ORACLE" -c 'import json, sys
-print(" ".join(str(r["pid"]) for r in json.load(sys.stdin)["ranks"]))')
 }
 
 # consumers_start NP: one looping consumer per rank of $SOCK, and one
@@ -102,28 +87,6 @@ t_consumers_end() {
   else t_fail "$1" "$(cat "$T_TMP"/c*.err | head -c 1500)"; fi
 }
 
-# keep: copies what the last t_exit caught to $T_TMP/last.out, .err.
-keep() {
-  cp "$T_TMP/out" "$T_TMP/last.out"
-  cp "$T_TMP/err" "$T_TMP/last.err"
-}
-
-# t_generation_is NAME G MODEL: status (JSON) names generation G of
-# MODEL, the ready file G too.
-t_generation_is() {
-  t_check "$1" "$ORACLE" -c 'import json, subprocess, sys
-st = json.loads(subprocess.run([sys.argv[1], "status", sys.argv[2], "--json",
-                "--summary"], capture_output=True, check=True).stdout)
-ready = json.load(open(sys.argv[3]))
-g = int(sys.argv[4])
-if st["daemon"]["generation"] != g or ready["generation"] != g:
-    sys.exit("generation: status %r, ready file %r, expected %d"
-             % (st["daemon"]["generation"], ready["generation"], g))
-if st["model"] != sys.argv[5]:
-    sys.exit("model %r, expected %r" % (st["model"], sys.argv[5]))' \
-    "$TPLOAD" "$SOCK/rank0.sock" "$READY" "$2" "$3"
-}
-
 # t_oracle_gen NAME NP TP G MODEL: every consumer's listing of generation
 # G holds the numpy oracle's shards of MODEL (rank r holds shard r % TP).
 t_oracle_gen() {
@@ -137,17 +100,6 @@ t_oracle_gen() {
   if [ $ok = 1 ]; then t_ok "$1"; else t_fail "$1" "$why"; fi
 }
 
-# t_one_store NAME: every rank's daemon holds one shard store (memfd),
-# the generation it serves: nothing of another is left.
-t_one_store() {
-  local p n ok=1 why=""
-  for p in $PIDS; do
-    n=$(ls -l "/proc/$p/fd" 2>/dev/null | grep -c 'memfd:tpload-store')
-    [ "$n" = 1 ] || { ok=0; why="$why pid $p holds $n stores;"; }
-  done
-  if [ $ok = 1 ]; then t_ok "$1"; else t_fail "$1" "$why"; fi
-}
-
 # t_no_model_open NAME: no rank holds a file under $M open.
 t_no_model_open() {
   local p ok=1 why=""
@@ -157,18 +109,6 @@ t_no_model_open() {
     fi
   done
   if [ $ok = 1 ]; then t_ok "$1"; else t_fail "$1" "$why"; fi
-}
-
-# stopped PID: the process is stopped (state T).
-stopped() { [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" = T ]; }
-
-# t_job_ends NAME: shutdown, mpirun exits 0, nothing left behind.
-t_job_ends() {
-  "$TPLOAD" status "$SOCK/rank0.sock" --shutdown >/dev/null 2>&1
-  serve_end
-  if [ "$SERVE_RC" = 0 ] && ! ls "$SOCK"/rank*.sock >/dev/null 2>&1 &&
-    [ ! -e "$READY" ]; then t_ok "$1"
-  else t_fail "$1" "rc $SERVE_RC" "$(messages "$SERVE_LOG.err" | tail -5)"; fi
 }
 
 cleanup() {

@@ -227,7 +227,10 @@ class Arch:
         self.eps = g("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon",
                      d=1e-5)
         self.theta = g("rope_theta", "rotary_emb_base", d=10000.0)
-        self.h, self.kv = self.H // n, self.KV // n
+        # vLLM's QKVParallelLinear (model_executor/layers/linear.py): at
+        # tp_size >= total_num_kv_heads a rank holds one kv head,
+        # replicated on tp_size / total_num_kv_heads ranks.
+        self.h, self.kv = self.H // n, max(1, self.KV // n)
         self.i = self.I // n
         self.pos = np.arange(len(TOKENS), dtype=np.float64)
 

@@ -18,9 +18,15 @@ under ROOT:
     /grow/F      after the first request for F, it is one byte longer
     /stall/F     a ranged GET starting at 0 sends 8 bytes and then
                  nothing (the connection stays open)
+    /dropwhole/F the first GET of F without a Range (a JSON document)
+                 sends half its body, then closes
+    /bighead/F   every answer carries a 200 KB header (X-Padding)
+    /gzip/F      every body is gzip-compressed, with Content-Encoding:
+                 gzip, though no request asked for it (Accept-Encoding)
 
 Every request is logged to LOG (one line: method path range status).
 """
+import gzip
 import http.server
 import os
 import re
@@ -85,9 +91,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.log(200)
             self.send_response(200)
             self.send_header("ETag", etag)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_body(mode, data,
+                           mode == "dropwhole" and
+                           count(("cut", tag, rel)) == 1)
             return
         r = re.fullmatch(r"bytes=(\d+)-(\d+)", rng)
         first, last = int(r.group(1)), min(int(r.group(2)), len(data) - 1)
@@ -97,6 +103,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("ETag", etag)
         self.send_header("Content-Range",
                          "bytes %d-%d/%d" % (first, last, len(data)))
+        if mode in ("bighead", "gzip"):
+            return self.send_body(mode, body, False)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         hlen = 8 + int.from_bytes(data[:8], "little") if len(data) >= 8 \
@@ -114,6 +122,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body[:8])
             self.wfile.flush()
             time.sleep(3600)
+            return
+        self.wfile.write(body)
+
+    def send_body(self, mode, body, cut):
+        """The rest of an answer's headers and its body: padded,
+        compressed or cut as the mode says."""
+        if mode == "bighead":
+            self.send_header("X-Padding", "p" * 200000)
+        if mode == "gzip":
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if cut:
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
             return
         self.wfile.write(body)
 

@@ -387,6 +387,27 @@ def arch_deepseek_v2_q_proj():
     return d
 
 
+def arch_deepseek_v3_mtp():
+    # DeepSeek-V3 as published: after its num_hidden_layers decoder layers,
+    # num_nextn_predict_layers multi-token-prediction layers, each a MoE
+    # decoder layer plus enorm, hnorm, eh_proj [E, 2E], shared_head.norm,
+    # shared_head.head [V, E] and embed_tokens [V, E] (the names vLLM's
+    # DeepSeekMTP loads: vllm/model_executor/models/deepseek_mtp.py,
+    # _rewrite_spec_layer_name).  vLLM builds eh_proj as a plain
+    # nn.Linear (whole on every rank); the head and the embedding are the
+    # vocabulary tables, whole here as lm_head and embed_tokens are.  HF
+    # only: MLC's converter does not carry the MTP layer.
+    prefix, layers, top, cfg = arch_deepseek_v2()["hf"]
+    mtp = dict(layers[1])
+    mtp.update({"enorm.weight": R([E]), "hnorm.weight": R([E]),
+                "eh_proj.weight": R([E, 2 * E]),
+                "shared_head.norm.weight": R([E]),
+                "shared_head.head.weight": R([V, E]),
+                "embed_tokens.weight": R([V, E])})
+    return {"hf": (prefix, layers + [mtp], top,
+                   dict(cfg, num_nextn_predict_layers=1))}
+
+
 def sep_attn():
     # q/k/v/o kept apart (gemma3_model.py, llama4_model.py _set_tp)
     return {"self_attn.q_proj.weight": X([Q, E], "_shard_q", 0),
@@ -906,6 +927,7 @@ ARCHS = {
     # Variants: the preset is the name before "+".
     "minicpm+moe": arch_minicpm_moe,
     "deepseek_v2+q_proj": arch_deepseek_v2_q_proj,
+    "deepseek_v2+mtp": arch_deepseek_v3_mtp,
 }
 
 

@@ -23,6 +23,12 @@ CLI (used by tests/shard_oracle.sh):
         wrote (OUT: each case's rank outputs back to back; STATUS: one
         "ok" or "err CODE" line a case); prints mismatches, exits 1 on any.
 
+CLI (used by tests/mpi/kv_replicas.sh):
+    oracle.py kv-plan MODEL N OUT
+        writes OUT, the plan vLLM's loaders cut MODEL (a `tpload synth`
+        HF llama, qwen2 or phi3) by at N shards, kv heads replicated
+        when N exceeds them, for check-preshard.
+
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
                         [--tensors K] [--big-mib M]
@@ -73,18 +79,29 @@ TPL_EINDIVISIBLE = -10004
 ITEM_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-def shard(arr, dim, segs, n):
+def shard(arr, dim, segs, n, kv=None):
     """Returns the n rank slices of `arr` sharded along `dim` by full
-    segment lengths `segs` (None or [] = one segment), MLC's TIR way."""
+    segment lengths `segs` (None or [] = one segment), MLC's TIR way.
+    `kv` (None, or one entry a segment: 0 or None = cut n ways) gives the
+    kv heads P of a segment whose heads are replicated, as vLLM's
+    QKVParallelLinear (vllm/model_executor/layers/linear.py) does when
+    tp_size >= total_num_kv_heads: num_kv_head_replicas = n // P, and
+    weight_loader narrows the loaded "k"/"v" weight at shard_rank *
+    shard_size with shard_rank = tp_rank // num_kv_head_replicas."""
     if dim < 0 or dim >= arr.ndim:
         raise ValueError("dim %d outside rank %d" % (dim, arr.ndim))
     if not segs:
         segs = [arr.shape[dim]]
     if sum(segs) != arr.shape[dim]:
         raise ValueError("segs %r do not sum to %d" % (segs, arr.shape[dim]))
+    kv = list(kv or []) + [0] * len(segs)
     parts = []
     start = 0
-    for seg in segs:
+    for seg, heads in zip(segs, kv):
+        if heads:
+            parts.append(_replicated(arr, dim, start, seg, heads, n))
+            start += seg
+            continue
         if seg % n:
             raise ValueError("segment %d not divisible by %d" % (seg, n))
         piece = np.take(arr, np.arange(start, start + seg), axis=dim)
@@ -94,6 +111,24 @@ def shard(arr, dim, segs, n):
         start += seg
     full = np.concatenate(parts, axis=1 + dim)
     return [np.ascontiguousarray(full[r]) for r in range(n)]
+
+
+def _replicated(arr, dim, start, seg, heads, n):
+    """Segment [start, start + seg) of `arr` along `dim` as [n, ...]: its
+    `heads` kv heads, each repeated for the n // heads consecutive ranks
+    of vLLM's shard_rank = tp_rank // num_kv_head_replicas."""
+    if n % heads or seg % heads:
+        raise ValueError("segment %d: %d kv heads do not divide it or N=%d"
+                         % (seg, heads, n))
+    replicas = n // heads
+    ranks = []
+    for tp_rank in range(n):
+        shard_rank = tp_rank // replicas
+        size = seg // heads
+        idx = np.arange(start + shard_rank * size, start + (shard_rank + 1)
+                        * size)
+        ranks.append(np.take(arr, idx, axis=dim))
+    return np.stack(ranks, axis=0)
 
 
 def _bf16_round(f32):
@@ -154,6 +189,16 @@ WORKED = [  # DESIGN.md section 2's table
       + list(range(42, 48))]),
     ([12], 0, [6, 3, 3], 3, [[0, 1, 6, 9], [2, 3, 7, 10], [4, 5, 8, 11]]),
     ([3, 2], 1, None, 1, [list(range(6))]),
+    # kv heads replicated (vLLM), the rows written out by hand: q 8 rows
+    # cut 4 ways, k and v 2 kv heads of one row each, every head held by
+    # 2 ranks; a separate k_proj [4, 2] of 2 kv heads (2 rows each) at N
+    # = 4; one kv head (MQA) at N = 4 = 4 x kv.
+    ([12], 0, [8, 2, 2], 4, [[0, 1, 8, 10], [2, 3, 8, 10], [4, 5, 9, 11],
+                             [6, 7, 9, 11]], [0, 2, 2]),
+    ([4, 2], 0, None, 4, [[0, 1, 2, 3], [0, 1, 2, 3], [4, 5, 6, 7],
+                          [4, 5, 6, 7]], [2]),
+    ([6], 0, [4, 1, 1], 4, [[0, 4, 5], [1, 4, 5], [2, 4, 5], [3, 4, 5]],
+     [0, 1, 1]),
 ]
 
 # (dtype, input bit patterns, n, expected bit patterns), derived by hand:
@@ -186,11 +231,14 @@ def _tap(ok, name, detail=""):
 def selftest():
     """Checks the oracle itself; prints TAP lines.  Returns 0 or 1."""
     good = True
-    for shape, dim, segs, n, want in WORKED:
+    for shape, dim, segs, n, want, *kv in WORKED:
+        kv = kv[0] if kv else None
         arr = np.arange(int(np.prod(shape))).reshape(shape)
-        got = [list(map(int, s.ravel())) for s in shard(arr, dim, segs, n)]
-        good &= _tap(got == want, "oracle shard %r dim %d segs %r N=%d"
-                     % (shape, dim, segs, n), "got %r" % (got,))
+        got = [list(map(int, s.ravel()))
+               for s in shard(arr, dim, segs, n, kv)]
+        good &= _tap(got == want, "oracle shard %r dim %d segs %r N=%d%s"
+                     % (shape, dim, segs, n,
+                        " kv %r" % (kv,) if kv else ""), "got %r" % (got,))
     for dt, bits, n, want in SCALE_CASES:
         raw = np.array(bits, dtype="<u2").tobytes()
         got = list(map(int, np.frombuffer(scale_bias(raw, dt, n), "<u2")))
@@ -224,6 +272,7 @@ def _rand_case(rng):
         shape[dim] = n * rng.randint(0, 6)
     if rng.random() < 0.05 and ndim > 1:
         shape[rng.choice([i for i in range(ndim) if i != dim])] = 0
+    kv = _rand_kv(rng, n, segs, shape, dim)
     roll = rng.random()
     if roll < 0.08 and n > 1:  # indivisible
         if segs:
@@ -239,12 +288,34 @@ def _rand_case(rng):
     if rng.random() < 0.3:
         chunk = rng.randint(1, 7)
     return {"shape": shape, "itemsize": itemsize, "dim": dim, "segs": segs,
-            "n": n, "chunk": chunk}
+            "n": n, "chunk": chunk, "kv": kv}
+
+
+def _rand_kv(rng, n, segs, shape, dim):
+    """A quarter of the cases at N > 1 replicate one segment's heads: P
+    a proper divisor of N (rarely one that is not, to be refused), the
+    segment P times 1..3 rows (segs and shape[dim] adjusted)."""
+    if n == 1 or rng.random() >= 0.25:
+        return []
+    kv = [0] * max(1, len(segs))
+    j = rng.randrange(len(kv))
+    heads = rng.choice([d for d in range(1, n) if n % d == 0])
+    if rng.random() < 0.05:
+        heads = rng.choice([d for d in range(2, n + 2) if n % d] or [heads])
+    kv[j] = heads
+    seg = heads * rng.randint(1, 3)
+    if segs:
+        shape[dim] += seg - segs[j]
+        segs[j] = seg
+    else:
+        shape[dim] = seg
+    return kv
 
 
 def write_cases(d, seed, count):
     """Writes DIR/cases.txt and DIR/input.bin.  Each line of cases.txt:
-      ndim s0 .. s{ndim-1} itemsize dim nsegs seg0 .. N chunk offset nbytes
+      ndim s0 .. s{ndim-1} itemsize dim nsegs seg0 .. nkv kv0 .. N chunk
+      offset nbytes
     where offset/nbytes locate the case's input tensor in input.bin and
     chunk is the window size shard_exec gathers with."""
     rng = random.Random(seed)
@@ -259,6 +330,7 @@ def write_cases(d, seed, count):
             ib.write(nrng.integers(0, 256, nbytes, dtype=np.uint8).tobytes())
             fields = ([len(c["shape"])] + c["shape"]
                       + [c["itemsize"], c["dim"], len(c["segs"])] + c["segs"]
+                      + [len(c["kv"])] + c["kv"]
                       + [c["n"], c["chunk"], offset, nbytes])
             ct.write(" ".join(map(str, fields)) + "\n")
             offset += nbytes
@@ -274,17 +346,22 @@ def read_cases(d):
             shape, rest = v[1:1 + ndim], v[1 + ndim:]
             itemsize, dim, nsegs = rest[0], rest[1], rest[2]
             segs, rest = rest[3:3 + nsegs], rest[3 + nsegs:]
+            kv, rest = rest[1:1 + rest[0]], rest[1 + rest[0]:]
             cases.append({"shape": shape, "itemsize": itemsize, "dim": dim,
-                          "segs": segs, "n": rest[0], "chunk": rest[1],
-                          "offset": rest[2], "nbytes": rest[3]})
+                          "segs": segs, "kv": kv, "n": rest[0],
+                          "chunk": rest[1], "offset": rest[2],
+                          "nbytes": rest[3]})
     return cases
 
 
 def _expected_status(c):
     segs = c["segs"] or [c["shape"][c["dim"]]]
+    kv = list(c["kv"]) + [0] * len(segs)
     if c["segs"] and sum(segs) != c["shape"][c["dim"]]:
         return TPL_EPLAN
-    if any(s % c["n"] for s in segs):
+    if any(h and c["n"] % h for h in kv[:len(segs)]):
+        return TPL_EPLAN
+    if any(s % (h or c["n"]) for s, h in zip(segs, kv)):
         return TPL_EINDIVISIBLE
     return 0
 
@@ -299,9 +376,9 @@ def check_cases(d, out_path, status_path):
     for i, c in enumerate(cases):
         want = _expected_status(c)
         got = status[i].split() if i < len(status) else ["missing"]
-        desc = ("case %d: shape %r itemsize %d dim %d segs %r N=%d chunk %d"
-                % (i, c["shape"], c["itemsize"], c["dim"], c["segs"],
-                   c["n"], c["chunk"]))
+        desc = ("case %d: shape %r itemsize %d dim %d segs %r kv %r N=%d "
+                "chunk %d" % (i, c["shape"], c["itemsize"], c["dim"],
+                              c["segs"], c["kv"], c["n"], c["chunk"]))
         if want != 0:
             if got != ["err", str(want)]:
                 print("# %s: expected err %d, shard_exec said %r"
@@ -315,7 +392,8 @@ def check_cases(d, out_path, status_path):
         raw = inp[c["offset"]:c["offset"] + c["nbytes"]]
         arr = np.frombuffer(raw, ITEM_DTYPES[c["itemsize"]]).reshape(
             c["shape"])
-        for r, s in enumerate(shard(arr, c["dim"], c["segs"], c["n"])):
+        for r, s in enumerate(shard(arr, c["dim"], c["segs"], c["n"],
+                                    c["kv"])):
             exp = s.tobytes()
             gotb = out[pos:pos + len(exp)]
             pos += len(exp)
@@ -744,6 +822,8 @@ def quant_rule(name, shape, rules, shapes, block):
     out = {"match": name, "dim": dim, "name": func}
     if segs:
         out["segs"] = segs
+    if rule.get("kv"):  # a kv head's scale rows go where its rows go
+        out["kv"] = rule["kv"]
     return out
 
 
@@ -770,12 +850,14 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
     for name, dtype, shape, raw, stored in model:
         rule = quant_rule(name, shape, rules, shapes, block) or \
             _first_rule(rules, name)
+        if rule is not None and rule.get("skip"):
+            continue  # expected absent: a layer left out (--skip-mtp)
         e = {"name": name, "dtype": dtype, "shape": shape, "rule": rule,
              "rank_shape": list(shape), "stored": stored}
         if rule is not None and "dim" in rule:
             arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
             parts = shard(arr.reshape(shape), rule["dim"], rule.get("segs"),
-                          n)
+                          n, rule.get("kv"))
             e["kind"] = "shard"
             e["rank_shape"] = list(parts[0].shape)
             e["ranks"] = [p.tobytes() for p in parts]
@@ -787,6 +869,57 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
             e["ranks"] = [raw] * n
         out.append(e)
     return out
+
+
+# ------------------------------------- vLLM's plan for kv heads < N
+#
+# The rules vLLM's loaders cut `tpload synth`'s HF llama, qwen2 and phi3
+# checkpoints by (vllm/model_executor/models/llama.py, qwen2.py, phi3.py
+# build on llama's LlamaAttention / LlamaMLP): q/k/v through
+# QKVParallelLinear (layers/linear.py), o_proj and down_proj
+# RowParallelLinear (cut along their inputs), gate/up through
+# MergedColumnParallelLinear, embeddings, norms and lm_head whole here
+# (tpload does not cut the vocabulary).  When N >= the kv heads, each k
+# and v head goes to N / kv consecutive ranks ("kv": the heads of each
+# replicated segment, see shard()).  The func_names are the ones
+# tpload's presets give (DESIGN.md section 3), checked in shard-info.
+
+
+def vllm_kv_rules(cfg, n):
+    """Oracle rules for a synth llama / qwen2 / phi3 config at N = n."""
+    h, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = cfg.get("head_dim") or cfg["hidden_size"] // h
+    inter = cfg["intermediate_size"]
+    rep_kv = kv if n > kv else 0  # tp_size >= total_num_kv_heads
+    a = "*.self_attn."
+    rules = [{"match": a + "qkv_proj.weight", "name": "_shard_qkv", "dim": 0,
+              "segs": [h * d, kv * d, kv * d], "kv": [0, rep_kv, rep_kv]},
+             {"match": a + "o_proj.weight", "name": "_shard_o", "dim": 1},
+             {"match": "*.mlp.gate_up_proj.weight", "name": "_shard_mlp_up",
+              "dim": 0, "segs": [inter, inter]},
+             {"match": "*.mlp.down_proj.weight", "name": "_shard_mlp_down",
+              "dim": 1}]
+    if cfg["model_type"] != "phi3":
+        rules = rules[1:2]
+        for p in ("q", "k", "v"):
+            k = [rep_kv] if p != "q" else None
+            rules += [{"match": a + p + "_proj.weight", "name": "_shard_" + p,
+                       "dim": 0, "kv": k},
+                      {"match": a + p + "_proj.bias",
+                       "name": "_shard_" + p + "_bias", "dim": 0, "kv": k}]
+        rules += [{"match": "*.mlp.%s_proj.weight" % p,
+                   "name": "_shard_" + p, "dim": dim}
+                  for p, dim in (("gate", 0), ("up", 0), ("down", 1))]
+    return rules
+
+
+def write_kv_plan(model, n, out):
+    """Writes vllm_kv_rules for MODEL's config.json at N = n as a plan
+    file for check-preshard."""
+    with open(os.path.join(model, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"rules": vllm_kv_rules(cfg, n)}, f, indent=1)
 
 
 # ------------------------------------------------- grid (TP x PP x DP)
@@ -975,10 +1108,15 @@ def _check_param(p, e, n, bias_scaling):
                "in_shape": e["shape"], "out_shape": [n] + e["rank_shape"],
                "out_dtype": MLC_NAME[e["dtype"]]}
         segs = rule.get("segs") or [e["shape"][rule["dim"]]]
+        kv = list(rule.get("kv") or []) + [0] * len(segs)
         # MLC's compile.py adds the shard preproc only when N > 1.
         _same(where + ": preprocs", [pre] if n > 1 else [], p.get("preprocs"))
         _same(where + ": dim", rule["dim"], p.get("dim"))
-        _same(where + ": segs", [s // n for s in segs], p.get("segs"))
+        _same(where + ": segs", [s // (h or n) for s, h in zip(segs, kv)],
+              p.get("segs"))
+        heads = [h for h in kv if h and h < n]
+        _same(where + ": kv_replicas", n // min(heads) if heads else None,
+              p.get("kv_replicas"))
     else:
         _same(where + ": preprocs", [], p.get("preprocs"))
         _same(where + ": keys dim/segs", [], [k for k in ("dim", "segs")
@@ -1200,6 +1338,9 @@ def main(argv):
     if len(argv) == 6 and argv[0] == "gen-shard" and argv[2] == "--seed" \
             and argv[4] == "--count":
         write_cases(argv[1], int(argv[3]), int(argv[5]))
+        return 0
+    if len(argv) == 4 and argv[0] == "kv-plan":
+        write_kv_plan(argv[1], int(argv[2]), argv[3])
         return 0
     if len(argv) == 4 and argv[0] == "check-shard":
         return 1 if check_cases(argv[1], argv[2], argv[3]) else 0

@@ -39,7 +39,7 @@ static int next_u64(char **p, uint64_t *out) {
 }
 
 static int parse_case(char *line, struct exec_case *c) {
-  uint64_t v, item, dim, nsegs, n;
+  uint64_t v, item, dim, nsegs, nparts, n;
   memset(c, 0, sizeof(*c));
   if (next_u64(&line, &v) != 0 || v > TPL_MAX_DIMS) return -1;
   c->ndim = (int)v;
@@ -53,6 +53,11 @@ static int parse_case(char *line, struct exec_case *c) {
   c->spec.nsegs = nsegs;
   for (size_t j = 0; j < nsegs; j++)
     if (next_u64(&line, &c->spec.segs[j]) != 0) return -1;
+  if (next_u64(&line, &nparts) != 0 || nparts > TPL_MAX_SEGS) return -1;
+  for (size_t j = 0; j < nparts; j++) {
+    if (next_u64(&line, &v) != 0 || v > UINT32_MAX) return -1;
+    c->spec.parts[j] = (uint32_t)v;
+  }
   if (next_u64(&line, &n) != 0 || next_u64(&line, &c->chunk) != 0 ||
       next_u64(&line, &c->offset) != 0 || next_u64(&line, &c->nbytes) != 0)
     return -1;
@@ -77,6 +82,16 @@ static int64_t gather_rank(const struct exec_case *c,
     n += got;
   }
   return n == l->total ? (int64_t)n : -1;
+}
+
+/* Bytes of one rank's shard shape: every rank gets this many (N of them
+ * are the whole tensor when no kv head is replicated). */
+static uint64_t rank_bytes(const struct exec_case *c) {
+  uint64_t shape[TPL_MAX_DIMS], n = c->itemsize;
+  tpl__shard_shape(c->shape, c->ndim, &c->spec, c->nshards, shape);
+  for (int i = 0; i < c->ndim; i++)
+    n *= shape[i];
+  return n;
 }
 
 /* Runs one case; appends rank outputs to `out`.  Returns 0 or -1. */
@@ -106,7 +121,7 @@ static int run_case(const struct exec_case *c, const uint8_t *input,
   }
   free(dst);
   fprintf(status, "ok\n");
-  return sum == c->nbytes ? 0 : -1;
+  return sum == c->nshards * rank_bytes(c) ? 0 : -1;
 }
 
 static int run_batch(FILE *cases, const uint8_t *input, size_t inlen, FILE *out,

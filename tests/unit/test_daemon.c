@@ -340,7 +340,8 @@ static int raw_attach(int fd, unsigned flags) {
   uint8_t *frame;
   size_t len;
   int ok;
-  if (tpl__wire_encode_request(TPL_REQ_ATTACH, flags, &frame, &len) != 0)
+  if (tpl__wire_encode_request_args(TPL_REQ_ATTACH, flags, NULL, &frame,
+                                    &len) != 0)
     return -1;
   ok = write(fd, frame, len) == (ssize_t)len;
   free(frame);

@@ -51,8 +51,8 @@ static void make_job(uint32_t tp, uint32_t pp, uint32_t dp) {
   if (tpl__grid_make(tp * pp * dp, tp, pp, NULL, &job.grid) != 0) abort();
   for (size_t i = 0; i < NT; i++) {
     make_tensor(&tensors[i], names[i]);
-    if (tpl__tensor_stages(names[i], LAYERS, pp, 0, NULL, &tensors[i].stages) !=
-        0)
+    if (tpl__tensor_stages(names[i], LAYERS, 0, pp, 0, NULL,
+                           &tensors[i].stages) != 0)
       abort();
   }
   job.bias_scaling = 1;

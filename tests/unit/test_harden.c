@@ -72,9 +72,9 @@ static void test_mlc_format_nul_refused(void) {
       " \"format\": \"raw-shard\\u0000x\", \"nbytes\": 0, \"records\": []}]}";
   struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(
-      tpl__mlc_parse(cache, strlen(cache), "tensor-cache.json", m, &err),
-      TPL_EFORMAT);
+  CHECK_EQ_INT(tpl__mlc_parse_flags(cache, strlen(cache), "tensor-cache.json",
+                                    0, m, &err),
+               TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "key 'format'");
   tpl__model_free(m);
 }

@@ -561,8 +561,9 @@ static void test_overlap(void) {
 static void test_parse_only_reads_no_file(void) {
   struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   memset(&err, 0, sizeof(err));
-  CHECK_EQ_INT(tpl__mlc_parse(valid_json, strlen(valid_json),
-                              "/nonexistent/tensor-cache.json", m, &err),
+  CHECK_EQ_INT(tpl__mlc_parse_flags(valid_json, strlen(valid_json),
+                                    "/nonexistent/tensor-cache.json", 0, m,
+                                    &err),
                0);
   CHECK_EQ_U64(m->ntensors, 4);
   CHECK_EQ_U64(m->nfiles, 2);

@@ -171,7 +171,8 @@ static void test_parser_reads_shard_records_on_request(void) {
   struct tpl__error err = {0};
   struct tpl__model *m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");
   REQUIRE(m != NULL);
-  CHECK_EQ_INT(tpl__mlc_parse(cache, strlen(cache), "c", m, &err), TPL_EFORMAT);
+  CHECK_EQ_INT(tpl__mlc_parse_flags(cache, strlen(cache), "c", 0, m, &err),
+               TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "already cut");
   tpl__model_free(m);
   m = tpl__model_new(TPL_FMT_MLC, "/nonexistent");

@@ -448,6 +448,35 @@ static void test_refuse_flag_not_bool(void) {
                  TPL_EPLAN, "'replicate': true, found an integer");
 }
 
+/* "interleave": K, 2..64, with dim, without segs. */
+static void test_parse_interleave(void) {
+  struct tpl__plan *p;
+  struct tpl__error err;
+  CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                     "\"interleave\": 2}]}",
+                     &p, &err),
+               0);
+  REQUIRE(p != NULL);
+  CHECK_EQ_INT(p->rules[0].interleave, 2);
+  CHECK_EQ_U64(p->rules[0].spec.nsegs, 0);
+  tpl__plan_free(p);
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": 1}]}",
+                 TPL_EPLAN, "rule 0: expected 'interleave' to be the number");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": 65}]}",
+                 TPL_EPLAN, "2 to 64, found an integer");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 1, "
+                 "\"interleave\": \"2\"}]}",
+                 TPL_EPLAN, "found a string");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"replicate\": true, "
+                 "\"interleave\": 2}]}",
+                 TPL_EPLAN, "expected 'dim' with 'interleave'");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 0, "
+                 "\"segs\": [2, 2], \"interleave\": 2}]}",
+                 TPL_EPLAN, "expected 'segs' or 'interleave', found both");
+}
+
 static void test_refuse_too_many_rules(void) {
   const char *one = "{\"match\":\"a\",\"replicate\":true},";
   size_t n = 65537, len = strlen(one), used = 0;
@@ -479,6 +508,45 @@ static int apply_json(const char *json, const struct tpl__model *m, uint32_t n,
     st[i].func_name = NULL;
   tpl__plan_free(p);
   return rc;
+}
+
+/* Each rank's slice of an interleaved dim is whole groups: 12 rows of 2
+ * alternating parts cut 2 ways (6 rows, 3 pairs) pass; 4 ways (3 rows)
+ * do not. */
+static void test_apply_interleave(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__strategy st[1];
+  struct tpl__error err;
+  const char *plan = "{\"rules\": [{\"match\": \"*\", \"dim\": 0, "
+                     "\"interleave\": 2}]}";
+  add(m, "w", TPL_DT_F32, 2, U(12), U(4));
+  CHECK_EQ_INT(apply_json(plan, m, 2, st, &err), 0);
+  CHECK_EQ_INT(st[0].kind, TPL_RULE_SHARD);
+  CHECK_EQ_INT(apply_json(plan, m, 4, st, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'w': expected each of the 4 shards' 3 "
+                              "rows along dim 0 to be whole groups of the 2 "
+                              "interleaved parts, found 1 left over");
+  tpl__model_free(m);
+}
+
+/* tpl__model_drop_layers (--skip-mtp): layers >= first go, in order. */
+static void test_drop_layers(void) {
+  static const char *const names[] = {
+      "model.layers.0.a", "model.layers.10.b",  "model.layers.2.c",
+      "model.layers.1.d", "model.layers.x.e",   "model.norm.weight",
+      "model.layers.2",   "lm.model.layers.5.f"};
+  static const char *const left[] = {"model.layers.0.a", "model.layers.1.d",
+                                     "model.layers.x.e", "model.norm.weight",
+                                     "model.layers.2",   "lm.model.layers.5.f"};
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+    add(m, names[i], TPL_DT_F32, 1, U(4));
+  CHECK_EQ_U64(tpl__model_drop_layers(m, 2), 2);
+  REQUIRE(m->ntensors == ARRAY_SIZE(left));
+  for (size_t i = 0; i < ARRAY_SIZE(left); i++)
+    CHECK(strcmp(m->tensors[i].name, left[i]) == 0);
+  CHECK_EQ_U64(tpl__model_drop_layers(m, 2), 0);
+  tpl__model_free(m);
 }
 
 static void test_first_match_wins(void) {
@@ -1014,10 +1082,82 @@ static void expect_preset_refused(const char *preset, const char *cfg,
 }
 
 static void test_divisible_kv_heads(void) {
-  /* heads 4, kv 2, I 48: 4 shards fail on kv; 1 and 2 divide all three. */
-  expect_preset_refused("llama", LLAMA_CFG, 4, TPL_EINDIVISIBLE,
-                        "num_key_value_heads = 2",
-                        "that work for this model: 1, 2)");
+  /* heads 6, kv 2, I 48: 3 shards neither divide nor are a multiple of
+   * the kv heads; 1, 2 divide all three, 6 replicates each kv head 3
+   * times (vLLM's rule). */
+  expect_preset_refused("llama",
+                        "{\"hidden_size\": 48, \"num_attention_heads\": 6, "
+                        "\"num_key_value_heads\": 2, \"intermediate_size\": "
+                        "48}",
+                        3, TPL_EINDIVISIBLE,
+                        "num_key_value_heads = 2: expected a multiple of the "
+                        "3 shards or a divisor of them",
+                        "that work for this model: 1, 2, 6)");
+  /* kv 6 > N = 4, neither dividing the other */
+  expect_preset_refused("llama",
+                        "{\"hidden_size\": 48, \"num_attention_heads\": 12, "
+                        "\"num_key_value_heads\": 6, \"intermediate_size\": "
+                        "48}",
+                        4, TPL_EINDIVISIBLE, "num_key_value_heads = 6",
+                        ": 1, 2, 3, 6, 12)");
+}
+
+/* The parts of strategy `name`'s first three segments (0: N ways). */
+static void expect_parts(const struct tpl__model *m,
+                         const struct tpl__strategy *st, const char *name,
+                         uint32_t p0, uint32_t p1, uint32_t p2) {
+  for (size_t i = 0; i < m->ntensors; i++) {
+    if (strcmp(m->tensors[i].name, name) != 0) continue;
+    CHECK_EQ_INT(st[i].kind, TPL_RULE_SHARD);
+    CHECK_EQ_U64(st[i].spec.parts[0], p0);
+    CHECK_EQ_U64(st[i].spec.parts[1], p1);
+    CHECK_EQ_U64(st[i].spec.parts[2], p2);
+    return;
+  }
+  CHECK(!"tensor not in the model");
+}
+
+/* N = 4 > 2 kv heads: k/v projections and their biases cut into 2
+ * replicated parts (vLLM's QKVParallelLinear); q, o and the MLP as
+ * before.  N = 2 cuts them N ways. */
+static void test_kv_replicated_hf(void) {
+  struct tpl__model *m = llama_model(1);
+  struct tpl__strategy *st;
+  struct tpl__error err;
+  const char *l1 = "model.layers.1.self_attn.";
+  char n[128];
+#define L1(x) (snprintf(n, sizeof(n), "%s%s", l1, x), n)
+  CHECK_EQ_INT(run_preset("qwen2", 0, LLAMA_CFG, m, 4, &st, &err), 0);
+  expect_parts(m, st, L1("k_proj.weight"), 2, 0, 0);
+  expect_parts(m, st, L1("v_proj.weight"), 2, 0, 0);
+  expect_parts(m, st, L1("k_proj.bias"), 2, 0, 0);
+  expect_parts(m, st, L1("v_proj.bias"), 2, 0, 0);
+  expect_parts(m, st, L1("q_proj.weight"), 0, 0, 0);
+  expect_parts(m, st, L1("o_proj.weight"), 0, 0, 0);
+  free(st);
+  CHECK_EQ_INT(run_preset("qwen2", 0, LLAMA_CFG, m, 2, &st, &err), 0);
+  expect_parts(m, st, L1("k_proj.weight"), 0, 0, 0);
+  free(st);
+#undef L1
+  tpl__model_free(m);
+}
+
+/* MLC keeps MLC's rule (its attention asserts kv % N == 0), and HF
+ * internlm2's grouped wqkv cannot replicate: both refused at N = 4. */
+static void test_kv_replication_refused(void) {
+  struct tpl__model *m = new_model(TPL_FMT_MLC, ".");
+  struct tpl__strategy *st;
+  struct tpl__error err;
+  CHECK_EQ_INT(run_preset("llama", 1, MLC_LLAMA_CFG, m, 4, &st, &err),
+               TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "num_key_value_heads = 2: expected a multiple "
+                              "of the 4 shards (MLC LLM refuses");
+  free(st);
+  CHECK_EQ_INT(run_preset("internlm2", 0, LLAMA_CFG, m, 4, &st, &err),
+               TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "interleaves each kv head");
+  free(st);
+  tpl__model_free(m);
 }
 
 static void test_divisible_heads(void) {
@@ -1160,7 +1300,7 @@ static void test_resolve_auto(void) {
   free(st);
   tpl__plan_free(p);
   /* An explicit preset uses the same config (and its checks). */
-  CHECK_EQ_INT(plan_for("gemma", m, 4, &p, &st, &err), TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(plan_for("gemma", m, 3, &p, &st, &err), TPL_EINDIVISIBLE);
   CHECK_STR_CONTAINS(err.msg, "config.json");
   remove_file(tmpdir, "config.json");
   CHECK_EQ_INT(plan_for("auto", m, 2, &p, &st, &err), -ENOENT);
@@ -1427,6 +1567,9 @@ int main(void) {
   RUN(test_refuse_rule_not_object);
   RUN(test_refuse_unknown_rule_key);
   RUN(test_refuse_match_missing);
+  RUN(test_parse_interleave);
+  RUN(test_drop_layers);
+  RUN(test_apply_interleave);
   RUN(test_refuse_match_not_string);
   RUN(test_refuse_match_empty);
   RUN(test_refuse_match_with_nul);
@@ -1468,6 +1611,8 @@ int main(void) {
   RUN(test_preset_mlc_mixtral);
   RUN(test_preset_mlc_needs_model_config);
   RUN(test_divisible_kv_heads);
+  RUN(test_kv_replicated_hf);
+  RUN(test_kv_replication_refused);
   RUN(test_divisible_heads);
   RUN(test_divisible_intermediate);
   RUN(test_config_missing_heads);

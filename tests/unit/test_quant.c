@@ -34,6 +34,7 @@
 #include "plan_for.h"
 #include "planner.h"
 #include "quant.h"
+#include "quant_ct.h"
 #include "synth.h"
 #include "tap.h"
 #include "tmpdir.h"
@@ -446,6 +447,51 @@ static void test_refuse_scale_left_whole(void) {
   tpl__model_free(m);
 }
 
+static int ends_with(const char *s, const char *tail) {
+  size_t n = strlen(s), k = strlen(tail);
+  return n >= k && strcmp(s + n - k, tail) == 0;
+}
+
+/* An fp8 weight cut so that a rank's rows split a 128-block: refused at
+ * N = 2 for 192 rows (96 each; vLLM's validate_fp8_block_shape refuses
+ * the same), along dim 0 (gate) and dim 1 (down), with no segs; whole
+ * blocks per rank (256 rows at N = 2) and N = 1 pass. */
+static void test_refuse_block_cut_inside(void) {
+  static const char *const names[] = {
+      "l.gate_proj.weight", "l.gate_proj.weight_scale_inv",
+      "l.down_proj.weight", "l.down_proj.weight_scale_inv"};
+  static const int dt[] = {TPL_DT_F8_E4M3, TPL_DT_F32, TPL_DT_F8_E4M3,
+                           TPL_DT_F32};
+  static const uint64_t gate[][2] = {{192, 256}, {2, 2}, {256, 256}, {2, 2}};
+  static const uint64_t down[][2] = {{256, 256}, {2, 2}, {256, 192}, {2, 2}};
+  static const char *const plan =
+      "{\"rules\":[{\"match\":\"*.gate_proj.weight\",\"dim\":0},"
+      "{\"match\":\"*.down_proj.weight\",\"dim\":1}]}";
+  struct tpl__model *mg = model_of(names, dt, gate, 4);
+  struct tpl__model *md = model_of(names, dt, down, 4);
+  struct tpl__strategy st[4];
+  struct tpl__error err;
+  CHECK_EQ_INT(apply_json(plan, mg, 2, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'l.gate_proj.weight_scale_inv'");
+  CHECK_STR_CONTAINS(err.msg, "(192 / 2 = 96)");
+  CHECK_STR_CONTAINS(err.msg, "128-wide quantization blocks");
+  CHECK(ends_with(err.msg, "shard counts that work: 1"));
+  CHECK_EQ_INT(apply_json(plan, mg, 1, st, NULL, &err), 0);
+  CHECK_EQ_INT(apply_json(plan, md, 2, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'l.down_proj.weight_scale_inv'");
+  CHECK_STR_CONTAINS(err.msg, "along dim 1");
+  CHECK_EQ_INT(apply_json(plan, md, 1, st, NULL, &err), 0);
+  tpl__model_free(md);
+  /* 256 rows: 128 each at N = 2; 64 at N = 4 splits blocks again. */
+  md = model_of(names, dt, down, 2);
+  CHECK_EQ_INT(apply_json(plan, md, 2, st, NULL, &err), 0);
+  CHECK(st[1].kind == TPL_RULE_SHARD && st[1].spec.dim == 0);
+  CHECK_EQ_INT(apply_json(plan, md, 4, st, NULL, &err), TPL_EINDIVISIBLE);
+  CHECK(ends_with(err.msg, "shard counts that work: 1, 2"));
+  tpl__model_free(md);
+  tpl__model_free(mg);
+}
+
 /* HF GPTQ names: scales / qzeros beside a sharded qweight. */
 static void test_refuse_hf_scales_left_whole(void) {
   static const char *const names[] = {"x.qweight", "x.qzeros", "x.scales"};
@@ -558,6 +604,187 @@ static int parse_cfg(const char *text, int mlc, struct tpl__quant_info *q,
   return rc;
 }
 
+/* quantization_config.quant_method: read from HF configs only, kept when
+ * malformed; only fp8, mxfp4 and compressed-tensors pass the method
+ * check (quant_ct.c then checks the scheme). */
+static void test_quant_method(void) {
+  static const char *const refused[] = {"quark", "awq", "gptq", "bitsandbytes",
+                                        "gguf"};
+  static const char *const ok[] = {"fp8", "mxfp4", "compressed-tensors",
+                                   "modelopt"};
+  struct tpl__quant_info q;
+  struct tpl__error err;
+  char cfg[128];
+  CHECK_EQ_INT(parse_cfg("{}", 0, &q, &err), 0);
+  CHECK(q.method[0] == '\0' && tpl__quant_check_method(&q, "c", &err) == 0);
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"weight_block_size\":"
+                         "[128,128]}}",
+                         0, &q, &err),
+               0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             ok[i]);
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), 0);
+  }
+  for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+    snprintf(cfg, sizeof(cfg),
+             "{\"quantization_config\":{\"quant_method\":"
+             "\"%s\"}}",
+             refused[i]);
+    CHECK_EQ_INT(parse_cfg(cfg, 0, &q, &err), 0);
+    CHECK(strcmp(q.method, refused[i]) == 0);
+    CHECK_EQ_INT(tpl__quant_check_method(&q, "config.json", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "config.json: quantization_config."
+                                "quant_method '");
+    CHECK_STR_CONTAINS(err.msg, refused[i]);
+  }
+  CHECK_EQ_INT(
+      parse_cfg("{\"quantization_config\":{\"quant_method\":7}}", 0, &q, &err),
+      0);
+  CHECK_EQ_INT(tpl__quant_check_method(&q, "c", &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "'(not a string)'");
+  /* MLC configs have no quant_method: the scheme decides. */
+  CHECK_EQ_INT(parse_cfg("{\"quantization_config\":{\"quant_method\":"
+                         "\"awq\"}}",
+                         1, &q, &err),
+               0);
+  CHECK(q.method[0] == '\0');
+}
+
+/* compressed-tensors' quantization_config: one case per rule of
+ * tpl__ct_parse / tpl__ct_check. */
+static int ct_of(const char *qc, struct tpl__ct_scheme *s,
+                 struct tpl__error *err) {
+  json_t *j = json_loads(qc, 0, NULL);
+  tpl__ct_parse(j, s);
+  json_decref(j);
+  return tpl__ct_check(s, "config.json", err);
+}
+
+static void test_ct_scheme(void) {
+  struct tpl__ct_scheme s;
+  struct tpl__error err;
+#define GROUP0(w)                                                              \
+  "{\"format\":\"pack-quantized\",\"config_groups\":{\"group_0\":"             \
+  "{\"weights\":" w "}}}"
+  CHECK_EQ_INT(ct_of(GROUP0("{\"num_bits\":4,\"strategy\":\"group\","
+                            "\"group_size\":128,\"actorder\":\"group\"}"),
+                     &s, &err),
+               0);
+  CHECK(s.present && s.num_bits == 4 && s.group_size == 128 && s.actorder);
+  CHECK(strcmp(s.strategy, "group") == 0);
+  CHECK_EQ_INT(
+      ct_of(GROUP0("{\"num_bits\":4,\"strategy\":\"group\"}"), &s, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "a group strategy without group_size");
+  CHECK_EQ_INT(
+      ct_of(GROUP0("{\"num_bits\":3,\"strategy\":\"channel\"}"), &s, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "other than 4 or 8 bits");
+  CHECK_EQ_INT(ct_of("{\"format\":\"float-quantized\",\"config_groups\":"
+                     "{\"g\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"block\",\"block_structure\":[128]}}}}",
+                     &s, &err),
+               TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "without a two-number block_structure");
+  CHECK_EQ_INT(ct_of("{\"format\":\"float-quantized\",\"config_groups\":"
+                     "{\"g\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"block\",\"block_structure\":[128,64]}}}}",
+                     &s, &err),
+               0);
+  CHECK(s.block[0] == 128 && s.block[1] == 64);
+  CHECK_EQ_INT(ct_of("{\"format\":\"marlin-24\"}", &s, &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "config.json: compressed-tensors format "
+                              "'marlin-24'");
+  CHECK_EQ_INT(ct_of("{\"format\":\"int-quantized\",\"config_groups\":{"
+                     "\"a\":{\"weights\":{\"num_bits\":8,\"strategy\":"
+                     "\"channel\"}},\"b\":{\"weights\":{\"num_bits\":4,"
+                     "\"strategy\":\"channel\"}}}}",
+                     &s, &err),
+               TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "different weight schemes");
+#undef GROUP0
+  /* ModelOpt: NVFP4 groups of 16 (or group_size), FP8 per tensor. */
+  {
+    json_t *j = json_loads("{\"quant_algo\":\"NVFP4\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK(s.present && s.num_bits == 4 && s.group_size == 16);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), 0);
+    j = json_loads("{\"quant_algo\":\"MXFP8\"}", 0, NULL);
+    tpl__ct_parse_modelopt(j, &s);
+    json_decref(j);
+    CHECK_EQ_INT(tpl__ct_check(&s, "c", &err), TPL_EPLAN);
+    CHECK_STR_CONTAINS(err.msg, "quant_algo 'MXFP8': expected NVFP4 or FP8");
+  }
+}
+
+/* tpl__ct_derive, one case per rule (quant_ct.h). */
+static void test_ct_derive(void) {
+  struct tpl__ct_scheme s;
+  struct tpl__tensor w, t;
+  struct tpl__shard_spec row = {.dim = 0}, col = {.dim = 1}, out;
+  struct tpl__error err;
+  int whole;
+  memset(&s, 0, sizeof(s));
+  s.present = 1;
+  memset(&w, 0, sizeof(w));
+  memset(&t, 0, sizeof(t));
+  w.name = "x.weight_packed";
+  w.ndim = 2;
+  w.shape[0] = 32; /* 32 rows, 64 inputs packed 8 per int32 */
+  w.shape[1] = 8;
+  t.name = "x.weight_zero_point";
+  t.ndim = 2;
+  t.shape[0] = 4; /* 8 rows per zero-point word */
+  t.shape[1] = 2;
+  /* Zero points along the rows: 16 rows a rank = 2 words at N = 2; 8 at
+   * N = 4 = 1 word; 4 at N = 8 splits a word. */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &row, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 0);
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &row, 8, &out, &whole, &err),
+      TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "whole number of the 8 rows one packed zero");
+  /* Under an input cut: along the groups, whole per channel. */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_ZERO, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 1);
+  t.name = "x.weight_scale";
+  t.shape[0] = 32;
+  t.shape[1] = 1;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_SCALE, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  t.shape[1] = 2;
+  s.actorder = 1; /* activation order repeats the scales on every rank */
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_SCALE, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  /* g_idx: cut along its only dim under an input cut, else whole. */
+  t.name = "x.weight_g_idx";
+  t.ndim = 1;
+  t.shape[0] = 64;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_GIDX, &s, &t, &w, &col, 2, &out, &whole, &err), 0);
+  CHECK(!whole && out.dim == 0);
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_GIDX, &s, &t, &w, &row, 2, &out, &whole, &err), 0);
+  CHECK(whole);
+  /* Segs along the packed input dim are refused. */
+  col.nsegs = 2;
+  col.segs[0] = col.segs[1] = 32;
+  CHECK_EQ_INT(
+      tpl__ct_derive(TPL_CT_PACKED, &s, &w, &w, &col, 2, &out, &whole, &err),
+      TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "no segs along the packed input dim");
+}
+
 static void test_config_reader(void) {
   struct tpl__quant_info q;
   struct tpl__error err;
@@ -656,6 +883,10 @@ int main(void) {
   RUN(test_refuse_ft_and_awq);
   RUN(test_refuse_uneven_groups);
   RUN(test_refuse_segs_not_blocks);
+  RUN(test_refuse_block_cut_inside);
+  RUN(test_quant_method);
+  RUN(test_ct_scheme);
+  RUN(test_ct_derive);
   RUN(test_refuse_scale_left_whole);
   RUN(test_refuse_hf_scales_left_whole);
   RUN(test_per_tensor_scale_replicated);

@@ -46,6 +46,29 @@ static void make_job(void) {
   if (tpl__job_finish(&job, NULL) != 0) abort();
 }
 
+/* qkv's k and v segments of one kv head each at N = 2: both ranks hold
+ * them (parts 1); the table carries the parts, so a receiver computes
+ * the same shard shape (4 / 2 + 2 + 2 rows). */
+static void test_job_table_parts_roundtrip(void) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  struct tpl__job *out = NULL;
+  make_job();
+  tensors[0].spec.parts[1] = tensors[0].spec.parts[2] = 1;
+  if (tpl__job_finish(&job, NULL) != 0) abort();
+  CHECK_EQ_U64(tensors[0].rank_shape[0], 6);
+  CHECK_EQ_INT(tpl__job_pack(&job, &buf, &len), 0);
+  CHECK_EQ_INT(tpl__job_unpack(buf, len, &out, NULL), 0);
+  free(buf);
+  if (out == NULL) return;
+  CHECK_EQ_U64(out->tensors[0].spec.parts[0], 0);
+  CHECK_EQ_U64(out->tensors[0].spec.parts[1], 1);
+  CHECK_EQ_U64(out->tensors[0].spec.parts[2], 1);
+  CHECK_EQ_U64(out->tensors[0].rank_shape[0], 6);
+  CHECK_EQ_U64(out->tensors[1].spec.parts[0], 0);
+  tpl__job_free(out);
+}
+
 static void test_job_table_roundtrip(void) {
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -419,6 +442,7 @@ static void test_malformed_rank_report(void) {
 
 int main(void) {
   RUN(test_job_table_roundtrip);
+  RUN(test_job_table_parts_roundtrip);
   RUN(test_job_unpack_refuses_junk);
   RUN(test_job_table_carries_sources);
   RUN(test_job_table_carries_remote_files);

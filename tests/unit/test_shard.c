@@ -27,25 +27,42 @@ static uint64_t elems_of(const uint64_t *shape, int ndim) {
   return n;
 }
 
-/* Shards a uint32 tensor filled with 0,1,2,... and compares rank r's
- * gathered elements with `want`. */
-static void check_example(const uint64_t *shape, int ndim, int dim,
-                          size_t nsegs, const uint64_t *segs, uint32_t n,
-                          uint32_t r, const uint32_t *want, size_t nwant) {
-  struct tpl__shard_spec spec = make_spec(dim, nsegs, segs);
+/* Shards a uint32 tensor filled with 0,1,2,... by `spec` and compares
+ * rank r's gathered elements with `want`. */
+static void check_spec(const uint64_t *shape, int ndim,
+                       const struct tpl__shard_spec *spec, uint32_t n,
+                       uint32_t r, const uint32_t *want, size_t nwant) {
   struct tpl__layout l;
   uint64_t count = elems_of(shape, ndim);
   uint32_t src[64], dst[64];
   for (uint64_t i = 0; i < count; i++)
     src[i] = (uint32_t)i;
-  CHECK_EQ_INT(tpl__shard_check(shape, ndim, &spec, n, "t", NULL), 0);
-  CHECK_EQ_INT(tpl__shard_layout(shape, ndim, 4, &spec, n, r, &l), 0);
+  CHECK_EQ_INT(tpl__shard_check(shape, ndim, spec, n, "t", NULL), 0);
+  CHECK_EQ_INT(tpl__shard_layout(shape, ndim, 4, spec, n, r, &l), 0);
   CHECK_EQ_U64(l.total, nwant * 4);
   uint64_t got = tpl__layout_gather(&l, 0, count * 4, (const uint8_t *)src,
                                     (uint8_t *)dst);
   CHECK_EQ_U64(got, nwant * 4);
   for (size_t i = 0; i < nwant && i < got / 4; i++)
     CHECK_EQ_U64(dst[i], want[i]);
+}
+
+static void check_example(const uint64_t *shape, int ndim, int dim,
+                          size_t nsegs, const uint64_t *segs, uint32_t n,
+                          uint32_t r, const uint32_t *want, size_t nwant) {
+  struct tpl__shard_spec spec = make_spec(dim, nsegs, segs);
+  check_spec(shape, ndim, &spec, n, r, want, nwant);
+}
+
+/* DESIGN.md's replication rows: `parts` per segment (0: N ways). */
+static void check_replicated(const uint64_t *shape, int ndim, size_t nsegs,
+                             const uint64_t *segs, const uint32_t *parts,
+                             uint32_t n, const uint32_t *want, size_t nwant) {
+  struct tpl__shard_spec spec = make_spec(0, nsegs, segs);
+  for (size_t j = 0; j < (nsegs ? nsegs : 1); j++)
+    spec.parts[j] = parts[j];
+  for (uint32_t r = 0; r < n; r++)
+    check_spec(shape, ndim, &spec, n, r, want + r * nwant, nwant);
 }
 
 static void test_example_12_segs_444(void) {
@@ -92,6 +109,95 @@ static void test_example_12_segs_633(void) {
 static void test_example_3x2_n1(void) {
   check_example(ARR(3, 2), 2, 1, 0, NULL, 1, 0,
                 (const uint32_t[]){0, 1, 2, 3, 4, 5}, 6);
+}
+
+/* [12] segs [8,2,2], 2 kv heads at N = 4: every kv head on 2 ranks. */
+static void test_example_kv_fused_n4(void) {
+  check_replicated(
+      ARR(12), 1, 3, ARR(8, 2, 2), (const uint32_t[]){0, 2, 2}, 4,
+      (const uint32_t[]){0, 1, 8, 10, 2, 3, 8, 10, 4, 5, 9, 11, 6, 7, 9, 11},
+      4);
+}
+
+/* A separate k_proj [4, 2] of 2 kv heads at N = 4. */
+static void test_example_kv_separate_n4(void) {
+  check_replicated(
+      ARR(4, 2), 2, 0, NULL, (const uint32_t[]){2}, 4,
+      (const uint32_t[]){0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7}, 4);
+}
+
+/* One kv head (MQA) at N = 4 = 4 x kv heads. */
+static void test_example_kv_mqa_n4(void) {
+  check_replicated(ARR(6), 1, 3, ARR(4, 1, 1), (const uint32_t[]){0, 1, 1}, 4,
+                   (const uint32_t[]){0, 4, 5, 1, 4, 5, 2, 4, 5, 3, 4, 5}, 3);
+}
+
+/* parts equal to N, or unset, give the same layout as MLC's cut. */
+static void test_parts_n_is_plain(void) {
+  struct tpl__shard_spec a = make_spec(0, 3, ARR(8, 4, 4)), b = a;
+  struct tpl__layout la, lb;
+  b.parts[1] = b.parts[2] = 4;
+  for (uint32_t r = 0; r < 4; r++) {
+    CHECK_EQ_INT(tpl__shard_layout(ARR(16, 3), 2, 2, &a, 4, r, &la), 0);
+    CHECK_EQ_INT(tpl__shard_layout(ARR(16, 3), 2, 2, &b, 4, r, &lb), 0);
+    CHECK(memcmp(&la, &lb, sizeof(la)) == 0);
+  }
+  CHECK_EQ_U64(tpl__shard_replicas(&a, 4), 1);
+  CHECK_EQ_U64(tpl__shard_replicas(&b, 4), 1);
+}
+
+static void test_replicated_shape_and_segs(void) {
+  struct tpl__shard_spec s = make_spec(0, 3, ARR(8, 2, 2));
+  uint64_t out[2], segs[TPL_MAX_SEGS];
+  s.parts[1] = s.parts[2] = 2;
+  tpl__shard_shape(ARR(12, 5), 2, &s, 8, out);
+  CHECK_EQ_U64(out[0], 1 + 1 + 1);
+  CHECK_EQ_U64(out[1], 5);
+  CHECK_EQ_U64(tpl__shard_rank_segs(&s, 12, 8, segs), 3);
+  CHECK_EQ_U64(segs[0], 1);
+  CHECK_EQ_U64(segs[1], 1);
+  CHECK_EQ_U64(tpl__shard_replicas(&s, 8), 4);
+  CHECK_EQ_U64(tpl__shard_replicas(&s, 2), 1);
+}
+
+static void test_refuse_replicated(void) {
+  struct tpl__error err = {0};
+  struct tpl__shard_spec s = make_spec(0, 3, ARR(6, 2, 2));
+  s.parts[1] = s.parts[2] = 2;
+  /* 2 kv heads over 3 shards: the parts must divide N */
+  CHECK_EQ_INT(tpl__shard_check(ARR(10), 1, &s, 3, "qkv", &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "tensor 'qkv'");
+  CHECK_STR_CONTAINS(err.msg, "segment 1 along dim 0 is cut into 2");
+  CHECK_STR_CONTAINS(err.msg, "divisor of the 3 shards");
+  /* a segment its kv heads do not divide */
+  s = make_spec(0, 3, ARR(8, 3, 3));
+  s.parts[1] = s.parts[2] = 2;
+  CHECK_EQ_INT(tpl__shard_check(ARR(14), 1, &s, 4, "qkv", &err),
+               TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "segment 1 along dim 0 has length 3");
+  CHECK_STR_CONTAINS(err.msg, "its 2 replicated parts (each held by 2 of "
+                              "the 4 shards)");
+  /* the q segment still divides by N */
+  s = make_spec(0, 3, ARR(6, 2, 2));
+  s.parts[1] = s.parts[2] = 2;
+  CHECK_EQ_INT(tpl__shard_check(ARR(10), 1, &s, 4, "qkv", &err),
+               TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "segment 0 (of 3)");
+}
+
+/* Every byte of a segment of P parts has N / P holders, any other one. */
+static void test_replicated_owners(void) {
+  struct tpl__shard_spec s = make_spec(1, 3, ARR(8, 4, 4));
+  struct tpl__layout l[8];
+  s.parts[1] = s.parts[2] = 2;
+  for (uint32_t r = 0; r < 8; r++)
+    CHECK_EQ_INT(tpl__shard_layout(ARR(3, 16, 2), 3, 1, &s, 8, r, &l[r]), 0);
+  for (uint64_t x = 0; x < 3 * 16 * 2; x++) {
+    uint64_t owners = 0, col = (x / 2) % 16;
+    for (uint32_t r = 0; r < 8; r++)
+      owners += tpl__layout_count(&l[r], x, x + 1);
+    CHECK_EQ_U64(owners, col < 8 ? 1 : 4);
+  }
 }
 
 static void test_layout_pieces_by_hand(void) {
@@ -561,6 +667,13 @@ int main(void) {
   RUN(test_example_2x8x3_dim1);
   RUN(test_example_12_segs_633);
   RUN(test_example_3x2_n1);
+  RUN(test_example_kv_fused_n4);
+  RUN(test_example_kv_separate_n4);
+  RUN(test_example_kv_mqa_n4);
+  RUN(test_parts_n_is_plain);
+  RUN(test_replicated_shape_and_segs);
+  RUN(test_refuse_replicated);
+  RUN(test_replicated_owners);
   RUN(test_layout_pieces_by_hand);
   RUN(test_n1_merges_and_collapses);
   RUN(test_width1_slices);

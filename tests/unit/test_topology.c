@@ -144,7 +144,7 @@ static uint32_t layer_stage(uint32_t layers, uint32_t pp, uint32_t i) {
   char name[64];
   struct tpl__stages s = {99, 99};
   snprintf(name, sizeof(name), "model.layers.%u.mlp.down_proj.weight", i);
-  CHECK_EQ_INT(tpl__tensor_stages(name, layers, pp, 0, NULL, &s), 0);
+  CHECK_EQ_INT(tpl__tensor_stages(name, layers, 0, pp, 0, NULL, &s), 0);
   CHECK_EQ_U64(s.count, 1);
   return s.first;
 }
@@ -196,7 +196,7 @@ static void check_tensor(const char *name, uint32_t layers, uint32_t pp,
                          int tied, uint32_t first, uint32_t count) {
   struct tpl__stages s = {99, 99};
   struct tpl__error err = {0};
-  CHECK_EQ_INT(tpl__tensor_stages(name, layers, pp, tied, &err, &s), 0);
+  CHECK_EQ_INT(tpl__tensor_stages(name, layers, 0, pp, tied, &err, &s), 0);
   if (s.first != first || s.count != count) printf("# tensor %s\n", name);
   CHECK_EQ_U64(s.first, first);
   CHECK_EQ_U64(s.count, count);
@@ -206,7 +206,8 @@ static void check_tensor_refused(const char *name, uint32_t layers, uint32_t pp,
                                  int tied) {
   struct tpl__stages s = {99, 99};
   struct tpl__error err = {0};
-  CHECK_EQ_INT(tpl__tensor_stages(name, layers, pp, tied, &err, &s), TPL_EPLAN);
+  CHECK_EQ_INT(tpl__tensor_stages(name, layers, 0, pp, tied, &err, &s),
+               TPL_EPLAN);
   CHECK_STR_CONTAINS(err.msg, name);
   CHECK_EQ_U64(s.first, 99);
 }

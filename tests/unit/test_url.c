@@ -47,6 +47,21 @@ static void test_file_url(void) {
   tpl__url_clear(&u);
 }
 
+/* MODEL as logs show it: the query masked, a local path as it is. */
+static void test_shown(void) {
+  static const char *const cases[][2] = {
+      {"http://h/d/?X-Amz-Signature=abc", "http://h/d/?..."},
+      {"HTTPS://h/m.safetensors?s=1?t", "HTTPS://h/m.safetensors?..."},
+      {"http://h/d", "http://h/d"},
+      {"/models/what?.safetensors", "/models/what?.safetensors"},
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+    char *s = tpl__url_shown(cases[i][0]);
+    CHECK(s != NULL && strcmp(s, cases[i][1]) == 0);
+    free(s);
+  }
+}
+
 static void test_own_name_not_encoded_again(void) {
   struct tpl__url u;
   char *m;
@@ -228,6 +243,7 @@ static void test_content_range_refusals(void) {
 int main(void) {
   RUN(test_remote_prefix);
   RUN(test_file_url);
+  RUN(test_shown);
   RUN(test_own_name_not_encoded_again);
   RUN(test_dir_url);
   RUN(test_root_url);

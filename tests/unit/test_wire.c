@@ -28,12 +28,14 @@ static void test_encode_request_bytes(void) {
   static const uint8_t want_status[] = {0, 0, 0, 2, 0x08, 0x01};
   uint8_t *f = NULL;
   size_t len = 0;
-  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_STATUS, 0, &f, &len), 0);
+  CHECK_EQ_INT(tpl__wire_encode_request_args(TPL_REQ_STATUS, 0, NULL, &f, &len),
+               0);
   CHECK_EQ_U64(len, sizeof(want_status));
   CHECK(f != NULL && memcmp(f, want_status, sizeof(want_status)) == 0);
   free(f);
   /* HEALTH = 0 is proto3's default: an empty body. */
-  CHECK_EQ_INT(tpl__wire_encode_request(TPL_REQ_HEALTH, 0, &f, &len), 0);
+  CHECK_EQ_INT(tpl__wire_encode_request_args(TPL_REQ_HEALTH, 0, NULL, &f, &len),
+               0);
   CHECK_EQ_U64(len, 4);
   CHECK(f != NULL && f[0] == 0 && f[1] == 0 && f[2] == 0 && f[3] == 0);
   free(f);
@@ -310,8 +312,9 @@ static void test_request_flags_bytes(void) {
   size_t len = 0;
   int kind = -1;
   unsigned flags = 9;
-  CHECK_EQ_INT(
-      tpl__wire_encode_request(TPL_REQ_STATUS, TPL_REQ_F_SUMMARY, &f, &len), 0);
+  CHECK_EQ_INT(tpl__wire_encode_request_args(TPL_REQ_STATUS, TPL_REQ_F_SUMMARY,
+                                             NULL, &f, &len),
+               0);
   CHECK_EQ_U64(len, sizeof(want));
   CHECK(f != NULL && memcmp(f, want, sizeof(want)) == 0);
   CHECK_EQ_INT(tpl__wire_decode_request(want + 4, 4, &kind, &flags, NULL), 0);
