@@ -22,7 +22,8 @@ accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # up_or_gone PORT PID: the port accepts, or the server has exited.
 up_or_gone() { accepts "$1" || ! alive "$2"; }
 
-# nginx_conf DIR ROOT PORT LISTEN_OPTS SERVER_EXTRA: the config file.
+# nginx_conf DIR ROOT PORT LISTEN_OPTS SERVER_EXTRA: the config file, listening
+# on NGX_HOST (127.0.0.1 unless set: cluster_lib.sh's store namespace).
 nginx_conf() {
   local user=""
   [ "$(id -u)" -eq 0 ] && user="user root;"
@@ -44,7 +45,7 @@ http {
   default_type application/octet-stream;
   keepalive_requests 10000;
   server {
-    listen 127.0.0.1:$3 $4;
+    listen ${NGX_HOST:-127.0.0.1}:$3 $4;
     root $2;
     $5
   }

@@ -1,0 +1,225 @@
+#!/bin/bash
+# cluster.sh - loads across real links: 3 nodes x 2 ranks, each node a
+# network namespace with its own hostname and one 400 Mbit/s veth into a
+# bridge, and a store namespace running nginx over the models
+# (tests/lib/cluster_lib.sh).  mpirun runs on node 0 with a hostfile of
+# the three nodes and an rsh agent that enters the target node, TCP bound
+# to the veth: every byte between nodes crosses a shaped link.
+# Checked: a namespace left by a killed run is swept; Open MPI sees three
+# hosts, two ranks each, in block order; the links are shaped, no
+# namespace has a default route or an address outside 198.18.0.0/15;
+# `load` and `preshard` byte-exact against the numpy oracle for TP 6
+# across the nodes (block and round-robin placement) and TP 2 x DP 3 (one
+# replica a node), from rank 0's disk and from the store's URL, with
+# --read mpi and --read local; `serve` answers --health on every node,
+# its status asked on every node = the oracle, a dump on node 1 =
+# preshard's file.
+# Bytes per link come from each node's /sys/class/net counters and are
+# printed beside the topology's (tests/oracle/cluster_bytes.py); asserted
+# is what holds today: with ranks in block order every node takes in its
+# distinct bytes once (a replicated tensor, or a replica, is relayed node
+# to node, not sent per rank); round-robin, up to one copy per rank (the
+# excess printed); --read local from disks moves no shard over a link;
+# the store sends the model once for --read mpi.  Printed, not asserted:
+# --read local from the URL, where today every rank fetches whole
+# tensors (the store sends the model once per rank).
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/http_lib.sh"
+. "$TESTS_SRCDIR/lib/serve_lib.sh"
+. "$TESTS_SRCDIR/lib/cluster_lib.sh"
+
+cl_test_begin
+K=3
+NP=6
+# A namespace a killed run left (its id a pid that is gone): cl_up sweeps it.
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+ip netns add "$CL_PREFIX-$dead-n0"
+cl_up $K 400mbit >"$T_TMP/up.out" ||
+  { echo "Bail out! the cluster did not come up"; exit 99; }
+sed 's/^# //; s/^/# /' "$T_TMP/up.out"
+if ip netns list | grep -q "^$CL_PREFIX-$dead-"; then
+  t_fail "cl_up sweeps the namespaces of a killed run" "$(ip netns list)"
+  ip netns delete "$CL_PREFIX-$dead-n0"
+else t_ok "cl_up sweeps the namespaces of a killed run"; fi
+cl_links_line
+cl_store_up "$M" 1600mbit ||
+  { echo "Bail out! the store did not come up"; exit 99; }
+CB="$TESTS_SRCDIR/oracle/cluster_bytes.py"
+
+# --- the cluster itself ----------------------------------------------------
+cl_exec n0 "$MPIRUN" $CL_MPI -np $NP sh -c \
+  'echo "$OMPI_COMM_WORLD_RANK $(hostname)"' >"$T_TMP/hosts.out" 2>&1
+want=""
+for r in $(seq 0 $((NP - 1))); do
+  want="$want$r $(cl_host "n$((r / 2))")
+"
+done
+if [ "$(sort -n "$T_TMP/hosts.out")" = "${want%?}" ]; then
+  t_ok "Open MPI sees $K hosts, 2 ranks each in block order"
+else t_fail "Open MPI sees $K hosts, 2 ranks each" "$(cat "$T_TMP/hosts.out")"
+fi
+bad=""
+for n in br st $(seq -f 'n%g' 0 $((K - 1))); do
+  [ -z "$(ip -n "$(cl_ns "$n")" route show default)" ] ||
+    bad="$bad $n has a default route;"
+  ip -n "$(cl_ns "$n")" -o -4 addr show | awk '{ print $4 }' |
+    grep -v -e '^127\.' -e '^198\.1[89]\.' && bad="$bad $n: address outside"
+done
+if [ -z "$bad" ]; then
+  t_ok "no namespace has a default route or an address outside 198.18/15"
+else t_fail "containment" "$bad"; fi
+if tc -n "$(cl_ns n1)" qdisc show dev "$CL_IF" | grep -q tbf &&
+   tc -n "$(cl_ns br)" qdisc show dev n1 | grep -q tbf; then
+  t_ok "node 1's link is shaped both ways (tbf)"
+else t_fail "node 1's link is shaped" "$(tc -n "$(cl_ns br)" qdisc show)"; fi
+
+# --- the model: sharded tensors, and one big replicated tensor -------------
+gen m --seed 3801 --layout index --big-mib 2
+MODEL=$M/m
+PLAN=$MODEL/plan.json
+# The same plan with big.cols (2 MiB) replicated: every rank holds it, so
+# a node needs it once but today receives it once per rank.
+REP=$T_TMP/plan-rep.json
+"$ORACLE" - "$PLAN" "$REP" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rules"] = [{"match": "big.cols", "replicate": True}] + \
+    [r for r in p["rules"] if r["match"] != "big.cols"]
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+URL=$CL_URL/m
+
+# job NAME ARGS...: tpload ARGS on the cluster's $NP ranks (node 0's
+# mpirun), stdout in $T_TMP/NAME.out, the links' counters before and
+# after in NAME.b0 / NAME.b1; one TAP line for exit 0.
+job() {
+  local name=$1 rc; shift
+  cl_bytes_all "$T_TMP/$name.b0"
+  cl_mpi $NP "$@" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err"
+  rc=$?
+  cl_bytes_all "$T_TMP/$name.b1"
+  if [ $rc -eq 0 ]; then t_ok "$name: exits 0"
+  else t_fail "$name: exits 0" "exit $rc" \
+    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
+}
+
+# links NAME MODE PLAN TP [--map-by node]: the bytes each link carried
+# during job NAME, printed beside the oracle's figures and checked for
+# MODE by cluster_bytes.py check (its docstring says what each asserts).
+links() {
+  local name=$1 mode=$2 plan=$3 tp=$4; shift 4
+  "$ORACLE" "$CB" "$MODEL" "$plan" $NP "$tp" $K "$@" >"$T_TMP/$name.want" ||
+    { t_fail "$name: cluster_bytes.py" "$(cat "$T_TMP/$name.want")"; return; }
+  if "$ORACLE" "$CB" check "$name" "$mode" "$T_TMP/$name".{b0,b1,want} \
+    >"$T_TMP/$name.links" 2>&1
+  then t_ok "$name: bytes per link ($mode)"
+  else t_fail "$name: bytes per link ($mode)"; fi
+  cat "$T_TMP/$name.links"
+}
+
+# --- TP 6 across the nodes ---------------------------------------------------
+job disk-load load "$MODEL" --plan "$PLAN" --json --quiet
+t_oracle "disk-load: report = numpy oracle" check-report "$MODEL" "$PLAN" \
+  $NP "$T_TMP/disk-load.out"
+links disk-load mpi "$PLAN" $NP
+if [ "$(sort -u "$CL_DIR/agent.log" | wc -l)" -eq $((K - 1)) ]; then
+  t_ok "the rsh agent started nodes 1 and 2's daemons"
+else t_fail "the agent started the other nodes" "$(cat "$CL_DIR/agent.log")"
+fi
+
+job disk-rep load "$MODEL" --plan "$REP" --json --quiet
+t_oracle "disk-rep: report = numpy oracle" check-report "$MODEL" "$REP" \
+  $NP "$T_TMP/disk-rep.out"
+links disk-rep mpi "$REP" $NP
+# The check can fail: node 1's counters doctored to one copy per rank of
+# the replicated tensor (what round-robin placement gives) are refused.
+awk '$1 == "n1" { $2 += 2 * 1048576 } { print }' "$T_TMP/disk-rep.b1" \
+  >"$T_TMP/doctored.b1"
+if "$ORACLE" "$CB" check doctored mpi "$T_TMP/disk-rep.b0" \
+  "$T_TMP/doctored.b1" "$T_TMP/disk-rep.want" >"$T_TMP/doctored.out" 2>&1
+then t_fail "a node taking in a second copy fails the check" \
+  "$(cat "$T_TMP/doctored.out")"
+elif grep -q "node 1 took in .* its distinct bytes" "$T_TMP/doctored.out"
+then t_ok "a node taking in a second copy fails the check"
+else t_fail "a node taking in a second copy: the reason" \
+  "$(cat "$T_TMP/doctored.out")"; fi
+
+job url-load load "$URL" --plan "$PLAN" --json --quiet
+t_oracle "url-load: report = numpy oracle" check-report "$MODEL" "$PLAN" \
+  $NP "$T_TMP/url-load.out"
+links url-load mpi "$PLAN" $NP
+
+job disk-local preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/ps-local" \
+  --read local --quiet
+t_oracle "disk-local: preshard files = numpy oracle" check-preshard \
+  "$MODEL" "$PLAN" $NP "$T_TMP/ps-local"
+links disk-local local "$PLAN" $NP
+
+job url-local preshard "$URL" --plan "$PLAN" --out "$T_TMP/ps-url" \
+  --read local --quiet
+t_oracle "url-local: preshard files = numpy oracle" check-preshard \
+  "$MODEL" "$PLAN" $NP "$T_TMP/ps-url"
+links url-local url-local "$PLAN" $NP
+
+# Round-robin placement: rank r on node r % 3.
+CL_MPI_EXTRA="--map-by node" job rr-load load "$MODEL" --plan "$REP" \
+  --json --quiet
+t_oracle "rr-load (--map-by node): report = numpy oracle" check-report \
+  "$MODEL" "$REP" $NP "$T_TMP/rr-load.out"
+links rr-load mpi-rr "$REP" $NP --map-by node
+
+# --- TP 2 x DP 3: one replica a node -----------------------------------------
+job grid-disk preshard "$MODEL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-disk" \
+  --quiet
+t_oracle "grid-disk: every replica's files = numpy oracle" check-grid \
+  "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-disk"
+links grid-disk mpi "$PLAN" 2
+
+job url-grid preshard "$URL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-urlm" \
+  --quiet
+t_oracle "url-grid: every replica's files = numpy oracle" check-grid \
+  "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-urlm"
+links url-grid mpi "$PLAN" 2
+
+job grid-url preshard "$URL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-url" \
+  --read local --quiet
+t_oracle "grid-url --read local: every replica's files = numpy oracle" \
+  check-grid "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-url"
+links grid-url url-local "$PLAN" 2
+
+# --- serve: every node asks its own ranks ------------------------------------
+SOCK=$T_TMP/sock
+READY=$T_TMP/ready
+serve_start "$T_TMP/serve" cl_mpi $NP serve "$URL" --plan "$PLAN" \
+  --socket-dir "$SOCK" --ready-file "$READY" --quiet
+t_serve_ready "serve from the store: ready" "$READY"
+bad=""
+for r in $(seq 0 $((NP - 1))); do
+  cl_exec $((r / 2)) "$TPLOAD" status "$SOCK/rank$r.sock" --health \
+    >/dev/null 2>"$T_TMP/h.err" || bad="$bad rank $r: $(cat "$T_TMP/h.err");"
+done
+if [ -z "$bad" ]; then t_ok "serve: --health of every rank, asked on its node"
+else t_fail "serve: --health on every node" "$bad"; fi
+for k in $(seq 0 $((K - 1))); do
+  cl_exec "$k" "$TPLOAD" status "$SOCK/rank$((2 * k + 1)).sock" --json \
+    >"$T_TMP/status$k.json" 2>"$T_TMP/err"
+  t_oracle "serve: status asked on node $k = numpy oracle" check-report \
+    "$MODEL" "$PLAN" $NP "$T_TMP/status$k.json"
+done
+cl_exec 1 "$TPLOAD" dump "$SOCK/rank3.sock" --out "$T_TMP/rank3.st" \
+  >/dev/null 2>&1
+t_check "serve: rank 3's dump, on node 1 = its preshard file" \
+  cmp "$T_TMP/rank3.st" "$T_TMP/ps-local/rank3.safetensors"
+t_exit "serve: --shutdown asked on node 0" 0 \
+  cl_exec 0 "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+if [ "$SERVE_RC" = 0 ]; then t_ok "serve: every node's ranks end, exit 0"
+else t_fail "serve: exit 0" "exit $SERVE_RC" \
+  "$(messages "$T_TMP/serve.err" | head -c 1500)"; fi
+left="$(ls -d "$SOCK"/* "$READY" 2>/dev/null) $(cl_left)"
+if [ -z "${left// /}" ]; then t_ok "serve: no socket, ready file or process left"
+else t_fail "serve: nothing left" "$left"; fi
+t_done

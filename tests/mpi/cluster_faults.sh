@@ -1,0 +1,170 @@
+#!/bin/bash
+# cluster_faults.sh - node faults on the cluster of tests/lib/cluster_lib.sh
+# (3 nodes x 2 ranks, 400 Mbit/s links, tcp_retries2 lowered inside the
+# namespaces only).  The load is held mid-stream with the stall test hook
+# (TPLOAD_TEST_SIGSTOP_AT, stall.h) instead of racing it: a rank raises
+# SIGSTOP at a known point, the test sees it stopped, makes the fault and
+# lets the rank go on.  Each fault is a `preshard` on a fresh cluster,
+# so "no partial output" is checked too:
+# - node 2's link cut (at the bridge) while rank 4 is about to receive;
+# - node 2's two ranks SIGSTOPped while rank 4 is about to receive;
+# - the store's link cut while rank 0 streams a URL model and rank 2 is
+#   about to receive (--retries 1 --http-timeout 2): rank 0's GETs are
+#   retried, then the job ends with 69 naming the URL.
+# For each: mpirun's exit code (69), one message naming the rank waited
+# for, no rank file left, and no process left on any node; the time from
+# the fault to the end is printed (the bound only catches a hang).
+. "$TESTS_SRCDIR/lib/lib.sh"
+. "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/http_lib.sh"
+. "$TESTS_SRCDIR/lib/harden_lib.sh"
+. "$TESTS_SRCDIR/lib/cluster_lib.sh"
+
+cl_test_begin
+K=3
+NP=6
+# The held rank is let go well inside the deadline (a few polls of
+# 50 ms), so the fault, not the hold, is what the others stall on.
+STALL_SECS=$((3 * ${TPL_TEST_SLOWDOWN:-1}))
+BOUND_SECS=$((90 * ${TPL_TEST_SLOWDOWN:-1}))
+# fresh [store]: a new cluster for the next fault (nothing of the last
+# one's processes, links or neighbour tables carries over), with the
+# store when asked.
+fresh() {
+  cl_down
+  cl_up $K 400mbit || { echo "Bail out! the cluster did not come up"; exit 99; }
+  [ -z "${1:-}" ] || cl_store_up "$M" 1600mbit ||
+    { echo "Bail out! the store did not come up"; exit 99; }
+}
+# 8 MiB tensors: far above any eager limit, so a sender waits for its
+# receiver to take them.
+gen m --seed 3802 --layout single --big-mib 8
+MODEL=$M/m
+PLAN=$MODEL/plan.json
+export TPLOAD_TEST_SIGSTOP_AT TPLOAD_TEST_SIGSTOP_RANK
+CL_MPI_EXTRA="-x TPLOAD_TEST_SIGSTOP_AT -x TPLOAD_TEST_SIGSTOP_RANK"
+
+# rank_pid NODE RANK: the pid of tpload rank RANK on NODE, if any.
+rank_pid() {
+  local p
+  for p in $(cl_ranks "$1"); do
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" |
+      grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$p"
+  done
+}
+
+# stopped NODE RANK: rank RANK on NODE exists and is stopped (state T);
+# sets HELD to its pid.
+stopped() {
+  HELD=$(rank_pid "$1" "$2")
+  [ -n "$HELD" ] && [ "$(sed 's/.*) //; s/ .*//' "/proc/$HELD/stat")" = T ]
+}
+
+# held_job NAME NODE RANK AT SOURCE ARGS...: starts a preshard of SOURCE
+# with ARGS whose rank RANK (on NODE) stops at point AT, and waits until it
+# has; JOB is mpirun's pid.  One TAP line if the rank never stops.
+held_job() {
+  local name=$1 node=$2 rank=$3 at=$4 src=$5; shift 5
+  rm -rf "$T_TMP/$name.ps"
+  TPLOAD_TEST_SIGSTOP_AT=$at TPLOAD_TEST_SIGSTOP_RANK=$rank \
+    cl_mpi $NP preshard "$src" --plan "$PLAN" --out "$T_TMP/$name.ps" \
+    --quiet --stall-timeout "${JOB_STALL:-$STALL_SECS}" "$@" \
+    >"$T_TMP/$name.out" 2>"$T_TMP/$name.err" &
+  JOB=$!
+  PIDS="$PIDS $JOB"
+  if wait_until stopped "$node" "$rank"; then HOLD_T0=$(ms); return 0; fi
+  cl_down
+  t_fail "$name: rank $rank stops at $at" \
+    "$(messages "$T_TMP/$name.err" | head -c 1500)"
+  return 1
+}
+
+# ends NAME T0 EVERY SOME: job NAME (started at T0 ms, the fault) ends
+# with 69, every message of tpload matching EVERY and one at least SOME
+# (egrep patterns; the others are counted in a comment: today a rank
+# waiting for rank 0 may blame rank 0 for a lost node), and leaves no
+# rank file and no process on any node.
+ends() {
+  local name=$1 t0=$2 every=$3 some=$4 rc left n
+  if ! wait_for "$BOUND_SECS" gone "$JOB"; then
+    echo "# $name: still running after $BOUND_SECS s: killed"
+    kill -KILL $(ip netns pids "$(cl_ns n0)") 2>/dev/null
+  fi
+  wait "$JOB"
+  rc=$?
+  echo "# $name: fault-to-exit: $(($(ms) - t0)) ms with --stall-timeout $STALL_SECS"
+  if [ $rc -eq 69 ]; then t_ok "$name: the job ends with 69"
+  else t_fail "$name: the job ends with 69" "exit $rc" \
+    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
+  messages "$T_TMP/$name.err" | grep '^tpload' >"$T_TMP/msgs"
+  sed 's/^/# /' "$T_TMP/msgs"
+  n=$(grep -c . "$T_TMP/msgs")
+  if [ "$n" -ge 1 ] && [ "$(grep -c -E -e "$every" "$T_TMP/msgs")" -eq "$n" ] &&
+     grep -q -E -e "$some" "$T_TMP/msgs"
+  then t_ok "$name: every message says $every, one $some"
+  else t_fail "$name: every message says $every, one $some" \
+    "$(cat "$T_TMP/msgs")"; fi
+  echo "# $name: $(grep -c -v -E -e "$some" "$T_TMP/msgs") of $n messages" \
+    "do not say $some"
+  if [ -z "$(ls -A "$T_TMP/$name.ps" 2>/dev/null)" ]; then
+    t_ok "$name: no rank file left"
+  else t_fail "$name: no rank file left" "$(ls -la "$T_TMP/$name.ps")"; fi
+  t0=$(ms)
+  if wait_until cl_empty; then
+    t_ok "$name: no process left on any node"
+    echo "# $name: the last node emptied $(($(ms) - t0)) ms after mpirun's end"
+  else
+    left=$(cl_left)
+    t_fail "$name: no process left on any node" \
+      "$(ps -o pid,stat,args -p "$(echo $left | tr ' ' ,)" 2>&1)"
+    [ -z "$left" ] || kill -KILL $left
+  fi
+}
+
+# before T0: a comment saying whether the fault (at T0 ms) came while
+# the job still ran and how long after the hold began.
+before() {
+  if alive "$JOB"; then
+    echo "# the fault came $(($1 - HOLD_T0)) ms after the hold, the job running"
+  else echo "# the job ended before the fault: the hold outlasted the deadline"
+  fi
+}
+
+STALLED="no progress for $STALL_SECS s waiting for"
+NODE2="waiting for rank [45]: rank [45] stopped or hangs"
+
+# --- node 2's link cut while rank 4 is about to receive -------------------
+fresh
+cl_links_line
+if held_job cut n2 4 deliver "$MODEL"; then
+  cl_cut n2
+  t0=$(ms)
+  kill -CONT "$HELD"
+  before "$t0"
+  ends cut "$t0" "$STALLED" "$NODE2"
+fi
+
+# --- node 2's ranks stopped: rank 4 at the hook, then rank 5 ------------
+fresh
+if held_job stop n2 4 deliver "$MODEL"; then
+  kill -STOP "$(rank_pid n2 5)"
+  t0=$(ms)
+  before "$t0"
+  ends stop "$t0" "$STALLED" "$NODE2"
+fi
+
+# --- the store's link cut mid-stream -------------------------------------
+# Rank 0 has validated the URL model and streams it through a small
+# window (--chunk-mib 1: most of the 16 MiB still on the store) while
+# rank 2 is held before it receives; the store's link goes down, rank 2
+# goes on, and rank 0's next ranged GETs fail, are retried once, then 69.
+fresh store
+if JOB_STALL=60 held_job store n1 2 deliver "$CL_URL/m" --retries 1 \
+  --http-timeout 2 --chunk-mib 1; then
+  cl_cut st
+  t0=$(ms)
+  kill -CONT "$HELD"
+  before "$t0"
+  ends store "$t0" "$CL_URL/m/model.safetensors.*after 1 retries" "$CL_URL"
+fi
+t_done

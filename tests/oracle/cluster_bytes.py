@@ -1,0 +1,176 @@
+"""cluster_bytes.py - what each node of a cluster test must receive, from
+the numpy oracle's shards (oracle.expected_shards), never from tpload,
+and the check of a job's link counters against it.
+
+    cluster_bytes.py MODEL PLAN N TP NODES [--map-by node]
+
+N ranks, TP tensor-parallel shards (N / TP replicas, rank = d * TP + t),
+placed on NODES nodes in block order (ranks 0..N/NODES-1 on node 0, ...)
+or round-robin (rank r on node r % NODES).  Prints one JSON object:
+
+  held[k]   the bytes node k's ranks hold, summed over its ranks: what
+            crosses node k's link when every rank receives its own copy;
+  unique[k] the distinct bytes node k's ranks hold (a replicated tensor,
+            or the same shard t of two replicas, counted once): the least
+            that must enter node k when its ranks share what arrives;
+  others    the distinct bytes the nodes but node 0 hold, together: the
+            least node 0 (rank 0's) must send when nodes relay;
+  model     the bytes of the model's tensors;
+  files     the bytes of MODEL's files (what one reader fetches whole).
+
+    cluster_bytes.py check NAME MODE BEFORE AFTER WANT
+
+BEFORE and AFTER: lines "NODE RX TX" (n0.., st) of the link counters
+around job NAME; WANT: the JSON above.  Prints each link's figures as TAP
+comments and exits 1 (the reasons on stderr) unless MODE holds:
+
+  mpi       rank 0 reads, ranks in block order: every other node takes in
+            at least its distinct bytes and at most 1.03 x them (+256 KiB
+            of MPI's and TCP's own); node 0 sends at least `others`;
+  mpi-rr    the same, round-robin: a node takes in at most one copy per
+            rank (1.03 x held); the excess over the distinct is printed;
+  local     every rank reads its own disk: no other node takes in more
+            than 256 KiB;
+  url-local every rank fetches from the store: it sends at least what
+            the nodes hold, distinct per node.
+
+A job named url-* with MODE mpi* must have the store send the files once
+(1 to 1.03 x); any other job, nothing.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+
+SLACK = 256 << 10  # MPI's and TCP's own bytes
+
+
+def node_of(r, n, nodes, round_robin):
+    return r % nodes if round_robin else r // (n // nodes)
+
+
+def per_node(exp, n, tp, nodes, round_robin):
+    held = [0] * nodes
+    seen = [set() for _ in range(nodes)]
+    for r in range(n):
+        k, t = node_of(r, n, nodes, round_robin), r % tp
+        for e in exp:
+            held[k] += len(e["ranks"][t])
+            # every rank of a replicated (or scaled) tensor holds the same
+            # bytes; shard t is the same in every replica
+            seen[k].add((e["name"], t if e["kind"] == "shard" else 0))
+    index = {e["name"]: e for e in exp}
+
+    def size(keys):
+        return sum(len(index[name]["ranks"][t]) for name, t in keys)
+    unique = [size(seen[k]) for k in range(nodes)]
+    return held, unique, size(set().union(*seen[1:]))
+
+
+def want(argv):
+    round_robin = argv[5:] == ["--map-by", "node"]
+    if len(argv) not in (5, 7) or (len(argv) == 7 and not round_robin):
+        sys.stderr.write(__doc__)
+        return 64
+    model, plan = argv[0], argv[1]
+    n, tp, nodes = int(argv[2]), int(argv[3]), int(argv[4])
+    with open(plan, encoding="utf-8") as f:
+        rules = json.load(f)["rules"]
+    tensors = oracle.read_model(model)
+    exp = oracle.expected_shards(tensors, rules, tp)
+    held, unique, others = per_node(exp, n, tp, nodes, round_robin)
+    files = sum(os.path.getsize(os.path.join(model, f))
+                for f in os.listdir(model) if f.endswith(".safetensors"))
+    json.dump({"held": held, "unique": unique, "others": others,
+               "files": files,
+               "model": sum(len(t[3]) for t in tensors)}, sys.stdout)
+    print()
+    return 0
+
+
+def mib(x):
+    return "%.2f MiB" % (x / 1048576.0)
+
+
+def counts(path):
+    with open(path, encoding="utf-8") as f:
+        return {ln.split()[0]: [int(x) for x in ln.split()[1:]] for ln in f}
+
+
+def show(name, d, w):
+    for k in range(len(w["held"])):
+        rx, tx = d["n%d" % k]
+        print("# %s: node %d in %s, out %s; its ranks hold %s, %s distinct"
+              % (name, k, mib(rx), mib(tx), mib(w["held"][k]),
+                 mib(w["unique"][k])))
+    if "st" in d:
+        print("# %s: store out %s (model files %s: %.2f x)"
+              % (name, mib(d["st"][1]), mib(w["files"]),
+                 d["st"][1] / float(w["files"])))
+
+
+def check_relayed(name, mode, d, w):
+    """mpi / mpi-rr: the reasons the nodes' intake breaks MODE."""
+    bad = []
+    for k in range(1, len(w["held"])):
+        rx, u = d["n%d" % k][0], w["unique"][k]
+        top = u if mode == "mpi" else w["held"][k]
+        if rx > u + SLACK:
+            print("# %s: node %d took in %.2f x its distinct bytes"
+                  % (name, k, rx / float(u)))
+        if rx < u:
+            bad.append("node %d took in %d < its %d distinct bytes"
+                       % (k, rx, u))
+        if rx > 1.03 * top + SLACK:
+            bad.append("node %d took in %d > %d (%s)" % (
+                k, rx, top, "its distinct bytes" if mode == "mpi"
+                else "one copy per rank"))
+    if d["n0"][1] < w["others"]:
+        bad.append("node 0 sent %d < the %d the others need"
+                   % (d["n0"][1], w["others"]))
+    return bad
+
+
+def check_store(name, mode, d, w):
+    """The reasons the store's output breaks what job NAME expects."""
+    out = d["st"][1] if "st" in d else 0
+    if mode == "url-local":
+        need = sum(w["unique"])
+        return [] if out >= need else [
+            "the store sent %d < the %d the nodes need" % (out, need)]
+    if name.startswith("url"):
+        ok = w["files"] <= out <= 1.03 * w["files"] + SLACK
+        return [] if ok else ["the store sent %d bytes, not the model's "
+                              "%d once" % (out, w["files"])]
+    return [] if out <= SLACK else [
+        "the store sent %d bytes to a job reading disks" % out]
+
+
+def check(argv):
+    if len(argv) != 5:
+        sys.stderr.write(__doc__)
+        return 64
+    name, mode = argv[0], argv[1]
+    a, b = counts(argv[2]), counts(argv[3])
+    d = {n: (b[n][0] - a[n][0], b[n][1] - a[n][1]) for n in b}
+    with open(argv[4], encoding="utf-8") as f:
+        w = json.load(f)
+    show(name, d, w)
+    bad = check_store(name, mode, d, w)
+    if mode in ("mpi", "mpi-rr"):
+        bad += check_relayed(name, mode, d, w)
+    elif mode == "local":
+        bad += ["node %d took in %d bytes reading its own disk"
+                % (k, d["n%d" % k][0]) for k in range(1, len(w["held"]))
+                if d["n%d" % k][0] > SLACK]
+    for m in bad:
+        sys.stderr.write(m + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["check"]:
+        sys.exit(check(sys.argv[2:]))
+    sys.exit(want(sys.argv[1:]))
