@@ -57,7 +57,8 @@ seconds() {
   mpirun --oversubscribe -np "$ranks" "$T" load "$1" --json --quiet |
     $PY -c 'import json, sys; print(json.load(sys.stdin)["seconds"])'
 }
-export AWS_ACCESS_KEY_ID=AKIDBENCH AWS_SECRET_ACCESS_KEY=bench/secret \
+# s3rver knows one key pair, S3RVER / S3RVER (it checks the id only)
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER \
   AWS_REGION=us-east-1 AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 plain=() signed=()
 for r in $(seq "$runs"); do
