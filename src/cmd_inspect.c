@@ -279,7 +279,6 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
-  size_t dropped;
   if ((plan != NULL || ga.pp != NULL || ga.ep) && !sharded)
     return tpl__cli_usage_error(cmd, "--plan, --pp and --ep need --shards N "
                                      "or --tp T");
@@ -291,7 +290,7 @@ static int run(const struct tpl__cli_command *cmd,
     rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);
   if (rc == 0 && verify) rc = tpl__mlc_md5_model(m, &md5, &err);
   if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
-    rc = tpl__plan_skip_mtp(m, &dropped, &err);
+    rc = tpl__plan_skip_mtp(m, &err);
   if (rc == 0)
     rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
               tpl__cli_has(a, OPT_JSON), verify ? &md5 : NULL, &err);

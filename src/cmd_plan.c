@@ -186,10 +186,9 @@ static int run(const struct tpl__cli_command *cmd,
   int rc;
   if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
-  size_t dropped;
   rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
   if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
-    rc = tpl__plan_skip_mtp(m, &dropped, &err);
+    rc = tpl__plan_skip_mtp(m, &err);
   if (rc == 0)
     rc = tpl__job_plan(plan, m, a->operands[0], &grid,
                        !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);

@@ -41,22 +41,24 @@ struct tpl__model *tpl__model_new(int format, const char *dir) {
   return m;
 }
 
-/* 1 when `name` is a tensor of decoder layer `first` or above. */
-static int in_layers_from(const char *name, uint32_t first) {
+int tpl__model_layer_of(const char *name, uint32_t *layer) {
   static const char prefix[] = "model.layers.";
   const char *p = name + sizeof(prefix) - 1;
   uint64_t v = 0;
-  if (strncmp(name, prefix, sizeof(prefix) - 1) != 0 || *p < '0' || *p > '9')
-    return 0;
-  for (; *p >= '0' && *p <= '9' && v <= UINT32_MAX; p++)
-    v = v * 10 + (uint64_t)(*p - '0');
-  return *p == '.' && v >= first;
+  if (strncmp(name, prefix, sizeof(prefix) - 1) != 0) return 0;
+  if (*p < '0' || *p > '9') return 0;
+  for (; *p >= '0' && *p <= '9'; p++)
+    if (v <= UINT32_MAX) v = v * 10 + (uint64_t)(*p - '0');
+  if (*p != '.') return 0;
+  *layer = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+  return 1;
 }
 
 size_t tpl__model_drop_layers(struct tpl__model *m, uint32_t first) {
   size_t kept = 0, n = m->ntensors;
   for (size_t i = 0; i < n; i++) {
-    if (in_layers_from(m->tensors[i].name, first)) {
+    uint32_t layer;
+    if (tpl__model_layer_of(m->tensors[i].name, &layer) && layer >= first) {
       m->name_bytes -= strlen(m->tensors[i].name);
       free(m->tensors[i].name);
       continue;

@@ -92,6 +92,11 @@ extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err);
 
+/* Parses "model.layers.<i>." at the start of name: returns 1 and *layer,
+ * 0 when name is not a decoder-layer tensor.  An index too large for 32
+ * bits sets *layer to UINT32_MAX (out of range for any model). */
+int tpl__model_layer_of(const char *name, uint32_t *layer);
+
 /* Removes every tensor of decoder layer `first` and above
  * ("model.layers.<i>." with i >= first), keeping the order of the rest;
  * the files stay.  Returns how many were removed. */

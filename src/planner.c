@@ -237,19 +237,17 @@ static int assign_stages(const struct tpl__model *m, const struct config *c,
   return rc;
 }
 
-int tpl__plan_skip_mtp(struct tpl__model *m, size_t *dropped,
-                       struct tpl__error *err) {
+int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err) {
   struct config c = {0};
   uint64_t layers = 0;
   int rc = 0;
-  *dropped = 0;
   if (m->format != TPL_FMT_MLC) rc = config_read(m, &c, err);
   if (rc == -ENOENT) rc = 0;
   if (rc == 0 && c.json != NULL && read_mtp_layers(c.json) > 0 &&
       tpl__json_u64(json_object_get(c.json, "num_hidden_layers"), &layers) ==
           0 &&
       layers > 0 && layers <= UINT32_MAX)
-    *dropped = tpl__model_drop_layers(m, (uint32_t)layers);
+    tpl__model_drop_layers(m, (uint32_t)layers);
   config_clear(&c);
   return rc;
 }

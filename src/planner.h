@@ -39,10 +39,9 @@
  * main model only, as vLLM's main model loads it (deepseek_v2.py skips
  * them, get_spec_layer_idx_from_weight_name).  A model without them (an
  * MLC directory, another architecture, no config) is left as it is.
- * Stores how many tensors went in *dropped.  Returns 0, or the config's
- * read or parse failure (err naming the file). */
-int tpl__plan_skip_mtp(struct tpl__model *m, size_t *dropped,
-                       struct tpl__error *err);
+ * Returns 0, or the config's read or parse failure (err naming the
+ * file). */
+int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err);
 
 int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,

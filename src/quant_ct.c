@@ -80,29 +80,20 @@ void tpl__ct_parse(const json_t *qc, struct tpl__ct_scheme *s) {
   const json_t *groups = json_object_get(qc, "config_groups"), *g;
   const char *key, *format = str_of(qc, "format"), *why;
   struct tpl__ct_scheme w;
-  int first = 1;
+  int first = 1, mixed = 0;
   memset(s, 0, sizeof(*s));
-  s->present = 1;
-  snprintf(s->format, sizeof(s->format), "%.31s", format ? format : "");
   json_object_foreach((json_t *)groups, key, g) {
     const json_t *weights = json_object_get(g, "weights");
     if (weights == NULL || json_is_null(weights)) continue;
-    read_weights(weights, &w);
-    if (first) {
-      memcpy(s->strategy, w.strategy, sizeof(s->strategy));
-      s->num_bits = w.num_bits;
-      s->group_size = w.group_size;
-      s->actorder = w.actorder;
-      s->block[0] = w.block[0];
-      s->block[1] = w.block[1];
-      first = 0;
-    } else if (!same_weights(s, &w)) {
-      snprintf(s->problem, sizeof(s->problem),
-               "config groups with different weight schemes");
-      return;
-    }
+    read_weights(weights, &w); /* only the weight fields; the rest zero */
+    if (first) *s = w;
+    mixed = mixed || !same_weights(s, &w);
+    first = 0;
   }
-  why = scheme_problem(s);
+  s->present = 1;
+  snprintf(s->format, sizeof(s->format), "%.31s", format ? format : "");
+  why =
+      mixed ? "config groups with different weight schemes" : scheme_problem(s);
   if (why != NULL) snprintf(s->problem, sizeof(s->problem), "%s", why);
 }
 

@@ -23,6 +23,8 @@
  * guessed. */
 #include "topology.h"
 
+#include "model.h"
+
 #include <string.h>
 
 uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp) {
@@ -68,22 +70,6 @@ int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl__error *err) {
   return 0;
 }
 
-/* Parses "model.layers.<i>." at the start of name: returns 1 and *layer,
- * 0 when name is not a decoder-layer tensor.  An index too large for 32
- * bits sets *layer to UINT32_MAX (out of range for any model). */
-static int parse_layer(const char *name, uint32_t *layer) {
-  static const char prefix[] = "model.layers.";
-  const char *p = name + sizeof(prefix) - 1;
-  uint64_t v = 0;
-  if (strncmp(name, prefix, sizeof(prefix) - 1) != 0) return 0;
-  if (*p < '0' || *p > '9') return 0;
-  for (; *p >= '0' && *p <= '9'; p++)
-    if (v <= UINT32_MAX) v = v * 10 + (uint64_t)(*p - '0');
-  if (*p != '.') return 0;
-  *layer = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-  return 1;
-}
-
 int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t mtp,
                        uint32_t pp, int tied, struct tpl__error *err,
                        struct tpl__stages *out) {
@@ -91,7 +77,7 @@ int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t mtp,
   uint32_t layer;
   if (pp == 1) {
     *out = all;
-  } else if (parse_layer(name, &layer)) {
+  } else if (tpl__model_layer_of(name, &layer)) {
     if (layer >= layers && layer - layers < mtp) {
       *out = (struct tpl__stages){pp - 1, 1};
       return 0;

@@ -391,10 +391,8 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int scaling = 0;
   int rc = read_shard_info(v, want, &grid, &scaling, err);
   world = grid.world;
-  size_t dropped;
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
-  if (rc == 0 && want->skip_mtp)
-    rc = tpl__plan_skip_mtp(v->model, &dropped, err);
+  if (rc == 0 && want->skip_mtp) rc = tpl__plan_skip_mtp(v->model, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
                        err);
