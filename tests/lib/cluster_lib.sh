@@ -224,6 +224,26 @@ cl_up() {
   echo "$CL_STORE_ADDR $(cl_host st)" >>"$CL_DIR/hosts"
   cl_agent
   cl_mpi_opts
+  wait_until cl_links_up
+}
+
+# cl_oper NS DEV: DEV's operational state in NS ("up" once the kernel has
+# attached its qdisc; before that, a packet sent is dropped).
+cl_oper() {
+  ip netns exec "$1" cat "/sys/class/net/$2/operstate" 2>/dev/null
+}
+
+# cl_links_up: every node's link is operationally up at both ends, so the
+# first connection (mpirun's daemons calling back) is not lost to a link
+# still coming up.
+cl_links_up() {
+  local i br
+  br=$(cl_ns br)
+  [ "$(cl_oper "$br" br0)" = up ] || return 1
+  for i in $(seq 0 $((CL_K - 1))); do
+    [ "$(cl_oper "$br" "n$i")" = up ] &&
+      [ "$(cl_oper "$(cl_ns "n$i")" "$CL_IF")" = up ] || return 1
+  done
 }
 
 # cl_mpi_opts: CL_MPI, mpirun's options for the cluster: its hostfile and
