@@ -2,7 +2,9 @@
  * rank{R}.safetensors + shard-info.json, checked by verify.c) and mlc
  * (mlc_writer.c's presharded MLC tensor cache, checked by verify_mlc.c),
  * and the one --layout parser `preshard` and `verify` share.  A new
- * layout is a sink, a verifier and one row here. */
+ * layout is a sink (copy mlc_writer.c, over outdir.h), a verifier, one
+ * row here and its name in TPL_LAYOUT_NAMES (test_layout holds the
+ * two). */
 #include <stdio.h>
 #include <string.h>
 
