@@ -22,6 +22,8 @@
 # Both binaries run from the same path ($TMP/bin/tpload) in the same
 # working directory ($TMP/run, moved aside after each run), so paths in
 # messages and outputs agree without being rewritten.
+# Functions run from traps and wait_for look unreachable to shellcheck.
+# shellcheck disable=SC2317
 set -u
 usage() { echo "usage: $0 BASE_REV [NEW_TREE]" >&2; exit 64; }
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
@@ -168,19 +170,25 @@ CONF
 # ---- one run: every command, with the binary at $TMP/bin/tpload ----
 R=$TMP/run
 N=0
-# rec WHAT CMD...: runs CMD in $R; its stdout, stderr and exit code are
-# kept as $R/rec/NNN.{out,err,rc}, WHAT in NNN.what.
+# rec WHAT CMD...: runs CMD in $R (a hang ends after HANG_SECS with 124);
+# CMD "tpl ARGS" is the binary, "mp N ARGS" the binary under mpirun -np N;
+# its stdout, stderr and exit code are kept as $R/rec/NNN.{out,err,rc},
+# WHAT in NNN.what.
 rec() {
-  local what=$1 f
+  local what=$1 f n
   shift
   N=$((N + 1))
   f=$(printf '%s/rec/%03d' "$R" "$N")
   printf '%s\n' "$what" >"$f.what"
-  (cd "$R" && "$@") >"$f.out" 2>"$f.err" </dev/null
+  case $1 in
+    tpl) shift; set -- "$TMP/bin/tpload" "$@" ;;
+    mp) n=$2; shift 2
+        set -- "$MPIRUN" --oversubscribe -np "$n" "$TMP/bin/tpload" "$@" ;;
+  esac
+  (cd "$R" && timeout --foreground -k 10 "$HANG_SECS" "$@") \
+    >"$f.out" 2>"$f.err" </dev/null
   echo $? >"$f.rc"
 }
-tpl() { "$TMP/bin/tpload" "$@"; }
-mp() { local n=$1; shift; "$MPIRUN" --oversubscribe -np "$n" "$TMP/bin/tpload" "$@"; }
 
 HF="single index tied bias fused moe"
 MLC="mlc q4 fp8"
@@ -502,30 +510,37 @@ compare_outputs() {
 }
 
 # ---- main ----
-started=$(date +%s)
-mkdir -p "$TMP/bin"
-base_bin=${BASE_BIN:-}
-new_bin=${NEW_BIN:-}
-if [ -z "$base_bin" ]; then
-  git -C "$NEW_TREE" worktree add --detach -q "$BASE_SRC" "$BASE_REV" \
-    >/dev/null 2>&1 || die "git worktree add $BASE_REV failed"
-  echo "# building $BASE_REV ($(git -C "$BASE_SRC" log -1 --format=%h))"
-  build "$BASE_SRC" "$TMP/build-base"
-  base_bin=$BIN
-fi
-if [ -z "$new_bin" ]; then
-  echo "# building $NEW_TREE"
-  build "$NEW_TREE" "$TMP/build-new"
-  new_bin=$BIN
-fi
-cp "$base_bin" "$TMP/bin/tpload"
-make_corpus
-start_nginx
-[ -n "$URL" ] || echo "# nginx not found or did not start: no URL commands"
-echo "# running the commands with each binary"
-run_with "$base_bin" base
-run_with "$new_bin" new
-compare_records
-compare_outputs
-echo "$SAME same, $DIFFER differ ($(($(date +%s) - started)) s)"
-[ "$DIFFER" -eq 0 ]
+# One function, called on the file's last line: bash has read the whole
+# script before it runs, so a tree changed meanwhile (a merge, an edit)
+# cannot change the script under it.
+main() {
+  started=$(date +%s)
+  mkdir -p "$TMP/bin"
+  base_bin=${BASE_BIN:-}
+  new_bin=${NEW_BIN:-}
+  if [ -z "$base_bin" ]; then
+    git -C "$NEW_TREE" worktree add --detach -q "$BASE_SRC" "$BASE_REV" \
+      >/dev/null 2>&1 || die "git worktree add $BASE_REV failed"
+    echo "# building $BASE_REV ($(git -C "$BASE_SRC" log -1 --format=%h))"
+    build "$BASE_SRC" "$TMP/build-base"
+    base_bin=$BIN
+  fi
+  if [ -z "$new_bin" ]; then
+    echo "# building $NEW_TREE"
+    build "$NEW_TREE" "$TMP/build-new"
+    new_bin=$BIN
+  fi
+  cp "$base_bin" "$TMP/bin/tpload"
+  make_corpus
+  start_nginx
+  [ -n "$URL" ] || echo "# nginx not found or did not start: no URL commands"
+  echo "# running the commands with each binary"
+  run_with "$base_bin" base
+  run_with "$new_bin" new
+  compare_records
+  compare_outputs
+  echo "$SAME same, $DIFFER differ ($(($(date +%s) - started)) s)"
+  [ "$DIFFER" -eq 0 ]
+}
+
+main "$@"; exit
