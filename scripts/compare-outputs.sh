@@ -502,7 +502,7 @@ compare_outputs() {
     while read -r f; do
       n=$((n + 1))
       [ -f "$TMP/new/out/$f" ] || continue
-      cmp "$TMP/base/out/$f" "$TMP/new/out/$f" >>"$TMP/d" 2>&1
+      (cd "$TMP" && cmp "base/out/$f" "new/out/$f") >>"$TMP/d" 2>&1
     done <"$TMP/fa"
     if [ -s "$TMP/d" ]; then report DIFF "files of $d ($n)" "$TMP/d"
     else report same "files of $d ($n, byte for byte)"; fi
