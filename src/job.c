@@ -11,7 +11,6 @@
 #include "job.h"
 #include "planner.h"
 #include "scope.h"
-#include "store.h"
 
 /* Element size as stored in the source (2 for f32-to-bf16 records). */
 static size_t stored_itemsize(const struct tpl__job_tensor *t) {

@@ -18,6 +18,10 @@
 #include "shard.h"
 #include "topology.h"
 
+/* Every tensor sits in a rank's store (store.h) at a multiple of this
+ * offset: the job lays the store out (tpl__job_place). */
+#define TPL_STORE_ALIGN 64
+
 struct tpl__job_tensor {
   char *name; /* owned */
   int dtype;  /* decoded dtype */
