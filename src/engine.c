@@ -105,6 +105,7 @@ struct engine {
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */
   size_t job_table_len;
+  struct tpl__loaded loaded; /* what the sink is handed (loaded_of) */
   struct slot slots[NSLOTS];
   uint64_t chunk;  /* a slot's buffers hold one */
   uint8_t *window; /* every slot's buffers, window_len bytes */
@@ -417,11 +418,8 @@ static int share_job(struct engine *e, struct tpl__error *err) {
 
 static int make_store(struct engine *e, struct tpl__error *err) {
   const struct tpl__job *job = e->job;
-  int rc = e->o->steps.memfd_store
-               ? tpl__store_create_huge(&e->store, job->store_size,
-                                        job->ntensors, e->o->huge, err)
-               : tpl__store_create_private(&e->store, job->store_size,
-                                           job->ntensors, err);
+  int rc = tpl__store_create(&e->store, e->o->steps.store_kind, job->store_size,
+                             job->ntensors, e->o->huge, err);
   /* With --read local every rank reads and copies at once: a thread
    * populating the store beside it only competes for the cores. */
   if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);
@@ -1608,7 +1606,7 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
   e->reload_o.model = e->reload_req[0];
   e->reload_o.plan = e->reload_req[1];
   memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
-  e->reload_o.steps.memfd_store = 1;
+  e->reload_o.steps.store_kind = TPL_STORE_MEMFD;
   return agree(e, rc, err);
 }
 
@@ -1672,9 +1670,19 @@ static void generation_free(struct engine *n) {
   free(n);
 }
 
+/* The generation in e as the sink sees it: one record, e's, valid while
+ * e is. */
+static const struct tpl__loaded *loaded_of(struct engine *e) {
+  e->loaded = (struct tpl__loaded){e->job,          &e->store,   e->report,
+                                   e->report_len,   e->plan_arg, e->job_table,
+                                   e->job_table_len};
+  return &e->loaded;
+}
+
 static int coord_reload(void *ctx, const char *model, const char *plan,
                         int verify_md5, const struct tpl__reload_hooks *hooks,
-                        struct tpl__loaded *next, struct tpl__error *err) {
+                        const struct tpl__loaded **next,
+                        struct tpl__error *err) {
   struct engine *e = ctx, *n = NULL;
   int rc = reload_request(e, model, plan, verify_md5, err);
   if (rc == 0) {
@@ -1688,10 +1696,8 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
   if (rc == 0) rc = load(n, 1, err);
   if (rc == 0) rc = agree(e, tpl__store_seal(&n->store, err), err);
   if (rc == 0) {
-    *next = (struct tpl__loaded){n->job,          &n->store,   n->report,
-                                 n->report_len,   n->plan_arg, n->job_table,
-                                 n->job_table_len};
-    rc = agree(e, hooks->ready(hooks->ctx, next, err), err);
+    *next = loaded_of(n);
+    rc = agree(e, hooks->ready(hooks->ctx, *next, err), err);
   }
   if (rc != 0) {
     generation_free(n);
@@ -1773,13 +1779,10 @@ static int run_sink(struct engine *e, struct tpl__error *err) {
                          .poll_reload = coord_poll_reload,
                          .reload = coord_reload,
                          .retire = coord_retire};
-  struct tpl__loaded l = {e->job,          &e->store,   e->report,
-                          e->report_len,   e->plan_arg, e->job_table,
-                          e->job_table_len};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = agree(e, shutdown_arm(e, err), err);
-  if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
+  if (rc == 0) rc = s->run(s->ctx, loaded_of(e), &c, err);
   end = shutdown_disarm(e, rc == 0 ? err : NULL);
   /* Every rank meets once more, under the deadline, before MPI_Finalize
    * (which waits for every rank, with none): a rank stopped while
