@@ -419,36 +419,26 @@ static int create_private(struct tpl__store *s, uint64_t size, size_t ntensors,
   return tpl__store_create_private(s, size, ntensors, err);
 }
 
-/* One kind of store (enum tpl__store_kind): how it is made, sealed (NULL:
- * it cannot be) and exported (NULL: it cannot be). */
-struct store_kind {
-  const char *name;
-  int (*create)(struct tpl__store *s, uint64_t size, size_t ntensors, int huge,
-                struct tpl__error *err);
-  int (*seal)(struct tpl__store *s, struct tpl__error *err);
-  int (*export)(struct tpl__store *s, struct tpl__store_export *out);
-};
+static const struct tpl__store_kind_ops private_kind = {
+    "private", create_private, NULL, NULL};
+static const struct tpl__store_kind_ops memfd_kind = {
+    "memfd", tpl__store_create_huge, seal_memfd, export_memfd};
 
-static const struct store_kind kinds[TPL_STORE_KINDS] = {
-    [TPL_STORE_PRIVATE] = {"private", create_private, NULL, NULL},
-    [TPL_STORE_MEMFD] = {"memfd", tpl__store_create_huge, seal_memfd,
-                         export_memfd},
+/* Every kind of store, by its enum tpl__store_kind (a kind in a file of
+ * its own: &its descriptor). */
+static const struct tpl__store_kind_ops *const kinds[TPL_STORE_KINDS] = {
+    [TPL_STORE_PRIVATE] = &private_kind,
+    [TPL_STORE_MEMFD] = &memfd_kind,
 };
 
 int tpl__store_create(struct tpl__store *s, enum tpl__store_kind kind,
                       uint64_t size, size_t ntensors, int huge,
                       struct tpl__error *err) {
-  if ((unsigned)kind >= TPL_STORE_KINDS) {
-    int rc = init_store(s, ntensors, err);
-    return rc != 0 ? rc
-                   : tpl__fail(err, TPL_EINTERNAL, "unknown store kind %d",
-                               (int)kind);
-  }
-  return kinds[kind].create(s, size, ntensors, huge, err);
+  return kinds[kind]->create(s, size, ntensors, huge, err);
 }
 
 int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
-  const struct store_kind *k = &kinds[s->kind];
+  const struct tpl__store_kind_ops *k = kinds[s->kind];
   if (s->sealed) return 0;
   if (k->seal == NULL)
     return tpl__fail(err, -ENOTSUP, "a %s shard store cannot be sealed",
@@ -458,15 +448,13 @@ int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
 
 int tpl__store_export(struct tpl__store *s, struct tpl__store_export *out,
                       struct tpl__error *err) {
-  const struct store_kind *k = &kinds[s->kind];
+  const struct tpl__store_kind_ops *k = kinds[s->kind];
   int rc;
   if (k->export == NULL)
     return tpl__fail(err, -ENOTSUP, "a %s shard store cannot be exported",
                      k->name);
   if (!s->sealed)
-    return tpl__fail(err, -EBUSY,
-                     "the shard store is exported before it "
-                     "is sealed");
+    return tpl__fail(err, -EBUSY, "the shard store is not sealed yet");
   rc = k->export(s, out);
   if (rc == 0) s->exports++;
   return rc;

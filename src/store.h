@@ -138,6 +138,21 @@ unsigned tpl__store_exports(const struct tpl__store *s);
 int tpl__store_room(uint64_t size, int huge, uint32_t rank,
                     struct tpl__error *err);
 
+/* What one kind of store implements; store.c's table points to one per
+ * enum tpl__store_kind (a new kind: a file exporting its descriptor, its
+ * enum value, its row).
+ * `create` as tpl__store_create, setting s->kind; `seal` as
+ * tpl__store_seal (NULL: the kind cannot be sealed); `export` fills *out
+ * as tpl__store_export does, for a sealed store, the count aside (NULL:
+ * the kind is never exported). */
+struct tpl__store_kind_ops {
+  const char *name;
+  int (*create)(struct tpl__store *s, uint64_t size, size_t ntensors, int huge,
+                struct tpl__error *err);
+  int (*seal)(struct tpl__store *s, struct tpl__error *err);
+  int (*export)(struct tpl__store *s, struct tpl__store_export *out);
+};
+
 /* Releases mapping, fd and checksums; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);
 

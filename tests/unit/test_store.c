@@ -133,7 +133,7 @@ static void test_memfd_export_count(void) {
   for (uint64_t i = 0; i < s.size; i++)
     s.base[i] = pattern(i);
   CHECK_EQ_INT(tpl__store_export(&s, &ex, &err), -EBUSY);
-  CHECK_STR_CONTAINS(err.msg, "before it is sealed");
+  CHECK_STR_CONTAINS(err.msg, "not sealed yet");
   CHECK_EQ_INT((int)tpl__store_exports(&s), 0);
   REQUIRE(tpl__store_seal(&s, NULL) == 0);
   CHECK_EQ_INT(tpl__store_export(&s, &ex, NULL), 0);
