@@ -120,7 +120,9 @@ enum tpl_dtype {
 };
 
 /* One tensor as the attached rank holds it.  Every pointer is borrowed
- * from the attachment and valid until tpl_detach. */
+ * from the attachment and valid until tpl_detach.  Where the bytes are:
+ * ask tpl_tensor_data (the `data` field holds the same address and stays
+ * for the ABI: the struct's layout is part of it). */
 struct tpl_tensor_view {
   const char *name;
   const char *dtype;       /* MLC name: "float16", "bfloat16", ... */
@@ -167,6 +169,14 @@ TPL_API const char *tpl_shard_model(const struct tpl_shard *s);
  * still maps the bytes of its own generation until tpl_detach, and a
  * new tpl_attach gets the new one. */
 TPL_API uint64_t tpl_shard_generation(const struct tpl_shard *s);
+
+/* Where the bytes of `v` (filled by tpl_shard_tensor or tpl_shard_find)
+ * are: read-only memory of this process mapped from the daemon's store,
+ * in place, valid until tpl_detach; NULL only when v->nbytes is 0.
+ * Today the same as v->data; the accessor, not the field, is what a
+ * consumer should read, so that a later kind of store whose bytes live
+ * elsewhere can say so here. */
+TPL_API const void *tpl_tensor_data(const struct tpl_tensor_view *v);
 
 /* Fills *out with tensor `index` (0 <= index < tpl_shard_count, in the
  * checkpoint's order).  Returns 0 or -ERANGE. */

@@ -135,6 +135,7 @@ def _declare(lib):
         "tpl_shard_model": (c.c_char_p, [c.c_void_p]),
         "tpl_shard_tensor": (c.c_int, [c.c_void_p, c.c_size_t, p(_View)]),
         "tpl_shard_find": (c.c_int, [c.c_void_p, c.c_char_p, p(_View)]),
+        "tpl_tensor_data": (c.c_void_p, [p(_View)]),
         "tpl_health": (c.c_int, [c.c_char_p, p(_Health), c.c_char_p,
                                  c.c_size_t]),
         "tpl_shutdown": (c.c_int, [c.c_char_p, c.c_char_p, c.c_size_t]),
@@ -273,7 +274,8 @@ class Shard(collections.abc.Mapping):
         shape = tuple(v.shape[i] for i in range(v.ndim))
         if v.nbytes == 0:
             return np.frombuffer(b"", dtype).reshape(shape)
-        buf = (ctypes.c_uint8 * v.nbytes).from_address(v.data)
+        data = _lib().tpl_tensor_data(ctypes.byref(v))  # where the bytes are
+        buf = (ctypes.c_uint8 * v.nbytes).from_address(data)
         buf._attachment = self._att  # the array keeps the mapping
         ro = memoryview(buf).toreadonly()
         return np.frombuffer(ro, dtype).reshape(shape)

@@ -458,6 +458,10 @@ static void fill_view(const struct tpl_shard *s, size_t i,
   v->xxh3 = e->xxh3;
 }
 
+const void *tpl_tensor_data(const struct tpl_tensor_view *v) {
+  return v->data;
+}
+
 int tpl_shard_tensor(const struct tpl_shard *s, size_t index,
                      struct tpl_tensor_view *out) {
   if (index >= s->map.count) return -ERANGE;

@@ -3,8 +3,9 @@
  * and asks the other ranks for what it needs through struct tpl__coord,
  * which the engine implements over MPI: sinks never see MPI, the engine
  * never sees what a sink does with the bytes.  struct tpl__loaded is what
- * the load hands the sink; struct tpl__sink is a sink's steps, declared
- * by the command that picks it (cmd_load.c). */
+ * the load hands the sink (one record per generation, the engine's,
+ * passed by pointer); struct tpl__sink is a sink's steps and the kind of
+ * store it wants, declared by the command that picks it (cmd_load.c). */
 #ifndef TPL_COORD_H
 #define TPL_COORD_H
 
@@ -12,9 +13,9 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "store.h"
 
 struct tpl__job;
-struct tpl__store;
 struct tpl__loaded;
 
 /* What a sink hears during a reload (tpl__coord.reload), on the engine's
@@ -75,20 +76,24 @@ struct tpl__coord {
    * a second store.  The hooks' `ready` runs on every rank once its new
    * store is complete, checksummed and sealed; its code is agreed on, and
    * only then do all ranks switch.
-   * On success *next is the new generation and the previous one stays
-   * valid until retire.  On failure the previous one is still the
+   * On success *next points to the new generation (the engine's record,
+   * valid until the retire after the next reload) and the previous one
+   * stays valid until retire.  On failure the previous one is still the
    * current, nothing of the new one is left, and every rank's err holds
    * the one message of the rank that saw the failure.  `verify_md5`
    * (rank 0's): check the MLC files' md5sums first, as --verify-md5
    * does (a job started with --verify-md5 checks every reload's). */
   int (*reload)(void *ctx, const char *model, const char *plan, int verify_md5,
-                const struct tpl__reload_hooks *hooks, struct tpl__loaded *next,
-                struct tpl__error *err);
-  /* Frees the generation the last successful reload replaced. */
+                const struct tpl__reload_hooks *hooks,
+                const struct tpl__loaded **next, struct tpl__error *err);
+  /* Frees the generation the last successful reload replaced.  The sink
+   * calls it once that generation's store has no export left (store.h)
+   * and before it calls reload again. */
   void (*retire)(void *ctx);
 };
 
-/* What every rank holds once the load is done. */
+/* What every rank holds once a generation is loaded: the engine's, valid
+ * while the sink runs (a reload's: until it is retired). */
 struct tpl__loaded {
   const struct tpl__job *job;
   struct tpl__store *store;
@@ -111,8 +116,10 @@ struct tpl__sink {
    * its agreements included.  Returns the job's code (agreed). */
   int (*run)(void *ctx, const struct tpl__loaded *l,
              const struct tpl__coord *coord, struct tpl__error *err);
-  int memfd_store; /* 1: the store is a sealable memfd (huge pages per
-                      the load's `huge` option) for the sink to share */
+  /* Where the load puts the bytes (store.h): TPL_STORE_PRIVATE (0, the
+   * default) or TPL_STORE_MEMFD (huge pages per the load's `huge`
+   * option), for the sink to seal and export. */
+  enum tpl__store_kind store_kind;
   void *ctx;
 };
 

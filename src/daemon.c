@@ -1,9 +1,12 @@
 /* daemon.c - one rank's server for `tpload serve`: a libuv loop on
  * DIR/rank{R}.sock that answers health, status (the load report with the
  * job table its per-tensor arrays index, or its summary without them),
- * attach (the store's sealed memfd and a second sealed memfd holding the
- * tensor table laid out for reading in place, table_map.h, both passed
- * with SCM_RIGHTS), reload, watch and shutdown.
+ * attach (the store exported, store.h: its sealed memfd, and a second
+ * sealed memfd holding the tensor table laid out for reading in place,
+ * table_map.h, both passed with SCM_RIGHTS), reload, watch and shutdown.
+ * The generation served is the engine's record (coord.h), held by
+ * pointer; the one a reload replaced is retired once its store has no
+ * export left.
  *
  * Each connection is a small state machine driven by one callback per
  * libuv event: READING (bytes go into the frame reader from wire.c),
@@ -95,18 +98,6 @@ struct replies {
   size_t summary_len;
 };
 
-/* The version served: what the replies are built from. */
-struct served {
-  const struct tpl__store *store; /* sealed */
-  const struct tpl__job *job;
-  const uint8_t *status; /* rank 0: packed tpload.LoadReport, or NULL */
-  size_t status_len;
-  const uint8_t *job_table; /* rank 0, with status: the packed JobTable */
-  size_t job_table_len;
-  const char *model, *plan;
-  uint64_t generation; /* 1: the first load */
-};
-
 struct conn {
   uv_pipe_t pipe;
   uv_timer_t timer;
@@ -124,6 +115,9 @@ struct conn {
   uint64_t watch_after; /* a watch: answer once the generation exceeds it */
   uint64_t fd_deadline; /* FD_RETRY: give up after this (loop ms) */
   uv_write_t wreq;
+  /* An attach being sent: the store it holds an export of (ex), or NULL */
+  struct tpl__store *exported;
+  struct tpl__store_export ex;
   uint8_t *owned; /* an error reply being written, or NULL */
   struct tpl__frame_reader fr;
   size_t in_off, in_len;
@@ -141,8 +135,11 @@ struct server {
   uv_async_t wake; /* ends the loop's run in its thread (a reload) */
   char *dir;       /* realpath of socket_dir */
   char *sock_path;
-  struct served cur;   /* the generation served */
-  struct replies *rep; /* its replies */
+  const struct tpl__loaded *cur; /* the generation served (the engine's) */
+  uint64_t generation;           /* its number, 1: the first load */
+  struct replies *rep;           /* its replies */
+  const struct tpl__loaded *old; /* replaced, not retired yet: its store
+                                    still has exports (or NULL) */
   struct conn *conns;
   size_t nconns;
   unsigned timeout_ms;
@@ -160,7 +157,7 @@ struct server {
   int reload_md5;                   /* rank 0: reload --verify-md5 */
   struct conn *reload_client;       /* rank 0: the `tpload reload` waiting */
   _Atomic uint64_t next_bytes;      /* the new store's size, once known */
-  struct served next;               /* the new generation ... */
+  const struct tpl__loaded *next;   /* the new generation ... */
   struct replies *next_rep;         /* ... and its replies, once ready */
   char *reload_shown; /* rank 0: reload_model as logs and status show it */
   /* rank 0: the MODEL the generation served came from, as asked (a URL's
@@ -242,29 +239,31 @@ static int clear_stale_socket(const char *path, struct tpl__error *err) {
   return 0;
 }
 
-static void fill_identity(const struct server *s, const struct served *g,
-                          struct tpl__wire_response *r) {
+/* Who answers: this rank, serving generation `generation` (`g`). */
+static void fill_identity(const struct server *s, const struct tpl__loaded *g,
+                          uint64_t generation, struct tpl__wire_response *r) {
   r->rank = s->cfg->rank;
   r->world = s->cfg->world;
   r->tp = g->job->grid.tp;
   r->pp = g->job->grid.pp;
   r->store_bytes = g->store->size;
   r->job_id = s->cfg->job_id;
-  r->model = g->model;
+  r->model = g->job->model;
   r->plan = g->plan;
-  r->generation = g->generation;
+  r->generation = generation;
 }
 
 /* What one build of the replies needs. */
 struct build {
   const struct server *s;
-  const struct served *g;
+  const struct tpl__loaded *g;
+  uint64_t generation;
   struct replies *rep;
 };
 
 static int build_frame(const struct build *b, enum frame_id id,
                        struct tpl__wire_response *r, struct tpl__error *err) {
-  fill_identity(b->s, b->g, r);
+  fill_identity(b->s, b->g, b->generation, r);
   return tpl__wire_encode_response(r, &b->rep->frames[id],
                                    &b->rep->frame_len[id], err);
 }
@@ -329,7 +328,7 @@ static int build_attach(const struct build *b, struct tpl__error *err) {
 /* Rank 0's status summary: the report without its tensor arrays. */
 static int build_status(const struct build *b, struct tpl__error *err) {
   struct replies *r = b->rep;
-  int rc = tpl__report_summary(b->g->status, b->g->status_len, &r->summary,
+  int rc = tpl__report_summary(b->g->report, b->g->report_len, &r->summary,
                                &r->summary_len);
   if (rc != 0)
     return tpl__fail(err, rc, "daemon: status: %s", tpl_strerror(rc));
@@ -365,7 +364,7 @@ static int build_frames(const struct build *b, struct tpl__error *err) {
   if (rc == 0) rc = build_rank0_only(b, F_SHUTDOWN, "shutdown", NULL, err);
   if (rc == 0) rc = build_frame(b, F_BUSY, &busy, err);
   if (rc == 0) rc = build_attach(b, err);
-  if (rc == 0 && b->s->cfg->rank == 0 && b->g->status != NULL)
+  if (rc == 0 && b->s->cfg->rank == 0 && b->g->report != NULL)
     rc = build_status(b, err);
   return rc;
 }
@@ -384,11 +383,13 @@ static void replies_put(struct replies *r) {
   free(r);
 }
 
-/* The replies for serving `g`, in *out (one reference). */
-static int replies_new(const struct server *s, const struct served *g,
-                       struct replies **out, struct tpl__error *err) {
+/* The replies for serving `g` as generation `generation`, in *out (one
+ * reference). */
+static int replies_new(const struct server *s, const struct tpl__loaded *g,
+                       uint64_t generation, struct replies **out,
+                       struct tpl__error *err) {
   struct replies *r = calloc(1, sizeof(*r));
-  struct build b = {s, g, r};
+  struct build b = {s, g, generation, r};
   int rc;
   if (r == NULL) return tpl__oom(err);
   r->refs = 1;
@@ -414,10 +415,34 @@ static void on_conn_closed(uv_handle_t *h) {
   free(c);
 }
 
+/* Frees the generation a reload replaced once its store has no export
+ * left (an attach still sending its fds holds one); never while a reload
+ * runs: the engine is busy on its own thread.  A memfd's exports end as
+ * its fds are sent and switch_generation ends those still waiting, so
+ * for a memfd this is at once; a kind whose exports last until the
+ * consumer detaches would also have to hold the next reload until then
+ * (coord.h's retire). */
+static void retire_unexported(struct server *s) {
+  const struct tpl__coord *co = s->cfg->coord;
+  if (s->old == NULL || s->reloading || tpl__store_exports(s->old->store) > 0)
+    return;
+  s->old = NULL;
+  co->retire(co->ctx);
+}
+
+/* The connection's attach no longer needs the store's own handles. */
+static void end_export(struct conn *c) {
+  if (c->exported == NULL) return;
+  tpl__store_unexport(c->exported);
+  c->exported = NULL;
+  retire_unexported(c->srv);
+}
+
 static void close_conn(struct conn *c) {
   struct server *s = c->srv;
   if (c->state == C_CLOSING) return;
   c->state = C_CLOSING;
+  end_export(c);
   if (s->reload_client == c) s->reload_client = NULL;
   if (c->prev != NULL)
     c->prev->next = c->next;
@@ -516,7 +541,7 @@ static void send_error(struct conn *c, int fatal, const char *fmt, ...) {
  * the failure's message and code. */
 static void send_generation(struct conn *c, int code, const char *msg) {
   struct tpl__wire_response r = {.ok = code == 0};
-  fill_identity(c->srv, &c->srv->cur, &r);
+  fill_identity(c->srv, c->srv->cur, c->srv->generation, &r);
   if (code != 0) {
     r.error = msg[0] != '\0' ? msg : tpl_strerror(code);
     r.error_code = code;
@@ -534,15 +559,15 @@ static void send_status(struct conn *c, int summary) {
   struct server *s = c->srv;
   const struct replies *rep = s->rep;
   struct tpl__wire_response r = {.ok = 1};
-  if (s->cfg->rank != 0 || s->cur.status == NULL) {
+  if (s->cfg->rank != 0 || s->cur->report == NULL) {
     send_frame(c, F_STATUS);
     return;
   }
-  fill_identity(s, &s->cur, &r);
-  r.status = summary ? rep->summary : s->cur.status;
-  r.status_len = summary ? rep->summary_len : s->cur.status_len;
-  r.job = summary ? NULL : s->cur.job_table;
-  r.job_len = summary ? 0 : s->cur.job_table_len;
+  fill_identity(s, s->cur, s->generation, &r);
+  r.status = summary ? rep->summary : s->cur->report;
+  r.status_len = summary ? rep->summary_len : s->cur->report_len;
+  r.job = summary ? NULL : s->cur->job_table;
+  r.job_len = summary ? 0 : s->cur->job_table_len;
   r.uptime_seconds = (double)(uv_hrtime() - s->started_ns) / 1e9;
   if (s->reloading) { /* both stores' sizes while it runs */
     r.reload_model = s->reload_shown;
@@ -655,7 +680,7 @@ static void begin_reload(struct conn *c,
 static void begin_watch(struct conn *c,
                         const struct tpl__wire_request_args *a) {
   struct server *s = c->srv;
-  if (s->cur.generation > a->after_generation) {
+  if (s->generation > a->after_generation) {
     send_generation(c, 0, "");
     return;
   }
@@ -794,27 +819,42 @@ static void start_read(struct conn *c) {
   c->reading = 1;
 }
 
-/* The attach reply with the store's memfd (and the table's, when asked
- * for) in an SCM_RIGHTS message.  The fds travel with the first byte;
+/* The exported store's handles, then the table's memfd, in fds (room
+ * for TPL_STORE_EXPORT_FDS + 1); returns how many. */
+static size_t attach_fds(const struct conn *c, int *fds) {
+  size_t n = c->ex.nfds;
+  memcpy(fds, c->ex.fds, n * sizeof(int));
+  fds[n++] = c->rep->table_fd;
+  return n;
+}
+
+/* The attach reply with the store's export (a memfd) and the table's
+ * memfd in an SCM_RIGHTS message.  The fds travel with the first byte;
  * whatever the kernel did not take goes through uv_write.  A full socket
  * buffer (a client that has not read) is retried from the timer until
- * the phase deadline. */
+ * the phase deadline.  The export ends once the fds are sent (or cannot
+ * be): the consumer's copies keep the memfd's bytes from then on. */
 static void send_attach(struct conn *c) {
   struct server *s = c->srv;
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(2 * sizeof(int))];
+    char buf[CMSG_SPACE((TPL_STORE_EXPORT_FDS + 1) * sizeof(int))];
   } ctl;
-  const int fds[2] = {s->cur.store->fd, c->rep->table_fd};
-  const size_t nfd = 2;
+  int fds[TPL_STORE_EXPORT_FDS + 1];
+  size_t nfd;
   struct iovec iov = {c->rep->frames[F_ATTACH], c->rep->frame_len[F_ATTACH]};
-  struct msghdr m = {.msg_iov = &iov,
-                     .msg_iovlen = 1,
-                     .msg_control = ctl.buf,
-                     .msg_controllen = CMSG_SPACE(nfd * sizeof(int))};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf};
   struct cmsghdr *cm;
   uv_os_fd_t fd;
   ssize_t n;
+  if (c->exported == NULL &&
+      tpl__store_export(s->cur->store, &c->ex, NULL) != 0) {
+    close_conn(c);
+    return;
+  }
+  c->exported = s->cur->store;
+  nfd = attach_fds(c, fds);
+  m.msg_controllen = CMSG_SPACE(nfd * sizeof(int));
   memset(&ctl, 0, sizeof(ctl));
   cm = CMSG_FIRSTHDR(&m);
   cm->cmsg_level = SOL_SOCKET;
@@ -832,7 +872,10 @@ static void send_attach(struct conn *c) {
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
     c->state = C_FD_RETRY;
     arm_timer(c, FD_RETRY_MS);
-  } else if (n < 0) {
+    return;
+  }
+  end_export(c);
+  if (n < 0) {
     close_conn(c);
   } else if ((size_t)n < iov.iov_len) {
     send_bytes(c, c->rep->frames[F_ATTACH] + n, iov.iov_len - (size_t)n);
@@ -1085,16 +1128,8 @@ static void note_size(void *ctx, uint64_t bytes) {
 static int prepare_next(void *ctx, const struct tpl__loaded *l,
                         struct tpl__error *err) {
   struct server *s = ctx;
-  s->next = (struct served){.store = l->store,
-                            .job = l->job,
-                            .status = l->report,
-                            .status_len = l->report_len,
-                            .job_table = l->job_table,
-                            .job_table_len = l->job_table_len,
-                            .model = l->job->model,
-                            .plan = l->plan,
-                            .generation = s->cur.generation + 1};
-  return replies_new(s, &s->next, &s->next_rep, err);
+  s->next = l;
+  return replies_new(s, l, s->generation + 1, &s->next_rep, err);
 }
 
 /* Writes the ready file again, naming the generation (rank 0). */
@@ -1103,35 +1138,38 @@ static void rewrite_ready(struct server *s) {
   const struct tpl__daemon_config *cfg = s->cfg;
   if (!s->ready_written) return;
   if (tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
-                       s->cur.generation, &err) != 0)
+                       s->generation, &err) != 0)
     LOG_AT(s, TPL_LOG_INFO, "reload: %s", err.msg);
 }
 
 /* Every rank agreed: from now on the new generation is served.  An
  * attach waiting to send its descriptors gets the new one whole (nothing
- * of it was sent); replies being written keep the old replies alive; the
- * old store is the engine's to free (retire): consumers that mapped it
- * keep it as long as they do. */
+ * of it was sent: its export of the old store ends); replies being
+ * written keep the old replies alive; the old generation is the
+ * engine's to free (retire) once its store has no export left, at once
+ * for a memfd: consumers that mapped it keep it as long as they do. */
 static void switch_generation(struct server *s) {
-  const struct tpl__coord *co = s->cfg->coord;
   struct replies *old = s->rep;
+  s->old = s->cur;
   s->cur = s->next;
+  s->next = NULL;
+  s->generation++;
   s->rep = s->next_rep;
   s->next_rep = NULL;
   for (struct conn *c = s->conns; c != NULL; c = c->next)
     if (c->state == C_FD_RETRY) {
+      end_export(c);
       replies_put(c->rep);
       c->rep = replies_hold(s->rep);
     }
   replies_put(old);
-  co->retire(co->ctx);
+  retire_unexported(s);
   rewrite_ready(s);
   LOG_AT(s, TPL_LOG_INFO, "reload: serving generation %llu (%s)",
-         (unsigned long long)s->cur.generation, s->cur.model);
+         (unsigned long long)s->generation, s->cur->job->model);
   for (struct conn *c = s->conns, *next; c != NULL; c = next) {
     next = c->next;
-    if (c->state == C_WAITING && c->watching &&
-        s->cur.generation > c->watch_after)
+    if (c->state == C_WAITING && c->watching && s->generation > c->watch_after)
       send_generation(c, 0, "");
   }
 }
@@ -1143,7 +1181,7 @@ static void switch_generation(struct server *s) {
 static void run_reload(struct server *s) {
   const struct tpl__coord *co = s->cfg->coord;
   struct tpl__reload_hooks hooks = {note_size, prepare_next, s};
-  struct tpl__loaded next = {0};
+  const struct tpl__loaded *next = NULL;
   struct tpl__error err = {0};
   pthread_t t;
   int rc, threaded;
@@ -1165,11 +1203,12 @@ static void run_reload(struct server *s) {
   } else {
     replies_put(s->next_rep);
     s->next_rep = NULL;
+    s->next = NULL;
     /* Every rank has the message: rank 0 tells it (the others in debug) */
     LOG_AT(s, s->cfg->rank == 0 ? TPL_LOG_INFO : TPL_LOG_DEBUG,
            "reload failed: %s; still serving generation %llu",
            err.msg[0] ? err.msg : tpl_strerror(rc),
-           (unsigned long long)s->cur.generation);
+           (unsigned long long)s->generation);
   }
   if (s->reload_client != NULL) send_generation(s->reload_client, rc, err.msg);
   s->reload_client = NULL;
@@ -1200,7 +1239,7 @@ static int serve(struct server *s, int rc, struct tpl__error *err) {
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL) {
     rc = tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
-                          s->cur.generation, err); /* with the job id */
+                          s->generation, err); /* with the job id */
     s->ready_written = rc == 0;
   }
   rc = job_agree(cfg, rc, err);
@@ -1218,25 +1257,20 @@ static int serve(struct server *s, int rc, struct tpl__error *err) {
 int tpl__daemon_run(const struct tpl__daemon_config *cfg,
                     struct tpl__error *err) {
   struct server s;
+  const char *model;
   int rc;
   memset(&s, 0, sizeof(s));
   s.cfg = cfg;
-  s.cur = (struct served){.store = cfg->store,
-                          .job = cfg->job,
-                          .status = cfg->status,
-                          .status_len = cfg->status_len,
-                          .job_table = cfg->job_table,
-                          .job_table_len = cfg->job_table_len,
-                          .model = cfg->model,
-                          .plan = cfg->plan,
-                          .generation = 1};
+  s.cur = cfg->loaded;
+  s.generation = 1;
   s.timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   signal(SIGPIPE, SIG_IGN);
-  s.source = strdup(cfg->source ? cfg->source : cfg->model ? cfg->model : "");
+  model = s.cur->job->model;
+  s.source = strdup(cfg->source ? cfg->source : model ? model : "");
   rc = s.source != NULL ? 0 : tpl__oom(err);
   if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
-  if (rc == 0) rc = replies_new(&s, &s.cur, &s.rep, err);
+  if (rc == 0) rc = replies_new(&s, s.cur, s.generation, &s.rep, err);
   if (rc == 0 && (rc = uv_loop_init(&s.loop)) != 0)
     rc = tpl__fail(err, TPL_EINTERNAL, "uv_loop_init: %s", uv_strerror(rc));
   else if (rc == 0)

@@ -1,5 +1,7 @@
 /* daemon.h - `tpload serve`'s per-rank server: a libuv loop on
- * DIR/rank{R}.sock answering health, status, attach, reload, watch and shutdown
+ * DIR/rank{R}.sock answering health, status, attach (the store exported,
+ * store.h), reload, watch and shutdown, reloading on SIGHUP to rank 0,
+ * and rank 0's ready file naming the job id and the generation served
  * (DESIGN.md section 5).  It never calls MPI: the job-wide steps go
  * through the coordination interface (coord.h). */
 #ifndef TPL_DAEMON_H
@@ -11,26 +13,20 @@
 #include "common.h"
 #include "coord.h"
 #include "job.h"
-#include "store.h"
 
 struct tpl__daemon_config {
   const char *socket_dir; /* created 0700 if missing */
   const char *ready_file; /* may be NULL; rank 0 writes it atomically */
   uint32_t rank, world;
-  const struct tpl__store *store; /* sealed */
-  const struct tpl__job *job;     /* what the store holds (its tensor table) */
-  const uint8_t *status;    /* packed tpload.LoadReport (rank 0), or NULL */
-  const uint8_t *job_table; /* with status: the packed tpload.JobTable
-                               its per-tensor arrays index */
-  size_t job_table_len;
+  /* The first generation served (coord.h): its store sealed, its job the
+   * store's tensor table and the model as shown, its report (rank 0, or
+   * NULL) what status answers with the job table it indexes. */
+  const struct tpl__loaded *loaded;
   const char *job_id; /* the job's random id (every rank the same) */
-  const char *model;  /* the model the job loaded, as shown */
   const char *source; /* the MODEL argument it came from (a URL with its
                          query, never shown), what a reload without MODEL
-                         loads again; NULL: model */
-  const char *plan;   /* its --plan argument, or NULL */
-  size_t status_len;
-  int log_level; /* enum tpl__log_level (log.h): 0 is quiet */
+                         loads again; NULL: the job's model */
+  int log_level;      /* enum tpl__log_level (log.h): 0 is quiet */
   /* The job's coordination (coord.h; implemented by the engine over
    * MPI), or NULL for a one-rank daemon.  agree is called twice by every
    * rank, whatever happened: after listening, and after rank 0 wrote the

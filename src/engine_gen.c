@@ -21,11 +21,8 @@
 
 static int make_store(struct engine *e, struct tpl__error *err) {
   const struct tpl__job *job = e->job;
-  int rc = e->o->steps.memfd_store
-               ? tpl__store_create_huge(&e->store, job->store_size,
-                                        job->ntensors, e->o->huge, err)
-               : tpl__store_create_private(&e->store, job->store_size,
-                                           job->ntensors, err);
+  int rc = tpl__store_create(&e->store, e->o->steps.store_kind, job->store_size,
+                             job->ntensors, e->o->huge, err);
   /* With --read local every rank reads and copies at once: a thread
    * populating the store beside it only competes for the cores. */
   if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);

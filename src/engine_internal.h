@@ -67,6 +67,7 @@ struct engine {
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */
   size_t job_table_len;
+  struct tpl__loaded loaded; /* what the sink is handed (loaded_of) */
   struct slot slots[NSLOTS];
   uint64_t chunk;  /* a slot's buffers hold one */
   uint8_t *window; /* every slot's buffers, window_len bytes */

@@ -142,7 +142,7 @@ static int reload_request(struct engine *e, const char *model, const char *plan,
   e->reload_o.model = e->reload_req[0];
   e->reload_o.plan = e->reload_req[1];
   memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
-  e->reload_o.steps.memfd_store = 1;
+  e->reload_o.steps.store_kind = TPL_STORE_MEMFD;
   return tpl__eng_agree(e, rc, err);
 }
 
@@ -200,9 +200,19 @@ static void switch_to(struct engine *e, struct engine *n) {
   e->plan_arg = n->plan_arg; /* the next reload's default */
 }
 
+/* The generation in e as the sink sees it: one record, e's, valid while
+ * e is. */
+static const struct tpl__loaded *loaded_of(struct engine *e) {
+  e->loaded = (struct tpl__loaded){e->job,          &e->store,   e->report,
+                                   e->report_len,   e->plan_arg, e->job_table,
+                                   e->job_table_len};
+  return &e->loaded;
+}
+
 static int coord_reload(void *ctx, const char *model, const char *plan,
                         int verify_md5, const struct tpl__reload_hooks *hooks,
-                        struct tpl__loaded *next, struct tpl__error *err) {
+                        const struct tpl__loaded **next,
+                        struct tpl__error *err) {
   struct engine *e = ctx, *n = NULL;
   int rc = reload_request(e, model, plan, verify_md5, err);
   if (rc == 0) {
@@ -216,10 +226,8 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
   if (rc == 0) rc = tpl__eng_load(n, 1, err);
   if (rc == 0) rc = tpl__eng_agree(e, tpl__store_seal(&n->store, err), err);
   if (rc == 0) {
-    *next = (struct tpl__loaded){n->job,          &n->store,   n->report,
-                                 n->report_len,   n->plan_arg, n->job_table,
-                                 n->job_table_len};
-    rc = tpl__eng_agree(e, hooks->ready(hooks->ctx, next, err), err);
+    *next = loaded_of(n);
+    rc = tpl__eng_agree(e, hooks->ready(hooks->ctx, *next, err), err);
   }
   if (rc != 0) {
     tpl__eng_generation_free(n);
@@ -305,13 +313,10 @@ int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
                          .poll_reload = coord_poll_reload,
                          .reload = coord_reload,
                          .retire = coord_retire};
-  struct tpl__loaded l = {e->job,          &e->store,   e->report,
-                          e->report_len,   e->plan_arg, e->job_table,
-                          e->job_table_len};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = tpl__eng_agree(e, shutdown_arm(e, err), err);
-  if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
+  if (rc == 0) rc = s->run(s->ctx, loaded_of(e), &c, err);
   end = shutdown_disarm(e, rc == 0 ? err : NULL);
   /* Every rank meets once more, under the deadline, before MPI_Finalize
    * (which waits for every rank, with none): a rank stopped while

@@ -1,8 +1,9 @@
-/* serve.c - `tpload serve`'s sequence after the load: seal the store,
- * agree, share rank 0's job id, then run this rank's daemon (daemon.c)
- * with the job's coordination (coord.h) until a shutdown.  Before the
- * load it checks where the sockets go, so a bad directory fails before
- * any byte moves. */
+/* serve.c - `tpload serve`'s sequence after the load into a memfd store
+ * (store.h): seal the store, agree, share rank 0's job id, then run this
+ * rank's daemon (daemon.c) on the loaded generation with the job's
+ * coordination (coord.h) until a shutdown.  Before the load it checks
+ * where the sockets go, so a bad directory fails before any byte
+ * moves. */
 #include <stdlib.h>
 
 #include "daemon.h"
@@ -44,16 +45,9 @@ static int serve_run(void *ctx, const struct tpl__loaded *l,
                                    .ready_file = o->ready_file,
                                    .rank = c->rank,
                                    .world = c->world,
-                                   .store = l->store,
-                                   .job = l->job,
-                                   .status = l->report,
-                                   .status_len = l->report_len,
-                                   .job_table = l->job_table,
-                                   .job_table_len = l->job_table_len,
+                                   .loaded = l,
                                    .job_id = job_id,
-                                   .model = l->job->model,
                                    .source = o->model,
-                                   .plan = l->plan,
                                    .log_level = o->log_level,
                                    .coord = c,
                                    .reserve_health = 1};
@@ -64,7 +58,7 @@ static int serve_run(void *ctx, const struct tpl__loaded *l,
 struct tpl__sink tpl__serve_sink(const struct tpl__serve_opts *o) {
   struct tpl__sink s = {.check = serve_check,
                         .run = serve_run,
-                        .memfd_store = 1,
+                        .store_kind = TPL_STORE_MEMFD,
                         .ctx = (void *)o};
   return s;
 }

@@ -1,9 +1,11 @@
 /* store.c - a rank's shard store, and the huge-page memory behind it.
- * For `serve`, one memfd-backed shared mapping that the engine writes
- * into, then seals read-only so the daemon can hand the same bytes to
- * consumers without copying.  For `load` and `preshard`, plain private
- * memory that nobody else maps.
- *
+ * A store is one of the kinds of store.h, each a row of `kinds` below
+ * (how it is made, sealed and exported): for `serve`, one memfd-backed
+ * shared mapping that the engine writes into, then seals read-only and
+ * exports (its descriptor) so the daemon can hand the same bytes to
+ * consumers without copying; for `load` and `preshard`, plain private
+ * memory that nobody else maps.  A store counts its exports, so whoever
+ * retires it can wait until none is left. *
  * Page faults are the dominant cost of filling fresh memory (on a virtual
  * machine one 4 KiB fault can cost tens of microseconds), so every large
  * buffer is advised for transparent huge pages and aligned to 2 MiB:
@@ -332,6 +334,7 @@ int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                               size_t ntensors, struct tpl__error *err) {
   void *p;
   if (init_store(s, ntensors, err) != 0) return -ENOMEM;
+  s->kind = TPL_STORE_PRIVATE;
   if (size == 0) return 0;
   /* Faulted in as the shard arrives, not up front: the faults then overlap
    * with rank 0's reading instead of delaying it. */
@@ -374,6 +377,7 @@ static int open_memfd(struct tpl__store *s, int huge, uint64_t size,
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl__error *err) {
   int rc = init_store(s, ntensors, err);
+  s->kind = TPL_STORE_MEMFD;
   if (rc == 0) rc = open_memfd(s, huge, size, err);
   if (rc != 0) return rc;
   /* A hugetlb file holds whole huge pages only. */
@@ -388,9 +392,8 @@ int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
   return map_store(s, PROT_READ | PROT_WRITE, err);
 }
 
-int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
+static int seal_memfd(struct tpl__store *s, struct tpl__error *err) {
   const int seals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
-  if (s->sealed) return 0;
   prefault_join(s);
   if (s->base != NULL) munmap(s->base, (size_t)s->mapped);
   s->base = NULL;
@@ -400,6 +403,70 @@ int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
   }
   s->sealed = 1;
   return map_store(s, PROT_READ, err);
+}
+
+/* A memfd is exported as its descriptor: once sent, the consumer's copy
+ * holds the bytes for as long as it maps them, whatever the store does. */
+static int export_memfd(struct tpl__store *s, struct tpl__store_export *out) {
+  out->fds[0] = s->fd;
+  out->nfds = 1;
+  return 0;
+}
+
+static int create_private(struct tpl__store *s, uint64_t size, size_t ntensors,
+                          int huge, struct tpl__error *err) {
+  (void)huge;
+  return tpl__store_create_private(s, size, ntensors, err);
+}
+
+static const struct tpl__store_kind_ops private_kind = {
+    "private", create_private, NULL, NULL};
+static const struct tpl__store_kind_ops memfd_kind = {
+    "memfd", tpl__store_create_huge, seal_memfd, export_memfd};
+
+/* Every kind of store, by its enum tpl__store_kind (a kind in a file of
+ * its own: &its descriptor). */
+static const struct tpl__store_kind_ops *const kinds[TPL_STORE_KINDS] = {
+    [TPL_STORE_PRIVATE] = &private_kind,
+    [TPL_STORE_MEMFD] = &memfd_kind,
+};
+
+int tpl__store_create(struct tpl__store *s, enum tpl__store_kind kind,
+                      uint64_t size, size_t ntensors, int huge,
+                      struct tpl__error *err) {
+  return kinds[kind]->create(s, size, ntensors, huge, err);
+}
+
+int tpl__store_seal(struct tpl__store *s, struct tpl__error *err) {
+  const struct tpl__store_kind_ops *k = kinds[s->kind];
+  if (s->sealed) return 0;
+  if (k->seal == NULL)
+    return tpl__fail(err, -ENOTSUP, "a %s shard store cannot be sealed",
+                     k->name);
+  return k->seal(s, err);
+}
+
+int tpl__store_export(struct tpl__store *s, struct tpl__store_export *out,
+                      struct tpl__error *err) {
+  const struct tpl__store_kind_ops *k = kinds[s->kind];
+  int rc;
+  if (k->export == NULL)
+    return tpl__fail(err, -ENOTSUP, "a %s shard store cannot be exported",
+                     k->name);
+  if (!s->sealed)
+    return tpl__fail(err, -EBUSY, "the shard store is not sealed yet");
+  rc = k->export(s, out);
+  if (rc == 0) s->exports++;
+  return rc;
+}
+
+unsigned tpl__store_unexport(struct tpl__store *s) {
+  if (s->exports > 0) s->exports--;
+  return s->exports;
+}
+
+unsigned tpl__store_exports(const struct tpl__store *s) {
+  return s->exports;
 }
 
 void tpl__store_free(struct tpl__store *s) {

@@ -1,10 +1,10 @@
-/* store.h - one rank's delivered shard: a single region (a memfd for
- * serve, so the daemon can pass it to consumers; private memory for load
- * and preshard) holding every tensor
- * back to back at 64-byte aligned offsets, plus each tensor's checksum.
- * What the bytes are (name, dtype, shape, offset) is the job table's
- * (job.h); the store only holds them.  The engine fills it; preshard, the
- * rank report and the daemon read it. */
+/* store.h - one rank's delivered shard: a single region holding every
+ * tensor back to back at 64-byte aligned offsets, plus each tensor's
+ * checksum.  Its kind (enum tpl__store_kind) says where the bytes live:
+ * private memory only this process reads (load, preshard) or a memfd
+ * serve seals and exports to consumers.  What the bytes are (name, dtype,
+ * shape, offset) is the job table's (job.h); the store only holds them.
+ * The engine fills it; preshard, the rank report and the daemon read it. */
 #ifndef TPL_STORE_H
 #define TPL_STORE_H
 
@@ -14,9 +14,30 @@
 
 #include "common.h"
 
+/* Where a store's bytes live, as a sink asks for them (coord.h).  Each
+ * kind is one row of store.c's table: how it is made, sealed and
+ * exported.  Room for pinned host memory and device memory. */
+enum tpl__store_kind {
+  TPL_STORE_PRIVATE = 0, /* private anonymous memory, never exported */
+  TPL_STORE_MEMFD,       /* a memfd (huge pages per enum tpl__huge),
+                            sealed, then exported as its descriptor */
+  TPL_STORE_KINDS
+};
+
+/* What a consumer is handed to map an exported store: descriptors the
+ * daemon passes with SCM_RIGHTS (a memfd: its one sealed fd).  Borrowed
+ * from the store, valid while it is. */
+#define TPL_STORE_EXPORT_FDS 1
+struct tpl__store_export {
+  int fds[TPL_STORE_EXPORT_FDS];
+  size_t nfds;
+};
+
 struct tpl__store {
-  int fd;        /* memfd, -1 when closed */
-  uint8_t *base; /* mapping of `size` bytes (NULL if 0) */
+  enum tpl__store_kind kind;
+  unsigned exports; /* exports not yet ended (tpl__store_export) */
+  int fd;           /* memfd, -1 when closed */
+  uint8_t *base;    /* mapping of `size` bytes (NULL if 0) */
   uint64_t size;
   uint64_t mapped;          /* bytes reserved at base */
   uint64_t prepared;        /* memfd: [0, prepared) is populated */
@@ -40,17 +61,27 @@ struct tpl__store {
  * hugetlb (an error when none are free); never hugetlb. */
 enum tpl__huge { TPL_HUGE_AUTO = 0, TPL_HUGE_HUGETLB, TPL_HUGE_OFF };
 
-/* Creates a writable store of `size` bytes (rounded up to 2 MiB in
- * hugetlb pages) backed by a memfd named "tpload-store", populated, and room
- * for `ntensors` checksums (zero until the engine fills them).  `huge` is an
+/* Creates a writable store of kind `kind` of `size` bytes with room for
+ * `ntensors` checksums, as the two functions below do; `huge` (enum
+ * tpl__huge) is the memfd's.  Returns 0 or a negative code; *s is left
+ * valid for tpl__store_free either way. */
+int tpl__store_create(struct tpl__store *s, enum tpl__store_kind kind,
+                      uint64_t size, size_t ntensors, int huge,
+                      struct tpl__error *err);
+
+/* Creates a writable TPL_STORE_MEMFD store of `size` bytes (rounded up
+ * to 2 MiB in hugetlb pages) backed by a memfd named "tpload-store",
+ * populated, and room for `ntensors` checksums (zero until the engine
+ * fills them).  `huge` is an
  * enum tpl__huge.  Returns 0 or -errno; *s is left valid for tpl__store_free
  * either way. */
 int tpl__store_create_huge(struct tpl__store *s, uint64_t size, size_t ntensors,
                            int huge, struct tpl__error *err);
 
-/* The same for a store only this process reads (load, preshard): private
- * anonymous memory advised for transparent huge pages (tpl__huge_alloc),
- * faulted in as it is written, fd -1, never sealed. */
+/* The same for a TPL_STORE_PRIVATE store, one only this process reads
+ * (load, preshard): private anonymous memory advised for transparent huge
+ * pages (tpl__huge_alloc), faulted in as it is written, fd -1, never
+ * sealed. */
 int tpl__store_create_private(struct tpl__store *s, uint64_t size,
                               size_t ntensors, struct tpl__error *err);
 
@@ -74,8 +105,25 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
                        struct tpl__error *err);
 
 /* Makes the store read-only for good: unmaps the writable mapping, seals
- * the memfd (write, grow, shrink, seal) and maps it read-only again. */
+ * the memfd (write, grow, shrink, seal) and maps it read-only again.  A
+ * kind that cannot be sealed (private) refuses with -ENOTSUP. */
 int tpl__store_seal(struct tpl__store *s, struct tpl__error *err);
+
+/* Exports a sealed store to one consumer: fills *out with what it maps
+ * (a memfd: its descriptor) and counts one export, which the exporter
+ * ends with tpl__store_unexport once the consumer no longer needs the
+ * store's own handle (a memfd: as soon as the descriptor is sent, the
+ * kernel then keeps the bytes for the consumer).  Returns 0, -EBUSY (not
+ * sealed yet) or -ENOTSUP (a kind that cannot be exported: private). */
+int tpl__store_export(struct tpl__store *s, struct tpl__store_export *out,
+                      struct tpl__error *err);
+
+/* Ends one export of `s` (ignored when none is counted); returns the
+ * exports left.  The store may be freed (retired) only at 0. */
+unsigned tpl__store_unexport(struct tpl__store *s);
+
+/* The exports of `s` not yet ended. */
+unsigned tpl__store_exports(const struct tpl__store *s);
 
 /* Whether this node can hold a store of `size` more bytes now (a reload's
  * second store, beside the one served): against MemAvailable and, when
@@ -87,6 +135,21 @@ int tpl__store_seal(struct tpl__store *s, struct tpl__error *err);
  * available.  Returns 0 or -ENOMEM with err naming both sizes. */
 int tpl__store_room(uint64_t size, int huge, uint32_t rank,
                     struct tpl__error *err);
+
+/* What one kind of store implements; store.c's table points to one per
+ * enum tpl__store_kind (a new kind: a file exporting its descriptor, its
+ * enum value, its row).
+ * `create` as tpl__store_create, setting s->kind; `seal` as
+ * tpl__store_seal (NULL: the kind cannot be sealed); `export` fills *out
+ * as tpl__store_export does, for a sealed store, the count aside (NULL:
+ * the kind is never exported). */
+struct tpl__store_kind_ops {
+  const char *name;
+  int (*create)(struct tpl__store *s, uint64_t size, size_t ntensors, int huge,
+                struct tpl__error *err);
+  int (*seal)(struct tpl__store *s, struct tpl__error *err);
+  int (*export)(struct tpl__store *s, struct tpl__store_export *out);
+};
 
 /* Releases mapping, fd and checksums; safe on a zeroed or freed store. */
 void tpl__store_free(struct tpl__store *s);

@@ -30,8 +30,8 @@ int main(int argc, char **argv) {
          tpl_shard_world(s), tpl_shard_count(s), total);
   rc = tpl_shard_find(s, name, &v);
   if (rc == 0) {
-    /* v.data: read-only, in place, valid until tpl_detach; v.dtype is
-     * MLC's name, v.dtype_id the same as an enum tpl_dtype */
+    /* tpl_tensor_data(&v): read-only, in place, valid until tpl_detach;
+     * v.dtype is MLC's name, v.dtype_id the same as an enum tpl_dtype */
     printf("%s %s (", v.name, v.dtype);
     for (int d = 0; d < v.ndim; d++)
       printf("%s%llu", d ? ", " : "", (unsigned long long)v.shape[d]);

@@ -34,7 +34,7 @@ static void write_entry(FILE *list, FILE *bin,
     fprintf(list, "%s%llu", d ? "," : "", (unsigned long long)v->shape[d]);
   fprintf(list, "\t%llu\t%016llx\n", (unsigned long long)v->nbytes,
           (unsigned long long)v->xxh3);
-  if (v->nbytes > 0) fwrite(v->data, 1, (size_t)v->nbytes, bin);
+  if (v->nbytes > 0) fwrite(tpl_tensor_data(v), 1, (size_t)v->nbytes, bin);
 }
 
 /* Every tensor by index, and found again by name at the same address. */
@@ -42,7 +42,8 @@ static int write_all(const struct tpl_shard *s, FILE *list, FILE *bin) {
   struct tpl_tensor_view v, w;
   for (size_t i = 0; i < tpl_shard_count(s); i++) {
     if (tpl_shard_tensor(s, i, &v) != 0) return fail(-1, "tensor", "index");
-    if (tpl_shard_find(s, v.name, &w) != 0 || w.data != v.data)
+    if (tpl_shard_find(s, v.name, &w) != 0 ||
+        tpl_tensor_data(&w) != tpl_tensor_data(&v) || w.data != v.data)
       return fail(-1, v.name, "tpl_shard_find disagrees with the index");
     write_entry(list, bin, &v);
   }

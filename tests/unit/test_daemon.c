@@ -168,20 +168,20 @@ static pid_t spawn(uint32_t rank, uint32_t world) {
                                .world = world,
                                .agree = noop_agree,
                                .poll_shutdown = pipe_says_stop};
+    struct tpl__loaded l = {.job = &job, .store = &store};
     struct tpl__daemon_config cfg = {.socket_dir = sockdir,
                                      .rank = rank,
                                      .world = world,
-                                     .store = &store,
+                                     .loaded = &l,
                                      .coord = &coord,
-                                     .job = &job,
                                      .timeout_ms = TEST_TIMEOUT_MS};
     int rc;
     if (rank == 0) {
       cfg.ready_file = ready;
-      cfg.status = report;
-      cfg.status_len = report_len;
-      cfg.job_table = job_table;
-      cfg.job_table_len = job_table_len;
+      l.report = report;
+      l.report_len = report_len;
+      l.job_table = job_table;
+      l.job_table_len = job_table_len;
     }
     close(stop_pipe[1]);
     rc = tpl__daemon_run(&cfg, &err);
@@ -911,11 +911,9 @@ static void test_other_uid_refused(void) {
 
 static void test_live_socket_refused(void) {
   struct tpl__error err = {0};
-  struct tpl__daemon_config cfg = {.socket_dir = sockdir,
-                                   .rank = 0,
-                                   .world = 1,
-                                   .store = &store,
-                                   .job = &job};
+  struct tpl__loaded l = {.job = &job, .store = &store};
+  struct tpl__daemon_config cfg = {
+      .socket_dir = sockdir, .rank = 0, .world = 1, .loaded = &l};
   alarm((unsigned)(HANG_MS / 1000));
   CHECK_EQ_INT(tpl__daemon_run(&cfg, &err), TPL_EOUTPUT);
   alarm(0);
@@ -926,8 +924,9 @@ static void test_live_socket_refused(void) {
 static void test_open_dir_refused(void) {
   struct tpl__error err = {0};
   char dir[300];
+  struct tpl__loaded l = {.job = &job, .store = &store};
   struct tpl__daemon_config cfg = {
-      .socket_dir = dir, .rank = 0, .world = 1, .store = &store, .job = &job};
+      .socket_dir = dir, .rank = 0, .world = 1, .loaded = &l};
   snprintf(dir, sizeof(dir), "%s/open", tmp);
   mkdir(dir, 0755);
   chmod(dir, 0755);

@@ -1,14 +1,18 @@
-/* test_store.c - the shard store's preparation (store.c): a memfd store
- * is prepared in steps that the writer and the prefault thread share, and
- * whoever prepares, every byte the writer puts in must read back the same
- * through the sealed read-only mapping.  Sizes are not multiples of the
- * 32 MiB step or of 2 MiB, so the last step is a partial one. */
+/* test_store.c - the shard store (store.c): a memfd store is prepared in
+ * steps that the writer and the prefault thread share, and whoever
+ * prepares, every byte the writer puts in must read back the same
+ * through the sealed read-only mapping; a store's kind says whether it
+ * can be sealed and exported, and a memfd counts its exports.  Sizes are not
+ * multiples of the 32 MiB step or of 2 MiB, so the last step is a partial one.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "store.h"
 #include "tap.h"
@@ -113,6 +117,59 @@ static void test_room(void) {
   unsetenv("TPLOAD_TEST_MEM_AVAILABLE");
 }
 
+/* A memfd store is exported only once sealed, as its own descriptor,
+ * and counts its exports until each is ended; a consumer's copy of the
+ * descriptor (what SCM_RIGHTS hands it) still reads the bytes after the
+ * store is retired (freed at 0 exports). */
+static void test_memfd_export_count(void) {
+  struct tpl__store s;
+  struct tpl__store_export ex = {{-1}, 0};
+  struct tpl__error err = {0};
+  uint8_t *p;
+  int copy;
+  REQUIRE(tpl__store_create(&s, TPL_STORE_MEMFD, 4 * MIB + 3, 1, TPL_HUGE_OFF,
+                            NULL) == 0);
+  CHECK_EQ_INT(s.kind, TPL_STORE_MEMFD);
+  for (uint64_t i = 0; i < s.size; i++)
+    s.base[i] = pattern(i);
+  CHECK_EQ_INT(tpl__store_export(&s, &ex, &err), -EBUSY);
+  CHECK_STR_CONTAINS(err.msg, "not sealed yet");
+  CHECK_EQ_INT((int)tpl__store_exports(&s), 0);
+  REQUIRE(tpl__store_seal(&s, NULL) == 0);
+  CHECK_EQ_INT(tpl__store_export(&s, &ex, NULL), 0);
+  CHECK_EQ_INT((int)ex.nfds, 1);
+  CHECK_EQ_INT(ex.fds[0], s.fd);
+  CHECK_EQ_INT(tpl__store_export(&s, &ex, NULL), 0);
+  CHECK_EQ_INT((int)tpl__store_exports(&s), 2);
+  copy = dup(ex.fds[0]);
+  REQUIRE(copy >= 0);
+  CHECK_EQ_INT((int)tpl__store_unexport(&s), 1);
+  CHECK_EQ_INT((int)tpl__store_unexport(&s), 0);
+  CHECK_EQ_INT((int)tpl__store_unexport(&s), 0); /* none left: ignored */
+  tpl__store_free(&s);
+  p = mmap(NULL, 4 * MIB + 3, PROT_READ, MAP_SHARED, copy, 0);
+  REQUIRE(p != MAP_FAILED);
+  CHECK(p[0] == pattern(0) && p[4 * MIB + 2] == pattern(4 * MIB + 2));
+  munmap(p, 4 * MIB + 3);
+  close(copy);
+}
+
+/* A private store is neither sealed nor exported: nobody else maps it. */
+static void test_private_not_exported(void) {
+  struct tpl__store s;
+  struct tpl__store_export ex;
+  struct tpl__error err = {0};
+  REQUIRE(tpl__store_create(&s, TPL_STORE_PRIVATE, MIB, 1, TPL_HUGE_OFF,
+                            NULL) == 0);
+  CHECK_EQ_INT(s.kind, TPL_STORE_PRIVATE);
+  CHECK_EQ_INT(s.fd, -1);
+  CHECK_EQ_INT(tpl__store_export(&s, &ex, &err), -ENOTSUP);
+  CHECK_STR_CONTAINS(err.msg, "a private shard store cannot be exported");
+  CHECK_EQ_INT(tpl__store_seal(&s, &err), -ENOTSUP);
+  CHECK_EQ_INT((int)tpl__store_exports(&s), 0);
+  tpl__store_free(&s);
+}
+
 /* HugePages_Free in bytes (2 MiB pages), read here on its own. */
 static uint64_t pool_free(void) {
   char line[128];
@@ -140,6 +197,8 @@ int main(void) {
   RUN(test_memfd_writer_jumps_to_end);
   RUN(test_memfd_freed_while_prefaulting);
   RUN(test_private_store);
+  RUN(test_memfd_export_count);
+  RUN(test_private_not_exported);
   RUN(test_room);
   RUN(test_room_hugetlb);
   return tap_done();
