@@ -11,10 +11,10 @@
 
 #include "checkpoint.h"
 #include "ckpt_files.h"
-#include "ckpt_remote.h"
 #include "fileio.h"
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
+#include "origin.h"
 
 /* --- the drivers of the JSON-described formats --- */
 
@@ -49,20 +49,6 @@ static int load_index(const char *buf, size_t len, const char *dir,
   return rc;
 }
 
-/* File i of an MLC model is the cache's file record i, at the path
- * dir/dataPath the parser gave it. */
-static int open_mlc_files(const char *what, struct tpl__model *m,
-                          struct tpl__error *err) {
-  for (uint32_t i = 0; i < m->nfiles; i++) {
-    char ctx[64];
-    int rc;
-    snprintf(ctx, sizeof(ctx), "file record %u", i);
-    rc = tpl__member_open(m, i, what, ctx, err);
-    if (rc != 0) return rc;
-  }
-  return 0;
-}
-
 /* Builds an MLC weight directory from its cache JSON (`what`): parses
  * every record, then confines and opens each shard file, checking its
  * size. */
@@ -70,7 +56,7 @@ static int load_mlc(const char *buf, size_t len, const char *what,
                     int presharded, struct tpl__model *m,
                     struct tpl__error *err) {
   int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
-  if (rc == 0) rc = open_mlc_files(what, m, err);
+  if (rc == 0) rc = tpl__model_origin(m)->probe(m, 0, what, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
   return rc;
 }
@@ -87,6 +73,7 @@ static int open_format(const char *dir, const char *path, const char *name,
   size_t len = 0;
   int rc;
   if (m == NULL) return tpl__oom(err);
+  m->origin = &tpl__origin_local;
   if (format == TPL_FMT_SAFETENSORS)
     rc = tpl__st_load(path, name, m, err);
   else
@@ -138,46 +125,26 @@ static int open_directory(const char *dir, int presharded,
 int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
                          int presharded, struct tpl__model **out,
                          struct tpl__error *err) {
-  static const struct tpl__http_opts defaults = TPL_HTTP_OPTS_DEFAULT;
-  if (tpl__url_is_remote(path))
-    return tpl__remote_open(path, http ? http : &defaults, presharded, out,
-                            err);
-  return tpl__model_open_flags(path, presharded, out, err);
+  const struct tpl__origin *o = tpl__origin_for(path);
+  int rc = o->open(path, http, presharded, out, err);
+  if (rc == 0) (*out)->origin = o;
+  return rc;
 }
 
 int tpl__model_read(const struct tpl__model *m, uint32_t idx, void *dst,
                     uint64_t len, uint64_t off, struct tpl__error *err) {
-  struct tpl__file *f = &m->files[idx];
-  int rc;
-  if (f->url != NULL) {
-    struct tpl__http_read r = {.url = f->url,
-                               .shown = f->path,
-                               .off = off,
-                               .len = len,
-                               .dst = dst,
-                               .obj = &f->obj};
-    return tpl__http_read_all(m->http, &r, 1, err);
-  }
-  rc = tpl__pread_full(f->fd, dst, (size_t)len, off);
-  if (rc != 0)
-    return tpl__fail(err, rc, "%s: cannot read %llu bytes at offset %llu: %s",
-                     f->path, (unsigned long long)len, (unsigned long long)off,
-                     tpl_strerror(rc));
-  return 0;
+  return tpl__model_origin(m)->read(m, idx, dst, len, off, err);
+}
+
+int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
+                              struct tpl__error *err) {
+  return tpl__model_origin(m)->unchanged(m, idx, err);
 }
 
 int tpl__model_read_member(const struct tpl__model *m, const char *name,
                            size_t cap, char **buf, size_t *len,
                            struct tpl__error *err) {
-  char *path;
-  int rc;
-  if (m->http != NULL)
-    return tpl__remote_read_member(m, name, cap, buf, len, err);
-  path = tpl__path_join(m->dir, name);
-  if (path == NULL) return tpl__oom(err);
-  rc = tpl__read_file(path, cap, buf, len, err);
-  free(path);
-  return rc;
+  return tpl__model_origin(m)->get(m, name, cap, buf, len, err);
 }
 
 int tpl__model_open(const char *path, struct tpl__model **out,

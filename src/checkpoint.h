@@ -42,6 +42,14 @@ int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
 int tpl__model_read(const struct tpl__model *m, uint32_t idx, void *dst,
                     uint64_t len, uint64_t off, struct tpl__error *err);
 
+/* Checks that file `idx` of `m` is still the file validated at open, as
+ * its origin tells (origin.h; local: its path still names the held file,
+ * device and inode, with the size and mtime recorded then; http: every
+ * answer is checked as it comes, so 0).  Returns 0, or -EIO (exit 74)
+ * with err naming the file and what changed. */
+int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
+                              struct tpl__error *err);
+
 /* Reads member `name` of the model's directory (config.json), a local
  * file or one fetched from the model's server, whole, at most `cap`
  * bytes, into a NUL-terminated malloc'd *buf (caller frees).  Returns 0,

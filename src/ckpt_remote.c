@@ -17,6 +17,7 @@
 #include "fmt_safetensors.h"
 #include "fmt_st_index.h"
 #include "hf.h"
+#include "origin.h"
 #include "s3.h"
 
 #define PROBE_BYTES (64u << 10)
@@ -124,16 +125,14 @@ static int load_index(struct tpl__model *m, const char *buf, size_t len,
   return rc;
 }
 
-/* Every shard file of an MLC cache: its URL, and its size as the server
- * tells it (one-byte probes, all at once) against the cache's "nbytes". */
-static int probe_mlc_files(struct tpl__model *m, const char *what,
-                           struct tpl__error *err) {
-  size_t n = m->nfiles;
+int tpl__remote_probe(struct tpl__model *m, uint32_t first, const char *what,
+                      struct tpl__error *err) {
+  size_t n = first < m->nfiles ? m->nfiles - first : 0;
   struct tpl__http_read *r = calloc(n ? n : 1, sizeof(*r));
   uint8_t *scratch = malloc(n ? n : 1);
   int rc = r && scratch ? 0 : tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    struct tpl__file *f = &m->files[i];
+    struct tpl__file *f = &m->files[first + i];
     struct member mb;
     rc = member_of(m, f->name, &mb, err);
     if (rc != 0) break;
@@ -147,7 +146,7 @@ static int probe_mlc_files(struct tpl__model *m, const char *what,
                                    .obj = &f->obj};
   }
   if (rc == 0) rc = tpl__http_read_all(m->http, r, n, err);
-  for (size_t i = 0; rc == 0 && i < n; i++)
+  for (size_t i = first; rc == 0 && i < m->nfiles; i++)
     if (m->files[i].obj.size != m->files[i].size)
       rc = tpl__fail(err, TPL_EFORMAT,
                      "%s: file '%s': expected %llu bytes on the server as "
@@ -163,7 +162,7 @@ static int probe_mlc_files(struct tpl__model *m, const char *what,
 static int load_mlc(struct tpl__model *m, const char *buf, size_t len,
                     const char *what, int presharded, struct tpl__error *err) {
   int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
-  if (rc == 0) rc = probe_mlc_files(m, what, err);
+  if (rc == 0) rc = tpl__remote_probe(m, 0, what, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
   return rc;
 }
@@ -241,6 +240,7 @@ static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
   }
   *m->url = *u;
   memset(u, 0, sizeof(*u));
+  m->origin = &tpl__origin_http;
   m->shown = model_shown(m->url, where);
   rc = m->shown ? tpl__http_open(o, &m->http, err) : tpl__oom(err);
   if (rc == 0 && signer->sign != NULL)

@@ -24,6 +24,14 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
                      int presharded, struct tpl__model **out,
                      struct tpl__error *err);
 
+/* Files [first, m->nfiles) of a remote model, listed by a parser with
+ * the sizes its JSON (`what`) declares: each gets its URL, and its size
+ * as the server tells it (one-byte ranged GETs, all at once) is checked
+ * against the JSON's "nbytes".  Returns 0, TPL_EFORMAT or the client's
+ * codes (the HTTP origin's probe, origin.h). */
+int tpl__remote_probe(struct tpl__model *m, uint32_t first, const char *what,
+                      struct tpl__error *err);
+
 /* Fetches member `name` of a remote model's directory (config.json),
  * whole, at most `cap` bytes, into a NUL-terminated malloc'd *buf.
  * Returns 0, -ENOENT when the server has none (404), or the client's

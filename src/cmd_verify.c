@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
-#include "url.h"
+#include "origin.h"
 #include "verify.h"
 #include "verify_mlc.h"
 
@@ -82,7 +82,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
                                 layout);
   if (mlc && want.ep)
     return tpl__cli_usage_error(cmd, "--ep checks --layout rank outputs");
-  if (mlc && tpl__url_is_remote(a->operands[0]))
+  if (mlc && !tpl__origin_for(a->operands[0])->paths)
     return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
                                      "found a URL");
   rc = mlc ? tpl__verify_mlc(a->operands[0], a->operands[1], plan, &want, &res,

@@ -18,6 +18,8 @@
 #include "shard.h"
 #include "topology.h"
 
+struct tpl__origin;
+
 struct tpl__job_tensor {
   char *name; /* owned */
   int dtype;  /* decoded dtype */
@@ -74,6 +76,9 @@ struct tpl__job {
    * without them); every tensor's file indexes them. */
   struct tpl__job_file *files;
   size_t nfiles;
+  /* Where they live (origin.h): the model's, or the one rank 0's table
+   * implies; NULL (a job built by hand) is the local origin. */
+  const struct tpl__origin *origin;
   uint64_t store_size;   /* per stage: bytes of the store of its ranks */
   uint64_t source_bytes; /* stored bytes of the whole checkpoint */
 };

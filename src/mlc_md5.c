@@ -19,7 +19,7 @@
 #include "affinity.h"
 #include "md5sum.h"
 #include "mlc_md5.h"
-#include "source_http.h"
+#include "origin.h"
 
 #define LANES 4
 #define SLOTS 2
@@ -333,8 +333,9 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
   return rc;
 }
 
-/* A source over m's files: their URLs read by m's client, or the
- * descriptors m holds.  `urls`, fds and paths must outlive it. */
+/* A source over m's files as its origin opens one: their URLs read by
+ * m's client, or the descriptors m holds.  `urls`, fds and paths must outlive
+ * it. */
 static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
                        int *fds, const char **paths, struct tpl__source **src,
                        struct tpl__error *err) {
@@ -344,9 +345,14 @@ static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
     fds[f] = m->files[f].fd;
     paths[f] = m->files[f].path;
   }
-  if (m->nfiles > 0 && m->files[0].url != NULL)
-    return tpl__source_http_open(src, m->http, 0, urls, m->nfiles, err);
-  return tpl__source_files_open(src, fds, paths, m->nfiles, TPL_IO_AUTO, err);
+  return tpl__model_origin(m)->source(
+      &(struct tpl__origin_files){.n = m->nfiles,
+                                  .fds = fds,
+                                  .paths = paths,
+                                  .mode = TPL_IO_AUTO,
+                                  .urls = urls,
+                                  .http = m->http},
+      src, err);
 }
 
 int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,

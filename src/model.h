@@ -12,6 +12,8 @@
 #include "http.h"
 #include "url.h"
 
+struct tpl__origin;
+
 enum tpl__model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
   TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
@@ -75,6 +77,9 @@ struct tpl__model {
   struct tpl__http *http; /* owned: the client that read it */
   char *shown;            /* owned: MODEL as messages and reports show
                              it (without a presigned URL's signature) */
+  /* Where its files live (origin.h), set when it was opened; NULL (a
+   * model built by hand) is the local origin. */
+  const struct tpl__origin *origin;
 };
 
 /* The files that make a directory a checkpoint, in the order they are
@@ -117,13 +122,6 @@ int tpl__model_add_file(struct tpl__model *m, const char *path,
  * engine reads come from the very file that was validated.  Closes fd
  * and returns -errno when fstat fails. */
 int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd);
-
-/* Checks that file `idx`'s path still names the held file (device and
- * inode) and that the file still has the size and mtime recorded when it
- * was validated.  Returns 0, or -EIO
- * (exit 74) with err naming the file and what changed. */
-int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
-                              struct tpl__error *err);
 
 /* Appends a tensor, taking ownership of t->name on success only.
  * Returns 0, -ENOMEM, or TPL_ELIMIT when the model would exceed
