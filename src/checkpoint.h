@@ -1,6 +1,7 @@
-/* checkpoint.h - opening a checkpoint: which format a MODEL path holds
- * (one .safetensors file, a sharded index, an MLC weight directory), and
- * the driver that runs that format's parser and opens its files. */
+/* checkpoint.h - opening a checkpoint: MODEL's origin (origin.h) opens
+ * it, in the format its files say (format.h: one .safetensors file, a
+ * sharded index, an MLC weight directory), and the model's reads after
+ * go through that origin. */
 #ifndef TPL_CHECKPOINT_H
 #define TPL_CHECKPOINT_H
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "affinity.h"
+#include "format.h"
 #include "md5sum.h"
 #include "mlc_md5.h"
 #include "origin.h"
@@ -24,22 +25,15 @@
 #define LANES 4
 #define SLOTS 2
 
-static const char *const format_names[] = {
-    [TPL_FMT_SAFETENSORS] = "a safetensors file",
-    [TPL_FMT_ST_INDEX] = "a sharded safetensors checkpoint (index JSON)",
-    [TPL_FMT_MLC] = "an MLC weight directory"};
-
 int tpl__mlc_md5_ready(const struct tpl__model *m, const char *model,
                        struct tpl__error *err) {
-  if (m->format != TPL_FMT_MLC)
+  const struct tpl__format *fmt = tpl__format_of(m->format);
+  if (fmt == NULL || !fmt->md5)
     return tpl__fail(err, TPL_EUSAGE,
                      "--verify-md5 checks the md5sum each file record of an "
                      "MLC weight directory's tensor-cache.json carries, and "
                      "'%s' is %s, which records none",
-                     model,
-                     m->format > 0 && m->format < (int)ARRAY_SIZE(format_names)
-                         ? format_names[m->format]
-                         : "another format");
+                     model, fmt != NULL ? fmt->what : "another format");
   for (size_t f = 0; f < m->nfiles; f++)
     if (m->files[f].md5_state != TPL_MD5_OK)
       return tpl__fail(err, TPL_EFORMAT,

@@ -13,13 +13,6 @@
 #include "jsonu.h"
 #include "model.h"
 
-const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES] = {
-    {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-    {"tensor-cache.json", TPL_FMT_MLC},
-    {"ndarray-cache.json", TPL_FMT_MLC},
-    {"model.safetensors", TPL_FMT_SAFETENSORS},
-};
-
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err) {
   return tpl__fail(err, TPL_ENOMODEL,

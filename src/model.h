@@ -82,18 +82,9 @@ struct tpl__model {
   const struct tpl__origin *origin;
 };
 
-/* The files that make a directory a checkpoint, in the order they are
- * looked for (the first there decides), and the format each means. */
-struct tpl__model_probe {
-  const char *name;
-  int format; /* enum tpl__model_format */
-};
-#define TPL_MODEL_NPROBES 4
-extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
-
 /* The message for a directory (`dir`, a path or a URL) that holds none of
- * them: TPL_ENOMODEL, `where` ("" or " at this URL (HTTP 404)") after
- * the list. */
+ * the files that make a checkpoint (format.h's probes): TPL_ENOMODEL, `where`
+ * ("" or " at this URL (HTTP 404)") after the list. */
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err);
 

@@ -61,6 +61,19 @@ struct tpl__origin {
    * or the client's codes. */
   int (*probe)(struct tpl__model *m, uint32_t first, const char *what,
                struct tpl__error *err);
+  /* shown: member `name` of m's directory as messages name it (local:
+   * dir/name; http: its URL without a presigned query); malloc'd, NULL
+   * on ENOMEM. */
+  char *(*shown)(const struct tpl__model *m, const char *name);
+  /* st_member: adds safetensors file `name` of m's directory (or the
+   * model's own) to m, its header read (each origin as suits it best:
+   * local, the 8-byte length and then the header; http, one ranged GET of
+   * the first 64 KiB, which also tells size and validators) and parsed.
+   * With `what` (the index naming it) and `ctx` ("tensor 'x'"), a member
+   * a JSON names: local confines it to the directory.  Returns 0, -ENOENT
+   * when it is not there, the parser's codes or the origin's. */
+  int (*st_member)(struct tpl__model *m, const char *name, const char *what,
+                   const char *ctx, struct tpl__error *err);
   /* get: member `name` of m's directory whole, at most `cap` bytes, into
    * a NUL-terminated malloc'd *buf (the caller's).  Returns 0, -ENOENT
    * when there is none, or another code with err naming it. */

@@ -44,6 +44,21 @@ static int probe(struct tpl__model *m, uint32_t first, const char *what,
   return 0;
 }
 
+static char *shown(const struct tpl__model *m, const char *name) {
+  return tpl__path_join(m->dir, name);
+}
+
+static int st_member(struct tpl__model *m, const char *name, const char *what,
+                     const char *ctx, struct tpl__error *err) {
+  char *path = tpl__path_join(m->dir, name);
+  int rc = path ? 0 : tpl__oom(err);
+  if (rc == 0 && what != NULL)
+    rc = tpl__member_confine(m->dir, path, name, what, ctx, err);
+  if (rc == 0) rc = tpl__st_load(path, name, m, err);
+  free(path);
+  return rc;
+}
+
 static int get(const struct tpl__model *m, const char *name, size_t cap,
                char **buf, size_t *len, struct tpl__error *err) {
   char *path = tpl__path_join(m->dir, name);
@@ -147,6 +162,8 @@ const struct tpl__origin tpl__origin_local = {
     .paths = 1,
     .open = open_model,
     .probe = probe,
+    .shown = shown,
+    .st_member = st_member,
     .get = get,
     .read = read_range,
     .unchanged = unchanged,

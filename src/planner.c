@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "experts.h"
 #include "fileio.h"
+#include "format.h"
 #include "interleaved.h"
 #include "jsonu.h"
 #include "origin.h"
@@ -42,9 +43,9 @@ static int config_read(const struct tpl__model *m, struct config *c,
   char *buf = NULL;
   size_t len = 0;
   int rc;
-  const char *name;
-  c->mlc = m->format == TPL_FMT_MLC;
-  name = c->mlc ? "mlc-chat-config.json" : "config.json";
+  const struct tpl__format *f = tpl__format_of(m->format);
+  const char *name = f != NULL ? f->config : "config.json";
+  c->mlc = f != NULL && f->config_mlc;
   c->path = tpl__path_join(m->dir, name);
   if (c->path == NULL) return tpl__oom(err);
   rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
