@@ -104,7 +104,7 @@ static void try_presets(const uint8_t *data, size_t size,
   for (size_t i = 0; i < ARRAY_SIZE(names); i++)
     for (uint32_t n = 1; n <= 2; n++) {
       struct tpl__plan *p = NULL;
-      if (tpl__preset_from_config(names[i], (int)n - 1, cfg, "fuzz", n, &p,
+      if (tpl__preset_from_config(names[i], (int)n - 1, cfg, "fuzz", n, 0, &p,
                                   &err) == 0)
         apply_all(p, m, n, cfg);
       tpl__plan_free(p);
@@ -126,7 +126,7 @@ static void try_name(const uint8_t *data, size_t size) {
   memcpy(name, data, len);
   name[len] = '\0';
   if (m != NULL && cfg != NULL && name[0] != '\0' &&
-      tpl__preset_from_config("llama", 0, cfg, "fuzz", 2, &p, &err) == 0) {
+      tpl__preset_from_config("llama", 0, cfg, "fuzz", 2, 0, &p, &err) == 0) {
     add(m, name, TPL_DT_F16, 2, 4, 4, 0);
     add(m, "model.layers.0.self_attn.q_proj.weight", TPL_DT_F16, 2, 32, 32, 0);
     apply_all(p, m, 2, cfg);

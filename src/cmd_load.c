@@ -1,7 +1,7 @@
 /* cmd_load.c - `tpload load|preshard|serve MODEL`: the MPI commands.
- * Parses the command line, picks the sink (preshard.c, serve.c, or none
- * for load), runs the engine, and on rank 0 shows progress, the one-line
- * summary and (--json) the LoadReport. */
+ * Parses the command line, picks the sink (preshard's --layout row,
+ * layout.h; serve.c; or none for load), runs the engine, and on rank 0 shows
+ * progress, the one-line summary and (--json) the LoadReport. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +13,8 @@
 #include "common.h"
 #include "engine.h"
 #include "jsonu.h"
+#include "layout.h"
 #include "log.h"
-#include "mlc_writer.h"
-#include "preshard.h"
 #include "report.h"
 #include "serve.h"
 #include "source.h"
@@ -125,9 +124,8 @@ struct load_cli {
   int progress; /* enum progress_mode */
   double t0, last_line;
   int md5_done; /* --verify-md5's pass ended: the load's progress next */
-  struct tpl__preshard_opts preshard; /* the sinks' options */
-  struct tpl__mlc_writer_opts mlc;
-  int layout_mlc; /* preshard --layout mlc */
+  struct tpl__outdir_opts out;             /* preshard's sink's options */
+  const struct tpl__output_layout *layout; /* preshard's --layout */
   struct tpl__serve_opts serve;
 };
 
@@ -263,9 +261,9 @@ static int check_sink_options(struct load_cli *c,
                               const struct tpl__cli_args *a) {
   int preshard = c->cmd == &tpl__cmd_preshard;
   int serve = c->cmd == &tpl__cmd_serve;
-  if (preshard && c->preshard.dir == NULL)
+  if (preshard && c->out.dir == NULL)
     return usage(c, "%s needs --out DIR", "preshard");
-  if (!preshard && (c->preshard.dir || c->preshard.force))
+  if (!preshard && (c->out.dir || c->out.force))
     return usage(c, "%s: --out and --force are for preshard", c->cmd->name);
   if (serve && c->serve.socket_dir == NULL)
     return usage(c, "%s needs --socket-dir DIR", "serve");
@@ -279,31 +277,19 @@ static int check_sink_options(struct load_cli *c,
   return 0;
 }
 
-/* --layout rank | mlc (preshard only; mlc needs an MLC weight
- * directory, and its biases stay unscaled: MLC's graph scales them). */
+/* --layout L (preshard only): the row of the layout table (layout.h)
+ * that names it and accepts this MODEL and grid; a layout that writes
+ * its biases unscaled turns bias scaling off (its engine scales them). */
 static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
   const char *v = a->value[OPT_LAYOUT];
-  if (v == NULL) return 0;
-  if (c->cmd != &tpl__cmd_preshard)
+  struct tpl__layout_use use = {TPL_LAYOUT_WRITE, c->o.model, c->o.ep};
+  struct tpl__error err = {0};
+  if (v != NULL && c->cmd != &tpl__cmd_preshard)
     return usage(c, "%s: --layout is for preshard", c->cmd->name);
-  if (strcmp(v, "mlc") != 0 && strcmp(v, "rank") != 0)
-    return usage(c, "--layout expects rank or mlc, got '%s'", v);
-  c->layout_mlc = strcmp(v, "mlc") == 0;
-  if (c->layout_mlc && c->o.ep)
-    return usage(c,
-                 "%s: --layout mlc writes MLC's cache, whose runtime "
-                 "cuts every expert; --ep is for --layout rank",
-                 "preshard");
-  if (c->layout_mlc && !tpl__mlc_writer_is_mlc_dir(c->o.model))
-    return usage(c,
-                 "--layout mlc writes MLC's presharded cache from an MLC "
-                 "weight directory (tensor-cache.json or ndarray-cache.json), "
-                 "and '%s' is none",
-                 c->o.model);
-  c->mlc.dir = c->preshard.dir;
-  c->mlc.model = c->o.model;
-  c->mlc.force = c->preshard.force;
-  if (c->layout_mlc) c->o.bias_scaling = 0;
+  if (c->cmd != &tpl__cmd_preshard) return 0;
+  if (tpl__layout_parse(v, &use, &c->layout, &err) != 0)
+    return usage(c, "%s", err.msg);
+  if (c->layout->unscaled_bias) c->o.bias_scaling = 0;
   return 0;
 }
 
@@ -314,8 +300,9 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
   c->o.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
-  c->preshard.dir = a->value[OPT_OUT];
-  c->preshard.force = tpl__cli_has(a, OPT_FORCE);
+  c->out.dir = a->value[OPT_OUT];
+  c->out.model = c->o.model;
+  c->out.force = tpl__cli_has(a, OPT_FORCE);
   c->serve.socket_dir = a->value[OPT_SOCKET_DIR];
   c->serve.ready_file = a->value[OPT_READY];
   c->serve.model = c->o.model;
@@ -434,6 +421,16 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   tpl__report_free(r);
 }
 
+/* preshard's closing line on rank 0: what its layout wrote, where. */
+static void print_wrote(const struct load_cli *c, uint32_t world) {
+  size_t len = strlen(c->out.dir) + 160;
+  char *line = malloc(len);
+  if (line == NULL) return;
+  c->layout->wrote(line, len, c->out.dir, world);
+  fprintf(stderr, "tpload preshard: %s\n", line);
+  free(line);
+}
+
 /* One line per failure, from the rank whose failure it was: the job's
  * agreement keeps the message on that rank only (coord.h), so rank 0
  * speaks when it holds one (a peer that died or stalls is rank 0's to
@@ -459,9 +456,7 @@ static int run(const struct tpl__cli_command *cmd,
   rc = parse_args(&c, a);
   if (rc != 0) return rc;
   /* the sink: the command's, with its options */
-  if (cmd == &tpl__cmd_preshard)
-    c.o.steps = c.layout_mlc ? tpl__mlc_writer_sink(&c.mlc)
-                             : tpl__preshard_sink(&c.preshard);
+  if (cmd == &tpl__cmd_preshard) c.o.steps = c.layout->sink(&c.out);
   if (cmd == &tpl__cmd_serve) c.o.steps = tpl__serve_sink(&c.serve);
   rc = tpl__engine_init(&argc, &argv, &rank, &world, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
@@ -476,17 +471,8 @@ static int run(const struct tpl__cli_command *cmd,
   }
   rc = tpl__engine_run(&c.o, &err);
   if (rc != 0) report_failure(rc, &err, rank);
-  if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard &&
-      c.layout_mlc)
-    fprintf(stderr,
-            "tpload preshard: wrote MLC's presharded cache to %s (load it "
-            "with MLC_INTERNAL_PRESHARD_NUM set)\n",
-            c.mlc.dir);
-  else if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
-    fprintf(stderr,
-            "tpload preshard: wrote %u rank files and "
-            "shard-info.json to %s\n",
-            world, c.preshard.dir);
+  if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
+    print_wrote(&c, world);
   /* Last: what a rank prints after MPI_Finalize may never reach mpirun. */
   if (tpl__engine_finalize(rc == 0 ? &err : NULL) != 0 && rc == 0) {
     rc = TPL_EPEER;

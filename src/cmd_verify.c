@@ -6,13 +6,14 @@
 #include "cli.h"
 #include "cmd_grid.h"
 #include "common.h"
+#include "layout.h"
 #include "origin.h"
 #include "verify.h"
-#include "verify_mlc.h"
 
 static const char verify_help[] =
     "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--ep]\n"
-    "                     [--layout rank|mlc] [--skip-mtp] [--quiet]\n"
+    "                     [--layout " TPL_LAYOUT_NAMES "] [--skip-mtp] "
+    "[--quiet]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
@@ -69,33 +70,30 @@ static int run_verify(const struct tpl__cli_command *cmd,
   struct tpl__verify_grid want;
   struct tpl__http_opts ho;
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
-  const char *layout = a->value[OPT_LAYOUT] ? a->value[OPT_LAYOUT] : "rank";
-  int rc, mlc = strcmp(layout, "mlc") == 0;
+  const struct tpl__output_layout *lay = NULL;
+  struct tpl__layout_use use = {TPL_LAYOUT_VERIFY, a->operands[0], 0};
+  int rc, mlc;
   want.ep = tpl__cli_has(a, OPT_EP);
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
-  if (!mlc && strcmp(layout, "rank") != 0)
-    return tpl__cli_usage_error(cmd, "--layout expects rank or mlc, got '%s'",
-                                layout);
-  if (mlc && want.ep)
-    return tpl__cli_usage_error(cmd, "--ep checks --layout rank outputs");
+  use.ep = want.ep;
+  if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
+    return tpl__cli_usage_error(cmd, "%s", err.msg);
+  mlc = lay->local_model; /* the layout reads MODEL by path */
   if (mlc && !tpl__origin_for(a->operands[0])->paths)
     return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
                                      "found a URL");
-  rc = mlc ? tpl__verify_mlc(a->operands[0], a->operands[1], plan, &want, &res,
-                             &err)
-           : tpl__verify(a->operands[0], a->operands[1], plan, &want, &ho, &res,
-                         &err);
+  rc =
+      lay->verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
   if (!tpl__cli_has(a, OPT_QUIET))
     printf("verify: %u %s (tp %u x pp %u x dp %u), %llu %s, "
            "%llu bytes: all match%s\n",
-           res.grid.world, mlc ? "workers" : "ranks", res.grid.tp, res.grid.pp,
-           res.grid.dp, (unsigned long long)res.tensors,
-           mlc ? "records and every md5sum" : "tensor shards",
+           res.grid.world, lay->members, res.grid.tp, res.grid.pp, res.grid.dp,
+           (unsigned long long)res.tensors, lay->checked,
            (unsigned long long)res.bytes,
            res.grid.dp > 1 ? "; replicas agree" : "");
   return 0;

@@ -68,6 +68,10 @@ static int is_stacked(const char *name) {
   return 0;
 }
 
+int tpl__ep_is_expert(const char *name) {
+  return tpl__expert_of(name) >= 0 || is_stacked(name);
+}
+
 /* E from the config: the first positive count among the keys MoE configs
  * use, at the top, under model_config (mlc-chat-config.json) or under
  * text_config of either (multimodal models).  0 when none says. */
@@ -97,8 +101,7 @@ static const char *model_name(const struct tpl__model *m) {
 static size_t count_expert_tensors(const struct tpl__model *m) {
   size_t n = 0;
   for (size_t i = 0; i < m->ntensors; i++)
-    n += tpl__expert_of(m->tensors[i].name) >= 0 ||
-         is_stacked(m->tensors[i].name);
+    n += tpl__ep_is_expert(m->tensors[i].name);
   return n;
 }
 

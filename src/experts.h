@@ -40,6 +40,10 @@ uint32_t tpl__ep_owner(uint32_t experts, uint32_t size, uint32_t expert);
  * -1 when it names none. */
 long tpl__expert_of(const char *name);
 
+/* 1 when tensor `name` is what tpl__ep_apply rewrites: one expert's
+ * (quantized params included) or a stacked tensor of every expert. */
+int tpl__ep_is_expert(const char *name);
+
 /* Rewrites the strategies `s` (one per tensor of `m`, as the plan gave
  * them for `size` shards) for expert parallelism over a group of `size`
  * ranks: a tensor of one expert (named `.experts.<e>.`, quantized params

@@ -12,9 +12,6 @@
  * which no reader takes for output and --force removes. */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +22,7 @@
 #include "md5sum.h"
 #include "mlc_layout.h"
 #include "mlc_writer.h"
-#include "preshard.h"
+#include "outdir.h"
 #include "stall.h"
 #include "store.h"
 #include "tmpguard.h"
@@ -35,12 +32,13 @@ static const char *const cache_names[] = {"tensor-cache.json",
                                           "ndarray-cache.json"};
 
 struct writer {
-  const struct tpl__mlc_writer_opts *o;
+  const struct tpl__outdir_opts *o;
   const struct tpl__loaded *l;
   const struct tpl__coord *c;
   struct tpl__mlc_layout layout;
   uint8_t *mine; /* max_owned x 16: md5 of each file this rank owns */
   uint8_t *all;  /* rank 0: world x max_owned x 16 */
+  struct tpl__outdir_file *files; /* max_owned: this rank's, written */
   size_t max_owned;
   int published;   /* this rank's files are in place */
   int wrote_cache; /* rank 0: the cache JSON is in place */
@@ -78,8 +76,8 @@ static int is_cache_file(const char *name) {
 /* --force: the cache JSON goes first (a half-replaced directory never
  * looks complete), then every .bin file and temp of an earlier cache. */
 static int remove_old_cache(const char *dir, struct tpl__error *err) {
-  return tpl__preshard_remove_old(dir, cache_names, ARRAY_SIZE(cache_names),
-                                  is_cache_file, err);
+  return tpl__outdir_remove_old(dir, cache_names, ARRAY_SIZE(cache_names),
+                                is_cache_file, err);
 }
 
 /* MODEL/mlc-chat-config.json, parsed (a new reference in *out). */
@@ -103,26 +101,30 @@ static int read_chat_config(const char *model, json_t **out,
 }
 
 static int writer_prepare(void *ctx, struct tpl__error *err) {
-  const struct tpl__mlc_writer_opts *o = ctx;
+  const struct tpl__outdir_opts *o = ctx;
   json_t *cfg = NULL;
   int rc = read_chat_config(o->model, &cfg, err);
   json_decref(cfg);
-  if (rc == 0) rc = tpl__preshard_check_dir(o->dir, 0, err);
-  if (rc == 0 && !o->force) rc = tpl__preshard_require_empty(o->dir, err);
+  if (rc == 0) rc = tpl__outdir_check(o->dir, 0, err);
+  if (rc == 0 && !o->force) rc = tpl__outdir_require_empty(o->dir, err);
   if (rc == 0 && o->force) rc = remove_old_cache(o->dir, err);
   return rc;
 }
 
 static int writer_check(void *ctx, uint32_t rank, struct tpl__error *err) {
-  return tpl__preshard_check_dir(
-      ((const struct tpl__mlc_writer_opts *)ctx)->dir, rank, err);
+  return tpl__outdir_check(((const struct tpl__outdir_opts *)ctx)->dir, rank,
+                           err);
 }
 
 /* --- this rank's files --- */
 
+static void temp_name(char *buf, size_t len, size_t f) {
+  snprintf(buf, len, ".params_shard_%zu.bin.tmp", f);
+}
+
 static char *temp_path(const char *dir, size_t f) {
   char name[80];
-  snprintf(name, sizeof(name), ".params_shard_%zu.bin.tmp", f);
+  temp_name(name, sizeof(name), f);
   return tpl__path_join(dir, name);
 }
 
@@ -140,7 +142,7 @@ static int write_records(struct writer *w, size_t f, int fd,
   for (size_t r = fi->first; r < fi->first + fi->count; r++) {
     const struct tpl__job_tensor *t = &job->tensors[w->layout.recs[r].tensor];
     const uint8_t *p = w->l->store->base + t->store_offset;
-    int rc = tpl__preshard_write_beating(fd, p, (size_t)t->rank_bytes, w->c);
+    int rc = tpl__outdir_write_beating(fd, p, (size_t)t->rank_bytes, w->c);
     if (rc != 0) return rc;
     tpl__md5_update(md5, p, (size_t)t->rank_bytes);
   }
@@ -148,30 +150,28 @@ static int write_records(struct writer *w, size_t f, int fd,
 }
 
 /* File f under its temp name (guarded against signals until published
- * or removed), fsynced; its md5 into `sum`.  `last`: the rank's last
- * file, where the test hook TPLOAD_TEST_PAUSE_AT=written pauses before
- * the fsync (every temp of the rank in place, one still open).  On
- * failure the temp file is gone. */
-static int write_file(struct writer *w, size_t f, int last, uint8_t sum[16],
+ * or removed, outdir.h), fsynced and closed into *out; its md5 into
+ * `sum`.  `last`: the rank's last file, where the test hook
+ * TPLOAD_TEST_PAUSE_AT=written pauses before the fsync (every temp of
+ * the rank in place, one still open).  On failure the temp file is
+ * gone. */
+static int write_file(struct writer *w, size_t f, int last,
+                      struct tpl__outdir_file *out, uint8_t sum[16],
                       struct tpl__error *err) {
-  char *tmp = temp_path(w->o->dir, f);
+  char *tmp = temp_path(w->o->dir, f), name[80];
   struct tpl__md5 md5;
-  int fd = -1, rc = 0;
+  int rc, closed;
   if (tmp == NULL) return tpl__oom(err);
   tpl__md5_init(&md5);
-  rc = tpl__tmpguard_add(tmp);
-  if (rc == 0) {
-    unlink(tmp);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) rc = -errno;
-  }
-  if (rc == 0) rc = write_records(w, f, fd, &md5);
+  temp_name(name, sizeof(name), f);
+  rc = tpl__outdir_create(w->o->dir, name, 0, out);
+  if (rc == 0) rc = write_records(w, f, out->fd, &md5);
   if (rc == 0 && last) tpl__stall_test_pause("written", w->c->rank);
-  if (rc == 0) rc = tpl__preshard_fsync_beating(fd, w->c);
-  if (fd >= 0 && close(fd) != 0 && rc == 0) rc = -errno;
+  if (rc == 0) rc = tpl__outdir_fsync_beating(out->fd, w->c);
+  closed = tpl__outdir_close(out);
+  if (rc == 0) rc = closed;
   if (rc != 0) {
-    unlink(tmp);
-    tpl__tmpguard_remove(tmp);
+    tpl__outdir_discard(w->o->dir, out);
     tpl__fail(err, rc == -ENOSPC ? -ENOSPC : rc, "%s: cannot write: %s", tmp,
               strerror(-rc));
   }
@@ -197,29 +197,30 @@ static int write_own(struct writer *w, struct tpl__error *err) {
   int rc = 0;
   for (size_t f = 0; f < w->layout.nfiles; f++)
     if (w->layout.files[f].owner == w->c->rank) last = f;
-  for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++)
-    if (w->layout.files[f].owner == w->c->rank)
-      rc = write_file(w, f, f == last, w->mine + 16 * k++, err);
+  for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++) {
+    if (w->layout.files[f].owner != w->c->rank) continue;
+    rc = write_file(w, f, f == last, &w->files[k], w->mine + 16 * k, err);
+    k++;
+  }
   if (rc != 0) remove_own(w, 0);
   return rc;
 }
 
-/* Renames this rank's temps into place and fsyncs DIR. */
+/* Renames this rank's temps into place (tpl__outdir_publish) and fsyncs
+ * DIR. */
 static int publish_own(struct writer *w, struct tpl__error *err) {
+  size_t k = 0;
   int rc = 0;
   for (size_t f = 0; rc == 0 && f < w->layout.nfiles; f++) {
-    char *tmp, *fin;
+    char name[64], *fin;
     if (w->layout.files[f].owner != w->c->rank) continue;
-    tmp = temp_path(w->o->dir, f);
+    tpl__mlc_file_name(f, name, sizeof(name));
     fin = final_path(w->o->dir, f);
-    if (tmp == NULL || fin == NULL)
+    if (fin == NULL)
       rc = tpl__oom(err);
-    else if (rename(tmp, fin) != 0)
-      rc = tpl__fail(err, -errno, "%s: cannot publish: %s", fin,
-                     strerror(errno));
-    else
-      tpl__tmpguard_remove(tmp);
-    free(tmp);
+    else if ((rc = tpl__outdir_publish(w->o->dir, &w->files[k], name)) != 0)
+      tpl__fail(err, rc, "%s: cannot publish: %s", fin, strerror(-rc));
+    k++;
     free(fin);
   }
   w->published = 1;
@@ -383,9 +384,11 @@ static void unpublish_cache(const struct writer *w) {
 static int alloc_sums(struct writer *w, struct tpl__error *err) {
   w->max_owned = tpl__mlc_max_owned(&w->layout, w->c->world);
   w->mine = calloc(w->max_owned + 1, 16);
+  w->files = calloc(w->max_owned + 1, sizeof(*w->files));
   if (w->c->rank == 0)
     w->all = calloc((size_t)w->c->world * w->max_owned + 1, 16);
-  if (w->mine == NULL || (w->c->rank == 0 && w->all == NULL))
+  if (w->mine == NULL || w->files == NULL ||
+      (w->c->rank == 0 && w->all == NULL))
     return tpl__oom(err);
   return 0;
 }
@@ -431,10 +434,11 @@ static int writer_run(void *ctx, const struct tpl__loaded *l,
   tpl__mlc_layout_free(&w.layout);
   free(w.mine);
   free(w.all);
+  free(w.files);
   return all;
 }
 
-struct tpl__sink tpl__mlc_writer_sink(const struct tpl__mlc_writer_opts *o) {
+struct tpl__sink tpl__mlc_writer_sink(const struct tpl__outdir_opts *o) {
   struct tpl__sink s = {.prepare = writer_prepare,
                         .check = writer_check,
                         .run = writer_run,

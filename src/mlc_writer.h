@@ -6,15 +6,10 @@
 #define TPL_MLC_WRITER_H
 
 #include "coord.h"
+#include "outdir.h"
 
-/* The sink's options; must outlive the load. */
-struct tpl__mlc_writer_opts {
-  const char *dir;   /* output directory */
-  const char *model; /* the source MLC weight directory */
-  int force;         /* replace existing output */
-};
-
-/* Rank 0 prepares DIR (empty, or with --force the old cache removed,
+/* The mlc layout's sink (o->model: the source MLC weight directory).
+ * Rank 0 prepares DIR (empty, or with --force the old cache removed,
  * tensor-cache.json first) and checks MODEL has an mlc-chat-config.json;
  * every rank checks DIR; after the load every rank writes the files the
  * layout gives it under temporary names, they agree, rank 0 gathers the
@@ -25,7 +20,7 @@ struct tpl__mlc_writer_opts {
  * tensor-cache.json or ndarray-cache.json).  On any failure every rank
  * removes what it wrote, so DIR never holds a cache JSON without its
  * files. */
-struct tpl__sink tpl__mlc_writer_sink(const struct tpl__mlc_writer_opts *o);
+struct tpl__sink tpl__mlc_writer_sink(const struct tpl__outdir_opts *o);
 
 /* Nonzero when `dir` is an MLC weight directory (holds tensor-cache.json
  * or ndarray-cache.json). */

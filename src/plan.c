@@ -527,14 +527,15 @@ static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
   const struct tpl__tensor *t = &m->tensors[i];
   char base[TPL_MAX_NAME + 16];
   int qp = tpl__quant_param(t->name, base, sizeof(base));
+  int whole = p->ep_expert != NULL && p->ep_expert(t->name);
   memset(s, 0, sizeof(*s));
   if (qp != TPL_QP_NONE && (s->rule = find_rule(p, base)) >= 0)
-    return apply_derived(p, m, idx, t, qp, base, nshards, s, err);
+    return whole ? 0 : apply_derived(p, m, idx, t, qp, base, nshards, s, err);
   if (p->ct.present && (qp = tpl__ct_param(t->name, base, sizeof(base))) != 0 &&
       (s->rule = find_rule(p, base)) >= 0)
-    return apply_ct(p, m, idx, t, qp, base, nshards, s, err);
+    return whole ? 0 : apply_ct(p, m, idx, t, qp, base, nshards, s, err);
   s->rule = find_rule(p, t->name);
-  return apply_rule(p, t, nshards, s, err);
+  return whole ? 0 : apply_rule(p, t, nshards, s, err);
 }
 
 /* A compressed-tensors scale its weight's rule left whole on purpose

@@ -49,6 +49,10 @@ struct tpl__plan {
   int preset_mlc;
   /* Routed experts per MoE layer under --ep (experts.c), else 0. */
   uint32_t experts;
+  /* Under --ep: the tensors tpl__ep_apply gives whole or cuts by expert
+   * (tpl__ep_is_expert); tpl__plan_apply leaves them replicated and
+   * unchecked, their TP cut never made.  NULL otherwise. */
+  int (*ep_expert)(const char *name);
 };
 
 /* What one tensor gets. `rule` is the index of the matching rule or -1
@@ -82,7 +86,9 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
  * from that one, as MLC derives it (tpl__quant_derive; func_name
  * `<name>_q_weight` etc.; rule = the base rule's index).  Refuses a
  * scale or zero-point tensor left replicated while its weight is sharded
- * (TPL_EPLAN naming both and the plan).  Returns 0, TPL_EPLAN,
+ * (TPL_EPLAN naming both and the plan).  Tensors p->ep_expert names are
+ * left replicated, their rule recorded and nothing checked (--ep takes
+ * them whole).  Returns 0, TPL_EPLAN,
  * TPL_EINDIVISIBLE or TPL_EDTYPE. */
 int tpl__plan_apply(const struct tpl__plan *p, const struct tpl__model *m,
                     uint32_t nshards, struct tpl__strategy *out,

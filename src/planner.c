@@ -58,7 +58,7 @@ static int config_read(const struct tpl__model *m, struct config *c,
  * preset needs the config for the model's sizes: `why` ("preset 'x'",
  * "--plan auto") says who in the message for a missing one. */
 static int build_preset(const char *name, const struct tpl__model *m,
-                        uint32_t nshards, struct config *c,
+                        uint32_t nshards, int ep, struct config *c,
                         struct tpl__plan **out, struct tpl__error *err) {
   char why[128];
   int rc = config_read(m, c, err);
@@ -74,8 +74,8 @@ static int build_preset(const char *name, const struct tpl__model *m,
   if (rc == 0 && name == NULL)
     rc = tpl__preset_detect(c->json, c->mlc, c->path, &name, err);
   if (rc == 0)
-    rc = tpl__preset_from_config(name, c->mlc, c->json, c->path, nshards, out,
-                                 err);
+    rc = tpl__preset_from_config(name, c->mlc, c->json, c->path, nshards, ep,
+                                 out, err);
   return rc;
 }
 
@@ -152,16 +152,17 @@ static int read_param_scheme(const struct tpl__model *m, const struct config *c,
 }
 
 static int resolve(const char *arg, const struct tpl__model *m,
-                   uint32_t nshards, struct config *c, struct tpl__plan **out,
-                   struct tpl__error *err) {
+                   uint32_t nshards, int ep, struct config *c,
+                   struct tpl__plan **out, struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   int rc;
   if (arg == NULL || strcmp(arg, "auto") == 0)
-    rc = build_preset(NULL, m, nshards, c, &p, err);
+    rc = build_preset(NULL, m, nshards, ep, c, &p, err);
   else if (tpl__preset_known(arg))
-    rc = build_preset(arg, m, nshards, c, &p, err);
+    rc = build_preset(arg, m, nshards, ep, c, &p, err);
   else
     rc = load_plan_file(arg, &p, err);
+  if (rc == 0 && ep) p->ep_expert = tpl__ep_is_expert;
   if (rc == 0) rc = read_quant(m, c, &p->quant, err);
   if (rc == 0) rc = read_param_scheme(m, c, p, err);
   if (rc == 0) rc = tpl__quant_check_method(&p->quant, c->path, err);
@@ -264,7 +265,7 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   struct tpl__strategy *s = NULL;
   struct tpl__stages *g = NULL;
   size_t n = m->ntensors ? m->ntensors : 1;
-  int rc = resolve(arg, m, grid->tp, &c, &p, err);
+  int rc = resolve(arg, m, grid->tp, grid->ep > 0, &c, &p, err);
   if (rc == 0) {
     s = calloc(n, sizeof(*s));
     g = calloc(n, sizeof(*g));

@@ -139,6 +139,20 @@ static void add_check(struct sizes *s, const char *label, uint64_t value) {
   }
 }
 
+/* Under --ep the routed experts are not cut: their moe_intermediate_size
+ * need not divide (vLLM's FusedMoEParallelConfig: tp_size 1 for the
+ * experts under expert parallelism).  The check read_experts added after
+ * the attention's goes, and the kv heads' index stays. */
+static void drop_moe_check(struct sizes *s) {
+  for (size_t i = 0; i < s->nchecks; i++) {
+    if (s->moe_key == NULL || s->checks[i].label != s->moe_key) continue;
+    memmove(&s->checks[i], &s->checks[i + 1],
+            (s->nchecks - i - 1) * sizeof(s->checks[0]));
+    s->nchecks--;
+    return;
+  }
+}
+
 /* Attention: heads, kv heads (none for latent attention) and head_dim. */
 static int read_attention(const json_t *cfg, unsigned flags, const char *what,
                           struct sizes *s, struct tpl__error *err) {
@@ -435,7 +449,7 @@ static int sizes_object(const json_t *config, int mlc, unsigned flags,
 }
 
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
-                            const char *what, uint32_t nshards,
+                            const char *what, uint32_t nshards, int ep,
                             struct tpl__plan **out, struct tpl__error *err) {
   const struct tpl__preset_def *p = find_preset_or_alias(name);
   const json_t *cfg = NULL;
@@ -456,8 +470,10 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
                      "_set_tp), so MLC runs it unsharded; pass --plan FILE",
                      what, p->name);
   if ((rc = sizes_object(config, mlc, p->flags, what, &cfg, err)) != 0 ||
-      (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0 ||
-      (rc = check_divisible(&s, nshards, kv_rule_of(p, mlc), what, err)) != 0)
+      (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0)
+    return rc;
+  if (ep) drop_moe_check(&s);
+  if ((rc = check_divisible(&s, nshards, kv_rule_of(p, mlc), what, err)) != 0)
     return rc;
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,
            mlc ? " [mlc names]" : "", what);
@@ -899,7 +915,7 @@ static int check_whole_heads(const struct tpl__plan *p,
     const struct tpl__ptmpl *r = st[i].rule >= 0 ? &t[st[i].rule] : NULL;
     long layer = layer_of(x->name);
     if (st[i].kind == TPL_RULE_SHARD || layer < 0 || (size_t)layer >= cap ||
-        !cut[layer] ||
+        !cut[layer] || (p->ep_expert != NULL && p->ep_expert(x->name)) ||
         (r != NULL && r->kind == TPL_RULE_REPLICATE && r->name != NULL) ||
         tpl__quant_param(x->name, base, sizeof(base)) != TPL_QP_NONE ||
         tpl__ct_param(x->name, base, sizeof(base)) != TPL_CT_NONE ||

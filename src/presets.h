@@ -23,12 +23,14 @@ const char *tpl__preset_names(void);
  * mlc-chat-config.json (sizes read from its "model_config").  `what`
  * names the config file in messages.  Checks heads, kv heads and
  * intermediate size divide by `nshards` (TPL_EINDIVISIBLE naming the
- * number and the shard counts 1..64 that would work).  The plan records
+ * number and the shard counts 1..64 that would work); with `ep` (--ep:
+ * routed experts go whole to the ranks, experts.h) the routed experts'
+ * moe_intermediate_size is not cut, so it is not checked.  The plan records
  * the preset it came from (preset, preset_mlc).  *out is freed with
  * tpl__plan_free.  Returns 0, TPL_EPLAN (unknown name), TPL_EFORMAT (bad
  * config), TPL_EINDIVISIBLE or -ENOMEM. */
 int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
-                            const char *what, uint32_t nshards,
+                            const char *what, uint32_t nshards, int ep,
                             struct tpl__plan **out, struct tpl__error *err);
 
 /* Stores in *name the preset a parsed config asks for (static string):

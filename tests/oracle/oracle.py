@@ -1273,31 +1273,39 @@ def config_experts(model):
     raise ValueError("%s: no expert count in its config" % model)
 
 
+def _ep_expert(name):
+    return re.search(r"\.experts\.([0-9]+)\.", name) is not None or \
+        any(re.fullmatch(p, name) for p in EP_STACKED)
+
+
 def expected_ep(model, rules, n, experts, shift=0):
     """What every rank of an --ep job of n ranks must hold: per rank a
     list of (name, dtype, rank_shape, bytes, raw of the whole) in
     checkpoint order.  `shift` moves rank 0's experts by one (a wrong
     map, for the negative controls)."""
-    exp = expected_shards(read_model(model), rules, n)
-    raws = {t[0]: t for t in read_model(model)}
+    tensors = read_model(model)
+    # The experts are never cut under --ep: the plan's rules for them are
+    # set aside, so only the other tensors go through the TP oracle.
+    exp = {e["name"]: e for e in expected_shards(
+        [t for t in tensors if not _ep_expert(t[0])], rules, n)}
     held = [[] for _ in range(n)]
     for r in range(n):
         ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
         if r == 0 and shift:
             ids = (ids + shift) % experts
-        for e in exp:
-            m = re.search(r"\.experts\.([0-9]+)\.", e["name"])
-            _, dtype, shape, raw, _ = raws[e["name"]]
+        for name, dtype, shape, raw, _ in tensors:
+            m = re.search(r"\.experts\.([0-9]+)\.", name)
             if m:
                 if int(m.group(1)) in ids:
-                    held[r].append((e["name"], e["dtype"], list(shape), raw))
-            elif any(re.fullmatch(p, e["name"]) for p in EP_STACKED):
+                    held[r].append((name, dtype, list(shape), raw))
+            elif any(re.fullmatch(p, name) for p in EP_STACKED):
                 arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
                 part = arr.reshape(shape)[ids]
-                held[r].append((e["name"], e["dtype"], list(part.shape),
+                held[r].append((name, dtype, list(part.shape),
                                 part.tobytes()))
             else:
-                held[r].append((e["name"], e["dtype"], e["rank_shape"],
+                e = exp[name]
+                held[r].append((name, e["dtype"], e["rank_shape"],
                                 e["ranks"][r]))
     return held
 

@@ -21,8 +21,19 @@ tpload cuts every tensor in N equal parts, so where vLLM pads an uneven
 split (gpt-oss's MXFP4 blocks: 90 blocks at N = 4) tpload refuses; the
 table says so in `tpload` beside `vllm`.
 
+With expert parallelism (`--ep`, vLLM's --enable-expert-parallel with
+EP size = TP size N): the routed experts are not cut (fused_moe's
+FusedMoEParallelConfig gives them tp_size 1), so their sizes and FP8
+blocks no longer need to divide; every rank needs one expert (E >= N);
+attention, dense MLPs and DeepSeek's shared expert keep every rule
+above.  Experts stacked in one [E, ...] tensor (gpt-oss) are cut along
+E in equal parts by tpload: E % N == 0 (vLLM gives the remainder to the
+first ranks); the table says so in `tpload_ep`.
+
   real_sizes.py write DIR   one directory per model, and DIR/expect.txt:
-                            "MODEL N vllm tpload" with accept / refuse
+                            "MODEL N vllm tpload vllm_ep tpload_ep" with
+                            accept / refuse ("-" for a model without
+                            experts)
 """
 import json
 import os
@@ -85,12 +96,15 @@ def deepseek_v3():
            "quantization_config": {"quant_method": "fp8",
                                    "weight_block_size": [BLK, BLK]}}
 
-    def vllm(n):
+    def vllm(n):  # mi: the routed experts' and the one shared expert's
         blocks = [heads * (nope + rope), heads * (nope + vh), heads * vh,
                   inter, mi]
         return heads % n == 0 and all(b % n == 0 and (b // n) % BLK == 0
                                       for b in blocks)
-    return t, cfg, vllm, vllm
+
+    def vllm_ep(n):  # the shared expert (mi) is still cut under EP
+        return vllm(n) and experts >= n
+    return t, cfg, vllm, vllm, vllm_ep, vllm_ep
 
 
 def qwen3_moe(h, heads, kv, mi, experts, arch_layers=2):
@@ -128,12 +142,18 @@ def qwen3_moe(h, heads, kv, mi, experts, arch_layers=2):
            "quantization_config": {"quant_method": "fp8",
                                    "weight_block_size": [BLK, BLK]}}
 
-    def vllm(n):
+    def attention(n):
         kv_ok = kv % n == 0 or n % kv == 0
         kv_part = kv * hd // n if kv % n == 0 else hd
         return (heads % n == 0 and kv_ok and (heads * hd // n) % BLK == 0 and
-                kv_part % BLK == 0 and mi % n == 0 and (mi // n) % BLK == 0)
-    return t, cfg, vllm, vllm
+                kv_part % BLK == 0)
+
+    def vllm(n):
+        return attention(n) and mi % n == 0 and (mi // n) % BLK == 0
+
+    def vllm_ep(n):
+        return attention(n) and experts >= n
+    return t, cfg, vllm, vllm, vllm_ep, vllm_ep
 
 
 def gqa_layer(t, p, h, heads, kv, hd, bias):
@@ -180,7 +200,14 @@ def gpt_oss_120b():
 
     def tpload(n):  # equal parts only: the MXFP4 blocks must divide by N
         return vllm(n) and (inter // 32) % n == 0
-    return t, cfg, vllm, tpload
+
+    def vllm_ep(n):  # no dense MLP: only attention is cut
+        return heads % n == 0 and (kv % n == 0 or n % kv == 0) and \
+            experts >= n
+
+    def tpload_ep(n):  # the stacked experts cut along E in equal parts
+        return vllm_ep(n) and experts % n == 0
+    return t, cfg, vllm, tpload, vllm_ep, tpload_ep
 
 
 def llama_70b():
@@ -202,7 +229,7 @@ def llama_70b():
     def vllm(n):
         return (heads % n == 0 and (kv % n == 0 or n % kv == 0) and
                 inter % n == 0)
-    return t, cfg, vllm, vllm
+    return t, cfg, vllm, vllm, None, None
 
 
 def top(t, h, vocab):
@@ -235,19 +262,25 @@ def write_sparse(path, tensors):
         f.truncate(8 + len(raw) + at)  # a hole: nothing is written
 
 
+def verdict(rule, n):
+    if rule is None:
+        return "-"
+    return "accept" if rule(n) else "refuse"
+
+
 def write(d):
     lines = []
     for name, make in MODELS.items():
-        tensors, cfg, vllm, tpload = make()
+        tensors, cfg, vllm, tpload, vllm_ep, tpload_ep = make()
         md = os.path.join(d, name)
         os.makedirs(md, exist_ok=True)
         write_sparse(os.path.join(md, "model.safetensors"), tensors)
         with open(os.path.join(md, "config.json"), "w") as f:
             json.dump(cfg, f)
         for n in range(2, 33):
-            lines.append("%s %d %s %s" % (
-                name, n, "accept" if vllm(n) else "refuse",
-                "accept" if tpload(n) else "refuse"))
+            lines.append("%s %d %s %s %s %s" % (
+                name, n, verdict(vllm, n), verdict(tpload, n),
+                verdict(vllm_ep, n), verdict(tpload_ep, n)))
     with open(os.path.join(d, "expect.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -131,7 +131,7 @@ static int run_preset(const char *name, int mlc, const char *config,
     printf("# bad test config: %s\n", je.text);
     return -1;
   }
-  rc = tpl__preset_from_config(name, mlc, cfg, "config.json", n, &p, err);
+  rc = tpl__preset_from_config(name, mlc, cfg, "config.json", n, 0, &p, err);
   if (rc == 0) rc = tpl__plan_apply(p, m, n, *st, err);
   if (rc != 0) printf("# %s\n", err->msg);
   json_decref(cfg);
@@ -143,6 +143,35 @@ static int run_preset(const char *name, int mlc, const char *config,
       tpl__plan_free(p);
   }
   return rc;
+}
+
+/* --ep: the routed experts are not cut, so a preset does not require
+ * moe_intermediate_size to divide (6 at 4 shards); without --ep it does,
+ * and the other sizes stay required either way. */
+static void test_preset_ep_moe_size(void) {
+  static const char cfg_text[] =
+      "{\"hidden_size\": 64, \"num_attention_heads\": 8, "
+      "\"num_key_value_heads\": 4, \"head_dim\": 8, "
+      "\"intermediate_size\": 32, \"moe_intermediate_size\": 6, "
+      "\"num_experts\": 8}";
+  json_t *cfg = json_loads(cfg_text, 0, NULL);
+  struct tpl__error err = {0};
+  struct tpl__plan *p = NULL;
+  REQUIRE(cfg != NULL);
+  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 0,
+                                       &p, &err),
+               TPL_EINDIVISIBLE);
+  CHECK(strstr(err.msg, "moe_intermediate_size = 6") != NULL);
+  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 1,
+                                       &p, &err),
+               0);
+  tpl__plan_free(p);
+  p = NULL;
+  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 16,
+                                       1, &p, &err),
+               TPL_EINDIVISIBLE);
+  CHECK(strstr(err.msg, "num_attention_heads = 8") != NULL);
+  json_decref(cfg);
 }
 
 static void free_kept_plans(void) {
@@ -1628,6 +1657,7 @@ int main(void) {
   RUN(test_shardinfo_n1_no_preproc);
   RUN(test_shardinfo_fused_segs);
   RUN(test_shardinfo_bias_scale_and_ranks);
+  RUN(test_preset_ep_moe_size);
   free_kept_plans();
   rmdir(tmpdir);
   return tap_done();

@@ -91,7 +91,7 @@ static int sigterm_blocked(void) {
 /* Runs the sink as rank 1 of 2 in a fresh DIR; returns its code. */
 static int run_sink(struct script *s, char *dir, size_t len) {
   static int n;
-  struct tpl__preshard_opts o;
+  struct tpl__outdir_opts o;
   struct tpl__sink sink;
   struct tpl__job job;
   struct tpl__job_tensor t;

@@ -1,0 +1,375 @@
+/* engine_core.c - what every part of the engine shares: MPI's results,
+ * rank 0's verdict and the job table, waits under --stall-timeout,
+ * agreements, the chains of holders, heartbeats and finishing a
+ * tensor (DESIGN.md sections 4.1 and 6). */
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "checkpoint.h"
+#include "engine_internal.h"
+#include "job.h"
+#include "mlc_md5.h"
+#include "planner.h"
+#include "stall.h"
+
+/* The one way MPI results are handled: 0 for MPI_SUCCESS, else TPL_EPEER
+ * (exit 69) with MPI's own words for `what` in err (may be NULL). */
+int tpl__eng_mpi_check(int mrc, const char *what, struct tpl__error *err) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (mrc == MPI_SUCCESS) return 0;
+  if (MPI_Error_string(mrc, s, &len) != MPI_SUCCESS)
+    len = snprintf(s, sizeof(s), "error %d", mrc);
+  return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
+}
+
+/* Aborts the whole job with exit code `code` (after printing); never
+ * returns. */
+void tpl__eng_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  _exit(code); /* MPI could not end the job: this rank ends at least */
+}
+
+/* --- verdict and job table --- */
+
+static int validate(struct engine *e, struct tpl__error *err) {
+  const struct tpl__load_opts *o = e->o;
+  struct tpl__grid grid = {0};
+  uint32_t pp = o->pp ? o->pp : 1;
+  uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
+  int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
+  grid.ep = o->ep ? grid.tp : 0;
+  if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, err);
+  if (rc == 0 && o->verify_md5)
+    rc = tpl__mlc_md5_ready(e->model,
+                            e->model->shown ? e->model->shown : o->model, err);
+  if (rc == 0)
+    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
+                       &e->plan, &e->job, err);
+  if (rc == 0 && o->steps.prepare != NULL)
+    rc = o->steps.prepare(o->steps.ctx, err);
+  return rc;
+}
+
+/* --- waiting with a progress deadline (stall.c) --- */
+
+/* Nothing moved for --stall-timeout: say who this rank was waiting for
+ * (`peer`, or -1 for any of the others at collective step `what`) and end
+ * the whole job (the peer may never answer a collective). */
+void tpl__eng_stall_abort(const struct engine *e, int peer, const char *what,
+                          const struct tpl__stall *st) {
+  if (peer >= 0)
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s waiting for rank %d: "
+            "rank %d stopped or hangs; ending the job (--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st), peer, peer);
+  else
+    fprintf(stderr,
+            "tpload: rank %u: no progress for %.0f s waiting for the other "
+            "ranks (%s): one of them stopped or hangs; ending the job "
+            "(--stall-timeout)\n",
+            e->rank, tpl__stall_quiet_for(st), what);
+  tpl__eng_abort(tpl_exit_code(TPL_EPEER));
+}
+
+/* Waits for a nonblocking collective, polling like tpl__eng_wait_reqs, for at
+ * most --stall-timeout without completion.  `peer`: the rank it waits
+ * for (the root of a broadcast), or -1; `what` names the step.  With
+ * `beats` (after a step that beat, beat.h) every beat that arrives moves
+ * the deadline, and a stall names the rank heard from longest ago. */
+static int wait_hearing(const struct engine *e, MPI_Request *req, int peer,
+                        struct tpl__beats *beats, const char *what,
+                        struct tpl__error *err) {
+  struct tpl__stall st;
+  int done = 0;
+  if (peer < 0 && e->world == 2) peer = (int)(1 - e->rank); /* the other */
+  tpl__stall_start(&st, e->o->stall_timeout);
+  for (;;) {
+    int heard = 0;
+    if (tpl__eng_mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what,
+                           err) != 0)
+      return TPL_EPEER;
+    if (done) return 0;
+    if (beats != NULL && tpl__eng_mpi_check(tpl__beats_hear(beats, &heard),
+                                            "heartbeat", err) != 0)
+      return TPL_EPEER;
+    if (heard)
+      tpl__stall_progress(&st);
+    else if (tpl__stall_idle(&st))
+      tpl__eng_stall_abort(e, beats ? tpl__beats_quietest(beats) : peer, what,
+                           &st);
+  }
+}
+
+int tpl__eng_wait_collective(const struct engine *e, MPI_Request *req, int peer,
+                             const char *what, struct tpl__error *err) {
+  return wait_hearing(e, req, peer, NULL, what, err);
+}
+
+/* Polls `n` requests in order until all completed, backing off while
+ * the oldest pending one does not complete.  Testing only the oldest
+ * keeps a wait on a million requests linear (any MPI_Test drives all of
+ * them), and when it stalls, its peer is the one to name: after
+ * --stall-timeout without progress the job ends. */
+int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
+                       struct tpl__error *err) {
+  struct tpl__stall st;
+  size_t first = 0;
+  tpl__stall_start(&st, e->o->stall_timeout);
+  while (first < n) {
+    int done = 0;
+    if (tpl__eng_mpi_check(MPI_Test(&reqs[first].req, &done, MPI_STATUS_IGNORE),
+                           "wait", err) != 0)
+      return TPL_EPEER;
+    if (done) {
+      first++;
+      tpl__stall_progress(&st);
+    } else if (tpl__stall_idle(&st)) {
+      tpl__eng_stall_abort(e, reqs[first].peer, "wait", &st);
+    }
+  }
+  return 0;
+}
+
+/* Rank 0's `count` items at buf to every rank, waiting for rank 0 under
+ * --stall-timeout (tpl__eng_wait_collective). */
+int tpl__eng_bcast_from_0(const struct engine *e, void *buf, int count,
+                          MPI_Datatype type, struct tpl__error *err) {
+  MPI_Request req;
+  if (tpl__eng_mpi_check(MPI_Ibcast(buf, count, type, 0, MPI_COMM_WORLD, &req),
+                         "broadcast", err) != 0)
+    return TPL_EPEER;
+  return tpl__eng_wait_collective(e, &req, 0, "broadcast", err);
+}
+
+/* Broadcasts `n` bytes at buf (allocated by every rank) in int-sized
+ * parts. */
+int tpl__eng_bcast_bytes(const struct engine *e, uint8_t *buf, uint64_t n,
+                         struct tpl__error *err) {
+  for (uint64_t off = 0; off < n;) {
+    int part = (int)(n - off > INT_MAX ? INT_MAX : n - off);
+    int rc = tpl__eng_bcast_from_0(e, buf + off, part, MPI_BYTE, err);
+    if (rc != 0) return rc;
+    off += (uint64_t)part;
+  }
+  return 0;
+}
+
+/* Every rank's local result in, the worst one out (codes are negative).
+ * Only the lowest rank that failed with that code keeps its message, so a
+ * failure is told once, by the rank that saw it. */
+struct verdict {
+  int code, rank;
+};
+
+static int agreed(const struct engine *e, struct verdict worst,
+                  struct tpl__error *err) {
+  if (worst.code != 0 && worst.rank != (int)e->rank) {
+    err->code = worst.code;
+    err->msg[0] = '\0';
+  }
+  return worst.code;
+}
+
+/* Every rank's verdict in, the worst in *worst, waiting for the others
+ * under --stall-timeout (wait_hearing, moved by `beats` when not NULL). */
+static int reduce_verdicts(const struct engine *e, int rc,
+                           struct tpl__beats *beats, struct verdict *worst,
+                           struct tpl__error *err) {
+  struct verdict mine = {rc, (int)e->rank};
+  MPI_Request req;
+  /* An MPI failure here is this rank's to tell. */
+  if (tpl__eng_mpi_check(MPI_Iallreduce(&mine, worst, 1, MPI_2INT, MPI_MINLOC,
+                                        MPI_COMM_WORLD, &req),
+                         "agreement", err) != 0)
+    return TPL_EPEER;
+  return wait_hearing(e, &req, -1, beats, "agreement", err);
+}
+
+/* The agreement, waiting for the others under --stall-timeout: every
+ * step before one is short, but for the long local ones that beat
+ * (tpl__eng_agree_after_beats). */
+int tpl__eng_agree(const struct engine *e, int rc, struct tpl__error *err) {
+  struct verdict worst;
+  rc = reduce_verdicts(e, rc, NULL, &worst, err);
+  return rc != 0 ? rc : agreed(e, worst, err);
+}
+
+/* tpl__eng_agree() after a step that beat (--read local's reading, preshard's
+ * write): a rank that finished waits for the others under the stall
+ * deadline, which their heartbeats move (beat.h); when a rank still in
+ * the step went quiet for --stall-timeout, the job ends naming it. */
+int tpl__eng_agree_after_beats(struct engine *e, int rc,
+                               struct tpl__error *err) {
+  struct verdict worst;
+  if (tpl__eng_mpi_check(tpl__beats_done(&e->beats), "heartbeat", err) != 0)
+    return TPL_EPEER;
+  rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
+  if (rc != 0) return rc;
+  if (tpl__eng_mpi_check(tpl__beats_close(&e->beats), "heartbeat", err) != 0)
+    return TPL_EPEER;
+  return agreed(e, worst, err);
+}
+
+/* Rank 0's verdict with the job table's size, then the table: every rank
+ * returns the same code, and only rank 0 has a message for a refused job.
+ * Each rank then lays out its store: the tensors of its stage. */
+int tpl__eng_share_job(struct engine *e, struct tpl__error *err) {
+  int64_t head[2] = {0, 0}; /* the verdict, the table's size */
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int code = 0, mrc;
+  tpl__stall_test_stop("validate", e->rank);
+  if (e->rank == 0) code = validate(e, err);
+  if (code == 0 && e->rank == 0 && tpl__job_pack(e->job, &buf, &len) != 0)
+    code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
+  head[0] = code;
+  head[1] = (int64_t)len;
+  mrc = tpl__eng_bcast_from_0(e, head, 2, MPI_INT64_T, err);
+  if (mrc != 0 || head[0] != 0) {
+    if (mrc == 0 && e->rank != 0) err->msg[0] = '\0';
+    free(buf);
+    return mrc != 0 ? mrc : (int)head[0];
+  }
+  /* From here every rank takes every collective step, failed or not. */
+  len = (size_t)head[1];
+  if (e->rank != 0 && (buf = malloc(len + 1)) == NULL)
+    code = tpl__fail(err, -ENOMEM, "no memory for the job table");
+  code = tpl__eng_agree(e, code, err);
+  if (code == 0)
+    code = tpl__eng_agree(e, tpl__eng_bcast_bytes(e, buf, len, err), err);
+  if (code == 0 && e->rank != 0) code = tpl__job_unpack(buf, len, &e->job, err);
+  if (code == 0 && e->rank == 0) { /* kept: status serves it */
+    e->job_table = buf;
+    e->job_table_len = len;
+  } else {
+    free(buf);
+  }
+  if (code == 0) code = tpl__job_place(e->job, e->rank, err);
+  return tpl__eng_agree(e, code, err);
+}
+
+/* --- chains: who gets which bytes from whom --- */
+
+/* The holders of one shard t of tensor i are the ranks (d, p, t) with p
+ * among its stages; a tensor that is not cut has one "shard" every holder
+ * gets.  They form a chain in rank order: rank 0 sends each byte once, to
+ * the first holder other than itself, and each holder forwards what it
+ * receives to the next one as soon as it has it, from its own store (what
+ * a broadcast is for on a network).  With T = world and P = 1 a shard has
+ * one holder and a replicated tensor goes 0 -> 1 -> 2 -> ...
+ *
+ * No deadlock: every chain runs from lower to higher ranks, every rank
+ * walks the tensors it holds in job order (rank 0 sends them in that
+ * order), and every send is non-blocking.  A rank waits only for bytes
+ * from a lower rank, which that rank has sent or forwards as soon as it
+ * has them itself, and the ranks that wait on a rank's sends (forwarders'
+ * requests, rank 0's slots) are higher ranks that receive in the same
+ * order; by induction on (tensor, rank) every wait ends. */
+
+/* Ranks of one chain are this many apart in the numbering: the shards of
+ * a cut tensor repeat every T ranks; any holder may follow any other in
+ * the chain of a tensor that is not cut. */
+uint32_t tpl__eng_chain_step(const struct engine *e, size_t i) {
+  return e->job->tensors[i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
+}
+
+/* The first holder of tensor i at or after rank r, other than rank 0, in
+ * the chain through r; -1 when there is none. */
+int tpl__eng_holder_from(const struct engine *e, size_t i, uint32_t r) {
+  for (; r < e->world; r += tpl__eng_chain_step(e, i))
+    if (r > 0 && tpl__job_holds(e->job, i, r)) return (int)r;
+  return -1;
+}
+
+/* Where holder `r` (> 0) of tensor i gets it from: the previous holder in
+ * its chain, or rank 0. */
+int tpl__eng_predecessor(const struct engine *e, size_t i, uint32_t r) {
+  uint32_t step = tpl__eng_chain_step(e, i);
+  while (r > step) {
+    r -= step;
+    if (tpl__job_holds(e->job, i, r)) return (int)r;
+  }
+  return 0;
+}
+
+/* Where this rank forwards tensor i (which it holds), or -1. */
+int tpl__eng_successor(const struct engine *e, size_t i) {
+  return tpl__eng_holder_from(e, i, e->rank + tpl__eng_chain_step(e, i));
+}
+
+/* --- every rank: decode, scale, checksum --- */
+
+/* Decodes and scales tensor i in place, then hashes it (each its own
+ * phase). */
+int tpl__eng_finish_tensor(struct engine *e, size_t i, struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &e->job->tensors[i];
+  uint8_t *p = e->store.base + t->store_offset;
+  double t0 = tpl__now(), t2;
+  int rc = tpl__job_finish_bytes(e->job, i, p, err);
+  t2 = tpl__now();
+  e->st.t_scale += t2 - t0;
+  if (rc != 0) return rc;
+  e->store.xxh3[i] = XXH3_64bits(p, (size_t)t->rank_bytes);
+  e->st.t_hash += tpl__now() - t2;
+  return 0;
+}
+
+/* Rank 0's finisher step (finisher.h): rank 0 hands it each of its
+ * tensors as the tensor's last bytes land in its store
+ * (tpl__eng_deliver_chunk), so decoding, scaling and hashing them runs beside
+ * reading and sending, on a neighbouring core where the launcher bound rank 0
+ * to one, instead of in a pass after the sends. */
+int tpl__eng_finish_own(void *ctx, size_t i, struct tpl__error *err) {
+  struct engine *e = ctx;
+  return tpl__job_holds(e->job, i, e->rank) ? tpl__eng_finish_tensor(e, i, err)
+                                            : 0;
+}
+
+/* A receiver finishes a tensor as soon as it has it, while its bytes are
+ * fresh in cache and rank 0 is still sending, unless it forwards the
+ * tensor down the chain: those bytes must stay as received until the
+ * forwarding sends complete, so it finishes them here, after. */
+int tpl__eng_finish_store(struct engine *e, struct tpl__error *err) {
+  if (e->rank == 0) return tpl__finisher_join(&e->finisher, err);
+  for (size_t i = 0; i < e->job->ntensors; i++) {
+    int rc = tpl__job_holds(e->job, i, e->rank) && tpl__eng_successor(e, i) >= 0
+                 ? tpl__eng_finish_tensor(e, i, err)
+                 : 0;
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* Starts this rank's heartbeats (beat.h); every rank does, before a
+ * step whose end is tpl__eng_agree_after_beats. */
+void tpl__eng_beats_begin(struct engine *e) {
+  if (tpl__beats_open(&e->beats, e->rank, e->world, e->o->stall_timeout)) {
+    fprintf(stderr, "tpload: rank %u: out of memory\n", e->rank);
+    tpl__eng_abort(tpl_exit_code(-ENOMEM)); /* the others wait for beats */
+  }
+}
+
+/* A heartbeat when one is due; an MPI failure ends the job. */
+void tpl__eng_beat(struct engine *e) {
+  int mrc = tpl__beats_tick(&e->beats);
+  if (mrc != MPI_SUCCESS) {
+    struct tpl__error err;
+    tpl__eng_mpi_check(mrc, "heartbeat", &err);
+    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err.msg);
+    tpl__eng_abort(tpl_exit_code(TPL_EPEER));
+  }
+  tpl__stall_test_slow(e->rank);
+}
+
+/* Waits under --stall-timeout for a collective whose root is rank 0
+ * (a gather, a reduction): the others wait for rank 0, rank 0 for all. */
+int tpl__eng_wait_to_0(const struct engine *e, MPI_Request *req,
+                       const char *what, struct tpl__error *err) {
+  return tpl__eng_wait_collective(e, req, e->rank == 0 ? -1 : 0, what, err);
+}

@@ -1,0 +1,322 @@
+/* engine_reload.c - the coordination a sink asks of the job (coord.h)
+ * and the sink's run: agreements, sharing, shutdown, and serve's reloads,
+ * each of which loads the next generation into an engine of its own
+ * (DESIGN.md section 5.1). */
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord.h"
+#include "engine_internal.h"
+#include "store.h"
+
+/* --- the coordination sinks use (coord.h) --- */
+
+/* A sink's waits are under --stall-timeout too: its steps between them
+ * are short, but for its long local one (preshard's write), which beats
+ * and ends in coord_agree_after_beats. */
+static int coord_agree(void *ctx, int rc, struct tpl__error *err) {
+  return tpl__eng_agree(ctx, rc, err);
+}
+
+static int coord_share(void *ctx, void *buf, size_t len,
+                       struct tpl__error *err) {
+  return tpl__eng_bcast_bytes(ctx, buf, len, err);
+}
+
+static void coord_beats_begin(void *ctx) {
+  tpl__eng_beats_begin(ctx);
+}
+
+static void coord_beat(void *ctx) {
+  tpl__eng_beat(ctx);
+}
+
+static int coord_agree_after_beats(void *ctx, int rc, struct tpl__error *err) {
+  return tpl__eng_agree_after_beats(ctx, rc, err);
+}
+
+static int coord_gather(void *ctx, const void *mine, size_t len, void *all,
+                        struct tpl__error *err) {
+  struct engine *e = ctx;
+  MPI_Request req;
+  int rc;
+  if (len > INT_MAX)
+    return tpl__fail(err, TPL_ELIMIT, "gathering %zu bytes per rank", len);
+  rc = tpl__eng_mpi_check(MPI_Igather(mine, (int)len, MPI_BYTE, all, (int)len,
+                                      MPI_BYTE, 0, MPI_COMM_WORLD, &req),
+                          "gathering the sink's results", err);
+  return rc != 0
+             ? rc
+             : tpl__eng_wait_to_0(e, &req, "gathering the sink's results", err);
+}
+
+/* Rank 0 tells everyone; another rank asks rank 0 to tell everyone. */
+static int coord_request_shutdown(void *ctx) {
+  struct engine *e = ctx;
+  struct tpl__error *err = NULL;
+  int one = 1;
+  if (e->shutdown_sent) return 0;
+  e->shutdown_sent = 1;
+  if (e->rank != 0)
+    return tpl__eng_mpi_check(
+        MPI_Send(&one, 1, MPI_INT, 0, TAG_SHUTDOWN, MPI_COMM_WORLD), "send",
+        err);
+  for (uint32_t r = 1; r < e->world; r++)
+    if (tpl__eng_mpi_check(
+            MPI_Send(&one, 1, MPI_INT, (int)r, TAG_SHUTDOWN, MPI_COMM_WORLD),
+            "send", err) != 0)
+      return TPL_EPEER;
+  return 0;
+}
+
+/* Whether the message this rank listens for (shutdown_arm) has come;
+ * rank 0, having taken a request, tells everyone. */
+static int coord_poll_shutdown(void *ctx) {
+  struct engine *e = ctx;
+  struct tpl__error *err = NULL;
+  int flag = 0;
+  if (e->shutdown_flag) return 1;
+  if (tpl__eng_mpi_check(MPI_Test(&e->shutdown_req, &flag, MPI_STATUS_IGNORE),
+                         "test", err) != 0)
+    return TPL_EPEER;
+  if (flag && e->rank == 0 && coord_request_shutdown(e) != 0) return TPL_EPEER;
+  e->shutdown_flag = flag;
+  return flag;
+}
+
+/* --- serve's reload (coord.h) --- */
+
+/* Ranks > 0 listen for rank 0's word that a reload starts. */
+static int reload_arm(struct engine *e, struct tpl__error *err) {
+  if (e->rank == 0) return 0;
+  if (tpl__eng_mpi_check(MPI_Irecv(&e->reload_value, 1, MPI_INT, 0, TAG_RELOAD,
+                                   MPI_COMM_WORLD, &e->reload_req_mpi),
+                         "receive", err) != 0)
+    return TPL_EPEER;
+  return 0;
+}
+
+static int coord_poll_reload(void *ctx) {
+  struct engine *e = ctx;
+  struct tpl__error *err = NULL;
+  int flag = 0;
+  if (e->rank == 0 || e->reload_req_mpi == MPI_REQUEST_NULL) return 0;
+  if (tpl__eng_mpi_check(MPI_Test(&e->reload_req_mpi, &flag, MPI_STATUS_IGNORE),
+                         "test", err) != 0)
+    return TPL_EPEER;
+  return flag;
+}
+
+/* Rank 0 tells every rank a reload starts and gives them its model,
+ * plan and whether to check md5sums; the others listen for the next one.  Then
+ * every rank has the reload's options in e->reload_o.  Agreed. */
+static int reload_request(struct engine *e, const char *model, const char *plan,
+                          int verify_md5, struct tpl__error *err) {
+  const size_t len = sizeof(e->reload_req[0]);
+  int one = 1, rc = 0, mrc, md5 = verify_md5 != 0;
+  if (plan == NULL) plan = e->plan_arg;
+  if (e->rank == 0 && (strlen(model) >= len || strlen(plan) >= len))
+    rc = tpl__fail(err, TPL_EUSAGE, "reload: a path of more than %zu bytes",
+                   len - 1);
+  if (e->rank == 0) {
+    snprintf(e->reload_req[0], len, "%s", rc == 0 ? model : "");
+    snprintf(e->reload_req[1], len, "%s", rc == 0 ? plan : "");
+  }
+  for (uint32_t r = 1; e->rank == 0 && r < e->world; r++)
+    if (tpl__eng_mpi_check(
+            MPI_Send(&one, 1, MPI_INT, (int)r, TAG_RELOAD, MPI_COMM_WORLD),
+            "send", err) != 0)
+      return TPL_EPEER;
+  mrc = reload_arm(e, err);
+  if (mrc == 0)
+    mrc = tpl__eng_bcast_bytes(e, (uint8_t *)e->reload_req,
+                               sizeof(e->reload_req), err);
+  if (mrc == 0) mrc = tpl__eng_bcast_from_0(e, &md5, 1, MPI_INT, err);
+  if (mrc != 0) return mrc;
+  e->reload_o = *e->o;
+  e->reload_o.verify_md5 = e->o->verify_md5 || md5;
+  e->reload_o.model = e->reload_req[0];
+  e->reload_o.plan = e->reload_req[1];
+  memset(&e->reload_o.steps, 0, sizeof(e->reload_o.steps));
+  e->reload_o.steps.memfd_store = 1;
+  return tpl__eng_agree(e, rc, err);
+}
+
+/* A new engine for the next generation, on the reload's options. */
+static struct engine *generation_new(const struct engine *e,
+                                     const struct tpl__reload_hooks *hooks) {
+  struct engine *n = calloc(1, sizeof(*n));
+  if (n == NULL) return NULL;
+  n->hooks = hooks;
+  n->o = &e->reload_o;
+  n->rank = e->rank;
+  n->world = e->world;
+  n->store.fd = -1;
+  n->chunk = e->chunk;
+  n->shutdown_req = n->reload_req_mpi = MPI_REQUEST_NULL;
+  n->plan_owned = strdup(e->reload_o.plan);
+  n->plan_arg = n->plan_owned;
+  if (n->plan_owned == NULL) {
+    free(n);
+    return NULL;
+  }
+  return n;
+}
+
+/* A failed reload's one message on every rank: the lowest rank that has
+ * one tells the others. */
+static int share_message(struct engine *e, int rc, struct tpl__error *err) {
+  int mine = err->msg[0] != '\0' ? (int)e->rank : INT_MAX, teller = INT_MAX;
+  MPI_Request req;
+  int mrc;
+  if (tpl__eng_mpi_check(MPI_Iallreduce(&mine, &teller, 1, MPI_INT, MPI_MIN,
+                                        MPI_COMM_WORLD, &req),
+                         "agreement", err) != 0)
+    return TPL_EPEER;
+  mrc = tpl__eng_wait_collective(e, &req, -1, "agreement", err);
+  if (mrc == 0 && teller != INT_MAX) {
+    if (tpl__eng_mpi_check(MPI_Ibcast(err->msg, (int)sizeof(err->msg), MPI_CHAR,
+                                      teller, MPI_COMM_WORLD, &req),
+                           "broadcast", err) != 0)
+      return TPL_EPEER;
+    mrc = tpl__eng_wait_collective(e, &req, teller, "broadcast", err);
+  }
+  err->code = mrc != 0 ? mrc : rc;
+  return err->code;
+}
+
+/* The agreed switch: n is served from now on, the generation it
+ * replaces waits for coord_retire. */
+static void switch_to(struct engine *e, struct engine *n) {
+  if (e->gen == NULL)
+    e->old_is_self = 1;
+  else
+    e->old = e->gen;
+  e->gen = n;
+  e->plan_arg = n->plan_arg; /* the next reload's default */
+}
+
+static int coord_reload(void *ctx, const char *model, const char *plan,
+                        int verify_md5, const struct tpl__reload_hooks *hooks,
+                        struct tpl__loaded *next, struct tpl__error *err) {
+  struct engine *e = ctx, *n = NULL;
+  int rc = reload_request(e, model, plan, verify_md5, err);
+  if (rc == 0) {
+    n = generation_new(e, hooks);
+    rc = tpl__eng_agree(
+        e,
+        n != NULL ? 0
+                  : tpl__fail(err, -ENOMEM, "rank %u: out of memory", e->rank),
+        err);
+  }
+  if (rc == 0) rc = tpl__eng_load(n, 1, err);
+  if (rc == 0) rc = tpl__eng_agree(e, tpl__store_seal(&n->store, err), err);
+  if (rc == 0) {
+    *next = (struct tpl__loaded){n->job,          &n->store,   n->report,
+                                 n->report_len,   n->plan_arg, n->job_table,
+                                 n->job_table_len};
+    rc = tpl__eng_agree(e, hooks->ready(hooks->ctx, next, err), err);
+  }
+  if (rc != 0) {
+    tpl__eng_generation_free(n);
+    return share_message(e, rc, err);
+  }
+  switch_to(e, n);
+  return 0;
+}
+
+static void coord_retire(void *ctx) {
+  struct engine *e = ctx;
+  if (e->old_is_self) {
+    tpl__store_free(&e->store);
+    tpl__job_free(e->job);
+    free(e->report);
+    free(e->job_table);
+    e->job = NULL;
+    e->report = NULL;
+    e->job_table = NULL;
+    e->old_is_self = 0;
+  }
+  tpl__eng_generation_free(e->old);
+  e->old = NULL;
+}
+
+/* While the sink runs, rank 0 listens for any rank's request to shut
+ * down, another rank for rank 0's shutdown message. */
+static int shutdown_arm(struct engine *e, struct tpl__error *err) {
+  int from = e->rank == 0 ? MPI_ANY_SOURCE : 0;
+  if (tpl__eng_mpi_check(MPI_Irecv(&e->shutdown_value, 1, MPI_INT, from,
+                                   TAG_SHUTDOWN, MPI_COMM_WORLD,
+                                   &e->shutdown_req),
+                         "receive", err) != 0)
+    return TPL_EPEER;
+  return reload_arm(e, err);
+}
+
+/* Leaves no shutdown message unmatched at MPI_Finalize: every rank
+ * withdraws its pending receive; rank 0 takes every request still queued
+ * (several ranks may have asked). */
+static int shutdown_disarm(struct engine *e, struct tpl__error *err) {
+  MPI_Status st;
+  int flag = 1;
+  MPI_Request *reqs[] = {&e->shutdown_req, &e->reload_req_mpi};
+  for (size_t i = 0; i < ARRAY_SIZE(reqs); i++)
+    if (*reqs[i] != MPI_REQUEST_NULL) {
+      if (tpl__eng_mpi_check(MPI_Cancel(reqs[i]), "cancel", err) != 0)
+        return TPL_EPEER;
+      if (tpl__eng_mpi_check(MPI_Wait(reqs[i], MPI_STATUS_IGNORE), "wait",
+                             err) != 0)
+        return TPL_EPEER;
+    }
+  while (e->rank == 0 && flag) {
+    if (tpl__eng_mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, TAG_SHUTDOWN,
+                                      MPI_COMM_WORLD, &flag, &st),
+                           "probe", err) != 0)
+      return TPL_EPEER;
+    if (flag)
+      if (tpl__eng_mpi_check(MPI_Recv(&e->shutdown_value, 1, MPI_INT,
+                                      st.MPI_SOURCE, TAG_SHUTDOWN,
+                                      MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                             "receive", err) != 0)
+        return TPL_EPEER;
+  }
+  return 0;
+}
+
+/* The sink's own sequence, with the job's coordination; a failure to
+ * stop listening after a good run is the job's failure too. */
+int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
+  const struct tpl__sink *s = &e->o->steps;
+  struct tpl__coord c = {.rank = e->rank,
+                         .world = e->world,
+                         .agree = coord_agree,
+                         .share = coord_share,
+                         .poll_shutdown = coord_poll_shutdown,
+                         .request_shutdown = coord_request_shutdown,
+                         .beats_begin = coord_beats_begin,
+                         .beat = coord_beat,
+                         .agree_after_beats = coord_agree_after_beats,
+                         .gather = coord_gather,
+                         .ctx = e,
+                         .poll_reload = coord_poll_reload,
+                         .reload = coord_reload,
+                         .retire = coord_retire};
+  struct tpl__loaded l = {e->job,          &e->store,   e->report,
+                          e->report_len,   e->plan_arg, e->job_table,
+                          e->job_table_len};
+  int rc, end;
+  if (s->run == NULL) return 0;
+  rc = tpl__eng_agree(e, shutdown_arm(e, err), err);
+  if (rc == 0) rc = s->run(s->ctx, &l, &c, err);
+  end = shutdown_disarm(e, rc == 0 ? err : NULL);
+  /* Every rank meets once more, under the deadline, before MPI_Finalize
+   * (which waits for every rank, with none): a rank stopped while
+   * serving ends the job naming it instead of holding the others there
+   * after --shutdown.  A failed sink has agreed on its code already. */
+  if (rc == 0 && end == 0) end = tpl__eng_agree(e, 0, err);
+  return rc != 0 ? rc : end;
+}

@@ -1,0 +1,121 @@
+/* layout.c - the table of output layouts (layout.h): rank (preshard.c's
+ * rank{R}.safetensors + shard-info.json, checked by verify.c) and mlc
+ * (mlc_writer.c's presharded MLC tensor cache, checked by verify_mlc.c),
+ * and the one --layout parser `preshard` and `verify` share.  A new
+ * layout is a sink (copy mlc_writer.c, over outdir.h), a verifier, one
+ * row here and its name in TPL_LAYOUT_NAMES (test_layout holds the
+ * two). */
+#include <stdio.h>
+#include <string.h>
+
+#include "layout.h"
+#include "mlc_writer.h"
+#include "preshard.h"
+#include "verify_mlc.h"
+
+/* --- rank --- */
+
+static int rank_accepts(const struct tpl__layout_use *u,
+                        struct tpl__error *err) {
+  return 0;
+}
+
+static void rank_wrote(char *buf, size_t len, const char *dir, uint32_t world) {
+  snprintf(buf, len, "wrote %u rank files and shard-info.json to %s", world,
+           dir);
+}
+
+/* --- mlc --- */
+
+/* MLC's runtime cuts every expert itself, so an expert-parallel output
+ * is none it loads; the writer reads MODEL's sidecar files (its config,
+ * the cache JSON's metadata, the tokenizer files) from an MLC weight
+ * directory by path. */
+static int mlc_accepts(const struct tpl__layout_use *u,
+                       struct tpl__error *err) {
+  if (u->ep && u->verb == TPL_LAYOUT_WRITE)
+    return tpl__fail(err, TPL_EUSAGE,
+                     "%s: --layout mlc writes MLC's cache, whose runtime "
+                     "cuts every expert; --ep is for --layout rank",
+                     "preshard");
+  if (u->ep)
+    return tpl__fail(err, TPL_EUSAGE, "--ep checks --layout rank outputs");
+  if (u->verb == TPL_LAYOUT_WRITE && !tpl__mlc_writer_is_mlc_dir(u->model))
+    return tpl__fail(err, TPL_EUSAGE,
+                     "--layout mlc writes MLC's presharded cache from an MLC "
+                     "weight directory (tensor-cache.json or "
+                     "ndarray-cache.json), and '%s' is none",
+                     u->model);
+  return 0;
+}
+
+static void mlc_wrote(char *buf, size_t len, const char *dir, uint32_t world) {
+  snprintf(buf, len,
+           "wrote MLC's presharded cache to %s (load it with "
+           "MLC_INTERNAL_PRESHARD_NUM set)",
+           dir);
+}
+
+/* verify_mlc reads a local MODEL only: no client options. */
+static int mlc_verify(const char *model, const char *dir, const char *plan,
+                      const struct tpl__verify_grid *want,
+                      const struct tpl__http_opts *http,
+                      struct tpl__verify_result *out, struct tpl__error *err) {
+  return tpl__verify_mlc(model, dir, plan, want, out, err);
+}
+
+/* --- the table --- */
+
+static const struct tpl__output_layout layouts[] = {
+    {
+        .name = "rank",
+        .sink = tpl__preshard_sink,
+        .verify = tpl__verify,
+        .accepts = rank_accepts,
+        .wrote = rank_wrote,
+        .members = "ranks",
+        .checked = "tensor shards",
+    },
+    {
+        .name = "mlc",
+        .sink = tpl__mlc_writer_sink,
+        .verify = mlc_verify,
+        .accepts = mlc_accepts,
+        .wrote = mlc_wrote,
+        .unscaled_bias = 1, /* MLC's compiled model divides them itself */
+        .local_model = 1,
+        .members = "workers",
+        .checked = "records and every md5sum",
+    },
+};
+
+const struct tpl__output_layout *tpl__layout_at(size_t i) {
+  return i < ARRAY_SIZE(layouts) ? &layouts[i] : NULL;
+}
+
+/* "rank or mlc" (", " between the others): the names a refusal lists. */
+static void list_names(char *buf, size_t len) {
+  size_t at = 0, n = ARRAY_SIZE(layouts);
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && at < len; i++) {
+    const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+    int w = snprintf(buf + at, len - at, "%s%s", sep, layouts[i].name);
+    at += w > 0 ? (size_t)w : 0;
+  }
+}
+
+int tpl__layout_parse(const char *name, const struct tpl__layout_use *u,
+                      const struct tpl__output_layout **out,
+                      struct tpl__error *err) {
+  char names[128];
+  int rc;
+  for (size_t i = 0; i < ARRAY_SIZE(layouts); i++) {
+    if (name != NULL && strcmp(name, layouts[i].name) != 0) continue;
+    rc = layouts[i].accepts(u, err);
+    if (rc == 0) *out = &layouts[i];
+    return rc;
+  }
+  list_names(names, sizeof(names));
+  return tpl__fail(err, TPL_EUSAGE, "--layout expects %s, got '%s'", names,
+                   name);
+}
