@@ -3,7 +3,7 @@
  * how many operands it takes, its help and the function that runs it.
  * One parser (tpl__cli_exec) reads any command's argv against that table,
  * so option syntax, --help and usage errors are the same everywhere.
- * These are the only library functions that print. */
+ * They print, as the cmd_*.c handlers do (docs/FILES.md, who prints). */
 #ifndef TPL_CLI_H
 #define TPL_CLI_H
 

@@ -1,7 +1,6 @@
-/* client.h - the blocking client side of the daemon protocol: connect to
- * a rank's socket, send one request, read one reply (and a passed fd).
- * Used by the consumer API (tpl_attach), `tpload status` and `tpload
- * dump`.  No libuv: plain sockets with timeouts. */
+/* client.h - the blocking client side of the daemon protocol (DESIGN.md
+ * section 5): one request and its reply (and passed fds) over a rank's
+ * socket, for the consumer API and `status`, `dump`, `reload`; no libuv. */
 #ifndef TPL_CLIENT_H
 #define TPL_CLIENT_H
 

@@ -1,5 +1,6 @@
-/* cmd_verify.c - `tpload verify MODEL DIR [--plan P] [--tp T] [--pp P]`:
- * checks a preshard output, every rank of its grid, against the model. */
+/* cmd_verify.c - `tpload verify MODEL DIR [--layout rank|mlc]`: checks a
+ * preshard output, every rank of its grid (verify.c) or a presharded MLC
+ * cache (verify_mlc.c), against the model (DESIGN.md sections 1, 2a). */
 #include <stdio.h>
 #include <string.h>
 

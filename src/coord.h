@@ -1,10 +1,10 @@
 /* coord.h - the seam between the load and what follows it.  A sink (load's
- * own finish, preshard, serve) runs its steps itself and asks the other
- * ranks for what it needs through struct tpl__coord, which the engine
- * implements over MPI: sinks never see MPI, the engine never sees what a
- * sink does with the bytes.  struct tpl__loaded is what the load hands
- * the sink; struct tpl__sink is a sink's steps, declared by the command
- * that picks it (cmd_load.c). */
+ * own finish, preshard and its --layout mlc, serve) runs its steps itself
+ * and asks the other ranks for what it needs through struct tpl__coord,
+ * which the engine implements over MPI: sinks never see MPI, the engine
+ * never sees what a sink does with the bytes.  struct tpl__loaded is what
+ * the load hands the sink; struct tpl__sink is a sink's steps, declared
+ * by the command that picks it (cmd_load.c). */
 #ifndef TPL_COORD_H
 #define TPL_COORD_H
 

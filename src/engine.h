@@ -1,9 +1,6 @@
-/* engine.h - the distributed load (the only module that includes mpi.h):
- * rank 0 validates model and plan and broadcasts the verdict and the job
- * table, streams the checkpoint through a bounded window and delivers each
- * rank its bytes; every rank finishes its store (decode, bias scaling,
- * checksums) and reports; then the sink runs its own steps (coord.h),
- * with the job-wide coordination the engine implements over MPI. */
+/* engine.h - the entry points of the distributed load (libtplengine, with
+ * beat.h the one unit that sees mpi.h): validate, deliver every rank its
+ * shard, report, then run the sink through coord.h (DESIGN.md section 4.1). */
 #ifndef TPL_ENGINE_H
 #define TPL_ENGINE_H
 

@@ -9,9 +9,9 @@
 #include "dtype.h"
 #include "experts.h"
 #include "job.h"
+#include "origin.h"
 #include "planner.h"
 #include "scope.h"
-#include "store.h"
 
 /* Element size as stored in the source (2 for f32-to-bf16 records). */
 static size_t stored_itemsize(const struct tpl__job_tensor *t) {
@@ -267,4 +267,8 @@ void tpl__job_free(struct tpl__job *job) {
   free(job->model);
   free(job->plan_source);
   free(job);
+}
+
+const struct tpl__origin *tpl__job_origin(const struct tpl__job *job) {
+  return job->origin != NULL ? job->origin : &tpl__origin_local;
 }

@@ -20,6 +20,10 @@
 
 struct tpl__origin;
 
+/* Every tensor sits in a rank's store (store.h) at a multiple of this
+ * offset: the job lays the store out (tpl__job_place). */
+#define TPL_STORE_ALIGN 64
+
 struct tpl__job_tensor {
   char *name; /* owned */
   int dtype;  /* decoded dtype */
@@ -156,6 +160,9 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
  * for the caller to print) otherwise. */
 int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
                           int strict, struct tpl__error *err);
+
+/* The origin of job's files (origin.h; local for a job built by hand). */
+const struct tpl__origin *tpl__job_origin(const struct tpl__job *job);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

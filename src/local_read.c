@@ -16,7 +16,9 @@
 
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
                          struct tpl__error *err) {
-  return tpl__job_origin(job)->member_unchanged(job, f, fd, err);
+  const struct tpl__job_file *jf = &job->files[f];
+  return tpl__job_origin(job)->member_unchanged(jf->path, jf->size,
+                                                jf->mtime_ns, fd, err);
 }
 
 int tpl__local_open(const struct tpl__job *job, int *fds,
@@ -29,7 +31,8 @@ int tpl__local_open(const struct tpl__job *job, int *fds,
     return tpl__fail(err, TPL_EINTERNAL, "the job table names no files");
   tpl__raise_fd_limit(); /* every file stays open while this rank reads */
   for (size_t f = 0; rc == 0 && f < job->nfiles; f++)
-    rc = o->member_open(job, (uint32_t)f, &fds[f], err);
+    rc = o->member_open(job->files[f].path, job->files[f].size,
+                        job->files[f].mtime_ns, &fds[f], err);
   return rc;
 }
 

@@ -1,4 +1,5 @@
-/* main.c - the tpload binary: everything else lives in libtpload. */
+/* main.c - the tpload binary: everything else lives in the core library
+ * (libtplcore, docs/FILES.md). */
 #include "cli.h"
 
 int main(int argc, char **argv) {

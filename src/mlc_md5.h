@@ -1,9 +1,6 @@
-/* mlc_md5.h - --verify-md5: rank 0 reads every params_shard_*.bin file
- * of an MLC weight directory whole, in order, through a source (source.h:
- * the local file it validated, or ranged GETs of the object), and checks
- * each file's MD5 against the "md5sum" its file record carries
- * (md5sum.h), before any rank gets a byte.  No MPI: the engine runs the
- * pass between heartbeats and agrees on its result. */
+/* mlc_md5.h - --verify-md5 (DESIGN.md section 4.3): every shard file of
+ * an MLC directory read whole through a source and checked against its
+ * record's md5sum, by rank 0 before the load or by `inspect`; no MPI. */
 #ifndef TPL_MLC_MD5_H
 #define TPL_MLC_MD5_H
 

@@ -22,8 +22,6 @@
 
 /* What a bulk source is opened over: the n files of a model or job, as
  * the caller holds them.  An origin uses the fields of its kind. */
-struct tpl__job;
-
 struct tpl__origin_files {
   size_t n;
   const int *fds;           /* local: the descriptors validated */
@@ -86,15 +84,16 @@ struct tpl__origin {
    * when not; http: every answer was checked, 0). */
   int (*unchanged)(const struct tpl__model *m, uint32_t idx,
                    struct tpl__error *err);
-  /* member_open: on a rank that reads the job's files itself (--read
-   * local), file f as rank 0 validated it into *fd (local: opened and
-   * checked, TPL_ENOMODEL / TPL_EMISMATCH; http: nothing to open, -1). */
-  int (*member_open)(const struct tpl__job *job, uint32_t f, int *fd,
+  /* member_open: on a rank that reads the files itself (--read local),
+   * the file rank 0 validated (shown as `path`, `size` bytes, modified at
+   * `mtime_ns`) into *fd (local: opened and checked, TPL_ENOMODEL /
+   * TPL_EMISMATCH naming it; http: nothing to open, -1). */
+  int (*member_open)(const char *path, uint64_t size, int64_t mtime_ns, int *fd,
                      struct tpl__error *err);
-  /* member_unchanged: file f, open as fd, still has rank 0's size and
+  /* member_unchanged: that file, open as fd, still has rank 0's size and
    * time (-EIO naming it when not; http: 0, the source checks). */
-  int (*member_unchanged)(const struct tpl__job *job, uint32_t f, int fd,
-                          struct tpl__error *err);
+  int (*member_unchanged)(const char *path, uint64_t size, int64_t mtime_ns,
+                          int fd, struct tpl__error *err);
   /* source: opens the bulk source over `in` into *src (source.h). */
   int (*source)(const struct tpl__origin_files *in, struct tpl__source **src,
                 struct tpl__error *err);
@@ -120,10 +119,5 @@ const struct tpl__origin *tpl__origin_for_file(const char *url);
 
 /* The origin of m (local for a model built by hand). */
 const struct tpl__origin *tpl__model_origin(const struct tpl__model *m);
-
-/* The origin of job's files (local for a job built by hand).  In
- * origin_local.c: origin.c stays clear of job.h, whose planner.h leads
- * back here through checkpoint.h. */
-const struct tpl__origin *tpl__job_origin(const struct tpl__job *job);
 
 #endif

@@ -37,14 +37,14 @@ static int unchanged(const struct tpl__model *m, uint32_t idx,
 }
 
 /* Read over HTTP: no descriptor. */
-static int member_open(const struct tpl__job *job, uint32_t f, int *fd,
-                       struct tpl__error *err) {
+static int member_open(const char *path, uint64_t size, int64_t mtime_ns,
+                       int *fd, struct tpl__error *err) {
   *fd = -1;
   return 0;
 }
 
-static int member_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                            struct tpl__error *err) {
+static int member_unchanged(const char *path, uint64_t size, int64_t mtime_ns,
+                            int fd, struct tpl__error *err) {
   return 0;
 }
 

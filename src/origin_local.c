@@ -14,7 +14,6 @@
 #include "checkpoint.h"
 #include "ckpt_files.h"
 #include "fileio.h"
-#include "job.h"
 #include "origin.h"
 
 #define SAME_FILES_HINT                                                        \
@@ -110,18 +109,17 @@ static int unchanged(const struct tpl__model *m, uint32_t idx,
   return what == NULL ? 0 : changed(f->path, what, err);
 }
 
-/* How file f, open as fd, differs from job->files[f] as rank 0 validated
- * it, into buf; NULL when it does not. */
-static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
-                           char *buf, size_t len) {
-  const struct tpl__job_file *jf = &job->files[f];
+/* How the file open as fd differs from rank 0's record of it (`size`
+ * bytes, modified at `mtime_ns`), into buf; NULL when it does not. */
+static const char *differs(uint64_t size, int64_t mtime_ns, int fd, char *buf,
+                           size_t len) {
   struct stat st;
   if (fstat(fd, &st) != 0)
     snprintf(buf, len, "it cannot be examined: %s", strerror(errno));
-  else if ((uint64_t)st.st_size != jf->size)
+  else if ((uint64_t)st.st_size != size)
     snprintf(buf, len, "%llu bytes here, %llu on rank 0",
-             (unsigned long long)st.st_size, (unsigned long long)jf->size);
-  else if (tpl__mtime_ns(&st) != jf->mtime_ns)
+             (unsigned long long)st.st_size, (unsigned long long)size);
+  else if (tpl__mtime_ns(&st) != mtime_ns)
     snprintf(buf, len, "modified at another time than on rank 0");
   else
     return NULL;
@@ -129,26 +127,26 @@ static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
 }
 
 /* At open: not the file rank 0 validated (65). */
-static int member_open(const struct tpl__job *job, uint32_t f, int *fd,
-                       struct tpl__error *err) {
+static int member_open(const char *path, uint64_t size, int64_t mtime_ns,
+                       int *fd, struct tpl__error *err) {
   char buf[128];
   const char *what;
-  uint64_t size;
-  int rc = tpl__open_regular(job->files[f].path, fd, &size, err);
+  uint64_t here;
+  int rc = tpl__open_regular(path, fd, &here, err);
   if (rc != 0)
-    return tpl__fail(err, TPL_ENOMODEL, "%s: cannot open it: %s (%s)",
-                     job->files[f].path, tpl_strerror(rc), SAME_FILES_HINT);
-  what = differs(job, f, *fd, buf, sizeof(buf));
+    return tpl__fail(err, TPL_ENOMODEL, "%s: cannot open it: %s (%s)", path,
+                     tpl_strerror(rc), SAME_FILES_HINT);
+  what = differs(size, mtime_ns, *fd, buf, sizeof(buf));
   if (what == NULL) return 0;
-  return tpl__fail(err, TPL_EMISMATCH, "%s: %s (%s)", job->files[f].path, what,
+  return tpl__fail(err, TPL_EMISMATCH, "%s: %s (%s)", path, what,
                    SAME_FILES_HINT);
 }
 
-static int member_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                            struct tpl__error *err) {
+static int member_unchanged(const char *path, uint64_t size, int64_t mtime_ns,
+                            int fd, struct tpl__error *err) {
   char buf[128];
-  const char *what = differs(job, f, fd, buf, sizeof(buf));
-  return what == NULL ? 0 : changed(job->files[f].path, what, err);
+  const char *what = differs(size, mtime_ns, fd, buf, sizeof(buf));
+  return what == NULL ? 0 : changed(path, what, err);
 }
 
 static int source(const struct tpl__origin_files *in, struct tpl__source **src,
@@ -171,7 +169,3 @@ const struct tpl__origin tpl__origin_local = {
     .member_unchanged = member_unchanged,
     .source = source,
 };
-
-const struct tpl__origin *tpl__job_origin(const struct tpl__job *job) {
-  return job->origin != NULL ? job->origin : &tpl__origin_local;
-}

@@ -1,7 +1,8 @@
-/* report.h - protobuf encodings of what ranks tell each other: the job
- * table rank 0 broadcasts, each rank's RankReport, and the LoadReport rank
- * 0 assembles; plus the LoadReport's JSON form for scripts.  Only
- * report.c and wire.c include the generated protobuf header. */
+/* report.h - what ranks tell each other, as protobuf (DESIGN.md section
+ * 4.1, step 4): the job table, each rank's RankReport and the LoadReport
+ * rank 0 assembles once the replicas agree; that report decoded into plain
+ * C, its summary, JSON form and grid line.  Only report.c and wire.c
+ * include the generated protobuf header. */
 #ifndef TPL_REPORT_H
 #define TPL_REPORT_H
 

@@ -1,4 +1,4 @@
-/* s3.h - s3://bucket/prefix MODELs (DESIGN.md section 1): the object URL
+/* s3.h - s3://bucket/prefix MODELs (DESIGN.md section 4.2): the object URL
  * of each member on the endpoint (virtual-hosted on AWS, path-style on a
  * custom endpoint), and AWS Signature V4 on every request from the
  * credential chain users already have (the environment, then the shared

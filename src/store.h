@@ -14,8 +14,6 @@
 
 #include "common.h"
 
-#define TPL_STORE_ALIGN 64
-
 struct tpl__store {
   int fd;        /* memfd, -1 when closed */
   uint8_t *base; /* mapping of `size` bytes (NULL if 0) */

@@ -1,5 +1,5 @@
 /* table_map.c - the tensor table a consumer reads in place (layout in
- * table_map.h).  `tpload serve` lays it out once, when serving starts, so
+ * table_map.h).  `tpload serve` lays it out once per generation, so
  * an attach costs the daemon nothing per tensor and the consumer one
  * validating pass over memory the daemon already populated: no copy, no
  * allocation per tensor, no protobuf.  Building refuses what a table

@@ -1,7 +1,8 @@
 /* table_map.h - the tensor table laid out to be read in place ("TPLM"):
- * the daemon builds it once when serving starts and passes it in a sealed
- * memfd beside the store; a consumer maps it, validates it once (O(n)) and
- * looks names up in it without copying or allocating per tensor.
+ * the daemon builds it once per generation it serves and passes it in a
+ * sealed memfd beside the store; a consumer maps it, validates it once
+ * (O(n)) and looks names up in it without copying or allocating per
+ * tensor.
  *
  * Layout (native byte order: the daemon and its consumers share a
  * machine; the header says which order it was written in):

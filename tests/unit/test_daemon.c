@@ -30,6 +30,7 @@
 #include "client.h"
 #include "daemon.h"
 #include "dtype.h"
+#include "job.h" /* TPL_STORE_ALIGN */
 #include "report.h"
 #include "store.h"
 #include "table_map.h"

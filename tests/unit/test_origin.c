@@ -134,13 +134,13 @@ static void test_local_read_and_identity(void) {
  * to re-check: its source checks every answer. */
 static void test_http_leaves_it_to_the_source(void) {
   struct tpl__job_file f = {.path = "https://h/d/a.bin", .size = 4};
-  struct tpl__job job = {.files = &f, .nfiles = 1, .origin = &tpl__origin_http};
   struct tpl__model m = {0};
   struct tpl__error err = {0};
   int fd = 7;
-  CHECK_EQ_INT(tpl__origin_http.member_open(&job, 0, &fd, &err), 0);
+  CHECK_EQ_INT(tpl__origin_http.member_open(f.path, f.size, 0, &fd, &err), 0);
   CHECK_EQ_INT(fd, -1);
-  CHECK_EQ_INT(tpl__origin_http.member_unchanged(&job, 0, -1, &err), 0);
+  CHECK_EQ_INT(tpl__origin_http.member_unchanged(f.path, f.size, 0, -1, &err),
+               0);
   CHECK_EQ_INT(tpl__origin_http.unchanged(&m, 0, &err), 0);
 }
 
