@@ -1,6 +1,7 @@
-/* checkpoint.h - opening a checkpoint: which format a MODEL path holds
- * (one .safetensors file, a sharded index, an MLC weight directory), and
- * the driver that runs that format's parser and opens its files. */
+/* checkpoint.h - opening a checkpoint: MODEL's origin (origin.h) opens
+ * it, in the format its files say (format.h: one .safetensors file, a
+ * sharded index, an MLC weight directory), and the model's reads after
+ * go through that origin. */
 #ifndef TPL_CHECKPOINT_H
 #define TPL_CHECKPOINT_H
 
@@ -41,6 +42,14 @@ int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
  * early or changed; the client's codes, http.h). */
 int tpl__model_read(const struct tpl__model *m, uint32_t idx, void *dst,
                     uint64_t len, uint64_t off, struct tpl__error *err);
+
+/* Checks that file `idx` of `m` is still the file validated at open, as
+ * its origin tells (origin.h; local: its path still names the held file,
+ * device and inode, with the size and mtime recorded then; http: every
+ * answer is checked as it comes, so 0).  Returns 0, or -EIO (exit 74)
+ * with err naming the file and what changed. */
+int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
+                              struct tpl__error *err);
 
 /* Reads member `name` of the model's directory (config.json), a local
  * file or one fetched from the model's server, whole, at most `cap`

@@ -1,22 +1,23 @@
-/* ckpt_remote.c - a checkpoint at a URL.  The formats are the local ones
- * (checkpoint.c): the JSON of an index or MLC cache is fetched whole; a
- * safetensors file's header comes from a ranged GET of its first
- * PROBE_BYTES (which also tells its size, ETag and Last-Modified), and a
- * second one when the header is longer; an MLC shard file is probed with
- * a one-byte range for its size, all of them at once.  The same parsers
- * validate what came, and each member file is recorded with its URL and
- * what the server said about it (model.h), so every later read can check
- * that the object did not change. */
+/* ckpt_remote.c - a checkpoint at a URL.  The formats are the local ones,
+ * loaded by the same code (format.c) through the HTTP origin, whose
+ * member operations are here: the JSON of an index or MLC cache is
+ * fetched whole; a safetensors file's header comes from a ranged GET of
+ * its first PROBE_BYTES (which also tells its size, ETag and
+ * Last-Modified), and a second one when the header is longer; an MLC
+ * shard file is probed with a one-byte range for its size, all of them at
+ * once.  Each member file is recorded with its URL and what the server
+ * said about it (model.h), so every later read can check that the object
+ * did not change. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_remote.h"
-#include "fmt_mlc_cache.h"
 #include "fmt_safetensors.h"
-#include "fmt_st_index.h"
+#include "format.h"
 #include "hf.h"
+#include "origin.h"
 #include "s3.h"
 
 #define PROBE_BYTES (64u << 10)
@@ -91,9 +92,9 @@ static int add_remote_file(struct tpl__model *m, const struct member *mb,
   return 0;
 }
 
-/* Loads the safetensors file `name` of m's directory (or m's own file). */
-static int st_load(struct tpl__model *m, const char *name,
-                   struct tpl__error *err) {
+int tpl__remote_st_member(struct tpl__model *m, const char *name,
+                          const char *what, const char *ctx,
+                          struct tpl__error *err) {
   struct tpl__http_obj obj = {0};
   struct member mb;
   uint8_t *buf = NULL;
@@ -109,31 +110,16 @@ static int st_load(struct tpl__model *m, const char *name,
   return rc;
 }
 
-/* --- the JSON-described formats --- */
+/* --- the members a format lists --- */
 
-static int load_index(struct tpl__model *m, const char *buf, size_t len,
-                      const char *what, struct tpl__error *err) {
-  struct tpl__st_index *ix = NULL;
-  int rc = tpl__st_index_parse(buf, len, what, &ix, err);
-  for (size_t i = 0; rc == 0 && i < tpl__st_index_nfiles(ix); i++) {
-    const char *first;
-    rc = st_load(m, tpl__st_index_file(ix, i, &first), err);
-  }
-  if (rc == 0) rc = tpl__st_index_check(ix, m, err);
-  tpl__st_index_free(ix);
-  return rc;
-}
-
-/* Every shard file of an MLC cache: its URL, and its size as the server
- * tells it (one-byte probes, all at once) against the cache's "nbytes". */
-static int probe_mlc_files(struct tpl__model *m, const char *what,
-                           struct tpl__error *err) {
-  size_t n = m->nfiles;
+int tpl__remote_probe(struct tpl__model *m, uint32_t first, const char *what,
+                      struct tpl__error *err) {
+  size_t n = first < m->nfiles ? m->nfiles - first : 0;
   struct tpl__http_read *r = calloc(n ? n : 1, sizeof(*r));
   uint8_t *scratch = malloc(n ? n : 1);
   int rc = r && scratch ? 0 : tpl__oom(err);
   for (size_t i = 0; rc == 0 && i < n; i++) {
-    struct tpl__file *f = &m->files[i];
+    struct tpl__file *f = &m->files[first + i];
     struct member mb;
     rc = member_of(m, f->name, &mb, err);
     if (rc != 0) break;
@@ -147,7 +133,7 @@ static int probe_mlc_files(struct tpl__model *m, const char *what,
                                    .obj = &f->obj};
   }
   if (rc == 0) rc = tpl__http_read_all(m->http, r, n, err);
-  for (size_t i = 0; rc == 0 && i < n; i++)
+  for (size_t i = first; rc == 0 && i < m->nfiles; i++)
     if (m->files[i].obj.size != m->files[i].size)
       rc = tpl__fail(err, TPL_EFORMAT,
                      "%s: file '%s': expected %llu bytes on the server as "
@@ -160,49 +146,25 @@ static int probe_mlc_files(struct tpl__model *m, const char *what,
   return rc;
 }
 
-static int load_mlc(struct tpl__model *m, const char *buf, size_t len,
-                    const char *what, int presharded, struct tpl__error *err) {
-  int rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
-  if (rc == 0) rc = probe_mlc_files(m, what, err);
-  if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
-  return rc;
-}
-
 /* --- format detection --- */
 
-/* Opens probe k of the directory: -ENOENT (or TPL_EDENIED, which an
- * object store answers for a missing key to whoever may not list the
- * bucket) when the server has no such object. */
-static int open_probe(struct tpl__model *m, size_t k, int presharded,
-                      struct tpl__error *err) {
-  const struct tpl__model_probe *probes = tpl__model_probes;
-  struct member mb;
-  char *buf = NULL;
-  size_t len = 0;
-  int rc;
-  m->format = probes[k].format;
-  if (m->format == TPL_FMT_SAFETENSORS) return st_load(m, probes[k].name, err);
-  rc = member_of(m, probes[k].name, &mb, err);
-  if (rc != 0) return rc;
-  rc = tpl__http_get(m->http, mb.url, mb.shown, TPL_MAX_JSON_FILE, &buf, &len,
-                     err);
-  if (rc == 0 && m->format == TPL_FMT_ST_INDEX)
-    rc = load_index(m, buf, len, mb.shown, err);
-  else if (rc == 0)
-    rc = load_mlc(m, buf, len, mb.shown, presharded, err);
-  free(buf);
-  member_clear(&mb);
-  return rc;
-}
-
+/* The first of the formats' probes the server has decides the format: a
+ * probe's load fails with -ENOENT (or TPL_EDENIED, which an object store
+ * answers for a missing key to whoever may not list the bucket) when the
+ * server has no such object. */
 static int open_dir(struct tpl__model *m, int presharded,
                     struct tpl__error *err) {
   struct tpl__error denied = {0};
-  for (size_t k = 0; k < TPL_MODEL_NPROBES; k++) {
-    int rc = open_probe(m, k, presharded, err);
-    if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
-    if (rc != -ENOENT && rc != TPL_EDENIED) return rc;
-    if (m->nfiles != 0 || m->ntensors != 0) return rc; /* a member failed */
+  for (size_t i = 0; i < tpl__nformats; i++) {
+    const struct tpl__format *f = tpl__formats[i];
+    for (const char *const *probe = f->probes; *probe != NULL; probe++) {
+      int rc;
+      m->format = f->id;
+      rc = f->load(m, *probe, presharded, err);
+      if (rc == TPL_EDENIED && denied.code == 0 && err != NULL) denied = *err;
+      if (rc != -ENOENT && rc != TPL_EDENIED) return rc;
+      if (m->nfiles != 0 || m->ntensors != 0) return rc; /* a member failed */
+    }
   }
   if (denied.code != 0) {
     if (err != NULL) *err = denied;
@@ -241,6 +203,7 @@ static int remote_model(struct tpl__url *u, const struct tpl__http_opts *o,
   }
   *m->url = *u;
   memset(u, 0, sizeof(*u));
+  m->origin = &tpl__origin_http;
   m->shown = model_shown(m->url, where);
   rc = m->shown ? tpl__http_open(o, &m->http, err) : tpl__oom(err);
   if (rc == 0 && signer->sign != NULL)
@@ -272,7 +235,7 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
   if (rc != 0) return rc;
   if (m->url->name != NULL) {
     m->format = TPL_FMT_SAFETENSORS;
-    rc = st_load(m, m->url->name, err);
+    rc = tpl__remote_st_member(m, m->url->name, NULL, NULL, err);
   } else {
     rc = open_dir(m, presharded, err);
   }
@@ -293,6 +256,10 @@ int tpl__remote_read_member(const struct tpl__model *m, const char *name,
   rc = tpl__http_get(m->http, mb.url, mb.shown, cap, buf, len, err);
   member_clear(&mb);
   return rc;
+}
+
+char *tpl__remote_shown(const struct tpl__model *m, const char *name) {
+  return tpl__url_member_shown(m->url, name);
 }
 
 int tpl__remote_sign_client(struct tpl__http *h, const char *shown,

@@ -24,6 +24,29 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
                      int presharded, struct tpl__model **out,
                      struct tpl__error *err);
 
+/* Loads the safetensors file `name` of a remote model's directory (or
+ * the model's own file): its header by a ranged GET of its first 64 KiB,
+ * which also tells its size, ETag and Last-Modified (a second GET when
+ * the header is longer), parsed, the file recorded with its URL and
+ * validators.  `what` and `ctx` (the index naming it) are unused: a URL
+ * needs no confining.  Returns 0, -ENOENT (404), TPL_EDENIED, the
+ * parser's codes or the client's (the HTTP origin's st_member). */
+int tpl__remote_st_member(struct tpl__model *m, const char *name,
+                          const char *what, const char *ctx,
+                          struct tpl__error *err);
+
+/* Member `name` of a remote model as messages show it (its URL without a
+ * presigned query); malloc'd, NULL on ENOMEM. */
+char *tpl__remote_shown(const struct tpl__model *m, const char *name);
+
+/* Files [first, m->nfiles) of a remote model, listed by a parser with
+ * the sizes its JSON (`what`) declares: each gets its URL, and its size
+ * as the server tells it (one-byte ranged GETs, all at once) is checked
+ * against the JSON's "nbytes".  Returns 0, TPL_EFORMAT or the client's
+ * codes (the HTTP origin's probe, origin.h). */
+int tpl__remote_probe(struct tpl__model *m, uint32_t first, const char *what,
+                      struct tpl__error *err);
+
 /* Fetches member `name` of a remote model's directory (config.json),
  * whole, at most `cap` bytes, into a NUL-terminated malloc'd *buf.
  * Returns 0, -ENOENT when the server has none (404), or the client's

@@ -14,6 +14,7 @@
 #include "common.h"
 #include "dtype.h"
 #include "experts.h"
+#include "format.h"
 #include "job.h"
 #include "jsonu.h"
 #include "mlc_md5.h"
@@ -62,15 +63,10 @@ static const char inspect_help[] =
     "ranges), 74 I/O error (an object that changed included), 77 access\n"
     "denied (HTTP 401/403: a token or presigned URL is needed).\n";
 
+/* Its format's word (format.h); an opened model always has one. */
 static const char *format_name(int format) {
-  switch (format) {
-  case TPL_FMT_SAFETENSORS:
-    return "safetensors";
-  case TPL_FMT_ST_INDEX:
-    return "safetensors-index";
-  default:
-    return "mlc";
-  }
+  const struct tpl__format *f = tpl__format_of(format);
+  return f != NULL ? f->name : "unknown";
 }
 
 /* Adds shard_shape, rule and, taken from the shard-info entry so both

@@ -15,7 +15,7 @@
 #include "client.h"
 #include "common.h"
 #include "fileio.h"
-#include "url.h"
+#include "origin.h"
 
 static const char reload_help[] =
     "usage: tpload reload SOCKET [MODEL] [--plan P] [--verify-md5]\n"
@@ -58,7 +58,7 @@ static const char reload_help[] =
  * on ENOMEM. */
 static char *absolute(const char *model) {
   char cwd[PATH_MAX];
-  if (model[0] == '/' || tpl__url_is_remote(model) ||
+  if (model[0] == '/' || !tpl__origin_for(model)->paths ||
       getcwd(cwd, sizeof(cwd)) == NULL)
     return strdup(model);
   return tpl__path_join(cwd, model);

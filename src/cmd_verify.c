@@ -8,7 +8,7 @@
 #include "cmd_grid.h"
 #include "common.h"
 #include "layout.h"
-#include "url.h"
+#include "origin.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -84,7 +84,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
   mlc = lay->local_model; /* the layout reads MODEL by path */
-  if (mlc && tpl__url_is_remote(a->operands[0]))
+  if (mlc && !tpl__origin_for(a->operands[0])->paths)
     return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
                                      "found a URL");
   rc =

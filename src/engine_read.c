@@ -7,14 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ckpt_remote.h"
+#include "checkpoint.h"
 #include "engine_internal.h"
 #include "job.h"
 #include "local_read.h"
 #include "mlc_md5.h"
 #include "model.h"
+#include "origin.h"
 #include "source.h"
-#include "source_http.h"
 #include "stall.h"
 
 /* Moves *scan past tensors that end at or before *pos (and empty ones)
@@ -215,29 +215,15 @@ static void source_progress(void *ctx) {
   tpl__eng_beat(ctx);
 }
 
-/* The source of a MODEL URL's files: rank 0 reads with the client that
- * validated them, the others (--read local) with one of their own, made
- * from the same options; every answer is checked against the size and
- * ETag rank 0 recorded (the job table carries them). */
-static int open_http_source(struct engine *e, struct tpl__error *err) {
-  size_t n = e->job->nfiles;
-  struct tpl__http *h = e->rank == 0 ? e->model->http : NULL;
-  int rc = 0;
-  e->urls = calloc(n + 1, sizeof(*e->urls));
+/* Per file its URL, shown form and validators, for a MODEL URL's source
+ * (the job table carries rank 0's; a local file's are NULL and unused). */
+static int job_urls(struct engine *e, struct tpl__error *err) {
+  e->urls = calloc(e->job->nfiles + 1, sizeof(*e->urls));
   if (e->urls == NULL) return tpl__oom(err);
-  for (size_t f = 0; f < n; f++)
+  for (size_t f = 0; f < e->job->nfiles; f++)
     e->urls[f] = (struct tpl__source_url){
         e->job->files[f].url, e->job->files[f].path, &e->job->files[f].obj};
-  if (h == NULL) {
-    rc = tpl__http_open(&e->o->http, &h, err);
-    if (rc == 0 && n > 0)
-      rc = tpl__remote_sign_client(h, e->job->files[0].path, err);
-    if (rc != 0) tpl__http_close(h);
-  }
-  if (rc == 0)
-    rc = tpl__source_http_open(&e->src, h, e->rank != 0, e->urls, n, err);
-  if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
-  return rc;
+  return 0;
 }
 
 /* The source's fallback note, once (rank 0's only: the others' would
@@ -258,9 +244,11 @@ static void close_source(struct engine *e) {
   e->urls = NULL;
 }
 
-/* A source over fds (the job's files, in order); its fallback note, if
- * any, on stderr (tell_note).  The files of a MODEL URL are read over
- * HTTP (open_http_source). */
+/* A source over the job's files as their origin opens one (origin.h):
+ * local files over fds, a MODEL URL's read by rank 0 with the client that
+ * validated them and by the others (--read local) with one of their own,
+ * every answer checked against rank 0's size and ETag.  Its fallback
+ * note, if any, on stderr (tell_note). */
 static int open_source(struct engine *e, const int *fds,
                        const char *const *paths, struct tpl__error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
@@ -268,10 +256,18 @@ static int open_source(struct engine *e, const int *fds,
    * rank, so auto reads buffered there. */
   int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
                                                               : e->o->io_mode;
-  int rc;
-  if (e->job->nfiles > 0 && e->job->files[0].url != NULL)
-    return open_http_source(e, err);
-  rc = tpl__source_files_open(&e->src, fds, paths, e->job->nfiles, mode, err);
+  int rc = job_urls(e, err);
+  if (rc == 0)
+    rc = tpl__job_origin(e->job)->source(
+        &(struct tpl__origin_files){.n = e->job->nfiles,
+                                    .fds = fds,
+                                    .paths = paths,
+                                    .mode = mode,
+                                    .urls = e->urls,
+                                    .http =
+                                        e->rank == 0 ? e->model->http : NULL,
+                                    .opts = &e->o->http},
+        &e->src, err);
   if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
   return rc;

@@ -9,6 +9,7 @@
 #include "dtype.h"
 #include "experts.h"
 #include "job.h"
+#include "origin.h"
 #include "planner.h"
 #include "scope.h"
 
@@ -105,6 +106,12 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   return 0;
 }
 
+/* *out = a copy of s, NULL for NULL; -ENOMEM when the copy fails. */
+static int dup_optional(const char *s, char **out) {
+  *out = s ? strdup(s) : NULL;
+  return s && *out == NULL ? -ENOMEM : 0;
+}
+
 static int copy_files(struct tpl__job *job, const struct tpl__model *m) {
   job->files = calloc(m->nfiles ? m->nfiles : 1, sizeof(*job->files));
   if (job->files == NULL) return -ENOMEM;
@@ -115,10 +122,9 @@ static int copy_files(struct tpl__job *job, const struct tpl__model *m) {
     job->files[f].mtime_ns = m->files[f].mtime_ns;
     if (job->files[f].path == NULL) return -ENOMEM;
     job->files[f].obj = m->files[f].obj;
-    if (m->files[f].url != NULL &&
-        (job->files[f].url = strdup(m->files[f].url)) == NULL)
-      return -ENOMEM;
+    if (dup_optional(m->files[f].url, &job->files[f].url) != 0) return -ENOMEM;
   }
+  job->origin = m->origin;
   return 0;
 }
 
@@ -261,4 +267,8 @@ void tpl__job_free(struct tpl__job *job) {
   free(job->model);
   free(job->plan_source);
   free(job);
+}
+
+const struct tpl__origin *tpl__job_origin(const struct tpl__job *job) {
+  return job->origin != NULL ? job->origin : &tpl__origin_local;
 }

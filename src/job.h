@@ -18,6 +18,8 @@
 #include "shard.h"
 #include "topology.h"
 
+struct tpl__origin;
+
 /* Every tensor sits in a rank's store (store.h) at a multiple of this
  * offset: the job lays the store out (tpl__job_place). */
 #define TPL_STORE_ALIGN 64
@@ -78,6 +80,9 @@ struct tpl__job {
    * without them); every tensor's file indexes them. */
   struct tpl__job_file *files;
   size_t nfiles;
+  /* Where they live (origin.h): the model's, or the one rank 0's table
+   * implies; NULL (a job built by hand) is the local origin. */
+  const struct tpl__origin *origin;
   uint64_t store_size;   /* per stage: bytes of the store of its ranks */
   uint64_t source_bytes; /* stored bytes of the whole checkpoint */
 };
@@ -155,6 +160,9 @@ size_t tpl__job_mlc_segs(const struct tpl__job *job,
  * for the caller to print) otherwise. */
 int tpl__job_check_unused(const struct tpl__job *job, const struct tpl__plan *p,
                           int strict, struct tpl__error *err);
+
+/* The origin of job's files (origin.h; local for a job built by hand). */
+const struct tpl__origin *tpl__job_origin(const struct tpl__job *job);
 
 /* Frees a job; NULL accepted. */
 void tpl__job_free(struct tpl__job *job);

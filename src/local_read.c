@@ -10,70 +10,29 @@
 
 #include "fileio.h"
 #include "local_read.h"
+#include "origin.h"
 #include "shard.h"
 #include "source.h"
 
-#define SAME_FILES_HINT                                                        \
-  "--read local needs every rank to see the files rank 0 validated"
-
-/* How file f, open as fd, differs from job->files[f] as rank 0 validated
- * it, into buf; NULL when it does not. */
-static const char *differs(const struct tpl__job *job, uint32_t f, int fd,
-                           char *buf, size_t len) {
-  const struct tpl__job_file *jf = &job->files[f];
-  struct stat st;
-  if (fstat(fd, &st) != 0)
-    snprintf(buf, len, "it cannot be examined: %s", strerror(errno));
-  else if ((uint64_t)st.st_size != jf->size)
-    snprintf(buf, len, "%llu bytes here, %llu on rank 0",
-             (unsigned long long)st.st_size, (unsigned long long)jf->size);
-  else if (tpl__mtime_ns(&st) != jf->mtime_ns)
-    snprintf(buf, len, "modified at another time than on rank 0");
-  else
-    return NULL;
-  return buf;
-}
-
-/* At open: not the file rank 0 validated (65). */
-static int check_same(const struct tpl__job *job, uint32_t f, int fd,
-                      struct tpl__error *err) {
-  char buf[128];
-  const char *what = differs(job, f, fd, buf, sizeof(buf));
-  if (what == NULL) return 0;
-  return tpl__fail(err, TPL_EMISMATCH, "%s: %s (%s)", job->files[f].path, what,
-                   SAME_FILES_HINT);
-}
-
 int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
                          struct tpl__error *err) {
-  char buf[128];
-  const char *what;
-  if (job->files[f].url != NULL) return 0; /* every answer was checked */
-  what = differs(job, f, fd, buf, sizeof(buf));
-  if (what == NULL) return 0;
-  return tpl__fail(err, -EIO,
-                   "%s: changed while loading (%s); expected the file "
-                   "validated at start",
-                   job->files[f].path, what);
+  const struct tpl__job_file *jf = &job->files[f];
+  return tpl__job_origin(job)->member_unchanged(jf->path, jf->size,
+                                                jf->mtime_ns, fd, err);
 }
 
 int tpl__local_open(const struct tpl__job *job, int *fds,
                     struct tpl__error *err) {
+  const struct tpl__origin *o = tpl__job_origin(job);
   int rc = 0;
   for (size_t f = 0; f < job->nfiles; f++)
     fds[f] = -1;
   if (job->nfiles == 0 && job->ntensors > 0)
     return tpl__fail(err, TPL_EINTERNAL, "the job table names no files");
   tpl__raise_fd_limit(); /* every file stays open while this rank reads */
-  for (size_t f = 0; rc == 0 && f < job->nfiles; f++) {
-    uint64_t size;
-    if (job->files[f].url != NULL) continue; /* read over HTTP */
-    rc = tpl__open_regular(job->files[f].path, &fds[f], &size, err);
-    if (rc != 0)
-      return tpl__fail(err, TPL_ENOMODEL, "%s: cannot open it: %s (%s)",
-                       job->files[f].path, tpl_strerror(rc), SAME_FILES_HINT);
-    rc = check_same(job, (uint32_t)f, fds[f], err);
-  }
+  for (size_t f = 0; rc == 0 && f < job->nfiles; f++)
+    rc = o->member_open(job->files[f].path, job->files[f].size,
+                        job->files[f].mtime_ns, &fds[f], err);
   return rc;
 }
 

@@ -17,29 +17,23 @@
 #include <unistd.h>
 
 #include "affinity.h"
+#include "format.h"
 #include "md5sum.h"
 #include "mlc_md5.h"
-#include "source_http.h"
+#include "origin.h"
 
 #define LANES 4
 #define SLOTS 2
 
-static const char *const format_names[] = {
-    [TPL_FMT_SAFETENSORS] = "a safetensors file",
-    [TPL_FMT_ST_INDEX] = "a sharded safetensors checkpoint (index JSON)",
-    [TPL_FMT_MLC] = "an MLC weight directory"};
-
 int tpl__mlc_md5_ready(const struct tpl__model *m, const char *model,
                        struct tpl__error *err) {
-  if (m->format != TPL_FMT_MLC)
+  const struct tpl__format *fmt = tpl__format_of(m->format);
+  if (fmt == NULL || !fmt->md5)
     return tpl__fail(err, TPL_EUSAGE,
                      "--verify-md5 checks the md5sum each file record of an "
                      "MLC weight directory's tensor-cache.json carries, and "
                      "'%s' is %s, which records none",
-                     model,
-                     m->format > 0 && m->format < (int)ARRAY_SIZE(format_names)
-                         ? format_names[m->format]
-                         : "another format");
+                     model, fmt != NULL ? fmt->what : "another format");
   for (size_t f = 0; f < m->nfiles; f++)
     if (m->files[f].md5_state != TPL_MD5_OK)
       return tpl__fail(err, TPL_EFORMAT,
@@ -333,8 +327,9 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
   return rc;
 }
 
-/* A source over m's files: their URLs read by m's client, or the
- * descriptors m holds.  `urls`, fds and paths must outlive it. */
+/* A source over m's files as its origin opens one: their URLs read by
+ * m's client, or the descriptors m holds.  `urls`, fds and paths must outlive
+ * it. */
 static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
                        int *fds, const char **paths, struct tpl__source **src,
                        struct tpl__error *err) {
@@ -344,9 +339,14 @@ static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
     fds[f] = m->files[f].fd;
     paths[f] = m->files[f].path;
   }
-  if (m->nfiles > 0 && m->files[0].url != NULL)
-    return tpl__source_http_open(src, m->http, 0, urls, m->nfiles, err);
-  return tpl__source_files_open(src, fds, paths, m->nfiles, TPL_IO_AUTO, err);
+  return tpl__model_origin(m)->source(
+      &(struct tpl__origin_files){.n = m->nfiles,
+                                  .fds = fds,
+                                  .paths = paths,
+                                  .mode = TPL_IO_AUTO,
+                                  .urls = urls,
+                                  .http = m->http},
+      src, err);
 }
 
 int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,

@@ -13,13 +13,6 @@
 #include "jsonu.h"
 #include "model.h"
 
-const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES] = {
-    {"model.safetensors.index.json", TPL_FMT_ST_INDEX},
-    {"tensor-cache.json", TPL_FMT_MLC},
-    {"ndarray-cache.json", TPL_FMT_MLC},
-    {"model.safetensors", TPL_FMT_SAFETENSORS},
-};
-
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err) {
   return tpl__fail(err, TPL_ENOMODEL,
@@ -142,31 +135,6 @@ int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd) {
   f->size = (uint64_t)st.st_size;
   f->mtime_ns = tpl__mtime_ns(&st);
   return 0;
-}
-
-int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
-                              struct tpl__error *err) {
-  const struct tpl__file *f = &m->files[idx];
-  struct stat st, at_path;
-  const char *what = NULL;
-  if (f->fd < 0) return 0;
-  /* The bytes come from the held descriptor whatever the path names now,
-   * but a path that names another file means the model was replaced
-   * under the load: say so rather than deliver the old one silently. */
-  if (fstat(f->fd, &st) != 0 || stat(f->path, &at_path) != 0)
-    what = "it can no longer be examined";
-  else if ((uint64_t)at_path.st_dev != f->dev ||
-           (uint64_t)at_path.st_ino != f->ino)
-    what = "another file took its place";
-  else if ((uint64_t)st.st_size != f->size)
-    what = "its size changed";
-  else if (tpl__mtime_ns(&st) != f->mtime_ns)
-    what = "it was modified";
-  if (what == NULL) return 0;
-  return tpl__fail(err, -EIO,
-                   "%s: changed while loading (%s); expected the file "
-                   "validated at start",
-                   f->path, what);
 }
 
 int tpl__model_take_tensor(struct tpl__model *m, struct tpl__tensor *t,

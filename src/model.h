@@ -12,6 +12,8 @@
 #include "http.h"
 #include "url.h"
 
+struct tpl__origin;
+
 enum tpl__model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
   TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
@@ -75,20 +77,14 @@ struct tpl__model {
   struct tpl__http *http; /* owned: the client that read it */
   char *shown;            /* owned: MODEL as messages and reports show
                              it (without a presigned URL's signature) */
+  /* Where its files live (origin.h), set when it was opened; NULL (a
+   * model built by hand) is the local origin. */
+  const struct tpl__origin *origin;
 };
-
-/* The files that make a directory a checkpoint, in the order they are
- * looked for (the first there decides), and the format each means. */
-struct tpl__model_probe {
-  const char *name;
-  int format; /* enum tpl__model_format */
-};
-#define TPL_MODEL_NPROBES 4
-extern const struct tpl__model_probe tpl__model_probes[TPL_MODEL_NPROBES];
 
 /* The message for a directory (`dir`, a path or a URL) that holds none of
- * them: TPL_ENOMODEL, `where` ("" or " at this URL (HTTP 404)") after
- * the list. */
+ * the files that make a checkpoint (format.h's probes): TPL_ENOMODEL, `where`
+ * ("" or " at this URL (HTTP 404)") after the list. */
 int tpl__model_none_found(const char *dir, const char *where,
                           struct tpl__error *err);
 
@@ -117,13 +113,6 @@ int tpl__model_add_file(struct tpl__model *m, const char *path,
  * engine reads come from the very file that was validated.  Closes fd
  * and returns -errno when fstat fails. */
 int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd);
-
-/* Checks that file `idx`'s path still names the held file (device and
- * inode) and that the file still has the size and mtime recorded when it
- * was validated.  Returns 0, or -EIO
- * (exit 74) with err naming the file and what changed. */
-int tpl__model_file_unchanged(const struct tpl__model *m, uint32_t idx,
-                              struct tpl__error *err);
 
 /* Appends a tensor, taking ownership of t->name on success only.
  * Returns 0, -ENOMEM, or TPL_ELIMIT when the model would exceed

@@ -15,8 +15,10 @@
 #include "checkpoint.h"
 #include "experts.h"
 #include "fileio.h"
+#include "format.h"
 #include "interleaved.h"
 #include "jsonu.h"
+#include "origin.h"
 #include "planner.h"
 #include "presets.h"
 
@@ -41,9 +43,9 @@ static int config_read(const struct tpl__model *m, struct config *c,
   char *buf = NULL;
   size_t len = 0;
   int rc;
-  const char *name;
-  c->mlc = m->format == TPL_FMT_MLC;
-  name = c->mlc ? "mlc-chat-config.json" : "config.json";
+  const struct tpl__format *f = tpl__format_of(m->format);
+  const char *name = f != NULL ? f->config : "config.json";
+  c->mlc = f != NULL && f->config_mlc;
   c->path = tpl__path_join(m->dir, name);
   if (c->path == NULL) return tpl__oom(err);
   rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
@@ -109,15 +111,16 @@ static int read_quant(const struct tpl__model *m, struct config *c,
 
 /* ModelOpt's older exports keep their scheme in hf_quant_config.json
  * beside config.json ({"quantization": {"quant_algo": "NVFP4", ...}}).
- * Read for local models only: an object store may answer a missing key
- * with 403.  Sets the plan's method and scheme when the file is there. */
+ * Read where a missing member is told apart from a refused one (the
+ * origin's `paths`): an object store may answer a missing key with 403.  Sets
+ * the plan's method and scheme when the file is there. */
 static int read_hf_quant_config(const struct tpl__model *m, struct tpl__plan *p,
                                 struct tpl__error *err) {
   char *buf = NULL;
   size_t len = 0;
   json_t *j = NULL;
   int rc;
-  if (m->url != NULL) return 0;
+  if (!tpl__model_origin(m)->paths) return 0;
   rc = tpl__model_read_member(m, "hf_quant_config.json", TPL_MAX_JSON_FILE,
                               &buf, &len, err);
   if (rc == -ENOENT) return 0;

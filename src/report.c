@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "experts.h"
 #include "jsonu.h"
+#include "origin.h"
 #include "proto/tpload.pb-c.h"
 #include "report.h"
 #include "source.h"
@@ -82,11 +83,11 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
     fmsgs[f].path = job->files[f].path;
     fmsgs[f].size = job->files[f].size;
     fmsgs[f].mtime_ns = job->files[f].mtime_ns;
-    if (job->files[f].url != NULL) { /* a remote file */
-      fmsgs[f].url = job->files[f].url;
-      fmsgs[f].etag = (char *)job->files[f].obj.etag;
-      fmsgs[f].last_modified = (char *)job->files[f].obj.modified;
-    }
+    /* a remote file's URL and validators; a local file's are NULL and
+     * "", which proto3 does not send */
+    fmsgs[f].url = job->files[f].url;
+    fmsgs[f].etag = job->files[f].obj.etag;
+    fmsgs[f].last_modified = job->files[f].obj.modified;
     fptrs[f] = &fmsgs[f];
   }
   table.n_files = job->nfiles;
@@ -177,6 +178,9 @@ static int msgs_to_job_files(const Tpload__JobTable *table,
     rc = msg_to_remote_file(table->files[f], &job->files[f], err);
     if (rc != 0) return rc;
   }
+  /* rank 0's choice at open, as its table carries it */
+  job->origin =
+      tpl__origin_for_file(table->n_files ? table->files[0]->url : NULL);
   return 0;
 }
 

@@ -95,6 +95,24 @@ double tpl__resident_fraction(int fd, uint64_t size) {
 
 /* --- the source --- */
 
+/* A read's private state here (its priv, source.h). */
+struct file_read {
+  uint64_t next, end; /* direct: what is still to be submitted */
+  uint8_t *base;      /* direct: where the aligned superset lands */
+  uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
+  size_t inflight;
+  int direct; /* started direct (finished so, whatever the file does) */
+  int rc;
+  uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
+};
+
+_Static_assert(sizeof(struct file_read) <= TPL_READ_PRIV,
+               "a file read's state fits a read's priv");
+
+static struct file_read *fr(struct tpl__read *r) {
+  return (struct file_read *)r->priv;
+}
+
 struct piece {
   struct tpl__read *r;
   uint64_t off, len;
@@ -197,7 +215,7 @@ static void submit_piece(struct file_source *fs, struct piece *p) {
                      p->off);
   io_uring_sqe_set_data(sqe, p);
   fs->inflight++;
-  p->r->inflight++;
+  fr(p->r)->inflight++;
 }
 
 /* Submits pieces of the open reads, oldest first, while the depth
@@ -207,17 +225,18 @@ static int pump(struct file_source *fs) {
   int n;
   while (done < fs->nopen && fs->free_pieces != NULL) {
     struct tpl__read *r = fs->open[done];
+    struct file_read *d = fr(r);
     struct piece *p = fs->free_pieces;
     uint64_t len =
-        r->end - r->next < fs->request ? r->end - r->next : fs->request;
+        d->end - d->next < fs->request ? d->end - d->next : fs->request;
     fs->free_pieces = p->next_free;
     p->r = r;
-    p->off = r->next;
+    p->off = d->next;
     p->len = len;
-    p->dst = r->base + (r->next - align_down(r->off, fs->base.align[r->file]));
+    p->dst = d->base + (d->next - align_down(r->off, fs->base.align[r->file]));
     submit_piece(fs, p);
-    r->next += len;
-    if (r->next == r->end) done++;
+    d->next += len;
+    if (d->next == d->end) done++;
   }
   memmove(fs->open, fs->open + done, (fs->nopen - done) * sizeof(*fs->open));
   fs->nopen -= done;
@@ -235,8 +254,9 @@ static void piece_free(struct file_source *fs, struct piece *p) {
  * is the end of the file: fine past need_end, else the file shrank. */
 static void piece_done(struct file_source *fs, struct piece *p, int res) {
   struct tpl__read *r = p->r;
+  struct file_read *d = fr(r);
   fs->inflight--;
-  r->inflight--;
+  d->inflight--;
   if (res == -EAGAIN || res == -EINTR) {
     submit_piece(fs, p);
     return;
@@ -246,7 +266,7 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
     p->dst += res;
     p->len -= (uint64_t)res;
   }
-  if (p->len == 0 || p->off >= r->need_end) {
+  if (p->len == 0 || p->off >= d->need_end) {
     piece_free(fs, p);
     return;
   }
@@ -254,10 +274,10 @@ static void piece_done(struct file_source *fs, struct piece *p, int res) {
     submit_piece(fs, p); /* short at an aligned offset: the rest */
     return;
   }
-  if (r->rc == 0) {
-    r->rc = res < 0 ? res : TPL_ESHORT; /* the file ended early */
-    r->rc_off = p->off;
-    r->rc_len = p->len;
+  if (d->rc == 0) {
+    d->rc = res < 0 ? res : TPL_ESHORT; /* the file ended early */
+    d->rc_off = p->off;
+    d->rc_len = p->len;
   }
   piece_free(fs, p);
 }
@@ -282,7 +302,8 @@ static int test_einval(const struct piece *p, int res) {
 /* Takes completions until read r has none in flight and nothing left to
  * submit. */
 static int reap(struct file_source *fs, struct tpl__read *r) {
-  while (r->inflight > 0 || r->next < r->end) {
+  struct file_read *d = fr(r);
+  while (d->inflight > 0 || d->next < d->end) {
     struct io_uring_cqe *cqe;
     int rc = pump(fs);
     if (rc == 0) rc = io_uring_wait_cqe(&fs->ring, &cqe);
@@ -298,14 +319,15 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
 
 static int direct_start(struct file_source *fs, struct tpl__read *r,
                         struct tpl__error *err) {
+  struct file_read *d = fr(r);
   uint64_t a = fs->base.align[r->file];
   uint64_t end = r->off + r->len;
-  r->next = align_down(r->off, a);
-  r->end = (end + a - 1) / a * a;
-  r->base = r->dst - (r->off - r->next);
-  r->need_end = end;
-  r->inflight = 0;
-  r->rc = 0;
+  d->next = align_down(r->off, a);
+  d->end = (end + a - 1) / a * a;
+  d->base = r->dst - (r->off - d->next);
+  d->need_end = end;
+  d->inflight = 0;
+  d->rc = 0;
   if (r->len == 0) return 0;
   if (fs->nopen == fs->capopen) {
     size_t cap = fs->capopen ? fs->capopen * 2 : 8;
@@ -341,29 +363,31 @@ static int falls_back(struct file_source *fs, uint32_t f, int rc) {
 
 static int direct_finish(struct file_source *fs, struct tpl__read *r,
                          struct tpl__error *err) {
+  struct file_read *d = fr(r);
   int rc = reap(fs, r);
   if (rc != 0) return read_failed(fs, r->file, r->off, r->len, rc, err);
-  if (r->rc != 0 && falls_back(fs, r->file, r->rc))
+  if (d->rc != 0 && falls_back(fs, r->file, d->rc))
     return buffered_finish(fs, r, err);
-  if (r->rc != 0)
-    return read_failed(fs, r->file, r->rc_off, r->rc_len, r->rc, err);
+  if (d->rc != 0)
+    return read_failed(fs, r->file, d->rc_off, d->rc_len, d->rc, err);
   fs->direct_ok[r->file] = 1;
   return 0;
 }
 
-/* A read is finished the way it was started (r->direct), whatever its
+/* A read is finished the way it was started (its `direct`), whatever its
  * file does meanwhile (falls_back). */
 static int files_start(struct tpl__source *s, struct tpl__read *r,
                        struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
-  r->direct = tpl__source_direct(s, r->file);
-  return r->direct ? direct_start(fs, r, err) : buffered_start(fs, r);
+  fr(r)->direct = tpl__source_direct(s, r->file);
+  return fr(r)->direct ? direct_start(fs, r, err) : buffered_start(fs, r);
 }
 
 static int files_finish(struct tpl__source *s, struct tpl__read *r,
                         struct tpl__error *err) {
   struct file_source *fs = (struct file_source *)s;
-  return r->direct ? direct_finish(fs, r, err) : buffered_finish(fs, r, err);
+  return fr(r)->direct ? direct_finish(fs, r, err)
+                       : buffered_finish(fs, r, err);
 }
 
 /* Waits out every piece still in flight (their buffers are the caller's
@@ -511,6 +535,7 @@ int tpl__source_files_open(struct tpl__source **s, const int *fds,
     return tpl__oom(err);
   }
   fs->base.ops = &files_ops;
+  fs->base.read_size = sizeof(struct file_read);
   fs->base.nfiles = n;
   fs->fds = fds;
   fs->paths = paths;

@@ -38,21 +38,23 @@ enum tpl__io_used {
 
 const char *tpl__io_used_name(int used);
 
+/* The bytes of a read that are its source's, private (SQLite's
+ * szOsFile): each source says how many of them it uses
+ * (tpl__source.read_size) and checks at compile time that they fit.  The
+ * largest is the HTTP source's (the client's read, with room for its
+ * error message). */
+#define TPL_READ_PRIV 2048
+
 /* One read: the bytes [off, off + len) of file `file` land at dst (placed
  * by tpl__source_place when the buffer is to hold them).  The source's
- * own bookkeeping follows; the caller owns the struct until finished. */
+ * own state lives in `priv`, zeroed by the caller before the start (a
+ * compound literal does it); the caller owns the struct, and must not
+ * move it, until it is finished. */
 struct tpl__read {
   uint32_t file;
   uint64_t off, len;
   uint8_t *dst;
-  /* the source's: */
-  uint64_t next, end; /* direct: what is still to be submitted */
-  uint8_t *base;      /* direct: where the aligned superset lands */
-  uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
-  size_t inflight;
-  int direct; /* started direct (finished so, whatever the file does) */
-  int rc;
-  uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
+  _Alignas(16) unsigned char priv[TPL_READ_PRIV]; /* the source's */
 };
 
 struct tpl__source;
@@ -79,7 +81,8 @@ struct tpl__source_ops {
 
 struct tpl__source {
   const struct tpl__source_ops *ops;
-  uint64_t slack; /* bytes a buffer needs beyond its extents */
+  uint64_t slack;   /* bytes a buffer needs beyond its extents */
+  size_t read_size; /* bytes of a read's priv the source uses */
   size_t nfiles;
   uint8_t *used;   /* per file: enum tpl__io_used */
   uint64_t *align; /* per file: what offsets, lengths and buffers of its

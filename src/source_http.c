@@ -9,73 +9,85 @@
 
 #include "source_http.h"
 
-/* A read in flight: the caller's struct and the client's. */
-struct open_read {
-  struct tpl__read *r;
+/* A read's private state here (its priv, source.h): the client's read,
+ * and its place in the list of reads in flight, which close waits out
+ * (finish unlinks it at once: no search). */
+struct http_read {
+  int started;
   struct tpl__http_read hr;
-  struct open_read *next;
+  struct http_read *prev, *next;
 };
+
+_Static_assert(sizeof(struct http_read) <= TPL_READ_PRIV,
+               "an HTTP read's state fits a read's priv");
 
 struct http_source {
   struct tpl__source base;
   struct tpl__http *http;
   int own;
   const struct tpl__source_url *files;
-  struct open_read *open;
+  struct http_read *open;
 };
+
+static struct http_read *hrd(struct tpl__read *r) {
+  return (struct http_read *)r->priv;
+}
 
 static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
                       uint64_t off) {
   return buf;
 }
 
+static void link_open(struct http_source *hs, struct http_read *o) {
+  o->prev = NULL;
+  o->next = hs->open;
+  if (hs->open != NULL) hs->open->prev = o;
+  hs->open = o;
+}
+
+static void unlink_open(struct http_source *hs, struct http_read *o) {
+  if (o->prev != NULL)
+    o->prev->next = o->next;
+  else
+    hs->open = o->next;
+  if (o->next != NULL) o->next->prev = o->prev;
+  o->started = 0;
+}
+
 static int start(struct tpl__source *s, struct tpl__read *r,
                  struct tpl__error *err) {
   struct http_source *hs = (struct http_source *)s;
   const struct tpl__source_url *f = &hs->files[r->file];
-  struct open_read *o = calloc(1, sizeof(*o));
-  int rc;
-  if (o == NULL) return tpl__oom(err);
-  o->r = r;
+  struct http_read *o = hrd(r);
   o->hr = (struct tpl__http_read){.url = f->url,
                                   .shown = f->shown,
                                   .off = r->off,
                                   .len = r->len,
                                   .dst = r->dst,
                                   .obj = f->obj};
-  rc = tpl__http_start(hs->http, &o->hr, 1, err);
-  o->next = hs->open; /* even a failed start: its queued parts name it */
-  hs->open = o;
-  return rc;
-}
-
-/* Takes r's entry off the list; NULL when r was never started. */
-static struct open_read *take(struct http_source *hs,
-                              const struct tpl__read *r) {
-  for (struct open_read **p = &hs->open; *p != NULL; p = &(*p)->next)
-    if ((*p)->r == r) {
-      struct open_read *o = *p;
-      *p = o->next;
-      return o;
-    }
-  return NULL;
+  int rc = tpl__http_start(hs->http, &o->hr, 1, err);
+  /* a failed start's queued parts name it: wait them out now, as the
+   * caller may drop a read it could not start */
+  if (rc != 0) {
+    tpl__http_wait(hs->http, &o->hr, NULL);
+    return rc;
+  }
+  o->started = 1;
+  link_open(hs, o);
+  return 0;
 }
 
 static int finish(struct tpl__source *s, struct tpl__read *r,
                   struct tpl__error *err) {
   struct http_source *hs = (struct http_source *)s;
-  struct open_read *o = take(hs, r);
+  struct http_read *o = hrd(r);
   int rc;
-  if (o == NULL) {
+  if (!o->started) {
     rc = start(s, r, err); /* finish alone: the whole read, now */
-    o = take(hs, r);
-    if (rc != 0 || o == NULL) {
-      free(o);
-      return rc != 0 ? rc : tpl__oom(err);
-    }
+    if (rc != 0) return rc;
   }
   rc = tpl__http_wait(hs->http, &o->hr, err);
-  free(o);
+  unlink_open(hs, o);
   return rc;
 }
 
@@ -89,10 +101,9 @@ static void on_bytes(void *ctx) {
 static void close_source(struct tpl__source *s) {
   struct http_source *hs = (struct http_source *)s;
   while (hs->open != NULL) {
-    struct open_read *o = hs->open;
-    hs->open = o->next;
+    struct http_read *o = hs->open;
     tpl__http_wait(hs->http, &o->hr, NULL);
-    free(o);
+    unlink_open(hs, o);
   }
   if (hs->own)
     tpl__http_close(hs->http);
@@ -128,6 +139,7 @@ int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
     return tpl__oom(err);
   }
   hs->base.ops = &http_ops;
+  hs->base.read_size = sizeof(struct http_read);
   hs->base.nfiles = n;
   for (size_t f = 0; f < n; f++)
     hs->base.used[f] = TPL_IO_USED_HTTP;

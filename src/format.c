@@ -1,0 +1,111 @@
+/* format.c - the checkpoint formats (format.h): a single safetensors
+ * file, a sharded index (model.safetensors.index.json and its files), an
+ * MLC weight directory (tensor-cache.json or ndarray-cache.json and its
+ * shard files).  Each load is written once, over the model's origin
+ * (origin.h): the JSON from the origin's get, the member files through
+ * its st_member or probe; the parsers (fmt_*.c) only parse.  A new
+ * format is one load and one row here. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fmt_mlc_cache.h"
+#include "fmt_st_index.h"
+#include "format.h"
+#include "origin.h"
+
+/* The JSON member `member` of m's directory, whole, and its name as
+ * messages give it (*what, malloc'd). */
+static int get_json(struct tpl__model *m, const char *member, char **what,
+                    char **buf, size_t *len, struct tpl__error *err) {
+  const struct tpl__origin *o = tpl__model_origin(m);
+  int rc;
+  *what = o->shown(m, member);
+  if (*what == NULL) return tpl__oom(err);
+  rc = o->get(m, member, TPL_MAX_JSON_FILE, buf, len, err);
+  if (rc == 0) return 0;
+  free(*what);
+  *what = NULL;
+  return rc;
+}
+
+static int load_safetensors(struct tpl__model *m, const char *member,
+                            int presharded, struct tpl__error *err) {
+  return tpl__model_origin(m)->st_member(m, member, NULL, NULL, err);
+}
+
+/* Each member file once, in sorted name order, then the check that the
+ * map and the files agree. */
+static int load_index(struct tpl__model *m, const char *member, int presharded,
+                      struct tpl__error *err) {
+  const struct tpl__origin *o = tpl__model_origin(m);
+  struct tpl__st_index *ix = NULL;
+  char *what = NULL, *buf = NULL;
+  size_t len = 0;
+  int rc = get_json(m, member, &what, &buf, &len, err);
+  if (rc == 0) rc = tpl__st_index_parse(buf, len, what, &ix, err);
+  for (size_t i = 0; rc == 0 && i < tpl__st_index_nfiles(ix); i++) {
+    const char *first, *fname = tpl__st_index_file(ix, i, &first);
+    char ctx[TPL_MAX_NAME + 16];
+    snprintf(ctx, sizeof(ctx), "tensor '%s'", first);
+    rc = o->st_member(m, fname, what, ctx, err);
+  }
+  if (rc == 0) rc = tpl__st_index_check(ix, m, err);
+  tpl__st_index_free(ix);
+  free(buf);
+  free(what);
+  return rc;
+}
+
+/* Every record, then each shard file found with its "nbytes". */
+static int load_mlc(struct tpl__model *m, const char *member, int presharded,
+                    struct tpl__error *err) {
+  char *what = NULL, *buf = NULL;
+  size_t len = 0;
+  int rc = get_json(m, member, &what, &buf, &len, err);
+  if (rc == 0) rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
+  if (rc == 0) rc = tpl__model_origin(m)->probe(m, 0, what, err);
+  if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
+  free(buf);
+  free(what);
+  return rc;
+}
+
+static const struct tpl__format st_index = {
+    .id = TPL_FMT_ST_INDEX,
+    .name = "safetensors-index",
+    .what = "a sharded safetensors checkpoint (index JSON)",
+    .probes = {"model.safetensors.index.json"},
+    .config = "config.json",
+    .load = load_index,
+};
+
+static const struct tpl__format mlc = {
+    .id = TPL_FMT_MLC,
+    .name = "mlc",
+    .what = "an MLC weight directory",
+    .probes = {"tensor-cache.json", "ndarray-cache.json"},
+    .config = "mlc-chat-config.json",
+    .config_mlc = 1,
+    .md5 = 1,
+    .load = load_mlc,
+};
+
+static const struct tpl__format safetensors = {
+    .id = TPL_FMT_SAFETENSORS,
+    .name = "safetensors",
+    .what = "a safetensors file",
+    .probes = {"model.safetensors"},
+    .config = "config.json",
+    .load = load_safetensors,
+};
+
+const struct tpl__format *const tpl__formats[] = {&st_index, &mlc,
+                                                  &safetensors};
+const size_t tpl__nformats = ARRAY_SIZE(tpl__formats);
+
+const struct tpl__format *tpl__format_of(int id) {
+  for (size_t i = 0; i < tpl__nformats; i++)
+    if (tpl__formats[i]->id == id) return tpl__formats[i];
+  return NULL;
+}
