@@ -402,7 +402,7 @@ static void print_reads(struct load_cli *c, const struct tpl__report *r) {
 static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   struct load_cli *c = ctx;
   struct tpl__report *r;
-  char grid[160];
+  char grid[256];
   json_t *j;
   if (tpl__report_decode(packed, len, &r, NULL) != 0) return;
   if (c->json && (j = tpl__report_json(r, NULL)) != NULL) {

@@ -439,6 +439,8 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.tensor_parallel_shards = job->grid.tp;
   lr.pipeline_parallel_stages = job->grid.pp;
   lr.data_parallel_replicas = job->grid.dp;
+  lr.expert_parallel_size = job->grid.ep;
+  lr.experts = job->experts;
   lr.bias_scaling = job->bias_scaling;
   lr.seconds = seconds;
   lr.bytes_read = bytes_read;
@@ -580,6 +582,22 @@ static int decode_md5(const Tpload__Md5Check *m, struct tpl__report *rep,
   return 0;
 }
 
+/* --ep: the group is the TP group, and every rank of it holds an expert
+ * (experts.h); 0 and 0 without --ep. */
+static int decode_ep(const Tpload__LoadReport *lr, struct tpl__report *rep,
+                     struct tpl__error *err) {
+  uint32_t size = lr->expert_parallel_size;
+  if ((size == 0 && lr->experts != 0) ||
+      (size != 0 && (size != rep->grid.tp || lr->experts < size)))
+    return tpl__fail(err, TPL_EPEER,
+                     "report: an expert-parallel group of %u ranks with %u "
+                     "experts, for tp %u",
+                     size, lr->experts, rep->grid.tp);
+  rep->grid.ep = size;
+  rep->experts = lr->experts;
+  return 0;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -587,6 +605,7 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
     rc = tpl__fail(err, TPL_EPEER,
                    "report: a model name that is not UTF-8, or a time that "
                    "is not a number");
+  if (rc == 0) rc = decode_ep(lr, rep, err);
   rep->model = lr->model;
   rep->bias_scaling = lr->bias_scaling;
   rep->seconds = lr->seconds;
@@ -722,6 +741,12 @@ json_t *tpl__report_json(const struct tpl__report *r,
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
+  if (o != NULL && r->grid.ep > 0 &&
+      json_object_set_new(o, "expert_parallel",
+                          tpl__shardinfo_ep(&r->grid, r->experts)) != 0) {
+    json_decref(o);
+    return NULL;
+  }
   if (o != NULL && job != NULL &&
       json_object_set_new(o, "params", params_json(r, job)) != 0) {
     json_decref(o);
@@ -733,11 +758,14 @@ json_t *tpl__report_json(const struct tpl__report *r,
 void tpl__report_grid_line(const struct tpl__report *r, char *buf,
                            size_t size) {
   const struct tpl__grid *g = &r->grid;
-  snprintf(buf, size,
-           "grid: tp %u x pp %u x dp %u, rank = (d*%u + p)*%u + t; "
-           "replicas agree: %s",
-           g->tp, g->pp, g->dp, g->pp, g->tp,
-           g->dp == 1      ? "yes (one replica)"
-           : r->agree == 0 ? "yes"
-                           : "NO");
+  int n = snprintf(buf, size,
+                   "grid: tp %u x pp %u x dp %u, rank = (d*%u + p)*%u + t; "
+                   "replicas agree: %s",
+                   g->tp, g->pp, g->dp, g->pp, g->tp,
+                   g->dp == 1      ? "yes (one replica)"
+                   : r->agree == 0 ? "yes"
+                                   : "NO");
+  if (g->ep > 0 && n > 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, "; ep %u (the TP group), %u experts",
+             g->ep, r->experts);
 }

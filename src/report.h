@@ -111,6 +111,7 @@ struct tpl__report {
   int agree;
   double seconds;
   uint64_t bytes_read, bytes_delivered;
+  uint32_t experts; /* under --ep (grid.ep > 0): routed experts, else 0 */
   struct tpl__rank_report *ranks; /* grid.world of them, in rank order */
   /* infos[i * grid.world + r]: what rank r holds of tensor i, for the
    * ntensors tensors of the job; NULL (and 0) in a summary */
@@ -152,7 +153,8 @@ json_t *tpl__report_json(const struct tpl__report *r,
 
 /* The one-line grid summary, for the load summary and `tpload status`:
  *   "grid: tp 2 x pp 2 x dp 2, rank = (d*2 + p)*2 + t; replicas agree: yes"
- * ("yes (one replica)" when D = 1, "NO" when a checksum differs) into buf
+ * ("yes (one replica)" when D = 1, "NO" when a checksum differs), and
+ * under --ep "; ep T (the TP group), E experts", into buf
  * of `size` bytes (truncated to fit, always terminated when size > 0). */
 void tpl__report_grid_line(const struct tpl__report *r, char *buf, size_t size);
 

@@ -122,23 +122,21 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
 
 /* Rank r's experts, [start, count] in global ids (tpl__ep_range of its
  * shard). */
-static json_t *rank_experts(const struct tpl__job *job, uint32_t r) {
-  struct tpl__pos c = tpl__grid_coord(&job->grid, r);
-  struct tpl__ep_range e = tpl__ep_range(job->experts, job->grid.ep, c.t);
+static json_t *rank_experts(const struct tpl__grid *g, uint32_t experts,
+                            uint32_t r) {
+  struct tpl__pos c = tpl__grid_coord(g, r);
+  struct tpl__ep_range e = tpl__ep_range(experts, g->ep, c.t);
   return json_pack("[I, I]", (json_int_t)e.start, (json_int_t)e.count);
 }
 
-/* {"size", "experts", "ranks": [{"rank", "shard", "experts"}]}: the
- * expert-parallel group and the map an engine builds its expert_map
- * from. */
-static json_t *ep_object(const struct tpl__job *job) {
+json_t *tpl__shardinfo_ep(const struct tpl__grid *g, uint32_t experts) {
   json_t *a = json_array();
-  for (uint32_t r = 0; a != NULL && r < job->grid.world; r++)
+  for (uint32_t r = 0; a != NULL && r < g->world; r++)
     a = append(a, json_pack("{s:I, s:I, s:o}", "rank", (json_int_t)r, "shard",
-                            (json_int_t)tpl__grid_coord(&job->grid, r).t,
-                            "experts", rank_experts(job, r)));
-  return json_pack("{s:I, s:I, s:o}", "size", (json_int_t)job->grid.ep,
-                   "experts", (json_int_t)job->experts, "ranks", a);
+                            (json_int_t)tpl__grid_coord(g, r).t, "experts",
+                            rank_experts(g, experts, r)));
+  return json_pack("{s:I, s:I, s:o}", "size", (json_int_t)g->ep, "experts",
+                   (json_int_t)experts, "ranks", a);
 }
 
 int tpl__shardinfo_build(const struct tpl__job *job,
@@ -154,7 +152,8 @@ int tpl__shardinfo_build(const struct tpl__job *job,
                 job->bias_scaling ? 1 : 0, "params", params);
   if (root == NULL) return -ENOMEM;
   if (job->grid.ep > 0 &&
-      json_object_set_new(root, "expert_parallel", ep_object(job)) != 0) {
+      json_object_set_new(root, "expert_parallel",
+                          tpl__shardinfo_ep(&job->grid, job->experts)) != 0) {
     json_decref(root);
     return -ENOMEM;
   }
@@ -185,7 +184,8 @@ static json_t *held_by(const struct tpl__job *job, uint32_t r) {
                 "replica", (json_int_t)c.d, "stage", (json_int_t)c.p, "shard",
                 (json_int_t)c.t, "bytes", (json_int_t)bytes, "tensors", names);
   if (o != NULL && job->grid.ep > 0 &&
-      json_object_set_new(o, "experts", rank_experts(job, r)) != 0) {
+      json_object_set_new(o, "experts",
+                          rank_experts(&job->grid, job->experts, r)) != 0) {
     json_decref(o);
     return NULL;
   }

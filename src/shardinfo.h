@@ -23,6 +23,13 @@ struct tpl__rank_info {
  * N = 1).  The one definition: shard info and rank reports both use it. */
 double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling);
 
+/* {"size", "experts", "ranks": [{"rank", "shard", "experts": [start,
+ * count]}]}: an --ep job's group on grid `g` (g->ep > 0) and the map an
+ * engine builds its expert_map from (tpl__ep_range), as shard-info.json,
+ * the load report and `status` show it.  Returns a new reference, or NULL
+ * on ENOMEM. */
+json_t *tpl__shardinfo_ep(const struct tpl__grid *g, uint32_t experts);
+
 /* Builds one `params` entry for job tensor `i`, with MLC's
  * "pipeline_stages" (the stages that hold it).  `ranks` is NULL (no
  * "ranks" key) or job->grid.world entries, rank order, of which those of

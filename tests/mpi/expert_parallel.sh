@@ -12,6 +12,7 @@
 # --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
+. "$TESTS_SRCDIR/lib/serve_lib.sh"
 
 A="$TESTS_SRCDIR/oracle/mlc_archs.py"
 
@@ -134,6 +135,53 @@ grep -q "rank 3" "$T_TMP/err" && t_ok "the mismatch names rank 3" ||
 mpi 2 preshard "$M/mx" --out "$T_TMP/tp" --quiet
 t_exit "verify --ep of a TP output exits 65" 65 \
   "$TPLOAD" verify "$M/mx" "$T_TMP/tp" --ep
+
+# --- the load report and status carry the map --------------------------------
+# t_report_map NAME JSON N TP: the report's expert_parallel is vLLM's map
+# of the 6 experts over the TP group (every replica's rank t as shard t),
+# from oracle.py's vllm_expert_map, not from tpload's output.
+t_report_map() {
+  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" >"$T_TMP/oout" \
+    2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[4])
+from oracle import vllm_expert_map
+ep = json.load(open(sys.argv[1]))["expert_parallel"]
+n, tp = int(sys.argv[2]), int(sys.argv[3])
+want = []
+for r in range(n):
+    ids = np.nonzero(vllm_expert_map(tp, r % tp, 6) >= 0)[0]
+    want.append({"rank": r, "shard": r % tp,
+                 "experts": [int(ids[0]), len(ids)]})
+got = (ep.get("size"), ep.get("experts"), ep.get("ranks"))
+if got != (tp, 6, want):
+    sys.exit("expected %r, found %r" % ((tp, 6, want), got))
+PY
+}
+mpi 4 load "$M/mx6" --ep --json --quiet >"$T_TMP/rep4.json" 2>"$T_TMP/rep4.err"
+t_report_map "load --json, N=4: expert_parallel is vLLM's map" \
+  "$T_TMP/rep4.json" 4 4
+mpi 4 load "$M/mx6" --ep --tp 2 --json --quiet >"$T_TMP/rep22.json" \
+  2>"$T_TMP/rep22.err"
+t_report_map "load --json, TP2 x DP2: each replica's ranks hold the map" \
+  "$T_TMP/rep22.json" 4 2
+mpi 4 load "$M/mx6" --ep 2>"$T_TMP/rep.err" >/dev/null
+grep -q "ep 4 (the TP group), 6 experts" "$T_TMP/rep.err" &&
+  t_ok "the load summary's grid line names the group and E" ||
+  t_fail "the load summary's grid line names the group and E" \
+    "$(tail -n 3 "$T_TMP/rep.err")"
+SOCK=$T_TMP/sock
+serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" \
+  serve "$M/mx6" --ep --socket-dir "$SOCK" --ready-file "$T_TMP/ready" --quiet
+t_serve_ready "serve --ep -np 2 is ready" "$T_TMP/ready"
+"$TPLOAD" status "$SOCK/rank1.sock" --json >"$T_TMP/status.json" 2>&1
+t_report_map "status --json (asked of rank 1): the same map" \
+  "$T_TMP/status.json" 2 2
+t_check "status --shutdown" "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+[ "$SERVE_RC" = 0 ] && t_ok "the serve --ep job ends with exit 0" ||
+  t_fail "the serve --ep job ends with exit 0" "exit: $SERVE_RC"
 
 # --- plan and inspect show the map ------------------------------------------
 t_exit "plan --ep exits 0" 0 "$TPLOAD" plan "$M/mx6" --shards 4 --ep

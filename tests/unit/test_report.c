@@ -362,6 +362,53 @@ out:
   free(buf);
 }
 
+/* Decodes a report of the job with --ep group `ep` and `experts`. */
+static int decode_ep_report(uint32_t ep, uint32_t experts,
+                            struct tpl__report **rep) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int rc;
+  make_job();
+  job.grid.ep = ep;
+  job.experts = experts;
+  rc = load_report(&buf, &len);
+  if (rc == 0) rc = tpl__report_decode(buf, len, rep, NULL);
+  free(buf);
+  return rc;
+}
+
+/* --ep in the load report: the group and E travel in it, its JSON has
+ * vLLM's map (3 experts over 2 ranks: [0, 2] and [2, 1]); a group that
+ * is not the TP group, fewer experts than ranks, or experts without a
+ * group are refused as a peer's bad report. */
+static void test_load_report_experts(void) {
+  struct tpl__report *rep = NULL;
+  const json_t *ep, *r1;
+  json_t *o;
+  CHECK_EQ_INT(decode_ep_report(2, 3, &rep), 0);
+  o = rep != NULL ? tpl__report_json(rep, NULL) : NULL;
+  ep = json_object_get(o, "expert_parallel");
+  r1 = json_array_get(json_object_get(ep, "ranks"), 1);
+  CHECK_EQ_U64(json_integer_value(json_object_get(ep, "size")), 2);
+  CHECK_EQ_U64(json_integer_value(json_object_get(ep, "experts")), 3);
+  CHECK(u64_at(json_object_get(r1, "experts"), 0, 2));
+  CHECK(u64_at(json_object_get(r1, "experts"), 1, 1));
+  json_decref(o);
+  tpl__report_free(rep);
+  rep = NULL;
+  CHECK_EQ_INT(decode_ep_report(0, 0, &rep), 0);
+  o = rep != NULL ? tpl__report_json(rep, NULL) : NULL;
+  CHECK(o != NULL && json_object_get(o, "expert_parallel") == NULL);
+  json_decref(o);
+  tpl__report_free(rep);
+  rep = NULL;
+  CHECK_EQ_INT(decode_ep_report(1, 3, &rep), TPL_EPEER);
+  CHECK_EQ_INT(decode_ep_report(2, 1, &rep), TPL_EPEER);
+  CHECK_EQ_INT(decode_ep_report(0, 3, &rep), TPL_EPEER);
+  job.grid.ep = 0;
+  job.experts = 0;
+}
+
 /* A status summary keeps each rank's counts and drops the arrays; the
  * job's params cannot be rendered from it. */
 static void test_summary_drops_the_arrays(void) {
@@ -453,5 +500,6 @@ int main(void) {
   RUN(test_summary_drops_the_arrays);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
+  RUN(test_load_report_experts);
   return tap_done();
 }
