@@ -757,7 +757,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"orion", T(hf_llama), T(mlc_llama), 0},
     {"llava", T(hf_llama), T(mlc_llama), TPL_P_TEXT},
     {"llama4", T(hf_llama4), T(mlc_llama4), TPL_P_TEXT | TPL_P_KIND_STEP},
-    {"mixtral", T(hf_mixtral), T(mlc_mixtral), 0},
+    {"mixtral", T(hf_mixtral), T(mlc_mixtral), TPL_P_EXPERT_MLP},
     {"phi3", T(hf_phi3), T(mlc_phi3), 0},
     {"phi", T(hf_phi), T(mlc_phi), TPL_P_4X},
     {"qwen", T(hf_qwen), T(mlc_qwen), TPL_P_HALF_I},
@@ -782,7 +782,7 @@ const struct tpl__preset_def tpl__preset_defs[] = {
     {"nemotron", T(hf_nemotron), T(mlc_nemotron), 0},
     {"stable_lm", T(hf_llama), T(mlc_stable_lm), 0},
     {"minicpm", T(hf_minicpm), T(mlc_minicpm), TPL_P_KIND_EXPERTS},
-    {"gpt_oss", T(hf_gpt_oss), NULL, 0, 0},
+    {"gpt_oss", T(hf_gpt_oss), NULL, 0, TPL_P_EXPERT_MLP},
 };
 const size_t tpl__npreset_defs = ARRAY_SIZE(tpl__preset_defs);
 

@@ -73,6 +73,10 @@ struct tpl__ptmpl {
  * internlm2's wqkv): an even cut gives whole groups, so kv heads fewer
  * than the shards are refused, never replicated. */
 #define TPL_P_KV_GROUPED 0x400
+/* intermediate_size is the routed experts' and there is no dense MLP
+ * (mixtral, gpt-oss): under --ep, where experts are not cut, it need not
+ * divide by the shards. */
+#define TPL_P_EXPERT_MLP 0x800
 
 struct tpl__preset_def {
   const char *name;

@@ -139,18 +139,26 @@ static void add_check(struct sizes *s, const char *label, uint64_t value) {
   }
 }
 
-/* Under --ep the routed experts are not cut: their moe_intermediate_size
- * need not divide (vLLM's FusedMoEParallelConfig: tp_size 1 for the
- * experts under expert parallelism).  The check read_experts added after
- * the attention's goes, and the kv heads' index stays. */
-static void drop_moe_check(struct sizes *s) {
-  for (size_t i = 0; i < s->nchecks; i++) {
-    if (s->moe_key == NULL || s->checks[i].label != s->moe_key) continue;
+/* Removes the check labelled `label` (NULL: none), one that read_mlp or
+ * read_experts added after the attention's, so the kv heads' index
+ * stays. */
+static void drop_check(struct sizes *s, const char *label) {
+  for (size_t i = 0; label != NULL && i < s->nchecks; i++) {
+    if (s->checks[i].label != label) continue;
     memmove(&s->checks[i], &s->checks[i + 1],
             (s->nchecks - i - 1) * sizeof(s->checks[0]));
     s->nchecks--;
     return;
   }
+}
+
+/* Under --ep the routed experts are not cut (vLLM's
+ * FusedMoEParallelConfig: tp_size 1 for the experts under expert
+ * parallelism), so their size need not divide: moe_intermediate_size,
+ * and intermediate_size where the experts are the only MLP. */
+static void drop_expert_checks(struct sizes *s, unsigned flags) {
+  drop_check(s, s->moe_key);
+  if (flags & TPL_P_EXPERT_MLP) drop_check(s, s->inter_key);
 }
 
 /* Attention: heads, kv heads (none for latent attention) and head_dim. */
@@ -472,7 +480,7 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
   if ((rc = sizes_object(config, mlc, p->flags, what, &cfg, err)) != 0 ||
       (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0)
     return rc;
-  if (ep) drop_moe_check(&s);
+  if (ep) drop_expert_checks(&s, p->flags);
   if ((rc = check_divisible(&s, nshards, kv_rule_of(p, mlc), what, err)) != 0)
     return rc;
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,

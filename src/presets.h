@@ -25,7 +25,8 @@ const char *tpl__preset_names(void);
  * intermediate size divide by `nshards` (TPL_EINDIVISIBLE naming the
  * number and the shard counts 1..64 that would work); with `ep` (--ep:
  * routed experts go whole to the ranks, experts.h) the routed experts'
- * moe_intermediate_size is not cut, so it is not checked.  The plan records
+ * moe_intermediate_size (and intermediate_size where they are the only
+ * MLP: mixtral, gpt-oss) is not cut, so it is not checked.  The plan records
  * the preset it came from (preset, preset_mlc).  *out is freed with
  * tpl__plan_free.  Returns 0, TPL_EPLAN (unknown name), TPL_EFORMAT (bad
  * config), TPL_EINDIVISIBLE or -ENOMEM. */

@@ -174,6 +174,34 @@ static void test_preset_ep_moe_size(void) {
   json_decref(cfg);
 }
 
+/* mixtral's only MLP is its experts: under --ep its intermediate_size (6
+ * at 4 shards) need not divide; qwen3_moe's is a dense MLP's: it must. */
+static void test_preset_ep_expert_mlp(void) {
+  static const char cfg_text[] =
+      "{\"hidden_size\": 64, \"num_attention_heads\": 8, "
+      "\"num_key_value_heads\": 4, \"head_dim\": 8, "
+      "\"intermediate_size\": 6, \"moe_intermediate_size\": 8, "
+      "\"num_local_experts\": 8}";
+  json_t *cfg = json_loads(cfg_text, 0, NULL);
+  struct tpl__error err = {0};
+  struct tpl__plan *p = NULL;
+  REQUIRE(cfg != NULL);
+  CHECK_EQ_INT(
+      tpl__preset_from_config("mixtral", 0, cfg, "config.json", 4, 0, &p, &err),
+      TPL_EINDIVISIBLE);
+  CHECK(strstr(err.msg, "intermediate_size = 6") != NULL);
+  CHECK_EQ_INT(
+      tpl__preset_from_config("mixtral", 0, cfg, "config.json", 4, 1, &p, &err),
+      0);
+  tpl__plan_free(p);
+  p = NULL;
+  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 1,
+                                       &p, &err),
+               TPL_EINDIVISIBLE);
+  CHECK(strstr(err.msg, "intermediate_size = 6") != NULL);
+  json_decref(cfg);
+}
+
 static void free_kept_plans(void) {
   while (nkept > 0)
     tpl__plan_free(kept[--nkept]);
@@ -1658,6 +1686,7 @@ int main(void) {
   RUN(test_shardinfo_fused_segs);
   RUN(test_shardinfo_bias_scale_and_ranks);
   RUN(test_preset_ep_moe_size);
+  RUN(test_preset_ep_expert_mlp);
   free_kept_plans();
   rmdir(tmpdir);
   return tap_done();
