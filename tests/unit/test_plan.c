@@ -145,61 +145,51 @@ static int run_preset(const char *name, int mlc, const char *config,
   return rc;
 }
 
+/* Builds preset `name` from config JSON `text` at `n` shards, with or
+ * without --ep, and frees it; returns the build's code (err says why). */
+static int preset_ep(const char *name, const char *text, uint32_t n, int ep,
+                     struct tpl__error *err) {
+  json_t *cfg = json_loads(text, 0, NULL);
+  struct tpl__plan *p = NULL;
+  int rc = cfg == NULL ? -1
+                       : tpl__preset_from_config(name, 0, cfg, "config.json", n,
+                                                 ep, &p, err);
+  tpl__plan_free(p);
+  json_decref(cfg);
+  return rc;
+}
+
 /* --ep: the routed experts are not cut, so a preset does not require
  * moe_intermediate_size to divide (6 at 4 shards); without --ep it does,
  * and the other sizes stay required either way. */
 static void test_preset_ep_moe_size(void) {
-  static const char cfg_text[] =
+  static const char cfg[] =
       "{\"hidden_size\": 64, \"num_attention_heads\": 8, "
       "\"num_key_value_heads\": 4, \"head_dim\": 8, "
       "\"intermediate_size\": 32, \"moe_intermediate_size\": 6, "
       "\"num_experts\": 8}";
-  json_t *cfg = json_loads(cfg_text, 0, NULL);
   struct tpl__error err = {0};
-  struct tpl__plan *p = NULL;
-  REQUIRE(cfg != NULL);
-  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 0,
-                                       &p, &err),
-               TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(preset_ep("qwen3_moe", cfg, 4, 0, &err), TPL_EINDIVISIBLE);
   CHECK(strstr(err.msg, "moe_intermediate_size = 6") != NULL);
-  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 1,
-                                       &p, &err),
-               0);
-  tpl__plan_free(p);
-  p = NULL;
-  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 16,
-                                       1, &p, &err),
-               TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(preset_ep("qwen3_moe", cfg, 4, 1, &err), 0);
+  CHECK_EQ_INT(preset_ep("qwen3_moe", cfg, 16, 1, &err), TPL_EINDIVISIBLE);
   CHECK(strstr(err.msg, "num_attention_heads = 8") != NULL);
-  json_decref(cfg);
 }
 
 /* mixtral's only MLP is its experts: under --ep its intermediate_size (6
  * at 4 shards) need not divide; qwen3_moe's is a dense MLP's: it must. */
 static void test_preset_ep_expert_mlp(void) {
-  static const char cfg_text[] =
+  static const char cfg[] =
       "{\"hidden_size\": 64, \"num_attention_heads\": 8, "
       "\"num_key_value_heads\": 4, \"head_dim\": 8, "
       "\"intermediate_size\": 6, \"moe_intermediate_size\": 8, "
       "\"num_local_experts\": 8}";
-  json_t *cfg = json_loads(cfg_text, 0, NULL);
   struct tpl__error err = {0};
-  struct tpl__plan *p = NULL;
-  REQUIRE(cfg != NULL);
-  CHECK_EQ_INT(
-      tpl__preset_from_config("mixtral", 0, cfg, "config.json", 4, 0, &p, &err),
-      TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(preset_ep("mixtral", cfg, 4, 0, &err), TPL_EINDIVISIBLE);
   CHECK(strstr(err.msg, "intermediate_size = 6") != NULL);
-  CHECK_EQ_INT(
-      tpl__preset_from_config("mixtral", 0, cfg, "config.json", 4, 1, &p, &err),
-      0);
-  tpl__plan_free(p);
-  p = NULL;
-  CHECK_EQ_INT(tpl__preset_from_config("qwen3_moe", 0, cfg, "config.json", 4, 1,
-                                       &p, &err),
-               TPL_EINDIVISIBLE);
+  CHECK_EQ_INT(preset_ep("mixtral", cfg, 4, 1, &err), 0);
+  CHECK_EQ_INT(preset_ep("qwen3_moe", cfg, 4, 1, &err), TPL_EINDIVISIBLE);
   CHECK(strstr(err.msg, "intermediate_size = 6") != NULL);
-  json_decref(cfg);
 }
 
 static void free_kept_plans(void) {
