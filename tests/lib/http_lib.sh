@@ -100,16 +100,17 @@ faults_start() {
 ALL="$T_TMP/all-output"
 : >"$ALL"
 
-# remote_shards MODEL LAYOUT READ [WRAP...]: preshard of MODEL at 2 ranks
-# (WRAP... runs mpirun: a function setting credentials), checked by the
-# oracle against $M/LAYOUT.
+# remote_shards MODEL LAYOUT READ [WRAP...]: preshard of MODEL at $RS_NP
+# ranks (default 2; WRAP... runs mpirun: a function setting credentials),
+# checked by the oracle against $M/LAYOUT.
 remote_shards() {
-  local model=$1 l=$2 read=$3 out="$T_TMP/s-$2-$3"
+  local model=$1 l=$2 read=$3 np=${RS_NP:-2}
+  local out="$T_TMP/s-$2-$3-$np"
   shift 3
-  if "$@" mpi 2 preshard "$model" --out "$out" --plan "$M/$l/plan.json" \
+  if "$@" mpi "$np" preshard "$model" --out "$out" --plan "$M/$l/plan.json" \
       --read "$read" --chunk-mib 1 --quiet >>"$ALL" 2>"$T_TMP/mpi.err"; then
-    t_oracle "preshard $model, 2 ranks, --read $read${1:+ ($1)}: the oracle's shards" \
-      check-preshard "$M/$l" "$M/$l/plan.json" 2 "$out"
+    t_oracle "preshard $model, $np ranks, --read $read${1:+ ($1)}: the oracle's shards" \
+      check-preshard "$M/$l" "$M/$l/plan.json" "$np" "$out"
   else
     t_fail "preshard $model, --read $read${1:+ ($1)}" \
       "$(messages "$T_TMP/mpi.err" | head -c 2000)"

@@ -9,11 +9,12 @@
 # of an MLC directory at 2 ranks, --read mpi (credentials from the
 # environment) and --read local (every rank signing with a profile's
 # temporary key and session token, from ~/.aws/credentials and
-# ~/.aws/config), each rank's shards the numpy oracle's; a wrong secret is
-# 77, a missing prefix or object 66, a wrong session token 77, a skewed
-# clock a message saying so, an endpoint down 69 after the retries; the
-# report and serve's status name s3://bucket/key and the region/endpoint,
-# and no secret appears in any output.
+# ~/.aws/config), and at 4 ranks, each rank's shards the numpy oracle's;
+# a wrong secret is 77, a missing prefix or object 66, a wrong session
+# token 77, an object replaced while the load is held mid-stream 74, a
+# skewed clock a message saying so, an endpoint down 69 after the
+# retries; the report and serve's status name s3://bucket/key and the
+# region/endpoint, and no secret appears in any output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -126,6 +127,8 @@ with_env() {
 remote_shards "s3://$BUCKET/ckpt/single/" single mpi with_env
 remote_shards "s3://$BUCKET/ckpt/index/" index mpi with_env
 remote_shards "s3://$BUCKET/ckpt/mlc/" mlc mpi with_env
+RS_NP=4 remote_shards "s3://$BUCKET/ckpt/index/" index mpi with_env
+RS_NP=4 remote_shards "s3://$BUCKET/ckpt/mlc/" mlc local with_env
 
 # A profile with a temporary key and its session token: the credentials
 # file has the keys, the config file the region and endpoint; every rank
@@ -150,7 +153,8 @@ with_profile() { AWS_PROFILE=tpl-test "$@"; }
 : >"$T_TMP/proxy.log"
 remote_shards "s3://$BUCKET/ckpt/single/" single local with_profile
 remote_shards "s3://$BUCKET/ckpt/index/" index local with_profile
-if grep -q " 206 -$" "$T_TMP/proxy.log" &&
+remote_shards "s3://$BUCKET/ckpt/mlc/" mlc local with_profile
+if grep -q " 206 - " "$T_TMP/proxy.log" &&
   ! grep -q " 403 " "$T_TMP/proxy.log"; then
   t_ok "... every rank's GETs signed with the session token (no 403)"
 else
@@ -221,6 +225,52 @@ else
   t_fail "inspect with AWS_SESSION_TOKEN" "$(cat "$T_TMP/inspect.err")"
 fi
 cat "$T_TMP/inspect.out" "$T_TMP/inspect.err" >>"$ALL"
+
+# An object replaced mid-load: rank 1 stops itself before it receives
+# (the test hook TPLOAD_TEST_SIGSTOP_AT=deliver), so rank 0, which reads
+# for both, is held part way through the 16 MiB object (1 MiB chunks,
+# one GET in flight); the object is PUT again with one data byte changed
+# (s3rver's ETag is its MD5), then rank 1 resumes: rank 0's next GET
+# meets another ETag, 74.
+gen big --seed 3904 --layout single --big-mib 16
+upload "$M/big" ckpt/big || { echo "Bail out! upload failed"; exit 99; }
+# held_or_ended JOB: a rank of mpirun JOB stopped itself, or JOB ended.
+held_or_ended() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    grep -q '^State:[[:space:]]*T' "/proc/$p/status" 2>/dev/null && return 0
+  done
+  ! alive "$1"
+}
+env AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET \
+  AWS_REGION=$REGION AWS_ENDPOINT_URL=$PROXY_URL \
+  TPLOAD_TEST_SIGSTOP_AT=deliver TPLOAD_TEST_SIGSTOP_RANK=1 \
+  "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" load "s3://$BUCKET/ckpt/big/" \
+  --plan "$M/big/plan.json" --chunk-mib 1 --http-connections 1 \
+  --stall-timeout 0 --quiet >>"$ALL" 2>"$T_TMP/repl.err" &
+job=$!
+wait_until held_or_ended "$job"
+ranks=$(pgrep -P "$job" -d ' ')
+"$ORACLE" - "$S3_PORT" "/$BUCKET/ckpt/big/model.safetensors" \
+  "$M/big/model.safetensors" <<'PY' || echo "Bail out! the PUT failed"
+import http.client, sys
+data = bytearray(open(sys.argv[3], "rb").read())
+data[-1] ^= 0xFF
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+c.request("PUT", sys.argv[2], body=bytes(data))
+assert c.getresponse().status == 200
+PY
+kill -CONT $ranks 2>/dev/null
+wait "$job"
+rc=$?
+cat "$T_TMP/repl.err" >>"$ALL"
+if [ "$rc" -eq 74 ] && messages "$T_TMP/repl.err" | grep -qF \
+    "s3://$BUCKET/ckpt/big/model.safetensors: changed while loading (its ETag"; then
+  t_ok "an object replaced mid-load: 74, naming s3://bucket/key"
+else
+  t_fail "an object replaced mid-load" "exit $rc (ranks: $ranks)" \
+    "$(messages "$T_TMP/repl.err" | head -c 1500)"
+fi
 
 # The endpoint down: retried, then 69
 port=$(free_port)
