@@ -12,7 +12,9 @@
 # with the advice, with HF_TOKEN or the token file a load whose token
 # never reached the content server; main moved to another commit while
 # the load is held mid-stream: the load finishes with every file of the
-# commit main had at its start; no token in any output.
+# commit main had at its start; plan prints what it prints for the local
+# copy, from header fetches only; a serve at a commit reloaded to main
+# serves main's commit; no token in any output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -22,7 +24,7 @@ C2=fedcba9876543210fedcba9876543210fedcba98
 TOKEN=hf_TplTestTokenNotARealOne42
 
 gen index --seed 3911 --layout index --big-mib 2
-gen single --seed 3912 --layout single
+gen single --seed 3912 --layout single --big-mib 2
 
 # The content server: ORG/NAME/COMMIT/FILE
 mkdir -p "$T_TMP/cdn/org/pub" "$T_TMP/cdn/org/gated"
@@ -119,36 +121,11 @@ fi
 # rank's shards are A's, the report names C1, and rank 1's reads after
 # the move went to C1's objects, never C3's.
 C3=5c3a1f0e9d8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c
-perturb_dir() {
-  "$ORACLE" - "$1" "$2" "$TESTS_SRCDIR/oracle" <<'PY'
-import os, shutil, sys
-sys.path.insert(0, sys.argv[3])
-import npst
-src, dst = sys.argv[1], sys.argv[2]
-os.makedirs(dst)
-for name in os.listdir(src):
-    shutil.copy(os.path.join(src, name), os.path.join(dst, name))
-    if name.endswith(".safetensors"):
-        start, _ = npst.layout(os.path.join(src, name))
-        data = bytearray(open(os.path.join(src, name), "rb").read())
-        for i in range(start, len(data)):
-            data[i] = (data[i] + 1) & 0xFF
-        open(os.path.join(dst, name), "wb").write(data)
-PY
-}
 perturb_dir "$M/index" "$M/index-b" || { echo "Bail out! perturb"; exit 99; }
 mkdir -p "$T_TMP/cdn/org/moving" "$api/moving/revision"
 ln -s "$M/index" "$T_TMP/cdn/org/moving/$C1"
 ln -s "$M/index-b" "$T_TMP/cdn/org/moving/$C3"
 printf '{"id": "org/moving", "sha": "%s"}\n' "$C1" >"$api/moving/revision/main"
-# held_or_ended JOB: a rank of mpirun JOB stopped itself, or JOB ended.
-held_or_ended() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    grep -q '^State:[[:space:]]*T' "/proc/$p/status" 2>/dev/null && return 0
-  done
-  ! alive "$1"
-}
 TPLOAD_TEST_SIGSTOP_AT=deliver TPLOAD_TEST_SIGSTOP_RANK=1 \
   "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" preshard hf://org/moving \
   --out "$T_TMP/moved" --plan "$M/index/plan.json" --read local \
@@ -189,6 +166,24 @@ else
   t_fail "... the reads after the move" "$(head -c 1000 "$HUB_LOG")" \
     "$(head -c 1000 "$CDN_LOG")"
 fi
+
+# plan: the header fetches of a local plan, through the hub's redirects
+t_plan_as_local hf://org/pub index "$HUB_LOG" "$CDN_LOG"
+t_plan_as_local hf://org/gated single "$HUB_LOG" "$CDN_LOG" -- with_token
+
+# serve at commit C1, then reload of main, which is now C3 (model B)
+if serve_remote "hf://org/moving@$C1" "$M/index/plan.json" &&
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json >"$T_TMP/status.json" \
+    2>>"$ALL" && grep -qF "hf://org/moving@$C1 (revision $C1" \
+    "$T_TMP/status.json"; then
+  t_ok "serve of hf://org/name@COMMIT: status names the commit"
+else
+  t_fail "serve of hf:// and its status" "$(messages "$T_TMP/serve.err")" \
+    "$(grep '"model"' "$T_TMP/status.json" 2>/dev/null)"
+fi
+t_reload_to hf://org/moving index-b \
+  "hf://org/moving@$C3 (revision main, endpoint $HF_ENDPOINT)"
+serve_remote_end
 
 no_secret_in_output "no token in any output or report" "$TOKEN" hf_wrong
 t_done

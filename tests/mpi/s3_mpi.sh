@@ -14,7 +14,10 @@
 # token 77, an object replaced while the load is held mid-stream 74, a
 # skewed clock a message saying so, an endpoint down 69 after the
 # retries; the report and serve's status name s3://bucket/key and the
-# region/endpoint, and no secret appears in any output.
+# region/endpoint; a reload to the next version at another prefix serves
+# the oracle's shards of it on every rank; plan prints what it prints for
+# the local copy, from header fetches only; no secret appears in any
+# output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -42,7 +45,7 @@ fi
 
 gen single --seed 3901 --layout single
 gen index --seed 3902 --layout index --big-mib 2
-gen mlc --seed 3903 --layout mlc
+gen mlc --seed 3903 --layout mlc --big-mib 2
 
 # s3rver on a free port, its bucket made at start
 s3rver_start() {
@@ -98,6 +101,8 @@ proxy_start proxy 0
 upload "$M/single" ckpt/single || { echo "Bail out! upload failed"; exit 99; }
 upload "$M/index" ckpt/index || { echo "Bail out! upload failed"; exit 99; }
 upload "$M/mlc" ckpt/mlc || { echo "Bail out! upload failed"; exit 99; }
+perturb_dir "$M/index" "$M/index-b" || { echo "Bail out! perturb"; exit 99; }
+upload "$M/index-b" ckpt/index-b || { echo "Bail out! upload failed"; exit 99; }
 
 # The verifier refuses an unsigned GET (s3rver alone would serve it)
 "$ORACLE" - "${PROXY_URL##*:}" "$S3_PORT" "/$BUCKET/ckpt/single/model.safetensors" \
@@ -178,14 +183,9 @@ else
 fi
 cat "$T_TMP/report.json" "$T_TMP/mpi.err" >>"$ALL"
 
-# serve: status names the model as the report does, and no secret
-with_env "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "s3://$BUCKET/ckpt/index/" --plan "$M/index/plan.json" \
-  --socket-dir "$T_TMP/sock" --ready-file "$T_TMP/ready" --quiet \
-  >>"$ALL" 2>"$T_TMP/serve.err" &
-serve_pid=$!
-ready_or_gone() { test -f "$T_TMP/ready" || ! alive "$serve_pid"; }
-if wait_until ready_or_gone && [ -f "$T_TMP/ready" ] &&
+# serve: status names the model as the report does, and no secret; a
+# reload to the next version, at another prefix
+if serve_remote "s3://$BUCKET/ckpt/index/" "$M/index/plan.json" with_env &&
   "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json >"$T_TMP/status.json" \
     2>>"$ALL" && grep -qF "s3://$BUCKET/ckpt/index (region $REGION" \
     "$T_TMP/status.json"; then
@@ -194,9 +194,14 @@ else
   t_fail "serve of s3:// and its status" "$(messages "$T_TMP/serve.err")" \
     "$(head -c 1000 "$T_TMP/status.json" 2>/dev/null)"
 fi
-"$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
-wait_until gone "$serve_pid" || kill "$serve_pid"
-cat "$T_TMP/status.json" "$T_TMP/serve.err" >>"$ALL" 2>/dev/null
+cat "$T_TMP/status.json" >>"$ALL" 2>/dev/null
+t_reload_to "s3://$BUCKET/ckpt/index-b/" index-b \
+  "s3://$BUCKET/ckpt/index-b (region $REGION, endpoint $PROXY_URL)"
+serve_remote_end
+
+# plan: the header fetches of a local plan, through the verifier
+t_plan_as_local "s3://$BUCKET/ckpt/index/" index "$T_TMP/proxy.log" -- with_env
+t_plan_as_local "s3://$BUCKET/ckpt/mlc/" mlc "$T_TMP/proxy.log" -- with_env
 
 with_wrong() { with_env env AWS_SECRET_ACCESS_KEY=wrong-secret "$@"; }
 expect_fail "a wrong secret: 77, SignatureDoesNotMatch explained" 77 \
@@ -234,14 +239,6 @@ cat "$T_TMP/inspect.out" "$T_TMP/inspect.err" >>"$ALL"
 # meets another ETag, 74.
 gen big --seed 3904 --layout single --big-mib 16
 upload "$M/big" ckpt/big || { echo "Bail out! upload failed"; exit 99; }
-# held_or_ended JOB: a rank of mpirun JOB stopped itself, or JOB ended.
-held_or_ended() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    grep -q '^State:[[:space:]]*T' "/proc/$p/status" 2>/dev/null && return 0
-  done
-  ! alive "$1"
-}
 env AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET \
   AWS_REGION=$REGION AWS_ENDPOINT_URL=$PROXY_URL \
   TPLOAD_TEST_SIGSTOP_AT=deliver TPLOAD_TEST_SIGSTOP_RANK=1 \
