@@ -5,9 +5,9 @@
 # /org/m/resolve/COMMIT/FILE answered 302 to /cdn/FILE on the same
 # server, as the hub redirects to its content server) and as a plain
 # http:// URL of /cdn/, alternated run by run (not a test).  The
-# checkpoint is bench-s3.sh's (cached in $TPLOAD_BENCH_DIR, default
-# /tmp/tpload-bench): Llama-shaped bf16, --gib X (default 0.25) in 2
-# files, page cache warm, one load of each untimed first.  Prints the
+# checkpoint is bench-s3.sh's (synth_llama, cached in $TPLOAD_BENCH_DIR,
+# default /tmp/tpload-bench): Llama-shaped bf16, --gib X (default 0.25)
+# in 2 files, page cache warm, one load of each untimed first.  Prints the
 # medians of the job's own time (the report's seconds) and the ratio.
 # Usage: scripts/bench-hf.sh [--gib X] [--runs R] [--ranks N]
 set -euo pipefail
@@ -25,10 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$top/scripts/bench_lib.sh"
-model="$cache/llama-s3-${gib}g"
-[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
-  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-  --gib "$gib" --files 2 --force --quiet
+model=$(synth_llama "$gib")
 cat "$model"/* >/dev/null # the page cache, for both sides
 
 commit=0123456789abcdef0123456789abcdef01234567

@@ -31,10 +31,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$top/scripts/bench_lib.sh"
-model="$cache/llama-${gib}g"
-[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
-  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-  --gib "$gib" --files 2 --force --quiet
+model=$(synth_llama "$gib")
 cat "$model"/*.safetensors >/dev/null # the page cache, for both sides
 
 bench_nginx "location /m/ { alias $model/; }" \

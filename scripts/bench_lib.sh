@@ -2,7 +2,8 @@
 # options, sourced with `top` set to the source tree: the plain build
 # (build, T), Debian's python3 with numpy (PY), the model cache (cache:
 # TPLOAD_BENCH_DIR, default /tmp/tpload-bench), as root Open MPI's consent
-# to run as root, and bench_nginx to serve a model.  Not a test.
+# to run as root, synth_llama for the Llama-shaped checkpoints and
+# bench_nginx to serve one.  Not a test.
 build=$("$top/scripts/build.sh" plain) || exit 1
 T="$build/tpload"
 PY=/usr/bin/python3
@@ -11,6 +12,16 @@ mkdir -p "$cache"
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+
+# synth_llama GIB: the directory of the Llama-shaped bf16 checkpoint of
+# GIB in 2 files in the cache, synthesized the first time.
+synth_llama() {
+  local d="$cache/llama-${1}g"
+  [ -f "$d/config.json" ] || "$T" synth --arch llama --out "$d" \
+    --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
+    --gib "$1" --files 2 --force --quiet
+  echo "$d"
+}
 
 # bench_nginx SERVER...: Debian's nginx (2 workers, sendfile, no access
 # log) on a free loopback port, its config, logs and temp files in a dir

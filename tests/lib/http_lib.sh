@@ -208,17 +208,27 @@ t_plan_as_local() {
   fi
 }
 
-# serve_remote MODEL PLAN [WRAP...]: a 2-rank `serve` of MODEL on
-# $T_TMP/sock, waited for until ready (1 if it ended first); SERVE_PID.
-serve_remote() {
-  local model=$1 plan=$2
-  shift 2
-  rm -rf "$T_TMP/sock" "$T_TMP/ready"
+# t_serve_remote NAME MODEL WANT [WRAP...]: a 2-rank `serve` of MODEL
+# (plan: $M/index's) on $T_TMP/sock, waited for until ready, whose status
+# names WANT; SERVE_PID.
+t_serve_remote() {
+  local name=$1 model=$2 want=$3
+  shift 3
+  rm -rf "$T_TMP/sock" "$T_TMP/ready" "$T_TMP/status.json"
   "$@" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$model" \
-    --plan "$plan" --socket-dir "$T_TMP/sock" --ready-file "$T_TMP/ready" \
-    --quiet >>"$ALL" 2>"$T_TMP/serve.err" &
+    --plan "$M/index/plan.json" --socket-dir "$T_TMP/sock" \
+    --ready-file "$T_TMP/ready" --quiet >>"$ALL" 2>"$T_TMP/serve.err" &
   SERVE_PID=$!
-  wait_until ready_or_gone && [ -f "$T_TMP/ready" ]
+  if wait_until ready_or_gone && [ -f "$T_TMP/ready" ] &&
+    "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json \
+      >"$T_TMP/status.json" 2>>"$ALL" &&
+    grep -qF "$want" "$T_TMP/status.json"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "$(messages "$T_TMP/serve.err")" \
+      "$(grep '"model"' "$T_TMP/status.json" 2>/dev/null)"
+  fi
+  cat "$T_TMP/status.json" >>"$ALL" 2>/dev/null
 }
 ready_or_gone() { test -f "$T_TMP/ready" || ! alive "$SERVE_PID"; }
 

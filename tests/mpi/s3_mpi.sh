@@ -185,16 +185,8 @@ cat "$T_TMP/report.json" "$T_TMP/mpi.err" >>"$ALL"
 
 # serve: status names the model as the report does, and no secret; a
 # reload to the next version, at another prefix
-if serve_remote "s3://$BUCKET/ckpt/index/" "$M/index/plan.json" with_env &&
-  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json >"$T_TMP/status.json" \
-    2>>"$ALL" && grep -qF "s3://$BUCKET/ckpt/index (region $REGION" \
-    "$T_TMP/status.json"; then
-  t_ok "serve of s3://: status names s3://bucket/prefix and the region"
-else
-  t_fail "serve of s3:// and its status" "$(messages "$T_TMP/serve.err")" \
-    "$(head -c 1000 "$T_TMP/status.json" 2>/dev/null)"
-fi
-cat "$T_TMP/status.json" >>"$ALL" 2>/dev/null
+t_serve_remote "serve of s3://: status names s3://bucket/prefix and the region" \
+  "s3://$BUCKET/ckpt/index/" "s3://$BUCKET/ckpt/index (region $REGION" with_env
 t_reload_to "s3://$BUCKET/ckpt/index-b/" index-b \
   "s3://$BUCKET/ckpt/index-b (region $REGION, endpoint $PROXY_URL)"
 serve_remote_end
