@@ -239,17 +239,18 @@ serve_remote_end() {
   cat "$T_TMP/serve.err" >>"$ALL"
 }
 
-# t_reload_to MODEL LAYOUT WANT: `reload` of the serve on $T_TMP/sock to
-# MODEL prints generation 2 of WANT, and every rank's dump holds the
-# oracle's shards of $M/LAYOUT.
+# t_reload_to G LAYOUT WANT [MODEL]: `reload` of the serve on $T_TMP/sock
+# to MODEL (none: the one it serves, again) prints generation G of WANT,
+# and every rank's dump holds the oracle's shards of $M/LAYOUT.
 t_reload_to() {
-  local model=$1 l=$2 want=$3 r
-  if "$TPLOAD" reload "$T_TMP/sock/rank0.sock" "$model" \
+  local g=$1 l=$2 want=$3 r
+  shift 3
+  if "$TPLOAD" reload "$T_TMP/sock/rank0.sock" "$@" \
       >"$T_TMP/reload.out" 2>"$T_TMP/reload.err" &&
-    grep -qF "generation 2: $want" "$T_TMP/reload.out"; then
-    t_ok "reload to $model: generation 2, $want"
+    grep -qF "generation $g: $want" "$T_TMP/reload.out"; then
+    t_ok "reload to ${1:-the same MODEL}: generation $g, $want"
   else
-    t_fail "reload to $model" "$(cat "$T_TMP/reload.out")" \
+    t_fail "reload to ${1:-the same MODEL}" "$(cat "$T_TMP/reload.out")" \
       "$(head -c 1000 "$T_TMP/reload.err")"
   fi
   cat "$T_TMP/reload.out" "$T_TMP/reload.err" >>"$ALL"

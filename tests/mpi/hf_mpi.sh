@@ -14,7 +14,8 @@
 # the load is held mid-stream: the load finishes with every file of the
 # commit main had at its start; plan prints what it prints for the local
 # copy, from header fetches only; a serve at a commit reloaded to main
-# serves main's commit; no token in any output.
+# serves main's commit, and once main moves again a reload without MODEL
+# (SIGHUP's) serves the new one; no token in any output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -171,11 +172,16 @@ fi
 t_plan_as_local hf://org/pub index "$HUB_LOG" "$CDN_LOG"
 t_plan_as_local hf://org/gated single "$HUB_LOG" "$CDN_LOG" -- with_token
 
-# serve at commit C1, then reload of main, which is now C3 (model B)
+# serve at commit C1, then reload of main, which is now C3 (model B);
+# main moved back to C1, a reload without MODEL (what SIGHUP does)
+# resolves main again
 t_serve_remote "serve of hf://org/name@COMMIT: status names the commit" \
   "hf://org/moving@$C1" "hf://org/moving@$C1 (revision $C1"
-t_reload_to hf://org/moving index-b \
-  "hf://org/moving@$C3 (revision main, endpoint $HF_ENDPOINT)"
+t_reload_to 2 index-b \
+  "hf://org/moving@$C3 (revision main, endpoint $HF_ENDPOINT)" hf://org/moving
+printf '{"id": "org/moving", "sha": "%s"}\n' "$C1" >"$api/moving/revision/new"
+mv "$api/moving/revision/new" "$api/moving/revision/main"
+t_reload_to 3 index "hf://org/moving@$C1 (revision main, endpoint $HF_ENDPOINT)"
 serve_remote_end
 
 no_secret_in_output "no token in any output or report" "$TOKEN" hf_wrong

@@ -187,8 +187,9 @@ cat "$T_TMP/report.json" "$T_TMP/mpi.err" >>"$ALL"
 # reload to the next version, at another prefix
 t_serve_remote "serve of s3://: status names s3://bucket/prefix and the region" \
   "s3://$BUCKET/ckpt/index/" "s3://$BUCKET/ckpt/index (region $REGION" with_env
-t_reload_to "s3://$BUCKET/ckpt/index-b/" index-b \
-  "s3://$BUCKET/ckpt/index-b (region $REGION, endpoint $PROXY_URL)"
+t_reload_to 2 index-b \
+  "s3://$BUCKET/ckpt/index-b (region $REGION, endpoint $PROXY_URL)" \
+  "s3://$BUCKET/ckpt/index-b/"
 serve_remote_end
 
 # plan: the header fetches of a local plan, through the verifier
