@@ -242,7 +242,7 @@ job=$!
 wait_until held_or_ended "$job"
 ranks=$(pgrep -P "$job" -d ' ')
 "$ORACLE" - "$S3_PORT" "/$BUCKET/ckpt/big/model.safetensors" \
-  "$M/big/model.safetensors" <<'PY' || echo "Bail out! the PUT failed"
+  "$M/big/model.safetensors" <<'PY' || t_fail "the replacement's PUT"
 import http.client, sys
 data = bytearray(open(sys.argv[3], "rb").read())
 data[-1] ^= 0xFF
