@@ -8,8 +8,8 @@
 # (weight_scale_inv whole with its expert), at group sizes 2 and 4, by
 # rank 0's stream and by --read local; a wrong map fails the oracle;
 # `verify --ep` of an output and of one with a flipped byte; `plan` and
-# `inspect` show the map; the refusals (65 before any byte moves, 64 for
-# --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
+# `inspect` show the map; the refusals (65 before any byte moves, an
+# expert missing in one layer among them; 64 for --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
@@ -216,6 +216,27 @@ t_exit "4 experts over 8 ranks: exit 65" 65 \
 grep -qF "num_local_experts = 4 experts is fewer than the 8 ranks" \
   "$T_TMP/err" && t_ok "the message names both numbers" ||
   t_fail "the message names both numbers" "$(cat "$T_TMP/err")"
+# Layer 1 without expert 2 (its w1, w2, w3 dropped; experts 0, 1, 3 and
+# all of layer 0 kept): refused before any byte moves.
+fixture miss mixtral hf --experts 4
+"$ORACLE" - "$M/miss/model.safetensors" "$TESTS_SRCDIR/oracle" <<'PY' ||
+import sys
+sys.path.insert(0, sys.argv[2])
+import npst
+t, meta, order = npst.read(sys.argv[1])
+drop = "model.layers.1.block_sparse_moe.experts.2."
+keep = {n: t[n] for n in order if not n.startswith(drop)}
+assert len(keep) == len(t) - 3
+npst.write(sys.argv[1], keep, metadata=meta)
+PY
+  { echo "Bail out! dropping layer 1's expert 2 failed"; exit 99; }
+t_exit "layer 1 lacks expert 2: exit 65" 65 \
+  mpi 2 preshard "$M/miss" --out "$T_TMP/miss" --ep --quiet
+miss="no tensor 'model.layers.1.block_sparse_moe.experts.2.w1.weight'"
+grep -qF "expert 2 is missing: $miss" "$T_TMP/err" && [ ! -e "$T_TMP/miss/rank0.safetensors" ] &&
+  t_ok "the message names layer 1's expert 2; nothing written" ||
+  t_fail "the message names layer 1's expert 2; nothing written" \
+    "$(messages "$T_TMP/err")"
 fixture q6 qwen3_moe mlc --experts 6
 t_exit "6 stacked experts over 4 ranks: exit 65" 65 \
   mpi 4 load "$M/q6" --ep --quiet
