@@ -9,7 +9,8 @@
 # rank 0's stream and by --read local; a wrong map fails the oracle;
 # `verify --ep` of an output and of one with a flipped byte; `plan` and
 # `inspect` show the map; the refusals (65 before any byte moves, an
-# expert missing in one layer among them; 64 for --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
+# expert missing in one layer among them; 64 for --layout mlc).
+# Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
@@ -233,7 +234,8 @@ PY
 t_exit "layer 1 lacks expert 2: exit 65" 65 \
   mpi 2 preshard "$M/miss" --out "$T_TMP/miss" --ep --quiet
 miss="no tensor 'model.layers.1.block_sparse_moe.experts.2.w1.weight'"
-grep -qF "expert 2 is missing: $miss" "$T_TMP/err" && [ ! -e "$T_TMP/miss/rank0.safetensors" ] &&
+grep -qF "expert 2 is missing: $miss" "$T_TMP/err" &&
+  [ ! -e "$T_TMP/miss/rank0.safetensors" ] &&
   t_ok "the message names layer 1's expert 2; nothing written" ||
   t_fail "the message names layer 1's expert 2; nothing written" \
     "$(messages "$T_TMP/err")"
