@@ -49,9 +49,11 @@ ep_case "MLC qwen3_moe stacked, N=4" q3 4 q34
 
 # FP8 block-quantized experts (a DeepSeek / Qwen3-FP8 layout): each
 # expert's weight_scale_inv moves with its expert, whole, never re-cut.
-# fp8_fixture DIR I [RULES]: expert size I; RULES "experts" adds the TP
-# cut of every expert to the plan (what --ep must set aside).
-fp8_fixture() {
+# moe_fixture DIR I [MODE]: expert size I; MODE "experts" adds the TP
+# cut of every expert to the plan (what --ep must set aside); "f32" makes
+# every weight float32 and unquantized, 6 experts, head_dim 256 (o_proj's
+# rows cut in 4 are 1 KiB pieces, which --read local reads one by one).
+moe_fixture() {
 "$ORACLE" - "$1" "$TESTS_SRCDIR/oracle" "$2" "${3:-}" <<'PY'
 
 import json, os, sys
@@ -59,7 +61,9 @@ import numpy as np
 sys.path.insert(0, sys.argv[2])
 import npst
 import oracle
-d, (E, H, KV, D, X) = sys.argv[1], (256, 4, 2, 64, 4)
+f32 = sys.argv[4] == "f32"
+d, (E, H, KV, D, X) = sys.argv[1], (256, 4, 2, 256 if f32 else 64,
+                                    6 if f32 else 4)
 I = int(sys.argv[3])
 rng = np.random.default_rng(37)
 t = oracle.one_layer_frame(rng, E)
@@ -72,18 +76,22 @@ t[p + "block_sparse_moe.gate.weight"] = rng.random((X, E), np.float32)
 for x in range(X):
     for n, rows, cols in (("w1", I, E), ("w3", I, E), ("w2", E, I)):
         b = p + "block_sparse_moe.experts.%d.%s." % (x, n)
+        if f32:
+            t[b + "weight"] = rng.random((rows, cols), np.float32)
+            continue
         t[b + "weight"] = rng.integers(0, 256, (rows, cols), np.uint8)
         t[b + "weight_scale_inv"] = rng.random((rows // 128, cols // 128),
                                                np.float32)
 os.makedirs(d)
 npst.write(os.path.join(d, "model.safetensors"), t)
-json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
-           "hidden_size": E, "num_attention_heads": H,
-           "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
-           "num_hidden_layers": 1, "num_local_experts": X,
-           "quantization_config": {"quant_method": "fp8",
-                                   "weight_block_size": [128, 128]}},
-          open(os.path.join(d, "config.json"), "w"))
+cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+       "hidden_size": E, "num_attention_heads": H,
+       "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
+       "num_hidden_layers": 1, "num_local_experts": X}
+if not f32:
+    cfg["quantization_config"] = {"quant_method": "fp8",
+                                  "weight_block_size": [128, 128]}
+json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
 a = "*.self_attn."
 rules = [{"match": a + "q_proj.weight", "dim": 0},
          {"match": a + "k_proj.weight", "dim": 0},
@@ -97,16 +105,49 @@ if sys.argv[4] == "experts":
 json.dump({"rules": rules}, open(os.path.join(d, "plan.json"), "w"))
 PY
 }
-fp8_fixture "$M/fp8" 256 || { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
+moe_fixture "$M/fp8" 256 || { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
 ep_case "fp8 block experts, N=2: scales move with their expert" fp8 2 fp8
 # One 128-row block per expert, which a TP cut in two would split (65,
 # as vLLM's validate_fp8_block_shape refuses): under --ep the experts
 # are not cut, so the plan's rules for them are set aside, unchecked.
-fp8_fixture "$M/fp8b" 128 experts ||
+moe_fixture "$M/fp8b" 128 experts ||
   { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
 t_exit "one-block fp8 experts cut by TP in two: refused (65)" 65 \
   mpi 2 preshard "$M/fp8b" --out "$T_TMP/fp8b-tp" --quiet
 ep_case "one-block fp8 experts, N=2 --ep: accepted, whole" fp8b 2 fp8b
+
+# --- --read local --ep reads each rank's own bytes ---------------------------
+# Each rank's bytes_read in the load report (buffered reads: no
+# alignment) equals what the oracle says it holds: its TP share of the
+# attention, the replicated rest and its experts whole (expected_ep,
+# vLLM's map); 6 experts over 4 ranks hold 2, 2, 1, 1.
+moe_fixture "$M/rd" 64 f32 ||
+  { echo "Bail out! the f32 checkpoint failed"; exit 99; }
+for n in 2 4; do
+  mpi "$n" load "$M/rd" --plan "$M/rd/plan.json" --ep --read local \
+    --io buffered --json --quiet >"$T_TMP/rd$n.json" 2>"$T_TMP/rd$n.err"
+  if "$ORACLE" - "$M/rd" "$n" "$T_TMP/rd$n.json" "$TESTS_SRCDIR/oracle" \
+    >"$T_TMP/oout" 2>&1 <<'PY'; then
+import json, sys
+sys.path.insert(0, sys.argv[4])
+import oracle
+d, n = sys.argv[1], int(sys.argv[2])
+rules = json.load(open(d + "/plan.json"))["rules"]
+held = oracle.expected_ep(d, rules, n, oracle.config_experts(d))
+own = [sum(len(h[3]) for h in held[r]) for r in range(n)]
+ranks = json.load(open(sys.argv[3]))["ranks"]
+got = [(k["bytes"], k["bytes_read"], [x["align"] for x in k["reads"]])
+       for k in ranks]
+want = [(o, o, [0]) for o in own]
+if got != want:
+    sys.exit("expected (held, read, aligns) %r, found %r" % (want, got))
+PY
+    t_ok "N=$n --read local --ep: each rank reads exactly its own bytes"
+  else
+    t_fail "N=$n --read local --ep: each rank reads exactly its own bytes" \
+      "$(cat "$T_TMP/oout" "$T_TMP/rd$n.err" | head -c 800)"
+  fi
+done
 
 out="$T_TMP/mx6"
 if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \
