@@ -7,8 +7,9 @@
 # and a remainder (6 experts over 4 ranks), fp8 block-quantized experts
 # (weight_scale_inv whole with its expert), at group sizes 2 and 4, by
 # rank 0's stream and by --read local; a wrong map fails the oracle;
-# `verify --ep` of an output and of one with a flipped byte; `plan` and
-# `inspect` show the map; the refusals (65 before any byte moves, an
+# `verify --ep` of an output and of one with a flipped byte; the load
+# report's and status's map, a reload of a serve --ep job (its new map
+# and bytes); `plan` and `inspect` show the map; the refusals (65 before any byte moves, an
 # expert missing in one layer among them; 64 for --layout mlc).
 # Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
@@ -179,26 +180,27 @@ t_exit "verify --ep of a TP output exits 65" 65 \
   "$TPLOAD" verify "$M/mx" "$T_TMP/tp" --ep
 
 # --- the load report and status carry the map --------------------------------
-# t_report_map NAME JSON N TP: the report's expert_parallel is vLLM's map
-# of the 6 experts over the TP group (every replica's rank t as shard t),
-# from oracle.py's vllm_expert_map, not from tpload's output.
+# t_report_map NAME JSON N TP [E]: the report's expert_parallel is
+# vLLM's map of the E (default 6) experts over the TP group (every
+# replica's rank t as shard t), from oracle.py's vllm_expert_map, not
+# from tpload's output.
 t_report_map() {
-  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" >"$T_TMP/oout" \
-    2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
+  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" "${5:-6}" \
+    >"$T_TMP/oout" 2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[4])
 from oracle import vllm_expert_map
 ep = json.load(open(sys.argv[1]))["expert_parallel"]
-n, tp = int(sys.argv[2]), int(sys.argv[3])
+n, tp, E = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
 want = []
 for r in range(n):
-    ids = np.nonzero(vllm_expert_map(tp, r % tp, 6) >= 0)[0]
+    ids = np.nonzero(vllm_expert_map(tp, r % tp, E) >= 0)[0]
     want.append({"rank": r, "shard": r % tp,
                  "experts": [int(ids[0]), len(ids)]})
 got = (ep.get("size"), ep.get("experts"), ep.get("ranks"))
-if got != (tp, 6, want):
-    sys.exit("expected %r, found %r" % ((tp, 6, want), got))
+if got != (tp, E, want):
+    sys.exit("expected %r, found %r" % ((tp, E, want), got))
 PY
 }
 mpi 4 load "$M/mx6" --ep --json --quiet >"$T_TMP/rep4.json" 2>"$T_TMP/rep4.err"
@@ -220,6 +222,29 @@ t_serve_ready "serve --ep -np 2 is ready" "$T_TMP/ready"
 "$TPLOAD" status "$SOCK/rank1.sock" --json >"$T_TMP/status.json" 2>&1
 t_report_map "status --json (asked of rank 1): the same map" \
   "$T_TMP/status.json" 2 2
+# reload inherits serve's --ep: to the 4-expert model, a new map (2, 2)
+# in status, and each rank's bytes (dump) the oracle's for that map.
+t_exit "reload of the serve --ep job to 4 experts exits 0" 0 \
+  "$TPLOAD" reload "$SOCK/rank0.sock" "$M/mx"
+"$TPLOAD" status "$SOCK/rank1.sock" --json >"$T_TMP/status2.json" 2>&1
+t_report_map "status after the reload: vLLM's map of 4 experts" \
+  "$T_TMP/status2.json" 2 2 4
+for r in 0 1; do
+  "$TPLOAD" dump "$SOCK/rank$r.sock" --out "$T_TMP/reload$r.st" \
+    >/dev/null 2>&1
+done
+t_check "after the reload each rank holds its experts whole (oracle)" \
+  "$ORACLE" - "$M/mx" "$T_TMP/reload" "$TESTS_SRCDIR/oracle" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import oracle
+d = sys.argv[1]
+rules = json.load(open(d + "/plan.json"))["rules"]
+held = oracle.expected_ep(d, rules, 2, oracle.config_experts(d))
+for r in range(2):
+    oracle._check_rank_file("%s%d.st" % (sys.argv[2], r), r,
+                            {"tp_rank": str(r), "tp_size": "2"}, held[r])
+PY
 t_check "status --shutdown" "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
 serve_end
 [ "$SERVE_RC" = 0 ] && t_ok "the serve --ep job ends with exit 0" ||
