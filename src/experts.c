@@ -8,7 +8,8 @@
  * FusedMoEParallelConfig sets the experts' tp_size to 1 under EP, so an
  * expert's weights, and their quantization scales, are never cut; every
  * other tensor keeps the plan's cut.  The group is the tensor-parallel
- * group: group rank = shard t. */
+ * group: group rank = shard t.  A MoE layer must name every expert: one
+ * missing is refused before any byte moves. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,24 +202,24 @@ static int cmp_expert(const void *pa, const void *pb) {
   return c;
 }
 
-/* Checks one run of tensors that differ only by expert id (v[0..n),
- * sorted): every expert 0..experts-1 once. */
-static int check_run(const struct one_expert *v, size_t n, uint32_t experts,
-                     struct tpl__error *err) {
+/* Checks one run of tensors of model `m` that differ only by expert id
+ * (v[0..n), sorted): every expert 0..experts-1 once. */
+static int check_run(const struct tpl__model *m, const struct one_expert *v,
+                     size_t n, uint32_t experts, struct tpl__error *err) {
   uint32_t k = 0;
   while (k < n && k < experts && v[k].id == k)
     k++;
   if (k < n && v[k].id < k)
     return tpl__fail(err, TPL_EFORMAT,
-                     "tensor '%s': expert %u is named twice in its layer "
-                     "(--ep needs each expert once)",
-                     v[k].name, v[k].id);
+                     "%s: tensor '%s': expert %u is named twice in its "
+                     "layer (--ep needs each expert once)",
+                     model_name(m), v[k].name, v[k].id);
   if (k == experts) return 0;
   return tpl__fail(err, TPL_EFORMAT,
-                   "--ep: expert %u is missing: no tensor '%.*s%u%s' (its "
-                   "layer has it for %zu of the config's %u experts)",
-                   k, (int)v[0].start, v[0].name, k, v[0].name + v[0].end, n,
-                   experts);
+                   "%s: --ep: expert %u is missing: no tensor '%.*s%u%s' "
+                   "(its layer has it for %zu of the config's %u experts)",
+                   model_name(m), k, (int)v[0].start, v[0].name, k,
+                   v[0].name + v[0].end, n, experts);
 }
 
 /* Refuses a MoE layer that lacks an expert: each one-expert tensor name
@@ -242,7 +243,7 @@ static int check_complete(const struct tpl__model *m, uint32_t experts,
     size_t j = i + 1;
     while (j < n && cmp_run(&v[i], &v[j]) == 0)
       j++;
-    rc = check_run(&v[i], j - i, experts, err);
+    rc = check_run(m, &v[i], j - i, experts, err);
     i = j;
   }
   free(v);

@@ -392,8 +392,9 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
 
 /* An expert missing in one layer (layer 1's w2 of expert 2, with experts
  * 0, 1 and 3 present and layer 0 complete) is refused with 65 naming
- * the missing tensor; the complete model passes; a stacked [E, ...]
- * tensor with 3 rows in one layer is refused naming it. */
+ * the missing tensor; the complete model passes; expert 2 named twice
+ * ("2" and "02", expert 3 absent) is refused; a stacked [E, ...] tensor
+ * with 3 rows in one layer is refused naming it. */
 static void test_ep_missing_expert(void) {
   static const char *const names[] = {"model.layers.0.mlp.experts.0.w2.weight",
                                       "model.layers.0.mlp.experts.1.w2.weight",
@@ -408,12 +409,19 @@ static void test_ep_missing_expert(void) {
       "model.layers.0.mlp.moe_down_proj.weight",
       "model.layers.1.mlp.moe_down_proj.weight"};
   static const uint64_t srows[2] = {4, 3};
+  static const char *const twice[] = {
+      "model.layers.0.mlp.experts.0.w2.weight",
+      "model.layers.0.mlp.experts.1.w2.weight",
+      "model.layers.0.mlp.experts.2.w2.weight",
+      "model.layers.0.mlp.experts.02.w2.weight"};
   struct tpl__error err = {0};
   CHECK_EQ_INT(ep_apply_names(names, rows, 8, &err), 0);
   CHECK_EQ_INT(ep_apply_names(names, rows, 7, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "expert 2 is missing: no tensor "
                               "'model.layers.1.mlp.experts.2.w2.weight'");
   CHECK_STR_CONTAINS(err.msg, "3 of the config's 4 experts");
+  CHECK_EQ_INT(ep_apply_names(twice, rows, 4, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, "expert 2 is named twice");
   CHECK_EQ_INT(ep_apply_names(stacked, srows, 1, &err), 0);
   CHECK_EQ_INT(ep_apply_names(stacked, srows, 2, &err), TPL_EFORMAT);
   CHECK_STR_CONTAINS(err.msg, "'model.layers.1.mlp.moe_down_proj.weight'");
