@@ -92,19 +92,19 @@ static int run_shutdown(const char *path) {
 /* ---- the table, printed from the decoded report ---- */
 
 static void print_ranks(const struct tpl__report *rep) {
-  printf("%4s  %-20s %8s %8s %14s %8s %10s  %s\n", "RANK", "HOST", "PID",
-         "TENSORS", "BYTES", "SECONDS", "PEAK MiB",
+  printf("%4s  %-20s %8s %8s %14s %8s %10s %13s  %s\n", "RANK", "HOST", "PID",
+         "TENSORS", "BYTES", "SECONDS", "PEAK MiB", "CPU user/sys",
          "read/pack/send/receive/scale s");
   for (uint32_t k = 0; k < rep->grid.world; k++) {
     const struct tpl__rank_report *r = &rep->ranks[k];
     const struct tpl__phase_times *ph = &r->times;
     char host[TPL_SAFE_LEN(64)];
-    printf("%4u  %-20s %8d %8u %14llu %8.3f %10.1f  "
+    printf("%4u  %-20s %8d %8u %14llu %8.3f %10.1f %6.2f/%-6.2f  "
            "%.3f/%.3f/%.3f/%.3f/%.3f\n",
            r->rank, tpl__cli_safe(r->host, host, sizeof(host)), r->pid,
            r->tensor_count, (unsigned long long)r->bytes, r->seconds,
-           (double)r->peak_rss / 1048576.0, ph->read, ph->pack, ph->send,
-           ph->receive, ph->scale);
+           (double)r->peak_rss / 1048576.0, r->cpu_user, r->cpu_sys, ph->read,
+           ph->pack, ph->send, ph->receive, ph->scale);
   }
 }
 

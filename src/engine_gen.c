@@ -38,6 +38,8 @@ static void fill_stats(struct engine *e, double t0) {
   gethostname(e->st.host, sizeof(e->st.host) - 1);
   getrusage(RUSAGE_SELF, &ru);
   e->st.peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
+  e->st.cpu_user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+  e->st.cpu_sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
   e->st.seconds = tpl__now() - t0;
   e->st.bytes_read = e->bytes_read; /* before job_totals sums it on 0 */
 }

@@ -323,6 +323,8 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
   r.bytes_read = st->bytes_read;
+  r.cpu_user_seconds = st->cpu_user;
+  r.cpu_sys_seconds = st->cpu_sys;
   r.times = &times;
   r.seconds = st->seconds;
   rc = fill_tensor_facts(job, store, st->rank, &r);
@@ -512,7 +514,8 @@ static struct tpl__phase_times phase_times(const Tpload__PhaseTimes *t) {
  * needs. */
 static int check_values(const Tpload__RankReport *m, struct tpl__error *err) {
   const Tpload__PhaseTimes *t = m->times;
-  int ok = tpl__json_utf8(m->host) && isfinite(m->seconds);
+  int ok = tpl__json_utf8(m->host) && isfinite(m->seconds) &&
+           isfinite(m->cpu_user_seconds) && isfinite(m->cpu_sys_seconds);
   for (size_t k = 0; ok && k < m->n_reads; k++)
     ok = tpl__json_utf8(m->reads[k]->file) && tpl__json_utf8(m->reads[k]->mode);
   if (ok && t != NULL)
@@ -538,6 +541,8 @@ static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
   r->peak_rss = m->peak_rss_bytes;
   r->bytes_sent = m->bytes_sent;
   r->bytes_read = m->bytes_read;
+  r->cpu_user = m->cpu_user_seconds;
+  r->cpu_sys = m->cpu_sys_seconds;
   r->seconds = m->seconds;
   r->times = phase_times(m->times);
   r->reads = calloc(m->n_reads + 1, sizeof(*r->reads));
@@ -694,6 +699,8 @@ static json_t *rank_json(const struct tpl__rank_report *r) {
       "bytes_sent", (json_int_t)r->bytes_sent, "seconds", usec(r->seconds),
       "phases", phases_json(&r->times));
   json_object_set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));
+  json_object_set_new(o, "cpu_user_seconds", json_real(usec(r->cpu_user)));
+  json_object_set_new(o, "cpu_sys_seconds", json_real(usec(r->cpu_sys)));
   json_object_set_new(o, "reads", reads_json(r));
   return o;
 }

@@ -152,6 +152,19 @@ EOF
 then t_ok "rank 0 peak memory: baseline + its shard + 8 windows at most"
 else t_fail "rank 0 peak memory: baseline + its shard + 8 windows at most" \
   "$(cat "$T_TMP/oerr")"; fi
+# Every rank reports its CPU seconds (getrusage): user and system, neither
+# negative, together more than nothing for a 96 MiB load.
+if "$ORACLE" - "$T_TMP/mem-big.json" >"$T_TMP/oerr" 2>&1 <<'EOF'
+import json, sys
+ranks = json.load(open(sys.argv[1]))["ranks"]
+cpu = [(r.get("cpu_user_seconds"), r.get("cpu_sys_seconds")) for r in ranks]
+print("cpu user/sys per rank:", cpu)
+sys.exit(0 if len(cpu) == 4 and all(
+    isinstance(u, (int, float)) and isinstance(s, (int, float))
+    and u >= 0 and s >= 0 and u + s > 0 for u, s in cpu) else 1)
+EOF
+then t_ok "load --json: every rank's CPU user and sys seconds, sum > 0"
+else t_fail "load --json: every rank's CPU seconds" "$(cat "$T_TMP/oerr")"; fi
 
 # --- preshard into a directory that already holds output --------------------
 D="$T_TMP/s3"

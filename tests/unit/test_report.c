@@ -6,6 +6,7 @@
  * back for shard-info.json, and the refusals of a malformed or mismatched
  * report. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,13 +200,22 @@ static void test_job_table_refuses_a_tensor_beyond_its_file(void) {
   CHECK(out == NULL);
 }
 
-/* Rank r's report: checksums 0x1000 * (i + 1) + r for tensor i. */
-static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
+/* Rank r's report: checksums 0x1000 * (i + 1) + r for tensor i; CPU
+ * seconds 0.5 + r user, `sys` system. */
+static int pack_rank_cpu(uint32_t r, double sys, uint8_t **buf, size_t *len) {
   uint64_t sums[2] = {0x1000 + r, 0x2000 + r};
   struct tpl__store store = {.fd = -1, .xxh3 = sums, .ntensors = 2};
-  struct tpl__rank_stats st = {.rank = r, .pid = 10 + (int)r, .seconds = 1.0};
+  struct tpl__rank_stats st = {.rank = r,
+                               .pid = 10 + (int)r,
+                               .seconds = 1.0,
+                               .cpu_user = 0.5 + r,
+                               .cpu_sys = sys};
   snprintf(st.host, sizeof(st.host), "node");
   return tpl__rank_report_pack(&job, &store, &st, buf, len);
+}
+
+static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
+  return pack_rank_cpu(r, 0.25 * (r + 1), buf, len);
 }
 
 /* The LoadReport of the two ranks (*buf malloc'd) or -1; `md5` as
@@ -330,7 +340,42 @@ static void check_report_json(const json_t *o) {
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")), 48);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "tensor_count")), 2);
   CHECK(strcmp(str(r1, "host"), "node") == 0);
+  CHECK(json_real_value(json_object_get(r1, "cpu_user_seconds")) == 1.5);
+  CHECK(json_real_value(json_object_get(r1, "cpu_sys_seconds")) == 0.5);
   CHECK(json_object_get(r1, "tensors") == NULL);
+}
+
+/* Every rank's CPU seconds survive the LoadReport, its status summary
+ * and decoding; a rank whose CPU time is not a number is refused by
+ * name. */
+static void test_load_report_cpu(void) {
+  uint8_t *parts[2] = {NULL, NULL}, *buf = NULL, *sum = NULL;
+  size_t lens[2] = {0, 0}, len = 0, slen = 0;
+  struct tpl__report *rep = NULL;
+  struct tpl__error err = {0};
+  make_job();
+  CHECK_EQ_INT(load_report(&buf, &len), 0);
+  CHECK_EQ_INT(buf ? tpl__report_summary(buf, len, &sum, &slen) : -1, 0);
+  CHECK_EQ_INT(sum ? tpl__report_decode(sum, slen, &rep, &err) : -1, 0);
+  if (rep != NULL) {
+    CHECK(rep->ranks[0].cpu_user == 0.5 && rep->ranks[0].cpu_sys == 0.25);
+    CHECK(rep->ranks[1].cpu_user == 1.5 && rep->ranks[1].cpu_sys == 0.5);
+  }
+  tpl__report_free(rep);
+  free(sum);
+  free(buf);
+  buf = NULL;
+  CHECK_EQ_INT(pack_rank(0, &parts[0], &lens[0]), 0);
+  CHECK_EQ_INT(pack_rank_cpu(1, NAN, &parts[1], &lens[1]), 0);
+  if (parts[0] != NULL && parts[1] != NULL)
+    CHECK_EQ_INT(tpl__load_report_pack(&job, parts, lens, 1.0, 0, NULL, &buf,
+                                       &len, &err),
+                 0);
+  CHECK_EQ_INT(buf ? tpl__report_decode(buf, len, &rep, &err) : -1, TPL_EPEER);
+  CHECK_STR_CONTAINS(err.msg, "rank 1");
+  free(buf);
+  free(parts[0]);
+  free(parts[1]);
 }
 
 /* The decoded report, and its JSON without and with the job. */
@@ -497,6 +542,7 @@ int main(void) {
   RUN(test_job_table_refuses_a_tensor_beyond_its_file);
   RUN(test_load_report_json);
   RUN(test_load_report_md5);
+  RUN(test_load_report_cpu);
   RUN(test_summary_drops_the_arrays);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
