@@ -399,6 +399,25 @@ static void print_reads(struct load_cli *c, const struct tpl__report *r) {
   fputc('\n', stderr);
 }
 
+/* A job across hosts: what each node's link carried for the load, as
+ * its ranks counted it (tpl__report_nodes), on one line. */
+static void print_nodes(struct load_cli *c, const struct tpl__report *r) {
+  struct tpl__node_bytes *nodes;
+  char host[TPL_SAFE_LEN(64)];
+  size_t n;
+  if (tpl__report_nodes(r, &nodes, &n) != 0) return;
+  if (n > 1) {
+    fprintf(stderr, "tpload %s: %zu nodes, bytes in/out:", c->cmd->name, n);
+    for (size_t k = 0; k < n; k++)
+      fprintf(stderr, "%s %s (%u ranks) %.2f/%.2f MiB", k ? ";" : "",
+              tpl__cli_safe(nodes[k].host, host, sizeof(host)), nodes[k].nranks,
+              (double)nodes[k].bytes_in / 1048576.0,
+              (double)nodes[k].bytes_out / 1048576.0);
+    fputc('\n', stderr);
+  }
+  free(nodes);
+}
+
 static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   struct load_cli *c = ctx;
   struct tpl__report *r;
@@ -415,6 +434,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
     print_md5(c, r);
     print_summary(c, r);
     print_reads(c, r);
+    print_nodes(c, r);
     tpl__report_grid_line(r, grid, sizeof(grid));
     fprintf(stderr, "tpload %s: %s\n", c->cmd->name, grid);
   }

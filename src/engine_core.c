@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -214,6 +215,33 @@ int tpl__eng_agree_after_beats(struct engine *e, int rc,
   if (tpl__eng_mpi_check(tpl__beats_close(&e->beats), "heartbeat", err) != 0)
     return TPL_EPEER;
   return agreed(e, worst, err);
+}
+
+/* Which ranks run on another host than this one (the report's bytes
+ * per node count what crosses a host's link): every rank's host name,
+ * gathered once the buffers for them are agreed on. */
+int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
+  const size_t len = sizeof(e->st.host);
+  char *all = calloc(e->world, len);
+  MPI_Request req;
+  int rc;
+  free(e->remote);
+  e->remote = calloc(e->world + 1, 1);
+  rc = all != NULL && e->remote != NULL ? 0 : tpl__oom(err);
+  rc = tpl__eng_agree(e, rc, err);
+  memset(e->st.host, 0, len);
+  gethostname(e->st.host, len - 1);
+  if (rc == 0)
+    rc = tpl__eng_mpi_check(MPI_Iallgather(e->st.host, (int)len, MPI_CHAR, all,
+                                           (int)len, MPI_CHAR, MPI_COMM_WORLD,
+                                           &req),
+                            "sharing the host names", err);
+  if (rc == 0)
+    rc = tpl__eng_wait_collective(e, &req, -1, "sharing the host names", err);
+  for (uint32_t r = 0; rc == 0 && r < e->world; r++)
+    e->remote[r] = strncmp(all + r * len, e->st.host, len) != 0;
+  free(all);
+  return rc;
 }
 
 /* Rank 0's verdict with the job table's size, then the table: every rank

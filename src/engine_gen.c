@@ -205,6 +205,7 @@ int tpl__eng_load(struct engine *e, int reload, struct tpl__error *err) {
         e, tpl__store_room(e->job->store_size, e->o->huge, e->rank, err), err);
   } else if (rc == 0 && s->check != NULL)
     rc = tpl__eng_agree(e, s->check(s->ctx, e->rank, err), err);
+  if (rc == 0) rc = tpl__eng_agree(e, tpl__eng_map_hosts(e, err), err);
   if (rc != 0) return rc;
   t0 = tpl__now();
   rc = deliver(e, err);
@@ -226,6 +227,7 @@ void tpl__eng_free(struct engine *e) {
   tpl__job_free(e->job);
   release_sources(e);
   free(e->report);
+  free(e->remote);
   free(e->job_table);
   free(e->plan_owned);
   tpl__eng_generation_free(e->gen);

@@ -42,9 +42,11 @@ struct slot {
   uint64_t pos, len;   /* the chunk: file bytes [pos, pos + len) */
   struct pending *reqs;
   size_t nreqs, cap;
-  uint64_t sent;        /* bytes of every send so far */
-  int batch_dest;       /* the rank of the open batch, -1 when none */
-  uint64_t batch_start; /* the open batch: pack[start, start + len) */
+  uint64_t sent;         /* bytes of every send so far */
+  const uint8_t *remote; /* world flags: rank r is on another host */
+  uint64_t sent_remote;  /* bytes of the sends to other hosts */
+  int batch_dest;        /* the rank of the open batch, -1 when none */
+  uint64_t batch_start;  /* the open batch: pack[start, start + len) */
   uint64_t batch_len;
 };
 
@@ -63,6 +65,7 @@ struct engine {
   struct tpl__store store;
   struct tpl__rank_stats st;
   uint64_t bytes_read;
+  uint8_t *remote; /* world flags: rank r's host is not this rank's */
   uint8_t *report; /* rank 0: packed LoadReport */
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */
@@ -186,6 +189,10 @@ void tpl__eng_beats_begin(struct engine *e);
 
 /* A heartbeat when one is due; an MPI failure ends the job. */
 void tpl__eng_beat(struct engine *e);
+
+/* Fills e->remote from every rank's host name (an all-gather under
+ * --stall-timeout); 0, -ENOMEM or TPL_EPEER.  Collective. */
+int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err);
 
 /* Waits for a collective rooted at rank 0 under --stall-timeout. */
 int tpl__eng_wait_to_0(const struct engine *e, MPI_Request *req,

@@ -292,6 +292,7 @@ static int alloc_slots(struct engine *e, struct tpl__error *err) {
     return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
   for (int i = 0; i < NSLOTS; i++) {
     e->slots[i].batch_dest = -1;
+    e->slots[i].remote = e->remote;
     e->slots[i].read = p;
     e->slots[i].pack = p + read;
     p += read + pack;
@@ -300,9 +301,10 @@ static int alloc_slots(struct engine *e, struct tpl__error *err) {
 }
 
 static void free_slots(struct engine *e) {
-  e->st.bytes_sent = 0;
+  e->st.bytes_sent = e->st.bytes_out_remote = 0;
   for (int i = 0; i < NSLOTS; i++) {
     e->st.bytes_sent += e->slots[i].sent;
+    e->st.bytes_out_remote += e->slots[i].sent_remote;
     free(e->slots[i].reqs);
   }
   tpl__huge_free(e->window, (size_t)e->window_len);

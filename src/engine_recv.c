@@ -113,6 +113,7 @@ static int receive_tensor(struct engine *e, size_t i, struct inbox *in,
                       err);
     if (rc == 0 && n == 0)
       rc = tpl__fail(err, TPL_EPEER, "tensor '%s': empty message", jt->name);
+    if (rc == 0 && e->remote[from]) e->st.bytes_in_remote += n;
     if (rc == 0 && to >= 0) rc = tpl__eng_slot_send(fwd, dst + got, n, to, err);
     got += n;
   }
@@ -131,7 +132,7 @@ static int inboxes_empty(const struct engine *e, const struct inbox *in,
 }
 
 int tpl__eng_receive_all(struct engine *e, struct tpl__error *err) {
-  struct slot fwd = {0};
+  struct slot fwd = {.remote = e->remote};
   struct inbox *in = calloc(e->world, sizeof(*in));
   double t = tpl__now();
   int rc = in != NULL ? 0 : tpl__oom(err);
@@ -150,6 +151,7 @@ int tpl__eng_receive_all(struct engine *e, struct tpl__error *err) {
   if (rc == 0) rc = tpl__eng_slot_wait(e, &fwd, err);
   if (rc == 0) rc = inboxes_empty(e, in, err);
   e->st.bytes_sent = fwd.sent;
+  e->st.bytes_out_remote = fwd.sent_remote;
   free(fwd.reqs);
   for (uint32_t k = 0; in != NULL && k < e->world; k++)
     free(in[k].buf);

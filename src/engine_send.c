@@ -31,6 +31,7 @@ int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
   }
   s->reqs[s->nreqs].peer = dest;
   s->sent += n;
+  if (s->remote != NULL && s->remote[dest]) s->sent_remote += n;
   if (tpl__eng_mpi_check(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA,
                                    MPI_COMM_WORLD, &s->reqs[s->nreqs].req),
                          "send", err) != 0)

@@ -325,6 +325,8 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.bytes_read = st->bytes_read;
   r.cpu_user_seconds = st->cpu_user;
   r.cpu_sys_seconds = st->cpu_sys;
+  r.bytes_in_remote = st->bytes_in_remote;
+  r.bytes_out_remote = st->bytes_out_remote;
   r.times = &times;
   r.seconds = st->seconds;
   rc = fill_tensor_facts(job, store, st->rank, &r);
@@ -543,6 +545,8 @@ static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
   r->bytes_read = m->bytes_read;
   r->cpu_user = m->cpu_user_seconds;
   r->cpu_sys = m->cpu_sys_seconds;
+  r->bytes_in_remote = m->bytes_in_remote;
+  r->bytes_out_remote = m->bytes_out_remote;
   r->seconds = m->seconds;
   r->times = phase_times(m->times);
   r->reads = calloc(m->n_reads + 1, sizeof(*r->reads));
@@ -705,6 +709,61 @@ static json_t *rank_json(const struct tpl__rank_report *r) {
   return o;
 }
 
+/* --- nodes --- */
+
+/* The rank read its checkpoint bytes over HTTP (its node's link). */
+static int reads_http(const struct tpl__rank_report *r) {
+  for (size_t k = 0; k < r->nreads; k++)
+    if (strcmp(r->reads[k].mode, "http") == 0) return 1;
+  return 0;
+}
+
+/* The entry of `host` among the n in `nodes`, added when missing. */
+static struct tpl__node_bytes *node_entry(struct tpl__node_bytes *nodes,
+                                          size_t *n, const char *host) {
+  for (size_t k = 0; k < *n; k++)
+    if (strcmp(nodes[k].host, host) == 0) return &nodes[k];
+  nodes[*n] = (struct tpl__node_bytes){host, 0, 0, 0};
+  return &nodes[(*n)++];
+}
+
+int tpl__report_nodes(const struct tpl__report *r, struct tpl__node_bytes **out,
+                      size_t *n) {
+  struct tpl__node_bytes *nodes = calloc(r->grid.world, sizeof(*nodes));
+  if (nodes == NULL) return -ENOMEM;
+  *n = 0;
+  for (uint32_t k = 0; k < r->grid.world; k++) {
+    const struct tpl__rank_report *rk = &r->ranks[k];
+    struct tpl__node_bytes *nd = node_entry(nodes, n, rk->host);
+    nd->nranks++;
+    nd->bytes_in += rk->bytes_in_remote + (reads_http(rk) ? rk->bytes_read : 0);
+    nd->bytes_out += rk->bytes_out_remote;
+  }
+  *out = nodes;
+  return 0;
+}
+
+/* nodes[] {host, ranks, bytes_in, bytes_out}; NULL on ENOMEM. */
+static json_t *nodes_json(const struct tpl__report *r) {
+  struct tpl__node_bytes *nodes;
+  json_t *a;
+  size_t n;
+  if (tpl__report_nodes(r, &nodes, &n) != 0) return NULL;
+  a = json_array();
+  for (size_t i = 0; a != NULL && i < n; i++) {
+    json_t *ranks = json_array();
+    for (uint32_t k = 0; k < r->grid.world; k++)
+      if (strcmp(r->ranks[k].host, nodes[i].host) == 0)
+        json_array_append_new(ranks, json_integer(k));
+    json_array_append_new(
+        a, json_pack("{s:s, s:o, s:I, s:I}", "host", nodes[i].host, "ranks",
+                     ranks, "bytes_in", (json_int_t)nodes[i].bytes_in,
+                     "bytes_out", (json_int_t)nodes[i].bytes_out));
+  }
+  free(nodes);
+  return a;
+}
+
 /* --verify-md5's pass: {verified: [file names], bytes, seconds}. */
 static json_t *md5_json(const struct tpl__report *r) {
   json_t *files = json_array();
@@ -750,6 +809,10 @@ json_t *tpl__report_json(const struct tpl__report *r,
                 (json_int_t)r->bytes_delivered, "ranks", ranks);
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
+  if (o != NULL && json_object_set_new(o, "nodes", nodes_json(r)) != 0) {
+    json_decref(o);
+    return NULL;
+  }
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
   if (o != NULL && r->grid.ep > 0 &&
       json_object_set_new(o, "expert_parallel",

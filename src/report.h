@@ -33,6 +33,8 @@ struct tpl__rank_stats {
   uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
   uint64_t bytes_read; /* checkpoint bytes this rank read from the files */
   double cpu_user, cpu_sys; /* CPU seconds of the process so far */
+  /* tensor bytes received from / sent to ranks on other hosts */
+  uint64_t bytes_in_remote, bytes_out_remote;
   /* per job file: 0 not read by this rank, else enum tpl__io_used + 1 */
   uint8_t *file_io;
   uint64_t *file_align; /* per job file: its direct reads' alignment */
@@ -100,6 +102,7 @@ struct tpl__rank_report {
   uint64_t bytes_read;      /* from the files: its own under --read local */
   double seconds;           /* first read (rank 0) / first receive to done */
   double cpu_user, cpu_sys; /* the process's CPU seconds at the load's end */
+  uint64_t bytes_in_remote, bytes_out_remote; /* from / to other hosts */
   struct tpl__phase_times times;
   struct tpl__file_read *reads;
   size_t nreads;
@@ -141,6 +144,22 @@ int tpl__report_decode(const uint8_t *packed, size_t len,
 
 void tpl__report_free(struct tpl__report *r);
 
+/* One host of the job's ranks (a node), from its ranks' own counts:
+ * bytes_in, the tensor bytes they received from ranks on other hosts
+ * plus what they read over HTTP (a store's link is another); bytes_out,
+ * what they sent to ranks on other hosts.  MPI's and TCP's own bytes
+ * are not in them. */
+struct tpl__node_bytes {
+  const char *host; /* the report's; valid while it is */
+  uint32_t nranks;
+  uint64_t bytes_in, bytes_out;
+};
+
+/* The report's hosts in the order of their first rank: *out (malloc'd,
+ * the caller frees it) holds *n of them.  0 or -ENOMEM. */
+int tpl__report_nodes(const struct tpl__report *r, struct tpl__node_bytes **out,
+                      size_t *n);
+
 /* The JSON form (`tpload load --json`, `tpload status --json`): model,
  * tensor_parallel_shards, pipeline_parallel_stages,
  * data_parallel_replicas, replicas_agree,
@@ -149,7 +168,8 @@ void tpl__report_free(struct tpl__report *r);
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * bytes_sent, seconds, phases {read, pack, send, receive, scale,
  * allocate, hash}, bytes_read, cpu_user_seconds, cpu_sys_seconds, reads[]
- * {file, mode, align}}; with `job`
+ * {file, mode, align}}, nodes[] {host, ranks (their numbers), bytes_in,
+ * bytes_out} (tpl__report_nodes); with `job`
  * (the job the report's arrays index: same grid, same tensor count, else
  * NULL is returned) also params[], each tensor as shard-info.json
  * describes it (tpl__shardinfo_param, its holders under "ranks").  NULL

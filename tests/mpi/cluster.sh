@@ -20,7 +20,9 @@
 # distinct bytes once (a replicated tensor, or a replica, is relayed node
 # to node, not sent per rank); round-robin, up to one copy per rank (the
 # excess printed); --read local from disks moves no shard over a link;
-# the store sends the model once for --read mpi.  Printed, not asserted:
+# the store sends the model once for --read mpi.  Each --json load's
+# nodes[] (bytes in and out per host, the ranks' own counts) are the link
+# counters' within 5 % (a doctored report fails).  Printed, not asserted:
 # --read local from the URL, where today every rank fetches whole
 # tensors (the store sends the model once per rank).
 . "$TESTS_SRCDIR/lib/lib.sh"
@@ -127,11 +129,26 @@ links() {
   cat "$T_TMP/$name.links"
 }
 
+# nodes NAME: job NAME's report's bytes in and out per node (its ranks'
+# own counts) against the link counters (cluster_bytes.py report); the
+# nodes' host names in $hosts.
+hosts=""
+for k in $(seq 0 $((K - 1))); do hosts="$hosts $(cl_host "n$k")"; done
+nodes() {
+  # shellcheck disable=SC2086
+  if "$ORACLE" "$CB" report "$1" "$T_TMP/$1".{out,b0,b1} $hosts \
+    >"$T_TMP/$1.nodes" 2>&1
+  then t_ok "$1: the report's bytes per node = the links' (5 %)"
+  else t_fail "$1: the report's bytes per node = the links'"; fi
+  cat "$T_TMP/$1.nodes"
+}
+
 # --- TP 6 across the nodes ---------------------------------------------------
 job disk-load load "$MODEL" --plan "$PLAN" --json --quiet
 t_oracle "disk-load: report = numpy oracle" check-report "$MODEL" "$PLAN" \
   $NP "$T_TMP/disk-load.out"
 links disk-load mpi "$PLAN" $NP
+nodes disk-load
 if [ "$(sort -u "$CL_DIR/agent.log" | wc -l)" -eq $((K - 1)) ]; then
   t_ok "the rsh agent started nodes 1 and 2's daemons"
 else t_fail "the agent started the other nodes" "$(cat "$CL_DIR/agent.log")"
@@ -141,6 +158,21 @@ job disk-rep load "$MODEL" --plan "$REP" --json --quiet
 t_oracle "disk-rep: report = numpy oracle" check-report "$MODEL" "$REP" \
   $NP "$T_TMP/disk-rep.out"
 links disk-rep mpi "$REP" $NP
+nodes disk-rep
+# The check can fail: a report saying node 1 took in 1 MiB more is refused.
+"$ORACLE" - "$T_TMP/disk-rep.out" "$T_TMP/doctored.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["nodes"][1]["bytes_in"] += 1 << 20
+json.dump(r, open(sys.argv[2], "w"))
+EOF
+# shellcheck disable=SC2086
+if "$ORACLE" "$CB" report doctored "$T_TMP/doctored.json" \
+  "$T_TMP/disk-rep".{b0,b1} $hosts >"$T_TMP/doctored.out" 2>&1
+then t_fail "a report claiming 1 MiB more for node 1 fails the check"
+elif grep -q "node 1 in: the report says" "$T_TMP/doctored.out"
+then t_ok "a report claiming 1 MiB more for node 1 fails the check"
+else t_fail "a doctored report: the reason" "$(cat "$T_TMP/doctored.out")"; fi
 # The check can fail: node 1's counters doctored to one copy per rank of
 # the replicated tensor (what round-robin placement gives) are refused.
 awk '$1 == "n1" { $2 += 2 * 1048576 } { print }' "$T_TMP/disk-rep.b1" \
@@ -158,6 +190,7 @@ job url-load load "$URL" --plan "$PLAN" --json --quiet
 t_oracle "url-load: report = numpy oracle" check-report "$MODEL" "$PLAN" \
   $NP "$T_TMP/url-load.out"
 links url-load mpi "$PLAN" $NP
+nodes url-load
 
 job disk-local preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/ps-local" \
   --read local --quiet
@@ -177,10 +210,15 @@ CL_MPI_EXTRA="--map-by node" job rr-load load "$MODEL" --plan "$REP" \
 t_oracle "rr-load (--map-by node): report = numpy oracle" check-report \
   "$MODEL" "$REP" $NP "$T_TMP/rr-load.out"
 links rr-load mpi-rr "$REP" $NP --map-by node
+nodes rr-load
 
 # --- TP 2 x DP 3: one replica a node -----------------------------------------
-job grid-disk preshard "$MODEL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-disk" \
-  --quiet
+job grid-disk preshard "$MODEL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-disk"
+if grep -q "preshard: 3 nodes, bytes in/out: $(cl_host n0) (2 ranks)" \
+  "$T_TMP/grid-disk.err"
+then t_ok "grid-disk: the summary's line of bytes per node"
+else t_fail "grid-disk: the line of bytes per node" \
+  "$(grep -v "^ *$" "$T_TMP/grid-disk.err" | head -c 1500)"; fi
 t_oracle "grid-disk: every replica's files = numpy oracle" check-grid \
   "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-disk"
 links grid-disk mpi "$PLAN" 2

@@ -36,6 +36,15 @@ comments and exits 1 (the reasons on stderr) unless MODE holds:
 
 A job named url-* with MODE mpi* must have the store send the files once
 (1 to 1.03 x); any other job, nothing.
+
+    cluster_bytes.py report NAME REPORT BEFORE AFTER HOST...
+
+REPORT: job NAME's `load --json`; HOST k: node k's host name.  Its
+nodes[] (bytes in and out per host, as the ranks counted them) against
+the link counters: each node's link carried at least what the report
+says, and no more than that plus 5 % of the link's traffic both ways
+(headers, acknowledgements, MPI's own messages) + 256 KiB.  Exits 1
+(the reasons on stderr) when a node breaks it or is missing.
 """
 import json
 import os
@@ -170,7 +179,41 @@ def check(argv):
     return 1 if bad else 0
 
 
+def report_nodes(argv):
+    if len(argv) < 5:
+        sys.stderr.write(__doc__)
+        return 64
+    name = argv[0]
+    with open(argv[1], encoding="utf-8") as f:
+        nodes = {n["host"]: n for n in json.load(f).get("nodes", [])}
+    a, b = counts(argv[2]), counts(argv[3])
+    bad = []
+    for k, host in enumerate(argv[4:]):
+        rx, tx = (b["n%d" % k][i] - a["n%d" % k][i] for i in (0, 1))
+        n = nodes.get(host)
+        if n is None:
+            bad.append("node %d (%s) is not in the report" % (k, host))
+            continue
+        print("# %s: node %d reports in %s, out %s (ranks %s); its link "
+              "%s, %s" % (name, k, mib(n["bytes_in"]), mib(n["bytes_out"]),
+                          n["ranks"], mib(rx), mib(tx)))
+        top = 0.05 * (rx + tx) + SLACK
+        for what, got, said in (("in", rx, n["bytes_in"]),
+                                ("out", tx, n["bytes_out"])):
+            if not said <= got <= said + top:
+                bad.append("node %d %s: the report says %d, the link %d "
+                           "(allowed %d more)" % (k, what, said, got, top))
+    if len(nodes) != len(argv) - 4:
+        bad.append("the report has %d nodes, the cluster %d"
+                   % (len(nodes), len(argv) - 4))
+    for m in bad:
+        sys.stderr.write(m + "\n")
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["check"]:
         sys.exit(check(sys.argv[2:]))
+    if sys.argv[1:2] == ["report"]:
+        sys.exit(report_nodes(sys.argv[2:]))
     sys.exit(want(sys.argv[1:]))

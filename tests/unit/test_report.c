@@ -200,18 +200,25 @@ static void test_job_table_refuses_a_tensor_beyond_its_file(void) {
   CHECK(out == NULL);
 }
 
-/* Rank r's report: checksums 0x1000 * (i + 1) + r for tensor i; CPU
- * seconds 0.5 + r user, `sys` system. */
-static int pack_rank_cpu(uint32_t r, double sys, uint8_t **buf, size_t *len) {
-  uint64_t sums[2] = {0x1000 + r, 0x2000 + r};
+/* The report of st->rank: checksums 0x1000 * (i + 1) + rank for tensor
+ * i. */
+static int pack_stats(const struct tpl__rank_stats *st, uint8_t **buf,
+                      size_t *len) {
+  uint64_t sums[2] = {0x1000 + st->rank, 0x2000 + st->rank};
   struct tpl__store store = {.fd = -1, .xxh3 = sums, .ntensors = 2};
+  return tpl__rank_report_pack(&job, &store, st, buf, len);
+}
+
+/* Rank r's report on host "node": CPU seconds 0.5 + r user, `sys`
+ * system. */
+static int pack_rank_cpu(uint32_t r, double sys, uint8_t **buf, size_t *len) {
   struct tpl__rank_stats st = {.rank = r,
                                .pid = 10 + (int)r,
                                .seconds = 1.0,
                                .cpu_user = 0.5 + r,
                                .cpu_sys = sys};
   snprintf(st.host, sizeof(st.host), "node");
-  return tpl__rank_report_pack(&job, &store, &st, buf, len);
+  return pack_stats(&st, buf, len);
 }
 
 static int pack_rank(uint32_t r, uint8_t **buf, size_t *len) {
@@ -324,8 +331,65 @@ static void test_load_report_md5(void) {
   free(buf);
 }
 
+/* nodes[i] of a report's JSON is {host, ranks [r], bytes_in, bytes_out}. */
+static int node_is(const json_t *a, size_t i, const char *host, uint32_t r,
+                   uint64_t in, uint64_t out) {
+  const json_t *nd = json_array_get(a, i);
+  const json_t *ranks = json_object_get(nd, "ranks");
+  const char *h = json_string_value(json_object_get(nd, "host"));
+  return h != NULL && strcmp(h, host) == 0 && json_array_size(ranks) == 1 &&
+         u64_at(ranks, 0, r) &&
+         json_integer_value(json_object_get(nd, "bytes_in")) ==
+             (json_int_t)in &&
+         json_integer_value(json_object_get(nd, "bytes_out")) ==
+             (json_int_t)out;
+}
+
+/* Two ranks on two hosts: each host's bytes in and out are its ranks'
+ * counts of what came from and went to the other host, in the JSON's
+ * nodes[] and from tpl__report_nodes, through a status summary. */
+static void test_load_report_nodes(void) {
+  struct tpl__rank_stats st[2] = {
+      {.rank = 0, .bytes_out_remote = 700, .bytes_in_remote = 5},
+      {.rank = 1, .bytes_in_remote = 600, .bytes_out_remote = 9}};
+  uint8_t *parts[2] = {NULL, NULL}, *buf = NULL, *sum = NULL;
+  size_t lens[2] = {0, 0}, len = 0, slen = 0, n = 0;
+  struct tpl__node_bytes *nodes = NULL;
+  struct tpl__report *rep = NULL;
+  json_t *o = NULL;
+  make_job();
+  snprintf(st[0].host, sizeof(st[0].host), "n0");
+  snprintf(st[1].host, sizeof(st[1].host), "n1");
+  CHECK_EQ_INT(pack_stats(&st[0], &parts[0], &lens[0]), 0);
+  CHECK_EQ_INT(pack_stats(&st[1], &parts[1], &lens[1]), 0);
+  if (parts[0] != NULL && parts[1] != NULL)
+    CHECK_EQ_INT(tpl__load_report_pack(&job, parts, lens, 1.0, 0, NULL, &buf,
+                                       &len, NULL),
+                 0);
+  CHECK_EQ_INT(buf ? tpl__report_summary(buf, len, &sum, &slen) : -1, 0);
+  CHECK_EQ_INT(sum ? tpl__report_decode(sum, slen, &rep, NULL) : -1, 0);
+  if (rep != NULL) {
+    CHECK_EQ_INT(tpl__report_nodes(rep, &nodes, &n), 0);
+    CHECK_EQ_U64(n, 2);
+    CHECK(n == 2 && nodes[1].nranks == 1 && nodes[1].bytes_in == 600 &&
+          nodes[1].bytes_out == 9);
+    o = tpl__report_json(rep, NULL);
+  }
+  CHECK_EQ_U64(json_array_size(json_object_get(o, "nodes")), 2);
+  CHECK(node_is(json_object_get(o, "nodes"), 0, "n0", 0, 5, 700));
+  CHECK(node_is(json_object_get(o, "nodes"), 1, "n1", 1, 600, 9));
+  json_decref(o);
+  free(nodes);
+  tpl__report_free(rep);
+  free(sum);
+  free(buf);
+  free(parts[0]);
+  free(parts[1]);
+}
+
 static void check_report_json(const json_t *o) {
   const json_t *r1 = json_array_get(json_object_get(o, "ranks"), 1);
+  const json_t *n0 = json_array_get(json_object_get(o, "nodes"), 0);
   CHECK(strcmp(str(o, "model"), "M") == 0);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "tensor_parallel_shards")),
                2);
@@ -340,6 +404,11 @@ static void check_report_json(const json_t *o) {
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes")), 48);
   CHECK_EQ_U64(json_integer_value(json_object_get(r1, "tensor_count")), 2);
   CHECK(strcmp(str(r1, "host"), "node") == 0);
+  CHECK_EQ_U64(json_array_size(json_object_get(o, "nodes")), 1);
+  /* both ranks on host "node": one node, nothing crossed a link */
+  CHECK(strcmp(str(n0, "host"), "node") == 0);
+  CHECK_EQ_U64(json_array_size(json_object_get(n0, "ranks")), 2);
+  CHECK_EQ_U64(json_integer_value(json_object_get(n0, "bytes_in")), 0);
   CHECK(json_real_value(json_object_get(r1, "cpu_user_seconds")) == 1.5);
   CHECK(json_real_value(json_object_get(r1, "cpu_sys_seconds")) == 0.5);
   CHECK(json_object_get(r1, "tensors") == NULL);
@@ -543,6 +612,7 @@ int main(void) {
   RUN(test_load_report_json);
   RUN(test_load_report_md5);
   RUN(test_load_report_cpu);
+  RUN(test_load_report_nodes);
   RUN(test_summary_drops_the_arrays);
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
