@@ -342,6 +342,28 @@ cl_bytes_all() {
 cl_cut() { ip -n "$(cl_ns br)" link set "$1" down; }
 cl_restore() { ip -n "$(cl_ns br)" link set "$1" up; }
 
+# cl_rate NODE RATE: NODE's link into the node (the bridge's side) now
+# shaped to RATE, as cl_shape made it (a link slowed mid-job).
+cl_rate() {
+  local parent="root"
+  [ "$CL_NETEM" = 1 ] && [ -n "${CL_DELAY:-}${CL_LOSS:-}" ] &&
+    parent="parent 1: handle 2:"
+  # shellcheck disable=SC2086
+  tc -n "$(cl_ns br)" qdisc change dev "$1" $parent tbf rate "$2" \
+    burst 256kb latency 200ms
+}
+
+# cl_retrans: TCP segments retransmitted so far, every node together
+# (each namespace has its own counters).
+cl_retrans() {
+  local i n=0
+  for i in $(seq 0 $((CL_K - 1))); do
+    n=$((n + $(ip netns exec "$(cl_ns "n$i")" awk '$1 == "Tcp:" && \
+      $13 ~ /^[0-9]+$/ { print $13 }' /proc/net/snmp)))
+  done
+  echo "$n"
+}
+
 # cl_ranks NODE: the pids of NODE's tpload ranks (processes in its
 # namespace with an Open MPI rank in their environment).
 cl_ranks() {

@@ -14,6 +14,12 @@
 # For each: mpirun's exit code (69), one message naming the rank waited
 # for, no rank file left, and no process left on any node; the time from
 # the fault to the end is printed (the bound only catches a hang).
+# Then faults a job must survive, each ending with 0, rank files = the
+# numpy oracle's, no stall reported, nothing left:
+# - node 2's link cut and restored once a segment was retransmitted,
+#   inside --stall-timeout 10;
+# - node 2's link slowed from 400 to 40 Mbit/s (tc on the bridge's side)
+#   while its ranks take in ~11 MiB, longer than --stall-timeout 2.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -83,7 +89,8 @@ held_job() {
 # with 69, every message of tpload matching EVERY and one at least SOME
 # (egrep patterns; the others are counted in a comment: today a rank
 # waiting for rank 0 may blame rank 0 for a lost node), and leaves no
-# rank file and no process on any node.
+# file in $T_TMP/NAME.ps (rank files; LEFT_WHAT names them otherwise) and
+# no process on any node.
 ends() {
   local name=$1 t0=$2 every=$3 some=$4 rc left n
   if ! wait_for "$BOUND_SECS" gone "$JOB"; then
@@ -107,8 +114,9 @@ ends() {
   echo "# $name: $(grep -c -v -E -e "$some" "$T_TMP/msgs") of $n messages" \
     "do not say $some"
   if [ -z "$(ls -A "$T_TMP/$name.ps" 2>/dev/null)" ]; then
-    t_ok "$name: no rank file left"
-  else t_fail "$name: no rank file left" "$(ls -la "$T_TMP/$name.ps")"; fi
+    t_ok "$name: no ${LEFT_WHAT:-rank file} left"
+  else t_fail "$name: no ${LEFT_WHAT:-rank file} left" \
+    "$(ls -la "$T_TMP/$name.ps")"; fi
   t0=$(ms)
   if wait_until cl_empty; then
     t_ok "$name: no process left on any node"
@@ -120,6 +128,34 @@ ends() {
     [ -z "$left" ] || kill -KILL $left
   fi
 }
+
+# finishes NAME T0: job NAME (the fault at T0 ms) ends with 0, its rank
+# files = the numpy oracle's, no message says a rank stalled, and no
+# process is left on any node.
+finishes() {
+  local name=$1 t0=$2 rc
+  if ! wait_for "$BOUND_SECS" gone "$JOB"; then
+    echo "# $name: still running after $BOUND_SECS s: killed"
+    kill -KILL $(ip netns pids "$(cl_ns n0)") 2>/dev/null
+  fi
+  wait "$JOB"
+  rc=$?
+  echo "# $name: fault-to-exit: $(($(ms) - t0)) ms"
+  if [ $rc -eq 0 ]; then t_ok "$name: the job ends with 0"
+  else t_fail "$name: the job ends with 0" "exit $rc" \
+    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
+  t_oracle "$name: every rank's file = numpy oracle" check-preshard \
+    "$MODEL" "$PLAN" $NP "$T_TMP/$name.ps"
+  if grep -q "no progress" "$T_TMP/$name.err"; then
+    t_fail "$name: no rank reports a stall" "$(grep "no progress" \
+      "$T_TMP/$name.err")"
+  else t_ok "$name: no rank reports a stall"; fi
+  if wait_until cl_empty; then t_ok "$name: no process left on any node"
+  else t_fail "$name: no process left on any node" "$(cl_left)"; fi
+}
+
+# retransmitted N: more than N TCP segments retransmitted on the nodes.
+retransmitted() { [ "$(cl_retrans)" -gt "$1" ]; }
 
 # before T0: a comment saying whether the fault (at T0 ms) came while
 # the job still ran and how long after the hold began.
@@ -154,6 +190,51 @@ if held_job stop n2 4 deliver "$MODEL"; then
   t0=$(ms)
   before "$t0"
   ends stop "$t0" "$STALLED" "$NODE2"
+fi
+
+# --- node 2's link cut, restored inside --stall-timeout -------------------
+# Cut while rank 4 is held, rank 4 let go, the link restored once a TCP
+# segment had to be sent again (the cut met traffic): TCP's
+# retransmissions carry the job over it (tcp_retries2 4 gives up after
+# ~3 s, the deadline is 10 s).
+fresh
+if JOB_STALL=$((10 * ${TPL_TEST_SLOWDOWN:-1})) held_job blip n2 4 deliver \
+  "$MODEL"; then
+  r0=$(cl_retrans)
+  cl_cut n2
+  t0=$(ms)
+  kill -CONT "$HELD"
+  wait_until retransmitted "$r0" ||
+    echo "# blip: no segment retransmitted while the link was down"
+  cl_restore n2
+  echo "# blip: the link was down $(($(ms) - t0)) ms," \
+    "$(($(cl_retrans) - r0)) segments retransmitted"
+  finishes blip "$t0"
+fi
+
+# --- node 2's link slowed to a tenth mid-load -----------------------------
+# 400 to 40 Mbit/s into node 2 while rank 4 is held, the big tensor
+# replicated so that node 2 takes in ~11 MiB: ~2.2 s at 5 MB/s, longer
+# than the deadline (2 s), yet every message moves, so the job ends with
+# 0 and no rank mistakes the slow link for a stall.
+"$ORACLE" - "$PLAN" "$T_TMP/rep.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rules"] = [{"match": "big.cols", "replicate": True}] + \
+    [r for r in p["rules"] if r["match"] != "big.cols"]
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+fresh
+if PLAN=$T_TMP/rep.json JOB_STALL=$((2 * ${TPL_TEST_SLOWDOWN:-1})) \
+  held_job slow n2 4 deliver "$MODEL"; then
+  b0=$(cl_bytes n2)
+  cl_rate n2 40mbit
+  t0=$(ms)
+  kill -CONT "$HELD"
+  PLAN=$T_TMP/rep.json finishes slow "$t0"
+  b1=$(cl_bytes n2)
+  echo "# slow: node 2 took in $(((${b1%% *} - ${b0%% *}) >> 10)) KiB at" \
+    "40 Mbit/s (5 MB/s), --stall-timeout 2"
 fi
 
 # --- the store's link cut mid-stream -------------------------------------
