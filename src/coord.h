@@ -57,6 +57,16 @@ struct tpl__coord {
   void (*beats_begin)(void *ctx);
   void (*beat)(void *ctx);
   int (*agree_after_beats)(void *ctx, int rc, struct tpl__error *err);
+  /* Optional (NULL: none), serve's watch over ranks that only serve (no
+   * MPI traffic otherwise, so nothing else would notice a lost node):
+   * `watch_begin` on every rank once all serve; `watch` now and then from
+   * the loop (non-blocking: beats the others when one is due, takes
+   * theirs) returns a rank not heard from for --stall-timeout, or -1;
+   * `lost` then ends the whole job naming that rank and never returns.
+   * With --stall-timeout 0 there is no watch (watch returns -1). */
+  void (*watch_begin)(void *ctx);
+  int (*watch)(void *ctx);
+  void (*lost)(void *ctx, int rank);
   /* Collective: every rank's `len` bytes at `mine` land on rank 0, rank
    * r's at all + r * len (`all`, world x len bytes, is read on rank 0
    * only).  Optional (NULL: none). */

@@ -1007,10 +1007,22 @@ static void begin_stop(struct server *s) {
   }
 }
 
+/* A rank the watch lost (coord.h): this rank's socket and the ready file
+ * go, then the job ends naming that rank. */
+static void watch_ranks(struct server *s) {
+  const struct tpl__coord *c = s->cfg->coord;
+  int lost = c != NULL && c->watch != NULL ? c->watch(c->ctx) : -1;
+  if (lost < 0) return;
+  LOG_AT(s, TPL_LOG_INFO, "rank %d lost: ending the job", lost);
+  unpublish(s);
+  c->lost(c->ctx, lost);
+}
+
 static void on_poll(uv_timer_t *t) {
   struct server *s = t->data;
   const struct tpl__coord *c = s->cfg->coord;
   if (s->reloading) return; /* MPI is the reload's, on the main thread */
+  watch_ranks(s);
   if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
   else if (c != NULL && c->poll_reload != NULL && c->poll_reload(c->ctx) > 0)
@@ -1245,6 +1257,8 @@ static int serve(struct server *s, int rc, struct tpl__error *err) {
   rc = job_agree(cfg, rc, err);
   if (rc == 0 && cfg->rank == 0)
     LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
+  if (rc == 0 && cfg->coord != NULL && cfg->coord->watch_begin != NULL)
+    cfg->coord->watch_begin(cfg->coord->ctx);
   s->started_ns = uv_hrtime();
   while (rc == 0) { /* stopped for a reload, or done */
     uv_run(&s->loop, UV_RUN_DEFAULT);

@@ -225,6 +225,8 @@ int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
   char *all = calloc(e->world, len);
   MPI_Request req;
   int rc;
+  free(e->hosts);
+  e->hosts = all;
   free(e->remote);
   e->remote = calloc(e->world + 1, 1);
   rc = all != NULL && e->remote != NULL ? 0 : tpl__oom(err);
@@ -240,7 +242,6 @@ int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
     rc = tpl__eng_wait_collective(e, &req, -1, "sharing the host names", err);
   for (uint32_t r = 0; rc == 0 && r < e->world; r++)
     e->remote[r] = strncmp(all + r * len, e->st.host, len) != 0;
-  free(all);
   return rc;
 }
 

@@ -228,6 +228,7 @@ void tpl__eng_free(struct engine *e) {
   release_sources(e);
   free(e->report);
   free(e->remote);
+  free(e->hosts);
   free(e->job_table);
   free(e->plan_owned);
   tpl__eng_generation_free(e->gen);

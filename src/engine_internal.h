@@ -65,8 +65,11 @@ struct engine {
   struct tpl__store store;
   struct tpl__rank_stats st;
   uint64_t bytes_read;
-  uint8_t *remote; /* world flags: rank r's host is not this rank's */
-  uint8_t *report; /* rank 0: packed LoadReport */
+  uint8_t *remote;   /* world flags: rank r's host is not this rank's */
+  char *hosts;       /* world host names, sizeof(st.host) bytes apart */
+  int watching;      /* serve's watch runs over `beats` (engine_reload.c) */
+  double watch_last; /* when the loop last looked */
+  uint8_t *report;   /* rank 0: packed LoadReport */
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */
   size_t job_table_len;
@@ -190,8 +193,9 @@ void tpl__eng_beats_begin(struct engine *e);
 /* A heartbeat when one is due; an MPI failure ends the job. */
 void tpl__eng_beat(struct engine *e);
 
-/* Fills e->remote from every rank's host name (an all-gather under
- * --stall-timeout); 0, -ENOMEM or TPL_EPEER.  Collective. */
+/* Fills e->hosts and e->remote from every rank's host name (an
+ * all-gather under --stall-timeout); 0, -ENOMEM or TPL_EPEER.
+ * Collective. */
 int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err);
 
 /* Waits for a collective rooted at rank 0 under --stall-timeout. */

@@ -1,5 +1,6 @@
 /* engine_reload.c - the coordination a sink asks of the job (coord.h)
- * and the sink's run: agreements, sharing, shutdown, and serve's reloads,
+ * and the sink's run: agreements, sharing, shutdown, serve's watch over
+ * its ranks (DESIGN.md section 6, "A lost node"), and serve's reloads,
  * each of which loads the next generation into an engine of its own
  * (DESIGN.md section 5.1). */
 #include <errno.h>
@@ -295,6 +296,69 @@ static int shutdown_disarm(struct engine *e, struct tpl__error *err) {
   return 0;
 }
 
+/* --- serve's watch (coord.h) --- */
+
+/* Heartbeats (beat.h) while the ranks serve, one every --stall-timeout
+ * / 4: a rank not heard from for --stall-timeout is lost. */
+static void coord_watch_begin(void *ctx) {
+  struct engine *e = ctx;
+  if (e->o->stall_timeout <= 0) return;
+  tpl__eng_beats_begin(e);
+  e->beats.every = e->o->stall_timeout / 4;
+  e->watching = 1;
+  e->watch_last = tpl__now();
+}
+
+/* The loop looks every 100 ms; when it was away for half the deadline
+ * (a reload held it, on every rank), every rank's silence starts over. */
+static int coord_watch(void *ctx) {
+  struct engine *e = ctx;
+  double now = tpl__now(), limit = e->o->stall_timeout;
+  int heard = 0;
+  if (!e->watching) return -1;
+  if (now - e->watch_last > limit / 2)
+    for (uint32_t r = 0; r < e->world; r++)
+      e->beats.heard[r] = now;
+  e->watch_last = now;
+  tpl__eng_beat(e);
+  if (tpl__beats_hear(&e->beats, &heard) != MPI_SUCCESS) return -1;
+  for (uint32_t r = 0; r < e->world; r++)
+    if (r != e->rank && !e->beats.done[r] && now - e->beats.heard[r] > limit)
+      return (int)r;
+  return -1;
+}
+
+/* Ends the job for a lost rank, naming it and its host. */
+static void coord_lost(void *ctx, int rank) {
+  struct engine *e = ctx;
+  const char *host =
+      e->hosts != NULL ? e->hosts + (size_t)rank * sizeof(e->st.host) : "?";
+  fprintf(stderr,
+          "tpload: rank %u: no word from rank %d (%s) for %.0f s while "
+          "serving: rank %d is lost (its node, its link, or it stopped); "
+          "ending the job (--stall-timeout)\n",
+          e->rank, rank, host, tpl__now() - e->beats.heard[rank], rank);
+  tpl__eng_abort(tpl_exit_code(TPL_EPEER));
+}
+
+/* The last meeting before MPI_Finalize: under the watch's beats when it
+ * ran (a rank that went quiet is named), else a plain agreement; a
+ * watch the sink's failure left open is dropped. */
+static int last_meeting(struct engine *e, int rc, struct tpl__error *err) {
+  int watched = e->watching;
+  e->watching = 0;
+  if (rc == 0)
+    return watched ? tpl__eng_agree_after_beats(e, 0, err)
+                   : tpl__eng_agree(e, 0, err);
+  if (watched) {
+    free(e->beats.heard);
+    free(e->beats.done);
+    e->beats.heard = NULL;
+    e->beats.done = NULL;
+  }
+  return rc;
+}
+
 /* The sink's own sequence, with the job's coordination; a failure to
  * stop listening after a good run is the job's failure too. */
 int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
@@ -312,7 +376,10 @@ int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
                          .ctx = e,
                          .poll_reload = coord_poll_reload,
                          .reload = coord_reload,
-                         .retire = coord_retire};
+                         .retire = coord_retire,
+                         .watch_begin = coord_watch_begin,
+                         .watch = coord_watch,
+                         .lost = coord_lost};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = tpl__eng_agree(e, shutdown_arm(e, err), err);
@@ -322,6 +389,6 @@ int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
    * (which waits for every rank, with none): a rank stopped while
    * serving ends the job naming it instead of holding the others there
    * after --shutdown.  A failed sink has agreed on its code already. */
-  if (rc == 0 && end == 0) end = tpl__eng_agree(e, 0, err);
+  end = last_meeting(e, rc != 0 ? rc : end, err);
   return rc != 0 ? rc : end;
 }

@@ -20,6 +20,9 @@
 #   inside --stall-timeout 10;
 # - node 2's link slowed from 400 to 40 Mbit/s (tc on the bridge's side)
 #   while its ranks take in ~11 MiB, longer than --stall-timeout 2.
+# And a serve job whose node 2 loses its link while the ranks only serve:
+# the watch's beats end it (69 naming rank 4 or 5 and node 2's host, no
+# socket or ready file left, no process on any node).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -235,6 +238,31 @@ if PLAN=$T_TMP/rep.json JOB_STALL=$((2 * ${TPL_TEST_SLOWDOWN:-1})) \
   b1=$(cl_bytes n2)
   echo "# slow: node 2 took in $(((${b1%% *} - ${b0%% *}) >> 10)) KiB at" \
     "40 Mbit/s (5 MB/s), --stall-timeout 2"
+fi
+
+# --- node 2's link cut while the ranks only serve -------------------------
+# Serving ranks exchange nothing but the watch's beats (one every
+# --stall-timeout / 4): after --stall-timeout without a beat from node 2
+# every survivor removes its socket (rank 0 the ready file too) and the
+# job ends with 69, naming rank 4 or 5 and node 2's host.
+fresh
+SOCK=$T_TMP/serve.ps
+cl_mpi $NP serve "$MODEL" --plan "$PLAN" --socket-dir "$SOCK" \
+  --ready-file "$T_TMP/ready" --quiet --stall-timeout "$STALL_SECS" \
+  >"$T_TMP/serve.out" 2>"$T_TMP/serve.err" &
+JOB=$!
+PIDS="$PIDS $JOB"
+if wait_until test -f "$T_TMP/ready"; then
+  cl_cut n2
+  t0=$(ms)
+  t_exit "serve: rank 0 still answers --health at the cut" 0 \
+    cl_exec 0 "$TPLOAD" status "$SOCK/rank0.sock" --health
+  LEFT_WHAT=socket ends serve "$t0" \
+    "no word from rank [0-9] \(.*\) for [0-9]+ s while serving" \
+    "no word from rank [45] \($(cl_host n2)\)"
+  if [ -e "$T_TMP/ready" ]; then t_fail "serve: the ready file is removed"
+  else t_ok "serve: the ready file is removed"; fi
+else t_fail "serve: ready" "$(messages "$T_TMP/serve.err" | head -c 1500)"
 fi
 
 # --- the store's link cut mid-stream -------------------------------------

@@ -7,7 +7,9 @@
 # message naming the stopped rank (or, with 3 ranks, saying one of the
 # others stopped), instead of hanging with its peers waiting; no process
 # of the job, and no preshard file, is left.  A rank stopped while
-# serving ends the job once --shutdown stops the others.  A rank that
+# serving ends the job once --shutdown stops the others, and by itself,
+# --stall-timeout later, when nobody asks (serve's watch): rank 0's
+# socket and the ready file are gone.  A rank that
 # reads slowly with --read local, or writes its preshard file slowly, but
 # keeps going is waited for (its heartbeats move the deadline).  The
 # bound is generous (it only catches a hang); the measured stall-to-exit
@@ -167,4 +169,30 @@ left=$(pgrep -f -- "$M/m/plan.json")
 if [ -z "$left" ]; then t_ok "serve: no process of the job is left"
 else t_fail "serve: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.json")"
   kill -KILL $left; fi
+
+# --- serve: the watch ends the job when a rank stops, unasked ---------------
+serve_start "$T_TMP/sw" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "$M/m" --plan "$M/m/plan.json" --socket-dir "$T_TMP/sockw" \
+  --ready-file "$T_TMP/readyw" --quiet --stall-timeout $STALL_SECS
+PIDS="$PIDS $SERVE_PID"
+t_serve_ready "serve (watch): ready" "$T_TMP/readyw"
+r1=""
+for p in $(pgrep -P "$SERVE_PID"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+     grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
+done
+t0=$(ms)
+if [ -n "$r1" ] && kill -STOP "$r1"; then t_ok "serve (watch): rank 1 stopped"
+else t_fail "serve (watch): rank 1 stopped" "no rank 1"; fi
+serve_end
+echo "# serve (watch): stop-to-exit $(($(ms) - t0)) ms, --stall-timeout $STALL_SECS"
+t_check "serve (watch): the job ends with 69, unasked" [ "$SERVE_RC" = 69 ]
+if messages "$T_TMP/sw.err" | grep -q "^tpload: rank 0: no word from rank 1 "
+then t_ok "serve (watch): rank 0 names rank 1"
+else t_fail "serve (watch): rank 0 names rank 1" "$(messages "$T_TMP/sw.err")"
+fi
+if [ ! -e "$T_TMP/sockw/rank0.sock" ] && [ ! -e "$T_TMP/readyw" ]; then
+  t_ok "serve (watch): rank 0's socket and the ready file are removed"
+else t_fail "serve (watch): socket and ready file removed" \
+  "$(ls -A "$T_TMP/sockw" "$T_TMP/readyw" 2>&1)"; fi
 t_done
