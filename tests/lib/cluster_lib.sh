@@ -353,6 +353,18 @@ cl_rate() {
     burst 256kb latency 200ms
 }
 
+# cl_rep_plan PLAN OUT: PLAN with the oracle model's big.cols replicated
+# (every rank holds it) into OUT, by the numpy oracle's Python.
+cl_rep_plan() {
+  "$ORACLE" - "$1" "$2" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["rules"] = [{"match": "big.cols", "replicate": True}] + \
+    [r for r in p["rules"] if r["match"] != "big.cols"]
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+}
+
 # cl_retrans: TCP segments retransmitted so far, every node together
 # (each namespace has its own counters).
 cl_retrans() {

@@ -92,13 +92,7 @@ PLAN=$MODEL/plan.json
 # The same plan with big.cols (2 MiB) replicated: every rank holds it, so
 # a node needs it once but today receives it once per rank.
 REP=$T_TMP/plan-rep.json
-"$ORACLE" - "$PLAN" "$REP" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-p["rules"] = [{"match": "big.cols", "replicate": True}] + \
-    [r for r in p["rules"] if r["match"] != "big.cols"]
-json.dump(p, open(sys.argv[2], "w"))
-EOF
+cl_rep_plan "$PLAN" "$REP"
 URL=$CL_URL/m
 
 # job NAME ARGS...: tpload ARGS on the cluster's $NP ranks (node 0's

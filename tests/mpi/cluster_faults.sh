@@ -88,6 +88,20 @@ held_job() {
   return 1
 }
 
+# job_end NAME T0: waits for job NAME (mpirun, $JOB; the fault at T0 ms)
+# to end, killing node 0's processes after BOUND_SECS; its exit code in
+# JOB_RC, the time from the fault printed.
+job_end() {
+  if ! wait_for "$BOUND_SECS" gone "$JOB"; then
+    echo "# $1: still running after $BOUND_SECS s: killed"
+    kill -KILL $(ip netns pids "$(cl_ns n0)") 2>/dev/null
+  fi
+  wait "$JOB"
+  JOB_RC=$?
+  echo "# $1: fault-to-exit: $(($(ms) - $2)) ms with --stall-timeout" \
+    "${JOB_STALL:-$STALL_SECS}"
+}
+
 # ends NAME T0 EVERY SOME: job NAME (started at T0 ms, the fault) ends
 # with 69, every message of tpload matching EVERY and one at least SOME
 # (egrep patterns; the others are counted in a comment: today a rank
@@ -96,13 +110,8 @@ held_job() {
 # no process on any node.
 ends() {
   local name=$1 t0=$2 every=$3 some=$4 rc left n
-  if ! wait_for "$BOUND_SECS" gone "$JOB"; then
-    echo "# $name: still running after $BOUND_SECS s: killed"
-    kill -KILL $(ip netns pids "$(cl_ns n0)") 2>/dev/null
-  fi
-  wait "$JOB"
-  rc=$?
-  echo "# $name: fault-to-exit: $(($(ms) - t0)) ms with --stall-timeout $STALL_SECS"
+  job_end "$name" "$t0"
+  rc=$JOB_RC
   if [ $rc -eq 69 ]; then t_ok "$name: the job ends with 69"
   else t_fail "$name: the job ends with 69" "exit $rc" \
     "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
@@ -137,13 +146,8 @@ ends() {
 # process is left on any node.
 finishes() {
   local name=$1 t0=$2 rc
-  if ! wait_for "$BOUND_SECS" gone "$JOB"; then
-    echo "# $name: still running after $BOUND_SECS s: killed"
-    kill -KILL $(ip netns pids "$(cl_ns n0)") 2>/dev/null
-  fi
-  wait "$JOB"
-  rc=$?
-  echo "# $name: fault-to-exit: $(($(ms) - t0)) ms"
+  job_end "$name" "$t0"
+  rc=$JOB_RC
   if [ $rc -eq 0 ]; then t_ok "$name: the job ends with 0"
   else t_fail "$name: the job ends with 0" "exit $rc" \
     "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
@@ -220,13 +224,7 @@ fi
 # replicated so that node 2 takes in ~11 MiB: ~2.2 s at 5 MB/s, longer
 # than the deadline (2 s), yet every message moves, so the job ends with
 # 0 and no rank mistakes the slow link for a stall.
-"$ORACLE" - "$PLAN" "$T_TMP/rep.json" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-p["rules"] = [{"match": "big.cols", "replicate": True}] + \
-    [r for r in p["rules"] if r["match"] != "big.cols"]
-json.dump(p, open(sys.argv[2], "w"))
-EOF
+cl_rep_plan "$PLAN" "$T_TMP/rep.json"
 fresh
 if PLAN=$T_TMP/rep.json JOB_STALL=$((2 * ${TPL_TEST_SLOWDOWN:-1})) \
   held_job slow n2 4 deliver "$MODEL"; then

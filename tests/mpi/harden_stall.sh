@@ -145,16 +145,22 @@ t_check "preshard: the slow writer's job wrote both rank files" \
 # Rank 1 is stopped while serving; --shutdown to rank 0 must still end the
 # job (69, naming rank 1) instead of holding rank 0 in MPI_Finalize.
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
-serve_start "$T_TMP/sv" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "$M/m" --plan "$M/m/plan.json" --socket-dir "$T_TMP/sock" \
-  --ready-file "$T_TMP/ready" --quiet --stall-timeout $STALL_SECS
-PIDS="$PIDS $SERVE_PID"
-t_serve_ready "serve: ready" "$T_TMP/ready"
-r1=""
-for p in $(pgrep -P "$SERVE_PID"); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-     grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
-done
+# serve_2 NAME SOCK READY: a 2-rank serve of "$M/m" under --stall-timeout,
+# ready (one TAP line); r1 is rank 1's pid.
+serve_2() {
+  local p
+  serve_start "$T_TMP/$1" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+    "$M/m" --plan "$M/m/plan.json" --socket-dir "$2" --ready-file "$3" \
+    --quiet --stall-timeout $STALL_SECS
+  PIDS="$PIDS $SERVE_PID"
+  t_serve_ready "serve ($1): ready" "$3"
+  r1=""
+  for p in $(pgrep -P "$SERVE_PID"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+       grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
+  done
+}
+serve_2 sv "$T_TMP/sock" "$T_TMP/ready"
 if [ -n "$r1" ] && kill -STOP "$r1"; then t_ok "serve: rank 1 stopped while serving"
 else t_fail "serve: rank 1 stopped while serving" "no rank 1 among $(pgrep -P "$SERVE_PID")"; fi
 t_exit "serve: --shutdown asked of rank 0" 0 \
@@ -171,16 +177,7 @@ else t_fail "serve: no process of the job is left" "$(pgrep -a -f -- "$M/m/plan.
   kill -KILL $left; fi
 
 # --- serve: the watch ends the job when a rank stops, unasked ---------------
-serve_start "$T_TMP/sw" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "$M/m" --plan "$M/m/plan.json" --socket-dir "$T_TMP/sockw" \
-  --ready-file "$T_TMP/readyw" --quiet --stall-timeout $STALL_SECS
-PIDS="$PIDS $SERVE_PID"
-t_serve_ready "serve (watch): ready" "$T_TMP/readyw"
-r1=""
-for p in $(pgrep -P "$SERVE_PID"); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-     grep -qx OMPI_COMM_WORLD_RANK=1; then r1=$p; fi
-done
+serve_2 sw "$T_TMP/sockw" "$T_TMP/readyw"
 t0=$(ms)
 if [ -n "$r1" ] && kill -STOP "$r1"; then t_ok "serve (watch): rank 1 stopped"
 else t_fail "serve (watch): rank 1 stopped" "no rank 1"; fi
