@@ -473,6 +473,7 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc != 0) report_failure(rc, &err, rank);
   if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
     print_wrote(&c, world);
+  tpl__outdir_opts_clear(&c.out);
   /* Last: what a rank prints after MPI_Finalize may never reach mpirun. */
   if (tpl__engine_finalize(rc == 0 ? &err : NULL) != 0 && rc == 0) {
     rc = TPL_EPEER;

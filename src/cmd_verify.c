@@ -8,7 +8,6 @@
 #include "cmd_grid.h"
 #include "common.h"
 #include "layout.h"
-#include "origin.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -36,8 +35,7 @@ static const char verify_help[] =
     "every other tensor one record NAME, whole and unscaled; no other\n"
     "record; each file's md5sum as the cache records it; no file holding\n"
     "two workers' shard records or shard records beside replicated ones.\n"
-    "\n" TPL_CLI_HTTP_HELP "(--layout rank only)\n"
-    "\n"
+    "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
     "malformed input, 66 a file missing (HTTP 404 included), 69 a server\n"
     "unreachable or failing after the retries, 74 I/O error (a remote\n"
@@ -73,7 +71,7 @@ static int run_verify(const struct tpl__cli_command *cmd,
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   const struct tpl__output_layout *lay = NULL;
   struct tpl__layout_use use = {TPL_LAYOUT_VERIFY, a->operands[0], 0};
-  int rc, mlc;
+  int rc;
   want.ep = tpl__cli_has(a, OPT_EP);
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
@@ -83,10 +81,6 @@ static int run_verify(const struct tpl__cli_command *cmd,
   use.ep = want.ep;
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
-  mlc = lay->local_model; /* the layout reads MODEL by path */
-  if (mlc && !tpl__origin_for(a->operands[0])->paths)
-    return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
-                                     "found a URL");
   rc =
       lay->verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);

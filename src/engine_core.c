@@ -52,7 +52,7 @@ static int validate(struct engine *e, struct tpl__error *err) {
     rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
                        &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
-    rc = o->steps.prepare(o->steps.ctx, err);
+    rc = o->steps.prepare(o->steps.ctx, e->model, err);
   return rc;
 }
 

@@ -204,17 +204,14 @@ static int expected(struct check *c, size_t i, uint32_t k,
 static int check_tensor(struct check *c, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &c->job->tensors[i];
   const struct tpl__tensor *s = &c->src->tensors[i];
-  const struct tpl__file *f = &c->src->files[s->file];
   int cut = t->kind == TPL_RULE_SHARD && c->job->grid.tp > 1;
   char name[TPL_MAX_NAME + 32];
   int rc = 0;
   for (uint32_t k = 0; rc == 0 && k < (cut ? c->job->grid.tp : 1); k++) {
     /* the source again for each shard: c->buf is reused for records */
-    rc = tpl__pread_full(f->fd, c->buf, (size_t)s->stored_bytes, s->offset);
-    if (rc != 0)
-      return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, s->name,
-                       tpl_strerror(rc));
-    rc = expected(c, i, k, err);
+    rc = tpl__model_read(c->src, s->file, c->buf, s->stored_bytes, s->offset,
+                         err);
+    if (rc == 0) rc = expected(c, i, k, err);
     if (cut)
       snprintf(name, sizeof(name), "%s_shard-%u", t->name, k);
     else
@@ -269,11 +266,12 @@ static void check_free(struct check *c) {
 
 int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
                     const struct tpl__verify_grid *want,
+                    const struct tpl__http_opts *http,
                     struct tpl__verify_result *out, struct tpl__error *err) {
   struct check c = {.dir = dir};
   struct tpl__grid grid = {0};
   int rc = read_grid(&c, want, &grid, err);
-  if (rc == 0) rc = tpl__model_open(model, &c.src, err);
+  if (rc == 0) rc = tpl__model_open_with(model, http, 0, &c.src, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, c.src, model, &grid, 0, &c.plan, &c.job, err);
   if (rc == 0) rc = open_output(&c, err);
