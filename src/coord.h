@@ -15,10 +15,9 @@
 #include "common.h"
 #include "store.h"
 
-struct tpl__model;
-
 struct tpl__job;
 struct tpl__loaded;
+struct tpl__model;
 
 /* What a sink hears during a reload (tpl__coord.reload), on the engine's
  * thread. */

@@ -111,12 +111,13 @@ static int take_chat_config(struct tpl__outdir_opts *o,
   int rc = tpl__outdir_take(o, m, name, TPL_MAX_JSON_FILE, err);
   char *shown = tpl__model_origin(m)->shown(m, name);
   const char *what = shown ? shown : name;
-  const struct tpl__outdir_member *mb = &o->members[CHAT_CONFIG];
+  const struct tpl__outdir_member *mb;
   if (rc == -ENOENT)
     rc = tpl__fail(err, TPL_ENOMODEL,
                    "%s: expected beside the cache (MLC's runtime reads "
                    "tensor_parallel_shards from it), found none",
                    what);
+  mb = rc == 0 ? &o->members[CHAT_CONFIG] : NULL;
   if (rc == 0) rc = tpl__json_parse_object(mb->buf, mb->len, what, cfg, err);
   free(shown);
   return rc;

@@ -301,13 +301,6 @@ int tpl__outdir_take(struct tpl__outdir_opts *o, const struct tpl__model *m,
   return 0;
 }
 
-const struct tpl__outdir_member *
-tpl__outdir_taken(const struct tpl__outdir_opts *o, const char *name) {
-  for (size_t i = 0; i < o->nmembers; i++)
-    if (strcmp(o->members[i].name, name) == 0) return &o->members[i];
-  return NULL;
-}
-
 void tpl__outdir_opts_clear(struct tpl__outdir_opts *o) {
   for (size_t i = 0; i < o->nmembers; i++) {
     free(o->members[i].name);

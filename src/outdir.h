@@ -11,7 +11,8 @@
 
 #include "common.h"
 #include "coord.h"
-#include "model.h"
+
+struct tpl__model;
 
 /* A member of MODEL an output takes (its config, a tokenizer file): read
  * whole, through the model's origin, while the model is open. */
@@ -37,10 +38,6 @@ struct tpl__outdir_opts {
  * or the origin's code. */
 int tpl__outdir_take(struct tpl__outdir_opts *o, const struct tpl__model *m,
                      const char *name, size_t cap, struct tpl__error *err);
-
-/* The member `name` o took, or NULL. */
-const struct tpl__outdir_member *
-tpl__outdir_taken(const struct tpl__outdir_opts *o, const char *name);
 
 /* Frees the members o took. */
 void tpl__outdir_opts_clear(struct tpl__outdir_opts *o);
