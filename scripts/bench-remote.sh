@@ -31,49 +31,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$top/scripts/bench_lib.sh"
-model="$cache/llama-${gib}g"
-[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
-  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-  --gib "$gib" --files 2 --force --quiet
+model=$(synth_llama "$gib")
 cat "$model"/*.safetensors >/dev/null # the page cache, for both sides
 
-# nginx on a free port, its config, logs and temp files in a dir of its own
-ngx=$(mktemp -d /tmp/tpload-bench-nginx.XXXXXX)
-port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-user=""
-[ "$(id -u)" -eq 0 ] && user="user root;"
-cat >"$ngx/nginx.conf" <<CONF
-$user
-daemon off;
-worker_processes 2;
-error_log $ngx/error.log;
-pid $ngx/nginx.pid;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path $ngx/tmp-body;
-  proxy_temp_path $ngx/tmp-proxy;
-  fastcgi_temp_path $ngx/tmp-fastcgi;
-  uwsgi_temp_path $ngx/tmp-uwsgi;
-  scgi_temp_path $ngx/tmp-scgi;
-  default_type application/octet-stream;
-  sendfile on;
-  keepalive_requests 100000;
-  server {
-    listen 127.0.0.1:$port;
-    location /m/ { alias $model/; }
-    location /limited/ { alias $model/; limit_rate ${limit_mib}m; }
-  }
-}
-CONF
-nginx -e "$ngx/error.log" -p "$ngx" -c "$ngx/nginx.conf" &
-npid=$!
-trap 'kill $npid 2>/dev/null; wait $npid 2>/dev/null; rm -rf "$ngx"' EXIT
-until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-  kill -0 $npid 2>/dev/null || { cat "$ngx/error.log" >&2; exit 1; }
-  sleep 0.05
-done
-url="http://127.0.0.1:$port"
+bench_nginx "location /m/ { alias $model/; }" \
+  "location /limited/ { alias $model/; limit_rate ${limit_mib}m; }"
 
 job() { # the report's seconds of `load "$@"`
   mpirun --oversubscribe -np "$ranks" "$T" load "$@" --json --quiet \

@@ -24,10 +24,7 @@ while [ $# -gt 0 ]; do
 done
 . "$top/scripts/bench_lib.sh"
 s3rver=$("$top/scripts/install-s3rver.sh")
-model="$cache/llama-s3-${gib}g"
-[ -f "$model/config.json" ] || "$T" synth --arch llama --out "$model" \
-  --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-  --gib "$gib" --files 2 --force --quiet
+model=$(synth_llama "$gib")
 
 work=$(mktemp -d)
 port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

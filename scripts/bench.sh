@@ -59,13 +59,6 @@ done
 . "$top/scripts/bench_lib.sh"
 PEERS="$top/scripts/bench-peers.py"
 MPIRUN="mpirun --oversubscribe"
-synth_llama() { # GiB -> model directory
-  local d="$cache/llama-${1}g"
-  [ -f "$d/config.json" ] || "$T" synth --arch llama --out "$d" \
-    --hidden 2048 --heads 16 --kv-heads 8 --intermediate 5632 --vocab 32000 \
-    --gib "$1" --files 2 --force --quiet
-  echo "$d"
-}
 big=$(synth_llama "$gib")
 small="$cache/small-20k"
 # 9 tensors per llama layer + 3: 2222 layers of tiny tensors ~ 20,000.

@@ -39,6 +39,7 @@ static void fill_stats(struct engine *e, double t0) {
   getrusage(RUSAGE_SELF, &ru);
   e->st.peak_rss = (uint64_t)ru.ru_maxrss * 1024u;
   e->st.seconds = tpl__now() - t0;
+  e->st.bytes_read = e->bytes_read; /* before job_totals sums it on 0 */
 }
 
 struct gathered {

@@ -8,7 +8,9 @@
  * FusedMoEParallelConfig sets the experts' tp_size to 1 under EP, so an
  * expert's weights, and their quantization scales, are never cut; every
  * other tensor keeps the plan's cut.  The group is the tensor-parallel
- * group: group rank = shard t. */
+ * group: group rank = shard t.  A MoE layer must name every expert: one
+ * missing is refused before any byte moves. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,17 +33,29 @@ uint32_t tpl__ep_owner(uint32_t experts, uint32_t size, uint32_t expert) {
   return rem + (expert - big) / base;
 }
 
-long tpl__expert_of(const char *name) {
+/* Where the expert id of `name` is: 1 with the digits at
+ * [*start, *end) of name, 0 when it names none. */
+static int expert_span(const char *name, size_t *start, size_t *end) {
   static const char key[] = ".experts.";
   for (const char *p = strstr(name, key); p != NULL; p = strstr(p, key)) {
-    const char *end;
+    const char *e;
     p += sizeof(key) - 1;
-    end = p;
-    while (*end >= '0' && *end <= '9')
-      end++;
-    if (end > p && *end == '.' && end - p < 9) return strtol(p, NULL, 10);
+    e = p;
+    while (*e >= '0' && *e <= '9')
+      e++;
+    if (e > p && *e == '.' && e - p < 9) {
+      *start = (size_t)(p - name);
+      *end = (size_t)(e - name);
+      return 1;
+    }
   }
-  return -1;
+  return 0;
+}
+
+long tpl__expert_of(const char *name) {
+  size_t start, end;
+  if (!expert_span(name, &start, &end)) return -1;
+  return strtol(name + start, NULL, 10);
 }
 
 /* The stacked [E, ...] tensors of the presets (preset_tables.c): MLC's
@@ -162,6 +176,80 @@ static int make_stacked(const struct tpl__tensor *t, uint32_t experts,
   return 0;
 }
 
+/* One expert's tensor for check_complete: its name and where the id is. */
+struct one_expert {
+  const char *name;
+  size_t start, end; /* the id's digits */
+  uint32_t id;
+};
+
+/* Orders one-expert tensors by their name without the id: what comes
+ * before it, then what comes after it.  0: the same projection of the
+ * same layer, another expert. */
+static int cmp_run(const struct one_expert *a, const struct one_expert *b) {
+  size_t n = a->start < b->start ? a->start : b->start;
+  int c = memcmp(a->name, b->name, n);
+  if (c == 0 && a->start != b->start) c = a->start < b->start ? -1 : 1;
+  if (c == 0) c = strcmp(a->name + a->end, b->name + b->end);
+  return c;
+}
+
+/* qsort's order: cmp_run, then the expert id. */
+static int cmp_expert(const void *pa, const void *pb) {
+  const struct one_expert *a = pa, *b = pb;
+  int c = cmp_run(a, b);
+  if (c == 0 && a->id != b->id) c = a->id < b->id ? -1 : 1;
+  return c;
+}
+
+/* Checks one run of tensors of model `m` that differ only by expert id
+ * (v[0..n), sorted): every expert 0..experts-1 once. */
+static int check_run(const struct tpl__model *m, const struct one_expert *v,
+                     size_t n, uint32_t experts, struct tpl__error *err) {
+  uint32_t k = 0;
+  while (k < n && k < experts && v[k].id == k)
+    k++;
+  if (k < n && v[k].id < k)
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': expert %u is named twice in its "
+                     "layer (--ep needs each expert once)",
+                     model_name(m), v[k].name, v[k].id);
+  if (k == experts) return 0;
+  return tpl__fail(err, TPL_EFORMAT,
+                   "%s: --ep: expert %u is missing: no tensor '%.*s%u%s' "
+                   "(its layer has it for %zu of the config's %u experts)",
+                   model_name(m), k, (int)v[0].start, v[0].name, k,
+                   v[0].name + v[0].end, n, experts);
+}
+
+/* Refuses a MoE layer that lacks an expert: each one-expert tensor name
+ * (`...experts.<e>.w1.weight`) must exist for every e < experts.  A
+ * layer with no expert tensor at all (a dense one) is not checked. */
+static int check_complete(const struct tpl__model *m, uint32_t experts,
+                          struct tpl__error *err) {
+  struct one_expert *v = calloc(m->ntensors + 1, sizeof(*v));
+  size_t n = 0, i = 0;
+  int rc = 0;
+  if (v == NULL) return tpl__fail(err, -ENOMEM, "--ep: out of memory");
+  for (size_t t = 0; t < m->ntensors; t++) {
+    struct one_expert *o = &v[n];
+    o->name = m->tensors[t].name;
+    if (!expert_span(o->name, &o->start, &o->end)) continue;
+    o->id = (uint32_t)strtoul(o->name + o->start, NULL, 10);
+    n++;
+  }
+  qsort(v, n, sizeof(*v), cmp_expert);
+  while (rc == 0 && i < n) {
+    size_t j = i + 1;
+    while (j < n && cmp_run(&v[i], &v[j]) == 0)
+      j++;
+    rc = check_run(m, &v[i], j - i, experts, err);
+    i = j;
+  }
+  free(v);
+  return rc;
+}
+
 int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
                   uint32_t size, struct tpl__strategy *s, uint32_t *experts,
                   struct tpl__error *err) {
@@ -180,6 +268,7 @@ int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
     else if (is_stacked(t->name))
       rc = make_stacked(t, e, size, &s[i], err);
   }
+  if (rc == 0) rc = check_complete(m, e, err);
   if (rc == 0) *experts = e;
   return rc;
 }

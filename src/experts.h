@@ -53,8 +53,11 @@ int tpl__ep_is_expert(const char *name);
  * `config` (n_routed_experts, num_local_experts or num_experts, at its
  * top, under model_config or text_config; NULL: unknown).  Refuses (65,
  * before any byte moves) a model with no expert tensor, an unknown E,
- * fewer experts than ranks, an expert id of E or more, and a stacked
- * tensor whose dim 0 is not E or whose E does not divide by `size`.
+ * fewer experts than ranks, an expert id of E or more, a one-expert
+ * tensor that some expert of its layer lacks (`...experts.2.w1.weight`
+ * missing where experts 0, 1 and 3 have it: the message names it), and a
+ * stacked tensor whose dim 0 is not E or whose E does not divide by
+ * `size`.
  * Returns 0 with *experts = E, TPL_EPLAN or TPL_EFORMAT. */
 int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
                   uint32_t size, struct tpl__strategy *s, uint32_t *experts,

@@ -283,7 +283,9 @@ static const struct tpl__ptmpl mlc_qwen3_moe[] = {
 #define HF_DS_MLP                                                              \
   HF_EXPERTS(TPL_REQ_MOE, "*.mlp"),                                            \
       HF_SHARED(TPL_REQ_MOE, "*.mlp.shared_experts"),                          \
-      RW("*.mlp.gate.weight", ROUTER), HF_MLP(TPL_REQ_DENSE, "*.mlp"), TAIL
+      RW("*.mlp.gate.weight", ROUTER),                                         \
+      RW("*.mlp.gate.e_score_correction_bias", ROUTER),                        \
+      HF_MLP(TPL_REQ_DENSE, "*.mlp"), TAIL
 
 /* DeepSeek-V3's multi-token-prediction layers (num_hidden_layers ..
  * + num_nextn_predict_layers - 1), loaded as vLLM's DeepSeekMTP loads
@@ -318,6 +320,7 @@ static const struct tpl__ptmpl mlc_deepseek_v2[] = {
     WM("*.mlp.moe_gate_up_proj.weight", "_shard_moe_gate_up", 1, MOE),
     WM("*.mlp.moe_down_proj.weight", "_shard_moe_mlp_down", 2, NONE),
     RW("*.mlp.gate.weight", ROUTER),
+    RW("*.mlp.e_score_correction_bias", ROUTER),
     WD("*.mlp.gate_up_proj.weight", "_shard_gate_up", 0, II),
     WD("*.mlp.down_proj.weight", "_shard_down", 1, NONE),
     TAIL,

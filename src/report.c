@@ -322,6 +322,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.pid = st->pid;
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
+  r.bytes_read = st->bytes_read;
   r.times = &times;
   r.seconds = st->seconds;
   rc = fill_tensor_facts(job, store, st->rank, &r);
@@ -536,6 +537,7 @@ static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
   r->bytes = m->bytes;
   r->peak_rss = m->peak_rss_bytes;
   r->bytes_sent = m->bytes_sent;
+  r->bytes_read = m->bytes_read;
   r->seconds = m->seconds;
   r->times = phase_times(m->times);
   r->reads = calloc(m->n_reads + 1, sizeof(*r->reads));
@@ -691,6 +693,7 @@ static json_t *rank_json(const struct tpl__rank_report *r) {
       (json_int_t)r->tensor_count, "peak_rss_bytes", (json_int_t)r->peak_rss,
       "bytes_sent", (json_int_t)r->bytes_sent, "seconds", usec(r->seconds),
       "phases", phases_json(&r->times));
+  json_object_set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));
   json_object_set_new(o, "reads", reads_json(r));
   return o;
 }

@@ -31,6 +31,7 @@ struct tpl__rank_stats {
   double seconds; /* first read (rank 0) / first receive to done */
   double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
   uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
+  uint64_t bytes_read; /* checkpoint bytes this rank read from the files */
   /* per job file: 0 not read by this rank, else enum tpl__io_used + 1 */
   uint8_t *file_io;
   uint64_t *file_align; /* per job file: its direct reads' alignment */
@@ -95,7 +96,8 @@ struct tpl__rank_report {
   int pid;
   uint32_t tensor_count; /* the tensors it holds */
   uint64_t bytes, peak_rss, bytes_sent;
-  double seconds; /* first read (rank 0) / first receive to done */
+  uint64_t bytes_read; /* from the files: its own under --read local */
+  double seconds;      /* first read (rank 0) / first receive to done */
   struct tpl__phase_times times;
   struct tpl__file_read *reads;
   size_t nreads;
@@ -144,10 +146,11 @@ void tpl__report_free(struct tpl__report *r);
  * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * bytes_sent, seconds, phases {read, pack, send, receive, scale,
- * allocate, hash}, reads[] {file, mode, align}}; with `job` (the job the
- * report's arrays index: same grid, same tensor count, else NULL is
- * returned) also params[], each tensor as shard-info.json describes it
- * (tpl__shardinfo_param, its holders under "ranks").  NULL on ENOMEM. */
+ * allocate, hash}, bytes_read, reads[] {file, mode, align}}; with `job`
+ * (the job the report's arrays index: same grid, same tensor count, else
+ * NULL is returned) also params[], each tensor as shard-info.json
+ * describes it (tpl__shardinfo_param, its holders under "ranks").  NULL
+ * on ENOMEM. */
 json_t *tpl__report_json(const struct tpl__report *r,
                          const struct tpl__job *job);
 

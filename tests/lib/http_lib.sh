@@ -100,16 +100,17 @@ faults_start() {
 ALL="$T_TMP/all-output"
 : >"$ALL"
 
-# remote_shards MODEL LAYOUT READ [WRAP...]: preshard of MODEL at 2 ranks
-# (WRAP... runs mpirun: a function setting credentials), checked by the
-# oracle against $M/LAYOUT.
+# remote_shards MODEL LAYOUT READ [WRAP...]: preshard of MODEL at $RS_NP
+# ranks (default 2; WRAP... runs mpirun: a function setting credentials),
+# checked by the oracle against $M/LAYOUT.
 remote_shards() {
-  local model=$1 l=$2 read=$3 out="$T_TMP/s-$2-$3"
+  local model=$1 l=$2 read=$3 np=${RS_NP:-2}
+  local out="$T_TMP/s-$2-$3-$np"
   shift 3
-  if "$@" mpi 2 preshard "$model" --out "$out" --plan "$M/$l/plan.json" \
+  if "$@" mpi "$np" preshard "$model" --out "$out" --plan "$M/$l/plan.json" \
       --read "$read" --chunk-mib 1 --quiet >>"$ALL" 2>"$T_TMP/mpi.err"; then
-    t_oracle "preshard $model, 2 ranks, --read $read${1:+ ($1)}: the oracle's shards" \
-      check-preshard "$M/$l" "$M/$l/plan.json" 2 "$out"
+    t_oracle "preshard $model, $np ranks, --read $read${1:+ ($1)}: the oracle's shards" \
+      check-preshard "$M/$l" "$M/$l/plan.json" "$np" "$out"
   else
     t_fail "preshard $model, --read $read${1:+ ($1)}" \
       "$(messages "$T_TMP/mpi.err" | head -c 2000)"
@@ -145,4 +146,120 @@ no_secret_in_output() {
   else
     t_fail "$name" "found:$leaked (or no output at all)"
   fi
+}
+
+# perturb_dir SRC DST: DST is SRC with every tensor byte of its
+# .safetensors files changed (+1): the same names, shapes and sizes, other
+# bytes (a model's next version, or another commit's).
+perturb_dir() {
+  "$ORACLE" - "$1" "$2" "$TESTS_SRCDIR/oracle" <<'PY'
+import os, shutil, sys
+sys.path.insert(0, sys.argv[3])
+import npst
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst)
+for name in os.listdir(src):
+    shutil.copy(os.path.join(src, name), os.path.join(dst, name))
+    if name.endswith(".safetensors"):
+        start, _ = npst.layout(os.path.join(src, name))
+        data = bytearray(open(os.path.join(src, name), "rb").read())
+        for i in range(start, len(data)):
+            data[i] = (data[i] + 1) & 0xFF
+        open(os.path.join(dst, name), "wb").write(data)
+PY
+}
+
+# held_or_ended JOB: a rank of mpirun JOB stopped itself (the stall test
+# hook TPLOAD_TEST_SIGSTOP_AT), or JOB has ended.
+held_or_ended() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    grep -q '^State:[[:space:]]*T' "/proc/$p/status" 2>/dev/null && return 0
+  done
+  ! alive "$1"
+}
+
+# t_plan_as_local MODEL LAYOUT LOG... [-- WRAP...]: `plan MODEL` prints
+# what plan of the local $M/LAYOUT prints, and the servers' LOGs (their
+# 5th field the body bytes sent, emptied first) show header fetches
+# only: under a quarter of the model's bytes.
+t_plan_as_local() {
+  local model=$1 l=$2 logs=() sent size
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do logs+=("$1"); : >"$1"; shift; done
+  [ $# -gt 0 ] && shift
+  "$TPLOAD" plan "$M/$l" --shards 2 --plan "$M/$l/plan.json" \
+    >"$T_TMP/plan-local.json" 2>>"$ALL"
+  if "$@" "$TPLOAD" plan "$model" --shards 2 --plan "$M/$l/plan.json" \
+      >"$T_TMP/plan-remote.json" 2>"$T_TMP/plan.err" &&
+    cmp -s "$T_TMP/plan-local.json" "$T_TMP/plan-remote.json"; then
+    t_ok "plan $model: what plan of the local copy prints"
+  else
+    t_fail "plan $model" "$(head -c 1000 "$T_TMP/plan.err")" \
+      "$(diff "$T_TMP/plan-local.json" "$T_TMP/plan-remote.json" | head -20)"
+  fi
+  cat "$T_TMP/plan-remote.json" "$T_TMP/plan.err" >>"$ALL"
+  sent=$(cat "${logs[@]}" | awk '{ s += $5 } END { print s + 0 }')
+  size=$(cat "$M/$l"/* | wc -c)
+  if [ "$sent" -gt 0 ] && [ $((sent * 4)) -lt "$size" ]; then
+    t_ok "... header fetches only ($sent of $size bytes)"
+  else
+    t_fail "... header fetches only" "$sent of $size bytes sent"
+  fi
+}
+
+# t_serve_remote NAME MODEL WANT [WRAP...]: a 2-rank `serve` of MODEL
+# (plan: $M/index's) on $T_TMP/sock, waited for until ready, whose status
+# names WANT; SERVE_PID.
+t_serve_remote() {
+  local name=$1 model=$2 want=$3
+  shift 3
+  rm -rf "$T_TMP/sock" "$T_TMP/ready" "$T_TMP/status.json"
+  "$@" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve "$model" \
+    --plan "$M/index/plan.json" --socket-dir "$T_TMP/sock" \
+    --ready-file "$T_TMP/ready" --quiet >>"$ALL" 2>"$T_TMP/serve.err" &
+  SERVE_PID=$!
+  if wait_until ready_or_gone && [ -f "$T_TMP/ready" ] &&
+    "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json \
+      >"$T_TMP/status.json" 2>>"$ALL" &&
+    grep -qF "$want" "$T_TMP/status.json"; then
+    t_ok "$name"
+  else
+    t_fail "$name" "$(messages "$T_TMP/serve.err")" \
+      "$(grep '"model"' "$T_TMP/status.json" 2>/dev/null)"
+  fi
+  cat "$T_TMP/status.json" >>"$ALL" 2>/dev/null
+}
+ready_or_gone() { test -f "$T_TMP/ready" || ! alive "$SERVE_PID"; }
+
+# serve_remote_end: shutdown of the serve, waited for.
+serve_remote_end() {
+  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
+  wait_until gone "$SERVE_PID" || kill "$SERVE_PID"
+  cat "$T_TMP/serve.err" >>"$ALL"
+}
+
+# t_reload_to G LAYOUT WANT [MODEL]: `reload` of the serve on $T_TMP/sock
+# to MODEL (none: the one it serves, again) prints generation G of WANT,
+# and every rank's dump holds the oracle's shards of $M/LAYOUT.
+t_reload_to() {
+  local g=$1 l=$2 want=$3 r
+  shift 3
+  if "$TPLOAD" reload "$T_TMP/sock/rank0.sock" "$@" \
+      >"$T_TMP/reload.out" 2>"$T_TMP/reload.err" &&
+    grep -qF "generation $g: $want" "$T_TMP/reload.out"; then
+    t_ok "reload to ${1:-the same MODEL}: generation $g, $want"
+  else
+    t_fail "reload to ${1:-the same MODEL}" "$(cat "$T_TMP/reload.out")" \
+      "$(head -c 1000 "$T_TMP/reload.err")"
+  fi
+  cat "$T_TMP/reload.out" "$T_TMP/reload.err" >>"$ALL"
+  rm -rf "$T_TMP/dump"
+  mkdir -p "$T_TMP/dump"
+  for r in 0 1; do
+    "$TPLOAD" dump "$T_TMP/sock/rank$r.sock" \
+      --out "$T_TMP/dump/rank$r.safetensors" >>"$ALL" 2>&1
+  done
+  t_oracle "... every rank serves the oracle's shards of the new version" \
+    check-grid "$M/$l" "$M/$l/plan.json" 2 2 1 1 "$T_TMP/dump"
 }

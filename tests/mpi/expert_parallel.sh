@@ -7,9 +7,11 @@
 # and a remainder (6 experts over 4 ranks), fp8 block-quantized experts
 # (weight_scale_inv whole with its expert), at group sizes 2 and 4, by
 # rank 0's stream and by --read local; a wrong map fails the oracle;
-# `verify --ep` of an output and of one with a flipped byte; `plan` and
-# `inspect` show the map; the refusals (65 before any byte moves, 64 for
-# --layout mlc).  Fixtures: oracle/mlc_archs.py with --experts.
+# `verify --ep` of an output and of one with a flipped byte; the load
+# report's and status's map, a reload of a serve --ep job (its new map
+# and bytes); `plan` and `inspect` show the map; the refusals (65 before any byte moves, an
+# expert missing in one layer among them; 64 for --layout mlc).
+# Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
@@ -48,9 +50,11 @@ ep_case "MLC qwen3_moe stacked, N=4" q3 4 q34
 
 # FP8 block-quantized experts (a DeepSeek / Qwen3-FP8 layout): each
 # expert's weight_scale_inv moves with its expert, whole, never re-cut.
-# fp8_fixture DIR I [RULES]: expert size I; RULES "experts" adds the TP
-# cut of every expert to the plan (what --ep must set aside).
-fp8_fixture() {
+# moe_fixture DIR I [MODE]: expert size I; MODE "experts" adds the TP
+# cut of every expert to the plan (what --ep must set aside); "f32" makes
+# every weight float32 and unquantized, 6 experts, head_dim 256 (o_proj's
+# rows cut in 4 are 1 KiB pieces, which --read local reads one by one).
+moe_fixture() {
 "$ORACLE" - "$1" "$TESTS_SRCDIR/oracle" "$2" "${3:-}" <<'PY'
 
 import json, os, sys
@@ -58,7 +62,9 @@ import numpy as np
 sys.path.insert(0, sys.argv[2])
 import npst
 import oracle
-d, (E, H, KV, D, X) = sys.argv[1], (256, 4, 2, 64, 4)
+f32 = sys.argv[4] == "f32"
+d, (E, H, KV, D, X) = sys.argv[1], (256, 4, 2, 256 if f32 else 64,
+                                    6 if f32 else 4)
 I = int(sys.argv[3])
 rng = np.random.default_rng(37)
 t = oracle.one_layer_frame(rng, E)
@@ -71,18 +77,22 @@ t[p + "block_sparse_moe.gate.weight"] = rng.random((X, E), np.float32)
 for x in range(X):
     for n, rows, cols in (("w1", I, E), ("w3", I, E), ("w2", E, I)):
         b = p + "block_sparse_moe.experts.%d.%s." % (x, n)
+        if f32:
+            t[b + "weight"] = rng.random((rows, cols), np.float32)
+            continue
         t[b + "weight"] = rng.integers(0, 256, (rows, cols), np.uint8)
         t[b + "weight_scale_inv"] = rng.random((rows // 128, cols // 128),
                                                np.float32)
 os.makedirs(d)
 npst.write(os.path.join(d, "model.safetensors"), t)
-json.dump({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
-           "hidden_size": E, "num_attention_heads": H,
-           "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
-           "num_hidden_layers": 1, "num_local_experts": X,
-           "quantization_config": {"quant_method": "fp8",
-                                   "weight_block_size": [128, 128]}},
-          open(os.path.join(d, "config.json"), "w"))
+cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+       "hidden_size": E, "num_attention_heads": H,
+       "num_key_value_heads": KV, "head_dim": D, "intermediate_size": I,
+       "num_hidden_layers": 1, "num_local_experts": X}
+if not f32:
+    cfg["quantization_config"] = {"quant_method": "fp8",
+                                  "weight_block_size": [128, 128]}
+json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
 a = "*.self_attn."
 rules = [{"match": a + "q_proj.weight", "dim": 0},
          {"match": a + "k_proj.weight", "dim": 0},
@@ -96,16 +106,49 @@ if sys.argv[4] == "experts":
 json.dump({"rules": rules}, open(os.path.join(d, "plan.json"), "w"))
 PY
 }
-fp8_fixture "$M/fp8" 256 || { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
+moe_fixture "$M/fp8" 256 || { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
 ep_case "fp8 block experts, N=2: scales move with their expert" fp8 2 fp8
 # One 128-row block per expert, which a TP cut in two would split (65,
 # as vLLM's validate_fp8_block_shape refuses): under --ep the experts
 # are not cut, so the plan's rules for them are set aside, unchecked.
-fp8_fixture "$M/fp8b" 128 experts ||
+moe_fixture "$M/fp8b" 128 experts ||
   { echo "Bail out! the fp8 checkpoint failed"; exit 99; }
 t_exit "one-block fp8 experts cut by TP in two: refused (65)" 65 \
   mpi 2 preshard "$M/fp8b" --out "$T_TMP/fp8b-tp" --quiet
 ep_case "one-block fp8 experts, N=2 --ep: accepted, whole" fp8b 2 fp8b
+
+# --- --read local --ep reads each rank's own bytes ---------------------------
+# Each rank's bytes_read in the load report (buffered reads: no
+# alignment) equals what the oracle says it holds: its TP share of the
+# attention, the replicated rest and its experts whole (expected_ep,
+# vLLM's map); 6 experts over 4 ranks hold 2, 2, 1, 1.
+moe_fixture "$M/rd" 64 f32 ||
+  { echo "Bail out! the f32 checkpoint failed"; exit 99; }
+for n in 2 4; do
+  mpi "$n" load "$M/rd" --plan "$M/rd/plan.json" --ep --read local \
+    --io buffered --json --quiet >"$T_TMP/rd$n.json" 2>"$T_TMP/rd$n.err"
+  if "$ORACLE" - "$M/rd" "$n" "$T_TMP/rd$n.json" "$TESTS_SRCDIR/oracle" \
+    >"$T_TMP/oout" 2>&1 <<'PY'; then
+import json, sys
+sys.path.insert(0, sys.argv[4])
+import oracle
+d, n = sys.argv[1], int(sys.argv[2])
+rules = json.load(open(d + "/plan.json"))["rules"]
+held = oracle.expected_ep(d, rules, n, oracle.config_experts(d))
+own = [sum(len(h[3]) for h in held[r]) for r in range(n)]
+ranks = json.load(open(sys.argv[3]))["ranks"]
+got = [(k["bytes"], k["bytes_read"], [x["align"] for x in k["reads"]])
+       for k in ranks]
+want = [(o, o, [0]) for o in own]
+if got != want:
+    sys.exit("expected (held, read, aligns) %r, found %r" % (want, got))
+PY
+    t_ok "N=$n --read local --ep: each rank reads exactly its own bytes"
+  else
+    t_fail "N=$n --read local --ep: each rank reads exactly its own bytes" \
+      "$(cat "$T_TMP/oout" "$T_TMP/rd$n.err" | head -c 800)"
+  fi
+done
 
 out="$T_TMP/mx6"
 if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \
@@ -137,26 +180,27 @@ t_exit "verify --ep of a TP output exits 65" 65 \
   "$TPLOAD" verify "$M/mx" "$T_TMP/tp" --ep
 
 # --- the load report and status carry the map --------------------------------
-# t_report_map NAME JSON N TP: the report's expert_parallel is vLLM's map
-# of the 6 experts over the TP group (every replica's rank t as shard t),
-# from oracle.py's vllm_expert_map, not from tpload's output.
+# t_report_map NAME JSON N TP [E]: the report's expert_parallel is
+# vLLM's map of the E (default 6) experts over the TP group (every
+# replica's rank t as shard t), from oracle.py's vllm_expert_map, not
+# from tpload's output.
 t_report_map() {
-  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" >"$T_TMP/oout" \
-    2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
+  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" "${5:-6}" \
+    >"$T_TMP/oout" 2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[4])
 from oracle import vllm_expert_map
 ep = json.load(open(sys.argv[1]))["expert_parallel"]
-n, tp = int(sys.argv[2]), int(sys.argv[3])
+n, tp, E = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
 want = []
 for r in range(n):
-    ids = np.nonzero(vllm_expert_map(tp, r % tp, 6) >= 0)[0]
+    ids = np.nonzero(vllm_expert_map(tp, r % tp, E) >= 0)[0]
     want.append({"rank": r, "shard": r % tp,
                  "experts": [int(ids[0]), len(ids)]})
 got = (ep.get("size"), ep.get("experts"), ep.get("ranks"))
-if got != (tp, 6, want):
-    sys.exit("expected %r, found %r" % ((tp, 6, want), got))
+if got != (tp, E, want):
+    sys.exit("expected %r, found %r" % ((tp, E, want), got))
 PY
 }
 mpi 4 load "$M/mx6" --ep --json --quiet >"$T_TMP/rep4.json" 2>"$T_TMP/rep4.err"
@@ -178,6 +222,29 @@ t_serve_ready "serve --ep -np 2 is ready" "$T_TMP/ready"
 "$TPLOAD" status "$SOCK/rank1.sock" --json >"$T_TMP/status.json" 2>&1
 t_report_map "status --json (asked of rank 1): the same map" \
   "$T_TMP/status.json" 2 2
+# reload inherits serve's --ep: to the 4-expert model, a new map (2, 2)
+# in status, and each rank's bytes (dump) the oracle's for that map.
+t_exit "reload of the serve --ep job to 4 experts exits 0" 0 \
+  "$TPLOAD" reload "$SOCK/rank0.sock" "$M/mx"
+"$TPLOAD" status "$SOCK/rank1.sock" --json >"$T_TMP/status2.json" 2>&1
+t_report_map "status after the reload: vLLM's map of 4 experts" \
+  "$T_TMP/status2.json" 2 2 4
+for r in 0 1; do
+  "$TPLOAD" dump "$SOCK/rank$r.sock" --out "$T_TMP/reload$r.st" \
+    >/dev/null 2>&1
+done
+t_check "after the reload each rank holds its experts whole (oracle)" \
+  "$ORACLE" - "$M/mx" "$T_TMP/reload" "$TESTS_SRCDIR/oracle" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import oracle
+d = sys.argv[1]
+rules = json.load(open(d + "/plan.json"))["rules"]
+held = oracle.expected_ep(d, rules, 2, oracle.config_experts(d))
+for r in range(2):
+    oracle._check_rank_file("%s%d.st" % (sys.argv[2], r), r,
+                            {"tp_rank": str(r), "tp_size": "2"}, held[r])
+PY
 t_check "status --shutdown" "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
 serve_end
 [ "$SERVE_RC" = 0 ] && t_ok "the serve --ep job ends with exit 0" ||
@@ -216,6 +283,28 @@ t_exit "4 experts over 8 ranks: exit 65" 65 \
 grep -qF "num_local_experts = 4 experts is fewer than the 8 ranks" \
   "$T_TMP/err" && t_ok "the message names both numbers" ||
   t_fail "the message names both numbers" "$(cat "$T_TMP/err")"
+# Layer 1 without expert 2 (its w1, w2, w3 dropped; experts 0, 1, 3 and
+# all of layer 0 kept): refused before any byte moves.
+fixture miss mixtral hf --experts 4
+"$ORACLE" - "$M/miss/model.safetensors" "$TESTS_SRCDIR/oracle" <<'PY' ||
+import sys
+sys.path.insert(0, sys.argv[2])
+import npst
+t, meta, order = npst.read(sys.argv[1])
+drop = "model.layers.1.block_sparse_moe.experts.2."
+keep = {n: t[n] for n in order if not n.startswith(drop)}
+assert len(keep) == len(t) - 3
+npst.write(sys.argv[1], keep, metadata=meta)
+PY
+  { echo "Bail out! dropping layer 1's expert 2 failed"; exit 99; }
+t_exit "layer 1 lacks expert 2: exit 65" 65 \
+  mpi 2 preshard "$M/miss" --out "$T_TMP/miss" --ep --quiet
+miss="no tensor 'model.layers.1.block_sparse_moe.experts.2.w1.weight'"
+grep -qF "expert 2 is missing: $miss" "$T_TMP/err" &&
+  [ ! -e "$T_TMP/miss/rank0.safetensors" ] &&
+  t_ok "the message names layer 1's expert 2; nothing written" ||
+  t_fail "the message names layer 1's expert 2; nothing written" \
+    "$(messages "$T_TMP/err")"
 fixture q6 qwen3_moe mlc --experts 6
 t_exit "6 stacked experts over 4 ranks: exit 65" 65 \
   mpi 4 load "$M/q6" --ep --quiet

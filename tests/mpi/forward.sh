@@ -8,8 +8,10 @@
 # of the full checkpoint in one process, float32, relative error below
 # 1e-5: N = 1, 2 and 4 preshard files (and N = 4 over 2 kv heads and
 # over 1, each kv head replicated), a TP x PP grid whose stages each
-# run their own layers, mixtral and qwen2_moe under --ep (each rank its
-# experts whole), and a `serve` job read through python/tpload.py.
+# run their own layers, mixtral, qwen2_moe, qwen3_moe (6 experts: E
+# not divisible by 4), deepseek_v2 and deepseek_v3 (MLA, dense then MoE
+# layers, shared experts) under --ep (each rank its experts whole), and
+# a `serve` job read through python/tpload.py.
 # The negative control: gpt2's row-parallel biases delivered unscaled
 # (--no-bias-scaling) are summed N times by the all-reduce, and the test
 # asserts the logits do NOT match; so must an --ep forward whose rank 0
@@ -112,9 +114,18 @@ done
 
 # --- --ep: each rank computes its experts' routed contributions (vLLM's
 # expert map, top-k over the replicated router) and its TP share of the
-# rest, one all-reduce per MoE layer; the negative control moves rank 0's
-# experts by one --------------------------------------------------------------
-for arch in mixtral qwen2_moe; do
+# rest, one all-reduce per MoE layer; the negative controls move rank 0's
+# experts by one.  Hand-made: qwen3_moe with 6 experts (3 each at N=2;
+# 2, 2, 1, 1 at N=4), deepseek_v2 and deepseek_v3 (MLA, layer 0 dense,
+# 8 routed experts and a shared expert cut by TP; v3's sigmoid router
+# with e_score_correction_bias and groups) ------------------------------
+for arch in qwen3_moe deepseek_v2 deepseek_v3; do
+  "$ORACLE" "$FWD" write "$arch" "$M/$arch" &&
+    "$ORACLE" "$FWD" ref "$M/$arch" "$M/$arch.ref.npy" ||
+    { echo "Bail out! forward.py write $arch failed"; exit 99; }
+done
+sharded deepseek_v3 4
+for arch in mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v3; do
   for n in 2 4; do
     t_exit "$arch N=$n --ep: preshard exits 0" 0 \
       mpi "$n" preshard "$M/$arch" --out "$T_TMP/$arch-ep$n" --ep --quiet
@@ -124,6 +135,8 @@ for arch in mixtral qwen2_moe; do
 done
 forward "mixtral N=2 --ep, rank 0's experts shifted by one: NO match" \
   mixtral "$T_TMP/mixtral-ep2" 2 1 --ep --ep-shift 1 --mismatch
+forward "deepseek_v2 N=4 --ep, rank 0's experts shifted by one: NO match" \
+  deepseek_v2 "$T_TMP/deepseek_v2-ep4" 4 1 --ep --ep-shift 1 --mismatch
 
 # --- serve, read through python/tpload.py ------------------------------------
 if [ -n "$SAN_CFLAGS" ]; then

@@ -9,11 +9,15 @@
 # of an MLC directory at 2 ranks, --read mpi (credentials from the
 # environment) and --read local (every rank signing with a profile's
 # temporary key and session token, from ~/.aws/credentials and
-# ~/.aws/config), each rank's shards the numpy oracle's; a wrong secret is
-# 77, a missing prefix or object 66, a wrong session token 77, a skewed
-# clock a message saying so, an endpoint down 69 after the retries; the
-# report and serve's status name s3://bucket/key and the region/endpoint,
-# and no secret appears in any output.
+# ~/.aws/config), and at 4 ranks, each rank's shards the numpy oracle's;
+# a wrong secret is 77, a missing prefix or object 66, a wrong session
+# token 77, an object replaced while the load is held mid-stream 74, a
+# skewed clock a message saying so, an endpoint down 69 after the
+# retries; the report and serve's status name s3://bucket/key and the
+# region/endpoint; a reload to the next version at another prefix serves
+# the oracle's shards of it on every rank; plan prints what it prints for
+# the local copy, from header fetches only; no secret appears in any
+# output.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -41,7 +45,7 @@ fi
 
 gen single --seed 3901 --layout single
 gen index --seed 3902 --layout index --big-mib 2
-gen mlc --seed 3903 --layout mlc
+gen mlc --seed 3903 --layout mlc --big-mib 2
 
 # s3rver on a free port, its bucket made at start
 s3rver_start() {
@@ -97,6 +101,8 @@ proxy_start proxy 0
 upload "$M/single" ckpt/single || { echo "Bail out! upload failed"; exit 99; }
 upload "$M/index" ckpt/index || { echo "Bail out! upload failed"; exit 99; }
 upload "$M/mlc" ckpt/mlc || { echo "Bail out! upload failed"; exit 99; }
+perturb_dir "$M/index" "$M/index-b" || { echo "Bail out! perturb"; exit 99; }
+upload "$M/index-b" ckpt/index-b || { echo "Bail out! upload failed"; exit 99; }
 
 # The verifier refuses an unsigned GET (s3rver alone would serve it)
 "$ORACLE" - "${PROXY_URL##*:}" "$S3_PORT" "/$BUCKET/ckpt/single/model.safetensors" \
@@ -126,6 +132,8 @@ with_env() {
 remote_shards "s3://$BUCKET/ckpt/single/" single mpi with_env
 remote_shards "s3://$BUCKET/ckpt/index/" index mpi with_env
 remote_shards "s3://$BUCKET/ckpt/mlc/" mlc mpi with_env
+RS_NP=4 remote_shards "s3://$BUCKET/ckpt/index/" index mpi with_env
+RS_NP=4 remote_shards "s3://$BUCKET/ckpt/mlc/" mlc local with_env
 
 # A profile with a temporary key and its session token: the credentials
 # file has the keys, the config file the region and endpoint; every rank
@@ -150,7 +158,8 @@ with_profile() { AWS_PROFILE=tpl-test "$@"; }
 : >"$T_TMP/proxy.log"
 remote_shards "s3://$BUCKET/ckpt/single/" single local with_profile
 remote_shards "s3://$BUCKET/ckpt/index/" index local with_profile
-if grep -q " 206 -$" "$T_TMP/proxy.log" &&
+remote_shards "s3://$BUCKET/ckpt/mlc/" mlc local with_profile
+if grep -q " 206 - " "$T_TMP/proxy.log" &&
   ! grep -q " 403 " "$T_TMP/proxy.log"; then
   t_ok "... every rank's GETs signed with the session token (no 403)"
 else
@@ -174,25 +183,18 @@ else
 fi
 cat "$T_TMP/report.json" "$T_TMP/mpi.err" >>"$ALL"
 
-# serve: status names the model as the report does, and no secret
-with_env "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
-  "s3://$BUCKET/ckpt/index/" --plan "$M/index/plan.json" \
-  --socket-dir "$T_TMP/sock" --ready-file "$T_TMP/ready" --quiet \
-  >>"$ALL" 2>"$T_TMP/serve.err" &
-serve_pid=$!
-ready_or_gone() { test -f "$T_TMP/ready" || ! alive "$serve_pid"; }
-if wait_until ready_or_gone && [ -f "$T_TMP/ready" ] &&
-  "$TPLOAD" status "$T_TMP/sock/rank0.sock" --json >"$T_TMP/status.json" \
-    2>>"$ALL" && grep -qF "s3://$BUCKET/ckpt/index (region $REGION" \
-    "$T_TMP/status.json"; then
-  t_ok "serve of s3://: status names s3://bucket/prefix and the region"
-else
-  t_fail "serve of s3:// and its status" "$(messages "$T_TMP/serve.err")" \
-    "$(head -c 1000 "$T_TMP/status.json" 2>/dev/null)"
-fi
-"$TPLOAD" status "$T_TMP/sock/rank0.sock" --shutdown >/dev/null 2>&1
-wait_until gone "$serve_pid" || kill "$serve_pid"
-cat "$T_TMP/status.json" "$T_TMP/serve.err" >>"$ALL" 2>/dev/null
+# serve: status names the model as the report does, and no secret; a
+# reload to the next version, at another prefix
+t_serve_remote "serve of s3://: status names s3://bucket/prefix and the region" \
+  "s3://$BUCKET/ckpt/index/" "s3://$BUCKET/ckpt/index (region $REGION" with_env
+t_reload_to 2 index-b \
+  "s3://$BUCKET/ckpt/index-b (region $REGION, endpoint $PROXY_URL)" \
+  "s3://$BUCKET/ckpt/index-b/"
+serve_remote_end
+
+# plan: the header fetches of a local plan, through the verifier
+t_plan_as_local "s3://$BUCKET/ckpt/index/" index "$T_TMP/proxy.log" -- with_env
+t_plan_as_local "s3://$BUCKET/ckpt/mlc/" mlc "$T_TMP/proxy.log" -- with_env
 
 with_wrong() { with_env env AWS_SECRET_ACCESS_KEY=wrong-secret "$@"; }
 expect_fail "a wrong secret: 77, SignatureDoesNotMatch explained" 77 \
@@ -221,6 +223,44 @@ else
   t_fail "inspect with AWS_SESSION_TOKEN" "$(cat "$T_TMP/inspect.err")"
 fi
 cat "$T_TMP/inspect.out" "$T_TMP/inspect.err" >>"$ALL"
+
+# An object replaced mid-load: rank 1 stops itself before it receives
+# (the test hook TPLOAD_TEST_SIGSTOP_AT=deliver), so rank 0, which reads
+# for both, is held part way through the 16 MiB object (1 MiB chunks,
+# one GET in flight); the object is PUT again with one data byte changed
+# (s3rver's ETag is its MD5), then rank 1 resumes: rank 0's next GET
+# meets another ETag, 74.
+gen big --seed 3904 --layout single --big-mib 16
+upload "$M/big" ckpt/big || { echo "Bail out! upload failed"; exit 99; }
+env AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=$SECRET \
+  AWS_REGION=$REGION AWS_ENDPOINT_URL=$PROXY_URL \
+  TPLOAD_TEST_SIGSTOP_AT=deliver TPLOAD_TEST_SIGSTOP_RANK=1 \
+  "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" load "s3://$BUCKET/ckpt/big/" \
+  --plan "$M/big/plan.json" --chunk-mib 1 --http-connections 1 \
+  --stall-timeout 0 --quiet >>"$ALL" 2>"$T_TMP/repl.err" &
+job=$!
+wait_until held_or_ended "$job"
+ranks=$(pgrep -P "$job" -d ' ')
+"$ORACLE" - "$S3_PORT" "/$BUCKET/ckpt/big/model.safetensors" \
+  "$M/big/model.safetensors" <<'PY' || t_fail "the replacement's PUT"
+import http.client, sys
+data = bytearray(open(sys.argv[3], "rb").read())
+data[-1] ^= 0xFF
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+c.request("PUT", sys.argv[2], body=bytes(data))
+assert c.getresponse().status == 200
+PY
+kill -CONT $ranks 2>/dev/null
+wait "$job"
+rc=$?
+cat "$T_TMP/repl.err" >>"$ALL"
+if [ "$rc" -eq 74 ] && messages "$T_TMP/repl.err" | grep -qF \
+    "s3://$BUCKET/ckpt/big/model.safetensors: changed while loading (its ETag"; then
+  t_ok "an object replaced mid-load: 74, naming s3://bucket/key"
+else
+  t_fail "an object replaced mid-load" "exit $rc (ranks: $ranks)" \
+    "$(messages "$T_TMP/repl.err" | head -c 1500)"
+fi
 
 # The endpoint down: retried, then 69
 port=$(free_port)

@@ -26,7 +26,11 @@ next stage.
         cut with the heads), qwen3 ([head_dim], shared by every head) and
         olmo2 ([heads x head_dim], one norm over all heads' q, which the
         ranks all-gather first); qwen2_moe (4 experts, top 2, a shared
-        expert and its gate) and internlm2 (wqkv grouped per kv head).
+        expert and its gate), qwen3_moe (6 experts, top 2, renormalised,
+        no shared expert), deepseek_v2 / deepseek_v3 (latent attention,
+        layer 0 dense, layer 1 MoE: 8 experts, top 2, a shared expert;
+        v3's sigmoid router with its correction bias and 2 groups) and
+        internlm2 (wqkv grouped per kv head).
     mpirun -np W forward.py tp MODEL SRC REF.npy --tp T [--pp P]
                             [--mismatch]
         every rank takes its shard from SRC (a preshard directory,
@@ -379,7 +383,7 @@ class Llama(Arch):
         q, k, v = self.qkv(w, a, h)
         if self.kind == "cohere" and self.cfg.get("use_qk_norm"):
             q, k = self.qk_norm(w, a, q, k)
-        elif self.kind == "qwen3":
+        elif self.kind in ("qwen3", "qwen3_moe"):
             q, k = self.shared_qk_norm(w, a, q, k)
         elif self.kind == "olmo2":
             q, k = self.whole_qk_norm(w, a, q, k)
@@ -417,6 +421,16 @@ class Llama(Arch):
                                "shard lacks it" % (pe, e))
         return held
 
+    def routed_sum(self, w, b, h, weight, mi):
+        """The sum over the experts this rank computes (routed) of
+        weight[:, e] times expert e's gated MLP (`b`.experts.e.*)."""
+        out = np.zeros((h.shape[0], self.E), np.float32)
+        for e in range(weight.shape[1]):
+            pe = "%s.experts.%d" % (b, e)
+            if self.routed(w, pe, ".gate_proj.weight", e):
+                out += weight[:, e:e + 1] * self.gated(w, pe, h, mi)
+        return out
+
     def expert_i(self, full):
         """An expert's intermediate size here: whole under --ep (vLLM's
         FusedMoEParallelConfig sets the experts' tp_size to 1), / n
@@ -426,10 +440,10 @@ class Llama(Arch):
     def qwen2_moe(self, w, b, h):
         """Qwen2MoeSparseMoeBlock: softmax router, top-k (renormalised only
         with norm_topk_prob), plus the shared expert times
-        sigmoid(shared_expert_gate)."""
+        sigmoid(shared_expert_gate); Qwen3MoeSparseMoeBlock has no shared
+        expert."""
         x_n, k = self.cfg["num_experts"], self.cfg["num_experts_per_tok"]
         mi = self.expert_i(self.cfg["moe_intermediate_size"])
-        si = self.cfg["shared_expert_intermediate_size"] // self.n
         logits = h @ w.get(b + ".gate.weight", (x_n, self.E)).T
         p = np.exp(logits - logits.max(axis=-1, keepdims=True))
         p = p / p.sum(axis=-1, keepdims=True)
@@ -439,11 +453,10 @@ class Llama(Arch):
             weight[t, top] = p[t, top]
             if self.cfg.get("norm_topk_prob"):
                 weight[t, top] /= p[t, top].sum()
-        out = sum(weight[:, e:e + 1] *
-                  self.gated(w, "%s.experts.%d" % (b, e), h, mi)
-                  for e in range(x_n)
-                  if self.routed(w, "%s.experts.%d" % (b, e),
-                                 ".gate_proj.weight", e))
+        out = self.routed_sum(w, b, h, weight, mi)
+        if self.kind == "qwen3_moe":
+            return out
+        si = self.cfg["shared_expert_intermediate_size"] // self.n
         gate = h @ w.get(b + ".shared_expert_gate.weight", (1, self.E)).T
         return out + self.gated(w, b + ".shared_expert", h, si) / \
             (1.0 + np.exp(-gate))
@@ -476,7 +489,7 @@ class Llama(Arch):
         b, _, _, _ = self.names(i)
         if self.kind == "mixtral":
             return self.allreduce(self.experts(w, b + ".block_sparse_moe", h))
-        if self.kind == "qwen2_moe":
+        if self.kind in ("qwen2_moe", "qwen3_moe"):
             return self.allreduce(self.qwen2_moe(w, b + ".mlp", h))
         if self.kind == "internlm2":
             return self.allreduce(self.gated(w, b + ".feed_forward", h,
@@ -499,6 +512,108 @@ class Llama(Arch):
             else ".post_attention_layernorm"
         h = self.norm(x, w.get(b + post + ".weight", (self.E,)))
         return x + self.mlp(w, i, h)
+
+
+class DeepSeek(Llama):
+    """DeepseekV2DecoderLayer / DeepseekV3DecoderLayer (transformers'
+    modeling_deepseek_v2.py / _v3.py): multi-head latent attention (q
+    through q_a_proj, q_a_layernorm, q_b_proj; k and v through
+    kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; the rope part of k one
+    head shared by all, rotated after de-interleaving), dense MLPs below
+    first_k_dense_replace, MoE layers after: routed experts (v2: softmax,
+    greedy top-k; v3: sigmoid plus e_score_correction_bias, the best
+    topk_group of n_group groups, renormalised) times
+    routed_scaling_factor, plus the shared experts."""
+
+    def __init__(self, cfg, mlc, n, allreduce, kind, allgather=None):
+        super().__init__(cfg, mlc, n, allreduce, kind, allgather)
+        self.nope, self.rot = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+        self.vd, self.kvl = cfg["v_head_dim"], cfg["kv_lora_rank"]
+        self.qd = self.nope + self.rot
+
+    def rope_mla(self, x):
+        x = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+        return rope(x, self.pos, self.theta, self.rot)
+
+    def mla_q(self, w, a, h):
+        if self.cfg.get("q_lora_rank") is None:
+            return self.proj(h, w.get(a + ".q_proj.weight",
+                                      (self.h * self.qd, self.E)))
+        ql = self.cfg["q_lora_rank"]
+        c = self.proj(h, w.get(a + ".q_a_proj.weight", (ql, self.E)))
+        c = rms_norm(c, w.get(a + ".q_a_layernorm.weight", (ql,)), self.eps)
+        return self.proj(c, w.get(a + ".q_b_proj.weight",
+                                  (self.h * self.qd, ql)))
+
+    def attn(self, w, i, h):
+        _, a, _, o = self.names(i)
+        t = h.shape[0]
+        q = self.mla_q(w, a, h).reshape(t, self.h, self.qd)
+        ckv = self.proj(h, w.get(a + ".kv_a_proj_with_mqa.weight",
+                                 (self.kvl + self.rot, self.E)))
+        c = rms_norm(ckv[:, :self.kvl],
+                     w.get(a + ".kv_a_layernorm.weight", (self.kvl,)),
+                     self.eps)
+        kv = self.proj(c, w.get(a + ".kv_b_proj.weight",
+                                (self.h * (self.nope + self.vd), self.kvl)))
+        kv = kv.reshape(t, self.h, self.nope + self.vd)
+        k_pe = self.rope_mla(ckv[:, None, self.kvl:])
+        q = np.concatenate([q[..., :self.nope],
+                            self.rope_mla(q[..., self.nope:])], axis=-1)
+        k = np.concatenate([kv[..., :self.nope],
+                            np.repeat(k_pe, self.h, axis=1)], axis=-1)
+        sc = np.einsum("thd,shd->hts", q, k) / np.float32(math.sqrt(self.qd))
+        sc = sc + np.triu(np.full((t, t), -np.inf, np.float32), 1)[None]
+        sc = np.exp(sc - sc.max(axis=-1, keepdims=True))
+        p = sc / sc.sum(axis=-1, keepdims=True)
+        out = np.einsum("hts,shd->thd", p, kv[..., self.nope:])
+        out = self.proj(out.reshape(t, self.h * self.vd),
+                        w.get(o + ".weight", (self.E, self.h * self.vd)))
+        return self.allreduce(out)
+
+    def route(self, w, b, h):
+        """[tokens, experts] routing weights, zero off each token's top-k."""
+        c = self.cfg
+        x_n, k = c["n_routed_experts"], c["num_experts_per_tok"]
+        logits = h @ w.get(b + ".gate.weight", (x_n, self.E)).T
+        v3 = c.get("scoring_func", "softmax") == "sigmoid"
+        if v3:
+            p = 1.0 / (1.0 + np.exp(-logits))
+            choice = p + w.get(b + ".gate.e_score_correction_bias", (x_n,))
+        else:
+            p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            p = choice = p / p.sum(axis=-1, keepdims=True)
+        weight = np.zeros_like(p)
+        for t in range(h.shape[0]):
+            ch = choice[t].copy()
+            if v3 and c.get("n_group", 1) > 1:
+                g = ch.reshape(c["n_group"], -1)
+                best = np.sort(g, axis=-1)[:, -2:].sum(axis=-1)
+                keep = np.argsort(-best, kind="stable")[:c["topk_group"]]
+                drop = np.setdiff1d(np.arange(c["n_group"]), keep)
+                g[drop] = 0.0
+                ch = g.reshape(-1)
+            top = np.argsort(-ch, kind="stable")[:k]
+            weight[t, top] = p[t, top]
+            if k > 1 and c.get("norm_topk_prob"):
+                weight[t, top] /= p[t, top].sum() + 1e-20
+            if v3 or not (k > 1 and c.get("norm_topk_prob")):
+                weight[t, top] *= c.get("routed_scaling_factor", 1.0)
+        return weight
+
+    def mlp(self, w, i, h):
+        b = self.names(i)[0] + ".mlp"
+        c = self.cfg
+        if i < c.get("first_k_dense_replace", 0) or \
+                i % c.get("moe_layer_freq", 1) != 0:
+            return self.allreduce(self.gated(w, b, h, self.i))
+        mi = c["moe_intermediate_size"]
+        out = self.routed_sum(w, b, h, self.route(w, b, h),
+                              self.expert_i(mi))
+        si = mi * c.get("n_shared_experts", 0) // self.n
+        if si:
+            out = out + self.gated(w, b + ".shared_experts", h, si)
+        return self.allreduce(out)
 
 
 class GPT2(Arch):
@@ -579,7 +694,8 @@ class NeoX(Arch):
 
 
 LLAMA_KINDS = ("llama", "mistral", "qwen2", "gemma", "mixtral", "phi3",
-               "cohere", "qwen3", "olmo2", "qwen2_moe", "internlm2")
+               "cohere", "qwen3", "olmo2", "qwen2_moe", "qwen3_moe",
+               "internlm2")
 
 
 def load_config(model):
@@ -596,6 +712,8 @@ def load_config(model):
 
 def make_arch(model, n, allreduce, allgather=None):
     cfg, mlc, kind = load_config(model)
+    if kind in ("deepseek_v2", "deepseek_v3"):
+        return DeepSeek(cfg, mlc, n, allreduce, kind, allgather)
     if kind in LLAMA_KINDS:
         return Llama(cfg, mlc, n, allreduce, kind, allgather)
     if kind == "gpt2":
@@ -719,6 +837,14 @@ BASE = {"hidden_size": 64, "num_attention_heads": 8,
         "num_key_value_heads": 4, "intermediate_size": 128,
         "num_hidden_layers": 2, "vocab_size": 128, "rope_theta": 10000.0,
         "torch_dtype": "float32"}
+# MLA (8 heads, q / kv latents of 16, q head 8 + 4 rope, v head 8),
+# layer 0 dense, layer 1 MoE: 8 routed experts, top 2, 1 shared expert.
+DEEPSEEK = dict(BASE, num_key_value_heads=8, rms_norm_eps=1e-6,
+                q_lora_rank=16, kv_lora_rank=16, qk_nope_head_dim=8,
+                qk_rope_head_dim=4, v_head_dim=8, n_routed_experts=8,
+                num_experts_per_tok=2, n_shared_experts=1,
+                moe_intermediate_size=16, first_k_dense_replace=1,
+                moe_layer_freq=1, tie_word_embeddings=False)
 HAND_MADE = {
     "cohere": dict(BASE, architectures=["CohereForCausalLM"],
                    model_type="cohere", layer_norm_eps=1e-5,
@@ -736,6 +862,20 @@ HAND_MADE = {
                       moe_intermediate_size=32,
                       shared_expert_intermediate_size=64,
                       norm_topk_prob=False, tie_word_embeddings=False),
+    "qwen3_moe": dict(BASE, architectures=["Qwen3MoeForCausalLM"],
+                      model_type="qwen3_moe", head_dim=8, rms_norm_eps=1e-6,
+                      num_experts=6, num_experts_per_tok=2,
+                      moe_intermediate_size=32, norm_topk_prob=True,
+                      decoder_sparse_step=1, mlp_only_layers=[],
+                      tie_word_embeddings=False),
+    "deepseek_v2": dict(DEEPSEEK, architectures=["DeepseekV2ForCausalLM"],
+                        model_type="deepseek_v2", topk_method="greedy",
+                        scoring_func="softmax", norm_topk_prob=False,
+                        routed_scaling_factor=1.0),
+    "deepseek_v3": dict(DEEPSEEK, architectures=["DeepseekV3ForCausalLM"],
+                        model_type="deepseek_v3", topk_method="noaux_tc",
+                        scoring_func="sigmoid", n_group=2, topk_group=1,
+                        norm_topk_prob=True, routed_scaling_factor=2.5),
     "internlm2": dict(BASE, architectures=["InternLM2ForCausalLM"],
                       model_type="internlm2", rms_norm_eps=1e-6, bias=False,
                       tie_word_embeddings=False),
@@ -745,11 +885,27 @@ HAND_MADE = {
 def _qk_norms(kind, h, kv, d, near1):
     """The q_norm / k_norm of transformers' modeling_<kind>.py."""
     shapes = {"cohere": ((h, d), (kv, d)), "qwen3": ((d,), (d,)),
+              "qwen3_moe": ((d,), (d,)),
               "olmo2": ((h * d,), (kv * d,))}.get(kind)
     if shapes is None:
         return {}
     return {"self_attn.q_norm.weight": near1(*shapes[0]),
             "self_attn.k_norm.weight": near1(*shapes[1])}
+
+
+def _mla(cfg, e, h, mat, near1):
+    """DeepseekV2Attention's projections, with q_lora_rank."""
+    ql, kvl, rot = cfg["q_lora_rank"], cfg["kv_lora_rank"], \
+        cfg["qk_rope_head_dim"]
+    nope, vd = cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    a = "self_attn."
+    return {a + "q_a_proj.weight": mat(ql, e),
+            a + "q_a_layernorm.weight": near1(ql),
+            a + "q_b_proj.weight": mat(h * (nope + rot), ql),
+            a + "kv_a_proj_with_mqa.weight": mat(kvl + rot, e),
+            a + "kv_a_layernorm.weight": near1(kvl),
+            a + "kv_b_proj.weight": mat(h * (nope + vd), kvl),
+            a + "o_proj.weight": mat(e, h * vd)}
 
 
 def _attention(kind, e, h, kv, d, mat, near1):
@@ -774,19 +930,34 @@ def _gated(prefix, e, i, mat, names=("gate_proj", "up_proj", "down_proj")):
             prefix + names[2] + ".weight": mat(e, i)}
 
 
-def _mlp(kind, cfg, e, mat):
+def _deepseek_moe(cfg, e, mat):
+    x_n, mi = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    out = {"mlp.gate.weight": mat(x_n, e)}
+    if cfg["scoring_func"] == "sigmoid":
+        out["mlp.gate.e_score_correction_bias"] = mat(x_n)
+    for x in range(x_n):
+        out.update(_gated("mlp.experts.%d." % x, e, mi, mat))
+    out.update(_gated("mlp.shared_experts.", e,
+                      mi * cfg["n_shared_experts"], mat))
+    return out
+
+
+def _mlp(kind, cfg, e, mat, layer):
     if kind == "internlm2":
         return _gated("feed_forward.", e, cfg["intermediate_size"], mat,
                       ("w1", "w3", "w2"))
-    if kind != "qwen2_moe":
+    if kind.startswith("deepseek") and layer >= cfg["first_k_dense_replace"]:
+        return _deepseek_moe(cfg, e, mat)
+    if kind not in ("qwen2_moe", "qwen3_moe"):
         return _gated("mlp.", e, cfg["intermediate_size"], mat)
-    out = {"mlp.gate.weight": mat(cfg["num_experts"], e),
-           "mlp.shared_expert_gate.weight": mat(1, e)}
+    out = {"mlp.gate.weight": mat(cfg["num_experts"], e)}
     for x in range(cfg["num_experts"]):
         out.update(_gated("mlp.experts.%d." % x, e,
                           cfg["moe_intermediate_size"], mat))
-    out.update(_gated("mlp.shared_expert.", e,
-                      cfg["shared_expert_intermediate_size"], mat))
+    if kind == "qwen2_moe":
+        out["mlp.shared_expert_gate.weight"] = mat(1, e)
+        out.update(_gated("mlp.shared_expert.", e,
+                          cfg["shared_expert_intermediate_size"], mat))
     return out
 
 
@@ -816,8 +987,11 @@ def hand_made_tensors(kind, cfg, rng):
     for n in range(cfg["num_hidden_layers"]):
         b = "model.layers.%d." % n
         layer = {x + ".weight": near1(e) for x in norms}
-        layer.update(_attention(kind, e, h, kv, d, mat, near1))
-        layer.update(_mlp(kind, cfg, e, mat))
+        if kind.startswith("deepseek"):
+            layer.update(_mla(cfg, e, h, mat, near1))
+        else:
+            layer.update(_attention(kind, e, h, kv, d, mat, near1))
+        layer.update(_mlp(kind, cfg, e, mat, n))
         out.update({b + k: t for k, t in layer.items()})
     return out
 

@@ -23,7 +23,8 @@ s3rver on UPSTREAM_PORT without its credentials; one that fails gets
 S3's 403 answer (AccessDenied, InvalidAccessKeyId, InvalidToken,
 RequestTimeTooSkewed, SignatureDoesNotMatch).  KEYS is JSON:
 {"AKID": {"secret": "...", "token": "..." or null}}.  Each request is
-logged to LOG as "METHOD PATH STATUS CODE".
+logged to LOG as "METHOD PATH STATUS CODE BYTES" (the body's bytes sent;
+CODE "-" for a request passed on).
 """
 import datetime
 import hashlib
@@ -197,9 +198,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def log(self, status, code):
+    def log(self, status, code, sent=0):
         with LOCK, open(self.server.log, "a", encoding="utf-8") as f:
-            f.write("%s %s %d %s\n" % (self.command, self.path, status, code))
+            f.write("%s %s %d %s %d\n" % (self.command, self.path, status,
+                                           code, sent))
 
     def refuse(self, code):
         body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s"
@@ -239,7 +241,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                if r.getheader(n) is not None}
         if r.status == 206:
             body = trim_to_range(self.headers.get("Range", ""), out, body)
-        self.log(r.status, "-")
+        self.log(r.status, "-", len(body))
         self.send_response(r.status)
         for name, value in out.items():
             self.send_header(name, value)

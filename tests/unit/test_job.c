@@ -6,7 +6,8 @@
  * model carries; the overflow refusal naming the tensor; and the grid:
  * which ranks hold a tensor (docs/TOPOLOGY.md's TP2 x PP2 x DP2 table),
  * per-stage store offsets, T (not the world) as the shard count, and the
- * planner's stages and refusals for --pp. */
+ * planner's stages and refusals for --pp; --ep's map, holders and its
+ * refusal of an expert missing in one layer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,67 @@ static void test_ep_holds_owner(void) {
   CHECK_EQ_U64(job.store_size, 72);
 }
 
+/* tpl__ep_apply over a hand-built model of `n` u8 tensors named `names`
+ * (shape {rows[i], 2}) with num_local_experts 4, for 2 ranks; returns
+ * its code, err the message. */
+static int ep_apply_names(const char *const *names, const uint64_t *rows,
+                          size_t n, struct tpl__error *err) {
+  struct tpl__tensor t[16] = {{0}};
+  struct tpl__strategy s[16] = {{0}};
+  struct tpl__model m = {.dir = "moe", .tensors = t, .ntensors = n};
+  json_t *config = json_pack("{s:i}", "num_local_experts", 4);
+  uint32_t experts = 0;
+  int rc;
+  for (size_t i = 0; i < n; i++) {
+    t[i].name = (char *)names[i];
+    t[i].dtype = TPL_DT_U8;
+    t[i].ndim = 2;
+    t[i].shape[0] = rows[i];
+    t[i].shape[1] = 2;
+  }
+  rc = tpl__ep_apply(&m, config, 2, s, &experts, err);
+  json_decref(config);
+  return rc;
+}
+
+/* An expert missing in one layer (layer 1's w2 of expert 2, with experts
+ * 0, 1 and 3 present and layer 0 complete) is refused with 65 naming
+ * the missing tensor; the complete model passes; expert 2 named twice
+ * ("2" and "02", expert 3 absent) is refused; a stacked [E, ...] tensor
+ * with 3 rows in one layer is refused naming it. */
+static void test_ep_missing_expert(void) {
+  static const char *const names[] = {"model.layers.0.mlp.experts.0.w2.weight",
+                                      "model.layers.0.mlp.experts.1.w2.weight",
+                                      "model.layers.0.mlp.experts.2.w2.weight",
+                                      "model.layers.0.mlp.experts.3.w2.weight",
+                                      "model.layers.1.mlp.experts.0.w2.weight",
+                                      "model.layers.1.mlp.experts.1.w2.weight",
+                                      "model.layers.1.mlp.experts.3.w2.weight",
+                                      "model.layers.1.mlp.experts.2.w2.weight"};
+  static const uint64_t rows[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+  static const char *const stacked[] = {
+      "model.layers.0.mlp.moe_down_proj.weight",
+      "model.layers.1.mlp.moe_down_proj.weight"};
+  static const uint64_t srows[2] = {4, 3};
+  static const char *const twice[] = {
+      "model.layers.0.mlp.experts.0.w2.weight",
+      "model.layers.0.mlp.experts.1.w2.weight",
+      "model.layers.0.mlp.experts.2.w2.weight",
+      "model.layers.0.mlp.experts.02.w2.weight"};
+  struct tpl__error err = {0};
+  CHECK_EQ_INT(ep_apply_names(names, rows, 8, &err), 0);
+  CHECK_EQ_INT(ep_apply_names(names, rows, 7, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, "expert 2 is missing: no tensor "
+                              "'model.layers.1.mlp.experts.2.w2.weight'");
+  CHECK_STR_CONTAINS(err.msg, "3 of the config's 4 experts");
+  CHECK_EQ_INT(ep_apply_names(twice, rows, 4, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, "expert 2 is named twice");
+  CHECK_EQ_INT(ep_apply_names(stacked, srows, 1, &err), 0);
+  CHECK_EQ_INT(ep_apply_names(stacked, srows, 2, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, "'model.layers.1.mlp.moe_down_proj.weight'");
+  CHECK_STR_CONTAINS(err.msg, "dim 0 of 4 experts, found 3");
+}
+
 /* A stage's store holds its tensors only, back to back and aligned; the
  * others are at UINT64_MAX. */
 static void test_place_per_stage(void) {
@@ -555,6 +617,7 @@ int main(void) {
   RUN(test_place_per_stage);
   RUN(test_ep_map);
   RUN(test_ep_holds_owner);
+  RUN(test_ep_missing_expert);
   RUN(test_grid_shards_by_tp);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_job.XXXXXX");
   if (mkdtemp(tmpdir) == NULL) {
