@@ -79,9 +79,9 @@ static void apply_all(const struct tpl__plan *p, const struct tpl__model *m,
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
       tpl__preset_check(p, m, st, cfg, &err) <= 0 &&
-      tpl__job_from_model(m, st, NULL, "fuzz", "m",
-                          &(struct tpl__grid){n, n, 1, 1, 0}, 1, &job,
-                          &err) == 0 &&
+      tpl__job_from_model(
+          m, st, NULL, "fuzz", "m", &(struct tpl__grid){n, n, 1, 1, 0},
+          TPL_BIASF_MLC + (int)(n % TPL_BIASF_COUNT), &job, &err) == 0 &&
       tpl__shardinfo_build(job, NULL, &info) == 0)
     json_decref(info);
   tpl__job_free(job);

@@ -434,6 +434,7 @@ static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
       spec.parts[0] = s->kv_parts;
     if (tpl__plan_add_rule(plan, t[i].match, t[i].kind, t[i].name, &spec))
       return tpl__oom(err);
+    plan->rules[plan->nrules - 1].bias_vllm = t[i].bias_vllm;
   }
   return 0;
 }

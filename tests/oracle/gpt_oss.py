@@ -16,11 +16,14 @@ The rest of the layer as the same file loads it: q/k/v rows and biases
 by heads (QKVParallelLinear), o_proj's columns, sinks by heads, the
 router, norms and vocabulary tables whole; row-parallel biases (o_proj,
 the experts' down) as tpload delivers them by default, bias / N on every
-rank, so that the all-reduced sum is the bias vLLM adds on rank 0.
+rank, so that the all-reduced sum is the bias vLLM adds on rank 0, or
+under --bias-policy vllm as vLLM's loader holds them (vllm_bias).
 
   gpt_oss.py write DIR I        checkpoint, config.json, plan-*.json
   gpt_oss.py check DIR OUT N    the experts of preshard output OUT
-  gpt_oss.py check-all DIR OUT N  every tensor (the gpt_oss preset)
+  gpt_oss.py check-all DIR OUT N [vllm]  every tensor (the gpt_oss
+                                preset); vllm: as --bias-policy vllm
+                                delivers the row-parallel biases
 """
 import json
 import os
@@ -146,7 +149,17 @@ def rows(a, r, n, axis=0):
     return np.take(a, range(r * k, (r + 1) * k), axis=axis)
 
 
-def check_all(d, out, n):
+def vllm_bias(name, a, r):
+    """vLLM's gpt_oss.py loader: o_proj's bias whole on every rank
+    (RowParallelLinear, added on tp_rank 0 only), the experts' down bias
+    zeroed on tp_rank != 0 ("only load on rank 0 to avoid
+    duplication")."""
+    if name == PFX + "down_proj_bias" and r != 0:
+        return np.zeros_like(a)
+    return a
+
+
+def check_all(d, out, n, family="mlc"):
     full = full_of(d)
     errs = check_experts(full, out, n)
     cut = {ATT + p: 0 for p in ("q_proj.weight", "q_proj.bias", "k_proj.weight",
@@ -161,7 +174,7 @@ def check_all(d, out, n):
         for r, got in enumerate(held_all):
             if name in sums:
                 sums[name] = sums[name] + got[name]
-                want = a / n
+                want = a / n if family == "mlc" else vllm_bias(name, a, r)
             elif name in cut:
                 want = rows(a, r, n, cut[name])
             else:
@@ -170,7 +183,8 @@ def check_all(d, out, n):
                 errs.append("rank %d %s: not what vLLM's loader gives it"
                             % (r, name))
     for name, s in sums.items():
-        if not np.allclose(s, full[name], rtol=0, atol=1e-6):
+        if family == "mlc" and not np.allclose(s, full[name], rtol=0,
+                                               atol=1e-6):
             errs.append("%s: the ranks' biases do not sum to the bias" % name)
     return report(errs)
 
@@ -181,8 +195,8 @@ def main(argv):
         return 0
     if len(argv) == 5 and argv[1] == "check":
         return check(argv[2], argv[3], int(argv[4]))
-    if len(argv) == 5 and argv[1] == "check-all":
-        return check_all(argv[2], argv[3], int(argv[4]))
+    if len(argv) in (5, 6) and argv[1] == "check-all":
+        return check_all(argv[2], argv[3], int(argv[4]), *argv[5:])
     print(__doc__, file=sys.stderr)
     return 64
 

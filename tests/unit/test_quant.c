@@ -556,9 +556,9 @@ static int unused_rules(const struct tpl__plan *p, const struct tpl__model *m,
                         const struct tpl__strategy *st, int strict,
                         struct tpl__error *err) {
   struct tpl__job *job = NULL;
-  int rc =
-      tpl__job_from_model(m, st, NULL, p->source, "m",
-                          &(struct tpl__grid){2, 2, 1, 1, 0}, 1, &job, err);
+  int rc = tpl__job_from_model(m, st, NULL, p->source, "m",
+                               &(struct tpl__grid){2, 2, 1, 1, 0},
+                               TPL_BIASF_MLC, &job, err);
   if (rc == 0) rc = tpl__job_check_unused(job, p, strict, err);
   tpl__job_free(job);
   return rc;
