@@ -38,7 +38,8 @@ static const char inspect_help[] =
     "              totals)\n"
     "  --shards N  also show each tensor's shard shape on a world of N ranks\n"
     "              and the rule that cuts it (func_name, scale_bias or\n"
-    "              replicate), and what each rank holds\n"
+    "              replicate), what each rank holds and the model's\n"
+    "              quantization as plan says it (JSON: quant)\n"
     "  --tp T      tensor-parallel shards (default N / P; N defaults to T x "
     "P)\n"
     "  --pp P      pipeline stages (default 1), layers split as MLC LLM\n"
@@ -119,6 +120,7 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                       "pipeline_parallel_stages", (json_int_t)job->grid.pp,
                       "data_parallel_replicas", (json_int_t)job->grid.dp,
                       "plan", p->source, "ranks", tpl__shardinfo_ranks(job));
+  if (p != NULL) json_object_set_new(root, "quant", tpl__quant_json(&p->quant));
   json_t *tensors = json_array();
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
@@ -174,6 +176,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
+  char quant[128], qsafe[TPL_SAFE_LEN(128)];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
   if (job != NULL) printf("%-22s %-22s ", "SHARD SHAPE", "RULE");
   printf("%14s  %s\n", "BYTES", "FILE");
@@ -193,6 +196,8 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
   printf("%zu tensors, %zu files, %llu bytes (%s)", m->ntensors, m->nfiles,
          (unsigned long long)tpl__model_bytes(m), format_name(m->format));
   if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
+  if (p != NULL && tpl__quant_label(&p->quant, quant, sizeof(quant))[0])
+    printf("; quantization: %s", tpl__cli_safe(quant, qsafe, sizeof(qsafe)));
   printf("\n");
   if (md5 != NULL)
     printf("md5sum as the cache records: %zu files, %llu bytes checked\n",

@@ -77,7 +77,9 @@ static const char load_help[] =
     "                      direct), direct (O_DIRECT through io_uring, many\n"
     "                      large requests in flight; where the file system\n"
     "                      refuses it, buffered with a note) or buffered\n"
-    "  --json              print the LoadReport as JSON on stdout\n"
+    "  --json              print the LoadReport as JSON on stdout (its\n"
+    "                      quant: the model's quantization as plan says\n"
+    "                      it, also in the summary)\n"
     "  --quiet             no progress and no summary\n"
     "  --progress[=W]      the progress bar: auto (default: when stderr,\n"
     "                      or the stderr of the mpirun/srun that started\n"
@@ -382,14 +384,20 @@ static void print_md5(struct load_cli *c, const struct tpl__report *r) {
           r->md5_seconds > 0 ? gib / r->md5_seconds : 0.0);
 }
 
+/* The totals, and the model's quantization when its config names one
+ * (as `plan` says it). */
 static void print_summary(struct load_cli *c, const struct tpl__report *r) {
   double gib = (double)r->bytes_delivered / 1073741824.0;
+  char quant[128], safe[TPL_SAFE_LEN(128)];
   fprintf(stderr,
           "tpload %s: %.3f GiB delivered to %u ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
           c->cmd->name, gib, r->grid.world, r->seconds,
           r->seconds > 0 ? gib / r->seconds : 0.0,
           (double)r->ranks[0].peak_rss / 1048576.0);
+  if (tpl__quant_label(&r->quant, quant, sizeof(quant))[0] != '\0')
+    fprintf(stderr, "tpload %s: quantization: %s\n", c->cmd->name,
+            tpl__cli_safe(quant, safe, sizeof(safe)));
 }
 
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */

@@ -83,9 +83,7 @@ static const char plan_help[] =
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
-  json_t *o = json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
-                        "quant_method", q->method, "weight_block_size",
-                        tpl__json_u64_array(q->block, 2));
+  json_t *o = tpl__quant_json(q);
   if (o != NULL && q->config_shards != 0)
     json_object_set_new(o, "config_tensor_parallel_shards",
                         json_integer(q->config_shards));

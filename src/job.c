@@ -183,6 +183,7 @@ int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
     *plan = NULL;
   } else {
     (*out)->experts = (*plan)->experts;
+    (*out)->quant = (*plan)->quant;
   }
   return rc;
 }

@@ -70,9 +70,12 @@ struct tpl__job {
   /* world = tp * pp * dp; tp is the shard count of every layout, shape
    * and segs function below and the divisor of bias scaling. */
   struct tpl__grid grid;
-  uint32_t stage;    /* the stage store_offset and store_size are for */
-  uint32_t experts;  /* routed experts per MoE layer under --ep, else 0 */
-  int bias_family;   /* enum tpl__bias_family (scope.h): --bias-policy */
+  uint32_t stage;   /* the stage store_offset and store_size are for */
+  uint32_t experts; /* routed experts per MoE layer under --ep, else 0 */
+  int bias_family;  /* enum tpl__bias_family (scope.h): --bias-policy */
+  /* Rank 0 (tpl__job_plan): the plan's quantization facts, for the
+   * report; zeros in a job from the table. */
+  struct tpl__quant_info quant;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;

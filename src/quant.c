@@ -417,3 +417,19 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
     rc = tpl__shard_check(t->shape, t->ndim, out, nshards, t->name, err);
   return rc;
 }
+
+json_t *tpl__quant_json(const struct tpl__quant_info *q) {
+  return json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
+                   "quant_method", q->method, "weight_block_size",
+                   tpl__json_u64_array(q->block, 2));
+}
+
+const char *tpl__quant_label(const struct tpl__quant_info *q, char *buf,
+                             size_t len) {
+  if (strcmp(q->method, "fp8") == 0)
+    snprintf(buf, len, "fp8, weight_block_size [%llu, %llu]",
+             (unsigned long long)q->block[0], (unsigned long long)q->block[1]);
+  else
+    snprintf(buf, len, "%s", q->method[0] ? q->method : q->scheme_name);
+  return buf;
+}

@@ -65,6 +65,18 @@ enum tpl__qparam {
 /* Returns the scheme called `name`, or NULL. */
 const struct tpl__quant_scheme *tpl__quant_find(const char *name);
 
+/* {"quantization": scheme_name, "quant_method": method,
+ * "weight_block_size": [bn, bk]}: what `plan` (its plan.config),
+ * `inspect` and the load report say of `q`.  Returns a new reference, or
+ * NULL on ENOMEM. */
+json_t *tpl__quant_json(const struct tpl__quant_info *q);
+
+/* The one-line form into buf (`len` bytes, cut when too long): the HF
+ * method ("fp8, weight_block_size [128, 128]" for fp8) or else MLC's
+ * scheme name; "" when the config names neither.  Returns buf. */
+const char *tpl__quant_label(const struct tpl__quant_info *q, char *buf,
+                             size_t len);
+
 /* Sets `q` to "no quantization known" (block 128 x 128). */
 void tpl__quant_info_init(struct tpl__quant_info *q);
 

@@ -448,6 +448,10 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.experts = job->experts;
   lr.bias_scaling = job->bias_family == TPL_BIASF_MLC;
   lr.bias_family = (uint32_t)job->bias_family;
+  lr.quantization = (char *)job->quant.scheme_name; /* only read */
+  lr.quant_method = (char *)job->quant.method;
+  lr.n_weight_block_size = 2;
+  lr.weight_block_size = (uint64_t *)job->quant.block;
   lr.seconds = seconds;
   lr.bytes_read = bytes_read;
   lr.n_ranks = world;
@@ -604,6 +608,22 @@ static int decode_ep(const Tpload__LoadReport *lr, struct tpl__report *rep,
   return 0;
 }
 
+/* The model's quantization (a report without one: none). */
+static int decode_quant(const Tpload__LoadReport *lr, struct tpl__quant_info *q,
+                        struct tpl__error *err) {
+  tpl__quant_info_init(q);
+  if (!tpl__json_utf8(lr->quantization) || !tpl__json_utf8(lr->quant_method) ||
+      (lr->n_weight_block_size != 0 && lr->n_weight_block_size != 2))
+    return tpl__fail(err, TPL_EPEER,
+                     "report: a quantization that is not UTF-8, or a block "
+                     "size that is not two numbers");
+  snprintf(q->scheme_name, sizeof(q->scheme_name), "%s", lr->quantization);
+  snprintf(q->method, sizeof(q->method), "%s", lr->quant_method);
+  if (lr->n_weight_block_size == 2)
+    memcpy(q->block, lr->weight_block_size, sizeof(q->block));
+  return 0;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -616,6 +636,7 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   rep->bias_scaling = lr->bias_scaling;
   rep->bias_family =
       lr->bias_family < TPL_BIASF_COUNT ? (int)lr->bias_family : TPL_BIASF_MLC;
+  if (rc == 0) rc = decode_quant(lr, &rep->quant, err);
   rep->seconds = lr->seconds;
   rep->bytes_read = lr->bytes_read;
   rep->bytes_delivered = lr->bytes_delivered;
@@ -748,9 +769,11 @@ json_t *tpl__report_json(const struct tpl__report *r,
                 (json_int_t)r->bytes_delivered, "ranks", ranks);
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
-  if (o != NULL)
+  if (o != NULL) {
     json_object_set_new(o, "bias_policy",
                         json_string(tpl__bias_family_name(r->bias_family)));
+    json_object_set_new(o, "quant", tpl__quant_json(&r->quant));
+  }
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
   if (o != NULL && r->grid.ep > 0 &&
       json_object_set_new(o, "expert_parallel",

@@ -6,6 +6,7 @@
  * back for shard-info.json, and the refusals of a malformed or mismatched
  * report. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,9 @@ static void make_job(void) {
   job.bias_family = TPL_BIASF_MLC;
   job.model = "M";
   job.plan_source = "preset p";
+  tpl__quant_info_init(&job.quant);
+  snprintf(job.quant.method, sizeof(job.quant.method), "fp8");
+  job.quant.block[0] = 64;
   job.tensors = tensors;
   job.ntensors = 2;
   if (tpl__job_finish(&job, NULL) != 0) abort();
@@ -323,6 +327,12 @@ static void check_report_json(const json_t *o) {
                2);
   CHECK(json_is_true(json_object_get(o, "bias_scaling")));
   CHECK(strcmp(str(o, "bias_policy"), "mlc") == 0);
+  CHECK(strcmp(str(json_object_get(o, "quant"), "quant_method"), "fp8") == 0);
+  CHECK_EQ_U64(
+      json_integer_value(json_array_get(
+          json_object_get(json_object_get(o, "quant"), "weight_block_size"),
+          0)),
+      64);
   CHECK(json_is_true(json_object_get(o, "replicas_agree")));
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_read")), 1234);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_delivered")),
