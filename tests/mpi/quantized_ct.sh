@@ -78,7 +78,8 @@ json.dump(c, open(p, 'w'))" "$d"
   else t_fail "$name: the message says why" "$(cat "$T_TMP/err")"; fi
 }
 
-refused "fp8 blocks split by the kv cut" "128-wide quantization blocks" \
+refused "fp8 blocks split by the kv cut" \
+  "compressed-tensors block [128, 128]: tensor '" \
   fp8-block 2 2
 refused "a sparse 2:4 format" "compressed-tensors format 'marlin-24'" \
   w4a16 2 2 "q['format'] = 'marlin-24'"

@@ -1167,6 +1167,37 @@ static void expect_preset_refused(const char *preset, const char *cfg,
   tpl__model_free(m);
 }
 
+/* The counts a refusal offers keep every rank's slice whole fp8 blocks
+ * (quant.c refuses the others): heads 8 x head_dim 128, kv 2, I 512 in
+ * 128 x 128 blocks; 8 shards divide every size but give I / 8 = 64 rows,
+ * half a block, so only 1, 2 and 4 work (the same config unquantized
+ * offers 8 too). */
+static void test_good_counts_honour_blocks(void) {
+  static const char *const cfg =
+      "{\"hidden_size\": 1024, \"num_attention_heads\": 8, "
+      "\"num_key_value_heads\": 2, \"intermediate_size\": 512%s}";
+  char fp8[512], plain[512];
+  snprintf(fp8, sizeof(fp8), cfg,
+           ", \"quantization_config\": {\"quant_method\": \"fp8\", "
+           "\"weight_block_size\": [128, 128]}");
+  snprintf(plain, sizeof(plain), cfg, "");
+  expect_preset_refused("llama", fp8, 3, TPL_EINDIVISIBLE,
+                        "num_attention_heads = 8",
+                        "that work for this model: 1, 2, 4)");
+  expect_preset_refused("llama", plain, 3, TPL_EINDIVISIBLE,
+                        "num_attention_heads = 8",
+                        "that work for this model: 1, 2, 4, 8)");
+  /* gpt-oss's MXFP4 experts: I / N whole 32-blocks (I = 96: only N = 1
+   * and 3 of the divisors 1, 2, 3, 4, 6, 8 ... that the heads allow). */
+  expect_preset_refused("gpt_oss",
+                        "{\"hidden_size\": 64, \"num_attention_heads\": 12, "
+                        "\"num_key_value_heads\": 12, \"head_dim\": 16, "
+                        "\"intermediate_size\": 96, \"quantization_config\": "
+                        "{\"quant_method\": \"mxfp4\"}}",
+                        5, TPL_EINDIVISIBLE, "num_attention_heads = 12",
+                        "that work for this model: 1, 3)");
+}
+
 static void test_divisible_kv_heads(void) {
   /* heads 6, kv 2, I 48: 3 shards neither divide nor are a multiple of
    * the kv heads; 1, 2 divide all three, 6 replicates each kv head 3
@@ -1686,6 +1717,7 @@ int main(void) {
   RUN(test_refuse_scale_bias_false);
   RUN(test_parse_bias_key);
   RUN(test_refuse_bias_key);
+  RUN(test_good_counts_honour_blocks);
   RUN(test_refuse_replicate_false);
   RUN(test_refuse_flag_not_bool);
   RUN(test_refuse_too_many_rules);
