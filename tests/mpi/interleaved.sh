@@ -7,7 +7,8 @@
 # gate/up pair; `"interleave": 2` delivers each rank what vLLM's
 # gpt_oss.py gives it, checked by tests/oracle/gpt_oss.py, and so does
 # the gpt_oss preset for the whole layer, its row-parallel biases under
-# --bias-policy vllm too.
+# --bias-policy vllm too; the experts' forward pass over each rank's
+# dequantized MXFP4 blocks (gpt_oss.py forward) equals the full one's.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -67,6 +68,14 @@ else
 fi
 t_exit "gpt-oss check-all vllm refuses the default (scaled) biases" 1 \
   "$ORACLE" "$G" check-all "$D" "$T_TMP/out-auto" 2 vllm
+# The MoE MLP's forward pass: each rank's MXFP4 blocks dequantized with
+# the scales it received, summed over the ranks = the full checkpoint's.
+for out in out-auto out-vllm; do
+  t_check "gpt-oss $out N=2: the MXFP4 experts' forward pass over the shards" \
+    "$ORACLE" "$G" forward "$D" "$T_TMP/$out" 2
+done
+t_exit "gpt-oss N=2 with another rank's scales: NO match" 1 \
+  "$ORACLE" "$G" forward "$D" "$T_TMP/out-auto" 2 --swap-scales
 # Negative control: the interleave plan replicates attention and sinks.
 t_exit "gpt-oss check-all refuses a plan that leaves the heads whole" 1 \
   "$ORACLE" "$G" check-all "$D" "$T_TMP/out-interleave" 2

@@ -20,6 +20,13 @@ shape); block scales by blocks.  Independently of the slicing, each
 rank's weights are dequantized with the scales and zero points it
 received and must equal the slice of the full dequantized weight.
 
+Native FP8 blocks (quant_method "fp8", weight_block_size [128, 128]:
+DeepSeek-V3, Qwen3-8B-FP8): weight F8_E4M3 [out, in] and
+weight_scale_inv F32 [out / 128, in / 128], dequantized as weight x
+weight_scale_inv per block (transformers' integrations/finegrained_fp8.py;
+vLLM's Fp8LinearMethod with block_quant, quantization/fp8.py: the block
+scales cut by blocks, BlockQuantScaleParameter).
+
 NVIDIA ModelOpt (quant_method "modelopt", or hf_quant_config.json for
 older exports): NVFP4 weight uint8 [out, in / 2] (two E2M1 values a
 byte, the low nibble first), weight_scale F8_E4M3 [out, in / 16],
@@ -29,8 +36,8 @@ weight and weight_scale input_dim 1, output_dim 0; the scalars per tensor.
 
   ct_quant.py write SCHEME DIR [KV]   SCHEME: w4a16 w4a16-asym w8a8-int8
                                       fp8-channel fp8-static fp8-block
-                                      modelopt-nvfp4 modelopt-nvfp4-hfq
-                                      modelopt-fp8
+                                      fp8-native modelopt-nvfp4
+                                      modelopt-nvfp4-hfq modelopt-fp8
   ct_quant.py check DIR OUT N
   ct_quant.py dequant DIR OUT N DST [--swap-scales]
       float32 copies for tests/oracle/forward.py: DST/full (DIR's
@@ -57,7 +64,7 @@ VOCAB = 128  # above forward.py's token ids
 
 
 def sizes(scheme, kv):
-    if scheme == "fp8-block":
+    if scheme in ("fp8-block", "fp8-native"):
         return dict(hidden=256, heads=4, kv=kv or 4, hd=64, inter=512)
     return dict(hidden=64, heads=4, kv=kv or 2, hd=16, inter=128)
 
@@ -120,6 +127,8 @@ def linear(rng, scheme, out, inn):
         return {"weight": rng.integers(-128, 128, (out, inn), dtype=np.int8),
                 "weight_scale": f32(out, 1)}
     w = f8(rng, (out, inn), 0, 0x70)  # positive, below 2^6
+    if scheme == "fp8-native":
+        return {"weight": w, "weight_scale_inv": f32(out // 128, inn // 128)}
     if scheme == "fp8-block":
         return {"weight": w, "weight_scale": f32(out // 128, inn // 128)}
     t = {"weight": w, "weight_scale": f32(out, 1)}
@@ -149,7 +158,10 @@ def write(scheme, d, kv=0):
     fmt, weights = weights_cfg(scheme)
     os.makedirs(d, exist_ok=True)
     npst.write(os.path.join(d, "model.safetensors"), model(scheme, z))
-    if scheme.startswith("modelopt"):
+    if scheme == "fp8-native":
+        qc = {"quant_method": "fp8", "activation_scheme": "dynamic",
+              "fmt": "e4m3", "weight_block_size": [128, 128]}
+    elif scheme.startswith("modelopt"):
         qc = {"quant_method": "modelopt", "quant_algo":
               "FP8" if scheme == "modelopt-fp8" else "NVFP4",
               "group_size": 16, "exclude_modules": ["lm_head"]}
@@ -217,8 +229,9 @@ def dequant(scheme, t):
                 np.repeat(t["weight_scale"].astype(np.float64), g, axis=1))
     w = t["weight"]
     w = e4m3(w) if w.dtype == np.uint8 else w.astype(np.float64)
-    s = t["weight_scale"].astype(np.float64)
-    if scheme == "fp8-block":
+    s = t["weight_scale_inv" if scheme == "fp8-native" else
+          "weight_scale"].astype(np.float64)
+    if scheme in ("fp8-block", "fp8-native"):
         s = np.repeat(np.repeat(s, 128, axis=0), 128, axis=1)
     return w * s
 
@@ -289,7 +302,8 @@ def dequant_dir(d, out, n, dst, swap=False):
             parts = {k[len(pre):]: v for k, v in t.items()
                      if k.startswith(pre)}
             if other is not None:
-                for k in ("weight_scale", "weight_zero_point"):
+                for k in ("weight_scale", "weight_zero_point",
+                          "weight_scale_inv"):
                     if k in parts:
                         parts[k] = other[pre + k]
             res[pre + "weight"] = dequant(scheme, parts).astype(np.float32)

@@ -24,6 +24,17 @@ under --bias-policy vllm as vLLM's loader holds them (vllm_bias).
   gpt_oss.py check-all DIR OUT N [vllm]  every tensor (the gpt_oss
                                 preset); vllm: as --bias-policy vllm
                                 delivers the row-parallel biases
+  gpt_oss.py forward DIR OUT N [--swap-scales]
+      the MoE MLP's forward pass: each rank dequantizes the MXFP4 blocks
+      it holds with the scales it holds (mxfp4() below), computes its
+      partial output over T tokens (router top-2 of the replicated
+      router, its intermediate slice of every chosen expert, plus its
+      copy of the down bias as the bias policy delivered it: bias / N,
+      or under --bias-policy vllm the whole bias on rank 0, zeros
+      elsewhere, vLLM's loader); the sum
+      over the ranks (the all-reduce) must equal the full checkpoint's
+      output, relative error below 1e-6.  --swap-scales: rank r uses
+      rank (r + 1) % N's scales (a negative control: exit 1).
 """
 import json
 import os
@@ -59,11 +70,14 @@ def tensors(inter):
     u8 = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
     return dict(attention(np.random.default_rng(37)), **{
         PFX + "gate_up_proj_blocks": u8(E, 2 * inter, H // BLK, 16),
-        PFX + "gate_up_proj_scales": u8(E, 2 * inter, H // BLK),
+        # E8M0 exponents 2^-9 .. 2^0: values a forward pass can add up
+        PFX + "gate_up_proj_scales": rng.integers(
+            118, 128, (E, 2 * inter, H // BLK), dtype=np.uint8),
         PFX + "gate_up_proj_bias": rng.standard_normal(
             (E, 2 * inter)).astype(np.float32),
         PFX + "down_proj_blocks": u8(E, H, max(inter // BLK, 1), 16),
-        PFX + "down_proj_scales": u8(E, H, max(inter // BLK, 1)),
+        PFX + "down_proj_scales": rng.integers(
+            118, 128, (E, H, max(inter // BLK, 1)), dtype=np.uint8),
         PFX + "down_proj_bias": rng.standard_normal(
             (E, H)).astype(np.float32),
         "model.layers.0.mlp.router.weight": rng.standard_normal(
@@ -189,7 +203,75 @@ def check_all(d, out, n, family="mlc"):
     return report(errs)
 
 
+# --- the MoE MLP's forward pass over MXFP4 experts ---
+
+# transformers' integrations/mxfp4.py (convert_moe_packed_tensors): an
+# E2M1 code per nibble, the low nibble first; a block of 32 values shares
+# one E8M0 scale, 2^(scale - 127).
+FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+LIMIT, ALPHA, T = 7.0, 1.702, 5  # GptOssExperts' swiglu; tokens
+
+
+def mxfp4(blocks, scales):
+    """[..., G, 16] uint8 blocks and [..., G] scales -> [..., G * 32]."""
+    b = blocks.astype(np.int64)
+    v = np.stack([FP4[b & 15], FP4[b >> 4]], axis=-1)
+    v = v.reshape(blocks.shape[:-1] + (32,))
+    v = np.ldexp(v, scales.astype(np.int64)[..., None] - 127)
+    return v.reshape(blocks.shape[:-2] + (-1,))
+
+
+def experts_out(t, h, router, down_bias):
+    """transformers' GptOssMLP over tokens h: top-2 of the router,
+    softmax over the two, each expert's interleaved gate_up (gate even
+    rows, up odd), clamped swiglu, down plus `down_bias[e]`."""
+    logits = h @ router[0].T + router[1]
+    top = np.argsort(-logits, axis=1)[:, :2]
+    out = np.zeros_like(h)
+    gu_w = mxfp4(t[PFX + "gate_up_proj_blocks"], t[PFX + "gate_up_proj_scales"])
+    d_w = mxfp4(t[PFX + "down_proj_blocks"], t[PFX + "down_proj_scales"])
+    for i in range(h.shape[0]):
+        z = logits[i, top[i]]
+        w = np.exp(z - z.max())
+        w /= w.sum()
+        for e, we in zip(top[i], w):
+            gu = gu_w[e] @ h[i] + t[PFX + "gate_up_proj_bias"][e]
+            gate = np.minimum(gu[0::2], LIMIT)
+            up = np.clip(gu[1::2], -LIMIT, LIMIT)
+            act = (up + 1) * gate / (1 + np.exp(-ALPHA * gate))
+            out[i] += we * (d_w[e] @ act + down_bias[e])
+    return out
+
+
+def forward(d, out, n, swap=False):
+    full = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+            for k, v in full_of(d).items()}
+    rng = np.random.default_rng(7)
+    h = rng.standard_normal((T, H))
+    router = (full["model.layers.0.mlp.router.weight"],
+              full["model.layers.0.mlp.router.bias"])
+    want = experts_out(full, h, router, full[PFX + "down_proj_bias"])
+    ranks = [held(out, r) for r in range(n)]
+    got = np.zeros_like(want)
+    for r, t in enumerate(ranks):
+        if swap:
+            other = ranks[(r + 1) % n]
+            t = dict(t, **{k: other[k] for k in
+                           (PFX + "gate_up_proj_scales",
+                            PFX + "down_proj_scales")})
+        got += experts_out(t, h, router,
+                           t[PFX + "down_proj_bias"].astype(np.float64))
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print("# MoE MLP over %d ranks: relative error %.3g" % (n, err),
+          file=sys.stderr)
+    return 0 if err < 1e-6 else 1
+
+
 def main(argv):
+    if len(argv) >= 5 and argv[1] == "forward":
+        return forward(argv[2], argv[3], int(argv[4]),
+                       argv[5:] == ["--swap-scales"])
     if len(argv) == 4 and argv[1] == "write":
         write(argv[2], int(argv[3]))
         return 0
