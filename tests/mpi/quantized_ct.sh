@@ -3,7 +3,8 @@
 # W4A16 with and without zero points, W8A8 int8, FP8 per channel, FP8
 # static, FP8 blocks), native FP8 blocks (quant_method fp8,
 # weight_scale_inv: DeepSeek-V3's and Qwen3-FP8's form) and NVIDIA
-# ModelOpt's (NVFP4, in config.json or hf_quant_config.json, and FP8)
+# ModelOpt's (NVFP4, in config.json or hf_quant_config.json, and FP8,
+# also with an FP8 kv cache's k_scale / v_scale scalars, whole)
 # under the llama preset: every rank's packed
 # weights, scales, zero points and shapes are what vLLM's
 # compressed-tensors schemes give it, and dequantized with the scales it
@@ -55,7 +56,7 @@ loads() {
 }
 
 for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block fp8-native \
-  modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8; do
+  modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8 modelopt-fp8-kv; do
   loads "$scheme" 2
 done
 for scheme in w4a16-asym fp8-block fp8-native modelopt-nvfp4; do

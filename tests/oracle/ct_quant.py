@@ -33,11 +33,16 @@ byte, the low nibble first), weight_scale F8_E4M3 [out, in / 16],
 weight_scale_2 and input_scale scalars; FP8 weight with scalar scales.
 vLLM's modelopt.py (ModelOptNvFp4LinearMethod, ModelOptFp8LinearMethod):
 weight and weight_scale input_dim 1, output_dim 0; the scalars per tensor.
+With an FP8 kv cache (kv_cache_quant_algo "FP8") each layer's
+k_proj.k_scale and v_proj.v_scale are scalars too, whole on every rank
+(vLLM's quantization/kv_cache.py BaseKVCacheMethod: one k_scale and
+v_scale an attention layer, the loader's maybe_remap_kv_scale_name).
 
   ct_quant.py write SCHEME DIR [KV]   SCHEME: w4a16 w4a16-asym w8a8-int8
                                       fp8-channel fp8-static fp8-block
                                       fp8-native modelopt-nvfp4
                                       modelopt-nvfp4-hfq modelopt-fp8
+                                      modelopt-fp8-kv
   ct_quant.py check DIR OUT N
   ct_quant.py dequant DIR OUT N DST [--swap-scales]
       float32 copies for tests/oracle/forward.py: DST/full (DIR's
@@ -109,7 +114,7 @@ def linear(rng, scheme, out, inn):
                 "weight_scale": f8(rng, (out, inn // 16), 0x20, 0x48),
                 "weight_scale_2": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
-    if scheme == "modelopt-fp8":
+    if scheme.startswith("modelopt-fp8"):
         return {"weight": f8(rng, (out, inn), 0, 0x70),
                 "weight_scale": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
@@ -143,6 +148,9 @@ def model(scheme, z):
     for mod, (out, inn) in shapes(z).items():
         for k, v in linear(rng, scheme, out, inn).items():
             t[L + mod + "." + k] = v
+    if scheme == "modelopt-fp8-kv":  # FP8 kv cache: one scale a layer each
+        t[L + "self_attn.k_proj.k_scale"] = np.float32(rng.uniform(0.5, 2))
+        t[L + "self_attn.v_proj.v_scale"] = np.float32(rng.uniform(0.5, 2))
     h, v = z["hidden"], VOCAB
     for name, shape in (("model.embed_tokens.weight", (v, h)),
                         (L + "input_layernorm.weight", (h,)),
@@ -163,8 +171,10 @@ def write(scheme, d, kv=0):
               "fmt": "e4m3", "weight_block_size": [128, 128]}
     elif scheme.startswith("modelopt"):
         qc = {"quant_method": "modelopt", "quant_algo":
-              "FP8" if scheme == "modelopt-fp8" else "NVFP4",
+              "FP8" if scheme.startswith("modelopt-fp8") else "NVFP4",
               "group_size": 16, "exclude_modules": ["lm_head"]}
+        if scheme == "modelopt-fp8-kv":
+            qc["kv_cache_quant_algo"] = "FP8"
     else:
         qc = {"quant_method": "compressed-tensors", "format": fmt,
               "ignore": ["lm_head"],
@@ -214,7 +224,7 @@ def dequant(scheme, t):
         vals = vals.reshape(w.shape[0], w.shape[1] * 2)
         s = np.repeat(e4m3(t["weight_scale"]), 16, axis=1)
         return vals * s * float(t["weight_scale_2"])
-    if scheme == "modelopt-fp8":
+    if scheme.startswith("modelopt-fp8"):
         return e4m3(t["weight"]) * float(t["weight_scale"])
     if scheme.startswith("w4a16"):
         out, inn = t["weight_packed"].shape[0], t["weight_packed"].shape[1] * 8
