@@ -353,15 +353,6 @@ static int check_aligned(const struct sizes *s, size_t i, uint64_t n,
          ((v % n == 0 ? v / n : 1) * s->checks[i].unit) % a == 0;
 }
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b) {
-  while (b != 0) {
-    uint64_t r = a % b;
-    a = b;
-    b = r;
-  }
-  return a;
-}
-
 /* The blocks a block-quantized HF checkpoint's cuts must keep whole
  * (config.json quantization_config): fp8's weight_block_size [bn, bk]
  * (every size but the kv heads' is cut both as a column-parallel output,
@@ -385,7 +376,7 @@ static void set_alignment(const json_t *config, struct sizes *s) {
       tpl__json_u64(json_array_get(bs, 1), &bk) != 0 || bn == 0 || bk == 0 ||
       bn > MAX_SIZE || bk > MAX_SIZE)
     return;
-  both = bn / gcd_u64(bn, bk) * bk; /* both below 2^32 */
+  both = bn / tpl__gcd_u64(bn, bk) * bk; /* both below 2^32 */
   for (size_t i = 0; i < s->nchecks; i++) {
     int heads = s->checks[i].label == s->heads_key;
     if (heads && s->head_dim == 0) continue; /* MLA: head sizes differ */
