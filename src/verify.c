@@ -132,6 +132,12 @@ static int read_shard_info(struct verify *v,
       path ? tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err) : -ENOMEM;
   if (rc == 0) rc = tpl__json_parse_object(buf, len, path, &v->info, err);
   if (rc == 0) rc = info_bias(v->info, path, family, err);
+  if (rc == 0 && want->bias_family >= 0 && want->bias_family != *family)
+    rc = tpl__fail(err, TPL_EMISMATCH,
+                   "%s: bias_policy %s, expected %s (--bias-policy): the "
+                   "row-parallel biases are not what that engine expects",
+                   path, tpl__bias_family_name(*family),
+                   tpl__bias_family_name(want->bias_family));
   if (rc == 0) rc = info_grid(v, path, want, g, err);
   free(path);
   free(buf);

@@ -8,8 +8,9 @@
 # shard-info.json against the numpy oracle, and the forward pass over the
 # shards (oracle/forward.py; --bias-once: only TP rank 0 adds the biases,
 # as vLLM does) equal to the full model's.  Negative control: whole
-# biases added by every rank do NOT match.  The --no-bias-scaling alias
-# and the usage errors through `plan`.
+# biases added by every rank do NOT match.  The --no-bias-scaling alias,
+# `verify` of the outputs (--bias-policy against shard-info.json) and the
+# usage errors.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -82,6 +83,15 @@ case_ "rank0 plan under vllm" 2 "$T_TMP/rank0.json" vllm - \
 case_ "rank0 plan --no-bias-scaling" 2 "$T_TMP/rank0.json" whole - \
   --no-bias-scaling
 
+# verify reads the family back from shard-info.json; --bias-policy
+# asserts it.
+t_check "verify the vllm output" "$TPLOAD" verify "$M/gpt2" "$T_TMP/vllm-2" \
+  --plan "$T_TMP/default.json" --bias-policy vllm
+t_exit "verify --bias-policy mlc of the vllm output: exit 65" 65 \
+  "$TPLOAD" verify "$M/gpt2" "$T_TMP/vllm-2" --plan "$T_TMP/default.json" \
+  --bias-policy mlc
+t_check "verify the rank0 plan's output" "$TPLOAD" verify "$M/gpt2" \
+  "$T_TMP/rank0-4" --plan "$T_TMP/rank0.json"
 t_exit "plan --bias-policy half: usage error" 64 \
   "$TPLOAD" plan "$M/gpt2" --shards 2 --bias-policy half
 t_exit "plan --no-bias-scaling --bias-policy vllm: usage error" 64 \
