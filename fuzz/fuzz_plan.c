@@ -1,7 +1,9 @@
 /* fuzz_plan.c - libFuzzer target for plans: the input is parsed as a plan
  * file and, when valid, applied to a fixed small model (scalar, vector,
  * matrix, 3-D, int and float tensors, and MLC quantized params) for 1, 2
- * and 3 shards, and the shard info built from the result; the same input
+ * and 3 shards, and the shard info built from the result (each count
+ * under another bias family, so the "bias" rule key is resolved all
+ * three ways); the same input
  * is also read as a config.json (and an mlc-chat-config.json) for a few
  * presets whose sizes differ in kind (fused qkv, GPT defaults, MoE, latent
  * attention, text_config, halved intermediate), detected as an
