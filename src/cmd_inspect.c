@@ -32,14 +32,14 @@ static const char inspect_help[] =
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
     "directory, presharded ones too: what `tpload preshard --layout mlc`\n"
     "writes or MLC's own) and lists every tensor: name, dtype, shape,\n"
-    "bytes, file.\n"
+    "bytes, file; and the quantization its config names, as plan says\n"
+    "it (JSON: quant).\n"
     "\n"
     "  --json      print one JSON object (tensors in checkpoint order,\n"
     "              totals)\n"
     "  --shards N  also show each tensor's shard shape on a world of N ranks\n"
     "              and the rule that cuts it (func_name, scale_bias or\n"
-    "              replicate), what each rank holds and the model's\n"
-    "              quantization as plan says it (JSON: quant)\n"
+    "              replicate) and what each rank holds\n"
     "  --tp T      tensor-parallel shards (default N / P; N defaults to T x "
     "P)\n"
     "  --pp P      pipeline stages (default 1), layers split as MLC LLM\n"
@@ -107,9 +107,10 @@ static json_t *md5_json(const struct tpl__model *m,
 }
 
 /* The JSON form; `p` and `job` are NULL without a grid, `md5` without
- * --verify-md5. */
+ * --verify-md5; `q` the model's quantization. */
 static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                        const struct tpl__job *job,
+                       const struct tpl__quant_info *q,
                        const struct tpl__mlc_md5 *md5) {
   const char *format = format_name(m->format);
   json_t *root =
@@ -120,7 +121,7 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                       "pipeline_parallel_stages", (json_int_t)job->grid.pp,
                       "data_parallel_replicas", (json_int_t)job->grid.dp,
                       "plan", p->source, "ranks", tpl__shardinfo_ranks(job));
-  if (p != NULL) json_object_set_new(root, "quant", tpl__quant_json(&p->quant));
+  json_object_set_new(root, "quant", tpl__quant_json(q));
   json_t *tensors = json_array();
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
@@ -170,9 +171,11 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
 
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
  * shape and the rule, and the shards and plan in the totals line.  A kv head
- * several ranks hold reads "kv xR" beside its rule. */
+ * several ranks hold reads "kv xR" beside its rule.  The totals name the
+ * quantization `q` when the config has one. */
 static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job,
+                        const struct tpl__quant_info *q,
                         const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
@@ -196,7 +199,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
   printf("%zu tensors, %zu files, %llu bytes (%s)", m->ntensors, m->nfiles,
          (unsigned long long)tpl__model_bytes(m), format_name(m->format));
   if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
-  if (p != NULL && tpl__quant_label(&p->quant, quant, sizeof(quant))[0])
+  if (tpl__quant_label(q, quant, sizeof(quant))[0] != '\0')
     printf("; quantization: %s", tpl__cli_safe(quant, qsafe, sizeof(qsafe)));
   printf("\n");
   if (md5 != NULL)
@@ -241,14 +244,21 @@ static int show(const struct tpl__model *m, const char *model, const char *plan,
                 const struct tpl__mlc_md5 *md5, struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
+  struct tpl__quant_info q;
   int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, bias, &p,
                                 &job, err)
                 : 0;
   if (rc != 0) return rc;
+  /* A listing reads any checkpoint: an unreadable config leaves the
+   * quantization unknown, not the listing failed. */
+  if (p != NULL)
+    q = p->quant;
+  else if (tpl__plan_quant(m, &q, err) != 0)
+    tpl__quant_info_init(&q);
   if (json) {
-    print_json(m, p, job, md5);
+    print_json(m, p, job, &q, md5);
   } else {
-    print_table(m, p, job, md5);
+    print_table(m, p, job, &q, md5);
     if (job != NULL) print_rank_table(job);
   }
   tpl__job_free(job);

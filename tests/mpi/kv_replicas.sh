@@ -98,6 +98,11 @@ grep -qF "; quantization: $FP8" "$T_TMP/out" &&
   t_ok "fp8 inspect: the totals name the method and block" ||
   t_fail "fp8 inspect: the totals name the method and block" \
     "$(tail -c 600 "$T_TMP/out")"
+t_exit "fp8 inspect (no grid) exits 0" 0 "$TPLOAD" inspect "$M/fp8"
+grep -qF "; quantization: $FP8" "$T_TMP/out" &&
+  t_ok "fp8 inspect without a grid: the totals name it too" ||
+  t_fail "fp8 inspect without a grid: the totals name it too" \
+    "$(tail -c 600 "$T_TMP/out")"
 t_exit "fp8 inspect --shards 2 --json exits 0" 0 \
   "$TPLOAD" inspect "$M/fp8" --shards 2 --json
 cp "$T_TMP/out" "$T_TMP/inspect.json"
