@@ -354,13 +354,14 @@ static int check_aligned(const struct sizes *s, size_t i, uint64_t n,
 }
 
 /* The blocks a block-quantized HF checkpoint's cuts must keep whole
- * (config.json quantization_config): fp8's weight_block_size [bn, bk]
- * (every size but the kv heads' is cut both as a column-parallel output,
- * in bn-blocks, and as a row-parallel input, in bk-blocks: a multiple of
- * both; the kv heads only as outputs),
- * mxfp4's 32-wide blocks along the experts' intermediate size (gpt-oss's
+ * (config.json quantization_config): fp8's weight_block_size [bn, bk],
+ * where every size but the kv heads' is cut both as a column-parallel
+ * output, in bn-blocks, and as a row-parallel input, in bk-blocks (a
+ * multiple of both), the kv heads only as outputs; mxfp4's 32-wide
+ * blocks along the experts' intermediate size (gpt-oss's
  * down_proj_blocks [E, H, I / 32, 16] cut along dim 2).  Other methods
- * leave the sizes unaligned. */
+ * and a block size that is no two positive numbers leave the sizes
+ * unaligned. */
 static void set_alignment(const json_t *config, struct sizes *s) {
   const json_t *qc = json_object_get(config, "quantization_config");
   const char *m = json_string_value(json_object_get(qc, "quant_method"));
