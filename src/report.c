@@ -227,9 +227,11 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     return tpl__oom(err);
   }
   if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid) ||
-      (table->ep != 0 && table->ep != table->tp) ||
-      table->bias_family >= TPL_BIASF_COUNT)
+      (table->ep != 0 && table->ep != table->tp))
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
+  else if (table->bias_family >= TPL_BIASF_COUNT)
+    rc = tpl__fail(err, TPL_EPEER, "job table: bias family %u unknown",
+                   table->bias_family);
   job->grid.ep = table->ep;
   job->experts = table->experts;
   job->bias_family = (int)table->bias_family;
