@@ -9,6 +9,7 @@
 #include "common.h"
 #include "layout.h"
 #include "origin.h"
+#include "scope.h"
 #include "verify.h"
 
 static const char verify_help[] =
@@ -93,6 +94,14 @@ static int run_verify(const struct tpl__cli_command *cmd,
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
   mlc = lay->local_model; /* the layout reads MODEL by path */
+  /* A layout whose engine divides the biases itself writes them whole. */
+  if (lay->unscaled_bias && want.bias_family >= 0 &&
+      want.bias_family != TPL_BIASF_WHOLE)
+    return tpl__cli_usage_error(cmd,
+                                "--layout %s writes the biases whole (its "
+                                "engine divides them): "
+                                "--bias-policy %s cannot hold",
+                                lay->name, a->value[OPT_BIAS_POLICY]);
   if (mlc && !tpl__origin_for(a->operands[0])->paths)
     return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
                                      "found a URL");

@@ -92,6 +92,8 @@ t_exit "verify --bias-policy mlc of the vllm output: exit 65" 65 \
   --bias-policy mlc
 t_check "verify the rank0 plan's output" "$TPLOAD" verify "$M/gpt2" \
   "$T_TMP/rank0-4" --plan "$T_TMP/rank0.json"
+t_exit "verify --layout mlc --bias-policy vllm: usage error" 64 \
+  "$TPLOAD" verify "$M/gpt2" "$T_TMP/vllm-2" --layout mlc --bias-policy vllm
 t_exit "plan --bias-policy half: usage error" 64 \
   "$TPLOAD" plan "$M/gpt2" --shards 2 --bias-policy half
 t_exit "plan --no-bias-scaling --bias-policy vllm: usage error" 64 \
