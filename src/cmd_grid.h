@@ -1,7 +1,7 @@
 /* cmd_grid.h - the grid options of the one-process commands (`plan`,
  * `inspect`, `verify`, `dump`): --shards N (the world a load would have),
  * --tp T and --pp P, read as `mpirun -np N tpload load --tp T --pp P`
- * reads them. */
+ * reads them; and --bias-policy. */
 #ifndef TPL_CMD_GRID_H
 #define TPL_CMD_GRID_H
 
@@ -28,5 +28,13 @@ int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
  * 1..65536, a world that is not a multiple of T x P). */
 int tpl__cli_grid(const struct tpl__cli_command *cmd,
                   const struct tpl__grid_args *a, struct tpl__grid *out);
+
+/* --bias-policy `value` (mlc, vllm or whole; NULL when absent) and
+ * --no-bias-scaling (`no_scaling`, an alias of whole) of every command
+ * that plans a load: *out is the enum tpl__bias_family (default mlc).
+ * Returns 0, or 64 after printing the usage error (an unknown family,
+ * --no-bias-scaling with mlc or vllm). */
+int tpl__cli_bias_family(const struct tpl__cli_command *cmd, const char *value,
+                         int no_scaling, int *out);
 
 #endif

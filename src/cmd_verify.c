@@ -8,18 +8,21 @@
 #include "cmd_grid.h"
 #include "common.h"
 #include "layout.h"
+#include "scope.h"
 #include "verify.h"
 
 static const char verify_help[] =
     "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--ep]\n"
     "                     [--layout " TPL_LAYOUT_NAMES "] [--skip-mtp] "
     "[--quiet]\n"
+    "                     [--bias-policy F]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
     "shard-info.json) byte for byte, shape by shape and checksum by\n"
     "checksum.  The grid (T shards x P stages x D replicas) and bias\n"
-    "scaling come from shard-info.json; each rank file must hold the\n"
+    "policy come from shard-info.json (--bias-policy F, when given, must\n"
+    "match its bias_policy: mlc, vllm or whole); each rank file must hold the\n"
     "tensors of its stage, cut as its shard, so every replica is checked\n"
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output; --ep asks for an expert-parallel output (its\n"
@@ -49,6 +52,7 @@ enum {
   OPT_EP,
   OPT_LAYOUT,
   OPT_SKIP_MTP,
+  OPT_BIAS_POLICY,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -60,6 +64,7 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
+    [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
@@ -74,6 +79,11 @@ static int run_verify(const struct tpl__cli_command *cmd,
   int rc;
   want.ep = tpl__cli_has(a, OPT_EP);
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
+  want.bias_family = -1;
+  if (a->value[OPT_BIAS_POLICY] != NULL &&
+      tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY], 0,
+                           &want.bias_family) != 0)
+    return 64;
   if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
@@ -81,6 +91,14 @@ static int run_verify(const struct tpl__cli_command *cmd,
   use.ep = want.ep;
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
+  /* A layout whose engine divides the biases itself writes them whole. */
+  if (lay->unscaled_bias && want.bias_family >= 0 &&
+      want.bias_family != TPL_BIASF_WHOLE)
+    return tpl__cli_usage_error(cmd,
+                                "--layout %s writes the biases whole (its "
+                                "engine divides them): "
+                                "--bias-policy %s cannot hold",
+                                lay->name, a->value[OPT_BIAS_POLICY]);
   rc =
       lay->verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);

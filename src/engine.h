@@ -18,7 +18,7 @@ struct tpl__load_opts {
   uint32_t tp, pp;  /* --tp, --pp; 0: N / P, 1 (one TP group) */
   /* --ep: every MoE layer's experts whole over the TP group (experts.h) */
   int ep;
-  int bias_scaling;           /* 0 with --no-bias-scaling */
+  int bias_family;            /* enum tpl__bias_family: --bias-policy */
   int skip_mtp;               /* --skip-mtp: the main model only */
   double stall_timeout;       /* seconds without progress that end the
                                  job (exit 69); 0 waits forever */

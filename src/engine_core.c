@@ -49,7 +49,7 @@ static int validate(struct engine *e, struct tpl__error *err) {
     rc = tpl__mlc_md5_ready(e->model,
                             e->model->shown ? e->model->shown : o->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
+    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_family,
                        &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
     rc = o->steps.prepare(o->steps.ctx, e->model, err);
@@ -311,7 +311,8 @@ int tpl__eng_finish_tensor(struct engine *e, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *p = e->store.base + t->store_offset;
   double t0 = tpl__now(), t2;
-  int rc = tpl__job_finish_bytes(e->job, i, p, err);
+  int rc = tpl__job_finish_bytes(
+      e->job, i, tpl__grid_coord(&e->job->grid, e->rank).t, p, err);
   t2 = tpl__now();
   e->st.t_scale += t2 - t0;
   if (rc != 0) return rc;

@@ -158,6 +158,18 @@ static int read_param_scheme(const struct tpl__model *m, const struct config *c,
   return 0;
 }
 
+int tpl__plan_quant(const struct tpl__model *m, struct tpl__quant_info *out,
+                    struct tpl__error *err) {
+  struct config c = {0};
+  struct tpl__plan *p = tpl__plan_new("quantization");
+  int rc = p != NULL ? read_quant(m, &c, &p->quant, err) : tpl__oom(err);
+  if (rc == 0) rc = read_param_scheme(m, &c, p, err);
+  if (rc == 0) *out = p->quant;
+  tpl__plan_free(p);
+  config_clear(&c);
+  return rc;
+}
+
 static int resolve(const char *arg, const struct tpl__model *m,
                    uint32_t nshards, int ep, struct config *c,
                    struct tpl__plan **out, struct tpl__error *err) {

@@ -50,6 +50,7 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
   m->shape = (uint64_t *)t->shape;
   m->encoding = (uint32_t)t->encoding;
   m->kind = (uint32_t)t->kind;
+  m->bias = (uint32_t)t->bias;
   m->stage_first = t->stages.first;
   m->stage_count = t->stages.count;
   m->file = t->file;
@@ -98,7 +99,7 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
   table.pp = job->grid.pp;
   table.ep = job->grid.ep;
   table.experts = job->experts;
-  table.bias_scaling = job->bias_scaling;
+  table.bias_family = (uint32_t)job->bias_family;
   table.plan_source = job->plan_source;
   table.n_tensors = job->ntensors;
   table.tensors = ptrs;
@@ -116,7 +117,9 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
                              struct tpl__error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
       m->n_segs > TPL_MAX_SEGS || m->n_parts > TPL_MAX_SEGS ||
-      m->kind > TPL_RULE_SCALE_BIAS || m->ep > TPL_EP_STACKED)
+      m->kind > TPL_RULE_SCALE_BIAS || m->ep > TPL_EP_STACKED ||
+      m->bias >= TPL_BIAS_COUNT ||
+      (m->kind == TPL_RULE_SCALE_BIAS && m->bias == TPL_BIAS_DEFAULT))
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
   t->name = strdup(m->name);
   if (t->name == NULL) return tpl__oom(err);
@@ -126,6 +129,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
+  t->bias = (int)m->bias;
   t->stages = (struct tpl__stages){m->stage_first, m->stage_count};
   t->file = m->file;
   t->file_offset = m->file_offset;
@@ -225,9 +229,12 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
   if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid) ||
       (table->ep != 0 && table->ep != table->tp))
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
+  else if (table->bias_family >= TPL_BIASF_COUNT)
+    rc = tpl__fail(err, TPL_EPEER, "job table: bias family %u unknown",
+                   table->bias_family);
   job->grid.ep = table->ep;
   job->experts = table->experts;
-  job->bias_scaling = table->bias_scaling;
+  job->bias_family = (int)table->bias_family;
   job->model = strdup(table->model);
   job->plan_source = strdup(table->plan_source);
   job->tensors = calloc(table->n_tensors + 1, sizeof(*job->tensors));
@@ -442,7 +449,12 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.data_parallel_replicas = job->grid.dp;
   lr.expert_parallel_size = job->grid.ep;
   lr.experts = job->experts;
-  lr.bias_scaling = job->bias_scaling;
+  lr.bias_scaling = job->bias_family == TPL_BIASF_MLC;
+  lr.bias_family = (uint32_t)job->bias_family;
+  lr.quantization = (char *)job->quant.scheme_name; /* only read */
+  lr.quant_method = (char *)job->quant.method;
+  lr.n_weight_block_size = 2;
+  lr.weight_block_size = (uint64_t *)job->quant.block;
   lr.seconds = seconds;
   lr.bytes_read = bytes_read;
   lr.n_ranks = world;
@@ -600,6 +612,22 @@ static int decode_ep(const Tpload__LoadReport *lr, struct tpl__report *rep,
   return 0;
 }
 
+/* The model's quantization (a report without one: none). */
+static int decode_quant(const Tpload__LoadReport *lr, struct tpl__quant_info *q,
+                        struct tpl__error *err) {
+  tpl__quant_info_init(q);
+  if (!tpl__json_utf8(lr->quantization) || !tpl__json_utf8(lr->quant_method) ||
+      (lr->n_weight_block_size != 0 && lr->n_weight_block_size != 2))
+    return tpl__fail(err, TPL_EPEER,
+                     "report: a quantization that is not UTF-8, or a block "
+                     "size that is not two numbers");
+  snprintf(q->scheme_name, sizeof(q->scheme_name), "%s", lr->quantization);
+  snprintf(q->method, sizeof(q->method), "%s", lr->quant_method);
+  if (lr->n_weight_block_size == 2)
+    memcpy(q->block, lr->weight_block_size, sizeof(q->block));
+  return 0;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -610,6 +638,9 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   if (rc == 0) rc = decode_ep(lr, rep, err);
   rep->model = lr->model;
   rep->bias_scaling = lr->bias_scaling;
+  rep->bias_family =
+      lr->bias_family < TPL_BIASF_COUNT ? (int)lr->bias_family : TPL_BIASF_MLC;
+  if (rc == 0) rc = decode_quant(lr, &rep->quant, err);
   rep->seconds = lr->seconds;
   rep->bytes_read = lr->bytes_read;
   rep->bytes_delivered = lr->bytes_delivered;
@@ -743,6 +774,11 @@ json_t *tpl__report_json(const struct tpl__report *r,
                 (json_int_t)r->bytes_delivered, "ranks", ranks);
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
+  if (o != NULL) {
+    json_object_set_new(o, "bias_policy",
+                        json_string(tpl__bias_family_name(r->bias_family)));
+    json_object_set_new(o, "quant", tpl__quant_json(&r->quant));
+  }
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
   if (o != NULL && r->grid.ep > 0 &&
       json_object_set_new(o, "expert_parallel",

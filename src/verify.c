@@ -98,23 +98,46 @@ static int info_grid(const struct verify *v, const char *path,
                  err);
 }
 
+/* The bias family the directory was written with: "bias_policy" (mlc,
+ * vllm or whole), or from files that predate it "bias_scaling" (true:
+ * mlc, false: whole). */
+static int info_bias(const json_t *info, const char *path, int *family,
+                     struct tpl__error *err) {
+  const json_t *bp = json_object_get(info, "bias_policy");
+  const json_t *bs = json_object_get(info, "bias_scaling");
+  if (bp != NULL) {
+    *family =
+        json_is_string(bp) ? tpl__bias_family_parse(json_string_value(bp)) : -1;
+    if (*family < 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: expected bias_policy \"mlc\", \"vllm\" or "
+                       "\"whole\"",
+                       path);
+    return 0;
+  }
+  if (!json_is_boolean(bs))
+    return tpl__fail(err, TPL_EFORMAT, "%s: expected bias_scaling (boolean)",
+                     path);
+  *family = json_is_true(bs) ? TPL_BIASF_MLC : TPL_BIASF_WHOLE;
+  return 0;
+}
+
 static int read_shard_info(struct verify *v,
                            const struct tpl__verify_grid *want,
-                           struct tpl__grid *g, int *scaling,
+                           struct tpl__grid *g, int *family,
                            struct tpl__error *err) {
   char *path = tpl__path_join(v->dir, "shard-info.json"), *buf = NULL;
   size_t len;
-  json_t *bs;
   int rc =
       path ? tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err) : -ENOMEM;
   if (rc == 0) rc = tpl__json_parse_object(buf, len, path, &v->info, err);
-  if (rc == 0) {
-    bs = json_object_get(v->info, "bias_scaling");
-    if (!json_is_boolean(bs))
-      rc = tpl__fail(err, TPL_EFORMAT, "%s: expected bias_scaling (boolean)",
-                     path);
-    *scaling = json_is_true(bs);
-  }
+  if (rc == 0) rc = info_bias(v->info, path, family, err);
+  if (rc == 0 && want->bias_family >= 0 && want->bias_family != *family)
+    rc = tpl__fail(err, TPL_EMISMATCH,
+                   "%s: bias_policy %s, expected %s (--bias-policy): the "
+                   "row-parallel biases are not what that engine expects",
+                   path, tpl__bias_family_name(*family),
+                   tpl__bias_family_name(want->bias_family));
   if (rc == 0) rc = info_grid(v, path, want, g, err);
   free(path);
   free(buf);
@@ -269,7 +292,7 @@ static int expected_shard(struct verify *v, size_t i, uint32_t t,
   int rc = tpl__job_layout(v->job, i, t, &l);
   if (rc != 0) return rc;
   tpl__layout_gather(&l, 0, v->model->tensors[i].stored_bytes, v->src, v->want);
-  return tpl__job_finish_bytes(v->job, i, v->want, err);
+  return tpl__job_finish_bytes(v->job, i, t, v->want, err);
 }
 
 /* Every holder of tensor i, shard by shard: each shard t is recomputed
@@ -388,13 +411,13 @@ static int prepare(struct verify *v, const char *model, const char *plan,
                    const struct tpl__http_opts *http, struct tpl__error *err) {
   struct tpl__grid grid = {0};
   uint32_t world;
-  int scaling = 0;
-  int rc = read_shard_info(v, want, &grid, &scaling, err);
+  int family = TPL_BIASF_MLC;
+  int rc = read_shard_info(v, want, &grid, &family, err);
   world = grid.world;
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
   if (rc == 0 && want->skip_mtp) rc = tpl__plan_skip_mtp(v->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
+    rc = tpl__job_plan(plan, v->model, model, &grid, family, &v->plan, &v->job,
                        err);
   if (rc == 0) rc = check_layout(v, world, err);
   if (rc != 0) return rc;

@@ -199,7 +199,7 @@ static int expected(struct check *c, size_t i, uint32_t k,
   if (rc != 0)
     return tpl__fail(err, rc, "cannot lay out '%s'", c->src->tensors[i].name);
   tpl__layout_gather(&l, 0, c->src->tensors[i].stored_bytes, c->buf, c->want);
-  return tpl__job_finish_bytes(c->job, i, c->want, err);
+  return tpl__job_finish_bytes(c->job, i, k, c->want, err);
 }
 
 /* Tensor i: its tp shard records, or its one whole record. */
@@ -276,7 +276,8 @@ int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
   int rc = read_grid(&c, want, &grid, err);
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &c.src, err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, c.src, model, &grid, 0, &c.plan, &c.job, err);
+    rc = tpl__job_plan(plan, c.src, model, &grid, TPL_BIASF_WHOLE, &c.plan,
+                       &c.job, err);
   if (rc == 0) rc = open_output(&c, err);
   if (rc == 0) rc = alloc_buffers(&c, err);
   if (rc == 0) rc = check_sums(&c, err);

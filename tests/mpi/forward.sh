@@ -20,11 +20,7 @@
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
 
-if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
-  echo "1..0 # SKIP $ORACLE without mpi4py" \
-    "(scripts/install-deps.sh installs python3-mpi4py)"
-  exit 0
-fi
+need_mpi4py
 FWD="$TESTS_SRCDIR/oracle/forward.py"
 SIZES="--layers 2 --hidden 64 --heads 8 --vocab 128 --dtype f32 --quiet"
 

@@ -848,12 +848,45 @@ def mlc_block_size(model):
                                                  (128, 128)))
 
 
+def bias_family(bias_scaling):
+    """A load's bias family from the old boolean (True: mlc, False: the
+    --no-bias-scaling alias, whole) or the --bias-policy name."""
+    if bias_scaling is True:
+        return "mlc"
+    if bias_scaling is False:
+        return "whole"
+    return bias_scaling
+
+
+def bias_policy(rule, family):
+    """What a row-parallel bias matching plan-file `rule` becomes under
+    `family` (DESIGN.md's bias scope): whole under whole, else the rule's
+    "bias", else mlc's scale (bias / N on every rank, MLC's graph adds each
+    copy) or vLLM's whole (RowParallelLinear loads the full bias on every
+    rank and adds it on tp_rank 0 only: model_executor/layers/linear.py,
+    RowParallelLinear.weight_loader and forward)."""
+    if family == "whole":
+        return "whole"
+    return rule.get("bias") or ("scale" if family == "mlc" else "whole")
+
+
+def bias_ranks(raw, dtype, n, policy):
+    """The n byte strings the ranks hold of a bias under `policy`."""
+    if policy == "scale":
+        return [scale_bias(raw, dtype, n)] * n
+    if policy == "rank0":
+        return [bytes(raw)] + [bytes(len(raw))] * (n - 1)
+    return [bytes(raw)] * n
+
+
 def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
     """For every tensor of `model` (read_model's list) under `rules`: a dict
     with name, dtype, full shape, kind (shard / scale / rep), rule,
-    rank_shape and ranks (n byte strings: what each rank must hold).
-    Quantized MLC params take their rule from their base weight's
-    (quant_rule)."""
+    rank_shape and ranks (n byte strings: what each rank must hold), and
+    for a row-parallel bias its policy.  `bias_scaling` is the family
+    (bias_family).  Quantized MLC params take their rule from their base
+    weight's (quant_rule)."""
+    family = bias_family(bias_scaling)
     out = []
     shapes = {t[0]: t[2] for t in model}
     for name, dtype, shape, raw, stored in model:
@@ -870,9 +903,10 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
             e["kind"] = "shard"
             e["rank_shape"] = list(parts[0].shape)
             e["ranks"] = [p.tobytes() for p in parts]
-        elif rule is not None and rule.get("scale_bias"):
+        elif rule is not None and (rule.get("scale_bias") or "bias" in rule):
             e["kind"] = "scale"
-            e["ranks"] = [scale_bias(raw, dtype, n if bias_scaling else 1)] * n
+            e["policy"] = bias_policy(rule, family)
+            e["ranks"] = bias_ranks(raw, dtype, n, e["policy"])
         else:
             e["kind"] = "rep"
             e["ranks"] = [raw] * n
@@ -1098,14 +1132,15 @@ def _check_rank_file(path, r, meta_want, held):
     _same("rank %d: tensor count" % r, len(held), len(order))
 
 
-def _check_param(p, e, n, bias_scaling):
+def _check_param(p, e, n):
     where = "shard-info.json: tensor '%s'" % e["name"]
     _same(where + ": name", e["name"], p.get("name"))
     _same(where + ": dtype", MLC_NAME[e["dtype"]], p.get("dtype"))
     _same(where + ": shape", e["rank_shape"], p.get("shape"))
     _same(where + ": pipeline_stages", [0], p.get("pipeline_stages"))
+    _same(where + ": bias", e.get("policy"), p.get("bias"))
     scale = 1.0
-    if e["kind"] == "scale" and bias_scaling and n > 1:
+    if e.get("policy") == "scale" and n > 1:
         scale = 1.0 / n
     got = p.get("bias_scale")
     if not isinstance(got, (int, float)) or abs(got - scale) > 1e-12:
@@ -1150,8 +1185,10 @@ def _check_shard_info(path, exp, n, bias_scaling):
         raise Mismatch("%s: unreadable: %s" % (path, e))
     _same("shard-info.json: tensor_parallel_shards", n,
           info.get("tensor_parallel_shards"))
-    _same("shard-info.json: bias_scaling", bool(bias_scaling),
+    family = bias_family(bias_scaling)
+    _same("shard-info.json: bias_scaling", family == "mlc",
           info.get("bias_scaling"))
+    _same("shard-info.json: bias_policy", family, info.get("bias_policy"))
     params = info.get("params")
     if not isinstance(params, list):
         raise Mismatch("shard-info.json: params: expected a list")
@@ -1159,7 +1196,7 @@ def _check_shard_info(path, exp, n, bias_scaling):
         if i >= len(params):
             raise Mismatch("shard-info.json: tensor '%s': expected at params"
                            "[%d], found the end of the list" % (e["name"], i))
-        _check_param(params[i], e, n, bias_scaling)
+        _check_param(params[i], e, n)
     _same("shard-info.json: params count", len(exp), len(params))
 
 
@@ -1465,6 +1502,7 @@ def model_cli(argv):
         c.add_argument("n", type=int)
         c.add_argument("target")
         c.add_argument("--no-bias-scaling", action="store_true")
+        c.add_argument("--bias-policy", choices=("mlc", "vllm", "whole"))
     a = ap.parse_args(argv)
     if a.cmd == "gen-model":
         gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
@@ -1481,12 +1519,12 @@ def model_cli(argv):
                   % (a.target, k, a.n))
         elif a.cmd == "check-preshard":
             k = check_preshard(a.model, a.plan, a.n, a.target,
-                               not a.no_bias_scaling)
+                               a.bias_policy or not a.no_bias_scaling)
             print("# %s: %d tensors x %d ranks match the oracle"
                   % (a.target, k, a.n))
         else:
             k = check_report(a.model, a.plan, a.n, a.target,
-                             not a.no_bias_scaling)
+                             a.bias_policy or not a.no_bias_scaling)
             print("# report: %d bytes delivered, as the oracle expects" % k)
     except (Mismatch, OSError, ValueError, KeyError) as e:
         sys.stderr.write("# %s: %s\n" % (type(e).__name__, e)

@@ -189,36 +189,69 @@ static void test_f32_to_bf16(void) {
   CHECK_EQ_U64(t.rank_stored, 4);
   CHECK_EQ_U64(t.stored_bytes, 8); /* 4 elements of 2 bytes as stored */
   memcpy(buf.b, bf16, sizeof(bf16));
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, buf.b, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, buf.b, NULL), 0);
   CHECK(buf.f[0] == 1.0f);
   CHECK(buf.f[1] == -2.0f);
 }
 
 /* DESIGN.md's bias scope: a scale_bias tensor is divided by N on each
- * rank (unless bias scaling is off); a dtype it cannot scale is refused
- * naming the tensor. */
+ * shard under scale, zeroed on shards but 0 under rank0, left whole under
+ * whole; a dtype it cannot scale is refused naming the tensor. */
 static void test_finish_bytes_scales_bias(void) {
   struct tpl__job_tensor t = {.name = "o.bias",
                               .dtype = TPL_DT_F32,
                               .ndim = 1,
                               .shape = {2},
-                              .kind = TPL_RULE_SCALE_BIAS};
+                              .kind = TPL_RULE_SCALE_BIAS,
+                              .bias = TPL_BIAS_SCALE};
   struct tpl__job job = one_tensor_job(&t, 4);
   struct tpl__error err = {0};
   float v[2] = {2.0f, -8.0f};
-  job.bias_scaling = 1;
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  CHECK(!tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 3, (uint8_t *)v, NULL), 0);
   CHECK(v[0] == 0.5f);
   CHECK(v[1] == -2.0f);
-  job.bias_scaling = 0;
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  t.bias = TPL_BIAS_WHOLE;
+  CHECK(tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 3, (uint8_t *)v, NULL), 0);
   CHECK(v[0] == 0.5f);
-  job.bias_scaling = 1;
+  t.bias = TPL_BIAS_RANK0;
+  CHECK(!tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.5f && v[1] == -2.0f);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 1, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.0f && v[1] == 0.0f);
+  t.bias = TPL_BIAS_SCALE;
   t.dtype = TPL_DT_I32;
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, &err), TPL_EDTYPE);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, (uint8_t *)v, &err),
+               TPL_EDTYPE);
   CHECK_STR_CONTAINS(err.msg, "o.bias");
+}
+
+/* The family decides a rule without a policy of its own; a plan file's
+ * policy wins over mlc and vllm but not over whole (--no-bias-scaling). */
+static void test_bias_resolve(void) {
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_MLC), TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_VLLM), TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_WHOLE), TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, TPL_BIAS_RANK0, TPL_BIASF_MLC),
+               TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, TPL_BIAS_RANK0, TPL_BIASF_VLLM),
+               TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_RANK0, 0, TPL_BIASF_MLC),
+               TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_SCALE, 0, TPL_BIASF_VLLM),
+               TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_SCALE, 0, TPL_BIASF_WHOLE),
+               TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_family_parse("vllm"), TPL_BIASF_VLLM);
+  CHECK_EQ_INT(tpl__bias_family_parse("scale"), -1);
+  CHECK_EQ_INT(tpl__bias_parse("rank0"), TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_parse("default"), -1);
+  CHECK(tpl__bias_factor(TPL_BIAS_SCALE, 4) == 0.25);
+  CHECK(tpl__bias_factor(TPL_BIAS_RANK0, 4) == 1.0);
 }
 
 static void test_overflow_names_tensor(void) {
@@ -261,8 +294,8 @@ static void test_from_model_carries_source(void) {
   add_tensor(m, "q", f1, 40, 8);
   add_tensor(m, "norm", f0, 16, 4);
   CHECK_EQ_INT(tpl__job_from_model(m, st, NULL, "preset x", "MODEL",
-                                   &(struct tpl__grid){2, 2, 1, 1, 0}, 1, &job,
-                                   NULL),
+                                   &(struct tpl__grid){2, 2, 1, 1, 0},
+                                   TPL_BIASF_MLC, &job, NULL),
                0);
   if (job != NULL) {
     CHECK_EQ_U64(job->ntensors, 2);
@@ -461,9 +494,9 @@ static void test_grid_shards_by_tp(void) {
                                   .dtype = TPL_DT_F32,
                                   .ndim = 1,
                                   .shape = {1},
-                                  .kind = TPL_RULE_SCALE_BIAS}};
-  struct tpl__job job = {
-      .grid = {4, 2, 1, 2, 0}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
+                                  .kind = TPL_RULE_SCALE_BIAS,
+                                  .bias = TPL_BIAS_SCALE}};
+  struct tpl__job job = {.grid = {4, 2, 1, 2, 0}, .tensors = t, .ntensors = 2};
   uint64_t v[TPL_MAX_DIMS + 1];
   uint8_t src[12], dst[12];
   float bias = 3.0f;
@@ -479,7 +512,7 @@ static void test_grid_shards_by_tp(void) {
   CHECK_EQ_INT(tpl__job_layout(&job, 0, 1, &l), 0);
   CHECK_EQ_U64(tpl__layout_gather(&l, 0, 12, src, dst), 6);
   CHECK(memcmp(dst, want1, sizeof(want1)) == 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 1, (uint8_t *)&bias, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 1, 1, (uint8_t *)&bias, NULL), 0);
   CHECK(bias == 1.5f);
   for (uint32_t r = 0; r < 4; r++)
     CHECK(tpl__job_holds(&job, 0, r));
@@ -538,7 +571,8 @@ static int plan_grid(struct tpl__model *m, uint32_t world, uint32_t tp,
   struct tpl__job *job = NULL;
   char *plan = tpl__path_join(tmpdir, "plan.json");
   int rc = tpl__grid_make(world, tp, pp, err, &g);
-  if (rc == 0) rc = tpl__job_plan(plan, m, "M", &g, 1, &p, &job, err);
+  if (rc == 0)
+    rc = tpl__job_plan(plan, m, "M", &g, TPL_BIASF_MLC, &p, &job, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++)
     first[i] = job->tensors[i].stages.count == 1
                    ? job->tensors[i].stages.first
@@ -611,6 +645,7 @@ int main(void) {
   RUN(test_offsets_and_replicated);
   RUN(test_f32_to_bf16);
   RUN(test_finish_bytes_scales_bias);
+  RUN(test_bias_resolve);
   RUN(test_overflow_names_tensor);
   RUN(test_from_model_carries_source);
   RUN(test_holds_by_stage);
