@@ -25,7 +25,8 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--ep] [--plan P] [--verify-md5] [--skip-mtp]\n"
+    "                      [--ep] [--ep-size E] [--plan P] [--verify-md5]\n"
+    "                      [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
@@ -45,6 +46,8 @@ static const char inspect_help[] =
     "  --ep        expert parallelism: every MoE layer's experts whole over\n"
     "              the T ranks of a TP group (vLLM's map); each rank's line\n"
     "              names its experts, an expert's tensor its shard\n"
+    "  --ep-size E --ep over E ranks: T (the default) or T x D (vLLM's\n"
+    "              ep_size = tp x dp, group rank d x T + t)\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
     "  --verify-md5  MODEL is an MLC weight directory: first read every\n"
@@ -74,8 +77,9 @@ static const char *format_name(int format) {
  * bias_scale and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   static const char *const from_info[] = {
-      "dim",        "segs",       "kv_replicas",    "expert_shard",
-      "expert_dim", "bias_scale", "pipeline_stages"};
+      "dim",          "segs",           "kv_replicas",
+      "expert_shard", "expert_ep_rank", "expert_dim",
+      "bias_scale",   "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -139,7 +143,8 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
 
 /* The rule column: the rule's name, and "kv xR" where each kv head is
  * held by R ranks; under --ep "expert, shard T" for one expert's tensor,
- * whole on shard T. */
+ * whole on shard T ("expert, ep rank G" on group rank G = d x T + t when
+ * the group spans the replicas). */
 static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                               size_t len) {
   const struct tpl__job_tensor *t = &job->tensors[i];
@@ -148,7 +153,8 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                           ? tpl__shard_replicas(&t->spec, job->grid.tp)
                           : 1;
   if (t->ep == TPL_EP_WHOLE) {
-    snprintf(buf, len, "expert, shard %u", t->owner);
+    snprintf(buf, len, "expert, %s %u",
+             job->grid.ep > job->grid.tp ? "ep rank" : "shard", t->owner);
     return buf;
   }
   if (replicas == 1) return name;
@@ -197,7 +203,8 @@ static void print_rank_table(const struct tpl__job *job) {
   printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t",
          g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
   if (g->ep > 0)
-    printf("; ep %u (the TP group), %u experts", g->ep, job->experts);
+    printf("; ep %u (%s), %u experts", g->ep, tpl__grid_ep_what(g),
+           job->experts);
   printf("\n");
   json_array_foreach(ranks, k, r) {
     struct tpl__pos c = tpl__grid_coord(g, (uint32_t)k);
@@ -246,6 +253,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_PLAN,
   OPT_VERIFY_MD5,
   OPT_SKIP_MTP,
@@ -258,6 +266,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
@@ -267,7 +276,8 @@ static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *plan = a->value[OPT_PLAN];
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP),
+                              a->value[OPT_EP_SIZE]};
   int sharded = ga.shards != NULL || ga.tp != NULL;
   struct tpl__error err = {0};
   struct tpl__model *m = NULL;
@@ -275,9 +285,9 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
-  if ((plan != NULL || ga.pp != NULL || ga.ep) && !sharded)
-    return tpl__cli_usage_error(cmd, "--plan, --pp and --ep need --shards N "
-                                     "or --tp T");
+  if ((plan != NULL || ga.pp != NULL || ga.ep || ga.ep_size) && !sharded)
+    return tpl__cli_usage_error(cmd, "--plan, --pp, --ep and --ep-size need "
+                                     "--shards N or --tp T");
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
