@@ -337,21 +337,26 @@ static void test_ep_map(void) {
     CHECK_EQ_U64(tpl__ep_owner(256, 8, x), x / 32);
 }
 
+/* A u8 vector of `n` elements named `name` (not owned); with `owner`
+ * >= 0 one expert's tensor (TPL_EP_WHOLE) of that group rank. */
+static struct tpl__job_tensor u8_vector(const char *name, uint64_t n,
+                                        int owner) {
+  struct tpl__job_tensor t = {
+      .name = (char *)name, .dtype = TPL_DT_U8, .ndim = 1, .shape = {n}};
+  if (owner >= 0) {
+    t.ep = TPL_EP_WHOLE;
+    t.owner = (uint32_t)owner;
+  }
+  return t;
+}
+
 /* One expert's tensor (TPL_EP_WHOLE, owner shard 1) on TP2 x DP2: held
  * by ranks 1 and 3 only, whole; rank 1's store has it after the shared
  * tensor, rank 0's not at all. */
 static void test_ep_holds_owner(void) {
   struct tpl__job_tensor t[2] = {
-      {.name = "model.norm.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {4}},
-      {.name = "model.layers.0.mlp.experts.3.up_proj.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {8},
-       .ep = TPL_EP_WHOLE,
-       .owner = 1}};
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.3.up_proj.weight", 8, 1)};
   struct tpl__job job = {.grid = {4, 2, 1, 2, 2}, .tensors = t, .ntensors = 2};
   static const int holds[4] = {0, 1, 0, 1};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -373,22 +378,9 @@ static void test_ep_holds_owner(void) {
  * tensor by all; the map of 6 experts over 4 is rank 3's [5, 1]. */
 static void test_ep_spans_replicas(void) {
   struct tpl__job_tensor t[3] = {
-      {.name = "model.norm.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {4}},
-      {.name = "model.layers.0.mlp.experts.5.up_proj.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {8},
-       .ep = TPL_EP_WHOLE,
-       .owner = 3},
-      {.name = "model.layers.0.mlp.experts.2.up_proj.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {8},
-       .ep = TPL_EP_WHOLE,
-       .owner = 1}};
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.5.up_proj.weight", 8, 3),
+      u8_vector("model.layers.0.mlp.experts.2.up_proj.weight", 8, 1)};
   struct tpl__job job = {.grid = {4, 2, 1, 2, 4}, .tensors = t, .ntensors = 3};
   static const int holds5[4] = {0, 0, 0, 1}, holds2[4] = {0, 1, 0, 0};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
