@@ -22,11 +22,12 @@ int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
 int tpl__cli_grid(const struct tpl__cli_command *cmd,
                   const struct tpl__grid_args *a, struct tpl__grid *out) {
   struct tpl__error err = {0};
-  uint32_t n, tp, pp;
+  uint32_t n, tp, pp, ep;
   uint64_t world;
   if (tpl__cli_grid_count(cmd, "shards", a->shards, &n) != 0 ||
       tpl__cli_grid_count(cmd, "tp", a->tp, &tp) != 0 ||
-      tpl__cli_grid_count(cmd, "pp", a->pp, &pp) != 0)
+      tpl__cli_grid_count(cmd, "pp", a->pp, &pp) != 0 ||
+      tpl__cli_grid_count(cmd, "ep-size", a->ep_size, &ep) != 0)
     return 64;
   if (n == 0 && tp == 0)
     return tpl__cli_usage_error(cmd, "--shards N or --tp T is required");
@@ -35,9 +36,9 @@ int tpl__cli_grid(const struct tpl__cli_command *cmd,
   world = n ? n : (uint64_t)tp * pp;
   if (world > MAX_RANKS)
     return tpl__cli_usage_error(cmd, "--tp x --pp is more than 65536 ranks");
-  if (tpl__grid_make((uint32_t)world, tp, pp, &err, out) != 0)
+  if (tpl__grid_make((uint32_t)world, tp, pp, &err, out) != 0 ||
+      tpl__grid_set_ep(out, a->ep || ep != 0, ep, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
-  out->ep = a->ep ? tp : 0;
   return 0;
 }
 

@@ -11,7 +11,8 @@
 /* The option values as given (NULL when absent). */
 struct tpl__grid_args {
   const char *shards, *tp, *pp;
-  int ep; /* --ep given: experts whole over the TP group */
+  int ep;              /* --ep given: experts whole over the EP group */
+  const char *ep_size; /* --ep-size E (implies --ep), NULL when absent */
 };
 
 /* An optional count option (--tp, --pp, --shards) of `value` (NULL when
@@ -21,11 +22,13 @@ int tpl__cli_grid_count(const struct tpl__cli_command *cmd, const char *name,
                         const char *value, uint32_t *out);
 
 /* Reads the grid: N = --shards (default T x P), T = --tp (default N),
- * P = --pp (default 1), D = N / (T x P); with --ep the expert-parallel
- * group is the TP group (grid.ep = T).  At least one of --shards and
+ * P = --pp (default 1), D = N / (T x P); with --ep or --ep-size E the
+ * expert-parallel group has E ranks (T, the default, or T x D:
+ * tpl__grid_set_ep).  At least one of --shards and
  * --tp must be given.  Returns 0 with *out filled, or 64 after printing
  * the usage error with the numbers (an option that is not a number in
- * 1..65536, a world that is not a multiple of T x P). */
+ * 1..65536, a world that is not a multiple of T x P, an E that is
+ * neither T nor T x D). */
 int tpl__cli_grid(const struct tpl__cli_command *cmd,
                   const struct tpl__grid_args *a, struct tpl__grid *out);
 

@@ -25,7 +25,7 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--ep] [--plan P] [--bias-policy F]\n"
+    "                      [--ep] [--ep-size E] [--plan P] [--bias-policy F]\n"
     "                      [--verify-md5] [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
@@ -47,6 +47,8 @@ static const char inspect_help[] =
     "  --ep        expert parallelism: every MoE layer's experts whole over\n"
     "              the T ranks of a TP group (vLLM's map); each rank's line\n"
     "              names its experts, an expert's tensor its shard\n"
+    "  --ep-size E --ep over E ranks: T (the default) or T x D (vLLM's\n"
+    "              ep_size = tp x dp, group rank d x T + t)\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
     "  --bias-policy F  row-parallel biases as a load with this family\n"
@@ -80,8 +82,9 @@ static const char *format_name(int format) {
  * (for row-parallel biases) bias and bias_scale, and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   static const char *const from_info[] = {
-      "dim",        "segs", "kv_replicas", "expert_shard",
-      "expert_dim", "bias", "bias_scale",  "pipeline_stages"};
+      "dim",          "segs",           "kv_replicas", "expert_shard",
+      "expert_ep_rank", "expert_dim",   "bias",        "bias_scale",
+      "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -148,7 +151,8 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
 /* The rule column: the rule's name, and "kv xR" where each kv head is
  * held by R ranks; a row-parallel bias's policy when it is not scale;
  * under --ep "expert, shard T" for one expert's tensor, whole on shard
- * T. */
+ * T ("expert, ep rank G" on group rank G = d x T + t when the group
+ * spans the replicas). */
 static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                               size_t len) {
   const struct tpl__job_tensor *t = &job->tensors[i];
@@ -157,7 +161,8 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                           ? tpl__shard_replicas(&t->spec, job->grid.tp)
                           : 1;
   if (t->ep == TPL_EP_WHOLE) {
-    snprintf(buf, len, "expert, shard %u", t->owner);
+    snprintf(buf, len, "expert, %s %u",
+             job->grid.ep > job->grid.tp ? "ep rank" : "shard", t->owner);
     return buf;
   }
   if (t->kind == TPL_RULE_SCALE_BIAS && t->bias != TPL_BIAS_SCALE) {
@@ -215,7 +220,8 @@ static void print_rank_table(const struct tpl__job *job) {
   printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t",
          g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
   if (g->ep > 0)
-    printf("; ep %u (the TP group), %u experts", g->ep, job->experts);
+    printf("; ep %u (%s), %u experts", g->ep, tpl__grid_ep_what(g),
+           job->experts);
   printf("\n");
   json_array_foreach(ranks, k, r) {
     struct tpl__pos c = tpl__grid_coord(g, (uint32_t)k);
@@ -272,6 +278,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_PLAN,
   OPT_VERIFY_MD5,
   OPT_SKIP_MTP,
@@ -285,6 +292,7 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
@@ -295,7 +303,8 @@ static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *plan = a->value[OPT_PLAN];
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP),
+                              a->value[OPT_EP_SIZE]};
   int sharded = ga.shards != NULL || ga.tp != NULL;
   struct tpl__error err = {0};
   struct tpl__model *m = NULL;
@@ -303,11 +312,11 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
   int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc, bias;
-  if ((plan != NULL || ga.pp != NULL || ga.ep ||
+  if ((plan != NULL || ga.pp != NULL || ga.ep || ga.ep_size ||
        a->value[OPT_BIAS_POLICY] != NULL) &&
       !sharded)
-    return tpl__cli_usage_error(cmd, "--plan, --pp, --ep and --bias-policy "
-                                     "need --shards N or --tp T");
+    return tpl__cli_usage_error(cmd, "--plan, --pp, --ep, --ep-size and "
+                                     "--bias-policy need --shards N or --tp T");
   if (tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY], 0, &bias) != 0)
     return 64;
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;

@@ -52,6 +52,10 @@ static const char load_help[] =
     "                      contiguous run of them, vLLM's map), each held\n"
     "                      by its owner only; every other tensor cut as\n"
     "                      without it (not with --layout mlc)\n"
+    "  --ep-size E         --ep over E ranks: T (the default, each replica's\n"
+    "                      TP group) or T x D (vLLM's ep_size = tp x dp:\n"
+    "                      every replica's ranks at a stage, group rank\n"
+    "                      d x T + t, each expert held once per stage)\n"
     "  --bias-policy F     row-parallel (scale_bias) biases as engine family\n"
     "                      F expects them: mlc (default) bias/N on every\n"
     "                      rank; vllm whole on every rank (RowParallelLinear\n"
@@ -145,6 +149,7 @@ struct load_cli {
   X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_EP, "ep", TPL_CLI_FLAG)                                                \
+  X(OPT_EP_SIZE, "ep-size", TPL_CLI_VALUE)                                     \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
   X(OPT_BIAS_POLICY, "bias-policy", TPL_CLI_VALUE)                             \
   X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
@@ -225,7 +230,7 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
   /* A 48 MiB window keeps rank 0 within 64 MiB beyond its shard at 4 ranks
    * with MPI's own buffers (bench: 72 -> 60 MiB; 64 and 48 load alike). */
   unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 48, tp = 0,
-                     pp = 0;
+                     pp = 0, ep = 0;
   /* a bare --progress means always */
   if (tpl__cli_has(a, OPT_PROGRESS) &&
       parse_keyword(v[OPT_PROGRESS] ? v[OPT_PROGRESS] : "always", progress,
@@ -263,7 +268,12 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
     return usage(c, "--pp expects a stage count >= 1, got '%s'", v[OPT_PP]);
   c->o.tp = (uint32_t)tp;
   c->o.pp = (uint32_t)pp;
-  c->o.ep = tpl__cli_has(a, OPT_EP);
+  if (v[OPT_EP_SIZE] != NULL &&
+      (tpl__cli_parse_uint(v[OPT_EP_SIZE], UINT32_MAX, &ep) != 0 || ep == 0))
+    return usage(c, "--ep-size expects a rank count >= 1, got '%s'",
+                 v[OPT_EP_SIZE]);
+  c->o.ep = tpl__cli_has(a, OPT_EP) || ep != 0;
+  c->o.ep_size = (uint32_t)ep;
   c->o.stall_timeout = (double)stall;
   c->o.chunk_bytes = chunk_mib << 20;
   return 0;

@@ -22,7 +22,7 @@
 
 static const char plan_help[] =
     "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
-    "                   [--ep] [--plan P] [--bias-policy F]\n"
+    "                   [--ep] [--ep-size E] [--plan P] [--bias-policy F]\n"
     "                   [--no-bias-scaling] [--skip-mtp] [--strict]\n"
     "\n"
     "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
@@ -45,6 +45,9 @@ static const char plan_help[] =
     "                     contiguous run of them as vLLM's map gives it;\n"
     "                     \"ranks\" shows each rank's \"experts\": [start,\n"
     "                     count]\n"
+    "  --ep-size E        --ep over E ranks: T (the default) or T x D\n"
+    "                     (vLLM's ep_size = tp x dp: every replica's ranks\n"
+    "                     of a stage, group rank d x T + t)\n"
     "  --plan P           a plan file, a preset or auto (default: from\n"
     "                     config.json or mlc-chat-config.json); presets:\n"
     "                     @presets@\n"
@@ -158,6 +161,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_PLAN,
   OPT_NO_BIAS,
   OPT_BIAS_POLICY,
@@ -171,6 +175,7 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
     [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
@@ -186,7 +191,8 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP),
+                              a->value[OPT_EP_SIZE]};
   struct tpl__grid grid;
   struct tpl__http_opts ho;
   int rc, bias;

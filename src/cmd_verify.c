@@ -13,9 +13,8 @@
 
 static const char verify_help[] =
     "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--ep]\n"
-    "                     [--layout " TPL_LAYOUT_NAMES "] [--skip-mtp] "
-    "[--quiet]\n"
-    "                     [--bias-policy F]\n"
+    "                     [--ep-size E] [--layout " TPL_LAYOUT_NAMES "]\n"
+    "                     [--skip-mtp] [--quiet] [--bias-policy F]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
@@ -27,7 +26,9 @@ static const char verify_help[] =
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output; --ep asks for an expert-parallel output (its\n"
     "expert_parallel in shard-info.json: each expert's tensors whole on\n"
-    "its owner's ranks only, as `preshard --ep` writes them).  The plan\n"
+    "its owner's ranks only, as `preshard --ep` writes them), --ep-size E\n"
+    "one over E ranks (T, or T x D: then replicas hold different experts\n"
+    "and agree on every other tensor).  The plan\n"
     "must be the one preshard used (default auto), and so must\n"
     "--skip-mtp (the output holds the main model only).\n"
     "\n"
@@ -50,6 +51,7 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_LAYOUT,
   OPT_SKIP_MTP,
   OPT_BIAS_POLICY,
@@ -62,6 +64,7 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
@@ -77,17 +80,19 @@ static int run_verify(const struct tpl__cli_command *cmd,
   const struct tpl__output_layout *lay = NULL;
   struct tpl__layout_use use = {TPL_LAYOUT_VERIFY, a->operands[0], 0};
   int rc;
-  want.ep = tpl__cli_has(a, OPT_EP);
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   want.bias_family = -1;
   if (a->value[OPT_BIAS_POLICY] != NULL &&
       tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY], 0,
                            &want.bias_family) != 0)
     return 64;
-  if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
+  if (tpl__cli_grid_count(cmd, "ep-size", a->value[OPT_EP_SIZE],
+                          &want.ep_size) != 0 ||
+      tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
+  want.ep = tpl__cli_has(a, OPT_EP) || want.ep_size != 0;
   use.ep = want.ep;
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
@@ -108,7 +113,9 @@ static int run_verify(const struct tpl__cli_command *cmd,
            res.grid.world, lay->members, res.grid.tp, res.grid.pp, res.grid.dp,
            (unsigned long long)res.tensors, lay->checked,
            (unsigned long long)res.bytes,
-           res.grid.dp > 1 ? "; replicas agree" : "");
+           res.grid.dp == 1            ? ""
+           : res.grid.ep > res.grid.tp ? "; replicas agree (experts aside)"
+                                       : "; replicas agree");
   return 0;
 }
 

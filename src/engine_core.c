@@ -42,7 +42,7 @@ static int validate(struct engine *e, struct tpl__error *err) {
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
-  grid.ep = o->ep ? grid.tp : 0;
+  if (rc == 0) rc = tpl__grid_set_ep(&grid, o->ep, o->ep_size, err);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, err);
   if (rc == 0 && o->verify_md5)

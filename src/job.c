@@ -81,7 +81,8 @@ int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   struct tpl__pos c = tpl__grid_coord(&job->grid, rank);
   return tpl__stages_has(t->stages, c.p) &&
-         (t->ep != TPL_EP_WHOLE || t->owner == c.t);
+         (t->ep != TPL_EP_WHOLE ||
+          t->owner == tpl__grid_ep_rank(&job->grid, rank));
 }
 
 static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,

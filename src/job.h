@@ -42,7 +42,8 @@ struct tpl__job_tensor {
    * when pp == 1); broadcast with the job. */
   struct tpl__stages stages;
   /* Under --ep: enum tpl__ep_kind (experts.h) and, for TPL_EP_WHOLE,
-   * the shard t that holds the tensor (its expert's owner); broadcast
+   * the group rank that holds the tensor (its expert's owner: t, or
+   * d x tp + t when the group spans replicas); broadcast
    * with the job. */
   int ep;
   uint32_t owner;
@@ -126,7 +127,8 @@ int tpl__job_place(struct tpl__job *job, uint32_t rank, struct tpl__error *err);
 
 /* Nonzero when global rank `rank` (< grid.world) holds tensor i: its
  * stage is among the tensor's stages and, for one expert's tensor under
- * --ep, its shard is the expert's owner. */
+ * --ep, its rank in the expert-parallel group (tpl__grid_ep_rank) is the
+ * expert's owner. */
 int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 
 /* Shard `shard`'s (0 .. grid.tp - 1) layout over the tensor's stored

@@ -204,12 +204,14 @@ static int check_sources(const struct tpl__job *job, struct tpl__error *err) {
   return 0;
 }
 
-/* Every expert's tensor is held by a shard of the grid (--ep). */
+/* Every expert's tensor is held by a rank of the expert-parallel group
+ * (--ep). */
 static int check_owners(const struct tpl__job *job, struct tpl__error *err) {
   for (size_t i = 0; i < job->ntensors; i++)
     if (job->tensors[i].ep == TPL_EP_WHOLE &&
-        (job->grid.ep == 0 || job->tensors[i].owner >= job->grid.tp))
-      return tpl__fail(err, TPL_EPEER, "job table: tensor '%s': no shard %u",
+        (job->grid.ep == 0 || job->tensors[i].owner >= job->grid.ep))
+      return tpl__fail(err, TPL_EPEER,
+                       "job table: tensor '%s': no group rank %u",
                        job->tensors[i].name, job->tensors[i].owner);
   return 0;
 }
@@ -227,12 +229,11 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     return tpl__oom(err);
   }
   if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid) ||
-      (table->ep != 0 && table->ep != table->tp))
+      tpl__grid_set_ep(&job->grid, table->ep != 0, table->ep, NULL) != 0)
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
   else if (table->bias_family >= TPL_BIASF_COUNT)
     rc = tpl__fail(err, TPL_EPEER, "job table: bias family %u unknown",
                    table->bias_family);
-  job->grid.ep = table->ep;
   job->experts = table->experts;
   job->bias_family = (int)table->bias_family;
   job->model = strdup(table->model);
@@ -374,16 +375,30 @@ static int check_shape(const Tpload__LoadReport *lr, struct tpl__grid *g,
   return 0;
 }
 
+/* Under an expert-parallel group spanning the replicas (--ep-size T x
+ * D) an expert's tensor is held by one replica's rank only, so replicas
+ * compare only the rest: tensor i of `job` is skipped when it is one
+ * expert's; without a job (a decoded report) when exactly one of the two
+ * ranks holds it. */
+static int not_replicated(const struct tpl__grid *g, const struct tpl__job *job,
+                          const Tpload__RankReport *r,
+                          const Tpload__RankReport *base, size_t i) {
+  if (g->ep <= g->tp) return 0;
+  if (job != NULL) return job->tensors[i].ep == TPL_EP_WHOLE;
+  return (r->tensor_nbytes[i] == 0) != (base->tensor_nbytes[i] == 0);
+}
+
 /* Replica d's rank `r` against replica 0's rank `base` at the same
- * (p, t): the same bytes and checksums for every tensor (named from
- * `job` when there is one). */
-static int same_as_base(const Tpload__RankReport *r,
+ * (p, t): the same bytes and checksums for every tensor both hold
+ * (not_replicated; named from `job` when there is one). */
+static int same_as_base(const struct tpl__grid *g, const Tpload__RankReport *r,
                         const Tpload__RankReport *base,
                         const struct tpl__job *job, struct tpl__error *err) {
   for (size_t i = 0; i < r->n_tensor_nbytes; i++) {
     char name[32];
-    if (r->tensor_nbytes[i] == base->tensor_nbytes[i] &&
-        r->tensor_xxh3[i] == base->tensor_xxh3[i])
+    if ((r->tensor_nbytes[i] == base->tensor_nbytes[i] &&
+         r->tensor_xxh3[i] == base->tensor_xxh3[i]) ||
+        not_replicated(g, job, r, base, i))
       continue;
     snprintf(name, sizeof(name), "#%zu", i);
     return tpl__fail(err, TPL_EMISMATCH,
@@ -400,7 +415,8 @@ static int same_as_base(const Tpload__RankReport *r,
   return 0;
 }
 
-/* Every replica's (p, t) rank holds what replica 0's does (the report's
+/* Every replica's (p, t) rank holds what replica 0's does, experts
+ * aside when the expert-parallel group spans the replicas (the report's
  * shape checked).  Returns 0 or TPL_EMISMATCH naming the first rank and
  * tensor that differ. */
 static int check_replicas(const Tpload__LoadReport *lr,
@@ -409,7 +425,7 @@ static int check_replicas(const Tpload__LoadReport *lr,
   uint32_t cell = g->tp * g->pp;
   int rc = 0;
   for (uint32_t k = cell; rc == 0 && k < g->world; k++)
-    rc = same_as_base(lr->ranks[k], lr->ranks[k % cell], job, err);
+    rc = same_as_base(g, lr->ranks[k], lr->ranks[k % cell], job, err);
   return rc;
 }
 
@@ -422,6 +438,7 @@ static int check_gathered(const Tpload__LoadReport *lr,
   if (rc == 0 && n != job->ntensors)
     rc = tpl__fail(err, TPL_EPEER, "report: %zu tensors, the job %zu", n,
                    job->ntensors);
+  g.ep = job->grid.ep;
   return rc != 0 ? rc : check_replicas(lr, &g, job, err);
 }
 
@@ -596,17 +613,18 @@ static int decode_md5(const Tpload__Md5Check *m, struct tpl__report *rep,
   return 0;
 }
 
-/* --ep: the group is the TP group, and every rank of it holds an expert
- * (experts.h); 0 and 0 without --ep. */
+/* --ep: the group is the TP group or every replica's (T x D), and every
+ * rank of it holds an expert (experts.h); 0 and 0 without --ep. */
 static int decode_ep(const Tpload__LoadReport *lr, struct tpl__report *rep,
                      struct tpl__error *err) {
   uint32_t size = lr->expert_parallel_size;
   if ((size == 0 && lr->experts != 0) ||
-      (size != 0 && (size != rep->grid.tp || lr->experts < size)))
+      (size != 0 && (tpl__grid_set_ep(&rep->grid, 1, size, NULL) != 0 ||
+                     lr->experts < size)))
     return tpl__fail(err, TPL_EPEER,
                      "report: an expert-parallel group of %u ranks with %u "
-                     "experts, for tp %u",
-                     size, lr->experts, rep->grid.tp);
+                     "experts, for tp %u x dp %u",
+                     size, lr->experts, rep->grid.tp, rep->grid.dp);
   rep->grid.ep = size;
   rep->experts = lr->experts;
   return 0;
@@ -805,6 +823,6 @@ void tpl__report_grid_line(const struct tpl__report *r, char *buf,
                    : r->agree == 0 ? "yes"
                                    : "NO");
   if (g->ep > 0 && n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "; ep %u (the TP group), %u experts",
-             g->ep, r->experts);
+    snprintf(buf + n, size - (size_t)n, "; ep %u (%s), %u experts", g->ep,
+             tpl__grid_ep_what(g), r->experts);
 }

@@ -85,11 +85,16 @@ static int add_shard_fields(json_t *o, const struct tpl__job *job,
   return 0;
 }
 
-/* Under --ep: the shard holding one expert's tensor whole, or the dim a
- * stacked one is cut along (its experts). */
-static int add_ep_fields(json_t *o, const struct tpl__job_tensor *t) {
+/* Under --ep: the group rank holding one expert's tensor whole (its
+ * shard t when the group is the TP group, "expert_shard"; d x T + t when
+ * it spans the replicas, "expert_ep_rank"), or the dim a stacked one is
+ * cut along (its experts). */
+static int add_ep_fields(json_t *o, const struct tpl__job *job,
+                         const struct tpl__job_tensor *t) {
   if (t->ep == TPL_EP_WHOLE)
-    return json_object_set_new(o, "expert_shard", json_integer(t->owner));
+    return json_object_set_new(
+        o, job->grid.ep > job->grid.tp ? "expert_ep_rank" : "expert_shard",
+        json_integer(t->owner));
   if (t->ep == TPL_EP_STACKED)
     return json_object_set_new(o, "expert_dim", json_integer(0));
   return 0;
@@ -106,7 +111,7 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                         "pipeline_stages", stage_list(t->stages));
   if (o == NULL) return NULL;
   if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
-      add_ep_fields(o, t) != 0 ||
+      add_ep_fields(o, job, t) != 0 ||
       (bias && json_object_set_new(
                    o, "bias", json_string(tpl__bias_name(t->bias))) != 0) ||
       json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
@@ -119,11 +124,11 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
 }
 
 /* Rank r's experts, [start, count] in global ids (tpl__ep_range of its
- * shard). */
+ * group rank, tpl__grid_ep_rank). */
 static json_t *rank_experts(const struct tpl__grid *g, uint32_t experts,
                             uint32_t r) {
-  struct tpl__pos c = tpl__grid_coord(g, r);
-  struct tpl__ep_range e = tpl__ep_range(experts, g->ep, c.t);
+  struct tpl__ep_range e =
+      tpl__ep_range(experts, g->ep, tpl__grid_ep_rank(g, r));
   return json_pack("[I, I]", (json_int_t)e.start, (json_int_t)e.count);
 }
 

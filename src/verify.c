@@ -50,7 +50,8 @@ static int info_count(const char *key, uint64_t dflt, uint32_t *out,
 }
 
 /* An expert-parallel output names its group: "expert_parallel" {"size"}
- * of T (the TP group); --ep asks for one.  `rc` is the grid's. */
+ * of T (the TP group) or T x D (every replica's, tpl__grid_set_ep); --ep
+ * asks for one, --ep-size for its size.  `rc` is the grid's. */
 static int info_ep(const struct verify *v, const char *path,
                    const struct tpl__verify_grid *want, int rc,
                    struct tpl__grid *g, struct tpl__error *err) {
@@ -58,16 +59,22 @@ static int info_ep(const struct verify *v, const char *path,
   uint64_t size = 0;
   if (rc != 0) return rc;
   if (ep != NULL &&
-      (tpl__json_u64(json_object_get(ep, "size"), &size) != 0 || size != g->tp))
+      (tpl__json_u64(json_object_get(ep, "size"), &size) != 0 || size == 0 ||
+       size > UINT32_MAX || tpl__grid_set_ep(g, 1, (uint32_t)size, NULL) != 0))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected expert_parallel.size = %u (the "
-                     "tensor-parallel group)",
-                     path, g->tp);
+                     "tensor-parallel group) or %llu (T x D)",
+                     path, g->tp, (unsigned long long)g->tp * g->dp);
   if (want->ep && ep == NULL)
     return tpl__fail(err, TPL_EMISMATCH,
                      "%s: the output is not expert-parallel, --ep was "
                      "asked for",
                      path);
+  if (want->ep_size != 0 && size != want->ep_size)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s: the output's expert-parallel group has %llu ranks, "
+                     "--ep-size %u was asked for",
+                     path, (unsigned long long)size, want->ep_size);
   g->ep = (uint32_t)size;
   return 0;
 }
@@ -264,6 +271,7 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
   size_t k = v->pos[r]++;
   const struct tpl__tensor *o = &v->outs[r]->tensors[k];
   struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
+  uint32_t cell = v->job->grid.tp * v->job->grid.pp;
   int rc = check_meta(v, r, i, k, o, err);
   if (rc == 0)
     rc = tpl__pread_full(v->outs[r]->files[0].fd, v->got, (size_t)t->rank_bytes,
@@ -277,7 +285,9 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
                      "the shard recomputed from the model (rank %u is "
                      "d %u, p %u, t %u%s)",
                      r, t->name, r, c.d, c.p, c.t,
-                     c.d > 0 ? "; replica 0 holds the right bytes" : "");
+                     c.d > 0 && tpl__job_holds(v->job, i, r % cell)
+                         ? "; replica 0 holds the right bytes"
+                         : "");
   v->found[r].nbytes = t->rank_bytes;
   v->found[r].xxh3 = XXH3_64bits(v->got, (size_t)t->rank_bytes);
   v->res.tensors++;

@@ -17,10 +17,12 @@ struct tpl__verify_result {
 };
 
 /* The grid the caller expects (--tp, --pp); 0 where not given.  `ep`
- * nonzero (--ep): the output must be expert-parallel. */
+ * nonzero (--ep): the output must be expert-parallel, over `ep_size`
+ * ranks when that is nonzero (--ep-size). */
 struct tpl__verify_grid {
   uint32_t tp, pp;
   int ep;
+  uint32_t ep_size;
   int skip_mtp; /* --skip-mtp: DIR holds the main model only */
   /* --bias-policy: the enum tpl__bias_family DIR must have been written
    * with (--layout rank); -1 for any. */

@@ -55,6 +55,13 @@ next stage.
         everything else; one all-reduce per MoE layer.  --ep-shift K
         moves rank 0's range by K experts (computing those of them it
         holds): a wrong map, for the negative control with --mismatch.
+    mpirun -np W forward.py tp ... --ep --ep-size G
+        the group spans the W / (T x P) replicas (G = T x D, a
+        `preshard --ep-size G` SRC): vLLM's ep_rank = dp_rank x tp_size
+        + tp_rank (FusedMoEParallelConfig.make), each replica computes
+        every token, the routed sums are all-reduced over the G ranks of
+        the stage and added once per TP group (by its shard 0) before the
+        TP all-reduce: two all-reduces per MoE layer.
 """
 import argparse
 import json
@@ -240,6 +247,9 @@ class Arch:
         # --ep: the experts this rank holds whole (None: every expert, cut
         # n ways), and whether a range moved on purpose may miss some.
         self.ep_ids, self.ep_lenient = None, False
+        # --ep-size T x D: the routed sums' all-reduce over the group (and
+        # whether this rank adds them to its TP group's), else None.
+        self.ep_reduce, self.ep_adds = None, True
         g = lambda *ks, d=None: next((cfg[k] for k in ks if k in cfg), d)
         self.E = g("hidden_size", "n_embd")
         self.H = g("num_attention_heads", "n_head")
@@ -440,7 +450,16 @@ class Llama(Arch):
             pe = "%s.experts.%d" % (b, e)
             if self.routed(w, pe, ".gate_proj.weight", e):
                 out += weight[:, e:e + 1] * self.gated(w, pe, h, mi)
-        return out
+        return self.routed_done(out)
+
+    def routed_done(self, out):
+        """This rank's routed sum as its TP all-reduce must see it: as
+        it is, or under a group spanning the replicas the sum over the
+        group, from one rank of each TP group."""
+        if self.ep_reduce is None:
+            return out
+        out = self.ep_reduce(out)
+        return out if self.ep_adds else np.zeros_like(out)
 
     def expert_i(self, full):
         """An expert's intermediate size here: whole under --ep (vLLM's
@@ -494,7 +513,7 @@ class Llama(Arch):
                 x3 = w.get(pe + ".w3.weight", (i, self.E)) @ h[t]
                 out[t] += g * (w.get(pe + ".w2.weight", (self.E, i)) @
                                (silu(x1) * x3))
-        return out
+        return self.routed_done(out)
 
     def mlp(self, w, i, h):
         b, _, _, _ = self.names(i)
@@ -812,8 +831,15 @@ def tensor_parallel(a):
     arch.t, arch.bias_once = t, a.bias_once
     if a.ep:
         experts = oracle.config_experts(a.model)
-        ids = np.nonzero(oracle.vllm_expert_map(tp_size, t, experts) >= 0)[0]
-        if t == 0 and a.ep_shift:
+        size = a.ep_size or tp_size
+        er = (r // (tp_size * pp_size)) * tp_size + t if size > tp_size else t
+        if size > tp_size:
+            eg = comm.Split(stage, r)
+            arch.ep_reduce = lambda y: eg.allreduce(
+                np.ascontiguousarray(y, np.float32), op=MPI.SUM)
+            arch.ep_adds = t == 0
+        ids = np.nonzero(oracle.vllm_expert_map(size, er, experts) >= 0)[0]
+        if er == 0 and a.ep_shift:
             ids = (ids + a.ep_shift) % experts
         arch.ep_ids, arch.ep_lenient = set(int(e) for e in ids), \
             bool(a.ep_shift)
@@ -1037,6 +1063,7 @@ def main(argv):
     tp.add_argument("--ep", action="store_true")
     tp.add_argument("--ep-shift", type=int, default=0)
     tp.add_argument("--bias-once", action="store_true")
+    tp.add_argument("--ep-size", type=int, default=0)
     a = p.parse_args(argv)
     if a.cmd == "ref":
         return reference(a.model, a.out)

@@ -30,13 +30,14 @@ CLI (used by tests/mpi/kv_replicas.sh):
         when N exceeds them, for check-preshard.
 
 CLI (used by tests/mpi/expert_parallel.sh):
-    oracle.py check-ep MODEL PLAN N DIR [--shift K]
+    oracle.py check-ep MODEL PLAN N DIR [--shift K] [--tp T] [--ep-size G]
         checks `-np N preshard --ep` output DIR: every rank holds its
         experts (vLLM's determine_expert_map, see expected_ep) whole,
         stacked expert tensors sliced to them, every other tensor cut as
         PLAN's TP rules say; shard-info.json's expert_parallel map and
         each param's holders with their bytes and XXH3.  --shift K
-        expects rank 0's experts moved by K (a negative control).
+        expects rank 0's experts moved by K (a negative control); --tp T
+        a grid of N / T replicas, --ep-size G (T or N) its group.
 
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
@@ -1271,7 +1272,10 @@ def one_layer_frame(rng, hidden, vocab=64):
 # experts a rank, the remainder one more each to the first ranks, rank r
 # from r * base + min(r, remainder); and FusedMoEParallelConfig, which
 # sets the experts' tp_size to 1 under EP: an expert is never cut.  The
-# EP group is the TP group (ep_rank = tp_rank).  A tensor of expert e
+# EP group is the TP group (ep_rank = tp_rank) or, with `size` = T x D,
+# every replica's TP group: FusedMoEParallelConfig.make (fused_moe/
+# config.py) flattens TP across DP, ep_size = dp_size * tp_size and
+# ep_rank = dp_rank * tp_size + tp_rank.  A tensor of expert e
 # (".experts.<e>." in its name) is held whole by e's owner only; a
 # stacked [E, ...] tensor (the names below, from MLC's and HF's model
 # files) is sliced along dim 0 to the rank's experts; every other tensor
@@ -1315,19 +1319,31 @@ def _ep_expert(name):
         any(re.fullmatch(p, name) for p in EP_STACKED)
 
 
-def expected_ep(model, rules, n, experts, shift=0):
-    """What every rank of an --ep job of n ranks must hold: per rank a
-    list of (name, dtype, rank_shape, bytes, raw of the whole) in
-    checkpoint order.  `shift` moves rank 0's experts by one (a wrong
-    map, for the negative controls)."""
+def ep_rank(r, tp, size):
+    """(vLLM's ep_rank, tp_rank) of global rank r (r = d * tp + t, one
+    stage) in a group of `size` ranks: tp_rank, or dp_rank * tp_size +
+    tp_rank when the group spans the replicas."""
+    d, t = divmod(r, tp)
+    return (d * tp + t if size > tp else t), t
+
+
+def expected_ep(model, rules, n, experts, shift=0, tp=None, size=None):
+    """What every rank of an --ep job of n ranks (--tp `tp`, default n;
+    a group of `size` ranks, default tp) must hold: per rank a list of
+    (name, dtype, rank_shape, bytes, raw of the whole) in checkpoint
+    order.  `shift` moves rank 0's experts by one (a wrong map, for the
+    negative controls)."""
+    tp = tp or n
+    size = size or tp
     tensors = read_model(model)
     # The experts are never cut under --ep: the plan's rules for them are
     # set aside, so only the other tensors go through the TP oracle.
     exp = {e["name"]: e for e in expected_shards(
-        [t for t in tensors if not _ep_expert(t[0])], rules, n)}
+        [t for t in tensors if not _ep_expert(t[0])], rules, tp)}
     held = [[] for _ in range(n)]
     for r in range(n):
-        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
+        er, t = ep_rank(r, tp, size)
+        ids = np.nonzero(vllm_expert_map(size, er, experts) >= 0)[0]
         if r == 0 and shift:
             ids = (ids + shift) % experts
         for name, dtype, shape, raw, _ in tensors:
@@ -1343,21 +1359,22 @@ def expected_ep(model, rules, n, experts, shift=0):
             else:
                 e = exp[name]
                 held[r].append((name, e["dtype"], e["rank_shape"],
-                                e["ranks"][r]))
+                                e["ranks"][t]))
     return held
 
 
-def _check_ep_info(path, held, n, experts, order):
+def _check_ep_info(path, held, n, experts, order, tp, size):
     with open(path, encoding="utf-8") as f:
         info = json.load(f)
     ep = info.get("expert_parallel") or {}
-    _same("shard-info.json: expert_parallel.size", n, ep.get("size"))
+    _same("shard-info.json: expert_parallel.size", size, ep.get("size"))
     _same("shard-info.json: expert_parallel.experts", experts,
           ep.get("experts"))
     want = []
     for r in range(n):
-        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
-        want.append({"rank": r, "shard": r,
+        er, t = ep_rank(r, tp, size)
+        ids = np.nonzero(vllm_expert_map(size, er, experts) >= 0)[0]
+        want.append({"rank": r, "shard": t,
                      "experts": [int(ids[0]), len(ids)]})
     _same("shard-info.json: expert_parallel.ranks", want, ep.get("ranks"))
     holders = {}
@@ -1377,21 +1394,24 @@ def _check_ep_info(path, held, n, experts, order):
                for k in p.get("ranks") or []])
 
 
-def check_ep(model, plan, n, d, shift=0):
-    """Checks preshard --ep output `d` of n ranks; raises Mismatch.
-    Returns the number of (rank, tensor) pairs checked."""
+def check_ep(model, plan, n, d, shift=0, tp=None, size=None):
+    """Checks preshard --ep output `d` of n ranks (--tp `tp`, default n;
+    --ep-size `size`, default tp); raises Mismatch.  Returns the number
+    of (rank, tensor) pairs checked."""
     with open(plan, encoding="utf-8") as f:
         rules = json.load(f)["rules"]
+    tp = tp or n
+    size = size or tp
     experts = config_experts(model)
-    held = expected_ep(model, rules, n, experts, shift)
+    held = expected_ep(model, rules, n, experts, shift, tp, size)
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
                   + ["shard-info.json"])
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
-                         {"tp_rank": str(r), "tp_size": str(n)}, held[r])
+                         grid_meta(n, tp, 1, r), held[r])
     _check_ep_info(os.path.join(d, "shard-info.json"), held, n, experts,
-                   [t[0] for t in read_model(model)])
+                   [t[0] for t in read_model(model)], tp, size)
     return sum(len(h) for h in held)
 
 
@@ -1495,6 +1515,8 @@ def model_cli(argv):
     c.add_argument("n", type=int)
     c.add_argument("target")
     c.add_argument("--shift", type=int, default=0)
+    c.add_argument("--tp", type=int, default=0)
+    c.add_argument("--ep-size", type=int, default=0)
     for name in ("check-preshard", "check-report"):
         c = sub.add_parser(name)
         c.add_argument("model")
@@ -1509,7 +1531,8 @@ def model_cli(argv):
         return 0
     try:
         if a.cmd == "check-ep":
-            k = check_ep(a.model, a.plan, a.n, a.target, a.shift)
+            k = check_ep(a.model, a.plan, a.n, a.target, a.shift,
+                         a.tp or None, a.ep_size or None)
             print("# %s: %d tensors held, over %d ranks, match vLLM's "
                   "expert map" % (a.target, k, a.n))
         elif a.cmd == "check-grid":

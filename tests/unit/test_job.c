@@ -370,21 +370,26 @@ static void test_ep_map(void) {
     CHECK_EQ_U64(tpl__ep_owner(256, 8, x), x / 32);
 }
 
+/* A u8 vector of `n` elements named `name` (not owned); with `owner`
+ * >= 0 one expert's tensor (TPL_EP_WHOLE) of that group rank. */
+static struct tpl__job_tensor u8_vector(const char *name, uint64_t n,
+                                        int owner) {
+  struct tpl__job_tensor t = {
+      .name = (char *)name, .dtype = TPL_DT_U8, .ndim = 1, .shape = {n}};
+  if (owner >= 0) {
+    t.ep = TPL_EP_WHOLE;
+    t.owner = (uint32_t)owner;
+  }
+  return t;
+}
+
 /* One expert's tensor (TPL_EP_WHOLE, owner shard 1) on TP2 x DP2: held
  * by ranks 1 and 3 only, whole; rank 1's store has it after the shared
  * tensor, rank 0's not at all. */
 static void test_ep_holds_owner(void) {
   struct tpl__job_tensor t[2] = {
-      {.name = "model.norm.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {4}},
-      {.name = "model.layers.0.mlp.experts.3.up_proj.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {8},
-       .ep = TPL_EP_WHOLE,
-       .owner = 1}};
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.3.up_proj.weight", 8, 1)};
   struct tpl__job job = {.grid = {4, 2, 1, 2, 2}, .tensors = t, .ntensors = 2};
   static const int holds[4] = {0, 1, 0, 1};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -400,6 +405,53 @@ static void test_ep_holds_owner(void) {
   CHECK_EQ_U64(job.store_size, 72);
 }
 
+/* --ep-size T x D on TP2 x DP2 (vLLM's ep_rank = dp_rank x tp_size +
+ * tp_rank, written out: ranks 0..3 are group ranks 0..3): expert tensor
+ * of owner 3 held by rank 3 only, of owner 1 by rank 1 only, the shared
+ * tensor by all; the map of 6 experts over 4 is rank 3's [5, 1]. */
+static void test_ep_spans_replicas(void) {
+  struct tpl__job_tensor t[3] = {
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.5.up_proj.weight", 8, 3),
+      u8_vector("model.layers.0.mlp.experts.2.up_proj.weight", 8, 1)};
+  struct tpl__job job = {.grid = {4, 2, 1, 2, 4}, .tensors = t, .ntensors = 3};
+  static const int holds5[4] = {0, 0, 0, 1}, holds2[4] = {0, 1, 0, 0};
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  for (uint32_t r = 0; r < 4; r++) {
+    CHECK_EQ_U64(tpl__grid_ep_rank(&job.grid, r), r);
+    CHECK_EQ_INT(tpl__job_holds(&job, 0, r) != 0, 1);
+    CHECK_EQ_INT(tpl__job_holds(&job, 1, r) != 0, holds5[r]);
+    CHECK_EQ_INT(tpl__job_holds(&job, 2, r) != 0, holds2[r]);
+  }
+  CHECK_EQ_U64(tpl__ep_range(6, 4, tpl__grid_ep_rank(&job.grid, 3)).start, 5);
+}
+
+/* --ep-size: T or T x D; 0 is T; anything else a usage error naming the
+ * allowed values; without --ep no group.  On TP2 x PP2 x DP2 the group
+ * of T x D = 4 is the ranks of one stage, rank 6 (d 1, p 1, t 0) group
+ * rank 2. */
+static void test_ep_size(void) {
+  struct tpl__grid g = {0};
+  struct tpl__error err = {0};
+  CHECK_EQ_INT(tpl__grid_make(8, 2, 2, NULL, &g), 0);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 0, NULL), 0);
+  CHECK_EQ_U64(g.ep, 2);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 4, NULL), 0);
+  CHECK_EQ_U64(g.ep, 4);
+  CHECK_EQ_U64(tpl__grid_ep_rank(&g, 6), 2);
+  CHECK_EQ_U64(tpl__grid_ep_rank(&g, 3), 1);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 3, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "--ep-size 3: expected 2 (--tp, the TP group) "
+                              "or 4 (--tp x 2 replicas)");
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 8, NULL), TPL_EUSAGE);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 0, 0, NULL), 0);
+  CHECK_EQ_U64(g.ep, 0);
+  CHECK_EQ_INT(tpl__grid_make(2, 2, 1, NULL, &g), 0);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 4, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "expected 2 (--tp, the TP group; the grid has "
+                              "one replica)");
+}
+
 /* tpl__ep_apply over a hand-built model of `n` u8 tensors named `names`
  * (shape {rows[i], 2}) with num_local_experts 4, for 2 ranks; returns
  * its code, err the message. */
@@ -409,6 +461,7 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
   struct tpl__strategy s[16] = {{0}};
   struct tpl__model m = {.dir = "moe", .tensors = t, .ntensors = n};
   json_t *config = json_pack("{s:i}", "num_local_experts", 4);
+  struct tpl__grid g = {2, 2, 1, 1, 2};
   uint32_t experts = 0;
   int rc;
   for (size_t i = 0; i < n; i++) {
@@ -418,7 +471,7 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
     t[i].shape[0] = rows[i];
     t[i].shape[1] = 2;
   }
-  rc = tpl__ep_apply(&m, config, 2, s, &experts, err);
+  rc = tpl__ep_apply(&m, config, &g, s, &experts, err);
   json_decref(config);
   return rc;
 }
@@ -652,6 +705,8 @@ int main(void) {
   RUN(test_place_per_stage);
   RUN(test_ep_map);
   RUN(test_ep_holds_owner);
+  RUN(test_ep_spans_replicas);
+  RUN(test_ep_size);
   RUN(test_ep_missing_expert);
   RUN(test_grid_shards_by_tp);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_job.XXXXXX");
