@@ -1,7 +1,9 @@
 /* fuzz_plan.c - libFuzzer target for plans: the input is parsed as a plan
  * file and, when valid, applied to a fixed small model (scalar, vector,
  * matrix, 3-D, int and float tensors, and MLC quantized params) for 1, 2
- * and 3 shards, and the shard info built from the result; the same input
+ * and 3 shards, and the shard info built from the result (each count
+ * under another bias family, so the "bias" rule key is resolved all
+ * three ways); the same input
  * is also read as a config.json (and an mlc-chat-config.json) for a few
  * presets whose sizes differ in kind (fused qkv, GPT defaults, MoE, latent
  * attention, text_config, halved intermediate), detected as an
@@ -79,9 +81,9 @@ static void apply_all(const struct tpl__plan *p, const struct tpl__model *m,
   if (st == NULL) return;
   if (tpl__plan_apply(p, m, n, st, &err) == 0 &&
       tpl__preset_check(p, m, st, cfg, &err) <= 0 &&
-      tpl__job_from_model(m, st, NULL, "fuzz", "m",
-                          &(struct tpl__grid){n, n, 1, 1, 0}, 1, &job,
-                          &err) == 0 &&
+      tpl__job_from_model(
+          m, st, NULL, "fuzz", "m", &(struct tpl__grid){n, n, 1, 1, 0},
+          TPL_BIASF_MLC + (int)(n % TPL_BIASF_COUNT), &job, &err) == 0 &&
       tpl__shardinfo_build(job, NULL, &info) == 0)
     json_decref(info);
   tpl__job_free(job);

@@ -1,16 +1,16 @@
 /* checkpoint.c - opening a checkpoint: tpl__model_open_with asks which
  * origin MODEL has (origin.h) and lets it open the model; a local one is
- * opened here: one .safetensors file, or a directory whose first probe
- * of the formats (format.h) that exists decides its format, whose load
- * (written once over the origin) then builds the model.  The reads a
- * model answers afterwards go to its origin too. */
+ * opened here: one file (read by the single-file format its name says,
+ * tpl__format_for_file), or a directory whose first probe of the formats
+ * (format.h) that exists decides its format, whose load (written once
+ * over the origin) then builds the model.  The reads a model answers
+ * afterwards go to its origin too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
-#include "ckpt_files.h"
 #include "fileio.h"
 #include "format.h"
 #include "origin.h"
@@ -30,15 +30,17 @@ static int done(struct tpl__model *m, int rc, struct tpl__model **out) {
   return rc;
 }
 
-/* The model's own file: opened by the path given, not a member. */
+/* The model's own file: opened by the path given, not a member, by the
+ * single-file format its name says (format.h). */
 static int open_single_file(const char *path, struct tpl__model **out,
                             struct tpl__error *err) {
   const char *slash = strrchr(path, '/');
+  const struct tpl__format *f = tpl__format_for_file(path);
   char *dir = tpl__dir_of(path);
-  struct tpl__model *m = dir ? local_model(TPL_FMT_SAFETENSORS, dir) : NULL;
+  struct tpl__model *m = dir ? local_model(f->id, dir) : NULL;
   free(dir);
   if (m == NULL) return tpl__oom(err);
-  return done(m, tpl__st_load(path, slash ? slash + 1 : path, m, err), out);
+  return done(m, f->load_file(path, slash ? slash + 1 : path, m, err), out);
 }
 
 /* Whether member `name` of `dir` exists: 1, 0, or -ENOMEM. */

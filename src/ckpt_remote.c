@@ -234,8 +234,9 @@ int tpl__remote_open(const char *s, const struct tpl__http_opts *o,
   free(where);
   if (rc != 0) return rc;
   if (m->url->name != NULL) {
-    m->format = TPL_FMT_SAFETENSORS;
-    rc = tpl__remote_st_member(m, m->url->name, NULL, NULL, err);
+    const struct tpl__format *f = tpl__format_for_file(m->url->name);
+    m->format = f->id;
+    rc = f->load(m, m->url->name, presharded, err);
   } else {
     rc = open_dir(m, presharded, err);
   }

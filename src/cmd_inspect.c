@@ -25,19 +25,21 @@
 
 static const char inspect_help[] =
     "usage: tpload inspect MODEL [--json] [--shards N] [--tp T] [--pp P]\n"
-    "                      [--ep] [--plan P] [--verify-md5] [--skip-mtp]\n"
+    "                      [--ep] [--ep-size E] [--plan P] [--bias-policy F]\n"
+    "                      [--verify-md5] [--skip-mtp]\n"
     "\n"
     "Reads MODEL strictly (a .safetensors file, a directory with\n"
     "model.safetensors or model.safetensors.index.json, or an MLC weight\n"
     "directory, presharded ones too: what `tpload preshard --layout mlc`\n"
     "writes or MLC's own) and lists every tensor: name, dtype, shape,\n"
-    "bytes, file.\n"
+    "bytes, file; and the quantization its config names, as plan says\n"
+    "it (JSON: quant).\n"
     "\n"
     "  --json      print one JSON object (tensors in checkpoint order,\n"
     "              totals)\n"
     "  --shards N  also show each tensor's shard shape on a world of N ranks\n"
     "              and the rule that cuts it (func_name, scale_bias or\n"
-    "              replicate), and what each rank holds\n"
+    "              replicate) and what each rank holds\n"
     "  --tp T      tensor-parallel shards (default N / P; N defaults to T x "
     "P)\n"
     "  --pp P      pipeline stages (default 1), layers split as MLC LLM\n"
@@ -45,8 +47,14 @@ static const char inspect_help[] =
     "  --ep        expert parallelism: every MoE layer's experts whole over\n"
     "              the T ranks of a TP group (vLLM's map); each rank's line\n"
     "              names its experts, an expert's tensor its shard\n"
+    "  --ep-size E --ep over E ranks: T (the default) or T x D (vLLM's\n"
+    "              ep_size = tp x dp, group rank d x T + t)\n"
     "  --plan P    plan file, preset name or auto (default auto; needs\n"
     "              --shards or --tp)\n"
+    "  --bias-policy F  row-parallel biases as a load with this family\n"
+    "              delivers them: mlc (default: bias/N on every rank), vllm\n"
+    "              (whole on every rank, or rank 0 only where vLLM's loader\n"
+    "              zeroes the others) or whole (needs --shards or --tp)\n"
     "  --verify-md5  MODEL is an MLC weight directory: first read every\n"
     "              params_shard file whole and check it against the md5sum\n"
     "              its record carries (65 naming the file when one differs\n"
@@ -71,11 +79,12 @@ static const char *format_name(int format) {
 
 /* Adds shard_shape, rule and, taken from the shard-info entry so both
  * views agree, (for shard rules) dim, per-shard segs and kv_replicas,
- * bias_scale and pipeline_stages. */
+ * (for row-parallel biases) bias and bias_scale, and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   static const char *const from_info[] = {
-      "dim",        "segs",       "kv_replicas",    "expert_shard",
-      "expert_dim", "bias_scale", "pipeline_stages"};
+      "dim",          "segs",           "kv_replicas", "expert_shard",
+      "expert_ep_rank", "expert_dim",   "bias",        "bias_scale",
+      "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
@@ -101,9 +110,10 @@ static json_t *md5_json(const struct tpl__model *m,
 }
 
 /* The JSON form; `p` and `job` are NULL without a grid, `md5` without
- * --verify-md5. */
+ * --verify-md5; `q` the model's quantization. */
 static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                        const struct tpl__job *job,
+                       const struct tpl__quant_info *q,
                        const struct tpl__mlc_md5 *md5) {
   const char *format = format_name(m->format);
   json_t *root =
@@ -114,6 +124,7 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
                       "pipeline_parallel_stages", (json_int_t)job->grid.pp,
                       "data_parallel_replicas", (json_int_t)job->grid.dp,
                       "plan", p->source, "ranks", tpl__shardinfo_ranks(job));
+  json_object_set_new(root, "quant", tpl__quant_json(q));
   json_t *tensors = json_array();
   for (size_t i = 0; i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
@@ -138,8 +149,10 @@ static void print_json(const struct tpl__model *m, const struct tpl__plan *p,
 }
 
 /* The rule column: the rule's name, and "kv xR" where each kv head is
- * held by R ranks; under --ep "expert, shard T" for one expert's tensor,
- * whole on shard T. */
+ * held by R ranks; a row-parallel bias's policy when it is not scale;
+ * under --ep "expert, shard T" for one expert's tensor, whole on shard
+ * T ("expert, ep rank G" on group rank G = d x T + t when the group
+ * spans the replicas). */
 static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                               size_t len) {
   const struct tpl__job_tensor *t = &job->tensors[i];
@@ -148,7 +161,12 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
                           ? tpl__shard_replicas(&t->spec, job->grid.tp)
                           : 1;
   if (t->ep == TPL_EP_WHOLE) {
-    snprintf(buf, len, "expert, shard %u", t->owner);
+    snprintf(buf, len, "expert, %s %u",
+             job->grid.ep > job->grid.tp ? "ep rank" : "shard", t->owner);
+    return buf;
+  }
+  if (t->kind == TPL_RULE_SCALE_BIAS && t->bias != TPL_BIAS_SCALE) {
+    snprintf(buf, len, "%s %s", name, tpl__bias_name(t->bias));
     return buf;
   }
   if (replicas == 1) return name;
@@ -158,12 +176,15 @@ static const char *rule_label(const struct tpl__job *job, size_t i, char *buf,
 
 /* The table; with a grid (`job` not NULL) two more columns, each rank's
  * shape and the rule, and the shards and plan in the totals line.  A kv head
- * several ranks hold reads "kv xR" beside its rule. */
+ * several ranks hold reads "kv xR" beside its rule.  The totals name the
+ * quantization `q` when the config has one. */
 static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job,
+                        const struct tpl__quant_info *q,
                         const struct tpl__mlc_md5 *md5) {
   char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
+  char quant[128], qsafe[TPL_SAFE_LEN(128)];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
   if (job != NULL) printf("%-22s %-22s ", "SHARD SHAPE", "RULE");
   printf("%14s  %s\n", "BYTES", "FILE");
@@ -183,6 +204,8 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
   printf("%zu tensors, %zu files, %llu bytes (%s)", m->ntensors, m->nfiles,
          (unsigned long long)tpl__model_bytes(m), format_name(m->format));
   if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
+  if (tpl__quant_label(q, quant, sizeof(quant))[0] != '\0')
+    printf("; quantization: %s", tpl__cli_safe(quant, qsafe, sizeof(qsafe)));
   printf("\n");
   if (md5 != NULL)
     printf("md5sum as the cache records: %zu files, %llu bytes checked\n",
@@ -197,7 +220,8 @@ static void print_rank_table(const struct tpl__job *job) {
   printf("grid: tp %u x pp %u x dp %u = %u ranks, rank = (d*%u + p)*%u + t",
          g->tp, g->pp, g->dp, g->world, g->pp, g->tp);
   if (g->ep > 0)
-    printf("; ep %u (the TP group), %u experts", g->ep, job->experts);
+    printf("; ep %u (%s), %u experts", g->ep, tpl__grid_ep_what(g),
+           job->experts);
   printf("\n");
   json_array_foreach(ranks, k, r) {
     struct tpl__pos c = tpl__grid_coord(g, (uint32_t)k);
@@ -219,20 +243,28 @@ static void print_rank_table(const struct tpl__job *job) {
 }
 
 /* Lists the model; with a grid (`grid` not NULL) also its shard view, for
- * biases as a default load delivers them (scaled). */
+ * biases as a load of bias family `bias` (enum tpl__bias_family) delivers
+ * them. */
 static int show(const struct tpl__model *m, const char *model, const char *plan,
-                const struct tpl__grid *grid, int json,
+                const struct tpl__grid *grid, int bias, int json,
                 const struct tpl__mlc_md5 *md5, struct tpl__error *err) {
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
-  int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, 1, &p,
+  struct tpl__quant_info q;
+  int rc = grid ? tpl__job_plan(plan ? plan : "auto", m, model, grid, bias, &p,
                                 &job, err)
                 : 0;
   if (rc != 0) return rc;
+  /* A listing reads any checkpoint: an unreadable config leaves the
+   * quantization unknown, not the listing failed. */
+  if (p != NULL)
+    q = p->quant;
+  else if (tpl__plan_quant(m, &q, err) != 0)
+    tpl__quant_info_init(&q);
   if (json) {
-    print_json(m, p, job, md5);
+    print_json(m, p, job, &q, md5);
   } else {
-    print_table(m, p, job, md5);
+    print_table(m, p, job, &q, md5);
     if (job != NULL) print_rank_table(job);
   }
   tpl__job_free(job);
@@ -246,9 +278,11 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_PLAN,
   OPT_VERIFY_MD5,
   OPT_SKIP_MTP,
+  OPT_BIAS_POLICY,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -258,26 +292,33 @@ static const struct tpl__cli_option inspect_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_VERIFY_MD5] = {"verify-md5", TPL_CLI_FLAG, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
+    [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run(const struct tpl__cli_command *cmd,
                const struct tpl__cli_args *a) {
   const char *plan = a->value[OPT_PLAN];
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP),
+                              a->value[OPT_EP_SIZE]};
   int sharded = ga.shards != NULL || ga.tp != NULL;
   struct tpl__error err = {0};
   struct tpl__model *m = NULL;
   struct tpl__grid grid;
   struct tpl__http_opts ho;
   struct tpl__mlc_md5 md5 = {.chunk = 8 << 20};
-  int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc;
-  if ((plan != NULL || ga.pp != NULL || ga.ep) && !sharded)
-    return tpl__cli_usage_error(cmd, "--plan, --pp and --ep need --shards N "
-                                     "or --tp T");
+  int verify = tpl__cli_has(a, OPT_VERIFY_MD5), rc, bias;
+  if ((plan != NULL || ga.pp != NULL || ga.ep || ga.ep_size ||
+       a->value[OPT_BIAS_POLICY] != NULL) &&
+      !sharded)
+    return tpl__cli_usage_error(cmd, "--plan, --pp, --ep, --ep-size and "
+                                     "--bias-policy need --shards N or --tp T");
+  if (tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY], 0, &bias) != 0)
+    return 64;
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
@@ -288,7 +329,7 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
     rc = tpl__plan_skip_mtp(m, &err);
   if (rc == 0)
-    rc = show(m, a->operands[0], plan, sharded ? &grid : NULL,
+    rc = show(m, a->operands[0], plan, sharded ? &grid : NULL, bias,
               tpl__cli_has(a, OPT_JSON), verify ? &md5 : NULL, &err);
   tpl__model_free(m);
   return rc != 0 ? tpl__cli_report(rc, &err) : 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_grid.h"
 #include "common.h"
 #include "engine.h"
 #include "jsonu.h"
@@ -51,7 +52,19 @@ static const char load_help[] =
     "                      contiguous run of them, vLLM's map), each held\n"
     "                      by its owner only; every other tensor cut as\n"
     "                      without it (not with --layout mlc)\n"
-    "  --no-bias-scaling   deliver scale_bias tensors unscaled\n"
+    "  --ep-size E         --ep over E ranks: T (the default, each replica's\n"
+    "                      TP group) or T x D (vLLM's ep_size = tp x dp:\n"
+    "                      every replica's ranks at a stage, group rank\n"
+    "                      d x T + t, each expert held once per stage)\n"
+    "  --bias-policy F     row-parallel (scale_bias) biases as engine family\n"
+    "                      F expects them: mlc (default) bias/N on every\n"
+    "                      rank; vllm whole on every rank (RowParallelLinear\n"
+    "                      adds it on tp rank 0), or on rank 0 only with\n"
+    "                      zeros elsewhere where vLLM's loader does that\n"
+    "                      (gpt-oss's expert down bias); whole: whole on\n"
+    "                      every rank.  A plan rule's \"bias\" wins over\n"
+    "                      mlc and vllm\n"
+    "  --no-bias-scaling   --bias-policy whole\n"
     "  --skip-mtp          leave out the multi-token-prediction layers\n"
     "                      config.json declares (DeepSeek-V3's\n"
     "                      num_nextn_predict_layers): the main model only\n"
@@ -68,7 +81,9 @@ static const char load_help[] =
     "                      direct), direct (O_DIRECT through io_uring, many\n"
     "                      large requests in flight; where the file system\n"
     "                      refuses it, buffered with a note) or buffered\n"
-    "  --json              print the LoadReport as JSON on stdout\n"
+    "  --json              print the LoadReport as JSON on stdout (its\n"
+    "                      quant: the model's quantization as plan says\n"
+    "                      it, also in the summary)\n"
     "  --quiet             no progress and no summary\n"
     "  --progress[=W]      the progress bar: auto (default: when stderr,\n"
     "                      or the stderr of the mpirun/srun that started\n"
@@ -96,8 +111,8 @@ static const char load_help[] =
     "                      MODEL copied, mlc-chat-config.json with\n"
     "                      tensor_parallel_shards T and\n"
     "                      pipeline_parallel_stages P, tensor-cache.json\n"
-    "                      last.  Row-parallel biases are written unscaled\n"
-    "                      whatever --no-bias-scaling says: MLC's compiled\n"
+    "                      last.  Row-parallel biases are written whole\n"
+    "                      whatever --bias-policy says: MLC's compiled\n"
     "                      model divides them itself\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
     "  --ready-file F      serve: written once every rank is serving\n"
@@ -134,7 +149,9 @@ struct load_cli {
   X(OPT_TP, "tp", TPL_CLI_VALUE)                                               \
   X(OPT_PP, "pp", TPL_CLI_VALUE)                                               \
   X(OPT_EP, "ep", TPL_CLI_FLAG)                                                \
+  X(OPT_EP_SIZE, "ep-size", TPL_CLI_VALUE)                                     \
   X(OPT_NO_BIAS, "no-bias-scaling", TPL_CLI_FLAG)                              \
+  X(OPT_BIAS_POLICY, "bias-policy", TPL_CLI_VALUE)                             \
   X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
@@ -213,7 +230,7 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
   /* A 48 MiB window keeps rank 0 within 64 MiB beyond its shard at 4 ranks
    * with MPI's own buffers (bench: 72 -> 60 MiB; 64 and 48 load alike). */
   unsigned long long stall = TPL_STALL_DEFAULT_S, chunk_mib = 48, tp = 0,
-                     pp = 0;
+                     pp = 0, ep = 0;
   /* a bare --progress means always */
   if (tpl__cli_has(a, OPT_PROGRESS) &&
       parse_keyword(v[OPT_PROGRESS] ? v[OPT_PROGRESS] : "always", progress,
@@ -251,7 +268,12 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
     return usage(c, "--pp expects a stage count >= 1, got '%s'", v[OPT_PP]);
   c->o.tp = (uint32_t)tp;
   c->o.pp = (uint32_t)pp;
-  c->o.ep = tpl__cli_has(a, OPT_EP);
+  if (v[OPT_EP_SIZE] != NULL &&
+      (tpl__cli_parse_uint(v[OPT_EP_SIZE], UINT32_MAX, &ep) != 0 || ep == 0))
+    return usage(c, "--ep-size expects a rank count >= 1, got '%s'",
+                 v[OPT_EP_SIZE]);
+  c->o.ep = tpl__cli_has(a, OPT_EP) || ep != 0;
+  c->o.ep_size = (uint32_t)ep;
   c->o.stall_timeout = (double)stall;
   c->o.chunk_bytes = chunk_mib << 20;
   return 0;
@@ -289,7 +311,7 @@ static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
   if (c->cmd != &tpl__cmd_preshard) return 0;
   if (tpl__layout_parse(v, &use, &c->layout, &err) != 0)
     return usage(c, "%s", err.msg);
-  if (c->layout->unscaled_bias) c->o.bias_scaling = 0;
+  if (c->layout->unscaled_bias) c->o.bias_family = TPL_BIASF_WHOLE;
   return 0;
 }
 
@@ -298,7 +320,10 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->o.model = a->operands[0];
   if (tpl__cli_http(c->cmd, a, OPT_RETRIES, &c->o.http) != 0) return 64;
   c->o.plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
-  c->o.bias_scaling = !tpl__cli_has(a, OPT_NO_BIAS);
+  if (tpl__cli_bias_family(c->cmd, a->value[OPT_BIAS_POLICY],
+                           tpl__cli_has(a, OPT_NO_BIAS),
+                           &c->o.bias_family) != 0)
+    return 64;
   c->o.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
   c->out.dir = a->value[OPT_OUT];
   c->out.model = c->o.model;
@@ -369,14 +394,20 @@ static void print_md5(struct load_cli *c, const struct tpl__report *r) {
           r->md5_seconds > 0 ? gib / r->md5_seconds : 0.0);
 }
 
+/* The totals, and the model's quantization when its config names one
+ * (as `plan` says it). */
 static void print_summary(struct load_cli *c, const struct tpl__report *r) {
   double gib = (double)r->bytes_delivered / 1073741824.0;
+  char quant[128], safe[TPL_SAFE_LEN(128)];
   fprintf(stderr,
           "tpload %s: %.3f GiB delivered to %u ranks in %.3f s "
           "(%.2f GiB/s), rank 0 peak memory %.0f MiB\n",
           c->cmd->name, gib, r->grid.world, r->seconds,
           r->seconds > 0 ? gib / r->seconds : 0.0,
           (double)r->ranks[0].peak_rss / 1048576.0);
+  if (tpl__quant_label(&r->quant, quant, sizeof(quant))[0] != '\0')
+    fprintf(stderr, "tpload %s: quantization: %s\n", c->cmd->name,
+            tpl__cli_safe(quant, safe, sizeof(safe)));
 }
 
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
@@ -493,6 +524,7 @@ static int run(const struct tpl__cli_command *cmd,
   if (rc != 0) report_failure(rc, &err, rank);
   if (rc == 0 && rank == 0 && !c.quiet && cmd == &tpl__cmd_preshard)
     print_wrote(&c, world);
+  tpl__outdir_opts_clear(&c.out);
   /* Last: what a rank prints after MPI_Finalize may never reach mpirun. */
   if (tpl__engine_finalize(rc == 0 ? &err : NULL) != 0 && rc == 0) {
     rc = TPL_EPEER;

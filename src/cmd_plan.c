@@ -22,15 +22,16 @@
 
 static const char plan_help[] =
     "usage: tpload plan MODEL (--shards N | --tp T) [--tp T] [--pp P]\n"
-    "                   [--ep] [--plan P] [--no-bias-scaling] [--skip-mtp]\n"
-    "                   [--strict]\n"
+    "                   [--ep] [--ep-size E] [--plan P] [--bias-policy F]\n"
+    "                   [--no-bias-scaling] [--skip-mtp] [--strict]\n"
     "\n"
     "Resolves the shard plan for MODEL on a grid of N ranks (D replicas of\n"
     "T shards x P pipeline stages) and prints it as JSON: the format of\n"
     "shard-info.json (tensor_parallel_shards, pipeline_parallel_stages,\n"
-    "data_parallel_replicas, bias_scaling, params in checkpoint order with\n"
-    "per-rank shape, dtype, preprocs, pipeline_stages, dim, per-shard segs,\n"
-    "bias_scale) without the per-rank checksums; what every rank\n"
+    "data_parallel_replicas, bias_scaling, bias_policy, params in checkpoint\n"
+    "order with per-rank shape, dtype, preprocs, pipeline_stages, dim,\n"
+    "per-shard segs, bias (a row-parallel bias's policy), bias_scale)\n"
+    "without the per-rank checksums; what every rank\n"
     "(rank = (d x P + p) x T + t) holds under \"ranks\"; and the rules that\n"
     "were used under \"plan\".\n"
     "\n"
@@ -44,11 +45,17 @@ static const char plan_help[] =
     "                     contiguous run of them as vLLM's map gives it;\n"
     "                     \"ranks\" shows each rank's \"experts\": [start,\n"
     "                     count]\n"
+    "  --ep-size E        --ep over E ranks: T (the default) or T x D\n"
+    "                     (vLLM's ep_size = tp x dp: every replica's ranks\n"
+    "                     of a stage, group rank d x T + t)\n"
     "  --plan P           a plan file, a preset or auto (default: from\n"
     "                     config.json or mlc-chat-config.json); presets:\n"
     "                     @presets@\n"
-    "  --no-bias-scaling  report biases unscaled (bias_scale 1.0), as a load\n"
-    "                     with --no-bias-scaling delivers them\n"
+    "  --bias-policy F    row-parallel biases as a load with --bias-policy F\n"
+    "                     delivers them: mlc (default; scale: bias/N),\n"
+    "                     vllm (whole, or rank0 where vLLM's loader zeroes\n"
+    "                     the other ranks' copies) or whole\n"
+    "  --no-bias-scaling  --bias-policy whole (bias_scale 1.0)\n"
     "  --skip-mtp         leave out the multi-token-prediction layers, as a\n"
     "                     load with --skip-mtp does\n"
     "  --strict           a plan-file rule that matches no tensor is an\n"
@@ -79,9 +86,7 @@ static const char plan_help[] =
 
 /* What the model's config says about quantization (quant.h). */
 static json_t *quant_json(const struct tpl__quant_info *q) {
-  json_t *o = json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
-                        "quant_method", q->method, "weight_block_size",
-                        tpl__json_u64_array(q->block, 2));
+  json_t *o = tpl__quant_json(q);
   if (o != NULL && q->config_shards != 0)
     json_object_set_new(o, "config_tensor_parallel_shards",
                         json_integer(q->config_shards));
@@ -106,6 +111,8 @@ static json_t *plan_json(const struct tpl__plan *p, uint32_t n) {
                           tpl__json_u64_array(r->spec.segs, r->spec.nsegs));
     if (r->kind == TPL_RULE_SHARD && r->interleave > 1)
       json_object_set_new(o, "interleave", json_integer(r->interleave));
+    if (r->kind == TPL_RULE_SCALE_BIAS && r->bias != TPL_BIAS_DEFAULT)
+      json_object_set_new(o, "bias", json_string(tpl__bias_name(r->bias)));
     if (r->kind == TPL_RULE_SHARD && tpl__shard_replicas(&r->spec, n) > 1)
       json_object_set_new(o, "kv_replicas",
                           json_integer(tpl__shard_replicas(&r->spec, n)));
@@ -154,8 +161,10 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_PLAN,
   OPT_NO_BIAS,
+  OPT_BIAS_POLICY,
   OPT_SKIP_MTP,
   OPT_STRICT,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
@@ -166,8 +175,10 @@ static const struct tpl__cli_option plan_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_PLAN] = {"plan", TPL_CLI_VALUE, 0},
     [OPT_NO_BIAS] = {"no-bias-scaling", TPL_CLI_FLAG, 0},
+    [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
     [OPT_STRICT] = {"strict", TPL_CLI_FLAG, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
@@ -180,18 +191,21 @@ static int run(const struct tpl__cli_command *cmd,
   struct tpl__plan *p = NULL;
   struct tpl__job *job = NULL;
   struct tpl__grid_args ga = {a->value[OPT_SHARDS], a->value[OPT_TP],
-                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP)};
+                              a->value[OPT_PP], tpl__cli_has(a, OPT_EP),
+                              a->value[OPT_EP_SIZE]};
   struct tpl__grid grid;
   struct tpl__http_opts ho;
-  int rc;
+  int rc, bias;
   if (tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
+  if (tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY],
+                           tpl__cli_has(a, OPT_NO_BIAS), &bias) != 0)
+    return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
   if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
     rc = tpl__plan_skip_mtp(m, &err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, m, a->operands[0], &grid,
-                       !tpl__cli_has(a, OPT_NO_BIAS), &p, &job, &err);
+    rc = tpl__job_plan(plan, m, a->operands[0], &grid, bias, &p, &job, &err);
   if (rc == 0) {
     rc = tpl__job_check_unused(job, p, tpl__cli_has(a, OPT_STRICT), &err);
     if (rc == 1) fprintf(stderr, "tpload plan: warning: %s\n", err.msg);

@@ -147,8 +147,9 @@ static void print_table(const struct tpl__wire_response *d,
            tpl__cli_safe(d->reload_model, plan, sizeof(plan)),
            (unsigned long long)d->reload_store_bytes,
            (unsigned long long)d->store_bytes);
-  printf("tensor parallel shards: %u, bias scaling: %s\n", rep->grid.tp,
-         rep->bias_scaling ? "on" : "off");
+  printf("tensor parallel shards: %u, bias scaling: %s (bias policy %s)\n",
+         rep->grid.tp, rep->bias_scaling ? "on" : "off",
+         tpl__bias_family_name(rep->bias_family));
   /* The daemon serves only after its load found the replicas agreeing. */
   tpl__report_grid_line(rep, grid, sizeof(grid));
   printf("%s\n", grid);

@@ -8,24 +8,27 @@
 #include "cmd_grid.h"
 #include "common.h"
 #include "layout.h"
-#include "origin.h"
+#include "scope.h"
 #include "verify.h"
 
 static const char verify_help[] =
     "usage: tpload verify MODEL DIR [--plan P] [--tp T] [--pp P] [--ep]\n"
-    "                     [--layout " TPL_LAYOUT_NAMES "] [--skip-mtp] "
-    "[--quiet]\n"
+    "                     [--ep-size E] [--layout " TPL_LAYOUT_NAMES "]\n"
+    "                     [--skip-mtp] [--quiet] [--bias-policy F]\n"
     "\n"
     "Recomputes every rank's shard of every tensor from MODEL and checks\n"
     "DIR (the output of `tpload preshard`: rank{R}.safetensors and\n"
     "shard-info.json) byte for byte, shape by shape and checksum by\n"
     "checksum.  The grid (T shards x P stages x D replicas) and bias\n"
-    "scaling come from shard-info.json; each rank file must hold the\n"
+    "policy come from shard-info.json (--bias-policy F, when given, must\n"
+    "match its bias_policy: mlc, vllm or whole); each rank file must hold the\n"
     "tensors of its stage, cut as its shard, so every replica is checked\n"
     "against the same bytes as replica 0.  --tp / --pp, when given, must\n"
     "match the output; --ep asks for an expert-parallel output (its\n"
     "expert_parallel in shard-info.json: each expert's tensors whole on\n"
-    "its owner's ranks only, as `preshard --ep` writes them).  The plan\n"
+    "its owner's ranks only, as `preshard --ep` writes them), --ep-size E\n"
+    "one over E ranks (T, or T x D: then replicas hold different experts\n"
+    "and agree on every other tensor).  The plan\n"
     "must be the one preshard used (default auto), and so must\n"
     "--skip-mtp (the output holds the main model only).\n"
     "\n"
@@ -36,8 +39,7 @@ static const char verify_help[] =
     "every other tensor one record NAME, whole and unscaled; no other\n"
     "record; each file's md5sum as the cache records it; no file holding\n"
     "two workers' shard records or shard records beside replicated ones.\n"
-    "\n" TPL_CLI_HTTP_HELP "(--layout rank only)\n"
-    "\n"
+    "\n" TPL_CLI_HTTP_HELP "\n"
     "Exit codes: 0 all match, 65 a mismatch (the first is named) or a\n"
     "malformed input, 66 a file missing (HTTP 404 included), 69 a server\n"
     "unreachable or failing after the retries, 74 I/O error (a remote\n"
@@ -49,8 +51,10 @@ enum {
   OPT_TP,
   OPT_PP,
   OPT_EP,
+  OPT_EP_SIZE,
   OPT_LAYOUT,
   OPT_SKIP_MTP,
+  OPT_BIAS_POLICY,
   TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ID)
 };
 
@@ -60,8 +64,10 @@ static const struct tpl__cli_option verify_options[] = {
     [OPT_TP] = {"tp", TPL_CLI_VALUE, 0},
     [OPT_PP] = {"pp", TPL_CLI_VALUE, 0},
     [OPT_EP] = {"ep", TPL_CLI_FLAG, 0},
+    [OPT_EP_SIZE] = {"ep-size", TPL_CLI_VALUE, 0},
     [OPT_LAYOUT] = {"layout", TPL_CLI_VALUE, 0},
     [OPT_SKIP_MTP] = {"skip-mtp", TPL_CLI_FLAG, 0},
+    [OPT_BIAS_POLICY] = {"bias-policy", TPL_CLI_VALUE, 0},
     TPL_CLI_HTTP_OPTIONS(TPL_CLI_OPTION_ENTRY)};
 
 static int run_verify(const struct tpl__cli_command *cmd,
@@ -73,20 +79,31 @@ static int run_verify(const struct tpl__cli_command *cmd,
   const char *plan = a->value[OPT_PLAN] ? a->value[OPT_PLAN] : "auto";
   const struct tpl__output_layout *lay = NULL;
   struct tpl__layout_use use = {TPL_LAYOUT_VERIFY, a->operands[0], 0};
-  int rc, mlc;
-  want.ep = tpl__cli_has(a, OPT_EP);
+  int rc;
   want.skip_mtp = tpl__cli_has(a, OPT_SKIP_MTP);
-  if (tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
+  want.bias_family = -1;
+  if (a->value[OPT_BIAS_POLICY] != NULL &&
+      tpl__cli_bias_family(cmd, a->value[OPT_BIAS_POLICY], 0,
+                           &want.bias_family) != 0)
+    return 64;
+  if (tpl__cli_grid_count(cmd, "ep-size", a->value[OPT_EP_SIZE],
+                          &want.ep_size) != 0 ||
+      tpl__cli_grid_count(cmd, "tp", a->value[OPT_TP], &want.tp) != 0 ||
       tpl__cli_grid_count(cmd, "pp", a->value[OPT_PP], &want.pp) != 0 ||
       tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0)
     return 64;
+  want.ep = tpl__cli_has(a, OPT_EP) || want.ep_size != 0;
   use.ep = want.ep;
   if (tpl__layout_parse(a->value[OPT_LAYOUT], &use, &lay, &err) != 0)
     return tpl__cli_usage_error(cmd, "%s", err.msg);
-  mlc = lay->local_model; /* the layout reads MODEL by path */
-  if (mlc && !tpl__origin_for(a->operands[0])->paths)
-    return tpl__cli_usage_error(cmd, "--layout mlc reads a local MODEL, "
-                                     "found a URL");
+  /* A layout whose engine divides the biases itself writes them whole. */
+  if (lay->unscaled_bias && want.bias_family >= 0 &&
+      want.bias_family != TPL_BIASF_WHOLE)
+    return tpl__cli_usage_error(cmd,
+                                "--layout %s writes the biases whole (its "
+                                "engine divides them): "
+                                "--bias-policy %s cannot hold",
+                                lay->name, a->value[OPT_BIAS_POLICY]);
   rc =
       lay->verify(a->operands[0], a->operands[1], plan, &want, &ho, &res, &err);
   if (rc != 0) return tpl__cli_report(rc, &err);
@@ -96,7 +113,9 @@ static int run_verify(const struct tpl__cli_command *cmd,
            res.grid.world, lay->members, res.grid.tp, res.grid.pp, res.grid.dp,
            (unsigned long long)res.tensors, lay->checked,
            (unsigned long long)res.bytes,
-           res.grid.dp > 1 ? "; replicas agree" : "");
+           res.grid.dp == 1            ? ""
+           : res.grid.ep > res.grid.tp ? "; replicas agree (experts aside)"
+                                       : "; replicas agree");
   return 0;
 }
 

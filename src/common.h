@@ -62,6 +62,16 @@ static inline int tpl__mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
   return 0;
 }
 
+/* The greatest common divisor (gcd(a, 0) = a). */
+static inline uint64_t tpl__gcd_u64(uint64_t a, uint64_t b) {
+  while (b != 0) {
+    uint64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
 /* Seconds on the monotonic clock, for timing phases. */
 static inline double tpl__now(void) {
   struct timespec ts;

@@ -17,6 +17,7 @@
 
 struct tpl__job;
 struct tpl__loaded;
+struct tpl__model;
 
 /* What a sink hears during a reload (tpl__coord.reload), on the engine's
  * thread. */
@@ -118,8 +119,9 @@ struct tpl__loaded {
 /* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */
 struct tpl__sink {
   /* Rank 0, once the model and plan are valid, before the job is shared:
-   * refuses an unusable output before any other rank starts. */
-  int (*prepare)(void *ctx, struct tpl__error *err);
+   * refuses an unusable output before any other rank starts, and reads
+   * what it needs of model m while m is open (through its origin). */
+  int (*prepare)(void *ctx, const struct tpl__model *m, struct tpl__error *err);
   /* Every rank (its own node's view), before any byte moves; agreed. */
   int (*check)(void *ctx, uint32_t rank, struct tpl__error *err);
   /* Every rank, after the load and its report: the sink's whole sequence,

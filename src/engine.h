@@ -16,9 +16,11 @@ struct tpl__load_opts {
   const char *model;
   const char *plan; /* plan file, preset name or "auto" */
   uint32_t tp, pp;  /* --tp, --pp; 0: N / P, 1 (one TP group) */
-  /* --ep: every MoE layer's experts whole over the TP group (experts.h) */
+  /* --ep: every MoE layer's experts whole over the expert-parallel
+   * group (experts.h) of --ep-size ranks (0: the TP group, T) */
   int ep;
-  int bias_scaling;           /* 0 with --no-bias-scaling */
+  uint32_t ep_size;
+  int bias_family;            /* enum tpl__bias_family: --bias-policy */
   int skip_mtp;               /* --skip-mtp: the main model only */
   double stall_timeout;       /* seconds without progress that end the
                                  job (exit 69); 0 waits forever */

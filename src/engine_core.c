@@ -43,17 +43,17 @@ static int validate(struct engine *e, struct tpl__error *err) {
   uint32_t pp = o->pp ? o->pp : 1;
   uint32_t tp = o->tp ? o->tp : tpl__grid_default_tp(e->world, pp);
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
-  grid.ep = o->ep ? grid.tp : 0;
+  if (rc == 0) rc = tpl__grid_set_ep(&grid, o->ep, o->ep_size, err);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, err);
   if (rc == 0 && o->verify_md5)
     rc = tpl__mlc_md5_ready(e->model,
                             e->model->shown ? e->model->shown : o->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_scaling,
+    rc = tpl__job_plan(o->plan, e->model, o->model, &grid, o->bias_family,
                        &e->plan, &e->job, err);
   if (rc == 0 && o->steps.prepare != NULL)
-    rc = o->steps.prepare(o->steps.ctx, err);
+    rc = o->steps.prepare(o->steps.ctx, e->model, err);
   return rc;
 }
 
@@ -340,7 +340,8 @@ int tpl__eng_finish_tensor(struct engine *e, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *p = e->store.base + t->store_offset;
   double t0 = tpl__now(), t2;
-  int rc = tpl__job_finish_bytes(e->job, i, p, err);
+  int rc = tpl__job_finish_bytes(
+      e->job, i, tpl__grid_coord(&e->job->grid, e->rank).t, p, err);
   t2 = tpl__now();
   e->st.t_scale += t2 - t0;
   if (rc != 0) return rc;

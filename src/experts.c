@@ -8,8 +8,10 @@
  * FusedMoEParallelConfig sets the experts' tp_size to 1 under EP, so an
  * expert's weights, and their quantization scales, are never cut; every
  * other tensor keeps the plan's cut.  The group is the tensor-parallel
- * group: group rank = shard t.  A MoE layer must name every expert: one
- * missing is refused before any byte moves. */
+ * group (group rank = shard t) or, with --ep-size T x D, every replica's
+ * (group rank d x T + t: tpl__grid_ep_rank, topology.c).  A MoE layer
+ * must name every expert: one missing is refused before any byte
+ * moves. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +156,17 @@ static void make_whole(struct tpl__strategy *s, uint32_t owner) {
 }
 
 static int make_stacked(const struct tpl__tensor *t, uint32_t experts,
-                        uint32_t size, struct tpl__strategy *s,
+                        const struct tpl__grid *g, struct tpl__strategy *s,
                         struct tpl__error *err) {
+  uint32_t size = g->ep;
+  /* Not built: a stacked tensor is cut by the layouts of T shards, and
+   * a group of T x D would need one cut per replica. */
+  if (size > g->tp)
+    return tpl__fail(err, TPL_EPLAN,
+                     "tensor '%s': stacked experts over a group spanning the "
+                     "replicas (--ep-size %u = --tp %u x %u) are not built "
+                     "yet: use --ep-size %u",
+                     t->name, size, g->tp, g->dp, g->tp);
   if (t->ndim < 1 || t->shape[0] != experts)
     return tpl__fail(err, TPL_EFORMAT,
                      "tensor '%s': a stacked expert tensor: expected dim 0 "
@@ -251,9 +262,9 @@ static int check_complete(const struct tpl__model *m, uint32_t experts,
 }
 
 int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
-                  uint32_t size, struct tpl__strategy *s, uint32_t *experts,
-                  struct tpl__error *err) {
-  uint32_t e = 0;
+                  const struct tpl__grid *grid, struct tpl__strategy *s,
+                  uint32_t *experts, struct tpl__error *err) {
+  uint32_t e = 0, size = grid->ep;
   int rc = check_count(m, config, size, &e, err);
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
@@ -266,7 +277,7 @@ int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
     else if (x >= 0)
       make_whole(&s[i], tpl__ep_owner(e, size, (uint32_t)x));
     else if (is_stacked(t->name))
-      rc = make_stacked(t, e, size, &s[i], err);
+      rc = make_stacked(t, e, grid, &s[i], err);
   }
   if (rc == 0) rc = check_complete(m, e, err);
   if (rc == 0) *experts = e;

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "model.h"
 #include "plan.h"
+#include "topology.h"
 
 /* What expert parallelism makes of a tensor (struct tpl__strategy's and
  * struct tpl__job_tensor's `ep`). */
@@ -45,9 +46,10 @@ long tpl__expert_of(const char *name);
 int tpl__ep_is_expert(const char *name);
 
 /* Rewrites the strategies `s` (one per tensor of `m`, as the plan gave
- * them for `size` shards) for expert parallelism over a group of `size`
- * ranks: a tensor of one expert (named `.experts.<e>.`, quantized params
- * included) becomes whole on its owner (TPL_EP_WHOLE, replicated kind,
+ * them for grid->tp shards) for expert parallelism over the group of
+ * grid->ep ranks (topology.h): a tensor of one expert (named
+ * `.experts.<e>.`, quantized params included) becomes whole on its owner,
+ * a group rank (TPL_EP_WHOLE, replicated kind,
  * unscaled), a stacked [E, ...] tensor of every expert a cut along dim 0
  * (TPL_EP_STACKED); everything else is left as it is.  E comes from
  * `config` (n_routed_experts, num_local_experts or num_experts, at its
@@ -57,10 +59,11 @@ int tpl__ep_is_expert(const char *name);
  * tensor that some expert of its layer lacks (`...experts.2.w1.weight`
  * missing where experts 0, 1 and 3 have it: the message names it), and a
  * stacked tensor whose dim 0 is not E or whose E does not divide by
- * `size`.
+ * the group's size, or that a group spanning the replicas would hold
+ * (not built).
  * Returns 0 with *experts = E, TPL_EPLAN or TPL_EFORMAT. */
 int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
-                  uint32_t size, struct tpl__strategy *s, uint32_t *experts,
-                  struct tpl__error *err);
+                  const struct tpl__grid *grid, struct tpl__strategy *s,
+                  uint32_t *experts, struct tpl__error *err);
 
 #endif

@@ -4,11 +4,15 @@
  * shard files).  Each load is written once, over the model's origin
  * (origin.h): the JSON from the origin's get, the member files through
  * its st_member or probe; the parsers (fmt_*.c) only parse.  A new
- * format is one load and one row here. */
+ * format is one load and one row here (a single-file one: its row's
+ * file_suffix and load_file too, which tpl__format_for_file gives the
+ * openers of a MODEL that is one file). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "ckpt_files.h"
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
 #include "format.h"
@@ -98,11 +102,29 @@ static const struct tpl__format safetensors = {
     .probes = {"model.safetensors"},
     .config = "config.json",
     .load = load_safetensors,
+    .file_suffix = ".safetensors",
+    .load_file = tpl__st_load,
 };
 
 const struct tpl__format *const tpl__formats[] = {&st_index, &mlc,
                                                   &safetensors};
 const size_t tpl__nformats = ARRAY_SIZE(tpl__formats);
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+const struct tpl__format *tpl__format_for_file(const char *name) {
+  const struct tpl__format *first = NULL;
+  for (size_t i = 0; i < tpl__nformats; i++) {
+    const char *suffix = tpl__formats[i]->file_suffix;
+    if (suffix == NULL) continue;
+    if (ends_with(name, suffix)) return tpl__formats[i];
+    if (first == NULL) first = tpl__formats[i];
+  }
+  return first;
+}
 
 const struct tpl__format *tpl__format_of(int id) {
   for (size_t i = 0; i < tpl__nformats; i++)

@@ -31,11 +31,23 @@ struct tpl__format {
    * as it is.  Returns 0, the parsers' TPL_E* codes, or the origin's. */
   int (*load)(struct tpl__model *m, const char *member, int presharded,
               struct tpl__error *err);
+  /* A MODEL that is one file of this format: its name ends so (NULL: a
+   * directory format only).  Such a MODEL at a URL is loaded by `load`,
+   * `member` its own name; a local one by load_file, from `path` as
+   * given, as file `name` of m (a descriptor held, ckpt_files.h). */
+  const char *file_suffix;
+  int (*load_file)(const char *path, const char *name, struct tpl__model *m,
+                   struct tpl__error *err);
 };
 
 /* The formats, in the order a directory is probed. */
 extern const struct tpl__format *const tpl__formats[];
 extern const size_t tpl__nformats;
+
+/* The format of a MODEL that is one file, `name` (its path or last URL
+ * segment): the row whose file_suffix ends it, or, when none does, the
+ * table's first single-file row (tpload reads any file as safetensors). */
+const struct tpl__format *tpl__format_for_file(const char *name);
 
 /* The descriptor of format `id` (enum tpl__model_format); NULL for none
  * (a model built by hand with format 0). */

@@ -81,11 +81,12 @@ int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   struct tpl__pos c = tpl__grid_coord(&job->grid, rank);
   return tpl__stages_has(t->stages, c.p) &&
-         (t->ep != TPL_EP_WHOLE || t->owner == c.t);
+         (t->ep != TPL_EP_WHOLE ||
+          t->owner == tpl__grid_ep_rank(&job->grid, rank));
 }
 
 static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
-                       const struct tpl__strategy *s) {
+                       const struct tpl__strategy *s, int bias_family) {
   jt->name = strdup(t->name);
   if (jt->name == NULL) return -ENOMEM;
   jt->dtype = t->dtype;
@@ -95,6 +96,8 @@ static int copy_tensor(struct tpl__job_tensor *jt, const struct tpl__tensor *t,
   jt->file = t->file;
   jt->file_offset = t->offset;
   jt->kind = s->kind;
+  if (s->kind == TPL_RULE_SCALE_BIAS)
+    jt->bias = tpl__bias_resolve(s->bias, s->bias_vllm, bias_family);
   jt->rule = s->rule;
   jt->ep = s->ep;
   jt->owner = s->owner;
@@ -132,13 +135,13 @@ int tpl__job_from_model(const struct tpl__model *m,
                         const struct tpl__strategy *strategies,
                         const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
-                        const struct tpl__grid *grid, int bias_scaling,
+                        const struct tpl__grid *grid, int bias_family,
                         struct tpl__job **out, struct tpl__error *err) {
   struct tpl__job *job = calloc(1, sizeof(*job));
   int rc;
   if (job == NULL) return tpl__oom(err);
   job->grid = *grid;
-  job->bias_scaling = bias_scaling;
+  job->bias_family = bias_family;
   job->model = strdup(m->shown ? m->shown : model_arg);
   job->plan_source = strdup(plan_source ? plan_source : "");
   job->tensors = calloc(m->ntensors ? m->ntensors : 1, sizeof(*job->tensors));
@@ -147,7 +150,8 @@ int tpl__job_from_model(const struct tpl__model *m,
     goto nomem;
   job->ntensors = m->ntensors;
   for (size_t i = 0; i < m->ntensors; i++) {
-    if (copy_tensor(&job->tensors[i], &m->tensors[i], &strategies[i]) != 0)
+    if (copy_tensor(&job->tensors[i], &m->tensors[i], &strategies[i],
+                    bias_family) != 0)
       goto nomem;
     if (stages != NULL) job->tensors[i].stages = stages[i];
   }
@@ -165,14 +169,14 @@ nomem:
 
 int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
                   const char *model_arg, const struct tpl__grid *grid,
-                  int bias_scaling, struct tpl__plan **plan,
+                  int bias_family, struct tpl__plan **plan,
                   struct tpl__job **out, struct tpl__error *err) {
   struct tpl__strategy *st = NULL;
   struct tpl__stages *stages = NULL;
   int rc = tpl__plan_for_grid(plan_arg, m, grid, plan, &st, &stages, err);
   if (rc != 0) return rc;
   rc = tpl__job_from_model(m, st, stages, (*plan)->source, model_arg, grid,
-                           bias_scaling, out, err);
+                           bias_family, out, err);
   free(st);
   free(stages);
   if (rc != 0) {
@@ -180,6 +184,7 @@ int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
     *plan = NULL;
   } else {
     (*out)->experts = (*plan)->experts;
+    (*out)->quant = (*plan)->quant;
   }
   return rc;
 }
@@ -234,22 +239,26 @@ int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
                            job->grid.tp, shard, out);
 }
 
-int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
-                          struct tpl__error *err) {
+int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint32_t shard,
+                          uint8_t *p, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   if (t->encoding == TPL_ENC_F32_TO_BF16)
     tpl__bf16_expand_inplace(p, t->rank_stored / 2);
-  if (t->kind == TPL_RULE_SCALE_BIAS && job->bias_scaling &&
-      tpl__scale_bias(p, t->rank_bytes, t->dtype, job->grid.tp) != 0)
-    return tpl__fail(err, TPL_EDTYPE, "tensor '%s': cannot scale a %s bias",
-                     t->name, tpl__dtype_st_name(t->dtype));
+  if (t->kind == TPL_RULE_SCALE_BIAS &&
+      tpl__bias_apply(p, t->rank_bytes, t->dtype, t->bias, job->grid.tp,
+                      shard) != 0)
+    return tpl__fail(err, TPL_EDTYPE,
+                     "tensor '%s': cannot apply bias policy %s to a %s bias",
+                     t->name, tpl__bias_name(t->bias),
+                     tpl__dtype_st_name(t->dtype));
   return 0;
 }
 
 int tpl__job_bytes_final(const struct tpl__job *job, size_t i) {
   const struct tpl__job_tensor *t = &job->tensors[i];
   return t->encoding == TPL_ENC_RAW &&
-         !(t->kind == TPL_RULE_SCALE_BIAS && job->bias_scaling);
+         !(t->kind == TPL_RULE_SCALE_BIAS && t->bias != TPL_BIAS_WHOLE &&
+           job->grid.tp > 1);
 }
 
 void tpl__job_free(struct tpl__job *job) {

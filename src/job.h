@@ -31,8 +31,9 @@ struct tpl__job_tensor {
   uint64_t shape[TPL_MAX_DIMS]; /* full shape */
   int encoding;                 /* enum tpl__encoding */
   int kind;                     /* enum tpl__rule_kind */
-  char *func_name;              /* owned; NULL unless SHARD */
-  int rule; /* rank 0 only: index of the plan rule that decided, or -1 */
+  int bias;        /* SCALE_BIAS: enum tpl__bias, resolved (never DEFAULT) */
+  char *func_name; /* owned; NULL unless SHARD */
+  int rule;        /* rank 0 only: index of the plan rule that decided, or -1 */
   struct tpl__shard_spec spec; /* SHARD only */
   /* the source, from the model (broadcast with the job) */
   uint32_t file;        /* index into the model's files and job->files */
@@ -41,7 +42,8 @@ struct tpl__job_tensor {
    * when pp == 1); broadcast with the job. */
   struct tpl__stages stages;
   /* Under --ep: enum tpl__ep_kind (experts.h) and, for TPL_EP_WHOLE,
-   * the shard t that holds the tensor (its expert's owner); broadcast
+   * the group rank that holds the tensor (its expert's owner: t, or
+   * d x tp + t when the group spans replicas); broadcast
    * with the job. */
   int ep;
   uint32_t owner;
@@ -71,7 +73,10 @@ struct tpl__job {
   struct tpl__grid grid;
   uint32_t stage;   /* the stage store_offset and store_size are for */
   uint32_t experts; /* routed experts per MoE layer under --ep, else 0 */
-  int bias_scaling;
+  int bias_family;  /* enum tpl__bias_family (scope.h): --bias-policy */
+  /* Rank 0 (tpl__job_plan): the plan's quantization facts, for the
+   * report; zeros in a job from the table. */
+  struct tpl__quant_info quant;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;
@@ -94,7 +99,7 @@ int tpl__job_from_model(const struct tpl__model *m,
                         const struct tpl__strategy *strategies,
                         const struct tpl__stages *stages,
                         const char *plan_source, const char *model_arg,
-                        const struct tpl__grid *grid, int bias_scaling,
+                        const struct tpl__grid *grid, int bias_family,
                         struct tpl__job **out, struct tpl__error *err);
 
 /* Resolves --plan `plan_arg` for `m` on `grid` (tpl__plan_for_grid: the
@@ -104,7 +109,7 @@ int tpl__job_from_model(const struct tpl__model *m,
  * applying or building returned. */
 int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
                   const char *model_arg, const struct tpl__grid *grid,
-                  int bias_scaling, struct tpl__plan **plan,
+                  int bias_family, struct tpl__plan **plan,
                   struct tpl__job **out, struct tpl__error *err);
 
 /* Computes the derived fields (per-holder shapes, bytes) after the
@@ -122,7 +127,8 @@ int tpl__job_place(struct tpl__job *job, uint32_t rank, struct tpl__error *err);
 
 /* Nonzero when global rank `rank` (< grid.world) holds tensor i: its
  * stage is among the tensor's stages and, for one expert's tensor under
- * --ep, its shard is the expert's owner. */
+ * --ep, its rank in the expert-parallel group (tpl__grid_ep_rank) is the
+ * expert's owner. */
 int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 
 /* Shard `shard`'s (0 .. grid.tp - 1) layout over the tensor's stored
@@ -130,12 +136,13 @@ int tpl__job_holds(const struct tpl__job *job, size_t i, uint32_t rank);
 int tpl__job_layout(const struct tpl__job *job, size_t i, uint32_t shard,
                     struct tpl__layout *out);
 
-/* Turns the `rank_stored` bytes rank received of tensor `i` at `p` into
- * what it holds (`rank_bytes` at `p`): decodes f32-to-bf16 storage and,
- * for a scale_bias tensor with bias scaling on, divides by grid.tp.  Returns 0
- * or TPL_EDTYPE (err names the tensor). */
-int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint8_t *p,
-                          struct tpl__error *err);
+/* Turns the `rank_stored` bytes a holder at shard `shard` received of
+ * tensor `i` at `p` into what it holds (`rank_bytes` at `p`): decodes
+ * f32-to-bf16 storage and applies a scale_bias tensor's policy
+ * (tpl__bias_apply: divides by grid.tp, or zeroes it off shard 0).
+ * Returns 0 or TPL_EDTYPE (err names the tensor). */
+int tpl__job_finish_bytes(const struct tpl__job *job, size_t i, uint32_t shard,
+                          uint8_t *p, struct tpl__error *err);
 
 /* Nonzero when the bytes a holder receives of tensor i are already what
  * it holds (tpl__job_finish_bytes would leave them as they are). */

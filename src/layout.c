@@ -10,6 +10,7 @@
 
 #include "layout.h"
 #include "mlc_writer.h"
+#include "origin.h"
 #include "preshard.h"
 #include "verify_mlc.h"
 
@@ -28,9 +29,10 @@ static void rank_wrote(char *buf, size_t len, const char *dir, uint32_t world) {
 /* --- mlc --- */
 
 /* MLC's runtime cuts every expert itself, so an expert-parallel output
- * is none it loads; the writer reads MODEL's sidecar files (its config,
- * the cache JSON's metadata, the tokenizer files) from an MLC weight
- * directory by path. */
+ * is none it loads.  The writer takes MODEL's sidecar files (its config,
+ * the cache JSON's metadata, the tokenizer files) through its origin,
+ * from an MLC weight directory: a local MODEL that is none is refused
+ * here, before the job; one at a URL once it is open (mlc_writer.c). */
 static int mlc_accepts(const struct tpl__layout_use *u,
                        struct tpl__error *err) {
   if (u->ep && u->verb == TPL_LAYOUT_WRITE)
@@ -40,7 +42,8 @@ static int mlc_accepts(const struct tpl__layout_use *u,
                      "preshard");
   if (u->ep)
     return tpl__fail(err, TPL_EUSAGE, "--ep checks --layout rank outputs");
-  if (u->verb == TPL_LAYOUT_WRITE && !tpl__mlc_writer_is_mlc_dir(u->model))
+  if (u->verb == TPL_LAYOUT_WRITE && tpl__origin_for(u->model)->paths &&
+      !tpl__mlc_writer_is_mlc_dir(u->model))
     return tpl__fail(err, TPL_EUSAGE,
                      "--layout mlc writes MLC's presharded cache from an MLC "
                      "weight directory (tensor-cache.json or "
@@ -54,14 +57,6 @@ static void mlc_wrote(char *buf, size_t len, const char *dir, uint32_t world) {
            "wrote MLC's presharded cache to %s (load it with "
            "MLC_INTERNAL_PRESHARD_NUM set)",
            dir);
-}
-
-/* verify_mlc reads a local MODEL only: no client options. */
-static int mlc_verify(const char *model, const char *dir, const char *plan,
-                      const struct tpl__verify_grid *want,
-                      const struct tpl__http_opts *http,
-                      struct tpl__verify_result *out, struct tpl__error *err) {
-  return tpl__verify_mlc(model, dir, plan, want, out, err);
 }
 
 /* --- the table --- */
@@ -79,11 +74,10 @@ static const struct tpl__output_layout layouts[] = {
     {
         .name = "mlc",
         .sink = tpl__mlc_writer_sink,
-        .verify = mlc_verify,
+        .verify = tpl__verify_mlc,
         .accepts = mlc_accepts,
         .wrote = mlc_wrote,
         .unscaled_bias = 1, /* MLC's compiled model divides them itself */
-        .local_model = 1,
         .members = "workers",
         .checked = "records and every md5sum",
     },

@@ -31,7 +31,7 @@ struct tpl__layout_use {
 struct tpl__output_layout {
   const char *name; /* --layout's word */
   /* The sink that writes it (`preshard`); o must outlive the load. */
-  struct tpl__sink (*sink)(const struct tpl__outdir_opts *o);
+  struct tpl__sink (*sink)(struct tpl__outdir_opts *o);
   /* `verify MODEL DIR` of an output of it: 0, TPL_EMISMATCH or the code
    * of what could not be read (verify.h). */
   int (*verify)(const char *model, const char *dir, const char *plan,
@@ -46,7 +46,6 @@ struct tpl__output_layout {
   void (*wrote)(char *buf, size_t len, const char *dir, uint32_t world);
   int unscaled_bias;   /* writes row-parallel biases unscaled (the engine's
                         * own graph scales them) whatever --no-bias-scaling */
-  int local_model;     /* reads MODEL by local path: verify refuses a URL */
   const char *members; /* verify's summary: what the grid's members are */
   const char *checked; /* and what it checked of each */
 };

@@ -17,11 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "fileio.h"
+#include "format.h"
 #include "jsonu.h"
 #include "md5sum.h"
 #include "mlc_layout.h"
 #include "mlc_writer.h"
+#include "origin.h"
 #include "outdir.h"
 #include "stall.h"
 #include "store.h"
@@ -54,13 +57,6 @@ int tpl__mlc_writer_is_mlc_dir(const char *dir) {
   return 0;
 }
 
-static const char *cache_name(const char *model) {
-  char *p = tpl__path_join(model, cache_names[0]);
-  int first = p != NULL && tpl__exists(p);
-  free(p);
-  return cache_names[first ? 0 : 1];
-}
-
 /* "params_shard_<digits>.bin", or its temp ".params_shard_<d>.bin.tmp". */
 static int is_cache_file(const char *name) {
   const char *p;
@@ -80,31 +76,148 @@ static int remove_old_cache(const char *dir, struct tpl__error *err) {
                                 is_cache_file, err);
 }
 
-/* MODEL/mlc-chat-config.json, parsed (a new reference in *out). */
-static int read_chat_config(const char *model, json_t **out,
+/* --- rank 0, at prepare: what the output takes of MODEL --- */
+
+/* The members of MODEL the output takes, in the order taken. */
+enum { CHAT_CONFIG, CACHE_JSON, FIRST_COPY };
+
+/* Files of MODEL that the output does not take as they are. */
+static int is_own_name(const struct tpl__model *m, const char *name) {
+  if (name[0] == '.' || is_cache_file(name) ||
+      strcmp(name, "mlc-chat-config.json") == 0 ||
+      strcmp(name, "tensor-cache-b16.json") == 0 ||
+      strcmp(name, "ndarray-cache-b16.json") == 0)
+    return 1;
+  for (size_t i = 0; i < ARRAY_SIZE(cache_names); i++)
+    if (strcmp(name, cache_names[i]) == 0) return 1;
+  for (size_t i = 0; i < m->nfiles; i++)
+    if (strcmp(m->files[i].name, name) == 0) return 1;
+  return 0;
+}
+
+/* A taken member parsed as a JSON object (a new reference in *out). */
+static int parse_taken(const struct tpl__outdir_opts *o, size_t i, json_t **out,
+                       struct tpl__error *err) {
+  const struct tpl__outdir_member *mb = &o->members[i];
+  return tpl__json_parse_object(mb->buf, mb->len, mb->name, out, err);
+}
+
+/* MODEL's mlc-chat-config.json, which MLC's runtime reads
+ * tensor_parallel_shards from: taken and parsed (into *cfg). */
+static int take_chat_config(struct tpl__outdir_opts *o,
+                            const struct tpl__model *m, json_t **cfg,
                             struct tpl__error *err) {
-  char *path = tpl__path_join(model, "mlc-chat-config.json"), *buf = NULL;
-  size_t len;
-  int rc;
-  if (path == NULL) return tpl__oom(err);
-  if (!tpl__exists(path))
+  static const char name[] = "mlc-chat-config.json";
+  int rc = tpl__outdir_take(o, m, name, TPL_MAX_JSON_FILE, err);
+  char *shown = tpl__model_origin(m)->shown(m, name);
+  const char *what = shown ? shown : name;
+  const struct tpl__outdir_member *mb;
+  if (rc == -ENOENT)
     rc = tpl__fail(err, TPL_ENOMODEL,
                    "%s: expected beside the cache (MLC's runtime reads "
                    "tensor_parallel_shards from it), found none",
-                   path);
-  else
-    rc = tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err);
-  if (rc == 0) rc = tpl__json_parse_object(buf, len, path, out, err);
-  free(buf);
-  free(path);
+                   what);
+  mb = rc == 0 ? &o->members[CHAT_CONFIG] : NULL;
+  if (rc == 0) rc = tpl__json_parse_object(mb->buf, mb->len, what, cfg, err);
+  free(shown);
   return rc;
 }
 
-static int writer_prepare(void *ctx, struct tpl__error *err) {
-  const struct tpl__outdir_opts *o = ctx;
+/* The cache JSON the model was read from (the first of cache_names its
+ * origin has, as the format's probes found it), for its metadata and
+ * its name. */
+static int take_cache_json(struct tpl__outdir_opts *o,
+                           const struct tpl__model *m, struct tpl__error *err) {
+  int rc = tpl__outdir_take(o, m, cache_names[0], TPL_MAX_JSON_FILE, err);
+  if (rc == -ENOENT || rc == TPL_EDENIED)
+    rc = tpl__outdir_take(o, m, cache_names[1], TPL_MAX_JSON_FILE, err);
+  return rc;
+}
+
+/* Member `name` of m, unless the output writes its own. */
+static int take_copy(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                     const char *name, struct tpl__error *err) {
+  if (is_own_name(m, name)) return 0;
+  return tpl__outdir_take(o, m, name, TPL_MAX_JSON_FILE, err);
+}
+
+/* Where MODEL's members are paths on this host (origin.h): every regular
+ * file of its directory that is not part of its cache (tokenizer files
+ * and the like), unchanged. */
+static int take_listed(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                       struct tpl__error *err) {
+  DIR *d = opendir(m->dir);
+  struct dirent *e;
+  int rc = 0;
+  if (d == NULL)
+    return tpl__fail(err, -errno, "%s: cannot list: %s", m->dir,
+                     strerror(errno));
+  while (rc == 0 && (e = readdir(d)) != NULL) {
+    char *p = tpl__path_join(m->dir, e->d_name);
+    int regular = p != NULL && !tpl__is_dir(p) && tpl__exists(p);
+    free(p);
+    if (regular) rc = take_copy(o, m, e->d_name, err);
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Where they are not (a URL: nothing lists them), the files the chat
+ * config's "tokenizer_files" names: MLC's gen_config records there
+ * every tokenizer file it copied beside the cache, and its runtime reads
+ * those (mlc-llm python/mlc_llm/interface/gen_config.py, gen_config). */
+static int take_named(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                      const json_t *cfg, struct tpl__error *err) {
+  const json_t *files = json_object_get(cfg, "tokenizer_files"), *v;
+  size_t i;
+  int rc = 0;
+  json_array_foreach(files, i, v) {
+    const char *name = json_string_value(v);
+    if (name == NULL)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "mlc-chat-config.json: tokenizer_files[%zu]: expected "
+                       "a file name, found another JSON type",
+                       i);
+    rc = tpl__model_check_file_name(name, json_string_length(v),
+                                    "mlc-chat-config.json", "tokenizer_files",
+                                    err);
+    if (rc == 0) rc = take_copy(o, m, name, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* MODEL must be an MLC weight directory (its format's config is MLC's):
+ * a local one is refused before the job (layout.c), a URL here. */
+static int check_mlc_model(const struct tpl__outdir_opts *o,
+                           const struct tpl__model *m, struct tpl__error *err) {
+  const struct tpl__format *f = tpl__format_of(m->format);
+  if (f != NULL && f->config_mlc) return 0;
+  return tpl__fail(err, TPL_EUSAGE,
+                   "--layout mlc writes MLC's presharded cache from an MLC "
+                   "weight directory (tensor-cache.json or "
+                   "ndarray-cache.json), and '%s' is none",
+                   o->model);
+}
+
+/* Everything rank 0 writes besides the .bin files, read now, while the
+ * model is open: at the sink's run it is closed. */
+static int take_members(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                        struct tpl__error *err) {
   json_t *cfg = NULL;
-  int rc = read_chat_config(o->model, &cfg, err);
+  int rc = check_mlc_model(o, m, err);
+  if (rc == 0) rc = take_chat_config(o, m, &cfg, err);
+  if (rc == 0) rc = take_cache_json(o, m, err);
+  if (rc == 0 && tpl__model_origin(m)->paths) rc = take_listed(o, m, err);
+  if (rc == 0 && !tpl__model_origin(m)->paths) rc = take_named(o, m, cfg, err);
   json_decref(cfg);
+  return rc;
+}
+
+static int writer_prepare(void *ctx, const struct tpl__model *m,
+                          struct tpl__error *err) {
+  struct tpl__outdir_opts *o = ctx;
+  int rc = take_members(o, m, err);
   if (rc == 0) rc = tpl__outdir_check(o->dir, 0, err);
   if (rc == 0 && !o->force) rc = tpl__outdir_require_empty(o->dir, err);
   if (rc == 0 && o->force) rc = remove_old_cache(o->dir, err);
@@ -232,53 +345,13 @@ static int publish_own(struct writer *w, struct tpl__error *err) {
 
 /* --- rank 0: the directory's other files and the cache JSON --- */
 
-/* Files of MODEL that the output does not take as they are. */
-static int is_own_name(const struct tpl__job *job, const char *name) {
-  if (name[0] == '.' || is_cache_file(name) ||
-      strcmp(name, "mlc-chat-config.json") == 0 ||
-      strcmp(name, "tensor-cache-b16.json") == 0 ||
-      strcmp(name, "ndarray-cache-b16.json") == 0)
-    return 1;
-  for (size_t i = 0; i < ARRAY_SIZE(cache_names); i++)
-    if (strcmp(name, cache_names[i]) == 0) return 1;
-  for (size_t i = 0; i < job->nfiles; i++) {
-    const char *s = strrchr(job->files[i].path, '/');
-    if (strcmp(s ? s + 1 : job->files[i].path, name) == 0) return 1;
-  }
-  return 0;
-}
-
-static int copy_file(const char *model, const char *dir, const char *name,
-                     struct tpl__error *err) {
-  char *src = tpl__path_join(model, name), *buf = NULL;
-  size_t len = 0;
-  int rc = src ? tpl__read_file(src, TPL_MAX_JSON_FILE, &buf, &len, err)
-               : tpl__oom(err);
-  if (rc == 0) rc = tpl__write_file_atomic(dir, name, buf, len, err);
-  free(buf);
-  free(src);
-  return rc;
-}
-
-/* Every regular file of MODEL that is not part of its cache (tokenizer
- * files and the like), unchanged. */
+/* The members taken to be copied, unchanged. */
 static int copy_others(const struct writer *w, struct tpl__error *err) {
-  DIR *d = opendir(w->o->model);
-  struct dirent *e;
   int rc = 0;
-  if (d == NULL)
-    return tpl__fail(err, -errno, "%s: cannot list: %s", w->o->model,
-                     strerror(errno));
-  while (rc == 0 && (e = readdir(d)) != NULL) {
-    char *p;
-    int regular;
-    if (is_own_name(w->l->job, e->d_name)) continue;
-    p = tpl__path_join(w->o->model, e->d_name);
-    regular = p != NULL && !tpl__is_dir(p) && tpl__exists(p);
-    free(p);
-    if (regular) rc = copy_file(w->o->model, w->o->dir, e->d_name, err);
+  for (size_t i = FIRST_COPY; rc == 0 && i < w->o->nmembers; i++) {
+    const struct tpl__outdir_member *mb = &w->o->members[i];
+    rc = tpl__write_file_atomic(w->o->dir, mb->name, mb->buf, mb->len, err);
   }
-  closedir(d);
   return rc;
 }
 
@@ -306,7 +379,7 @@ static int set_grid(json_t *o, const struct tpl__grid *g) {
 static int write_chat_config(const struct writer *w, struct tpl__error *err) {
   const struct tpl__grid *g = &w->l->job->grid;
   json_t *cfg = NULL, *mc;
-  int rc = read_chat_config(w->o->model, &cfg, err);
+  int rc = parse_taken(w->o, CHAT_CONFIG, &cfg, err);
   mc = json_object_get(cfg, "model_config");
   if (rc == 0 &&
       (set_grid(cfg, g) != 0 ||
@@ -318,18 +391,12 @@ static int write_chat_config(const struct writer *w, struct tpl__error *err) {
 }
 
 /* The source cache's "metadata" (a new reference, or NULL). */
-static json_t *source_metadata(const char *model) {
-  char *path = tpl__path_join(model, cache_name(model)), *buf = NULL;
-  size_t len;
+static json_t *source_metadata(const struct tpl__outdir_opts *o) {
   json_t *root = NULL, *meta = NULL;
   struct tpl__error ignored = {0};
-  if (path != NULL &&
-      tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, &ignored) == 0 &&
-      tpl__json_parse_object(buf, len, path, &root, &ignored) == 0)
+  if (parse_taken(o, CACHE_JSON, &root, &ignored) == 0)
     meta = json_incref(json_object_get(root, "metadata"));
   json_decref(root);
-  free(buf);
-  free(path);
   return meta;
 }
 
@@ -354,11 +421,11 @@ static char *md5_table(const struct writer *w) {
 
 static int write_cache_json(struct writer *w, struct tpl__error *err) {
   char *md5 = md5_table(w);
-  json_t *meta = source_metadata(w->o->model), *cache = NULL;
+  json_t *meta = source_metadata(w->o), *cache = NULL;
   int rc;
   if (md5 != NULL)
     cache = tpl__mlc_layout_json(w->l->job, &w->layout, md5, meta);
-  rc = write_json(w->o->dir, cache_name(w->o->model), cache, 4, err);
+  rc = write_json(w->o->dir, w->o->members[CACHE_JSON].name, cache, 4, err);
   w->wrote_cache = rc == 0;
   json_decref(cache);
   json_decref(meta);
@@ -374,7 +441,7 @@ static int finish_dir(struct writer *w, struct tpl__error *err) {
 }
 
 static void unpublish_cache(const struct writer *w) {
-  char *p = tpl__path_join(w->o->dir, cache_name(w->o->model));
+  char *p = tpl__path_join(w->o->dir, w->o->members[CACHE_JSON].name);
   if (p != NULL) unlink(p);
   free(p);
 }
@@ -438,10 +505,10 @@ static int writer_run(void *ctx, const struct tpl__loaded *l,
   return all;
 }
 
-struct tpl__sink tpl__mlc_writer_sink(const struct tpl__outdir_opts *o) {
+struct tpl__sink tpl__mlc_writer_sink(struct tpl__outdir_opts *o) {
   struct tpl__sink s = {.prepare = writer_prepare,
                         .check = writer_check,
                         .run = writer_run,
-                        .ctx = (void *)o};
+                        .ctx = o};
   return s;
 }

@@ -41,11 +41,11 @@ struct tpl__origin {
   /* Nonzero when it claims MODEL `model` (a command line's operand);
    * the last row of the table claims every one. */
   int (*claims)(const char *model);
-  /* Nonzero when its members are paths on this host: a writer may open
-   * them itself (the --layout mlc writer's sidecar files), and a member
-   * that is not there is told apart from one refused, so optional ones
-   * (hf_quant_config.json) are looked for (an object store may answer a
-   * missing key with 403). */
+  /* Nonzero when its members are paths on this host: their directory
+   * can be listed (the --layout mlc writer copies every file of it), and
+   * a member that is not there is told apart from one refused, so
+   * optional ones (hf_quant_config.json) are looked for (an object store
+   * may answer a missing key with 403). */
   int paths;
   /* Opens MODEL `path` of this origin (the format's driver; checkpoint.h
    * tpl__model_open_with's contract). */

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "fileio.h"
 #include "outdir.h"
 #include "tmpguard.h"
@@ -277,4 +278,35 @@ int tpl__outdir_fsync_beating(int fd, const struct tpl__coord *c) {
   pthread_mutex_unlock(&j.lock);
   pthread_join(t, NULL);
   return j.rc;
+}
+
+/* --- members of MODEL an output takes --- */
+
+int tpl__outdir_take(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                     const char *name, size_t cap, struct tpl__error *err) {
+  struct tpl__outdir_member *grown, *mb;
+  grown = realloc(o->members, (o->nmembers + 1) * sizeof(*grown));
+  if (grown == NULL) return tpl__oom(err);
+  o->members = grown;
+  mb = &grown[o->nmembers];
+  int rc;
+  *mb = (struct tpl__outdir_member){strdup(name), NULL, 0};
+  if (mb->name == NULL) return tpl__oom(err);
+  rc = tpl__model_read_member(m, name, cap, &mb->buf, &mb->len, err);
+  if (rc != 0) {
+    free(mb->name);
+    return rc;
+  }
+  o->nmembers++;
+  return 0;
+}
+
+void tpl__outdir_opts_clear(struct tpl__outdir_opts *o) {
+  for (size_t i = 0; i < o->nmembers; i++) {
+    free(o->members[i].name);
+    free(o->members[i].buf);
+  }
+  free(o->members);
+  o->members = NULL;
+  o->nmembers = 0;
 }

@@ -12,12 +12,35 @@
 #include "common.h"
 #include "coord.h"
 
+struct tpl__model;
+
+/* A member of MODEL an output takes (its config, a tokenizer file): read
+ * whole, through the model's origin, while the model is open. */
+struct tpl__outdir_member {
+  char *name; /* owned: its name in MODEL's directory */
+  char *buf;  /* owned: its bytes, NUL-terminated */
+  size_t len;
+};
+
 /* What a layout's sink is given (layout.h); must outlive the load. */
 struct tpl__outdir_opts {
   const char *dir;   /* the output directory */
   const char *model; /* the MODEL it is written from */
   int force;         /* replace existing output */
+  /* Rank 0: the members its sink took at prepare (tpl__outdir_take), for
+   * its run, when the model is closed; freed by tpl__outdir_opts_clear. */
+  struct tpl__outdir_member *members;
+  size_t nmembers;
 };
+
+/* Member `name` of m, read whole (at most `cap` bytes) through m's
+ * origin, kept in o.  Returns 0, -ENOENT when m has none (err naming it),
+ * or the origin's code. */
+int tpl__outdir_take(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                     const char *name, size_t cap, struct tpl__error *err);
+
+/* Frees the members o took. */
+void tpl__outdir_opts_clear(struct tpl__outdir_opts *o);
 
 /* A sink's check of output directory DIR on `rank` (its own node's
  * view): creates it if missing; it must be a directory owned by this

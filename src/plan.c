@@ -141,6 +141,7 @@ struct rule_fields {
   int has_dim, has_scale, has_replicate;
   struct tpl__shard_spec spec;
   uint32_t interleave;
+  int bias; /* enum tpl__bias: "bias", DEFAULT when absent */
 };
 
 static const char *json_kind(const json_t *v) {
@@ -240,6 +241,22 @@ static int parse_true(const json_t *v, const char *key, const char *what,
   return 0;
 }
 
+/* "bias": a row-parallel bias's own policy (scope.h), whatever the
+ * load's --bias-policy; a scale_bias rule of its own. */
+static int parse_bias(const json_t *v, const char *what, size_t idx,
+                      struct rule_fields *f, struct tpl__error *err) {
+  const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+  int b = s != NULL ? tpl__bias_parse(s) : -1;
+  if (b < 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'bias' to be \"scale\", "
+                     "\"rank0\" or \"whole\", found %s%.64s%s",
+                     what, idx, s ? "\"" : json_kind(v), s ? s : "",
+                     s ? "\"" : "");
+  f->bias = b;
+  return 0;
+}
+
 static int parse_field(const char *key, const json_t *v, const char *what,
                        size_t idx, struct rule_fields *f,
                        struct tpl__error *err) {
@@ -255,9 +272,10 @@ static int parse_field(const char *key, const json_t *v, const char *what,
     return parse_true(v, key, what, idx, &f->has_scale, err);
   if (strcmp(key, "replicate") == 0)
     return parse_true(v, key, what, idx, &f->has_replicate, err);
+  if (strcmp(key, "bias") == 0) return parse_bias(v, what, idx, f, err);
   return tpl__fail(err, TPL_EPLAN,
                    "%s: rule %zu: unknown key '%s' (expected match, dim, "
-                   "name, segs, interleave, scale_bias or replicate)",
+                   "name, segs, interleave, scale_bias, bias or replicate)",
                    what, idx, key);
 }
 
@@ -265,7 +283,7 @@ static int parse_field(const char *key, const json_t *v, const char *what,
  * name/segs only with dim. */
 static int check_fields(const struct rule_fields *f, const char *what,
                         size_t idx, struct tpl__error *err) {
-  int actions = f->has_dim + f->has_scale + f->has_replicate;
+  int actions = f->has_dim + (f->has_scale || f->bias) + f->has_replicate;
   if (f->match == NULL)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected a 'match' glob, found none", what,
@@ -273,7 +291,7 @@ static int check_fields(const struct rule_fields *f, const char *what,
   if (actions != 1)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected exactly one of 'dim', "
-                     "'scale_bias', 'replicate', found %d",
+                     "'scale_bias' (or 'bias'), 'replicate', found %d",
                      what, idx, actions);
   /* 'segs' always gives nsegs > 0: parse_segs refuses an empty array. */
   if (!f->has_dim && (f->name != NULL || f->spec.nsegs != 0))
@@ -315,12 +333,13 @@ static int parse_rule(const json_t *obj, const char *what, size_t idx,
   }
   rc = check_fields(&f, what, idx, err);
   if (rc != 0) return rc;
-  kind = f.has_dim     ? TPL_RULE_SHARD
-         : f.has_scale ? TPL_RULE_SCALE_BIAS
-                       : TPL_RULE_REPLICATE;
+  kind = f.has_dim               ? TPL_RULE_SHARD
+         : f.has_scale || f.bias ? TPL_RULE_SCALE_BIAS
+                                 : TPL_RULE_REPLICATE;
   if (tpl__plan_add_rule(p, f.match, kind, f.name, &f.spec) != 0)
     return tpl__fail(err, -ENOMEM, "%s: out of memory", what);
   p->rules[p->nrules - 1].interleave = f.interleave;
+  p->rules[p->nrules - 1].bias = f.bias;
   return 0;
 }
 
@@ -433,7 +452,11 @@ static int apply_rule(const struct tpl__plan *p, const struct tpl__tensor *t,
     if (rc != 0) return blame_rule(p, s->rule, rc, err);
     s->func_name = r->name;
     s->spec = r->spec;
-  } else if (r->kind == TPL_RULE_SCALE_BIAS && !is_float(t->dtype)) {
+  } else if (r->kind == TPL_RULE_SCALE_BIAS) {
+    s->bias = r->bias;
+    s->bias_vllm = r->bias_vllm;
+  }
+  if (r->kind == TPL_RULE_SCALE_BIAS && !is_float(t->dtype)) {
     return tpl__fail(err, TPL_EDTYPE,
                      "%s, rule %d ('%s'): tensor '%s': expected F16, BF16, "
                      "F32 or F64 for scale_bias, found %s",

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "quant.h"
 #include "quant_ct.h"
+#include "scope.h"
 #include "shard.h"
 
 enum tpl__rule_kind {
@@ -28,6 +29,10 @@ struct tpl__rule {
    * parts (gpt-oss's gate_up: gate even, up odd), so a rank's slice must
    * be whole groups of them; 0 or 1 = not interleaved. */
   uint32_t interleave;
+  /* SCALE_BIAS only (enum tpl__bias, scope.h): `bias` the policy a plan
+   * file's "bias" fixes (DEFAULT: the load's family decides), `bias_vllm`
+   * the one a preset gives under --bias-policy vllm (DEFAULT: whole). */
+  int bias, bias_vllm;
   /* SHARD only, owned: the func_names MLC gives the quantized params
    * derived from this rule, name + tpl__quant_func_suffix(qp); NULL where
    * MLC has none. */
@@ -62,6 +67,7 @@ struct tpl__strategy {
   int rule;
   const char *func_name;
   struct tpl__shard_spec spec;
+  int bias, bias_vllm; /* SCALE_BIAS: the rule's (tpl__bias_resolve) */
   /* Under --ep (experts.c): enum tpl__ep_kind, and for TPL_EP_WHOLE the
    * shard that holds the tensor; 0 and 0 otherwise. */
   int ep;
@@ -72,7 +78,8 @@ struct tpl__strategy {
 int tpl__glob_match(const char *pattern, const char *name);
 
 /* Parses a plan file's JSON (`buf`, `len`; `what` names it in messages).
- * Unknown keys, a rule without exactly one of dim / scale_bias / replicate,
+ * Unknown keys, a rule without exactly one of dim / scale_bias (or
+ * "bias": scale|rank0|whole) / replicate,
  * and contradictory rules are refused with the rule's index.  *out is
  * freed with tpl__plan_free. Returns 0 or TPL_EPLAN. */
 int tpl__plan_parse(const char *buf, size_t len, const char *what,

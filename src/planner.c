@@ -36,6 +36,13 @@ static void config_clear(struct config *c) {
   json_decref(c->json);
 }
 
+/* Whether m's format keeps its config in MLC's mlc-chat-config.json
+ * (its row's config_mlc; a model built by hand has an HF config). */
+static int config_is_mlc(const struct tpl__model *m) {
+  const struct tpl__format *f = tpl__format_of(m->format);
+  return f != NULL && f->config_mlc;
+}
+
 /* Reads and parses the config; returns 0, -ENOENT when there is none, or
  * another code with err naming the file. */
 static int config_read(const struct tpl__model *m, struct config *c,
@@ -45,7 +52,7 @@ static int config_read(const struct tpl__model *m, struct config *c,
   int rc;
   const struct tpl__format *f = tpl__format_of(m->format);
   const char *name = f != NULL ? f->config : "config.json";
-  c->mlc = f != NULL && f->config_mlc;
+  c->mlc = config_is_mlc(m);
   c->path = tpl__path_join(m->dir, name);
   if (c->path == NULL) return tpl__oom(err);
   rc = tpl__model_read_member(m, name, TPL_MAX_JSON_FILE, &buf, &len, err);
@@ -151,6 +158,18 @@ static int read_param_scheme(const struct tpl__model *m, const struct config *c,
   return 0;
 }
 
+int tpl__plan_quant(const struct tpl__model *m, struct tpl__quant_info *out,
+                    struct tpl__error *err) {
+  struct config c = {0};
+  struct tpl__plan *p = tpl__plan_new("quantization");
+  int rc = p != NULL ? read_quant(m, &c, &p->quant, err) : tpl__oom(err);
+  if (rc == 0) rc = read_param_scheme(m, &c, p, err);
+  if (rc == 0) *out = p->quant;
+  tpl__plan_free(p);
+  config_clear(&c);
+  return rc;
+}
+
 static int resolve(const char *arg, const struct tpl__model *m,
                    uint32_t nshards, int ep, struct config *c,
                    struct tpl__plan **out, struct tpl__error *err) {
@@ -245,7 +264,8 @@ int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err) {
   struct config c = {0};
   uint64_t layers = 0;
   int rc = 0;
-  if (m->format != TPL_FMT_MLC) rc = config_read(m, &c, err);
+  /* MTP layers are an HF config's (read_mtp_layers) */
+  if (!config_is_mlc(m)) rc = config_read(m, &c, err);
   if (rc == -ENOENT) rc = 0;
   if (rc == 0 && c.json != NULL && read_mtp_layers(c.json) > 0 &&
       tpl__json_u64(json_object_get(c.json, "num_hidden_layers"), &layers) ==
@@ -276,7 +296,7 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   if (rc == 0)
     rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
   if (rc == 0 && grid->ep > 0)
-    rc = tpl__ep_apply(m, c.json, grid->ep, s, &p->experts, err);
+    rc = tpl__ep_apply(m, c.json, grid, s, &p->experts, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

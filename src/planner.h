@@ -43,6 +43,15 @@
  * file). */
 int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err);
 
+/* The quantization facts of `m`'s config, as a plan for it would hold
+ * them (its `quant`: MLC's scheme, HF's quant_method, also from
+ * hf_quant_config.json, the fp8 block), for a listing without a plan.
+ * Returns 0 with *out filled (defaults when the config names none), or
+ * the read or parse failure of an MLC config or of
+ * hf_quant_config.json. */
+int tpl__plan_quant(const struct tpl__model *m, struct tpl__quant_info *out,
+                    struct tpl__error *err);
+
 int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,

@@ -27,10 +27,10 @@
 #include "plan.h"
 
 #define SH(m, n, d, s, r)                                                      \
-  { m, TPL_RULE_SHARD, d, s, r, n, TPL_U_ANY }
+  { m, TPL_RULE_SHARD, d, s, r, n, TPL_U_ANY, 0 }
 /* A shard rule whose cut dim measures `u` (enum tpl__unit). */
 #define SU(m, n, d, r, u)                                                      \
-  { m, TPL_RULE_SHARD, d, TPL_SEGS_NONE, r, n, u }
+  { m, TPL_RULE_SHARD, d, TPL_SEGS_NONE, r, n, u, 0 }
 /* SU's required kinds, short: every layer, or optional. */
 #define EVERY TPL_REQ_LAYER
 #define OPT TPL_REQ_NO
@@ -41,12 +41,16 @@
 #define WD(m, n, d, s) SH(m, n, d, s, TPL_REQ_DENSE)
 #define WM(m, n, d, s) SH(m, n, d, s, TPL_REQ_MOE)
 #define SC(m)                                                                  \
-  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY }
+  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY, 0 }
+/* A scale_bias rule whose copies vLLM's loader zeroes on tp ranks but 0
+ * (its policy under --bias-policy vllm is rank0). */
+#define SC0(m)                                                                 \
+  { m, TPL_RULE_SCALE_BIAS, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY, TPL_BIAS_RANK0 }
 #define RP(m)                                                                  \
-  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY }
+  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, NULL, TPL_U_ANY, 0 }
 /* Replicated although it may measure like the heads, for reason `why`. */
 #define RW(m, why)                                                             \
-  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, why, TPL_U_ANY }
+  { m, TPL_RULE_REPLICATE, 0, 0, TPL_REQ_NO, why, TPL_U_ANY, 0 }
 #define ROUTER "a router: every rank routes every token"
 #define LOW_RANK "a low-rank projection of the hidden state, before the heads"
 
@@ -728,8 +732,10 @@ static const struct tpl__ptmpl mlc_qwen[] = {
  * vLLM's rows [2 r P, 2 (r + 1) P); down_proj_{blocks,scales} along
  * the input blocks (dim 2).  The dequantized bf16 form (gate_up_proj
  * [E, H, 2I], down_proj [E, I, H]) is cut the same way.  Row-parallel
- * biases (o_proj, the experts' down) are scale_bias: vLLM adds them on
- * rank 0 only, the all-reduced sum is the same. ---- */
+ * biases (o_proj, the experts' down) are scale_bias: under --bias-policy
+ * vllm o_proj's is whole (RowParallelLinear adds it on tp_rank 0) and the
+ * experts' down bias rank0 (the loader's down_proj_bias branch zeroes it
+ * on tp_rank != 0, "only load on rank 0 to avoid duplication"). ---- */
 static const struct tpl__ptmpl hf_gpt_oss[] = {
     HF_ATTN,
     SU("*.self_attn.sinks", "_shard_sinks", 0, EVERY, TPL_U_H),
@@ -742,7 +748,7 @@ static const struct tpl__ptmpl hf_gpt_oss[] = {
     O("*.mlp.experts.down_proj_scales", "_shard_down_scales", 2, NONE),
     O("*.mlp.experts.gate_up_proj", "_shard_gate_up", 2, NONE),
     O("*.mlp.experts.down_proj", "_shard_down", 1, NONE),
-    SC("*.mlp.experts.down_proj_bias"),
+    SC0("*.mlp.experts.down_proj_bias"),
     TAIL,
 };
 

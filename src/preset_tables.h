@@ -55,6 +55,10 @@ struct tpl__ptmpl {
    * tensor while its layer's heads are cut. */
   const char *name;
   unsigned char unit; /* enum tpl__unit */
+  /* A scale_bias rule: enum tpl__bias under --bias-policy vllm, where
+   * vLLM's model loader differs from RowParallelLinear's whole bias;
+   * 0 (DEFAULT) elsewhere. */
+  unsigned char bias_vllm;
 };
 
 /* Preset flags: how sizes are read and checked. */

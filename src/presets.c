@@ -79,6 +79,10 @@ struct sizes {
   struct {
     const char *label;
     uint64_t value;
+    /* A rank's slice of the cut dims this size measures, value / N
+     * items of `unit` elements (head_dim for heads), must be a multiple
+     * of `align` elements (quantization blocks; 0: anything). */
+    uint64_t unit, align;
   } checks[MAX_CHECKS];
   size_t nchecks;
   size_t kv_check; /* index of the kv heads' check, or MAX_CHECKS */
@@ -135,6 +139,8 @@ static void add_check(struct sizes *s, const char *label, uint64_t value) {
   if (s->nchecks < MAX_CHECKS) {
     s->checks[s->nchecks].label = label;
     s->checks[s->nchecks].value = value;
+    s->checks[s->nchecks].unit = 1;
+    s->checks[s->nchecks].align = 0;
     s->nchecks++;
   }
 }
@@ -336,14 +342,59 @@ static int check_holds(const struct sizes *s, size_t i, uint64_t n,
   return i == s->kv_check && kv == KV_REPLICATE && n % v == 0;
 }
 
-/* Lists the shard counts 1..64 every checked size allows. */
+/* check_holds, and at n > 1 a rank's slice is whole quantization blocks
+ * (a replicated kv head's slice is one head), as quant.c's block check
+ * will require of the block scales' weights. */
+static int check_aligned(const struct sizes *s, size_t i, uint64_t n,
+                         enum kv_rule kv) {
+  uint64_t v = s->checks[i].value, a = s->checks[i].align;
+  if (!check_holds(s, i, n, kv)) return 0;
+  return n == 1 || a == 0 ||
+         ((v % n == 0 ? v / n : 1) * s->checks[i].unit) % a == 0;
+}
+
+/* The blocks a block-quantized HF checkpoint's cuts must keep whole
+ * (config.json quantization_config): fp8's weight_block_size [bn, bk],
+ * where every size but the kv heads' is cut both as a column-parallel
+ * output, in bn-blocks, and as a row-parallel input, in bk-blocks (a
+ * multiple of both), the kv heads only as outputs; mxfp4's 32-wide
+ * blocks along the experts' intermediate size (gpt-oss's
+ * down_proj_blocks [E, H, I / 32, 16] cut along dim 2).  Other methods
+ * and a block size that is no two positive numbers leave the sizes
+ * unaligned. */
+static void set_alignment(const json_t *config, struct sizes *s) {
+  const json_t *qc = json_object_get(config, "quantization_config");
+  const char *m = json_string_value(json_object_get(qc, "quant_method"));
+  const json_t *bs = json_object_get(qc, "weight_block_size");
+  uint64_t bn = 0, bk = 0, both;
+  if (m != NULL && strcmp(m, "mxfp4") == 0) {
+    for (size_t i = 0; i < s->nchecks; i++)
+      if (s->checks[i].label == s->inter_key) s->checks[i].align = 32;
+    return;
+  }
+  if (m == NULL || strcmp(m, "fp8") != 0 || json_array_size(bs) != 2 ||
+      tpl__json_u64(json_array_get(bs, 0), &bn) != 0 ||
+      tpl__json_u64(json_array_get(bs, 1), &bk) != 0 || bn == 0 || bk == 0 ||
+      bn > MAX_SIZE || bk > MAX_SIZE)
+    return;
+  both = bn / tpl__gcd_u64(bn, bk) * bk; /* both below 2^32 */
+  for (size_t i = 0; i < s->nchecks; i++) {
+    int heads = s->checks[i].label == s->heads_key;
+    if (heads && s->head_dim == 0) continue; /* MLA: head sizes differ */
+    if (heads || i == s->kv_check) s->checks[i].unit = s->head_dim;
+    s->checks[i].align = i == s->kv_check ? bn : both;
+  }
+}
+
+/* Lists the shard counts 1..64 every checked size allows, with whole
+ * quantization blocks per rank. */
 static void list_good_counts(const struct sizes *s, enum kv_rule kv, char *buf,
                              size_t len) {
   size_t used = 0;
   buf[0] = '\0';
   for (uint64_t n = 1; n <= 64 && used < len; n++) {
     size_t i = 0;
-    while (i < s->nchecks && check_holds(s, i, n, kv))
+    while (i < s->nchecks && check_aligned(s, i, n, kv))
       i++;
     if (i < s->nchecks) continue;
     used += (size_t)snprintf(buf + used, len - used, "%s%llu", used ? ", " : "",
@@ -434,6 +485,7 @@ static int add_templates(struct tpl__plan *plan, const struct tpl__ptmpl *t,
       spec.parts[0] = s->kv_parts;
     if (tpl__plan_add_rule(plan, t[i].match, t[i].kind, t[i].name, &spec))
       return tpl__oom(err);
+    plan->rules[plan->nrules - 1].bias_vllm = t[i].bias_vllm;
   }
   return 0;
 }
@@ -481,6 +533,7 @@ int tpl__preset_from_config(const char *name, int mlc, const json_t *config,
       (rc = read_sizes(cfg, p->flags, what, &s, err)) != 0)
     return rc;
   if (ep) drop_expert_checks(&s, p->flags);
+  if (!mlc) set_alignment(config, &s);
   if ((rc = check_divisible(&s, nshards, kv_rule_of(p, mlc), what, err)) != 0)
     return rc;
   snprintf(source, sizeof(source), "preset %s%s (%s)", p->name,

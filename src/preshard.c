@@ -54,7 +54,8 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl__error *err) {
  * never looks complete) and every old rank<digits>.safetensors (so fewer
  * ranks than last time leave no stale file).  Returns 0 or TPL_EOUTPUT /
  * -errno. */
-static int preshard_prepare(void *ctx, struct tpl__error *err) {
+static int preshard_prepare(void *ctx, const struct tpl__model *m,
+                            struct tpl__error *err) {
   const struct tpl__outdir_opts *o = ctx;
   int rc = preshard_check(ctx, 0, err);
   if (rc == 0 && !o->force) rc = tpl__outdir_require_empty(o->dir, err);
@@ -219,10 +220,10 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
   return all;
 }
 
-struct tpl__sink tpl__preshard_sink(const struct tpl__outdir_opts *o) {
+struct tpl__sink tpl__preshard_sink(struct tpl__outdir_opts *o) {
   struct tpl__sink s = {.prepare = preshard_prepare,
                         .check = preshard_check,
                         .run = preshard_run,
-                        .ctx = (void *)o};
+                        .ctx = o};
   return s;
 }

@@ -34,6 +34,6 @@ int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
  * rank writes its file, they agree, publish, agree, and rank 0 writes
  * shard-info.json last; on any failure every rank removes what it
  * published, so DIR holds a complete output or none. */
-struct tpl__sink tpl__preshard_sink(const struct tpl__outdir_opts *o);
+struct tpl__sink tpl__preshard_sink(struct tpl__outdir_opts *o);
 
 #endif

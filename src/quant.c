@@ -333,7 +333,8 @@ static void format_block_counts(char *buf, size_t cap,
 static int check_block_cut(const struct tpl__tensor *t,
                            const struct tpl__tensor *weight,
                            const struct tpl__shard_spec *base, uint64_t block,
-                           uint32_t nshards, struct tpl__error *err) {
+                           const char *method, uint32_t nshards,
+                           struct tpl__error *err) {
   size_t nsegs = base->nsegs > 0 ? base->nsegs : 1;
   char works[256];
   if (nshards <= 1) return 0;
@@ -345,15 +346,14 @@ static int check_block_cut(const struct tpl__tensor *t,
       continue;
     format_block_counts(works, sizeof(works), base, weight, block);
     return tpl__fail(err, TPL_EINDIVISIBLE,
-                     "tensor '%s': expected each of the %u shards' slice "
+                     "%s: tensor '%s': expected each of the %u shards' slice "
                      "of segment %zu of its weight along dim %d (%llu / %u "
                      "= %llu) to be a whole number of %llu-wide "
-                     "quantization blocks (weight_block_size), found %llu "
-                     "left over: a rank's block scales would not match its "
-                     "rows (vLLM refuses this cut too); shard counts that "
-                     "work: %s",
-                     t->name, nshards, j, base->dim, (unsigned long long)seg,
-                     pieces, (unsigned long long)slice,
+                     "quantization blocks, found %llu left over: a rank's "
+                     "block scales would not match its rows (vLLM refuses "
+                     "this cut too); shard counts that work: %s",
+                     method, t->name, nshards, j, base->dim,
+                     (unsigned long long)seg, pieces, (unsigned long long)slice,
                      (unsigned long long)block,
                      (unsigned long long)(slice % block), works);
   }
@@ -363,11 +363,24 @@ static int check_block_cut(const struct tpl__tensor *t,
 int tpl__quant_block_cut(const struct tpl__tensor *t,
                          const struct tpl__tensor *weight,
                          const struct tpl__shard_spec *base, uint64_t block,
-                         uint32_t nshards, struct tpl__shard_spec *out,
-                         struct tpl__error *err) {
+                         const char *method, uint32_t nshards,
+                         struct tpl__shard_spec *out, struct tpl__error *err) {
   int rc = segs_in_units(base, block, t->name, "block scales", out, err);
-  if (rc == 0) rc = check_block_cut(t, weight, base, block, nshards, err);
+  if (rc == 0)
+    rc = check_block_cut(t, weight, base, block, method, nshards, err);
   return rc;
+}
+
+/* "fp8 weight_block_size [128, 128]": the method (HF's quant_method, or
+ * MLC's scheme name) and its blocks, as a refusal names them. */
+static const char *block_method(const struct tpl__quant_info *q, char *buf,
+                                size_t len) {
+  const char *m = q->method[0]        ? q->method
+                  : q->scheme_name[0] ? q->scheme_name
+                                      : "fp8";
+  snprintf(buf, len, "%s weight_block_size [%llu, %llu]", m,
+           (unsigned long long)q->block[0], (unsigned long long)q->block[1]);
+  return buf;
 }
 
 static int derive_block(int qp, const struct tpl__quant_info *q,
@@ -378,6 +391,7 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
                         struct tpl__error *err) {
   int in_dim = weight != NULL ? weight->ndim - 1 : 1;
   int bdim, rc;
+  char method[128];
   if (qp == TPL_QP_ACT_SCALE) {
     if (base->dim != in_dim) {
       *replicate = 1;
@@ -392,7 +406,8 @@ static int derive_block(int qp, const struct tpl__quant_info *q,
                                             : "weight_scale_inv",
                      out, err);
   if (rc != 0) return rc;
-  return check_block_cut(t, weight, base, q->block[bdim], nshards, err);
+  return check_block_cut(t, weight, base, q->block[bdim],
+                         block_method(q, method, sizeof(method)), nshards, err);
 }
 
 int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
@@ -416,4 +431,20 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
   if (rc == 0)
     rc = tpl__shard_check(t->shape, t->ndim, out, nshards, t->name, err);
   return rc;
+}
+
+json_t *tpl__quant_json(const struct tpl__quant_info *q) {
+  return json_pack("{s:s, s:s, s:o}", "quantization", q->scheme_name,
+                   "quant_method", q->method, "weight_block_size",
+                   tpl__json_u64_array(q->block, 2));
+}
+
+const char *tpl__quant_label(const struct tpl__quant_info *q, char *buf,
+                             size_t len) {
+  if (strcmp(q->method, "fp8") == 0)
+    snprintf(buf, len, "fp8, weight_block_size [%llu, %llu]",
+             (unsigned long long)q->block[0], (unsigned long long)q->block[1]);
+  else
+    snprintf(buf, len, "%s", q->method[0] ? q->method : q->scheme_name);
+  return buf;
 }

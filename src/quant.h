@@ -65,6 +65,18 @@ enum tpl__qparam {
 /* Returns the scheme called `name`, or NULL. */
 const struct tpl__quant_scheme *tpl__quant_find(const char *name);
 
+/* {"quantization": scheme_name, "quant_method": method,
+ * "weight_block_size": [bn, bk]}: what `plan` (its plan.config),
+ * `inspect` and the load report say of `q`.  Returns a new reference, or
+ * NULL on ENOMEM. */
+json_t *tpl__quant_json(const struct tpl__quant_info *q);
+
+/* The one-line form into buf (`len` bytes, cut when too long): the HF
+ * method ("fp8, weight_block_size [128, 128]" for fp8) or else MLC's
+ * scheme name; "" when the config names neither.  Returns buf. */
+const char *tpl__quant_label(const struct tpl__quant_info *q, char *buf,
+                             size_t len);
+
 /* Sets `q` to "no quantization known" (block 128 x 128). */
 void tpl__quant_info_init(struct tpl__quant_info *q);
 
@@ -135,12 +147,13 @@ int tpl__quant_derive(int qp, const struct tpl__quant_info *q,
  * segs in block units, and for nshards > 1 each rank's slice of every
  * segment whole blocks (vLLM's validate_fp8_block_shape).  Stores the
  * spec in *out (which must hold a copy of *base).  Returns 0 or
- * TPL_EINDIVISIBLE naming the tensor and the numbers. */
+ * TPL_EINDIVISIBLE naming `method` (the scheme and its blocks, "fp8
+ * weight_block_size [128, 128]"), the tensor and the numbers. */
 int tpl__quant_block_cut(const struct tpl__tensor *t,
                          const struct tpl__tensor *weight,
                          const struct tpl__shard_spec *base, uint64_t block,
-                         uint32_t nshards, struct tpl__shard_spec *out,
-                         struct tpl__error *err);
+                         const char *method, uint32_t nshards,
+                         struct tpl__shard_spec *out, struct tpl__error *err);
 
 /* Returns 1 when `name` is a scale or zero-point param whose values belong
  * to slices of a weight (q_scale, weight_scale_inv, and the HF names

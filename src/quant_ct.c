@@ -212,9 +212,13 @@ static int derive_scale(const struct tpl__ct_scheme *s,
     *replicate = 1;
     return 0;
   }
-  if (strcmp(s->strategy, "block") == 0 && base->dim <= 1)
-    return tpl__quant_block_cut(t, weight, base, s->block[base->dim], nshards,
-                                out, err);
+  if (strcmp(s->strategy, "block") == 0 && base->dim <= 1) {
+    char method[96];
+    snprintf(method, sizeof(method), "compressed-tensors block [%llu, %llu]",
+             (unsigned long long)s->block[0], (unsigned long long)s->block[1]);
+    return tpl__quant_block_cut(t, weight, base, s->block[base->dim], method,
+                                nshards, out, err);
+  }
   if (base->dim == 1) return input_cut(s, t, base, replicate, err);
   return 0;
 }

@@ -50,6 +50,7 @@ static void job_tensor_to_msg(const struct tpl__job_tensor *t,
   m->shape = (uint64_t *)t->shape;
   m->encoding = (uint32_t)t->encoding;
   m->kind = (uint32_t)t->kind;
+  m->bias = (uint32_t)t->bias;
   m->stage_first = t->stages.first;
   m->stage_count = t->stages.count;
   m->file = t->file;
@@ -98,7 +99,7 @@ int tpl__job_pack(const struct tpl__job *job, uint8_t **buf, size_t *len) {
   table.pp = job->grid.pp;
   table.ep = job->grid.ep;
   table.experts = job->experts;
-  table.bias_scaling = job->bias_scaling;
+  table.bias_family = (uint32_t)job->bias_family;
   table.plan_source = job->plan_source;
   table.n_tensors = job->ntensors;
   table.tensors = ptrs;
@@ -116,7 +117,9 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
                              struct tpl__error *err) {
   if (m->n_shape > TPL_MAX_DIMS || m->dtype >= TPL_DT_COUNT ||
       m->n_segs > TPL_MAX_SEGS || m->n_parts > TPL_MAX_SEGS ||
-      m->kind > TPL_RULE_SCALE_BIAS || m->ep > TPL_EP_STACKED)
+      m->kind > TPL_RULE_SCALE_BIAS || m->ep > TPL_EP_STACKED ||
+      m->bias >= TPL_BIAS_COUNT ||
+      (m->kind == TPL_RULE_SCALE_BIAS && m->bias == TPL_BIAS_DEFAULT))
     return tpl__fail(err, TPL_EPEER, "job table: malformed tensor entry");
   t->name = strdup(m->name);
   if (t->name == NULL) return tpl__oom(err);
@@ -126,6 +129,7 @@ static int msg_to_job_tensor(const Tpload__JobTensor *m,
     memcpy(t->shape, m->shape, m->n_shape * sizeof(uint64_t));
   t->encoding = (int)m->encoding;
   t->kind = (int)m->kind;
+  t->bias = (int)m->bias;
   t->stages = (struct tpl__stages){m->stage_first, m->stage_count};
   t->file = m->file;
   t->file_offset = m->file_offset;
@@ -200,12 +204,14 @@ static int check_sources(const struct tpl__job *job, struct tpl__error *err) {
   return 0;
 }
 
-/* Every expert's tensor is held by a shard of the grid (--ep). */
+/* Every expert's tensor is held by a rank of the expert-parallel group
+ * (--ep). */
 static int check_owners(const struct tpl__job *job, struct tpl__error *err) {
   for (size_t i = 0; i < job->ntensors; i++)
     if (job->tensors[i].ep == TPL_EP_WHOLE &&
-        (job->grid.ep == 0 || job->tensors[i].owner >= job->grid.tp))
-      return tpl__fail(err, TPL_EPEER, "job table: tensor '%s': no shard %u",
+        (job->grid.ep == 0 || job->tensors[i].owner >= job->grid.ep))
+      return tpl__fail(err, TPL_EPEER,
+                       "job table: tensor '%s': no group rank %u",
                        job->tensors[i].name, job->tensors[i].owner);
   return 0;
 }
@@ -223,11 +229,13 @@ int tpl__job_unpack(const uint8_t *buf, size_t len, struct tpl__job **out,
     return tpl__oom(err);
   }
   if (tpl__grid_make(table->world, table->tp, table->pp, NULL, &job->grid) ||
-      (table->ep != 0 && table->ep != table->tp))
+      tpl__grid_set_ep(&job->grid, table->ep != 0, table->ep, NULL) != 0)
     rc = tpl__fail(err, TPL_EPEER, "job table: malformed grid");
-  job->grid.ep = table->ep;
+  else if (table->bias_family >= TPL_BIASF_COUNT)
+    rc = tpl__fail(err, TPL_EPEER, "job table: bias family %u unknown",
+                   table->bias_family);
   job->experts = table->experts;
-  job->bias_scaling = table->bias_scaling;
+  job->bias_family = (int)table->bias_family;
   job->model = strdup(table->model);
   job->plan_source = strdup(table->plan_source);
   job->tensors = calloc(table->n_tensors + 1, sizeof(*job->tensors));
@@ -371,16 +379,30 @@ static int check_shape(const Tpload__LoadReport *lr, struct tpl__grid *g,
   return 0;
 }
 
+/* Under an expert-parallel group spanning the replicas (--ep-size T x
+ * D) an expert's tensor is held by one replica's rank only, so replicas
+ * compare only the rest: tensor i of `job` is skipped when it is one
+ * expert's; without a job (a decoded report) when exactly one of the two
+ * ranks holds it. */
+static int not_replicated(const struct tpl__grid *g, const struct tpl__job *job,
+                          const Tpload__RankReport *r,
+                          const Tpload__RankReport *base, size_t i) {
+  if (g->ep <= g->tp) return 0;
+  if (job != NULL) return job->tensors[i].ep == TPL_EP_WHOLE;
+  return (r->tensor_nbytes[i] == 0) != (base->tensor_nbytes[i] == 0);
+}
+
 /* Replica d's rank `r` against replica 0's rank `base` at the same
- * (p, t): the same bytes and checksums for every tensor (named from
- * `job` when there is one). */
-static int same_as_base(const Tpload__RankReport *r,
+ * (p, t): the same bytes and checksums for every tensor both hold
+ * (not_replicated; named from `job` when there is one). */
+static int same_as_base(const struct tpl__grid *g, const Tpload__RankReport *r,
                         const Tpload__RankReport *base,
                         const struct tpl__job *job, struct tpl__error *err) {
   for (size_t i = 0; i < r->n_tensor_nbytes; i++) {
     char name[32];
-    if (r->tensor_nbytes[i] == base->tensor_nbytes[i] &&
-        r->tensor_xxh3[i] == base->tensor_xxh3[i])
+    if ((r->tensor_nbytes[i] == base->tensor_nbytes[i] &&
+         r->tensor_xxh3[i] == base->tensor_xxh3[i]) ||
+        not_replicated(g, job, r, base, i))
       continue;
     snprintf(name, sizeof(name), "#%zu", i);
     return tpl__fail(err, TPL_EMISMATCH,
@@ -397,7 +419,8 @@ static int same_as_base(const Tpload__RankReport *r,
   return 0;
 }
 
-/* Every replica's (p, t) rank holds what replica 0's does (the report's
+/* Every replica's (p, t) rank holds what replica 0's does, experts
+ * aside when the expert-parallel group spans the replicas (the report's
  * shape checked).  Returns 0 or TPL_EMISMATCH naming the first rank and
  * tensor that differ. */
 static int check_replicas(const Tpload__LoadReport *lr,
@@ -406,7 +429,7 @@ static int check_replicas(const Tpload__LoadReport *lr,
   uint32_t cell = g->tp * g->pp;
   int rc = 0;
   for (uint32_t k = cell; rc == 0 && k < g->world; k++)
-    rc = same_as_base(lr->ranks[k], lr->ranks[k % cell], job, err);
+    rc = same_as_base(g, lr->ranks[k], lr->ranks[k % cell], job, err);
   return rc;
 }
 
@@ -419,6 +442,7 @@ static int check_gathered(const Tpload__LoadReport *lr,
   if (rc == 0 && n != job->ntensors)
     rc = tpl__fail(err, TPL_EPEER, "report: %zu tensors, the job %zu", n,
                    job->ntensors);
+  g.ep = job->grid.ep;
   return rc != 0 ? rc : check_replicas(lr, &g, job, err);
 }
 
@@ -446,7 +470,12 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.data_parallel_replicas = job->grid.dp;
   lr.expert_parallel_size = job->grid.ep;
   lr.experts = job->experts;
-  lr.bias_scaling = job->bias_scaling;
+  lr.bias_scaling = job->bias_family == TPL_BIASF_MLC;
+  lr.bias_family = (uint32_t)job->bias_family;
+  lr.quantization = (char *)job->quant.scheme_name; /* only read */
+  lr.quant_method = (char *)job->quant.method;
+  lr.n_weight_block_size = 2;
+  lr.weight_block_size = (uint64_t *)job->quant.block;
   lr.seconds = seconds;
   lr.bytes_read = bytes_read;
   lr.n_ranks = world;
@@ -593,19 +622,36 @@ static int decode_md5(const Tpload__Md5Check *m, struct tpl__report *rep,
   return 0;
 }
 
-/* --ep: the group is the TP group, and every rank of it holds an expert
- * (experts.h); 0 and 0 without --ep. */
+/* --ep: the group is the TP group or every replica's (T x D), and every
+ * rank of it holds an expert (experts.h); 0 and 0 without --ep. */
 static int decode_ep(const Tpload__LoadReport *lr, struct tpl__report *rep,
                      struct tpl__error *err) {
   uint32_t size = lr->expert_parallel_size;
   if ((size == 0 && lr->experts != 0) ||
-      (size != 0 && (size != rep->grid.tp || lr->experts < size)))
+      (size != 0 && (tpl__grid_set_ep(&rep->grid, 1, size, NULL) != 0 ||
+                     lr->experts < size)))
     return tpl__fail(err, TPL_EPEER,
                      "report: an expert-parallel group of %u ranks with %u "
-                     "experts, for tp %u",
-                     size, lr->experts, rep->grid.tp);
+                     "experts, for tp %u x dp %u",
+                     size, lr->experts, rep->grid.tp, rep->grid.dp);
   rep->grid.ep = size;
   rep->experts = lr->experts;
+  return 0;
+}
+
+/* The model's quantization (a report without one: none). */
+static int decode_quant(const Tpload__LoadReport *lr, struct tpl__quant_info *q,
+                        struct tpl__error *err) {
+  tpl__quant_info_init(q);
+  if (!tpl__json_utf8(lr->quantization) || !tpl__json_utf8(lr->quant_method) ||
+      (lr->n_weight_block_size != 0 && lr->n_weight_block_size != 2))
+    return tpl__fail(err, TPL_EPEER,
+                     "report: a quantization that is not UTF-8, or a block "
+                     "size that is not two numbers");
+  snprintf(q->scheme_name, sizeof(q->scheme_name), "%s", lr->quantization);
+  snprintf(q->method, sizeof(q->method), "%s", lr->quant_method);
+  if (lr->n_weight_block_size == 2)
+    memcpy(q->block, lr->weight_block_size, sizeof(q->block));
   return 0;
 }
 
@@ -619,6 +665,9 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   if (rc == 0) rc = decode_ep(lr, rep, err);
   rep->model = lr->model;
   rep->bias_scaling = lr->bias_scaling;
+  rep->bias_family =
+      lr->bias_family < TPL_BIASF_COUNT ? (int)lr->bias_family : TPL_BIASF_MLC;
+  if (rc == 0) rc = decode_quant(lr, &rep->quant, err);
   rep->seconds = lr->seconds;
   rep->bytes_read = lr->bytes_read;
   rep->bytes_delivered = lr->bytes_delivered;
@@ -809,6 +858,11 @@ json_t *tpl__report_json(const struct tpl__report *r,
                 (json_int_t)r->bytes_delivered, "ranks", ranks);
   for (uint32_t k = 0; o != NULL && k < r->grid.world; k++)
     json_array_append_new(ranks, rank_json(&r->ranks[k]));
+  if (o != NULL) {
+    json_object_set_new(o, "bias_policy",
+                        json_string(tpl__bias_family_name(r->bias_family)));
+    json_object_set_new(o, "quant", tpl__quant_json(&r->quant));
+  }
   if (o != NULL && json_object_set_new(o, "nodes", nodes_json(r)) != 0) {
     json_decref(o);
     return NULL;
@@ -839,6 +893,6 @@ void tpl__report_grid_line(const struct tpl__report *r, char *buf,
                    : r->agree == 0 ? "yes"
                                    : "NO");
   if (g->ep > 0 && n > 0 && (size_t)n < size)
-    snprintf(buf + n, size - (size_t)n, "; ep %u (the TP group), %u experts",
-             g->ep, r->experts);
+    snprintf(buf + n, size - (size_t)n, "; ep %u (%s), %u experts", g->ep,
+             tpl__grid_ep_what(g), r->experts);
 }

@@ -111,7 +111,9 @@ struct tpl__rank_report {
 struct tpl__report {
   const char *model;
   struct tpl__grid grid;
-  int bias_scaling;
+  int bias_scaling;             /* the family is mlc */
+  int bias_family;              /* enum tpl__bias_family (scope.h) */
+  struct tpl__quant_info quant; /* scheme_name, method, block (quant.h) */
   /* 0: every replica holds replica 0's bytes, TPL_EMISMATCH: one does
    * not (recomputed from the checksums; a summary, which has none, agrees:
    * a daemon serves only a load whose replicas agreed) */

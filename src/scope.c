@@ -124,3 +124,50 @@ void tpl__bf16_expand_inplace(void *p, uint64_t count) {
     memcpy(b + 4 * i, &x, 4);
   }
 }
+
+static const char *const bias_names[TPL_BIAS_COUNT] = {"default", "scale",
+                                                       "rank0", "whole"};
+static const char *const family_names[TPL_BIASF_COUNT] = {"mlc", "vllm",
+                                                          "whole"};
+
+int tpl__bias_resolve(int fixed, int vllm, int family) {
+  if (family == TPL_BIASF_WHOLE) return TPL_BIAS_WHOLE;
+  if (fixed != TPL_BIAS_DEFAULT) return fixed;
+  if (family == TPL_BIASF_MLC) return TPL_BIAS_SCALE;
+  return vllm != TPL_BIAS_DEFAULT ? vllm : TPL_BIAS_WHOLE;
+}
+
+const char *tpl__bias_name(int policy) {
+  return policy >= 0 && policy < TPL_BIAS_COUNT ? bias_names[policy] : "?";
+}
+
+const char *tpl__bias_family_name(int family) {
+  return family >= 0 && family < TPL_BIASF_COUNT ? family_names[family] : "?";
+}
+
+int tpl__bias_parse(const char *s) {
+  for (int i = TPL_BIAS_SCALE; i < TPL_BIAS_COUNT; i++)
+    if (strcmp(s, bias_names[i]) == 0) return i;
+  return -1;
+}
+
+int tpl__bias_family_parse(const char *s) {
+  for (int i = 0; i < TPL_BIASF_COUNT; i++)
+    if (strcmp(s, family_names[i]) == 0) return i;
+  return -1;
+}
+
+int tpl__bias_apply(void *p, uint64_t nbytes, int dtype, int policy,
+                    uint32_t nshards, uint32_t shard) {
+  if (dtype != TPL_DT_F32 && dtype != TPL_DT_F64 && dtype != TPL_DT_F16 &&
+      dtype != TPL_DT_BF16)
+    return TPL_EDTYPE;
+  if (policy == TPL_BIAS_SCALE)
+    return tpl__scale_bias(p, nbytes, dtype, nshards);
+  if (policy == TPL_BIAS_RANK0 && shard != 0) memset(p, 0, (size_t)nbytes);
+  return 0;
+}
+
+double tpl__bias_factor(int policy, uint32_t nshards) {
+  return policy == TPL_BIAS_SCALE && nshards > 1 ? 1.0 / (double)nshards : 1.0;
+}

@@ -46,15 +46,6 @@ static void format_list(char *buf, size_t cap, const uint64_t *v, size_t n,
   if (used < cap) snprintf(buf + used, cap - used, "]");
 }
 
-static uint64_t gcd_u64(uint64_t a, uint64_t b) {
-  while (b != 0) {
-    uint64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* Writes the shard counts (<= TPL_HINT_MAX_N) dividing `g` into buf, as
  * "1, 2, 4, 8".  g == 0 (every segment empty) is divided by anything. */
 static void format_divisors(char *buf, size_t cap, uint64_t g) {
@@ -206,7 +197,7 @@ static int check_divisible(const uint64_t *shape,
         return fail_parts(spec, j, segs[j], nshards, tname, err);
       continue; /* its parts do not depend on N */
     }
-    g = gcd_u64(g, segs[j]);
+    g = tpl__gcd_u64(g, segs[j]);
     if (bad == n && segs[j] % nshards != 0) bad = j;
   }
   if (bad == n) return 0;

@@ -16,11 +16,6 @@
 #include "jsonu.h"
 #include "shardinfo.h"
 
-double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling) {
-  if (kind != TPL_RULE_SCALE_BIAS || !bias_scaling || nshards <= 1) return 1.0;
-  return 1.0 / (double)nshards;
-}
-
 static json_t *preproc(const struct tpl__job *job,
                        const struct tpl__job_tensor *t) {
   uint64_t out[TPL_MAX_DIMS + 1];
@@ -90,11 +85,16 @@ static int add_shard_fields(json_t *o, const struct tpl__job *job,
   return 0;
 }
 
-/* Under --ep: the shard holding one expert's tensor whole, or the dim a
- * stacked one is cut along (its experts). */
-static int add_ep_fields(json_t *o, const struct tpl__job_tensor *t) {
+/* Under --ep: the group rank holding one expert's tensor whole (its
+ * shard t when the group is the TP group, "expert_shard"; d x T + t when
+ * it spans the replicas, "expert_ep_rank"), or the dim a stacked one is
+ * cut along (its experts). */
+static int add_ep_fields(json_t *o, const struct tpl__job *job,
+                         const struct tpl__job_tensor *t) {
   if (t->ep == TPL_EP_WHOLE)
-    return json_object_set_new(o, "expert_shard", json_integer(t->owner));
+    return json_object_set_new(
+        o, job->grid.ep > job->grid.tp ? "expert_ep_rank" : "expert_shard",
+        json_integer(t->owner));
   if (t->ep == TPL_EP_STACKED)
     return json_object_set_new(o, "expert_dim", json_integer(0));
   return 0;
@@ -103,14 +103,17 @@ static int add_ep_fields(json_t *o, const struct tpl__job_tensor *t) {
 json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks) {
   const struct tpl__job_tensor *t = &job->tensors[i];
-  double scale = tpl__bias_scale(t->kind, job->grid.tp, job->bias_scaling);
+  int bias = t->kind == TPL_RULE_SCALE_BIAS;
+  double scale = bias ? tpl__bias_factor(t->bias, job->grid.tp) : 1.0;
   json_t *o = json_pack("{s:s, s:o, s:s, s:[], s:o}", "name", t->name, "shape",
                         tpl__json_u64_array(t->rank_shape, (size_t)t->ndim),
                         "dtype", tpl__dtype_mlc_name(t->dtype), "preprocs",
                         "pipeline_stages", stage_list(t->stages));
   if (o == NULL) return NULL;
   if ((t->kind == TPL_RULE_SHARD && add_shard_fields(o, job, t) != 0) ||
-      add_ep_fields(o, t) != 0 ||
+      add_ep_fields(o, job, t) != 0 ||
+      (bias && json_object_set_new(
+                   o, "bias", json_string(tpl__bias_name(t->bias))) != 0) ||
       json_object_set_new(o, "bias_scale", json_real(scale)) != 0 ||
       (ranks != NULL &&
        json_object_set_new(o, "ranks", rank_list(job, i, ranks)) != 0)) {
@@ -121,11 +124,11 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
 }
 
 /* Rank r's experts, [start, count] in global ids (tpl__ep_range of its
- * shard). */
+ * group rank, tpl__grid_ep_rank). */
 static json_t *rank_experts(const struct tpl__grid *g, uint32_t experts,
                             uint32_t r) {
-  struct tpl__pos c = tpl__grid_coord(g, r);
-  struct tpl__ep_range e = tpl__ep_range(experts, g->ep, c.t);
+  struct tpl__ep_range e =
+      tpl__ep_range(experts, g->ep, tpl__grid_ep_rank(g, r));
   return json_pack("[I, I]", (json_int_t)e.start, (json_int_t)e.count);
 }
 
@@ -145,11 +148,12 @@ int tpl__shardinfo_build(const struct tpl__job *job,
   /* compile.py's metadata: tensor_parallel_shards = T and
    * pipeline_parallel_stages = P; tpload adds the replicas D. */
   json_t *root =
-      json_pack("{s:I, s:I, s:I, s:b, s:o}", "tensor_parallel_shards",
+      json_pack("{s:I, s:I, s:I, s:b, s:s, s:o}", "tensor_parallel_shards",
                 (json_int_t)job->grid.tp, "pipeline_parallel_stages",
                 (json_int_t)job->grid.pp, "data_parallel_replicas",
                 (json_int_t)job->grid.dp, "bias_scaling",
-                job->bias_scaling ? 1 : 0, "params", params);
+                job->bias_family == TPL_BIASF_MLC, "bias_policy",
+                tpl__bias_family_name(job->bias_family), "params", params);
   if (root == NULL) return -ENOMEM;
   if (job->grid.ep > 0 &&
       json_object_set_new(root, "expert_parallel",

@@ -18,11 +18,6 @@ struct tpl__rank_info {
   uint64_t xxh3; /* XXH3-64 of the delivered bytes (after bias scaling) */
 };
 
-/* The factor a rank applies to a tensor of rule kind `kind`: 1/N for a
- * scale_bias tensor when `bias_scaling` is on, else 1.0 (so always 1.0 for
- * N = 1).  The one definition: shard info and rank reports both use it. */
-double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling);
-
 /* {"size", "experts", "ranks": [{"rank", "shard", "experts": [start,
  * count]}]}: an --ep job's group on grid `g` (g->ep > 0) and the map an
  * engine builds its expert_map from (tpl__ep_range), as shard-info.json,
@@ -31,7 +26,10 @@ double tpl__bias_scale(int kind, uint32_t nshards, int bias_scaling);
 json_t *tpl__shardinfo_ep(const struct tpl__grid *g, uint32_t experts);
 
 /* Builds one `params` entry for job tensor `i`, with MLC's
- * "pipeline_stages" (the stages that hold it).  `ranks` is NULL (no
+ * "pipeline_stages" (the stages that hold it), "bias_scale" (the factor
+ * shard 0's copy carries: 1/N for a scaled bias, else 1.0) and for a
+ * row-parallel bias "bias" (its policy: scale, rank0 -- the other shards
+ * hold zeros -- or whole).  `ranks` is NULL (no
  * "ranks" key) or job->grid.world entries, rank order, of which those of
  * the ranks holding the tensor are listed, each with its rank, replica,
  * stage and shard.  Returns a new reference, or NULL on ENOMEM. */
@@ -40,7 +38,8 @@ json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
 
 /* Builds the whole shard-info object of `job`:
  * {"tensor_parallel_shards", "pipeline_parallel_stages",
- * "data_parallel_replicas", "bias_scaling", "params": [...]} with params
+ * "data_parallel_replicas", "bias_scaling" (the family is mlc),
+ * "bias_policy" (the family's name), "params": [...]} with params
  * in checkpoint order.  `ranks` is NULL or job->ntensors *
  * job->grid.world entries, ranks[i * world + r] for tensor i and rank r
  * (entries of ranks that do not hold tensor i are not read).  On success *out

@@ -52,6 +52,41 @@ struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank) {
       .d = group / g->pp, .p = group % g->pp, .t = rank % g->tp};
 }
 
+/* The expert-parallel group is vLLM's: FusedMoEParallelConfig.make
+ * (vllm-project/vllm vllm/model_executor/layers/fused_moe/config.py)
+ * flattens TP across DP under --enable-expert-parallel, ep_size =
+ * dp_size x tp_size and ep_rank = dp_rank x tp_size + tp_rank ("TP = 2,
+ * DP = 2 and EP = True ... the experts are split between the 4
+ * devices"); with DP = 1 that is the TP group.  tpload offers both: the
+ * TP group of each replica (every replica holds every expert) or every
+ * replica's TP group (each expert held once per stage). */
+int tpl__grid_set_ep(struct tpl__grid *g, int ep, uint32_t size,
+                     struct tpl__error *err) {
+  uint64_t all = (uint64_t)g->tp * g->dp;
+  if (!ep) size = 0;
+  if (ep && size == 0) size = g->tp;
+  if (size != 0 && size != g->tp && size != all)
+    return g->dp > 1 ? tpl__fail(err, TPL_EUSAGE,
+                                 "--ep-size %u: expected %u (--tp, the TP "
+                                 "group) or %llu (--tp x %u replicas)",
+                                 size, g->tp, (unsigned long long)all, g->dp)
+                     : tpl__fail(err, TPL_EUSAGE,
+                                 "--ep-size %u: expected %u (--tp, the TP "
+                                 "group; the grid has one replica)",
+                                 size, g->tp);
+  g->ep = size;
+  return 0;
+}
+
+uint32_t tpl__grid_ep_rank(const struct tpl__grid *g, uint32_t rank) {
+  struct tpl__pos c = tpl__grid_coord(g, rank);
+  return g->ep > g->tp ? c.d * g->tp + c.t : c.t;
+}
+
+const char *tpl__grid_ep_what(const struct tpl__grid *g) {
+  return g->ep > g->tp ? "TP x DP" : "the TP group";
+}
+
 int tpl__stage_check(uint32_t layers, uint32_t pp, struct tpl__error *err) {
   if (layers == 0) /* never "expected 1..0" */
     return tpl__fail(err, TPL_EFORMAT,

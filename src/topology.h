@@ -9,8 +9,9 @@
 
 /* A world of `world` ranks seen as `dp` replicas of a `tp` x `pp` grid:
  * world == tp * pp * dp, every field >= 1.  `ep` is the size of the
- * expert-parallel group (--ep: the tensor-parallel group, so tp; 0
- * without expert parallelism); tpl__grid_make leaves it 0. */
+ * expert-parallel group (--ep: tp, the tensor-parallel group; --ep-size
+ * tp * dp: the TP groups of every replica at one stage; 0 without
+ * expert parallelism); tpl__grid_make leaves it 0. */
 struct tpl__grid {
   uint32_t world, tp, pp, dp;
   uint32_t ep;
@@ -45,6 +46,24 @@ int tpl__grid_make(uint32_t world, uint32_t tp, uint32_t pp,
  * it): shards of one stage are adjacent, then stages of one replica, then
  * replicas.  With pp == dp == 1 it is today's rank == shard. */
 struct tpl__pos tpl__grid_coord(const struct tpl__grid *g, uint32_t rank);
+
+/* Sets g->ep for --ep (`ep` nonzero) with --ep-size `size` (0: not
+ * given, the TP group): vLLM's ep_size = tp_size x dp_size under
+ * --enable-expert-parallel, so `size` must be g->tp (one replica's TP
+ * group) or g->tp * g->dp (every replica's).  Returns 0, or TPL_EUSAGE
+ * naming the allowed values; g->ep is written only on success. */
+int tpl__grid_set_ep(struct tpl__grid *g, int ep, uint32_t size,
+                     struct tpl__error *err);
+
+/* The rank of global rank `rank` within its expert-parallel group (g->ep
+ * > 0): vLLM's ep_rank = dp_rank x tp_size + tp_rank, so t when the
+ * group is the TP group, d x tp + t when it spans the replicas; the
+ * group is the ranks of one pipeline stage p. */
+uint32_t tpl__grid_ep_rank(const struct tpl__grid *g, uint32_t rank);
+
+/* What the expert-parallel group of g (g->ep > 0) is, for messages:
+ * "the TP group" or "TP x DP" (every replica's TP group). */
+const char *tpl__grid_ep_what(const struct tpl__grid *g);
 
 /* Checks that `layers` decoder layers can be split over `pp` stages as MLC
  * LLM does: 1 <= pp <= layers (MLC's config check) and pp divides layers

@@ -50,7 +50,8 @@ static int info_count(const char *key, uint64_t dflt, uint32_t *out,
 }
 
 /* An expert-parallel output names its group: "expert_parallel" {"size"}
- * of T (the TP group); --ep asks for one.  `rc` is the grid's. */
+ * of T (the TP group) or T x D (every replica's, tpl__grid_set_ep); --ep
+ * asks for one, --ep-size for its size.  `rc` is the grid's. */
 static int info_ep(const struct verify *v, const char *path,
                    const struct tpl__verify_grid *want, int rc,
                    struct tpl__grid *g, struct tpl__error *err) {
@@ -58,16 +59,22 @@ static int info_ep(const struct verify *v, const char *path,
   uint64_t size = 0;
   if (rc != 0) return rc;
   if (ep != NULL &&
-      (tpl__json_u64(json_object_get(ep, "size"), &size) != 0 || size != g->tp))
+      (tpl__json_u64(json_object_get(ep, "size"), &size) != 0 || size == 0 ||
+       size > UINT32_MAX || tpl__grid_set_ep(g, 1, (uint32_t)size, NULL) != 0))
     return tpl__fail(err, TPL_EFORMAT,
                      "%s: expected expert_parallel.size = %u (the "
-                     "tensor-parallel group)",
-                     path, g->tp);
+                     "tensor-parallel group) or %llu (T x D)",
+                     path, g->tp, (unsigned long long)g->tp * g->dp);
   if (want->ep && ep == NULL)
     return tpl__fail(err, TPL_EMISMATCH,
                      "%s: the output is not expert-parallel, --ep was "
                      "asked for",
                      path);
+  if (want->ep_size != 0 && size != want->ep_size)
+    return tpl__fail(err, TPL_EMISMATCH,
+                     "%s: the output's expert-parallel group has %llu ranks, "
+                     "--ep-size %u was asked for",
+                     path, (unsigned long long)size, want->ep_size);
   g->ep = (uint32_t)size;
   return 0;
 }
@@ -98,23 +105,46 @@ static int info_grid(const struct verify *v, const char *path,
                  err);
 }
 
+/* The bias family the directory was written with: "bias_policy" (mlc,
+ * vllm or whole), or from files that predate it "bias_scaling" (true:
+ * mlc, false: whole). */
+static int info_bias(const json_t *info, const char *path, int *family,
+                     struct tpl__error *err) {
+  const json_t *bp = json_object_get(info, "bias_policy");
+  const json_t *bs = json_object_get(info, "bias_scaling");
+  if (bp != NULL) {
+    *family =
+        json_is_string(bp) ? tpl__bias_family_parse(json_string_value(bp)) : -1;
+    if (*family < 0)
+      return tpl__fail(err, TPL_EFORMAT,
+                       "%s: expected bias_policy \"mlc\", \"vllm\" or "
+                       "\"whole\"",
+                       path);
+    return 0;
+  }
+  if (!json_is_boolean(bs))
+    return tpl__fail(err, TPL_EFORMAT, "%s: expected bias_scaling (boolean)",
+                     path);
+  *family = json_is_true(bs) ? TPL_BIASF_MLC : TPL_BIASF_WHOLE;
+  return 0;
+}
+
 static int read_shard_info(struct verify *v,
                            const struct tpl__verify_grid *want,
-                           struct tpl__grid *g, int *scaling,
+                           struct tpl__grid *g, int *family,
                            struct tpl__error *err) {
   char *path = tpl__path_join(v->dir, "shard-info.json"), *buf = NULL;
   size_t len;
-  json_t *bs;
   int rc =
       path ? tpl__read_file(path, TPL_MAX_JSON_FILE, &buf, &len, err) : -ENOMEM;
   if (rc == 0) rc = tpl__json_parse_object(buf, len, path, &v->info, err);
-  if (rc == 0) {
-    bs = json_object_get(v->info, "bias_scaling");
-    if (!json_is_boolean(bs))
-      rc = tpl__fail(err, TPL_EFORMAT, "%s: expected bias_scaling (boolean)",
-                     path);
-    *scaling = json_is_true(bs);
-  }
+  if (rc == 0) rc = info_bias(v->info, path, family, err);
+  if (rc == 0 && want->bias_family >= 0 && want->bias_family != *family)
+    rc = tpl__fail(err, TPL_EMISMATCH,
+                   "%s: bias_policy %s, expected %s (--bias-policy): the "
+                   "row-parallel biases are not what that engine expects",
+                   path, tpl__bias_family_name(*family),
+                   tpl__bias_family_name(want->bias_family));
   if (rc == 0) rc = info_grid(v, path, want, g, err);
   free(path);
   free(buf);
@@ -241,6 +271,7 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
   size_t k = v->pos[r]++;
   const struct tpl__tensor *o = &v->outs[r]->tensors[k];
   struct tpl__pos c = tpl__grid_coord(&v->job->grid, r);
+  uint32_t cell = v->job->grid.tp * v->job->grid.pp;
   int rc = check_meta(v, r, i, k, o, err);
   if (rc == 0)
     rc = tpl__pread_full(v->outs[r]->files[0].fd, v->got, (size_t)t->rank_bytes,
@@ -254,7 +285,9 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
                      "the shard recomputed from the model (rank %u is "
                      "d %u, p %u, t %u%s)",
                      r, t->name, r, c.d, c.p, c.t,
-                     c.d > 0 ? "; replica 0 holds the right bytes" : "");
+                     c.d > 0 && tpl__job_holds(v->job, i, r % cell)
+                         ? "; replica 0 holds the right bytes"
+                         : "");
   v->found[r].nbytes = t->rank_bytes;
   v->found[r].xxh3 = XXH3_64bits(v->got, (size_t)t->rank_bytes);
   v->res.tensors++;
@@ -269,7 +302,7 @@ static int expected_shard(struct verify *v, size_t i, uint32_t t,
   int rc = tpl__job_layout(v->job, i, t, &l);
   if (rc != 0) return rc;
   tpl__layout_gather(&l, 0, v->model->tensors[i].stored_bytes, v->src, v->want);
-  return tpl__job_finish_bytes(v->job, i, v->want, err);
+  return tpl__job_finish_bytes(v->job, i, t, v->want, err);
 }
 
 /* Every holder of tensor i, shard by shard: each shard t is recomputed
@@ -388,13 +421,13 @@ static int prepare(struct verify *v, const char *model, const char *plan,
                    const struct tpl__http_opts *http, struct tpl__error *err) {
   struct tpl__grid grid = {0};
   uint32_t world;
-  int scaling = 0;
-  int rc = read_shard_info(v, want, &grid, &scaling, err);
+  int family = TPL_BIASF_MLC;
+  int rc = read_shard_info(v, want, &grid, &family, err);
   world = grid.world;
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
   if (rc == 0 && want->skip_mtp) rc = tpl__plan_skip_mtp(v->model, err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, v->model, model, &grid, scaling, &v->plan, &v->job,
+    rc = tpl__job_plan(plan, v->model, model, &grid, family, &v->plan, &v->job,
                        err);
   if (rc == 0) rc = check_layout(v, world, err);
   if (rc != 0) return rc;

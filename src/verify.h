@@ -17,16 +17,21 @@ struct tpl__verify_result {
 };
 
 /* The grid the caller expects (--tp, --pp); 0 where not given.  `ep`
- * nonzero (--ep): the output must be expert-parallel. */
+ * nonzero (--ep): the output must be expert-parallel, over `ep_size`
+ * ranks when that is nonzero (--ep-size). */
 struct tpl__verify_grid {
   uint32_t tp, pp;
   int ep;
+  uint32_t ep_size;
   int skip_mtp; /* --skip-mtp: DIR holds the main model only */
+  /* --bias-policy: the enum tpl__bias_family DIR must have been written
+   * with (--layout rank); -1 for any. */
+  int bias_family;
 };
 
 /* Checks DIR (rank{R}.safetensors + shard-info.json) against MODEL under
  * `plan` ("auto", a preset or a file).  The grid (T, P, D, and expert
- * parallelism: "expert_parallel") and bias scaling come from
+ * parallelism: "expert_parallel") and the bias policy come from
  * shard-info.json; `want`'s nonzero fields must match
  * it.  Every rank file must hold exactly the tensors of its stage, each
  * the shard t the model gives (so replicas d > 0 hold replica 0's bytes),

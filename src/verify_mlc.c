@@ -27,7 +27,9 @@ struct check {
   json_t *index;  /* record name -> its index in out->tensors */
   int32_t *owner; /* per file of out: -2 none yet, -1 whole, k */
   uint8_t *seen;  /* per record of out */
-  uint8_t *buf, *want, *got;
+  uint8_t *buf;   /* a source tensor as stored in MODEL */
+  uint8_t *rec;   /* a record as stored in DIR */
+  uint8_t *want, *got;
   struct tpl__verify_result res;
 };
 
@@ -141,16 +143,16 @@ static int check_owner(struct check *c, const struct tpl__tensor *o,
 static int read_record(struct check *c, const struct tpl__tensor *o,
                        struct tpl__error *err) {
   const struct tpl__file *f = &c->out->files[o->file];
-  int rc = tpl__pread_full(f->fd, c->buf, (size_t)o->stored_bytes, o->offset);
+  int rc = tpl__pread_full(f->fd, c->rec, (size_t)o->stored_bytes, o->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: '%s': %s", f->path, o->name,
                      tpl_strerror(rc));
   if (o->encoding != TPL_ENC_F32_TO_BF16) {
-    memcpy(c->got, c->buf, (size_t)o->stored_bytes);
+    memcpy(c->got, c->rec, (size_t)o->stored_bytes);
     return 0;
   }
   for (uint64_t e = 0; e < o->stored_bytes / 2; e++) {
-    uint32_t v = (uint32_t)(c->buf[2 * e] | c->buf[2 * e + 1] << 8) << 16;
+    uint32_t v = (uint32_t)(c->rec[2 * e] | c->rec[2 * e + 1] << 8) << 16;
     memcpy(c->got + 4 * e, &v, 4);
   }
   return 0;
@@ -197,23 +199,19 @@ static int expected(struct check *c, size_t i, uint32_t k,
   if (rc != 0)
     return tpl__fail(err, rc, "cannot lay out '%s'", c->src->tensors[i].name);
   tpl__layout_gather(&l, 0, c->src->tensors[i].stored_bytes, c->buf, c->want);
-  return tpl__job_finish_bytes(c->job, i, c->want, err);
+  return tpl__job_finish_bytes(c->job, i, k, c->want, err);
 }
 
 /* Tensor i: its tp shard records, or its one whole record. */
 static int check_tensor(struct check *c, size_t i, struct tpl__error *err) {
   const struct tpl__job_tensor *t = &c->job->tensors[i];
   const struct tpl__tensor *s = &c->src->tensors[i];
-  const struct tpl__file *f = &c->src->files[s->file];
   int cut = t->kind == TPL_RULE_SHARD && c->job->grid.tp > 1;
   char name[TPL_MAX_NAME + 32];
-  int rc = 0;
+  /* the source once (a URL's: one ranged GET), for every shard */
+  int rc =
+      tpl__model_read(c->src, s->file, c->buf, s->stored_bytes, s->offset, err);
   for (uint32_t k = 0; rc == 0 && k < (cut ? c->job->grid.tp : 1); k++) {
-    /* the source again for each shard: c->buf is reused for records */
-    rc = tpl__pread_full(f->fd, c->buf, (size_t)s->stored_bytes, s->offset);
-    if (rc != 0)
-      return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, s->name,
-                       tpl_strerror(rc));
     rc = expected(c, i, k, err);
     if (cut)
       snprintf(name, sizeof(name), "%s_shard-%u", t->name, k);
@@ -231,11 +229,12 @@ static int alloc_buffers(struct check *c, struct tpl__error *err) {
   for (size_t i = 0; i < c->out->ntensors; i++)
     if (c->out->tensors[i].nbytes > most) most = c->out->tensors[i].nbytes;
   c->buf = malloc((size_t)most);
+  c->rec = malloc((size_t)most);
   c->want = malloc((size_t)most);
   c->got = malloc((size_t)most);
   c->owner = malloc((c->out->nfiles + 1) * sizeof(*c->owner));
   c->seen = calloc(c->out->ntensors + 1, 1);
-  if (!c->buf || !c->want || !c->got || !c->owner || !c->seen)
+  if (!c->buf || !c->rec || !c->want || !c->got || !c->owner || !c->seen)
     return tpl__oom(err);
   for (size_t f = 0; f < c->out->nfiles; f++)
     c->owner[f] = -2;
@@ -255,6 +254,7 @@ static int check_all_seen(const struct check *c, struct tpl__error *err) {
 
 static void check_free(struct check *c) {
   free(c->buf);
+  free(c->rec);
   free(c->want);
   free(c->got);
   free(c->owner);
@@ -269,13 +269,15 @@ static void check_free(struct check *c) {
 
 int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
                     const struct tpl__verify_grid *want,
+                    const struct tpl__http_opts *http,
                     struct tpl__verify_result *out, struct tpl__error *err) {
   struct check c = {.dir = dir};
   struct tpl__grid grid = {0};
   int rc = read_grid(&c, want, &grid, err);
-  if (rc == 0) rc = tpl__model_open(model, &c.src, err);
+  if (rc == 0) rc = tpl__model_open_with(model, http, 0, &c.src, err);
   if (rc == 0)
-    rc = tpl__job_plan(plan, c.src, model, &grid, 0, &c.plan, &c.job, err);
+    rc = tpl__job_plan(plan, c.src, model, &grid, TPL_BIASF_WHOLE, &c.plan,
+                       &c.job, err);
   if (rc == 0) rc = open_output(&c, err);
   if (rc == 0) rc = alloc_buffers(&c, err);
   if (rc == 0) rc = check_sums(&c, err);

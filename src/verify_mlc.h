@@ -8,10 +8,11 @@
 #include "common.h"
 #include "verify.h"
 
-/* Reads tp (tensor_parallel_shards) and pp (pipeline_parallel_stages,
- * default 1) from DIR/mlc-chat-config.json (`want`'s nonzero fields must
- * match), plans MODEL for that grid under `plan`, and checks DIR's cache:
- * for every tensor MLC gives a preproc (cut), the records
+/* MODEL is read through its origin (a URL with the client options
+ * `http`), DIR from this host.  Reads tp (tensor_parallel_shards) and pp
+ * (pipeline_parallel_stages, default 1) from DIR/mlc-chat-config.json (`want`'s
+ * nonzero fields must match), plans MODEL for that grid under `plan`, and
+ * checks DIR's cache: for every tensor MLC gives a preproc (cut), the records
  * "<name>_shard-<k>", k < tp, each exactly shard k of the tensor; for
  * every other tensor one record "<name>" holding it whole, unscaled; no
  * other record; dtype and shape of each; each file's bytes against its
@@ -22,6 +23,7 @@
  * differs), or the code of what could not be read. */
 int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
                     const struct tpl__verify_grid *want,
+                    const struct tpl__http_opts *http,
                     struct tpl__verify_result *out, struct tpl__error *err);
 
 #endif

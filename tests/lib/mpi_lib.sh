@@ -10,6 +10,16 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 M="$T_TMP/models"
 mkdir -p "$M"
 
+# need_mpi4py: skips the whole script (one plan line with the reason)
+# when the oracle cannot import mpi4py, which forward.py's ranks need.
+need_mpi4py() {
+  if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
+    echo "1..0 # SKIP $ORACLE without mpi4py" \
+      "(scripts/install-deps.sh installs python3-mpi4py)"
+    exit 0
+  fi
+}
+
 # mpi N ARGS...: tpload ARGS under mpirun with N ranks.
 mpi() {
   local n=$1; shift

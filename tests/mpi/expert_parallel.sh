@@ -11,6 +11,10 @@
 # report's and status's map, a reload of a serve --ep job (its new map
 # and bytes); `plan` and `inspect` show the map; the refusals (65 before any byte moves, an
 # expert missing in one layer among them; 64 for --layout mlc).
+# --ep-size 4 on TP2 x DP2 (the group spanning the replicas, vLLM's
+# ep_rank = dp_rank x tp_size + tp_rank): bytes against check-ep --tp 2
+# --ep-size 4 by both readers, bytes read, verify and a flipped expert
+# byte, the report's map, plan, --ep-size 3 (64), stacked experts (65).
 # Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -124,17 +128,23 @@ ep_case "one-block fp8 experts, N=2 --ep: accepted, whole" fp8b 2 fp8b
 # vLLM's map); 6 experts over 4 ranks hold 2, 2, 1, 1.
 moe_fixture "$M/rd" 64 f32 ||
   { echo "Bail out! the f32 checkpoint failed"; exit 99; }
-for n in 2 4; do
-  mpi "$n" load "$M/rd" --plan "$M/rd/plan.json" --ep --read local \
-    --io buffered --json --quiet >"$T_TMP/rd$n.json" 2>"$T_TMP/rd$n.err"
+# rd_case N TP G: -np N --tp TP --ep-size G (G = TP: each replica's TP
+# group; G = N: both replicas' ranks, TP2 x DP2, 6 experts 2, 2, 1, 1).
+rd_case() {
+  local n=$1 tp=$2 g=$3 what="N=$1 --read local --ep"
+  [ "$g" = "$tp" ] || what="TP$2 x DP$(($1 / $2)) --read local --ep-size $3"
+  mpi "$n" load "$M/rd" --plan "$M/rd/plan.json" --tp "$tp" --ep-size "$g" \
+    --read local --io buffered --json --quiet >"$T_TMP/rd$n.json" \
+    2>"$T_TMP/rd$n.err"
   if "$ORACLE" - "$M/rd" "$n" "$T_TMP/rd$n.json" "$TESTS_SRCDIR/oracle" \
-    >"$T_TMP/oout" 2>&1 <<'PY'; then
+    "$tp" "$g" >"$T_TMP/oout" 2>&1 <<'PY'; then
 import json, sys
 sys.path.insert(0, sys.argv[4])
 import oracle
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, tp, g = sys.argv[1], int(sys.argv[2]), int(sys.argv[5]), int(sys.argv[6])
 rules = json.load(open(d + "/plan.json"))["rules"]
-held = oracle.expected_ep(d, rules, n, oracle.config_experts(d))
+held = oracle.expected_ep(d, rules, n, oracle.config_experts(d), tp=tp,
+                          size=g)
 own = [sum(len(h[3]) for h in held[r]) for r in range(n)]
 ranks = json.load(open(sys.argv[3]))["ranks"]
 got = [(k["bytes"], k["bytes_read"], [x["align"] for x in k["reads"]])
@@ -143,12 +153,15 @@ want = [(o, o, [0]) for o in own]
 if got != want:
     sys.exit("expected (held, read, aligns) %r, found %r" % (want, got))
 PY
-    t_ok "N=$n --read local --ep: each rank reads exactly its own bytes"
+    t_ok "$what: each rank reads exactly its own bytes"
   else
-    t_fail "N=$n --read local --ep: each rank reads exactly its own bytes" \
+    t_fail "$what: each rank reads exactly its own bytes" \
       "$(cat "$T_TMP/oout" "$T_TMP/rd$n.err" | head -c 800)"
   fi
-done
+}
+rd_case 2 2 2
+rd_case 4 4 4
+rd_case 4 2 4
 
 out="$T_TMP/mx6"
 if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \
@@ -180,27 +193,30 @@ t_exit "verify --ep of a TP output exits 65" 65 \
   "$TPLOAD" verify "$M/mx" "$T_TMP/tp" --ep
 
 # --- the load report and status carry the map --------------------------------
-# t_report_map NAME JSON N TP [E]: the report's expert_parallel is
-# vLLM's map of the E (default 6) experts over the TP group (every
-# replica's rank t as shard t), from oracle.py's vllm_expert_map, not
-# from tpload's output.
+# t_report_map NAME JSON N TP [E [G]]: the report's expert_parallel is
+# vLLM's map of the E (default 6) experts over the group of G ranks
+# (default TP: every replica's rank t as shard t; G = N: group rank
+# d x TP + t), from oracle.py's vllm_expert_map and ep_rank, not from
+# tpload's output.
 t_report_map() {
-  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" "${5:-6}" \
+  if "$ORACLE" - "$2" "$3" "$4" "$TESTS_SRCDIR/oracle" "${5:-6}" "${6:-$4}" \
     >"$T_TMP/oout" 2>&1 <<'PY'; then t_ok "$1"; else t_fail "$1" "$(head -c 800 "$T_TMP/oout")"; fi
 import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[4])
-from oracle import vllm_expert_map
+from oracle import ep_rank, vllm_expert_map
 ep = json.load(open(sys.argv[1]))["expert_parallel"]
-n, tp, E = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
+n, tp, E, G = (int(a) for a in (sys.argv[2], sys.argv[3], sys.argv[5],
+                                sys.argv[6]))
 want = []
 for r in range(n):
-    ids = np.nonzero(vllm_expert_map(tp, r % tp, E) >= 0)[0]
-    want.append({"rank": r, "shard": r % tp,
+    er, t = ep_rank(r, tp, G)
+    ids = np.nonzero(vllm_expert_map(G, er, E) >= 0)[0]
+    want.append({"rank": r, "shard": t,
                  "experts": [int(ids[0]), len(ids)]})
 got = (ep.get("size"), ep.get("experts"), ep.get("ranks"))
-if got != (tp, E, want):
-    sys.exit("expected %r, found %r" % ((tp, E, want), got))
+if got != (G, E, want):
+    sys.exit("expected %r, found %r" % ((G, E, want), got))
 PY
 }
 mpi 4 load "$M/mx6" --ep --json --quiet >"$T_TMP/rep4.json" 2>"$T_TMP/rep4.err"
@@ -264,6 +280,71 @@ grep -q "^rank 2 (d 0, p 0, t 2): .*, experts 4..4 of 6$" "$T_TMP/out" &&
   t_ok "inspect: rank 2 holds expert 4, expert 5 is shard 3's" ||
   t_fail "inspect: rank 2 holds expert 4, expert 5 is shard 3's" \
     "$(grep -e "^rank" -e "experts.5.w2" "$T_TMP/out")"
+
+# --- --ep-size T x D: the group spans the replicas ---------------------------
+# TP2 x DP2, --ep-size 4: group rank d x 2 + t (vLLM's ep_rank = dp_rank
+# x tp_size + tp_rank), 6 experts as (2, 2, 1, 1) over the 4 ranks, each
+# expert on one rank only; attention cut by TP, the same on both
+# replicas (oracle: check-ep --tp 2 --ep-size 4).
+span() {
+  t_exit "TP2 x DP2 --ep-size 4 $1: preshard exits 0" 0 \
+    mpi 4 preshard "$M/mx6" --out "$T_TMP/$2" --tp 2 --ep-size 4 --quiet \
+    --read "$1"
+  t_oracle "TP2 x DP2 --ep-size 4 $1: experts spread over both replicas" \
+    check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$T_TMP/$2" --tp 2 --ep-size 4
+}
+span mpi span
+span local spanl
+ORACLE_WANT="rank 0: tensor '.*experts.2"
+t_oracle_fails "the oracle of a group of 2 (each replica's TP group) fails" \
+  check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$T_TMP/span" --tp 2
+t_exit "verify --ep-size 4 of it exits 0" 0 \
+  "$TPLOAD" verify "$M/mx6" "$T_TMP/span" --ep-size 4
+grep -q "all match; replicas agree (experts aside)" "$T_TMP/out" &&
+  t_ok "verify: replicas agree on all but the experts" ||
+  t_fail "verify: replicas agree on all but the experts" "$(cat "$T_TMP/out")"
+t_exit "verify --ep-size 2 of it: exit 65" 65 \
+  "$TPLOAD" verify "$M/mx6" "$T_TMP/span" --ep-size 2
+cp -r "$T_TMP/span" "$T_TMP/spanf"
+"$ORACLE" - "$T_TMP/spanf/rank2.safetensors" <<'PY' ||
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+# rank 2 (d 1, t 0) alone holds expert 4: no replica to compare it with
+x = json.loads(b[8:8 + n])["model.layers.1.block_sparse_moe.experts.4.w2.weight"]
+b[8 + n + x["data_offsets"][0]] ^= 1
+open(p, "wb").write(b)
+PY
+  { echo "Bail out! flipping a byte failed"; exit 99; }
+t_exit "verify of a flipped byte in replica 1's expert 4 exits 65" 65 \
+  "$TPLOAD" verify "$M/mx6" "$T_TMP/spanf"
+grep -q "rank2.safetensors: tensor 'model.layers.1.*experts.4.w2" \
+  "$T_TMP/err" && t_ok "the mismatch names rank 2 and the expert" ||
+  t_fail "the mismatch names rank 2 and the expert" "$(cat "$T_TMP/err")"
+mpi 4 load "$M/mx6" --tp 2 --ep-size 4 --json --quiet >"$T_TMP/reps.json" \
+  2>"$T_TMP/reps.err"
+t_report_map "load --json --ep-size 4: group rank d x T + t, vLLM's map" \
+  "$T_TMP/reps.json" 4 2 6 4
+t_exit "plan --ep-size 4 exits 0" 0 \
+  "$TPLOAD" plan "$M/mx6" --shards 4 --tp 2 --ep-size 4
+"$ORACLE" - "$T_TMP/out" <<'PY' && t_ok "plan: the map over TP x DP" ||
+import json, sys
+ranks = json.load(open(sys.argv[1]))["ranks"]
+sys.exit([r["experts"] for r in ranks] != [[0, 2], [2, 2], [4, 1], [5, 1]])
+PY
+  t_fail "plan: the map over TP x DP" "$(head -c 600 "$T_TMP/out")"
+t_exit "--ep-size 3 on TP2 x DP2: exit 64" 64 \
+  mpi 4 load "$M/mx6" --tp 2 --ep-size 3 --quiet
+grep -q "ep-size 3: expected 2 (--tp, the TP group) or 4" "$T_TMP/err" &&
+  t_ok "the message names the allowed sizes" ||
+  t_fail "the message names the allowed sizes" "$(messages "$T_TMP/err")"
+t_exit "stacked experts over TP x DP: exit 65 (not built)" 65 \
+  "$TPLOAD" plan "$M/mxmlc" --shards 4 --tp 2 --ep-size 4
+grep -q "not built yet: use --ep-size 2" "$T_TMP/err" &&
+  t_ok "the message names the tensor's limit and the way out" ||
+  t_fail "the message names the tensor's limit and the way out" \
+    "$(cat "$T_TMP/err")"
 
 # --- refusals ---------------------------------------------------------------
 fixture dense llama hf

@@ -20,11 +20,7 @@
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/serve_lib.sh"
 
-if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
-  echo "1..0 # SKIP $ORACLE without mpi4py" \
-    "(scripts/install-deps.sh installs python3-mpi4py)"
-  exit 0
-fi
+need_mpi4py
 FWD="$TESTS_SRCDIR/oracle/forward.py"
 SIZES="--layers 2 --hidden 64 --heads 8 --vocab 128 --dtype f32 --quiet"
 
@@ -38,11 +34,16 @@ model() {
     { echo "Bail out! $name: synth or the reference forward failed"; exit 99; }
 }
 
-# forward NAME N SRC TP PP [--mismatch]: one TAP line for the
-# tensor-parallel forward of $M/NAME over SRC against its reference.
+# forward NAME N SRC TP PP [--dp D] [--mismatch ...]: one TAP line for
+# the tensor-parallel forward of $M/NAME over SRC (D replicas of TP x PP
+# ranks, default 1) against its reference.
 forward() {
   local what=$1 name=$2 src=$3 tp=$4 pp=$5 n=$(($4 * $5))
   shift 5
+  if [ "${1:-}" = --dp ]; then
+    n=$((n * $2))
+    shift 2
+  fi
   if "$MPIRUN" --oversubscribe -np "$n" "$ORACLE" "$FWD" tp "$M/$name" \
     "$src" "$M/$name.ref.npy" --tp "$tp" --pp "$pp" "$@" \
     >"$T_TMP/fout" 2>"$T_TMP/ferr"; then
@@ -137,6 +138,18 @@ forward "mixtral N=2 --ep, rank 0's experts shifted by one: NO match" \
   mixtral "$T_TMP/mixtral-ep2" 2 1 --ep --ep-shift 1 --mismatch
 forward "deepseek_v2 N=4 --ep, rank 0's experts shifted by one: NO match" \
   deepseek_v2 "$T_TMP/deepseek_v2-ep4" 4 1 --ep --ep-shift 1 --mismatch
+# --ep-size 4 on TP2 x DP2: the experts spread over both replicas (group
+# rank d x 2 + t), each replica computing every token; the routed sums
+# all-reduced over the 4 ranks.  deepseek_v3: 8 routed experts (2 a
+# rank), a shared expert cut by TP, a dense layer 0.
+t_exit "deepseek_v3 TP2 x DP2 --ep-size 4: preshard exits 0" 0 \
+  mpi 4 preshard "$M/deepseek_v3" --out "$T_TMP/dsv3-eps4" --tp 2 \
+  --ep-size 4 --quiet
+forward "deepseek_v3 TP2 x DP2 --ep-size 4: the group's experts = the logits" \
+  deepseek_v3 "$T_TMP/dsv3-eps4" 2 1 --dp 2 --ep --ep-size 4
+forward "deepseek_v3 --ep-size 4, group rank 0's experts shifted: NO match" \
+  deepseek_v3 "$T_TMP/dsv3-eps4" 2 1 --dp 2 --ep --ep-size 4 --ep-shift 1 \
+  --mismatch
 
 # --- serve, read through python/tpload.py ------------------------------------
 if [ -n "$SAN_CFLAGS" ]; then

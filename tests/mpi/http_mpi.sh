@@ -7,7 +7,8 @@
 # connections at once and fetch each byte once (nginx's access log, never
 # a clock); an object replaced or a connection cut mid-load is 74 or
 # retried, with no rank file left; a preshard output made from the local
-# files verifies against the same files over HTTP, and verify notices a
+# files verifies against the same files over HTTP (--layout mlc too: its
+# output from a URL is the local one's), and verify notices a
 # tampered output or an object replaced while it reads; a job served from
 # a presigned-style URL reloads another (`tpload reload SOCK URL`), the
 # same again without MODEL and by SIGHUP, every GET signed and the
@@ -229,6 +230,37 @@ for l in index mlc; do
   t_exit "verify $l URL: the output matches" 0 "$TPLOAD" verify "$U/$l/" \
     "$T_TMP/out-$l" --plan "$M/$l/plan.json"
 done
+
+# --layout mlc of a URL: the writer takes MODEL's sidecar files through
+# its origin (the tokenizer files the chat config names, as nothing
+# lists a URL's directory), so the output is the local directory's, file
+# for file; verify --layout mlc reads the URL too.
+"$TPLOAD" synth --arch llama --format mlc --hidden 256 --intermediate 512 \
+  --layers 2 --vocab 256 --out "$M/mlcw" --quiet
+echo '{"tokenizer": "copied unchanged"}' >"$M/mlcw/tokenizer.json"
+"$ORACLE" -c 'import json, sys
+p = sys.argv[1] + "/mlc-chat-config.json"
+c = json.load(open(p))
+c["tokenizer_files"] = ["tokenizer.json"]
+json.dump(c, open(p, "w"), indent=2)' "$M/mlcw"
+for from in "$M/mlcw" "$U/mlcw/"; do
+  tag=local
+  [ "$from" = "$M/mlcw" ] || tag=url
+  mpi 2 preshard "$from" --out "$T_TMP/mlcw-$tag" --layout mlc --quiet \
+    2>"$T_TMP/mpi.err" ||
+    t_fail "preshard --layout mlc ($tag)" "$(messages "$T_TMP/mpi.err")"
+done
+t_check "preshard --layout mlc of the URL: the local output, file for file" \
+  diff -r "$T_TMP/mlcw-local" "$T_TMP/mlcw-url"
+t_check "... tokenizer.json copied" test -f "$T_TMP/mlcw-url/tokenizer.json"
+t_exit "verify --layout mlc of the URL: the output matches" 0 \
+  "$TPLOAD" verify "$U/mlcw/" "$T_TMP/mlcw-url" --layout mlc --quiet
+t_exit "preshard --layout mlc of an HF URL: 64" 64 \
+  mpi 2 preshard "$U/index/" --out "$T_TMP/hf-mlc" --layout mlc \
+  --plan "$M/index/plan.json" --quiet
+grep -q "MLC weight directory" "$T_TMP/err" &&
+  t_ok "... saying an MLC weight directory is needed" ||
+  t_fail "... saying an MLC weight directory is needed" "$(cat "$T_TMP/err")"
 
 rm -rf "$T_TMP/bad"
 cp -r "$T_TMP/out-index" "$T_TMP/bad"

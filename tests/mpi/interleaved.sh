@@ -6,7 +6,9 @@
 # every rank the wrong rows with exit 0), as is a slice that splits a
 # gate/up pair; `"interleave": 2` delivers each rank what vLLM's
 # gpt_oss.py gives it, checked by tests/oracle/gpt_oss.py, and so does
-# the gpt_oss preset for the whole layer.
+# the gpt_oss preset for the whole layer, its row-parallel biases under
+# --bias-policy vllm too; the experts' forward pass over each rank's
+# dequantized MXFP4 blocks (gpt_oss.py forward) equals the full one's.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -53,6 +55,27 @@ else
   t_fail "gpt-oss --plan auto N=2: every tensor as vLLM's gpt_oss.py loads it" \
     "$(head -c 2000 "$T_TMP/oerr")"
 fi
+# --bias-policy vllm: o_proj's bias whole on both ranks, the experts' down
+# bias on rank 0 only (the preset's rank0 rule, vLLM's loader).
+t_exit "gpt-oss --plan auto N=2 --bias-policy vllm: preshard exits 0" 0 \
+  mpi 2 preshard "$D" --out "$T_TMP/out-vllm" --bias-policy vllm --quiet
+if "$ORACLE" "$G" check-all "$D" "$T_TMP/out-vllm" 2 vllm 2>"$T_TMP/oerr"
+then
+  t_ok "gpt-oss --bias-policy vllm N=2: biases as vLLM's gpt_oss.py holds them"
+else
+  t_fail "gpt-oss --bias-policy vllm N=2: biases as vLLM's gpt_oss.py holds them" \
+    "$(head -c 2000 "$T_TMP/oerr")"
+fi
+t_exit "gpt-oss check-all vllm refuses the default (scaled) biases" 1 \
+  "$ORACLE" "$G" check-all "$D" "$T_TMP/out-auto" 2 vllm
+# The MoE MLP's forward pass: each rank's MXFP4 blocks dequantized with
+# the scales it received, summed over the ranks = the full checkpoint's.
+for out in out-auto out-vllm; do
+  t_check "gpt-oss $out N=2: the MXFP4 experts' forward pass over the shards" \
+    "$ORACLE" "$G" forward "$D" "$T_TMP/$out" 2
+done
+t_exit "gpt-oss N=2 with another rank's scales: NO match" 1 \
+  "$ORACLE" "$G" forward "$D" "$T_TMP/out-auto" 2 --swap-scales
 # Negative control: the interleave plan replicates attention and sinks.
 t_exit "gpt-oss check-all refuses a plan that leaves the heads whole" 1 \
   "$ORACLE" "$G" check-all "$D" "$T_TMP/out-interleave" 2

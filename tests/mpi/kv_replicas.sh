@@ -4,7 +4,9 @@
 # qkv_proj) checkpoints against the numpy oracle's expectation of vLLM's
 # loaders (oracle.py kv-plan: QKVParallelLinear's shard_rank = tp_rank //
 # num_kv_head_replicas), at N = 2 x and 4 x the kv heads, by rank 0's
-# stream and by --read local, then `verify`; the k/v slices are large
+# stream and by --read local, then `verify` (an FP8 block checkpoint's
+# quantization named by load's summary and report and by inspect); the
+# k/v slices are large
 # enough (>= 64 KiB a rank) for rank 0 to read its own ones straight
 # into its store, which a replicated head's other holders must not miss.
 # Refusals: kv heads that neither divide N nor are divided by it, with
@@ -77,6 +79,38 @@ t_exit "fp8 block, 2 kv heads N=4: preshard exits 0" 0 \
   mpi 4 preshard "$M/fp8" --out "$T_TMP/out-fp8" --quiet
 t_oracle "fp8 block, 2 kv heads N=4: weights and scales match (oracle)" \
   check-preshard "$M/fp8" "$T_TMP/plan-fp8.json" 4 "$T_TMP/out-fp8"
+# The quantization as `plan` says it (plan.config), in the load's summary
+# and --json report and in inspect's totals and --json.
+FP8='fp8, weight_block_size [128, 128]'
+t_exit "fp8 block N=2: load --json exits 0" 0 mpi 2 load "$M/fp8" --json
+grep -qF "tpload load: quantization: $FP8" "$T_TMP/err" &&
+  t_ok "fp8 load: the summary names the method and block" ||
+  t_fail "fp8 load: the summary names the method and block" \
+    "$(head -c 2000 "$T_TMP/err")"
+cp "$T_TMP/out" "$T_TMP/report.json"
+t_check "fp8 load --json: quant as plan's config" "$ORACLE" -c '
+import json, sys
+q = json.load(open(sys.argv[1]))["quant"]
+sys.exit(q != {"quantization": "", "quant_method": "fp8",
+               "weight_block_size": [128, 128]})' "$T_TMP/report.json"
+t_exit "fp8 inspect --shards 2 exits 0" 0 "$TPLOAD" inspect "$M/fp8" --shards 2
+grep -qF "; quantization: $FP8" "$T_TMP/out" &&
+  t_ok "fp8 inspect: the totals name the method and block" ||
+  t_fail "fp8 inspect: the totals name the method and block" \
+    "$(tail -c 600 "$T_TMP/out")"
+t_exit "fp8 inspect (no grid) exits 0" 0 "$TPLOAD" inspect "$M/fp8"
+grep -qF "; quantization: $FP8" "$T_TMP/out" &&
+  t_ok "fp8 inspect without a grid: the totals name it too" ||
+  t_fail "fp8 inspect without a grid: the totals name it too" \
+    "$(tail -c 600 "$T_TMP/out")"
+t_exit "fp8 inspect --shards 2 --json exits 0" 0 \
+  "$TPLOAD" inspect "$M/fp8" --shards 2 --json
+cp "$T_TMP/out" "$T_TMP/inspect.json"
+t_check "fp8 inspect --json: quant as plan's config" "$ORACLE" -c '
+import json, sys
+q = json.load(open(sys.argv[1]))["quant"]
+sys.exit(q["quant_method"] != "fp8" or q["weight_block_size"] != [128, 128])
+' "$T_TMP/inspect.json"
 
 t_exit "verify recomputes the replicated shards" 0 \
   "$TPLOAD" verify "$M/phi3-2" "$T_TMP"/out-phi3_2_kv_heads_N_4_*

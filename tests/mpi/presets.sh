@@ -8,7 +8,8 @@
 # subset is presharded and checked byte for byte by tests/oracle.py; and a
 # test per refusal (a layer missing a tensor the preset must shard, a layer
 # projection no rule names, a model of another architecture, indivisible or
-# out-of-range sizes).
+# out-of-range sizes).  Gemma-3 comes in both transformers namings
+# (language_model.model.* and, since 4.52, model.language_model.*).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -39,7 +40,7 @@ done <"$T_TMP/checks"
 # --- preshard bytes against the oracle (a representative subset) -----------
 # The oracle reads plan.json: the expectations as one exact rule a tensor.
 # tpload uses its preset (--plan auto), the oracle the table.
-for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2" \
+for case in "qwen2-mlc 2" "deepseek_v2-mlc 4" "llama4-hf 2" "gemma3+new-hf 2" \
   "deepseek_v2+mtp-hf 2"; do
   set -- $case
   t_exit "$1 N=$2: preshard --plan auto exits 0" 0 \

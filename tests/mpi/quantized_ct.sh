@@ -1,8 +1,11 @@
 #!/bin/sh
 # quantized_ct.sh - compressed-tensors checkpoints (llm-compressor's
 # W4A16 with and without zero points, W8A8 int8, FP8 per channel, FP8
-# static, FP8 blocks) and NVIDIA ModelOpt's (NVFP4, in config.json or
-# hf_quant_config.json, and FP8) under the llama preset: every rank's packed
+# static, FP8 blocks), native FP8 blocks (quant_method fp8,
+# weight_scale_inv: DeepSeek-V3's and Qwen3-FP8's form) and NVIDIA
+# ModelOpt's (NVFP4, in config.json or hf_quant_config.json, and FP8,
+# also with an FP8 kv cache's k_scale / v_scale scalars, whole)
+# under the llama preset: every rank's packed
 # weights, scales, zero points and shapes are what vLLM's
 # compressed-tensors schemes give it, and dequantized with the scales it
 # received they equal its slice of the dequantized weight
@@ -52,11 +55,11 @@ loads() {
     "$d" "$n"
 }
 
-for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block \
-  modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8; do
+for scheme in w4a16 w4a16-asym w8a8-int8 fp8-channel fp8-static fp8-block fp8-native \
+  modelopt-nvfp4 modelopt-nvfp4-hfq modelopt-fp8 modelopt-fp8-kv; do
   loads "$scheme" 2
 done
-for scheme in w4a16-asym fp8-block modelopt-nvfp4; do
+for scheme in w4a16-asym fp8-block fp8-native modelopt-nvfp4; do
   forward "$scheme N=2: another rank's scales give another answer" \
     "$T_TMP/$scheme-2" 2 --swap-scales --mismatch
 done
@@ -78,7 +81,8 @@ json.dump(c, open(p, 'w'))" "$d"
   else t_fail "$name: the message says why" "$(cat "$T_TMP/err")"; fi
 }
 
-refused "fp8 blocks split by the kv cut" "128-wide quantization blocks" \
+refused "fp8 blocks split by the kv cut" \
+  "compressed-tensors block [128, 128]: tensor '" \
   fp8-block 2 2
 refused "a sparse 2:4 format" "compressed-tensors format 'marlin-24'" \
   w4a16 2 2 "q['format'] = 'marlin-24'"

@@ -20,17 +20,29 @@ shape); block scales by blocks.  Independently of the slicing, each
 rank's weights are dequantized with the scales and zero points it
 received and must equal the slice of the full dequantized weight.
 
+Native FP8 blocks (quant_method "fp8", weight_block_size [128, 128]:
+DeepSeek-V3, Qwen3-8B-FP8): weight F8_E4M3 [out, in] and
+weight_scale_inv F32 [out / 128, in / 128], dequantized as weight x
+weight_scale_inv per block (transformers' integrations/finegrained_fp8.py;
+vLLM's Fp8LinearMethod with block_quant, quantization/fp8.py: the block
+scales cut by blocks, BlockQuantScaleParameter).
+
 NVIDIA ModelOpt (quant_method "modelopt", or hf_quant_config.json for
 older exports): NVFP4 weight uint8 [out, in / 2] (two E2M1 values a
 byte, the low nibble first), weight_scale F8_E4M3 [out, in / 16],
 weight_scale_2 and input_scale scalars; FP8 weight with scalar scales.
 vLLM's modelopt.py (ModelOptNvFp4LinearMethod, ModelOptFp8LinearMethod):
 weight and weight_scale input_dim 1, output_dim 0; the scalars per tensor.
+With an FP8 kv cache (kv_cache_quant_algo "FP8") each layer's
+k_proj.k_scale and v_proj.v_scale are scalars too, whole on every rank
+(vLLM's quantization/kv_cache.py BaseKVCacheMethod: one k_scale and
+v_scale an attention layer, the loader's maybe_remap_kv_scale_name).
 
   ct_quant.py write SCHEME DIR [KV]   SCHEME: w4a16 w4a16-asym w8a8-int8
                                       fp8-channel fp8-static fp8-block
-                                      modelopt-nvfp4 modelopt-nvfp4-hfq
-                                      modelopt-fp8
+                                      fp8-native modelopt-nvfp4
+                                      modelopt-nvfp4-hfq modelopt-fp8
+                                      modelopt-fp8-kv
   ct_quant.py check DIR OUT N
   ct_quant.py dequant DIR OUT N DST [--swap-scales]
       float32 copies for tests/oracle/forward.py: DST/full (DIR's
@@ -57,7 +69,7 @@ VOCAB = 128  # above forward.py's token ids
 
 
 def sizes(scheme, kv):
-    if scheme == "fp8-block":
+    if scheme in ("fp8-block", "fp8-native"):
         return dict(hidden=256, heads=4, kv=kv or 4, hd=64, inter=512)
     return dict(hidden=64, heads=4, kv=kv or 2, hd=16, inter=128)
 
@@ -102,7 +114,7 @@ def linear(rng, scheme, out, inn):
                 "weight_scale": f8(rng, (out, inn // 16), 0x20, 0x48),
                 "weight_scale_2": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
-    if scheme == "modelopt-fp8":
+    if scheme.startswith("modelopt-fp8"):
         return {"weight": f8(rng, (out, inn), 0, 0x70),
                 "weight_scale": np.float32(rng.uniform(0.002, 0.01)),
                 "input_scale": np.float32(rng.uniform(0.5, 2))}
@@ -120,6 +132,8 @@ def linear(rng, scheme, out, inn):
         return {"weight": rng.integers(-128, 128, (out, inn), dtype=np.int8),
                 "weight_scale": f32(out, 1)}
     w = f8(rng, (out, inn), 0, 0x70)  # positive, below 2^6
+    if scheme == "fp8-native":
+        return {"weight": w, "weight_scale_inv": f32(out // 128, inn // 128)}
     if scheme == "fp8-block":
         return {"weight": w, "weight_scale": f32(out // 128, inn // 128)}
     t = {"weight": w, "weight_scale": f32(out, 1)}
@@ -134,6 +148,9 @@ def model(scheme, z):
     for mod, (out, inn) in shapes(z).items():
         for k, v in linear(rng, scheme, out, inn).items():
             t[L + mod + "." + k] = v
+    if scheme == "modelopt-fp8-kv":  # FP8 kv cache: one scale a layer each
+        t[L + "self_attn.k_proj.k_scale"] = np.float32(rng.uniform(0.5, 2))
+        t[L + "self_attn.v_proj.v_scale"] = np.float32(rng.uniform(0.5, 2))
     h, v = z["hidden"], VOCAB
     for name, shape in (("model.embed_tokens.weight", (v, h)),
                         (L + "input_layernorm.weight", (h,)),
@@ -149,10 +166,15 @@ def write(scheme, d, kv=0):
     fmt, weights = weights_cfg(scheme)
     os.makedirs(d, exist_ok=True)
     npst.write(os.path.join(d, "model.safetensors"), model(scheme, z))
-    if scheme.startswith("modelopt"):
+    if scheme == "fp8-native":
+        qc = {"quant_method": "fp8", "activation_scheme": "dynamic",
+              "fmt": "e4m3", "weight_block_size": [128, 128]}
+    elif scheme.startswith("modelopt"):
         qc = {"quant_method": "modelopt", "quant_algo":
-              "FP8" if scheme == "modelopt-fp8" else "NVFP4",
+              "FP8" if scheme.startswith("modelopt-fp8") else "NVFP4",
               "group_size": 16, "exclude_modules": ["lm_head"]}
+        if scheme == "modelopt-fp8-kv":
+            qc["kv_cache_quant_algo"] = "FP8"
     else:
         qc = {"quant_method": "compressed-tensors", "format": fmt,
               "ignore": ["lm_head"],
@@ -202,7 +224,7 @@ def dequant(scheme, t):
         vals = vals.reshape(w.shape[0], w.shape[1] * 2)
         s = np.repeat(e4m3(t["weight_scale"]), 16, axis=1)
         return vals * s * float(t["weight_scale_2"])
-    if scheme == "modelopt-fp8":
+    if scheme.startswith("modelopt-fp8"):
         return e4m3(t["weight"]) * float(t["weight_scale"])
     if scheme.startswith("w4a16"):
         out, inn = t["weight_packed"].shape[0], t["weight_packed"].shape[1] * 8
@@ -217,8 +239,9 @@ def dequant(scheme, t):
                 np.repeat(t["weight_scale"].astype(np.float64), g, axis=1))
     w = t["weight"]
     w = e4m3(w) if w.dtype == np.uint8 else w.astype(np.float64)
-    s = t["weight_scale"].astype(np.float64)
-    if scheme == "fp8-block":
+    s = t["weight_scale_inv" if scheme == "fp8-native" else
+          "weight_scale"].astype(np.float64)
+    if scheme in ("fp8-block", "fp8-native"):
         s = np.repeat(np.repeat(s, 128, axis=0), 128, axis=1)
     return w * s
 
@@ -289,7 +312,8 @@ def dequant_dir(d, out, n, dst, swap=False):
             parts = {k[len(pre):]: v for k, v in t.items()
                      if k.startswith(pre)}
             if other is not None:
-                for k in ("weight_scale", "weight_zero_point"):
+                for k in ("weight_scale", "weight_zero_point",
+                          "weight_scale_inv"):
                     if k in parts:
                         parts[k] = other[pre + k]
             res[pre + "weight"] = dequant(scheme, parts).astype(np.float32)

@@ -12,7 +12,11 @@ engine does: column-parallel projections give a rank its own heads and
 intermediate features (sizes from the config divided by the shard count),
 row-parallel ones give partial sums that are all-reduced (MPI_SUM over
 the rank's TP group), biases of row-parallel layers are added before the
-all-reduce (the bias-scaling scope made them bias / N).  With --pp, each
+all-reduce (the bias-scaling scope made them bias / N; --bias-policy rank0
+leaves the whole bias on rank 0 and zeros elsewhere); with --bias-once
+only TP rank 0 adds them, as vLLM's RowParallelLinear.forward does with
+the whole bias every rank holds (model_executor/layers/linear.py: "Only
+fuse bias add into GEMM for rank 0").  With --pp, each
 stage runs the layers its ranks hold and sends the hidden state to the
 next stage.
 
@@ -32,6 +36,7 @@ next stage.
         v3's sigmoid router with its correction bias and 2 groups) and
         internlm2 (wqkv grouped per kv head).
     mpirun -np W forward.py tp MODEL SRC REF.npy --tp T [--pp P]
+        [--bias-once]
                             [--mismatch]
         every rank takes its shard from SRC (a preshard directory,
         SRC/rank{R}.safetensors, or serve:SOCKDIR through python/tpload.py,
@@ -50,6 +55,13 @@ next stage.
         everything else; one all-reduce per MoE layer.  --ep-shift K
         moves rank 0's range by K experts (computing those of them it
         holds): a wrong map, for the negative control with --mismatch.
+    mpirun -np W forward.py tp ... --ep --ep-size G
+        the group spans the W / (T x P) replicas (G = T x D, a
+        `preshard --ep-size G` SRC): vLLM's ep_rank = dp_rank x tp_size
+        + tp_rank (FusedMoEParallelConfig.make), each replica computes
+        every token, the routed sums are all-reduced over the G ranks of
+        the stage and added once per TP group (by its shard 0) before the
+        TP all-reduce: two all-reduces per MoE layer.
 """
 import argparse
 import json
@@ -231,9 +243,13 @@ class Arch:
         self.cfg, self.mlc, self.n, self.allreduce = cfg, mlc, n, allreduce
         self.allgather = allgather or (lambda y: [y])
         self.t = 0  # this rank's place in its TP group
+        self.bias_once = False  # only t == 0 adds row-parallel biases
         # --ep: the experts this rank holds whole (None: every expert, cut
         # n ways), and whether a range moved on purpose may miss some.
         self.ep_ids, self.ep_lenient = None, False
+        # --ep-size T x D: the routed sums' all-reduce over the group (and
+        # whether this rank adds them to its TP group's), else None.
+        self.ep_reduce, self.ep_adds = None, True
         g = lambda *ks, d=None: next((cfg[k] for k in ks if k in cfg), d)
         self.E = g("hidden_size", "n_embd")
         self.H = g("num_attention_heads", "n_head")
@@ -252,6 +268,11 @@ class Arch:
 
     def proj(self, x, w, b=0.0):
         return x @ w.T + b
+
+    def rp_bias(self, b):
+        """A row-parallel layer's bias as this rank adds it before the
+        all-reduce."""
+        return 0.0 if self.bias_once and self.t != 0 else b
 
     def attend(self, q, k, v, rot=None, interleaved=False):
         t = q.shape[0]
@@ -389,7 +410,7 @@ class Llama(Arch):
             q, k = self.whole_qk_norm(w, a, q, k)
         out = self.attend(q, k, v, interleaved=self.kind == "cohere")
         out = self.proj(out, w.linear(o, (self.E, self.h * self.D)),
-                        w.bias(o + ".bias", self.E))
+                        self.rp_bias(w.bias(o + ".bias", self.E)))
         return self.allreduce(out)
 
     def gated(self, w, b, h, i_n, names=("gate_proj", "up_proj",
@@ -429,7 +450,16 @@ class Llama(Arch):
             pe = "%s.experts.%d" % (b, e)
             if self.routed(w, pe, ".gate_proj.weight", e):
                 out += weight[:, e:e + 1] * self.gated(w, pe, h, mi)
-        return out
+        return self.routed_done(out)
+
+    def routed_done(self, out):
+        """This rank's routed sum as its TP all-reduce must see it: as
+        it is, or under a group spanning the replicas the sum over the
+        group, from one rank of each TP group."""
+        if self.ep_reduce is None:
+            return out
+        out = self.ep_reduce(out)
+        return out if self.ep_adds else np.zeros_like(out)
 
     def expert_i(self, full):
         """An expert's intermediate size here: whole under --ep (vLLM's
@@ -483,7 +513,7 @@ class Llama(Arch):
                 x3 = w.get(pe + ".w3.weight", (i, self.E)) @ h[t]
                 out[t] += g * (w.get(pe + ".w2.weight", (self.E, i)) @
                                (silu(x1) * x3))
-        return out
+        return self.routed_done(out)
 
     def mlp(self, w, i, h):
         b, _, _, _ = self.names(i)
@@ -636,13 +666,13 @@ class GPT2(Arch):
         q, k, v = (qkv[:, j * hd:(j + 1) * hd].reshape(t, self.h, self.D)
                    for j in range(3))
         a = attention(q, k, v) @ w.get(b + ".attn.c_proj.weight", (hd, e)) + \
-            w.get(b + ".attn.c_proj.bias", (e,))
+            self.rp_bias(w.get(b + ".attn.c_proj.bias", (e,)))
         x = x + self.allreduce(a)
         m = gelu_tanh(ln(x, ".ln_2") @ w.get(b + ".mlp.c_fc.weight",
                                              (e, self.i)) +
                       w.get(b + ".mlp.c_fc.bias", (self.i,)))
         m = m @ w.get(b + ".mlp.c_proj.weight", (self.i, e)) + \
-            w.get(b + ".mlp.c_proj.bias", (e,))
+            self.rp_bias(w.get(b + ".mlp.c_proj.bias", (e,)))
         return x + self.allreduce(m)
 
     def head(self, w, x):
@@ -677,14 +707,15 @@ class NeoX(Arch):
         a = self.proj(self.attend(q, k, v, rot=rot),
                       w.get(b + ".attention.dense.weight",
                             (e, self.h * self.D)),
-                      w.get(b + ".attention.dense.bias", (e,)))
+                      self.rp_bias(w.get(b + ".attention.dense.bias", (e,))))
         h = ln(x, ".post_attention_layernorm")
         m = gelu_erf(self.proj(h, w.get(b + ".mlp.dense_h_to_4h.weight",
                                         (self.i, e)),
                                w.get(b + ".mlp.dense_h_to_4h.bias",
                                      (self.i,))))
         m = self.proj(m, w.get(b + ".mlp.dense_4h_to_h.weight", (e, self.i)),
-                      w.get(b + ".mlp.dense_4h_to_h.bias", (e,)))
+                      self.rp_bias(w.get(b + ".mlp.dense_4h_to_h.bias",
+                                         (e,))))
         return x + self.allreduce(a) + self.allreduce(m)
 
     def head(self, w, x):
@@ -797,11 +828,18 @@ def tensor_parallel(a):
                                           op=MPI.SUM)
     arch = make_arch(a.model, tp_size, allreduce,
                      lambda y: group.allgather(np.ascontiguousarray(y)))
-    arch.t = t
+    arch.t, arch.bias_once = t, a.bias_once
     if a.ep:
         experts = oracle.config_experts(a.model)
-        ids = np.nonzero(oracle.vllm_expert_map(tp_size, t, experts) >= 0)[0]
-        if t == 0 and a.ep_shift:
+        size = a.ep_size or tp_size
+        er = (r // (tp_size * pp_size)) * tp_size + t if size > tp_size else t
+        if size > tp_size:
+            eg = comm.Split(stage, r)
+            arch.ep_reduce = lambda y: eg.allreduce(
+                np.ascontiguousarray(y, np.float32), op=MPI.SUM)
+            arch.ep_adds = t == 0
+        ids = np.nonzero(oracle.vllm_expert_map(size, er, experts) >= 0)[0]
+        if er == 0 and a.ep_shift:
             ids = (ids + a.ep_shift) % experts
         arch.ep_ids, arch.ep_lenient = set(int(e) for e in ids), \
             bool(a.ep_shift)
@@ -1024,6 +1062,8 @@ def main(argv):
     tp.add_argument("--mismatch", action="store_true")
     tp.add_argument("--ep", action="store_true")
     tp.add_argument("--ep-shift", type=int, default=0)
+    tp.add_argument("--bias-once", action="store_true")
+    tp.add_argument("--ep-size", type=int, default=0)
     a = p.parse_args(argv)
     if a.cmd == "ref":
         return reference(a.model, a.out)

@@ -410,6 +410,22 @@ def arch_deepseek_v3_mtp():
                    dict(cfg, num_nextn_predict_layers=1))}
 
 
+def arch_gemma3_new():
+    # transformers >= 4.52's Gemma3ForConditionalGeneration names
+    # (modeling_gemma3.py: Gemma3Model holds language_model,
+    # vision_tower and multi_modal_projector under "model."; lm_head at
+    # the top), as Gemma-3-27b-it is published now: the same cut under
+    # model.language_model.layers.*.  HF only.
+    prefix, layers, top, cfg = arch_gemma3()["hf"]
+    new = {"model.language_model.embed_tokens.weight": R([V, E]),
+           "model.language_model.norm.weight": R([E]),
+           "model.vision_tower.vision_model.encoder.layers.0.self_attn"
+           ".q_proj.weight": R([E, E]),
+           "model.multi_modal_projector.mm_input_projection_weight":
+               R([E, E])}
+    return {"hf": ("model.language_model.layers.", layers, new, cfg)}
+
+
 def sep_attn():
     # q/k/v/o kept apart (gemma3_model.py, llama4_model.py _set_tp)
     return {"self_attn.q_proj.weight": X([Q, E], "_shard_q", 0),
@@ -930,6 +946,7 @@ ARCHS = {
     "minicpm+moe": arch_minicpm_moe,
     "deepseek_v2+q_proj": arch_deepseek_v2_q_proj,
     "deepseek_v2+mtp": arch_deepseek_v3_mtp,
+    "gemma3+new": arch_gemma3_new,
 }
 
 

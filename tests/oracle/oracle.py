@@ -30,13 +30,14 @@ CLI (used by tests/mpi/kv_replicas.sh):
         when N exceeds them, for check-preshard.
 
 CLI (used by tests/mpi/expert_parallel.sh):
-    oracle.py check-ep MODEL PLAN N DIR [--shift K]
+    oracle.py check-ep MODEL PLAN N DIR [--shift K] [--tp T] [--ep-size G]
         checks `-np N preshard --ep` output DIR: every rank holds its
         experts (vLLM's determine_expert_map, see expected_ep) whole,
         stacked expert tensors sliced to them, every other tensor cut as
         PLAN's TP rules say; shard-info.json's expert_parallel map and
         each param's holders with their bytes and XXH3.  --shift K
-        expects rank 0's experts moved by K (a negative control).
+        expects rank 0's experts moved by K (a negative control); --tp T
+        a grid of N / T replicas, --ep-size G (T or N) its group.
 
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
@@ -848,12 +849,45 @@ def mlc_block_size(model):
                                                  (128, 128)))
 
 
+def bias_family(bias_scaling):
+    """A load's bias family from the old boolean (True: mlc, False: the
+    --no-bias-scaling alias, whole) or the --bias-policy name."""
+    if bias_scaling is True:
+        return "mlc"
+    if bias_scaling is False:
+        return "whole"
+    return bias_scaling
+
+
+def bias_policy(rule, family):
+    """What a row-parallel bias matching plan-file `rule` becomes under
+    `family` (DESIGN.md's bias scope): whole under whole, else the rule's
+    "bias", else mlc's scale (bias / N on every rank, MLC's graph adds each
+    copy) or vLLM's whole (RowParallelLinear loads the full bias on every
+    rank and adds it on tp_rank 0 only: model_executor/layers/linear.py,
+    RowParallelLinear.weight_loader and forward)."""
+    if family == "whole":
+        return "whole"
+    return rule.get("bias") or ("scale" if family == "mlc" else "whole")
+
+
+def bias_ranks(raw, dtype, n, policy):
+    """The n byte strings the ranks hold of a bias under `policy`."""
+    if policy == "scale":
+        return [scale_bias(raw, dtype, n)] * n
+    if policy == "rank0":
+        return [bytes(raw)] + [bytes(len(raw))] * (n - 1)
+    return [bytes(raw)] * n
+
+
 def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
     """For every tensor of `model` (read_model's list) under `rules`: a dict
     with name, dtype, full shape, kind (shard / scale / rep), rule,
-    rank_shape and ranks (n byte strings: what each rank must hold).
-    Quantized MLC params take their rule from their base weight's
-    (quant_rule)."""
+    rank_shape and ranks (n byte strings: what each rank must hold), and
+    for a row-parallel bias its policy.  `bias_scaling` is the family
+    (bias_family).  Quantized MLC params take their rule from their base
+    weight's (quant_rule)."""
+    family = bias_family(bias_scaling)
     out = []
     shapes = {t[0]: t[2] for t in model}
     for name, dtype, shape, raw, stored in model:
@@ -870,9 +904,10 @@ def expected_shards(model, rules, n, bias_scaling=True, block=(128, 128)):
             e["kind"] = "shard"
             e["rank_shape"] = list(parts[0].shape)
             e["ranks"] = [p.tobytes() for p in parts]
-        elif rule is not None and rule.get("scale_bias"):
+        elif rule is not None and (rule.get("scale_bias") or "bias" in rule):
             e["kind"] = "scale"
-            e["ranks"] = [scale_bias(raw, dtype, n if bias_scaling else 1)] * n
+            e["policy"] = bias_policy(rule, family)
+            e["ranks"] = bias_ranks(raw, dtype, n, e["policy"])
         else:
             e["kind"] = "rep"
             e["ranks"] = [raw] * n
@@ -1098,14 +1133,15 @@ def _check_rank_file(path, r, meta_want, held):
     _same("rank %d: tensor count" % r, len(held), len(order))
 
 
-def _check_param(p, e, n, bias_scaling):
+def _check_param(p, e, n):
     where = "shard-info.json: tensor '%s'" % e["name"]
     _same(where + ": name", e["name"], p.get("name"))
     _same(where + ": dtype", MLC_NAME[e["dtype"]], p.get("dtype"))
     _same(where + ": shape", e["rank_shape"], p.get("shape"))
     _same(where + ": pipeline_stages", [0], p.get("pipeline_stages"))
+    _same(where + ": bias", e.get("policy"), p.get("bias"))
     scale = 1.0
-    if e["kind"] == "scale" and bias_scaling and n > 1:
+    if e.get("policy") == "scale" and n > 1:
         scale = 1.0 / n
     got = p.get("bias_scale")
     if not isinstance(got, (int, float)) or abs(got - scale) > 1e-12:
@@ -1150,8 +1186,10 @@ def _check_shard_info(path, exp, n, bias_scaling):
         raise Mismatch("%s: unreadable: %s" % (path, e))
     _same("shard-info.json: tensor_parallel_shards", n,
           info.get("tensor_parallel_shards"))
-    _same("shard-info.json: bias_scaling", bool(bias_scaling),
+    family = bias_family(bias_scaling)
+    _same("shard-info.json: bias_scaling", family == "mlc",
           info.get("bias_scaling"))
+    _same("shard-info.json: bias_policy", family, info.get("bias_policy"))
     params = info.get("params")
     if not isinstance(params, list):
         raise Mismatch("shard-info.json: params: expected a list")
@@ -1159,7 +1197,7 @@ def _check_shard_info(path, exp, n, bias_scaling):
         if i >= len(params):
             raise Mismatch("shard-info.json: tensor '%s': expected at params"
                            "[%d], found the end of the list" % (e["name"], i))
-        _check_param(params[i], e, n, bias_scaling)
+        _check_param(params[i], e, n)
     _same("shard-info.json: params count", len(exp), len(params))
 
 
@@ -1234,7 +1272,10 @@ def one_layer_frame(rng, hidden, vocab=64):
 # experts a rank, the remainder one more each to the first ranks, rank r
 # from r * base + min(r, remainder); and FusedMoEParallelConfig, which
 # sets the experts' tp_size to 1 under EP: an expert is never cut.  The
-# EP group is the TP group (ep_rank = tp_rank).  A tensor of expert e
+# EP group is the TP group (ep_rank = tp_rank) or, with `size` = T x D,
+# every replica's TP group: FusedMoEParallelConfig.make (fused_moe/
+# config.py) flattens TP across DP, ep_size = dp_size * tp_size and
+# ep_rank = dp_rank * tp_size + tp_rank.  A tensor of expert e
 # (".experts.<e>." in its name) is held whole by e's owner only; a
 # stacked [E, ...] tensor (the names below, from MLC's and HF's model
 # files) is sliced along dim 0 to the rank's experts; every other tensor
@@ -1278,19 +1319,31 @@ def _ep_expert(name):
         any(re.fullmatch(p, name) for p in EP_STACKED)
 
 
-def expected_ep(model, rules, n, experts, shift=0):
-    """What every rank of an --ep job of n ranks must hold: per rank a
-    list of (name, dtype, rank_shape, bytes, raw of the whole) in
-    checkpoint order.  `shift` moves rank 0's experts by one (a wrong
-    map, for the negative controls)."""
+def ep_rank(r, tp, size):
+    """(vLLM's ep_rank, tp_rank) of global rank r (r = d * tp + t, one
+    stage) in a group of `size` ranks: tp_rank, or dp_rank * tp_size +
+    tp_rank when the group spans the replicas."""
+    d, t = divmod(r, tp)
+    return (d * tp + t if size > tp else t), t
+
+
+def expected_ep(model, rules, n, experts, shift=0, tp=None, size=None):
+    """What every rank of an --ep job of n ranks (--tp `tp`, default n;
+    a group of `size` ranks, default tp) must hold: per rank a list of
+    (name, dtype, rank_shape, bytes, raw of the whole) in checkpoint
+    order.  `shift` moves rank 0's experts by one (a wrong map, for the
+    negative controls)."""
+    tp = tp or n
+    size = size or tp
     tensors = read_model(model)
     # The experts are never cut under --ep: the plan's rules for them are
     # set aside, so only the other tensors go through the TP oracle.
     exp = {e["name"]: e for e in expected_shards(
-        [t for t in tensors if not _ep_expert(t[0])], rules, n)}
+        [t for t in tensors if not _ep_expert(t[0])], rules, tp)}
     held = [[] for _ in range(n)]
     for r in range(n):
-        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
+        er, t = ep_rank(r, tp, size)
+        ids = np.nonzero(vllm_expert_map(size, er, experts) >= 0)[0]
         if r == 0 and shift:
             ids = (ids + shift) % experts
         for name, dtype, shape, raw, _ in tensors:
@@ -1306,21 +1359,22 @@ def expected_ep(model, rules, n, experts, shift=0):
             else:
                 e = exp[name]
                 held[r].append((name, e["dtype"], e["rank_shape"],
-                                e["ranks"][r]))
+                                e["ranks"][t]))
     return held
 
 
-def _check_ep_info(path, held, n, experts, order):
+def _check_ep_info(path, held, n, experts, order, tp, size):
     with open(path, encoding="utf-8") as f:
         info = json.load(f)
     ep = info.get("expert_parallel") or {}
-    _same("shard-info.json: expert_parallel.size", n, ep.get("size"))
+    _same("shard-info.json: expert_parallel.size", size, ep.get("size"))
     _same("shard-info.json: expert_parallel.experts", experts,
           ep.get("experts"))
     want = []
     for r in range(n):
-        ids = np.nonzero(vllm_expert_map(n, r, experts) >= 0)[0]
-        want.append({"rank": r, "shard": r,
+        er, t = ep_rank(r, tp, size)
+        ids = np.nonzero(vllm_expert_map(size, er, experts) >= 0)[0]
+        want.append({"rank": r, "shard": t,
                      "experts": [int(ids[0]), len(ids)]})
     _same("shard-info.json: expert_parallel.ranks", want, ep.get("ranks"))
     holders = {}
@@ -1340,21 +1394,24 @@ def _check_ep_info(path, held, n, experts, order):
                for k in p.get("ranks") or []])
 
 
-def check_ep(model, plan, n, d, shift=0):
-    """Checks preshard --ep output `d` of n ranks; raises Mismatch.
-    Returns the number of (rank, tensor) pairs checked."""
+def check_ep(model, plan, n, d, shift=0, tp=None, size=None):
+    """Checks preshard --ep output `d` of n ranks (--tp `tp`, default n;
+    --ep-size `size`, default tp); raises Mismatch.  Returns the number
+    of (rank, tensor) pairs checked."""
     with open(plan, encoding="utf-8") as f:
         rules = json.load(f)["rules"]
+    tp = tp or n
+    size = size or tp
     experts = config_experts(model)
-    held = expected_ep(model, rules, n, experts, shift)
+    held = expected_ep(model, rules, n, experts, shift, tp, size)
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
                   + ["shard-info.json"])
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
-                         {"tp_rank": str(r), "tp_size": str(n)}, held[r])
+                         grid_meta(n, tp, 1, r), held[r])
     _check_ep_info(os.path.join(d, "shard-info.json"), held, n, experts,
-                   [t[0] for t in read_model(model)])
+                   [t[0] for t in read_model(model)], tp, size)
     return sum(len(h) for h in held)
 
 
@@ -1458,6 +1515,8 @@ def model_cli(argv):
     c.add_argument("n", type=int)
     c.add_argument("target")
     c.add_argument("--shift", type=int, default=0)
+    c.add_argument("--tp", type=int, default=0)
+    c.add_argument("--ep-size", type=int, default=0)
     for name in ("check-preshard", "check-report"):
         c = sub.add_parser(name)
         c.add_argument("model")
@@ -1465,13 +1524,15 @@ def model_cli(argv):
         c.add_argument("n", type=int)
         c.add_argument("target")
         c.add_argument("--no-bias-scaling", action="store_true")
+        c.add_argument("--bias-policy", choices=("mlc", "vllm", "whole"))
     a = ap.parse_args(argv)
     if a.cmd == "gen-model":
         gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
         return 0
     try:
         if a.cmd == "check-ep":
-            k = check_ep(a.model, a.plan, a.n, a.target, a.shift)
+            k = check_ep(a.model, a.plan, a.n, a.target, a.shift,
+                         a.tp or None, a.ep_size or None)
             print("# %s: %d tensors held, over %d ranks, match vLLM's "
                   "expert map" % (a.target, k, a.n))
         elif a.cmd == "check-grid":
@@ -1481,12 +1542,12 @@ def model_cli(argv):
                   % (a.target, k, a.n))
         elif a.cmd == "check-preshard":
             k = check_preshard(a.model, a.plan, a.n, a.target,
-                               not a.no_bias_scaling)
+                               a.bias_policy or not a.no_bias_scaling)
             print("# %s: %d tensors x %d ranks match the oracle"
                   % (a.target, k, a.n))
         else:
             k = check_report(a.model, a.plan, a.n, a.target,
-                             not a.no_bias_scaling)
+                             a.bias_policy or not a.no_bias_scaling)
             print("# report: %d bytes delivered, as the oracle expects" % k)
     except (Mismatch, OSError, ValueError, KeyError) as e:
         sys.stderr.write("# %s: %s\n" % (type(e).__name__, e)

@@ -1,6 +1,7 @@
 /* test_format.c - the checkpoint formats (format.h): the table's rows,
  * the probe order DESIGN.md 4.2 gives a directory, and each format's
- * load over the local origin, detected from a directory. */
+ * load over the local origin, detected from a directory; the single-file
+ * rows a MODEL that is one file is read by. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,10 +111,42 @@ static void test_single_file_directory(void) {
   drop_dir(dir);
 }
 
+/* A MODEL that is one file: the row its name's suffix says, else the
+ * first single-file row (any file has always been read as safetensors);
+ * every single-file row can open a local file by path; a local file
+ * opens as its row's format. */
+static void test_single_file_rows(void) {
+  static const char *const names[] = {"m.safetensors", "/a/b/x.safetensors",
+                                      "weights.bin", "safetensors"};
+  char *dir = make_dir("tpl-format"), path[512];
+  struct tpl__model *m = NULL;
+  struct tpl__error err = {0};
+  REQUIRE(dir != NULL);
+  for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+    const struct tpl__format *f = tpl__format_for_file(names[i]);
+    REQUIRE(f != NULL);
+    CHECK_EQ_INT(f->id, TPL_FMT_SAFETENSORS);
+  }
+  for (size_t i = 0; i < tpl__nformats; i++)
+    CHECK((tpl__formats[i]->file_suffix == NULL) ==
+          (tpl__formats[i]->load_file == NULL));
+  write_st(dir, "one.safetensors", "s");
+  snprintf(path, sizeof(path), "%s/one.safetensors", dir);
+  CHECK_EQ_INT(tpl__model_open(path, &m, &err), 0);
+  if (m != NULL) {
+    CHECK_EQ_INT(m->format, TPL_FMT_SAFETENSORS);
+    CHECK(strcmp(m->files[0].path, path) == 0); /* the path as given */
+    CHECK(strcmp(m->tensors[0].name, "s") == 0);
+  }
+  tpl__model_free(m);
+  drop_dir(dir);
+}
+
 int main(void) {
   RUN(test_probe_order);
   RUN(test_rows);
   RUN(test_index_probed_first);
   RUN(test_single_file_directory);
+  RUN(test_single_file_rows);
   return tap_done();
 }

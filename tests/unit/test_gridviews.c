@@ -55,7 +55,7 @@ static void make_job(uint32_t tp, uint32_t pp, uint32_t dp) {
                            &tensors[i].stages) != 0)
       abort();
   }
-  job.bias_scaling = 1;
+  job.bias_family = TPL_BIASF_MLC;
   job.model = "M";
   job.plan_source = "plan.json";
   job.tensors = tensors;

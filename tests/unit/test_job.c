@@ -189,36 +189,69 @@ static void test_f32_to_bf16(void) {
   CHECK_EQ_U64(t.rank_stored, 4);
   CHECK_EQ_U64(t.stored_bytes, 8); /* 4 elements of 2 bytes as stored */
   memcpy(buf.b, bf16, sizeof(bf16));
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, buf.b, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, buf.b, NULL), 0);
   CHECK(buf.f[0] == 1.0f);
   CHECK(buf.f[1] == -2.0f);
 }
 
 /* DESIGN.md's bias scope: a scale_bias tensor is divided by N on each
- * rank (unless bias scaling is off); a dtype it cannot scale is refused
- * naming the tensor. */
+ * shard under scale, zeroed on shards but 0 under rank0, left whole under
+ * whole; a dtype it cannot scale is refused naming the tensor. */
 static void test_finish_bytes_scales_bias(void) {
   struct tpl__job_tensor t = {.name = "o.bias",
                               .dtype = TPL_DT_F32,
                               .ndim = 1,
                               .shape = {2},
-                              .kind = TPL_RULE_SCALE_BIAS};
+                              .kind = TPL_RULE_SCALE_BIAS,
+                              .bias = TPL_BIAS_SCALE};
   struct tpl__job job = one_tensor_job(&t, 4);
   struct tpl__error err = {0};
   float v[2] = {2.0f, -8.0f};
-  job.bias_scaling = 1;
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  CHECK(!tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 3, (uint8_t *)v, NULL), 0);
   CHECK(v[0] == 0.5f);
   CHECK(v[1] == -2.0f);
-  job.bias_scaling = 0;
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, NULL), 0);
+  t.bias = TPL_BIAS_WHOLE;
+  CHECK(tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 3, (uint8_t *)v, NULL), 0);
   CHECK(v[0] == 0.5f);
-  job.bias_scaling = 1;
+  t.bias = TPL_BIAS_RANK0;
+  CHECK(!tpl__job_bytes_final(&job, 0));
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.5f && v[1] == -2.0f);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 1, (uint8_t *)v, NULL), 0);
+  CHECK(v[0] == 0.0f && v[1] == 0.0f);
+  t.bias = TPL_BIAS_SCALE;
   t.dtype = TPL_DT_I32;
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, (uint8_t *)v, &err), TPL_EDTYPE);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 0, 0, (uint8_t *)v, &err),
+               TPL_EDTYPE);
   CHECK_STR_CONTAINS(err.msg, "o.bias");
+}
+
+/* The family decides a rule without a policy of its own; a plan file's
+ * policy wins over mlc and vllm but not over whole (--no-bias-scaling). */
+static void test_bias_resolve(void) {
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_MLC), TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_VLLM), TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, 0, TPL_BIASF_WHOLE), TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, TPL_BIAS_RANK0, TPL_BIASF_MLC),
+               TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(0, TPL_BIAS_RANK0, TPL_BIASF_VLLM),
+               TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_RANK0, 0, TPL_BIASF_MLC),
+               TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_SCALE, 0, TPL_BIASF_VLLM),
+               TPL_BIAS_SCALE);
+  CHECK_EQ_INT(tpl__bias_resolve(TPL_BIAS_SCALE, 0, TPL_BIASF_WHOLE),
+               TPL_BIAS_WHOLE);
+  CHECK_EQ_INT(tpl__bias_family_parse("vllm"), TPL_BIASF_VLLM);
+  CHECK_EQ_INT(tpl__bias_family_parse("scale"), -1);
+  CHECK_EQ_INT(tpl__bias_parse("rank0"), TPL_BIAS_RANK0);
+  CHECK_EQ_INT(tpl__bias_parse("default"), -1);
+  CHECK(tpl__bias_factor(TPL_BIAS_SCALE, 4) == 0.25);
+  CHECK(tpl__bias_factor(TPL_BIAS_RANK0, 4) == 1.0);
 }
 
 static void test_overflow_names_tensor(void) {
@@ -261,8 +294,8 @@ static void test_from_model_carries_source(void) {
   add_tensor(m, "q", f1, 40, 8);
   add_tensor(m, "norm", f0, 16, 4);
   CHECK_EQ_INT(tpl__job_from_model(m, st, NULL, "preset x", "MODEL",
-                                   &(struct tpl__grid){2, 2, 1, 1, 0}, 1, &job,
-                                   NULL),
+                                   &(struct tpl__grid){2, 2, 1, 1, 0},
+                                   TPL_BIASF_MLC, &job, NULL),
                0);
   if (job != NULL) {
     CHECK_EQ_U64(job->ntensors, 2);
@@ -337,21 +370,26 @@ static void test_ep_map(void) {
     CHECK_EQ_U64(tpl__ep_owner(256, 8, x), x / 32);
 }
 
+/* A u8 vector of `n` elements named `name` (not owned); with `owner`
+ * >= 0 one expert's tensor (TPL_EP_WHOLE) of that group rank. */
+static struct tpl__job_tensor u8_vector(const char *name, uint64_t n,
+                                        int owner) {
+  struct tpl__job_tensor t = {
+      .name = (char *)name, .dtype = TPL_DT_U8, .ndim = 1, .shape = {n}};
+  if (owner >= 0) {
+    t.ep = TPL_EP_WHOLE;
+    t.owner = (uint32_t)owner;
+  }
+  return t;
+}
+
 /* One expert's tensor (TPL_EP_WHOLE, owner shard 1) on TP2 x DP2: held
  * by ranks 1 and 3 only, whole; rank 1's store has it after the shared
  * tensor, rank 0's not at all. */
 static void test_ep_holds_owner(void) {
   struct tpl__job_tensor t[2] = {
-      {.name = "model.norm.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {4}},
-      {.name = "model.layers.0.mlp.experts.3.up_proj.weight",
-       .dtype = TPL_DT_U8,
-       .ndim = 1,
-       .shape = {8},
-       .ep = TPL_EP_WHOLE,
-       .owner = 1}};
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.3.up_proj.weight", 8, 1)};
   struct tpl__job job = {.grid = {4, 2, 1, 2, 2}, .tensors = t, .ntensors = 2};
   static const int holds[4] = {0, 1, 0, 1};
   CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
@@ -367,6 +405,53 @@ static void test_ep_holds_owner(void) {
   CHECK_EQ_U64(job.store_size, 72);
 }
 
+/* --ep-size T x D on TP2 x DP2 (vLLM's ep_rank = dp_rank x tp_size +
+ * tp_rank, written out: ranks 0..3 are group ranks 0..3): expert tensor
+ * of owner 3 held by rank 3 only, of owner 1 by rank 1 only, the shared
+ * tensor by all; the map of 6 experts over 4 is rank 3's [5, 1]. */
+static void test_ep_spans_replicas(void) {
+  struct tpl__job_tensor t[3] = {
+      u8_vector("model.norm.weight", 4, -1),
+      u8_vector("model.layers.0.mlp.experts.5.up_proj.weight", 8, 3),
+      u8_vector("model.layers.0.mlp.experts.2.up_proj.weight", 8, 1)};
+  struct tpl__job job = {.grid = {4, 2, 1, 2, 4}, .tensors = t, .ntensors = 3};
+  static const int holds5[4] = {0, 0, 0, 1}, holds2[4] = {0, 1, 0, 0};
+  CHECK_EQ_INT(tpl__job_finish(&job, NULL), 0);
+  for (uint32_t r = 0; r < 4; r++) {
+    CHECK_EQ_U64(tpl__grid_ep_rank(&job.grid, r), r);
+    CHECK_EQ_INT(tpl__job_holds(&job, 0, r) != 0, 1);
+    CHECK_EQ_INT(tpl__job_holds(&job, 1, r) != 0, holds5[r]);
+    CHECK_EQ_INT(tpl__job_holds(&job, 2, r) != 0, holds2[r]);
+  }
+  CHECK_EQ_U64(tpl__ep_range(6, 4, tpl__grid_ep_rank(&job.grid, 3)).start, 5);
+}
+
+/* --ep-size: T or T x D; 0 is T; anything else a usage error naming the
+ * allowed values; without --ep no group.  On TP2 x PP2 x DP2 the group
+ * of T x D = 4 is the ranks of one stage, rank 6 (d 1, p 1, t 0) group
+ * rank 2. */
+static void test_ep_size(void) {
+  struct tpl__grid g = {0};
+  struct tpl__error err = {0};
+  CHECK_EQ_INT(tpl__grid_make(8, 2, 2, NULL, &g), 0);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 0, NULL), 0);
+  CHECK_EQ_U64(g.ep, 2);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 4, NULL), 0);
+  CHECK_EQ_U64(g.ep, 4);
+  CHECK_EQ_U64(tpl__grid_ep_rank(&g, 6), 2);
+  CHECK_EQ_U64(tpl__grid_ep_rank(&g, 3), 1);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 3, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "--ep-size 3: expected 2 (--tp, the TP group) "
+                              "or 4 (--tp x 2 replicas)");
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 8, NULL), TPL_EUSAGE);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 0, 0, NULL), 0);
+  CHECK_EQ_U64(g.ep, 0);
+  CHECK_EQ_INT(tpl__grid_make(2, 2, 1, NULL, &g), 0);
+  CHECK_EQ_INT(tpl__grid_set_ep(&g, 1, 4, &err), TPL_EUSAGE);
+  CHECK_STR_CONTAINS(err.msg, "expected 2 (--tp, the TP group; the grid has "
+                              "one replica)");
+}
+
 /* tpl__ep_apply over a hand-built model of `n` u8 tensors named `names`
  * (shape {rows[i], 2}) with num_local_experts 4, for 2 ranks; returns
  * its code, err the message. */
@@ -376,6 +461,7 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
   struct tpl__strategy s[16] = {{0}};
   struct tpl__model m = {.dir = "moe", .tensors = t, .ntensors = n};
   json_t *config = json_pack("{s:i}", "num_local_experts", 4);
+  struct tpl__grid g = {2, 2, 1, 1, 2};
   uint32_t experts = 0;
   int rc;
   for (size_t i = 0; i < n; i++) {
@@ -385,7 +471,7 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
     t[i].shape[0] = rows[i];
     t[i].shape[1] = 2;
   }
-  rc = tpl__ep_apply(&m, config, 2, s, &experts, err);
+  rc = tpl__ep_apply(&m, config, &g, s, &experts, err);
   json_decref(config);
   return rc;
 }
@@ -461,9 +547,9 @@ static void test_grid_shards_by_tp(void) {
                                   .dtype = TPL_DT_F32,
                                   .ndim = 1,
                                   .shape = {1},
-                                  .kind = TPL_RULE_SCALE_BIAS}};
-  struct tpl__job job = {
-      .grid = {4, 2, 1, 2, 0}, .bias_scaling = 1, .tensors = t, .ntensors = 2};
+                                  .kind = TPL_RULE_SCALE_BIAS,
+                                  .bias = TPL_BIAS_SCALE}};
+  struct tpl__job job = {.grid = {4, 2, 1, 2, 0}, .tensors = t, .ntensors = 2};
   uint64_t v[TPL_MAX_DIMS + 1];
   uint8_t src[12], dst[12];
   float bias = 3.0f;
@@ -479,7 +565,7 @@ static void test_grid_shards_by_tp(void) {
   CHECK_EQ_INT(tpl__job_layout(&job, 0, 1, &l), 0);
   CHECK_EQ_U64(tpl__layout_gather(&l, 0, 12, src, dst), 6);
   CHECK(memcmp(dst, want1, sizeof(want1)) == 0);
-  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 1, (uint8_t *)&bias, NULL), 0);
+  CHECK_EQ_INT(tpl__job_finish_bytes(&job, 1, 1, (uint8_t *)&bias, NULL), 0);
   CHECK(bias == 1.5f);
   for (uint32_t r = 0; r < 4; r++)
     CHECK(tpl__job_holds(&job, 0, r));
@@ -538,7 +624,8 @@ static int plan_grid(struct tpl__model *m, uint32_t world, uint32_t tp,
   struct tpl__job *job = NULL;
   char *plan = tpl__path_join(tmpdir, "plan.json");
   int rc = tpl__grid_make(world, tp, pp, err, &g);
-  if (rc == 0) rc = tpl__job_plan(plan, m, "M", &g, 1, &p, &job, err);
+  if (rc == 0)
+    rc = tpl__job_plan(plan, m, "M", &g, TPL_BIASF_MLC, &p, &job, err);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++)
     first[i] = job->tensors[i].stages.count == 1
                    ? job->tensors[i].stages.first
@@ -611,12 +698,15 @@ int main(void) {
   RUN(test_offsets_and_replicated);
   RUN(test_f32_to_bf16);
   RUN(test_finish_bytes_scales_bias);
+  RUN(test_bias_resolve);
   RUN(test_overflow_names_tensor);
   RUN(test_from_model_carries_source);
   RUN(test_holds_by_stage);
   RUN(test_place_per_stage);
   RUN(test_ep_map);
   RUN(test_ep_holds_owner);
+  RUN(test_ep_spans_replicas);
+  RUN(test_ep_size);
   RUN(test_ep_missing_expert);
   RUN(test_grid_shards_by_tp);
   snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_job.XXXXXX");

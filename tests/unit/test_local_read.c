@@ -74,9 +74,10 @@ static void make_job(void) {
   set_tensor(0, "A", TPL_DT_U8, 2, 6, TPL_RULE_SHARD, 8);
   set_tensor(1, "B", TPL_DT_U8, 4, 2, TPL_RULE_SHARD, 20);
   set_tensor(2, "C", TPL_DT_F32, 2, 0, TPL_RULE_SCALE_BIAS, 28);
+  tensors[2].bias = TPL_BIAS_SCALE;
   memset(&job, 0, sizeof(job));
   job.grid = (struct tpl__grid){2, 2, 1, 1, 0};
-  job.bias_scaling = 1;
+  job.bias_family = TPL_BIASF_MLC;
   job.tensors = tensors;
   job.ntensors = 3;
   job.files = files;

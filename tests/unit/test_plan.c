@@ -392,8 +392,8 @@ static void test_refuse_match_with_nul(void) {
 
 static void test_refuse_no_action(void) {
   expect_refused("{\"rules\": [{\"match\": \"x\"}]}", TPL_EPLAN,
-                 "rule 0: expected exactly one of 'dim', 'scale_bias', "
-                 "'replicate', found 0");
+                 "rule 0: expected exactly one of 'dim', 'scale_bias' (or "
+                 "'bias'), 'replicate', found 0");
 }
 
 static void test_refuse_two_actions(void) {
@@ -483,6 +483,23 @@ static void test_refuse_segs_too_many(void) {
 static void test_refuse_scale_bias_false(void) {
   expect_refused("{\"rules\": [{\"match\": \"x\", \"scale_bias\": false}]}",
                  TPL_EPLAN, "'scale_bias': true, found false");
+}
+
+static void test_refuse_bias_key(void) {
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"bias\": \"half\"}]}",
+                 TPL_EPLAN,
+                 "rule 0: expected 'bias' to be \"scale\", \"rank0\" or "
+                 "\"whole\", found \"half\"");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"bias\": 2}]}", TPL_EPLAN,
+                 "found an integer");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"bias\": \"default\"}]}",
+                 TPL_EPLAN, "found \"default\"");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"dim\": 0, "
+                 "\"bias\": \"whole\"}]}",
+                 TPL_EPLAN, "found 2");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"replicate\": true, "
+                 "\"bias\": \"rank0\"}]}",
+                 TPL_EPLAN, "found 2");
 }
 
 static void test_refuse_replicate_false(void) {
@@ -673,6 +690,28 @@ static void test_apply_indivisible(void) {
   expect_apply_refused("{\"rules\": [{\"match\": \"t.w\", \"dim\": 0, "
                        "\"segs\": [4, 2, 2]}]}",
                        2, 8, 2, TPL_DT_F32, 4, TPL_EINDIVISIBLE, "2");
+}
+
+/* "bias": a row-parallel bias's own policy; alone or beside
+ * "scale_bias": true it makes a scale_bias rule, and the strategy of a
+ * tensor it matches carries it. */
+static void test_parse_bias_key(void) {
+  static const char *const names[] = {"scale", "rank0", "whole"};
+  for (int b = TPL_BIAS_SCALE; b <= TPL_BIAS_WHOLE; b++) {
+    char json[160];
+    struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+    struct tpl__strategy st[1];
+    struct tpl__error err;
+    snprintf(json, sizeof(json),
+             "{\"rules\": [{\"match\": \"o.bias\", \"bias\": \"%s\"%s}]}",
+             names[b - TPL_BIAS_SCALE],
+             b == TPL_BIAS_WHOLE ? ", \"scale_bias\": true" : "");
+    add(m, "o.bias", TPL_DT_BF16, 1, U(4));
+    CHECK_EQ_INT(apply_json(json, m, 2, st, &err), 0);
+    CHECK_EQ_INT(st[0].kind, TPL_RULE_SCALE_BIAS);
+    CHECK_EQ_INT(st[0].bias, b);
+    tpl__model_free(m);
+  }
 }
 
 static void test_apply_scale_bias_dtype(void) {
@@ -1128,6 +1167,37 @@ static void expect_preset_refused(const char *preset, const char *cfg,
   tpl__model_free(m);
 }
 
+/* The counts a refusal offers keep every rank's slice whole fp8 blocks
+ * (quant.c refuses the others): heads 8 x head_dim 128, kv 2, I 512 in
+ * 128 x 128 blocks; 8 shards divide every size but give I / 8 = 64 rows,
+ * half a block, so only 1, 2 and 4 work (the same config unquantized
+ * offers 8 too). */
+static void test_good_counts_honour_blocks(void) {
+  static const char *const cfg =
+      "{\"hidden_size\": 1024, \"num_attention_heads\": 8, "
+      "\"num_key_value_heads\": 2, \"intermediate_size\": 512%s}";
+  char fp8[512], plain[512];
+  snprintf(fp8, sizeof(fp8), cfg,
+           ", \"quantization_config\": {\"quant_method\": \"fp8\", "
+           "\"weight_block_size\": [128, 128]}");
+  snprintf(plain, sizeof(plain), cfg, "");
+  expect_preset_refused("llama", fp8, 3, TPL_EINDIVISIBLE,
+                        "num_attention_heads = 8",
+                        "that work for this model: 1, 2, 4)");
+  expect_preset_refused("llama", plain, 3, TPL_EINDIVISIBLE,
+                        "num_attention_heads = 8",
+                        "that work for this model: 1, 2, 4, 8)");
+  /* gpt-oss's MXFP4 experts: I / N whole 32-blocks (I = 96: only N = 1
+   * and 3 of the divisors 1, 2, 3, 4, 6, 8 ... that the heads allow). */
+  expect_preset_refused("gpt_oss",
+                        "{\"hidden_size\": 64, \"num_attention_heads\": 12, "
+                        "\"num_key_value_heads\": 12, \"head_dim\": 16, "
+                        "\"intermediate_size\": 96, \"quantization_config\": "
+                        "{\"quant_method\": \"mxfp4\"}}",
+                        5, TPL_EINDIVISIBLE, "num_attention_heads = 12",
+                        "that work for this model: 1, 3)");
+}
+
 static void test_divisible_kv_heads(void) {
   /* heads 6, kv 2, I 48: 3 shards neither divide nor are a multiple of
    * the kv heads; 1, 2 divide all three, 6 replicates each kv head 3
@@ -1444,12 +1514,12 @@ static int str_is(const json_t *v, const char *s) {
  * job built from them (as every command does).  Returns 0 or the code. */
 static int build_info(const struct tpl__model *m,
                       const struct tpl__strategy *st, uint32_t n,
-                      const struct tpl__rank_info *ranks, int bias_scaling,
+                      const struct tpl__rank_info *ranks, int bias_family,
                       json_t **out) {
   struct tpl__job *job = NULL;
   struct tpl__error err = {0};
   int rc = tpl__job_from_model(m, st, NULL, "test", "m",
-                               &(struct tpl__grid){n, n, 1, 1, 0}, bias_scaling,
+                               &(struct tpl__grid){n, n, 1, 1, 0}, bias_family,
                                &job, &err);
   if (rc == 0) rc = tpl__shardinfo_build(job, ranks, out);
   tpl__job_free(job);
@@ -1471,7 +1541,7 @@ static void test_shardinfo_design_example(void) {
   st[0].spec.dim = 0;
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
-  CHECK_EQ_INT(build_info(m, st, 2, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 2, NULL, TPL_BIASF_MLC, &root), 0);
   REQUIRE(root != NULL);
   CHECK_EQ_U64(
       json_integer_value(json_object_get(root, "tensor_parallel_shards")), 2);
@@ -1515,7 +1585,7 @@ static void test_shardinfo_n1_no_preproc(void) {
   st[0].func_name = "_shard_q";
   st[1].kind = TPL_RULE_REPLICATE;
   st[1].rule = -1;
-  CHECK_EQ_INT(build_info(m, st, 1, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 1, NULL, TPL_BIASF_MLC, &root), 0);
   REQUIRE(root != NULL);
   q = param(root, 0);
   CHECK_EQ_U64(json_array_size(json_object_get(q, "preprocs")), 0);
@@ -1544,7 +1614,7 @@ static void test_shardinfo_fused_segs(void) {
   st[0].spec.segs[0] = 4;
   st[0].spec.segs[1] = 2;
   st[0].spec.segs[2] = 2;
-  CHECK_EQ_INT(build_info(m, st, 2, NULL, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 2, NULL, TPL_BIASF_MLC, &root), 0);
   p = param(root, 0);
   check_ints(json_object_get(p, "shape"), 2, U(4), U(2));
   check_ints(json_object_get(p, "segs"), 3, U(2), U(1), U(1));
@@ -1565,12 +1635,10 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   add(m, "o.bias", TPL_DT_F16, 1, U(4));
   memset(st, 0, sizeof(st));
   st[0].kind = TPL_RULE_SCALE_BIAS;
-  CHECK(tpl__bias_scale(st[0].kind, 2, 1) == 0.5);
-  CHECK(tpl__bias_scale(st[0].kind, 4, 1) == 0.25);
-  CHECK(tpl__bias_scale(st[0].kind, 4, 0) == 1.0);
-  CHECK(tpl__bias_scale(st[0].kind, 1, 1) == 1.0);
-  CHECK_EQ_INT(build_info(m, st, 4, ranks, 1, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 4, ranks, TPL_BIASF_MLC, &root), 0);
   CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 0.25);
+  CHECK(str_is(json_object_get(param(root, 0), "bias"), "scale"));
+  CHECK(str_is(json_object_get(root, "bias_policy"), "mlc"));
   /* Replicated: full shape on every rank, no preprocs. */
   check_ints(json_object_get(param(root, 0), "shape"), 1, U(4));
   r = json_object_get(param(root, 0), "ranks");
@@ -1584,8 +1652,21 @@ static void test_shardinfo_bias_scale_and_ranks(void) {
   CHECK(str_is(json_object_get(json_array_get(r, 2), "xxh3"),
                "9f3c04a1d2e5b6c7"));
   json_decref(root);
-  CHECK_EQ_INT(build_info(m, st, 4, NULL, 0, &root), 0);
+  CHECK_EQ_INT(build_info(m, st, 4, NULL, TPL_BIASF_WHOLE, &root), 0);
   CHECK(json_is_false(json_object_get(root, "bias_scaling")));
+  CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 1.0);
+  CHECK(str_is(json_object_get(param(root, 0), "bias"), "whole"));
+  CHECK(str_is(json_object_get(root, "bias_policy"), "whole"));
+  json_decref(root);
+  /* vllm: whole, or rank0 where the rule says vLLM's loader zeroes the
+   * other ranks' copies (bias_scale is shard 0's factor). */
+  CHECK_EQ_INT(build_info(m, st, 4, NULL, TPL_BIASF_VLLM, &root), 0);
+  CHECK(str_is(json_object_get(param(root, 0), "bias"), "whole"));
+  CHECK(str_is(json_object_get(root, "bias_policy"), "vllm"));
+  json_decref(root);
+  st[0].bias_vllm = TPL_BIAS_RANK0;
+  CHECK_EQ_INT(build_info(m, st, 4, NULL, TPL_BIASF_VLLM, &root), 0);
+  CHECK(str_is(json_object_get(param(root, 0), "bias"), "rank0"));
   CHECK(json_real_value(json_object_get(param(root, 0), "bias_scale")) == 1.0);
   json_decref(root);
   tpl__model_free(m);
@@ -1634,6 +1715,9 @@ int main(void) {
   RUN(test_refuse_segs_not_integer);
   RUN(test_refuse_segs_too_many);
   RUN(test_refuse_scale_bias_false);
+  RUN(test_parse_bias_key);
+  RUN(test_refuse_bias_key);
+  RUN(test_good_counts_honour_blocks);
   RUN(test_refuse_replicate_false);
   RUN(test_refuse_flag_not_bool);
   RUN(test_refuse_too_many_rules);

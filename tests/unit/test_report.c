@@ -7,6 +7,7 @@
  * report. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,11 +38,15 @@ static void make_job(void) {
   tensors[1].ndim = 1;
   tensors[1].shape[0] = 4;
   tensors[1].kind = TPL_RULE_SCALE_BIAS;
+  tensors[1].bias = TPL_BIAS_SCALE;
   memset(&job, 0, sizeof(job));
   job.grid = (struct tpl__grid){2, 2, 1, 1, 0};
-  job.bias_scaling = 1;
+  job.bias_family = TPL_BIASF_MLC;
   job.model = "M";
   job.plan_source = "preset p";
+  tpl__quant_info_init(&job.quant);
+  snprintf(job.quant.method, sizeof(job.quant.method), "fp8");
+  job.quant.block[0] = 64;
   job.tensors = tensors;
   job.ntensors = 2;
   if (tpl__job_finish(&job, NULL) != 0) abort();
@@ -81,7 +86,8 @@ static void test_job_table_roundtrip(void) {
   if (out == NULL) return;
   CHECK_EQ_U64(out->grid.world, 2);
   CHECK_EQ_U64(out->grid.tp, 2);
-  CHECK_EQ_INT(out->bias_scaling, 1);
+  CHECK_EQ_INT(out->bias_family, TPL_BIASF_MLC);
+  if (out->ntensors == 2) CHECK_EQ_INT(out->tensors[1].bias, TPL_BIAS_SCALE);
   CHECK(strcmp(out->model, "M") == 0);
   CHECK(strcmp(out->plan_source, "preset p") == 0);
   CHECK_EQ_U64(out->ntensors, 2);
@@ -394,6 +400,13 @@ static void check_report_json(const json_t *o) {
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "tensor_parallel_shards")),
                2);
   CHECK(json_is_true(json_object_get(o, "bias_scaling")));
+  CHECK(strcmp(str(o, "bias_policy"), "mlc") == 0);
+  CHECK(strcmp(str(json_object_get(o, "quant"), "quant_method"), "fp8") == 0);
+  CHECK_EQ_U64(
+      json_integer_value(json_array_get(
+          json_object_get(json_object_get(o, "quant"), "weight_block_size"),
+          0)),
+      64);
   CHECK(json_is_true(json_object_get(o, "replicas_agree")));
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_read")), 1234);
   CHECK_EQ_U64(json_integer_value(json_object_get(o, "bytes_delivered")),

@@ -91,7 +91,7 @@ static int sigterm_blocked(void) {
 /* Runs the sink as rank 1 of 2 in a fresh DIR; returns its code. */
 static int run_sink(struct script *s, char *dir, size_t len) {
   static int n;
-  struct tpl__outdir_opts o;
+  struct tpl__outdir_opts o = {0};
   struct tpl__sink sink;
   struct tpl__job job;
   struct tpl__job_tensor t;
@@ -108,7 +108,7 @@ static int run_sink(struct script *s, char *dir, size_t len) {
   make_job(&job, &t, &store);
   l.job = &job;
   l.store = &store;
-  rc = sink.prepare(sink.ctx, &err);
+  rc = sink.prepare(sink.ctx, NULL, &err);
   if (rc == 0) rc = sink.check(sink.ctx, 1, &err);
   if (rc == 0) rc = sink.run(sink.ctx, &l, &c, &err);
   tpl__store_free(&store);
