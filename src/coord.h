@@ -68,6 +68,11 @@ struct tpl__coord {
   void (*watch_begin)(void *ctx);
   int (*watch)(void *ctx);
   void (*lost)(void *ctx, int rank);
+  /* Optional (NULL: none): `fn(arg)` runs, on whichever thread, just
+   * before this rank ends the whole job (a lost rank, in any step, a
+   * reload's included), so the sink removes what it published; NULL
+   * `fn` forgets it. */
+  void (*on_abort)(void *ctx, void (*fn)(void *arg), void *arg);
   /* Collective: every rank's `len` bytes at `mine` land on rank 0, rank
    * r's at all + r * len (`all`, world x len bytes, is read on rank 0
    * only).  Optional (NULL: none). */

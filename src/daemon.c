@@ -1007,6 +1007,13 @@ static void begin_stop(struct server *s) {
   }
 }
 
+/* Before this rank ends the job from the engine (a lost rank, during a
+ * reload too, whose steps run on the engine's thread): its socket and
+ * the ready file go first. */
+static void on_job_abort(void *arg) {
+  unpublish(arg);
+}
+
 /* A rank the watch lost (coord.h): this rank's socket and the ready file
  * go, then the job ends naming that rank. */
 static void watch_ranks(struct server *s) {
@@ -1259,12 +1266,16 @@ static int serve(struct server *s, int rc, struct tpl__error *err) {
     LOG_AT(s, TPL_LOG_INFO, "ready: all %u rank(s) serving", cfg->world);
   if (rc == 0 && cfg->coord != NULL && cfg->coord->watch_begin != NULL)
     cfg->coord->watch_begin(cfg->coord->ctx);
+  if (rc == 0 && cfg->coord != NULL && cfg->coord->on_abort != NULL)
+    cfg->coord->on_abort(cfg->coord->ctx, on_job_abort, s);
   s->started_ns = uv_hrtime();
   while (rc == 0) { /* stopped for a reload, or done */
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (!s->reload_asked || s->stopping) break;
     run_reload(s);
   }
+  if (cfg->coord != NULL && cfg->coord->on_abort != NULL) /* s ends here */
+    cfg->coord->on_abort(cfg->coord->ctx, NULL, NULL);
   return rc;
 }
 

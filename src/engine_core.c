@@ -28,9 +28,20 @@ int tpl__eng_mpi_check(int mrc, const char *what, struct tpl__error *err) {
   return tpl__fail(err, TPL_EPEER, "MPI %s failed: %.*s", what, len, s);
 }
 
+/* What the sink asked to run before this rank ends the job (coord.h's
+ * on_abort): one per process, since an abort ends the process. */
+static void (*abort_fn)(void *);
+static void *abort_arg;
+
+void tpl__eng_on_abort(void (*fn)(void *), void *arg) {
+  abort_fn = fn;
+  abort_arg = arg;
+}
+
 /* Aborts the whole job with exit code `code` (after printing); never
  * returns. */
 void tpl__eng_abort(int code) {
+  if (abort_fn != NULL) abort_fn(abort_arg);
   MPI_Abort(MPI_COMM_WORLD, code);
   _exit(code); /* MPI could not end the job: this rank ends at least */
 }

@@ -128,6 +128,9 @@ int tpl__eng_mpi_check(int mrc, const char *what, struct tpl__error *err);
 /* Ends the whole job with exit code `code` (MPI_Abort); never returns. */
 void tpl__eng_abort(int code);
 
+/* `fn(arg)` runs in tpl__eng_abort before the job ends (NULL: none). */
+void tpl__eng_on_abort(void (*fn)(void *), void *arg);
+
 /* Says which rank (`peer`, or -1: any at step `what`) went quiet for
  * --stall-timeout and ends the job; never returns. */
 void tpl__eng_stall_abort(const struct engine *e, int peer, const char *what,

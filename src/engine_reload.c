@@ -341,6 +341,11 @@ static void coord_lost(void *ctx, int rank) {
   tpl__eng_abort(tpl_exit_code(TPL_EPEER));
 }
 
+static void coord_on_abort(void *ctx, void (*fn)(void *), void *arg) {
+  (void)ctx;
+  tpl__eng_on_abort(fn, arg);
+}
+
 /* The last meeting before MPI_Finalize: under the watch's beats when it
  * ran (a rank that went quiet is named), else a plain agreement; a
  * watch the sink's failure left open is dropped. */
@@ -379,7 +384,8 @@ int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
                          .retire = coord_retire,
                          .watch_begin = coord_watch_begin,
                          .watch = coord_watch,
-                         .lost = coord_lost};
+                         .lost = coord_lost,
+                         .on_abort = coord_on_abort};
   int rc, end;
   if (s->run == NULL) return 0;
   rc = tpl__eng_agree(e, shutdown_arm(e, err), err);

@@ -164,6 +164,7 @@ sys.exit(0 if len(cpu) == 4 and all(
     and u >= 0 and s >= 0 and u + s > 0 for u, s in cpu) else 1)
 EOF
 then t_ok "load --json: every rank's CPU user and sys seconds, sum > 0"
+  sed 's/^/# /' "$T_TMP/oerr"
 else t_fail "load --json: every rank's CPU seconds" "$(cat "$T_TMP/oerr")"; fi
 
 # --- preshard into a directory that already holds output --------------------
