@@ -306,7 +306,7 @@ static int rule_expert(const struct tpl__plan *p, int rule,
   char buf[TPL_MAX_NAME + 16];
   const char *n = matched_name(r, o->name, buf, sizeof(buf));
   if (n == NULL || !star_digits(r->match, n, &o->start, &o->end) ||
-      memcmp(n, o->name, o->end) != 0)
+      strncmp(n, o->name, o->end) != 0)
     return tpl__fail(err, TPL_EPLAN,
                      "%s, rule %d ('%s'): tensor '%s': expected the last "
                      "'*' of an \"expert\": true rule to stand for the "
@@ -332,8 +332,9 @@ static int classify(const struct tpl__plan *p, int rule, const char *name,
     o->kind = TPL_EP_WHOLE;
   else if (is_stacked(name))
     o->kind = TPL_EP_STACKED;
-  if (rc == 0 && o->kind == TPL_EP_WHOLE)
-    o->id = (uint32_t)strtoul(name + o->start, NULL, 10);
+  for (size_t k = o->start; rc == 0 && o->kind == TPL_EP_WHOLE && k < o->end;
+       k++)
+    o->id = o->id * 10 + (uint32_t)(name[k] - '0');
   return rc;
 }
 
