@@ -683,7 +683,8 @@ static int ep_with_plan(const char *json, const struct tpl__model *m,
 
 /* An "expert" rule classifies as the built-in names do: renamed experts
  * `moe.x<e>.w1` by a rule get the owners `.experts.<e>.` get by name
- * (4 experts over 2 ranks: 0, 0, 1, 1), a stacked rule the dim-0 cut;
+ * (4 experts over 2 ranks: 0, 0, 1, 1), a stacked rule the dim-0 cut,
+ * and a rule over the built-in names themselves the same again;
  * the same renamed model without the rules has no experts (65); a
  * rule whose last '*' is not the id is refused naming it. */
 static void test_ep_expert_rule(void) {
@@ -711,6 +712,13 @@ static void test_ep_expert_rule(void) {
     CHECK_EQ_INT(sb[i].owner, sa[i].owner);
     CHECK_EQ_INT(sb[i].kind, sa[i].kind);
   }
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": "
+                            "\"model.layers.*.mlp.experts.*.w1.weight\", "
+                            "\"expert\": true}]}",
+                            a, sb, &err),
+               0);
+  for (int i = 0; i < 5; i++)
+    CHECK(sb[i].ep == sa[i].ep && sb[i].owner == sa[i].owner);
   CHECK_EQ_INT(sa[2].owner, 1);
   CHECK_EQ_INT(sa[4].ep, TPL_EP_STACKED);
   CHECK_EQ_INT(ep_with_plan("{\"rules\": []}", b, sb, &err), TPL_EPLAN);
