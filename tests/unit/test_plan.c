@@ -736,6 +736,30 @@ static void test_ep_expert_rule(void) {
   tpl__model_free(b);
 }
 
+/* A quantized param follows its weight's "expert" rule: each renamed
+ * expert's weight_scale_inv is held whole by its weight's owner. */
+static void test_ep_expert_rule_scales(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, "q");
+  struct tpl__strategy st[8];
+  struct tpl__error err;
+  char name[64];
+  for (int e = 0; e < 4; e++) {
+    snprintf(name, sizeof(name), "l.0.moe.x%d.w1.weight", e);
+    add(m, name, TPL_DT_U8, 2, U(128), U(128));
+    snprintf(name, sizeof(name), "l.0.moe.x%d.w1.weight_scale_inv", e);
+    add(m, name, TPL_DT_F32, 2, U(1), U(1));
+  }
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": \"l.*.moe.x*.w1.weight\""
+                            ", \"expert\": true, \"dim\": 0}]}",
+                            m, st, &err),
+               0);
+  for (int i = 0; i < 8; i++) {
+    CHECK_EQ_INT(st[i].ep, TPL_EP_WHOLE);
+    CHECK_EQ_INT(st[i].owner, (uint32_t)(i / 4));
+  }
+  tpl__model_free(m);
+}
+
 /* tpl__model_drop_layers (--skip-mtp): layers >= first go, in order. */
 static void test_drop_layers(void) {
   static const char *const names[] = {
@@ -1907,6 +1931,7 @@ int main(void) {
   RUN(test_parse_expert);
   RUN(test_apply_expert_rule);
   RUN(test_ep_expert_rule);
+  RUN(test_ep_expert_rule_scales);
   free_kept_plans();
   rmdir(tmpdir);
   return tap_done();
