@@ -661,6 +661,17 @@ static void test_apply_expert_rule(void) {
   tpl__model_free(m);
 }
 
+/* Adds experts 0..3's tensor `fmt` (one %d: the id) of `dtype` and
+ * shape {rows, cols} to `m`. */
+static void add_experts(struct tpl__model *m, const char *fmt, int dtype,
+                        uint64_t rows, uint64_t cols) {
+  char name[64];
+  for (int e = 0; e < 4; e++) {
+    snprintf(name, sizeof(name), fmt, e);
+    add(m, name, dtype, 2, rows, cols);
+  }
+}
+
 /* tpl__ep_apply with plan `json` over `m` (num_local_experts 4, a TP
  * group of 2 = the EP group): strategies into st. */
 static int ep_with_plan(const char *json, const struct tpl__model *m,
@@ -692,13 +703,9 @@ static void test_ep_expert_rule(void) {
   struct tpl__model *b = new_model(TPL_FMT_SAFETENSORS, "b");
   struct tpl__strategy sa[5], sb[5];
   struct tpl__error err;
-  char name[64];
-  for (int e = 0; e < 4; e++) {
-    snprintf(name, sizeof(name), "model.layers.0.mlp.experts.%d.w1.weight", e);
-    add(a, name, TPL_DT_F32, 2, U(4), U(4));
-    snprintf(name, sizeof(name), "model.layers.0.moe.x%d.w1.weight", e);
-    add(b, name, TPL_DT_F32, 2, U(4), U(4));
-  }
+  add_experts(a, "model.layers.0.mlp.experts.%d.w1.weight", TPL_DT_F32, U(4),
+              U(4));
+  add_experts(b, "model.layers.0.moe.x%d.w1.weight", TPL_DT_F32, U(4), U(4));
   add(a, "model.layers.0.mlp.moe_down_proj.weight", TPL_DT_F32, 2, U(4), U(4));
   add(b, "model.layers.0.stack", TPL_DT_F32, 2, U(4), U(4));
   CHECK_EQ_INT(ep_with_plan("{\"rules\": []}", a, sa, &err), 0);
@@ -742,20 +749,15 @@ static void test_ep_expert_rule_scales(void) {
   struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, "q");
   struct tpl__strategy st[8];
   struct tpl__error err;
-  char name[64];
-  for (int e = 0; e < 4; e++) {
-    snprintf(name, sizeof(name), "l.0.moe.x%d.w1.weight", e);
-    add(m, name, TPL_DT_U8, 2, U(128), U(128));
-    snprintf(name, sizeof(name), "l.0.moe.x%d.w1.weight_scale_inv", e);
-    add(m, name, TPL_DT_F32, 2, U(1), U(1));
-  }
+  add_experts(m, "l.0.moe.x%d.w1.weight", TPL_DT_U8, U(128), U(128));
+  add_experts(m, "l.0.moe.x%d.w1.weight_scale_inv", TPL_DT_F32, U(1), U(1));
   CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": \"l.*.moe.x*.w1.weight\""
                             ", \"expert\": true, \"dim\": 0}]}",
                             m, st, &err),
                0);
   for (int i = 0; i < 8; i++) {
     CHECK_EQ_INT(st[i].ep, TPL_EP_WHOLE);
-    CHECK_EQ_INT(st[i].owner, (uint32_t)(i / 4));
+    CHECK_EQ_INT(st[i].owner, (uint32_t)(i % 4 / 2));
   }
   tpl__model_free(m);
 }
