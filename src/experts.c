@@ -113,23 +113,16 @@ static const char *model_name(const struct tpl__model *m) {
   return m->shown ? m->shown : m->dir;
 }
 
-/* How many tensors are one expert's or stacked ones. */
-static size_t count_expert_tensors(const struct tpl__model *m) {
-  size_t n = 0;
-  for (size_t i = 0; i < m->ntensors; i++)
-    n += tpl__ep_is_expert(m->tensors[i].name);
-  return n;
-}
-
 static int check_count(const struct tpl__model *m, const json_t *config,
-                       uint32_t size, uint32_t *experts,
+                       size_t nexpert, uint32_t size, uint32_t *experts,
                        struct tpl__error *err) {
   const char *key = NULL;
   uint32_t e;
-  if (count_expert_tensors(m) == 0)
+  if (nexpert == 0)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: --ep: the model has no experts (no tensor named "
-                     "'.experts.<e>.' and no stacked expert tensor)",
+                     "'.experts.<e>.', no stacked expert tensor and no "
+                     "plan rule with \"expert\")",
                      model_name(m));
   e = config_experts(config, &key);
   if (e == 0)
@@ -187,11 +180,13 @@ static int make_stacked(const struct tpl__tensor *t, uint32_t experts,
   return 0;
 }
 
-/* One expert's tensor for check_complete: its name and where the id is. */
+/* What --ep makes of one tensor: its kind (enum tpl__ep_kind) and, for
+ * one expert's, its name, where the id is and the id. */
 struct one_expert {
   const char *name;
   size_t start, end; /* the id's digits */
   uint32_t id;
+  int kind;
 };
 
 /* Orders one-expert tensors by their name without the id: what comes
@@ -234,21 +229,19 @@ static int check_run(const struct tpl__model *m, const struct one_expert *v,
 }
 
 /* Refuses a MoE layer that lacks an expert: each one-expert tensor name
- * (`...experts.<e>.w1.weight`) must exist for every e < experts.  A
- * layer with no expert tensor at all (a dense one) is not checked. */
-static int check_complete(const struct tpl__model *m, uint32_t experts,
+ * (`...experts.<e>.w1.weight`, or what an "expert" rule matches) must
+ * exist for every e < experts.  A layer with no expert tensor at all (a
+ * dense one) is not checked.  Sorts a copy of the one-expert entries of
+ * `c` (one per tensor). */
+static int check_complete(const struct tpl__model *m,
+                          const struct one_expert *c, uint32_t experts,
                           struct tpl__error *err) {
   struct one_expert *v = calloc(m->ntensors + 1, sizeof(*v));
   size_t n = 0, i = 0;
   int rc = 0;
   if (v == NULL) return tpl__fail(err, -ENOMEM, "--ep: out of memory");
-  for (size_t t = 0; t < m->ntensors; t++) {
-    struct one_expert *o = &v[n];
-    o->name = m->tensors[t].name;
-    if (!expert_span(o->name, &o->start, &o->end)) continue;
-    o->id = (uint32_t)strtoul(o->name + o->start, NULL, 10);
-    n++;
-  }
+  for (size_t t = 0; t < m->ntensors; t++)
+    if (c[t].kind == TPL_EP_WHOLE) v[n++] = c[t];
   qsort(v, n, sizeof(*v), cmp_expert);
   while (rc == 0 && i < n) {
     size_t j = i + 1;
@@ -261,25 +254,137 @@ static int check_complete(const struct tpl__model *m, uint32_t experts,
   return rc;
 }
 
-int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
-                  const struct tpl__grid *grid, struct tpl__strategy *s,
-                  uint32_t *experts, struct tpl__error *err) {
-  uint32_t e = 0, size = grid->ep;
-  int rc = check_count(m, config, size, &e, err);
+/* Where the digits are that the last '*' of glob `pattern` stands for
+ * in `name` (which the pattern matches): 1 with them at [*start, *end),
+ * the longest such run of at most 9 digits; 0 when that star cannot
+ * stand for digits alone. */
+static int star_digits(const char *pattern, const char *name, size_t *start,
+                       size_t *end) {
+  const char *star = strrchr(pattern, '*');
+  size_t hlen = star ? (size_t)(star - pattern) : 0, len = strlen(name);
+  char head[TPL_MAX_NAME + 1], pre[TPL_MAX_NAME + 1];
+  if (star == NULL || hlen >= sizeof(head) || len >= sizeof(pre)) return 0;
+  memcpy(head, pattern, hlen);
+  head[hlen] = '\0';
+  for (size_t k = len + 1; k-- > 1;) {
+    size_t j = k;
+    if (!tpl__glob_match(star + 1, name + k)) continue;
+    while (j > 0 && k - j < 9 && name[j - 1] >= '0' && name[j - 1] <= '9')
+      j--;
+    for (; j < k; j++) {
+      memcpy(pre, name, j);
+      pre[j] = '\0';
+      if (!tpl__glob_match(head, pre)) continue;
+      *start = j;
+      *end = k;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The name rule `r` matched for tensor `name`: itself, or the weight a
+ * quantized param takes its rule from (plan.c's apply_one); NULL when
+ * none.  `buf` holds a derived one. */
+static const char *matched_name(const struct tpl__rule *r, const char *name,
+                                char *buf, size_t cap) {
+  if (tpl__glob_match(r->match, name)) return name;
+  if (tpl__quant_param(name, buf, cap) != TPL_QP_NONE &&
+      tpl__glob_match(r->match, buf))
+    return buf;
+  if (tpl__ct_param(name, buf, cap) != TPL_CT_NONE &&
+      tpl__glob_match(r->match, buf))
+    return buf;
+  return NULL;
+}
+
+/* One expert's tensor `o->name` by plan rule `rule`: its id is the
+ * digits the rule's last '*' stands for, in the tensor's own name. */
+static int rule_expert(const struct tpl__plan *p, int rule,
+                       struct one_expert *o, struct tpl__error *err) {
+  const struct tpl__rule *r = &p->rules[rule];
+  char buf[TPL_MAX_NAME + 16];
+  const char *n = matched_name(r, o->name, buf, sizeof(buf));
+  if (n == NULL || !star_digits(r->match, n, &o->start, &o->end) ||
+      strncmp(n, o->name, o->end) != 0)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s, rule %d ('%s'): tensor '%s': expected the last "
+                     "'*' of an \"expert\": true rule to stand for the "
+                     "expert id (digits), found none",
+                     p->source, rule, r->match, o->name);
+  o->kind = TPL_EP_WHOLE;
+  return 0;
+}
+
+/* What --ep makes of tensor `name` whose plan rule is `rule` (-1: none):
+ * the rule's "expert" when it has one, else the built-in names. */
+static int classify(const struct tpl__plan *p, int rule, const char *name,
+                    struct one_expert *o, struct tpl__error *err) {
+  int expert = rule >= 0 && (size_t)rule < p->nrules ? p->rules[rule].expert
+                                                     : TPL_EP_NONE;
+  int rc = 0;
+  o->name = name;
+  if (expert == TPL_EP_WHOLE)
+    rc = rule_expert(p, rule, o, err);
+  else if (expert == TPL_EP_STACKED)
+    o->kind = TPL_EP_STACKED;
+  else if (expert_span(name, &o->start, &o->end))
+    o->kind = TPL_EP_WHOLE;
+  else if (is_stacked(name))
+    o->kind = TPL_EP_STACKED;
+  for (size_t k = o->start; rc == 0 && o->kind == TPL_EP_WHOLE && k < o->end;
+       k++)
+    o->id = o->id * 10 + (uint32_t)(name[k] - '0');
+  return rc;
+}
+
+/* Classifies every tensor of `m` into c[0..ntensors); *nexpert the
+ * expert ones. */
+static int classify_all(const struct tpl__plan *p, const struct tpl__model *m,
+                        const struct tpl__strategy *s, struct one_expert *c,
+                        size_t *nexpert, struct tpl__error *err) {
+  int rc = 0;
+  *nexpert = 0;
+  for (size_t i = 0; rc == 0 && i < m->ntensors; i++) {
+    rc = classify(p, s[i].rule, m->tensors[i].name, &c[i], err);
+    *nexpert += c[i].kind != TPL_EP_NONE;
+  }
+  return rc;
+}
+
+/* Rewrites s[i] as c[i] says over E = `e` experts. */
+static int rewrite(const struct tpl__model *m, const struct one_expert *c,
+                   uint32_t e, const struct tpl__grid *grid,
+                   struct tpl__strategy *s, struct tpl__error *err) {
+  int rc = 0;
   for (size_t i = 0; rc == 0 && i < m->ntensors; i++) {
     const struct tpl__tensor *t = &m->tensors[i];
-    long x = tpl__expert_of(t->name);
-    if (x >= (long)e)
+    if (c[i].kind == TPL_EP_WHOLE && c[i].id >= e)
       rc = tpl__fail(err, TPL_EFORMAT,
-                     "tensor '%s' is expert %ld: expected experts 0..%u of "
+                     "tensor '%s' is expert %u: expected experts 0..%u of "
                      "the config's %u",
-                     t->name, x, e - 1, e);
-    else if (x >= 0)
-      make_whole(&s[i], tpl__ep_owner(e, size, (uint32_t)x));
-    else if (is_stacked(t->name))
+                     t->name, c[i].id, e - 1, e);
+    else if (c[i].kind == TPL_EP_WHOLE)
+      make_whole(&s[i], tpl__ep_owner(e, grid->ep, c[i].id));
+    else if (c[i].kind == TPL_EP_STACKED)
       rc = make_stacked(t, e, grid, &s[i], err);
   }
-  if (rc == 0) rc = check_complete(m, e, err);
+  return rc;
+}
+
+int tpl__ep_apply(const struct tpl__plan *p, const struct tpl__model *m,
+                  const json_t *config, const struct tpl__grid *grid,
+                  struct tpl__strategy *s, uint32_t *experts,
+                  struct tpl__error *err) {
+  struct one_expert *c = calloc(m->ntensors + 1, sizeof(*c));
+  uint32_t e = 0;
+  size_t nexpert = 0;
+  int rc = c == NULL ? tpl__fail(err, -ENOMEM, "--ep: out of memory") : 0;
+  if (rc == 0) rc = classify_all(p, m, s, c, &nexpert, err);
+  if (rc == 0) rc = check_count(m, config, nexpert, grid->ep, &e, err);
+  if (rc == 0) rc = rewrite(m, c, e, grid, s, err);
+  if (rc == 0) rc = check_complete(m, c, e, err);
   if (rc == 0) *experts = e;
+  free(c);
   return rc;
 }

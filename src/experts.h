@@ -13,14 +13,6 @@
 #include "plan.h"
 #include "topology.h"
 
-/* What expert parallelism makes of a tensor (struct tpl__strategy's and
- * struct tpl__job_tensor's `ep`). */
-enum tpl__ep_kind {
-  TPL_EP_NONE = 0,   /* not an expert's: cut as its plan rule says */
-  TPL_EP_WHOLE = 1,  /* one expert's: whole on the shard `owner` only */
-  TPL_EP_STACKED = 2 /* every expert's, [E, ...]: cut along dim 0 */
-};
-
 /* A contiguous run of global expert ids [start, start + count). */
 struct tpl__ep_range {
   uint32_t start, count;
@@ -45,13 +37,16 @@ long tpl__expert_of(const char *name);
  * (quantized params included) or a stacked tensor of every expert. */
 int tpl__ep_is_expert(const char *name);
 
-/* Rewrites the strategies `s` (one per tensor of `m`, as the plan gave
+/* Rewrites the strategies `s` (one per tensor of `m`, as plan `p` gave
  * them for grid->tp shards) for expert parallelism over the group of
  * grid->ep ranks (topology.h): a tensor of one expert (named
- * `.experts.<e>.`, quantized params included) becomes whole on its owner,
+ * `.experts.<e>.`, quantized params included, or matched by a plan rule
+ * with "expert": true, the id the digits its last '*' stands for)
+ * becomes whole on its owner,
  * a group rank (TPL_EP_WHOLE, replicated kind,
  * unscaled), a stacked [E, ...] tensor of every expert a cut along dim 0
- * (TPL_EP_STACKED); everything else is left as it is.  E comes from
+ * (TPL_EP_STACKED, or "expert": "stacked"); a rule's "expert" overrides
+ * the names; everything else is left as it is.  E comes from
  * `config` (n_routed_experts, num_local_experts or num_experts, at its
  * top, under model_config or text_config; NULL: unknown).  Refuses (65,
  * before any byte moves) a model with no expert tensor, an unknown E,
@@ -61,9 +56,12 @@ int tpl__ep_is_expert(const char *name);
  * stacked tensor whose dim 0 is not E or whose E does not divide by
  * the group's size, or that a group spanning the replicas would hold
  * (not built).
+ * Also TPL_EPLAN naming the plan, rule and tensor when an "expert": true
+ * rule's last '*' stands for no digits.
  * Returns 0 with *experts = E, TPL_EPLAN or TPL_EFORMAT. */
-int tpl__ep_apply(const struct tpl__model *m, const json_t *config,
-                  const struct tpl__grid *grid, struct tpl__strategy *s,
-                  uint32_t *experts, struct tpl__error *err);
+int tpl__ep_apply(const struct tpl__plan *p, const struct tpl__model *m,
+                  const json_t *config, const struct tpl__grid *grid,
+                  struct tpl__strategy *s, uint32_t *experts,
+                  struct tpl__error *err);
 
 #endif

@@ -41,7 +41,7 @@ struct tpl__job_tensor {
   /* The pipeline stages that hold it (MLC's "pipeline_stages"; [0, 1)
    * when pp == 1); broadcast with the job. */
   struct tpl__stages stages;
-  /* Under --ep: enum tpl__ep_kind (experts.h) and, for TPL_EP_WHOLE,
+  /* Under --ep: enum tpl__ep_kind (plan.h) and, for TPL_EP_WHOLE,
    * the group rank that holds the tensor (its expert's owner: t, or
    * d x tp + t when the group spans replicas); broadcast
    * with the job. */

@@ -141,7 +141,8 @@ struct rule_fields {
   int has_dim, has_scale, has_replicate;
   struct tpl__shard_spec spec;
   uint32_t interleave;
-  int bias; /* enum tpl__bias: "bias", DEFAULT when absent */
+  int bias;   /* enum tpl__bias: "bias", DEFAULT when absent */
+  int expert; /* enum tpl__ep_kind: "expert", TPL_EP_NONE when absent */
 };
 
 static const char *json_kind(const json_t *v) {
@@ -257,6 +258,25 @@ static int parse_bias(const json_t *v, const char *what, size_t idx,
   return 0;
 }
 
+/* "expert": true (one expert's tensor) or "stacked" (an [E, ...] stack
+ * of every expert): what --ep does with the tensors the rule matches. */
+static int parse_expert(const json_t *v, const char *what, size_t idx,
+                        struct rule_fields *f, struct tpl__error *err) {
+  const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+  if (json_is_true(v))
+    f->expert = TPL_EP_WHOLE;
+  else if (s != NULL && strcmp(s, "stacked") == 0)
+    f->expert = TPL_EP_STACKED;
+  else
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected 'expert' to be true (one "
+                     "expert's tensor) or \"stacked\" (every expert's, "
+                     "[E, ...]), found %s%.64s%s",
+                     what, idx, s ? "\"" : json_kind(v), s ? s : "",
+                     s ? "\"" : "");
+  return 0;
+}
+
 static int parse_field(const char *key, const json_t *v, const char *what,
                        size_t idx, struct rule_fields *f,
                        struct tpl__error *err) {
@@ -273,26 +293,52 @@ static int parse_field(const char *key, const json_t *v, const char *what,
   if (strcmp(key, "replicate") == 0)
     return parse_true(v, key, what, idx, &f->has_replicate, err);
   if (strcmp(key, "bias") == 0) return parse_bias(v, what, idx, f, err);
+  if (strcmp(key, "expert") == 0) return parse_expert(v, what, idx, f, err);
   return tpl__fail(err, TPL_EPLAN,
                    "%s: rule %zu: unknown key '%s' (expected match, dim, "
-                   "name, segs, interleave, scale_bias, bias or replicate)",
+                   "name, segs, interleave, scale_bias, bias, replicate or "
+                   "expert)",
                    what, idx, key);
 }
 
-/* Checks the combination of keys: match required, exactly one action,
- * name/segs only with dim. */
+/* An "expert" rule: its cut without --ep is optional (none: replicated),
+ * and one expert's needs the '*' that stands for the expert id. */
+static int check_expert(const struct rule_fields *f, int actions,
+                        const char *what, size_t idx, struct tpl__error *err) {
+  if (actions > 1)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected at most one of 'dim', "
+                     "'scale_bias' (or 'bias'), 'replicate' with 'expert', "
+                     "found %d",
+                     what, idx, actions);
+  if (f->expert == TPL_EP_WHOLE && strchr(f->match, '*') == NULL)
+    return tpl__fail(err, TPL_EPLAN,
+                     "%s: rule %zu: expected a '*' in 'match' with 'expert': "
+                     "true (its last '*' stands for the expert id), found "
+                     "'%.64s'",
+                     what, idx, f->match);
+  return 0;
+}
+
+/* Checks the combination of keys: match required, exactly one action
+ * (at most one with expert), name/segs only with dim. */
 static int check_fields(const struct rule_fields *f, const char *what,
                         size_t idx, struct tpl__error *err) {
   int actions = f->has_dim + (f->has_scale || f->bias) + f->has_replicate;
+  int rc;
   if (f->match == NULL)
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected a 'match' glob, found none", what,
                      idx);
-  if (actions != 1)
+  if (f->expert != TPL_EP_NONE) {
+    rc = check_expert(f, actions, what, idx, err);
+    if (rc != 0) return rc;
+  } else if (actions != 1) {
     return tpl__fail(err, TPL_EPLAN,
                      "%s: rule %zu: expected exactly one of 'dim', "
                      "'scale_bias' (or 'bias'), 'replicate', found %d",
                      what, idx, actions);
+  }
   /* 'segs' always gives nsegs > 0: parse_segs refuses an empty array. */
   if (!f->has_dim && (f->name != NULL || f->spec.nsegs != 0))
     return tpl__fail(err, TPL_EPLAN,
@@ -340,6 +386,7 @@ static int parse_rule(const json_t *obj, const char *what, size_t idx,
     return tpl__fail(err, -ENOMEM, "%s: out of memory", what);
   p->rules[p->nrules - 1].interleave = f.interleave;
   p->rules[p->nrules - 1].bias = f.bias;
+  p->rules[p->nrules - 1].expert = f.expert;
   return 0;
 }
 
@@ -544,21 +591,33 @@ static int apply_ct(const struct tpl__plan *p, const struct tpl__model *m,
   return 0;
 }
 
+/* 1 when --ep takes tensor `name` (its rule s->rule) from the plan:
+ * the built-in names or an "expert" rule say it is an expert's. */
+static int ep_whole(const struct tpl__plan *p, const struct tpl__strategy *s,
+                    const char *name) {
+  if (p->ep_expert == NULL) return 0;
+  return p->ep_expert(name) ||
+         (s->rule >= 0 && p->rules[s->rule].expert != TPL_EP_NONE);
+}
+
 static int apply_one(const struct tpl__plan *p, const struct tpl__model *m,
                      const json_t *idx, size_t i, uint32_t nshards,
                      struct tpl__strategy *s, struct tpl__error *err) {
   const struct tpl__tensor *t = &m->tensors[i];
   char base[TPL_MAX_NAME + 16];
   int qp = tpl__quant_param(t->name, base, sizeof(base));
-  int whole = p->ep_expert != NULL && p->ep_expert(t->name);
   memset(s, 0, sizeof(*s));
   if (qp != TPL_QP_NONE && (s->rule = find_rule(p, base)) >= 0)
-    return whole ? 0 : apply_derived(p, m, idx, t, qp, base, nshards, s, err);
+    return ep_whole(p, s, t->name)
+               ? 0
+               : apply_derived(p, m, idx, t, qp, base, nshards, s, err);
   if (p->ct.present && (qp = tpl__ct_param(t->name, base, sizeof(base))) != 0 &&
       (s->rule = find_rule(p, base)) >= 0)
-    return whole ? 0 : apply_ct(p, m, idx, t, qp, base, nshards, s, err);
+    return ep_whole(p, s, t->name)
+               ? 0
+               : apply_ct(p, m, idx, t, qp, base, nshards, s, err);
   s->rule = find_rule(p, t->name);
-  return whole ? 0 : apply_rule(p, t, nshards, s, err);
+  return ep_whole(p, s, t->name) ? 0 : apply_rule(p, t, nshards, s, err);
 }
 
 /* A compressed-tensors scale its weight's rule left whole on purpose

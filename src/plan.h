@@ -20,6 +20,14 @@ enum tpl__rule_kind {
   TPL_RULE_SCALE_BIAS = 2
 };
 
+/* What expert parallelism makes of a tensor (struct tpl__strategy's and
+ * struct tpl__job_tensor's `ep`, a plan file rule's `expert`; experts.c). */
+enum tpl__ep_kind {
+  TPL_EP_NONE = 0,   /* not an expert's: cut as its plan rule says */
+  TPL_EP_WHOLE = 1,  /* one expert's: whole on the shard `owner` only */
+  TPL_EP_STACKED = 2 /* every expert's, [E, ...]: cut along dim 0 */
+};
+
 struct tpl__rule {
   char *match;                 /* owned glob: '*' any run (dots too), '?' */
   int kind;                    /* enum tpl__rule_kind */
@@ -37,6 +45,13 @@ struct tpl__rule {
    * derived from this rule, name + tpl__quant_func_suffix(qp); NULL where
    * MLC has none. */
   char *qnames[TPL_QP_COUNT];
+  /* A plan file's "expert" (enum tpl__ep_kind): under --ep
+   * the tensors it matches are one expert's (TPL_EP_WHOLE: the id the
+   * digits its match's last '*' stands for) or every expert's stacked
+   * (TPL_EP_STACKED); TPL_EP_NONE (0) when absent: the built-in names
+   * decide (experts.c).  Without --ep the rule cuts as its other keys
+   * say (none: replicated). */
+  int expert;
 };
 
 struct tpl__preset_def; /* preset_tables.h */
@@ -55,8 +70,9 @@ struct tpl__plan {
   /* Routed experts per MoE layer under --ep (experts.c), else 0. */
   uint32_t experts;
   /* Under --ep: the tensors tpl__ep_apply gives whole or cuts by expert
-   * (tpl__ep_is_expert); tpl__plan_apply leaves them replicated and
-   * unchecked, their TP cut never made.  NULL otherwise. */
+   * (tpl__ep_is_expert), and those an "expert" rule matches;
+   * tpl__plan_apply leaves them replicated and unchecked, their TP cut
+   * never made.  NULL otherwise. */
   int (*ep_expert)(const char *name);
 };
 
@@ -79,7 +95,8 @@ int tpl__glob_match(const char *pattern, const char *name);
 
 /* Parses a plan file's JSON (`buf`, `len`; `what` names it in messages).
  * Unknown keys, a rule without exactly one of dim / scale_bias (or
- * "bias": scale|rank0|whole) / replicate,
+ * "bias": scale|rank0|whole) / replicate (at most one with "expert": true
+ * or "stacked"; true needs a '*' in match for the expert id),
  * and contradictory rules are refused with the rule's index.  *out is
  * freed with tpl__plan_free. Returns 0 or TPL_EPLAN. */
 int tpl__plan_parse(const char *buf, size_t len, const char *what,
@@ -93,10 +110,10 @@ int tpl__plan_parse(const char *buf, size_t len, const char *what,
  * from that one, as MLC derives it (tpl__quant_derive; func_name
  * `<name>_q_weight` etc.; rule = the base rule's index).  Refuses a
  * scale or zero-point tensor left replicated while its weight is sharded
- * (TPL_EPLAN naming both and the plan).  Tensors p->ep_expert names are
- * left replicated, their rule recorded and nothing checked (--ep takes
- * them whole).  Returns 0, TPL_EPLAN,
- * TPL_EINDIVISIBLE or TPL_EDTYPE. */
+ * (TPL_EPLAN naming both and the plan).  Tensors p->ep_expert names or
+ * an "expert" rule matches (when p->ep_expert is set) are left replicated,
+ * their rule recorded and nothing checked (--ep takes them whole).  Returns 0,
+ * TPL_EPLAN, TPL_EINDIVISIBLE or TPL_EDTYPE. */
 int tpl__plan_apply(const struct tpl__plan *p, const struct tpl__model *m,
                     uint32_t nshards, struct tpl__strategy *out,
                     struct tpl__error *err);

@@ -296,7 +296,7 @@ int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
   if (rc == 0)
     rc = tpl__interleaved_check(p, m, s, grid->tp, c.json, c.mlc, err);
   if (rc == 0 && grid->ep > 0)
-    rc = tpl__ep_apply(m, c.json, grid, s, &p->experts, err);
+    rc = tpl__ep_apply(p, m, c.json, grid, s, &p->experts, err);
   if (rc == 0) rc = assign_stages(m, &c, grid->pp, g, err);
   config_clear(&c);
   if (rc != 0) {

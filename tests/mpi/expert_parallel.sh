@@ -15,6 +15,7 @@
 # ep_rank = dp_rank x tp_size + tp_rank): bytes against check-ep --tp 2
 # --ep-size 4 by both readers, bytes read, verify and a flipped expert
 # byte, the report's map, plan, --ep-size 3 (64), stacked experts (65).
+# A plan file's "expert" rules on experts the built-in names miss.
 # Fixtures: oracle/mlc_archs.py with --experts.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -57,7 +58,10 @@ ep_case "MLC qwen3_moe stacked, N=4" q3 4 q34
 # moe_fixture DIR I [MODE]: expert size I; MODE "experts" adds the TP
 # cut of every expert to the plan (what --ep must set aside); "f32" makes
 # every weight float32 and unquantized, 6 experts, head_dim 256 (o_proj's
-# rows cut in 4 are 1 KiB pieces, which --read local reads one by one).
+# rows cut in 4 are 1 KiB pieces, which --read local reads one by one);
+# "renamed" is "f32" with the experts named block_sparse_moe.x<e>.w1
+# (not ".experts.<e>."), plan.json's "expert" rules naming them and
+# plain.json the same plan without them.
 moe_fixture() {
 "$ORACLE" - "$1" "$TESTS_SRCDIR/oracle" "$2" "${3:-}" <<'PY'
 
@@ -66,7 +70,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[2])
 import npst
 import oracle
-f32 = sys.argv[4] == "f32"
+renamed = sys.argv[4] == "renamed"
+f32 = sys.argv[4] == "f32" or renamed
 d, (E, H, KV, D, X) = sys.argv[1], (256, 4, 2, 256 if f32 else 64,
                                     6 if f32 else 4)
 I = int(sys.argv[3])
@@ -80,7 +85,8 @@ for n, rows, cols in (("q_proj", H * D, E), ("k_proj", KV * D, E),
 t[p + "block_sparse_moe.gate.weight"] = rng.random((X, E), np.float32)
 for x in range(X):
     for n, rows, cols in (("w1", I, E), ("w3", I, E), ("w2", E, I)):
-        b = p + "block_sparse_moe.experts.%d.%s." % (x, n)
+        b = p + "block_sparse_moe.%s.%s." % (
+            ("x%d" if renamed else "experts.%d") % x, n)
         if f32:
             t[b + "weight"] = rng.random((rows, cols), np.float32)
             continue
@@ -107,6 +113,12 @@ if sys.argv[4] == "experts":
     rules += [{"match": x + "w1.weight", "dim": 0},
               {"match": x + "w3.weight", "dim": 0},
               {"match": x + "w2.weight", "dim": 1}]
+if renamed:  # names experts.c does not know: only the plan's rules say
+    json.dump({"rules": rules}, open(os.path.join(d, "plain.json"), "w"))
+    x = "model.layers.*.block_sparse_moe.x*."
+    rules += [{"match": x + "w1.weight", "dim": 0, "expert": True},
+              {"match": x + "w3.weight", "dim": 0, "expert": True},
+              {"match": x + "w2.weight", "expert": True}]
 json.dump({"rules": rules}, open(os.path.join(d, "plan.json"), "w"))
 PY
 }
@@ -162,6 +174,24 @@ PY
 rd_case 2 2 2
 rd_case 4 4 4
 rd_case 4 2 4
+
+# --- "expert" rules in a plan file ------------------------------------------
+# Experts whose names the built-in classification does not know
+# (block_sparse_moe.x<e>.w1): plan.json's "expert": true rules say whose
+# they are, and each rank of 4 holds its 2, 2, 1, 1 experts whole
+# (oracle, which takes the ids from the rules' last '*'); the same plan
+# without the rules finds no experts (65).
+moe_fixture "$M/ren" 64 renamed ||
+  { echo "Bail out! the renamed checkpoint failed"; exit 99; }
+ep_case "renamed experts by plan rules, N=4 --read local" ren 4 ren \
+  --plan "$M/ren/plan.json" --read local
+t_exit "renamed experts without expert rules: exit 65" 65 \
+  mpi 2 preshard "$M/ren" --plan "$M/ren/plain.json" --out "$T_TMP/ren0" \
+  --ep --quiet
+grep -q "the model has no experts" "$T_TMP/err" &&
+  t_ok "the message says the model has no experts" ||
+  t_fail "the message says the model has no experts" \
+    "$(messages "$T_TMP/err")"
 
 out="$T_TMP/mx6"
 if "$ORACLE" "$O" check-ep "$M/mx6" "$M/mx6/plan.json" 4 "$out" --shift 1 \

@@ -1314,9 +1314,34 @@ def config_experts(model):
     raise ValueError("%s: no expert count in its config" % model)
 
 
-def _ep_expert(name):
-    return re.search(r"\.experts\.([0-9]+)\.", name) is not None or \
-        any(re.fullmatch(p, name) for p in EP_STACKED)
+def _ep_class(name, rules=()):
+    """What --ep makes of tensor `name`: ("whole", e) for expert e's,
+    ("stacked", None) for a stack of every expert, None for the rest.  A
+    plan rule's "expert" (the first rule matching `name`) decides over
+    the names: true, the id the digits its last '*' stands for;
+    "stacked".  Written from the plan-file format (DESIGN.md section 3),
+    not from src/experts.c."""
+    rule = _first_rule(rules, name)
+    kind = rule.get("expert") if rule else None
+    if kind is True:
+        head, _, tail = rule["match"].rpartition("*")
+        rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c)
+                     for c in head)
+        m = re.fullmatch(rx + "([0-9]+)" + re.escape(tail).replace(
+            r"\?", "."), name, re.DOTALL)
+        return ("whole", int(m.group(1)))
+    if kind == "stacked":
+        return ("stacked", None)
+    m = re.search(r"\.experts\.([0-9]+)\.", name)
+    if m:
+        return ("whole", int(m.group(1)))
+    if any(re.fullmatch(p, name) for p in EP_STACKED):
+        return ("stacked", None)
+    return None
+
+
+def _ep_expert(name, rules=()):
+    return _ep_class(name, rules) is not None
 
 
 def ep_rank(r, tp, size):
@@ -1339,7 +1364,7 @@ def expected_ep(model, rules, n, experts, shift=0, tp=None, size=None):
     # The experts are never cut under --ep: the plan's rules for them are
     # set aside, so only the other tensors go through the TP oracle.
     exp = {e["name"]: e for e in expected_shards(
-        [t for t in tensors if not _ep_expert(t[0])], rules, tp)}
+        [t for t in tensors if not _ep_expert(t[0], rules)], rules, tp)}
     held = [[] for _ in range(n)]
     for r in range(n):
         er, t = ep_rank(r, tp, size)
@@ -1347,11 +1372,11 @@ def expected_ep(model, rules, n, experts, shift=0, tp=None, size=None):
         if r == 0 and shift:
             ids = (ids + shift) % experts
         for name, dtype, shape, raw, _ in tensors:
-            m = re.search(r"\.experts\.([0-9]+)\.", name)
-            if m:
-                if int(m.group(1)) in ids:
+            c = _ep_class(name, rules)
+            if c and c[0] == "whole":
+                if c[1] in ids:
                     held[r].append((name, dtype, list(shape), raw))
-            elif any(re.fullmatch(p, name) for p in EP_STACKED):
+            elif c:
                 arr = np.frombuffer(raw, ITEM_DTYPES[ST_ITEM[dtype]])
                 part = arr.reshape(shape)[ids]
                 held[r].append((name, dtype, list(part.shape),

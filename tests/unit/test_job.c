@@ -462,17 +462,20 @@ static int ep_apply_names(const char *const *names, const uint64_t *rows,
   struct tpl__model m = {.dir = "moe", .tensors = t, .ntensors = n};
   json_t *config = json_pack("{s:i}", "num_local_experts", 4);
   struct tpl__grid g = {2, 2, 1, 1, 2};
+  struct tpl__plan *p = tpl__plan_new("test");
   uint32_t experts = 0;
   int rc;
   for (size_t i = 0; i < n; i++) {
+    s[i].rule = -1;
     t[i].name = (char *)names[i];
     t[i].dtype = TPL_DT_U8;
     t[i].ndim = 2;
     t[i].shape[0] = rows[i];
     t[i].shape[1] = 2;
   }
-  rc = tpl__ep_apply(&m, config, &g, s, &experts, err);
+  rc = tpl__ep_apply(p, &m, config, &g, s, &experts, err);
   json_decref(config);
+  tpl__plan_free(p);
   return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "dtype.h"
+#include "experts.h"
 #include "fileio.h"
 #include "model.h"
 #include "plan.h"
@@ -541,6 +542,51 @@ static void test_parse_interleave(void) {
                  TPL_EPLAN, "expected 'segs' or 'interleave', found both");
 }
 
+/* "expert": true or "stacked", alone (replicated without --ep) or with
+ * one cut; anything else, two cuts, or true without the '*' that stands
+ * for the expert id, is refused naming the file and rule. */
+static void test_parse_expert(void) {
+  struct tpl__plan *p;
+  struct tpl__error err;
+  CHECK_EQ_INT(parse("{\"rules\": [{\"match\": \"*.e*.w1.weight\", "
+                     "\"expert\": true}, {\"match\": \"*.e*.w2.weight\", "
+                     "\"expert\": true, \"dim\": 1}, {\"match\": \"*.stk\", "
+                     "\"expert\": \"stacked\", \"replicate\": true}]}",
+                     &p, &err),
+               0);
+  REQUIRE(p != NULL);
+  CHECK_EQ_INT(p->rules[0].expert, TPL_EP_WHOLE);
+  CHECK_EQ_INT(p->rules[0].kind, TPL_RULE_REPLICATE);
+  CHECK_EQ_INT(p->rules[1].expert, TPL_EP_WHOLE);
+  CHECK_EQ_INT(p->rules[1].kind, TPL_RULE_SHARD);
+  CHECK_EQ_INT(p->rules[1].spec.dim, 1);
+  CHECK_EQ_INT(p->rules[2].expert, TPL_EP_STACKED);
+  tpl__plan_free(p);
+  expect_refused("{\"rules\": [{\"match\": \"x*\", \"expert\": false}]}",
+                 TPL_EPLAN,
+                 "rule 0: expected 'expert' to be true (one expert's "
+                 "tensor) or \"stacked\" (every expert's, [E, ...]), found "
+                 "false");
+  expect_refused("{\"rules\": [{\"match\": \"x*\", \"expert\": \"whole\"}]}",
+                 TPL_EPLAN,
+                 "or \"stacked\" (every expert's, [E, ...]), "
+                 "found \"whole\"");
+  expect_refused("{\"rules\": [{\"match\": \"x*\", \"expert\": 1}]}", TPL_EPLAN,
+                 "found an integer");
+  expect_refused("{\"rules\": [{\"match\": \"x*\", \"expert\": true, "
+                 "\"dim\": 0, \"replicate\": true}]}",
+                 TPL_EPLAN,
+                 "rule 0: expected at most one of 'dim', 'scale_bias' (or "
+                 "'bias'), 'replicate' with 'expert', found 2");
+  expect_refused("{\"rules\": [{\"match\": \"a.e3.w1\", \"expert\": true}]}",
+                 TPL_EPLAN,
+                 "rule 0: expected a '*' in 'match' with 'expert': true (its "
+                 "last '*' stands for the expert id), found 'a.e3.w1'");
+  expect_refused("{\"rules\": [{\"match\": \"x\", \"expert\": \"stacked\", "
+                 "\"name\": \"f\"}]}",
+                 TPL_EPLAN, "expected 'dim' with 'name'");
+}
+
 static void test_refuse_too_many_rules(void) {
   const char *one = "{\"match\":\"a\",\"replicate\":true},";
   size_t n = 65537, len = strlen(one), used = 0;
@@ -590,6 +636,129 @@ static void test_apply_interleave(void) {
   CHECK_STR_CONTAINS(err.msg, "tensor 'w': expected each of the 4 shards' 3 "
                               "rows along dim 0 to be whole groups of the 2 "
                               "interleaved parts, found 1 left over");
+  tpl__model_free(m);
+}
+
+/* Under --ep (ep_expert set) the tensors of "expert" rules are left
+ * replicated, their cut never checked (w2's 3 rows do not divide by 2);
+ * without it the rule's dim cuts, and is checked. */
+static void test_apply_expert_rule(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, ".");
+  struct tpl__strategy st[1];
+  struct tpl__plan *p;
+  struct tpl__error err;
+  const char *plan = "{\"rules\": [{\"match\": \"moe.x*.w2\", \"dim\": 0, "
+                     "\"expert\": true}]}";
+  add(m, "moe.x0.w2", TPL_DT_F32, 2, U(3), U(4));
+  CHECK_EQ_INT(apply_json(plan, m, 2, st, &err), TPL_EINDIVISIBLE);
+  CHECK_STR_CONTAINS(err.msg, "rule 0 ('moe.x*.w2')");
+  REQUIRE(parse(plan, &p, &err) == 0);
+  p->ep_expert = tpl__ep_is_expert;
+  CHECK_EQ_INT(tpl__plan_apply(p, m, 2, st, &err), 0);
+  CHECK_EQ_INT(st[0].kind, TPL_RULE_REPLICATE);
+  CHECK_EQ_INT(st[0].rule, 0);
+  tpl__plan_free(p);
+  tpl__model_free(m);
+}
+
+/* Adds experts 0..3's tensor `fmt` (one %d: the id) of `dtype` and
+ * shape {rows, cols} to `m`. */
+static void add_experts(struct tpl__model *m, const char *fmt, int dtype,
+                        uint64_t rows, uint64_t cols) {
+  char name[64];
+  for (int e = 0; e < 4; e++) {
+    snprintf(name, sizeof(name), fmt, e);
+    add(m, name, dtype, 2, rows, cols);
+  }
+}
+
+/* tpl__ep_apply with plan `json` over `m` (num_local_experts 4, a TP
+ * group of 2 = the EP group): strategies into st. */
+static int ep_with_plan(const char *json, const struct tpl__model *m,
+                        struct tpl__strategy *st, struct tpl__error *err) {
+  json_t *config = json_pack("{s:i}", "num_local_experts", 4);
+  struct tpl__grid g = {2, 2, 1, 1, 2};
+  struct tpl__plan *p;
+  uint32_t experts = 0;
+  int rc = parse(json, &p, err);
+  if (rc == 0) p->ep_expert = tpl__ep_is_expert;
+  if (rc == 0) rc = tpl__plan_apply(p, m, 2, st, err);
+  if (rc == 0) rc = tpl__ep_apply(p, m, config, &g, st, &experts, err);
+  if (rc == 0 && experts != 4) rc = -1;
+  for (size_t i = 0; i < m->ntensors; i++)
+    st[i].func_name = NULL;
+  tpl__plan_free(p);
+  json_decref(config);
+  return rc;
+}
+
+/* An "expert" rule classifies as the built-in names do: renamed experts
+ * `moe.x<e>.w1` by a rule get the owners `.experts.<e>.` get by name
+ * (4 experts over 2 ranks: 0, 0, 1, 1), a stacked rule the dim-0 cut,
+ * and a rule over the built-in names themselves the same again;
+ * the same renamed model without the rules has no experts (65); a
+ * rule whose last '*' is not the id is refused naming it. */
+static void test_ep_expert_rule(void) {
+  struct tpl__model *a = new_model(TPL_FMT_SAFETENSORS, "a");
+  struct tpl__model *b = new_model(TPL_FMT_SAFETENSORS, "b");
+  struct tpl__strategy sa[5], sb[5];
+  struct tpl__error err;
+  add_experts(a, "model.layers.0.mlp.experts.%d.w1.weight", TPL_DT_F32, U(4),
+              U(4));
+  add_experts(b, "model.layers.0.moe.x%d.w1.weight", TPL_DT_F32, U(4), U(4));
+  add(a, "model.layers.0.mlp.moe_down_proj.weight", TPL_DT_F32, 2, U(4), U(4));
+  add(b, "model.layers.0.stack", TPL_DT_F32, 2, U(4), U(4));
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": []}", a, sa, &err), 0);
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": \"*.moe.x*.w1.weight\""
+                            ", \"expert\": true}, {\"match\": \"*.stack\", "
+                            "\"expert\": \"stacked\"}]}",
+                            b, sb, &err),
+               0);
+  for (int i = 0; i < 5; i++) {
+    CHECK_EQ_INT(sb[i].ep, sa[i].ep);
+    CHECK_EQ_INT(sb[i].owner, sa[i].owner);
+    CHECK_EQ_INT(sb[i].kind, sa[i].kind);
+  }
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": "
+                            "\"model.layers.*.mlp.experts.*.w1.weight\", "
+                            "\"expert\": true}]}",
+                            a, sb, &err),
+               0);
+  for (int i = 0; i < 5; i++)
+    CHECK(sb[i].ep == sa[i].ep && sb[i].owner == sa[i].owner);
+  CHECK_EQ_INT(sa[2].owner, 1);
+  CHECK_EQ_INT(sa[4].ep, TPL_EP_STACKED);
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": []}", b, sb, &err), TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg, "b: --ep: the model has no experts");
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": \"*.w1.*\", "
+                            "\"expert\": true}]}",
+                            b, sb, &err),
+               TPL_EPLAN);
+  CHECK_STR_CONTAINS(err.msg,
+                     "file plan.json, rule 0 ('*.w1.*'): tensor "
+                     "'model.layers.0.moe.x0.w1.weight': expected the last "
+                     "'*' of an \"expert\": true rule to stand for the expert "
+                     "id (digits), found none");
+  tpl__model_free(a);
+  tpl__model_free(b);
+}
+
+/* A quantized param follows its weight's "expert" rule: each renamed
+ * expert's weight_scale_inv is held whole by its weight's owner. */
+static void test_ep_expert_rule_scales(void) {
+  struct tpl__model *m = new_model(TPL_FMT_SAFETENSORS, "q");
+  struct tpl__strategy st[8];
+  struct tpl__error err;
+  add_experts(m, "l.0.moe.x%d.w1.weight", TPL_DT_U8, U(128), U(128));
+  add_experts(m, "l.0.moe.x%d.w1.weight_scale_inv", TPL_DT_F32, U(1), U(1));
+  CHECK_EQ_INT(ep_with_plan("{\"rules\": [{\"match\": \"l.*.moe.x*.w1.weight\""
+                            ", \"expert\": true, \"dim\": 0}]}",
+                            m, st, &err),
+               0);
+  for (int i = 0; i < 8; i++) {
+    CHECK_EQ_INT(st[i].ep, TPL_EP_WHOLE);
+    CHECK_EQ_INT(st[i].owner, (uint32_t)(i % 4 / 2));
+  }
   tpl__model_free(m);
 }
 
@@ -1761,6 +1930,10 @@ int main(void) {
   RUN(test_shardinfo_bias_scale_and_ranks);
   RUN(test_preset_ep_moe_size);
   RUN(test_preset_ep_expert_mlp);
+  RUN(test_parse_expert);
+  RUN(test_apply_expert_rule);
+  RUN(test_ep_expert_rule);
+  RUN(test_ep_expert_rule_scales);
   free_kept_plans();
   rmdir(tmpdir);
   return tap_done();
