@@ -113,7 +113,9 @@ static int check_sums(struct check *c, struct tpl__error *err) {
     const char *want =
         json_string_value(json_object_get(json_array_get(recs, f), "md5sum"));
     char got[TPL_MD5_HEX];
-    rc = tpl__md5_file(fi->fd, fi->size, got);
+    int fd;
+    rc = tpl__model_fd(c->out, (uint32_t)f, &fd, NULL);
+    if (rc == 0) rc = tpl__md5_file(fd, fi->size, got);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s: %s", fi->path, tpl_strerror(rc));
     else
@@ -141,7 +143,8 @@ static int check_owner(struct check *c, const struct tpl__tensor *o,
 static int read_record(struct check *c, const struct tpl__tensor *o,
                        struct tpl__error *err) {
   const struct tpl__file *f = &c->out->files[o->file];
-  int rc = tpl__pread_full(f->fd, c->buf, (size_t)o->stored_bytes, o->offset);
+  int rc = tpl__model_pread(c->out, o->file, c->buf, (size_t)o->stored_bytes,
+                            o->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: '%s': %s", f->path, o->name,
                      tpl_strerror(rc));
@@ -210,7 +213,8 @@ static int check_tensor(struct check *c, size_t i, struct tpl__error *err) {
   int rc = 0;
   for (uint32_t k = 0; rc == 0 && k < (cut ? c->job->grid.tp : 1); k++) {
     /* the source again for each shard: c->buf is reused for records */
-    rc = tpl__pread_full(f->fd, c->buf, (size_t)s->stored_bytes, s->offset);
+    rc = tpl__model_pread(c->src, s->file, c->buf, (size_t)s->stored_bytes,
+                          s->offset);
     if (rc != 0)
       return tpl__fail(err, rc, "%s: tensor '%s': %s", f->path, s->name,
                        tpl_strerror(rc));
