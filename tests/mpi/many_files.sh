@@ -67,21 +67,6 @@ t_check "the serve ends with exit 0" [ "$SERVE_RC" = 0 ]
 # Rank 0 stops with its files validated and the source open (the
 # test-only SIGSTOP at "deliver"): of 40 files only the last few are open
 # then, so params_shard_0.bin is opened again when it is read.
-
-# stopped_rank0: the pid of the job's rank 0 once it is stopped; empty
-# after WAIT_SECS.
-stopped_rank0() {
-  local end=$(($(ms) + WAIT_SECS * 1000)) p r st
-  while [ "$(ms)" -lt "$end" ]; do
-    for p in $(pgrep -P "$JOB"); do
-      r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-        sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-      st=$(sed 's/.*) //; s/ .*//' "/proc/$p/stat" 2>/dev/null)
-      if [ "$r" = 0 ] && [ "$st" = T ]; then echo "$p"; return; fi
-    done
-    sleep 0.05
-  done
-}
 cp -r "$M/a" "$T_TMP/c"
 TPLOAD_TEST_SIGSTOP_RANK=0 "$MPIRUN" --oversubscribe -np 2 \
   -x TPLOAD_TEST_SIGSTOP_RANK sh -c "$LIM" "$TPLOAD" load "$T_TMP/c" \
@@ -89,7 +74,7 @@ TPLOAD_TEST_SIGSTOP_RANK=0 "$MPIRUN" --oversubscribe -np 2 \
   >"$T_TMP/job.out" 2>"$T_TMP/job.err" &
 JOB=$!
 PIDS="$PIDS $JOB"
-p=$(stopped_rank0)
+p=$(stopped_pid 0)
 if [ -z "$p" ]; then
   t_fail "rank 0 stopped with its files validated" "$(cat "$T_TMP/job.err")"
   kill -KILL "$JOB"
