@@ -1,6 +1,7 @@
 /* model.c - the tensor table every reader fills: tensors, the files they
- * live in (held by their identity once validated, open while read), the caps on
- * both, and the rule for the file names a checkpoint's JSON may give. */
+ * live in (held by their identity once validated, open while read), the
+ * caps on both, and the rule for the file names a checkpoint's JSON may
+ * give. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /* origin_local.c - the local origin (origin.h): a MODEL on this host's
  * file systems.  Its members are paths under the model directory,
  * confined and opened once (ckpt_files.c), held with their
- * dev/ino/size/mtime and open only while read (fdcache.h); it reads
- * them with pread, re-checks that identity, and streams them through
- * source.c (O_DIRECT through io_uring, or buffered).  A rank reading the files
- * itself (--read local) opens the paths rank 0 validated and refuses a file of
- * another size or time. */
+ * dev/ino/size/mtime and open only while read (fdcache.h); it reads them
+ * with pread, re-checks that identity, and streams them through source.c
+ * (O_DIRECT through io_uring, or buffered).  A rank reading the files
+ * itself (--read local) opens the paths rank 0 validated and refuses a
+ * file of another size or time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -484,10 +484,9 @@ static int refuse_direct(void) {
   return getenv("TPLOAD_TEST_REFUSE_DIRECT") != NULL;
 }
 
-/* Whether file f (open as fd) is read direct: its O_DIRECT descriptor
- * (from the descriptor, the same file whatever its path names now) is
- * opened into the cache and its alignment known; 0 and a note when
- * refused. */
+/* Whether file f is read direct: its O_DIRECT descriptor (opened from
+ * its descriptor: the same file whatever its path names now) is in the
+ * cache and its alignment known; 0 and a note when refused. */
 static int open_direct(struct file_source *fs, uint32_t f) {
   int dfd, rc = refuse_direct() ? -EINVAL
                                 : tpl__fdcache_direct(fs->files, f, &dfd, NULL);
