@@ -1,23 +1,38 @@
 #!/bin/sh
-# stress-tests.sh [--all] [N] - runs the tests most exposed to a slow
-# machine (the mpirun scripts and test_daemon; with --all, the whole suite,
-# as `scripts/test.sh sanitizers` does) N times (default 5) in the
-# sanitizer build while a CPU hog (`yes`) runs on every core, the tests
-# themselves nproc at a time as `scripts/test.sh` runs them.  Prints each
-# round's result and time, then every test case (script, TAP number,
-# description) that failed even once, with how often; exits 1 if any did.
-# A deterministic suite shows none: no verdict may depend on the speed of
-# the machine.
+# stress-tests.sh [--plain] [--all | --tests "T..."] [N] - runs the tests
+# most exposed to a slow machine (the mpirun scripts and test_daemon;
+# with --tests, the ones named, as `make check TESTS=` takes them, e.g.
+# "tests/mpi/reload_faults.sh tests/cli/http_cli.sh"; with --all, the
+# whole suite) N times (default 5) in the sanitizer build, as
+# `scripts/test.sh sanitizers` does (--plain: in the plain build), while a
+# CPU hog (`yes`) runs on every core, the tests themselves nproc at a time
+# as `scripts/test.sh` runs them.  Prints each round's result and time,
+# then every test case (script, TAP number, description) that failed even
+# once, with how often; exits 1 if any did.  A deterministic suite shows
+# none: no verdict may depend on the speed of the machine.
 set -u
 tests="tests/unit/test_daemon tests/mpi/mpi_load.sh tests/mpi/mpi_failures.sh \
 tests/mpi/mpi_edge.sh tests/mpi/verify.sh tests/mpi/mpi_serve.sh"
-if [ "${1:-}" = --all ]; then tests=""; shift; fi
+kind=sanitizers
+usage() {
+  echo "usage: stress-tests.sh [--plain] [--all | --tests \"T...\"]" \
+    "[ROUNDS]" >&2
+  exit 64
+}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --plain) kind=plain ;;
+    --all) tests="" ;;
+    --tests) [ $# -ge 2 ] && [ -n "$2" ] || usage; tests=$2; shift ;;
+    -*) usage ;;
+    *) break ;;
+  esac
+  shift
+done
 rounds=${1:-5}
-case $rounds in '' | *[!0-9]*)
-  echo "usage: stress-tests.sh [--all] [ROUNDS]" >&2; exit 64 ;;
-esac
+case $rounds in '' | *[!0-9]*) usage ;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
-dir=$("$top/scripts/build.sh" sanitizers) || exit 1
+dir=$("$top/scripts/build.sh" "$kind") || exit 1
 cd "$dir" || exit 1
 failures="$dir/stress-failures.txt"
 : >"$failures"
@@ -30,7 +45,8 @@ for _ in $(seq "$(nproc)"); do
   yes >/dev/null &
   hogs="$hogs $!"
 done
-echo "stress: $rounds rounds, a CPU hog on each of $(nproc) cores (pids$hogs)"
+echo "stress: $rounds rounds ($kind build), a CPU hog on each of $(nproc)" \
+  "cores (pids$hogs)"
 
 total=$(date +%s)
 for round in $(seq "$rounds"); do

@@ -101,8 +101,9 @@ int tpl__model_open(const char *path, struct tpl__model **out,
 
 int tpl__model_open_flags(const char *path, int presharded,
                           struct tpl__model **out, struct tpl__error *err) {
-  /* Every member stays open from validation to the end of the load (see
-   * tpl__model_hold_fd). */
+  /* Members are held by identity and open while read, a quarter of the
+   * limit at most (tpl__model_hold_fd, fdcache.h): the higher the limit,
+   * the fewer re-opens. */
   tpl__raise_fd_limit();
   if (!tpl__exists(path))
     return tpl__fail(err, TPL_ENOMODEL, "%s: no such file or directory", path);

@@ -1,9 +1,10 @@
 /* ckpt_files.c - the checkpoint loader's file side: every member file a
  * checkpoint's JSON names is confined to the model directory (symlinks
  * only inside it, or inside the HF hub cache's blobs of a snapshot),
- * opened once, checked against what the JSON declared, and held open by
- * the model with its identity (tpl__model_hold_fd), so that the engine
- * reads the very bytes that were validated.  A safetensors file's header
+ * opened once, checked against what the JSON declared, and held by the
+ * model with its identity (tpl__model_hold_fd: open while read, each
+ * re-open checked), so that the engine reads the very bytes that were
+ * validated.  A safetensors file's header
  * is read here and handed to the parser (fmt_safetensors.c); the parsers
  * themselves never touch a file. */
 #include <errno.h>

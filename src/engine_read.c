@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "engine_internal.h"
+#include "fdcache.h"
 #include "job.h"
 #include "local_read.h"
 #include "mlc_md5.h"
@@ -157,13 +158,14 @@ static int stream_file(struct engine *e, struct file_walk *w, uint64_t *k,
   uint32_t file = e->job->tensors[w->first].file;
   uint64_t pos = 0, end = file_data_end(e, w), issued = *k, done = *k;
   size_t scan = w->scan;
-  int rc = 0;
+  int rc = 0, fd;
   if (end == 0) return 0;
   /* The descriptor validated at start, never the path again; a file
    * that changed is told once every byte went out (deferred_check). */
   deferred_check(e, file);
   e->direct = tpl__source_direct(e->src, file);
-  posix_fadvise(e->model->files[file].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  if (tpl__model_fd(e->model, file, &fd, NULL) == 0)
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   for (;;) {
     struct slot *s;
     uint64_t at;
@@ -249,7 +251,7 @@ static void close_source(struct engine *e) {
  * validated them and by the others (--read local) with one of their own,
  * every answer checked against rank 0's size and ETag.  Its fallback
  * note, if any, on stderr (tell_note). */
-static int open_source(struct engine *e, const int *fds,
+static int open_source(struct engine *e, struct tpl__fdcache *files,
                        const char *const *paths, struct tpl__error *err) {
   /* --read local on one node: the ranks share the page cache's pages,
    * where direct reads would fetch every page of a strided slice once per
@@ -260,7 +262,7 @@ static int open_source(struct engine *e, const int *fds,
   if (rc == 0)
     rc = tpl__job_origin(e->job)->source(
         &(struct tpl__origin_files){.n = e->job->nfiles,
-                                    .fds = fds,
+                                    .files = files,
                                     .paths = paths,
                                     .mode = mode,
                                     .urls = e->urls,
@@ -310,16 +312,13 @@ static void free_slots(struct engine *e) {
   tpl__huge_free(e->window, (size_t)e->window_len);
 }
 
-/* The model's descriptors and paths, in job file order. */
-static int model_files(const struct engine *e, int **fds, const char ***paths) {
+/* The model's paths, in job file order (its files: e->model->fds). */
+static int model_paths(const struct engine *e, const char ***paths) {
   size_t n = e->job->nfiles;
-  *fds = malloc((n + 1) * sizeof(**fds));
   *paths = malloc((n + 1) * sizeof(**paths));
-  if (*fds == NULL || *paths == NULL) return -ENOMEM;
-  for (size_t f = 0; f < n; f++) {
-    (*fds)[f] = e->model->files[f].fd;
+  if (*paths == NULL) return -ENOMEM;
+  for (size_t f = 0; f < n; f++)
     (*paths)[f] = e->model->files[f].path;
-  }
   return 0;
 }
 
@@ -351,15 +350,13 @@ static int stream_all(struct engine *e, struct tpl__error *err) {
 }
 
 int tpl__eng_send_all(struct engine *e, struct tpl__error *err) {
-  int *fds = NULL;
   const char **paths = NULL;
-  int rc = model_files(e, &fds, &paths) == 0 ? 0 : tpl__oom(err);
-  if (rc == 0) rc = open_source(e, fds, paths, err);
+  int rc = model_paths(e, &paths) == 0 ? 0 : tpl__oom(err);
+  if (rc == 0) rc = open_source(e, e->model->fds, paths, err);
   if (rc == 0) rc = stream_all(e, err);
   keep_io(e);
   close_source(e); /* before the buffers its reads land in */
   free_slots(e);
-  free(fds);
   free(paths);
   return rc;
 }
@@ -388,13 +385,13 @@ static void local_progress(void *ctx, uint64_t done, uint64_t total) {
   if (e->rank == 0 && e->o->progress) e->o->progress(e->o->ctx, done, total);
 }
 
-/* This rank's descriptors of the job's files: rank 0's are the ones it
- * validated (never the paths again), the others open the paths and
- * check they are the same files. */
-static int local_fds(const struct engine *e, int *fds, struct tpl__error *err) {
-  if (e->rank != 0) return tpl__local_open(e->job, fds, err);
-  for (size_t f = 0; f < e->job->nfiles; f++)
-    fds[f] = e->model->files[f].fd;
+/* This rank's cache of the job's files: rank 0's is the model's, of the
+ * files it validated (a re-open checks their identity), the others open
+ * the paths and check they are the same files (theirs to free). */
+static int local_files(const struct engine *e, struct tpl__fdcache **files,
+                       struct tpl__error *err) {
+  if (e->rank != 0) return tpl__local_open(e->job, files, err);
+  *files = e->model->fds;
   return 0;
 }
 
@@ -418,19 +415,18 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
                                .piece_min = LOCAL_PIECE_MIN,
                                .finish = tpl__eng_finish_own,
                                .ctx = e};
-  int *fds = malloc((n + 1) * sizeof(*fds)), rc;
+  struct tpl__fdcache *files = NULL;
   const char **paths = malloc((n + 1) * sizeof(*paths));
   size_t window = 0;
-  for (size_t f = 0; fds != NULL && paths != NULL && f < n; f++) {
-    fds[f] = -1; /* none of them open yet */
+  int rc;
+  for (size_t f = 0; paths != NULL && f < n; f++)
     paths[f] = e->job->files[f].path;
-  }
   lr.progress = local_progress;
-  if (fds == NULL || paths == NULL)
+  if (paths == NULL)
     rc = tpl__oom(err);
   else
-    rc = local_fds(e, fds, err);
-  if (rc == 0) rc = open_source(e, fds, paths, err);
+    rc = local_files(e, &files, err);
+  if (rc == 0) rc = open_source(e, files, paths, err);
   if (rc == 0) {
     window = !any_direct(e->src)
                  ? LOCAL_STEP /* no file is read direct */
@@ -439,8 +435,8 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
     if (lr.window == NULL)
       rc = tpl__fail(err, -ENOMEM, "cannot allocate the read window");
   }
-  if (rc == 0) tpl__stall_test_stop("deliver", e->rank); /* files open */
-  lr.fds = fds;
+  if (rc == 0) tpl__stall_test_stop("deliver", e->rank); /* source open */
+  lr.files = files;
   lr.src = e->src;
   if (rc == 0) rc = tpl__local_read_all(&lr, err);
   keep_io(e);
@@ -449,8 +445,7 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
   e->st.t_pack = lr.t_pack;
   e->st.t_hash += lr.t_hash;
   e->bytes_read = lr.bytes_read;
-  if (e->rank != 0 && fds != NULL) tpl__local_close(fds, n);
-  free(fds);
+  if (e->rank != 0) tpl__fdcache_free(files);
   free(paths);
   tpl__huge_free(lr.window, window);
   return rc;
@@ -470,14 +465,12 @@ static void md5_progress(void *ctx, uint64_t done, uint64_t total) {
 static int md5_pass(struct engine *e, struct tpl__error *err) {
   struct tpl__mlc_md5 v = {
       .m = e->model, .chunk = e->chunk, .progress = md5_progress, .ctx = e};
-  int *fds = NULL;
   const char **paths = NULL;
-  int rc = model_files(e, &fds, &paths) == 0 ? 0 : tpl__oom(err);
-  if (rc == 0) rc = open_source(e, fds, paths, err);
+  int rc = model_paths(e, &paths) == 0 ? 0 : tpl__oom(err);
+  if (rc == 0) rc = open_source(e, e->model->fds, paths, err);
   v.src = e->src;
   if (rc == 0) rc = tpl__mlc_md5_verify(&v, err);
   close_source(e);
-  free(fds);
   e->md5_names = paths; /* the files' paths, replaced by their names */
   for (size_t f = 0; rc == 0 && f < e->job->nfiles; f++)
     paths[f] = e->model->files[f].name;

@@ -17,18 +17,27 @@
 
 #include "fileio.h"
 
-/* EMFILE names the limit: a model's files are held open while it loads
- * (the soft limit is raised to the hard one first, tpl__raise_fd_limit),
- * so a directory of more files than the hard limit cannot load. */
+/* EMFILE names the limit: a model's files are open only while they are
+ * read, at most a quarter of the limit at once (fdcache.h; the soft limit
+ * is raised to the hard one first, tpl__raise_fd_limit), so this is a
+ * limit too low even for that, or one the rest of the process used up. */
 static int too_many_open(const char *path, struct tpl__error *err) {
   struct rlimit rl = {0, 0};
   getrlimit(RLIMIT_NOFILE, &rl);
   return tpl__fail(err, -EMFILE,
                    "%s: cannot open: %s (the limit is %llu open files, hard "
-                   "limit %llu: every file of the model is held open while it "
-                   "loads; raise `ulimit -Hn`)",
+                   "limit %llu: too few for a model's files read a few at a "
+                   "time beside MPI's and the sockets'; raise `ulimit -Hn`)",
                    path, strerror(EMFILE), (unsigned long long)rl.rlim_cur,
                    (unsigned long long)rl.rlim_max);
+}
+
+int tpl__changed_while_loading(const char *path, const char *what,
+                               struct tpl__error *err) {
+  return tpl__fail(err, -EIO,
+                   "%s: changed while loading (%s); expected the file "
+                   "validated at start",
+                   path, what);
 }
 
 int tpl__open_regular(const char *path, int *fd, uint64_t *size,

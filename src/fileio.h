@@ -21,9 +21,15 @@ int tpl__open_regular(const char *path, int *fd, uint64_t *size,
 /* A file's modification time in nanoseconds, from its stat. */
 int64_t tpl__mtime_ns(const struct stat *st);
 
-/* Raises the soft limit on open descriptors to the hard one, so that a
- * model of more files than the soft limit (1024 by default) can keep every
- * file open while it loads.  Best effort. */
+/* -EIO for file `path`, which is no longer the file validated at the
+ * start of the load (`what`: how it differs, "another file took its
+ * place"): "PATH: changed while loading (WHAT); ...". */
+int tpl__changed_while_loading(const char *path, const char *what,
+                               struct tpl__error *err);
+
+/* Raises the soft limit on open descriptors to the hard one, so that
+ * more of a model's files may stay open at once (fdcache.h bounds them
+ * by a quarter of it).  Best effort. */
 void tpl__raise_fd_limit(void);
 
 /* Reads exactly `len` bytes at `off`, retrying on EINTR and partial reads.

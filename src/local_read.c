@@ -8,40 +8,53 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "fdcache.h"
 #include "fileio.h"
 #include "local_read.h"
 #include "origin.h"
 #include "shard.h"
 #include "source.h"
 
-int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                         struct tpl__error *err) {
+int tpl__local_unchanged(const struct tpl__job *job, uint32_t f,
+                         struct tpl__fdcache *files, struct tpl__error *err) {
   const struct tpl__job_file *jf = &job->files[f];
+  int fd = -1; /* a remote file: its origin needs none */
+  if (tpl__fdcache_held(files, f)) {
+    int rc = tpl__fdcache_get(files, f, &fd, err);
+    if (rc != 0) return rc;
+  }
   return tpl__job_origin(job)->member_unchanged(jf->path, jf->size,
                                                 jf->mtime_ns, fd, err);
 }
 
-int tpl__local_open(const struct tpl__job *job, int *fds,
-                    struct tpl__error *err) {
-  const struct tpl__origin *o = tpl__job_origin(job);
-  int rc = 0;
-  for (size_t f = 0; f < job->nfiles; f++)
-    fds[f] = -1;
-  if (job->nfiles == 0 && job->ntensors > 0)
-    return tpl__fail(err, TPL_EINTERNAL, "the job table names no files");
-  tpl__raise_fd_limit(); /* every file stays open while this rank reads */
-  for (size_t f = 0; rc == 0 && f < job->nfiles; f++)
-    rc = o->member_open(job->files[f].path, job->files[f].size,
-                        job->files[f].mtime_ns, &fds[f], err);
-  return rc;
+/* File f of the job, opened and checked by its origin, into c (a remote
+ * file is not held). */
+static int open_one(const struct tpl__job *job, uint32_t f,
+                    struct tpl__fdcache *c, struct tpl__error *err) {
+  const struct tpl__job_file *jf = &job->files[f];
+  int fd = -1, rc = tpl__job_origin(job)->member_open(jf->path, jf->size,
+                                                      jf->mtime_ns, &fd, err);
+  if (rc != 0 || fd < 0) return rc;
+  rc = tpl__fdcache_hold(c, f, jf->path, fd, NULL);
+  return rc == 0 ? 0 : tpl__fail(err, rc, "%s: %s", jf->path, tpl_strerror(rc));
 }
 
-void tpl__local_close(int *fds, size_t n) {
-  for (size_t f = 0; fds != NULL && f < n; f++)
-    if (fds[f] >= 0) {
-      close(fds[f]);
-      fds[f] = -1;
-    }
+int tpl__local_open(const struct tpl__job *job, struct tpl__fdcache **files,
+                    struct tpl__error *err) {
+  struct tpl__fdcache *c;
+  int rc = 0;
+  if (job->nfiles == 0 && job->ntensors > 0)
+    return tpl__fail(err, TPL_EINTERNAL, "the job table names no files");
+  tpl__raise_fd_limit(); /* room for more of them open at once */
+  if ((c = tpl__fdcache_new(0)) == NULL) return tpl__oom(err);
+  for (uint32_t f = 0; rc == 0 && f < job->nfiles; f++)
+    rc = open_one(job, f, c, err);
+  if (rc != 0) {
+    tpl__fdcache_free(c);
+    return rc;
+  }
+  *files = c;
+  return 0;
 }
 
 /* Reads n bytes of tensor i's source from `begin` (tensor-relative). */
@@ -247,6 +260,6 @@ int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
     if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
   for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
-    rc = tpl__local_unchanged(lr->job, f, lr->fds[f], err);
+    rc = tpl__local_unchanged(lr->job, f, lr->files, err);
   return rc;
 }

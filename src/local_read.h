@@ -16,33 +16,33 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "fdcache.h"
 #include "job.h"
 #include "source.h"
 #include "store.h"
 
-/* Opens every file of job->files into fds[f] (job->nfiles entries, -1
- * when not open), checking that each is the file rank 0 validated: a
- * regular file of the same size and modification time.  Returns 0,
- * TPL_ENOMODEL (a file is missing or cannot be opened), TPL_EMISMATCH (its
- * size or time differs) or TPL_EINTERNAL (the job has no files); err
- * names the file and what differs.  A remote file (a MODEL URL's: its url
- * is set) is not opened and stays -1.  Close with tpl__local_close. */
-int tpl__local_open(const struct tpl__job *job, int *fds,
+/* Opens every file of job->files and holds it in a new cache, *files
+ * (fdcache.h: index f is job file f; open while read, re-checked at each
+ * re-open), checking that each is the file rank 0 validated: a regular
+ * file of the same size and modification time.  Returns 0, TPL_ENOMODEL
+ * (a file is missing or cannot be opened), TPL_EMISMATCH (its size or
+ * time differs) or TPL_EINTERNAL (the job has no files); err names the
+ * file and what differs.  A remote file (a MODEL URL's: its url is set)
+ * is not opened nor held.  Free with tpl__fdcache_free. */
+int tpl__local_open(const struct tpl__job *job, struct tpl__fdcache **files,
                     struct tpl__error *err);
 
-/* Checks that file f, open as fd, still has the size and time of
- * job->files[f].  Returns 0 or -EIO (74) naming it: it changed while
- * loading.  A remote file is 0: its source checked every answer. */
-int tpl__local_unchanged(const struct tpl__job *job, uint32_t f, int fd,
-                         struct tpl__error *err);
-
-/* Closes the n descriptors of fds that are open. */
-void tpl__local_close(int *fds, size_t n);
+/* Checks that file f, held in `files` (not held: remote), still has the
+ * size and time of job->files[f].  Returns 0 or -EIO (74) naming it: it
+ * changed while loading.  A remote file is 0: its source checked every
+ * answer. */
+int tpl__local_unchanged(const struct tpl__job *job, uint32_t f,
+                         struct tpl__fdcache *files, struct tpl__error *err);
 
 struct tpl__local_read {
   const struct tpl__job *job; /* placed for this rank's stage */
   uint32_t rank;              /* global rank: what it holds, its shard */
-  const int *fds;             /* job->nfiles descriptors */
+  struct tpl__fdcache *files; /* job->nfiles files (fdcache.h) */
   struct tpl__source *src;    /* reads them (source.h) */
   struct tpl__store *store;
   uint8_t *window; /* for strided slices; also the step of reads */

@@ -328,20 +328,18 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
 }
 
 /* A source over m's files as its origin opens one: their URLs read by
- * m's client, or the descriptors m holds.  `urls`, fds and paths must outlive
- * it. */
+ * m's client, or the files m holds.  `urls` and paths must outlive it. */
 static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
-                       int *fds, const char **paths, struct tpl__source **src,
+                       const char **paths, struct tpl__source **src,
                        struct tpl__error *err) {
   for (size_t f = 0; f < m->nfiles; f++) {
     urls[f] = (struct tpl__source_url){m->files[f].url, m->files[f].path,
                                        &m->files[f].obj};
-    fds[f] = m->files[f].fd;
     paths[f] = m->files[f].path;
   }
   return tpl__model_origin(m)->source(
       &(struct tpl__origin_files){.n = m->nfiles,
-                                  .fds = fds,
+                                  .files = m->fds,
                                   .paths = paths,
                                   .mode = TPL_IO_AUTO,
                                   .urls = urls,
@@ -352,17 +350,15 @@ static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
 int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,
                        struct tpl__error *err) {
   struct tpl__source_url *urls = calloc(m->nfiles + 1, sizeof(*urls));
-  int *fds = calloc(m->nfiles + 1, sizeof(*fds));
   const char **paths = calloc(m->nfiles + 1, sizeof(*paths));
-  int rc = urls && fds && paths ? 0 : tpl__oom(err);
+  int rc = urls && paths ? 0 : tpl__oom(err);
   v->m = m;
   v->src = NULL;
-  if (rc == 0) rc = open_source(m, urls, fds, paths, &v->src, err);
+  if (rc == 0) rc = open_source(m, urls, paths, &v->src, err);
   if (rc == 0) rc = tpl__mlc_md5_verify(v, err);
   tpl__source_close(v->src);
   v->src = NULL;
   free(urls);
-  free(fds);
   free(paths);
   return rc;
 }

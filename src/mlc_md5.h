@@ -39,7 +39,7 @@ struct tpl__mlc_md5 {
 int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err);
 
 /* One process (`inspect --verify-md5`): tpl__mlc_md5_verify over m's
- * files through a source of its own (the descriptors m holds, --io auto;
+ * files through a source of its own (the files m holds, --io auto;
  * or m's client's ranged GETs for a URL), in v->src meanwhile. */
 int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,
                        struct tpl__error *err);

@@ -1,6 +1,7 @@
 /* model.c - the tensor table every reader fills: tensors, the files they
- * live in (held open once validated, with their identity), the caps on
- * both, and the rule for the file names a checkpoint's JSON may give. */
+ * live in (held by their identity once validated, open while read), the
+ * caps on both, and the rule for the file names a checkpoint's JSON may
+ * give. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdcache.h"
 #include "fileio.h"
 #include "jsonu.h"
 #include "model.h"
@@ -70,8 +72,8 @@ void tpl__model_free(struct tpl__model *m) {
     free(m->files[i].path);
     free(m->files[i].name);
     free(m->files[i].url);
-    if (m->files[i].fd >= 0) close(m->files[i].fd);
   }
+  tpl__fdcache_free(m->fds);
   free(m->tensors);
   free(m->files);
   free(m->dir);
@@ -97,8 +99,7 @@ int tpl__model_add_file(struct tpl__model *m, const char *path,
     free(n);
     return -ENOMEM;
   }
-  f[m->nfiles] =
-      (struct tpl__file){.path = p, .name = n, .size = size, .fd = -1};
+  f[m->nfiles] = (struct tpl__file){.path = p, .name = n, .size = size};
   *idx = (uint32_t)m->nfiles++;
   return 0;
 }
@@ -122,19 +123,30 @@ int tpl__model_add_tensor(struct tpl__model *m, const struct tpl__tensor *t) {
 
 int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd) {
   struct tpl__file *f = &m->files[idx];
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
+  struct tpl__file_id id;
+  int rc;
+  if (m->fds == NULL && (m->fds = tpl__fdcache_new(0)) == NULL) {
     close(fd);
-    return -e;
+    return -ENOMEM;
   }
-  if (f->fd >= 0) close(f->fd);
-  f->fd = fd;
-  f->dev = (uint64_t)st.st_dev;
-  f->ino = (uint64_t)st.st_ino;
-  f->size = (uint64_t)st.st_size;
-  f->mtime_ns = tpl__mtime_ns(&st);
+  rc = tpl__fdcache_hold(m->fds, idx, f->path, fd, &id);
+  if (rc != 0) return rc;
+  f->dev = id.dev;
+  f->ino = id.ino;
+  f->size = id.size;
+  f->mtime_ns = id.mtime_ns;
   return 0;
+}
+
+int tpl__model_fd(const struct tpl__model *m, uint32_t idx, int *fd,
+                  struct tpl__error *err) {
+  return tpl__fdcache_get(m->fds, idx, fd, err);
+}
+
+int tpl__model_pread(const struct tpl__model *m, uint32_t idx, void *buf,
+                     size_t len, uint64_t off) {
+  int fd, rc = tpl__model_fd(m, idx, &fd, NULL);
+  return rc != 0 ? rc : tpl__pread_full(fd, buf, len, off);
 }
 
 int tpl__model_take_tensor(struct tpl__model *m, struct tpl__tensor *t,

@@ -12,6 +12,8 @@
 #include "http.h"
 #include "url.h"
 
+struct tpl__fdcache; /* fdcache.h */
+
 struct tpl__origin;
 
 enum tpl__model_format {
@@ -50,8 +52,6 @@ struct tpl__file {
   char *path;               /* owned; as opened (dir + name) */
   char *name;               /* owned; as named in the index/model */
   uint64_t size;            /* bytes, from fstat when opened */
-  int fd;                   /* owned: the descriptor validated, which
-                               the engine reads; -1 when none */
   uint64_t dev, ino;        /* its identity when validated ... */
   int64_t mtime_ns;         /* ... and modification time */
   char *url;                /* owned: a remote file's URL as fetched (its
@@ -80,6 +80,9 @@ struct tpl__model {
   /* Where its files live (origin.h), set when it was opened; NULL (a
    * model built by hand) is the local origin. */
   const struct tpl__origin *origin;
+  /* owned: the local files validated, open while they are read
+   * (fdcache.h); NULL until one is held (remote and hand-built models) */
+  struct tpl__fdcache *fds;
 };
 
 /* The message for a directory (`dir`, a path or a URL) that holds none of
@@ -108,11 +111,25 @@ struct tpl__model *tpl__model_new(int format, const char *dir);
 int tpl__model_add_file(struct tpl__model *m, const char *path,
                         const char *name, uint64_t size, uint32_t *idx);
 
-/* Keeps `fd` (open on file `idx`, now owned by the model) with its
- * identity (device, inode, size, mtime from fstat), so that the bytes the
- * engine reads come from the very file that was validated.  Closes fd
- * and returns -errno when fstat fails. */
+/* Keeps `fd` (open on file `idx`, now owned by the model's fdcache,
+ * which may close it and open the path again later, checking that it is
+ * still the same file) with its identity (device, inode, size, mtime from
+ * fstat), so that the bytes the engine reads come from the very file
+ * that was validated.  Closes fd and returns -errno when fstat fails,
+ * -ENOMEM. */
 int tpl__model_hold_fd(struct tpl__model *m, uint32_t idx, int fd);
+
+/* A descriptor of held file idx of m into *fd (tpl__fdcache_get: valid
+ * until the next descriptor of m's is asked for; -EIO naming the file
+ * when it changed since it was held). */
+int tpl__model_fd(const struct tpl__model *m, uint32_t idx, int *fd,
+                  struct tpl__error *err);
+
+/* Exactly `len` bytes at `off` of held file idx of m into buf
+ * (tpl__model_fd, then tpl__pread_full).  Returns 0, -EIO when the file
+ * changed since it was held, or tpl__pread_full's codes; no message. */
+int tpl__model_pread(const struct tpl__model *m, uint32_t idx, void *buf,
+                     size_t len, uint64_t off);
 
 /* Appends a tensor, taking ownership of t->name on success only.
  * Returns 0, -ENOMEM, or TPL_ELIMIT when the model would exceed

@@ -5,7 +5,8 @@
  * stream from.  Which origin a MODEL has is decided once, when it is
  * opened (tpl__origin_for); everything after asks the model's or the
  * job's origin instead of looking at a URL.  Two kinds: origin_local.c
- * (descriptors, dev/ino/mtime, O_DIRECT or buffered through source.c)
+ * (files held by dev/ino/mtime, fdcache.h; O_DIRECT or buffered through
+ * source.c)
  * and origin_http.c (URLs, size/ETag/Last-Modified, ranged GETs through
  * http.c; s3:// and hf:// MODELs are HTTP URLs by then, s3.c, hf.c). */
 #ifndef TPL_ORIGIN_H
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "fdcache.h"
 #include "http.h"
 #include "model.h"
 #include "source.h"
@@ -24,9 +26,9 @@
  * the caller holds them.  An origin uses the fields of its kind. */
 struct tpl__origin_files {
   size_t n;
-  const int *fds;           /* local: the descriptors validated */
-  const char *const *paths; /* the files as shown */
-  int mode;                 /* local: enum tpl__io_mode */
+  struct tpl__fdcache *files; /* local: the files validated (fdcache.h) */
+  const char *const *paths;   /* the files as shown */
+  int mode;                   /* local: enum tpl__io_mode */
   /* http: per file its URL, shown form and validators (the caller's; they
    * must outlive the source); the client to borrow (rank 0's, which
    * validated them), or NULL for one of the source's own made from `opts`

@@ -1,10 +1,11 @@
 /* origin_local.c - the local origin (origin.h): a MODEL on this host's
  * file systems.  Its members are paths under the model directory,
- * confined and opened once (ckpt_files.c), held by descriptor with their
- * dev/ino/size/mtime; it reads them with pread, re-checks that identity,
- * and streams them through source.c (O_DIRECT through io_uring, or
- * buffered).  A rank reading the files itself (--read local) opens the
- * paths rank 0 validated and refuses a file of another size or time. */
+ * confined and opened once (ckpt_files.c), held with their
+ * dev/ino/size/mtime and open only while read (fdcache.h); it reads them
+ * with pread, re-checks that identity, and streams them through source.c
+ * (O_DIRECT through io_uring, or buffered).  A rank reading the files
+ * itself (--read local) opens the paths rank 0 validated and refuses a
+ * file of another size or time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "checkpoint.h"
 #include "ckpt_files.h"
+#include "fdcache.h"
 #include "fileio.h"
 #include "origin.h"
 
@@ -71,7 +73,9 @@ static int get(const struct tpl__model *m, const char *name, size_t cap,
 static int read_range(const struct tpl__model *m, uint32_t idx, void *dst,
                       uint64_t len, uint64_t off, struct tpl__error *err) {
   const struct tpl__file *f = &m->files[idx];
-  int rc = tpl__pread_full(f->fd, dst, (size_t)len, off);
+  int fd, rc = tpl__model_fd(m, idx, &fd, err);
+  if (rc != 0) return rc;
+  rc = tpl__pread_full(fd, dst, (size_t)len, off);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: cannot read %llu bytes at offset %llu: %s",
                      f->path, (unsigned long long)len, (unsigned long long)off,
@@ -79,25 +83,20 @@ static int read_range(const struct tpl__model *m, uint32_t idx, void *dst,
   return 0;
 }
 
-/* A file that is no longer the one validated: -EIO naming it. */
-static int changed(const char *path, const char *what, struct tpl__error *err) {
-  return tpl__fail(err, -EIO,
-                   "%s: changed while loading (%s); expected the file "
-                   "validated at start",
-                   path, what);
-}
-
-/* The bytes come from the held descriptor whatever the path names now,
- * but a path that names another file means the model was replaced under
- * the load: say so rather than deliver the old one silently.  A file
- * never held (a model built by hand) has nothing to check. */
+/* The bytes come from a descriptor of the file validated (the model's
+ * fdcache re-checks its identity at every re-open), but a path that
+ * names another file means the model was replaced under the load: say
+ * so rather than deliver the old one silently.  A file never held (a
+ * model built by hand) has nothing to check. */
 static int unchanged(const struct tpl__model *m, uint32_t idx,
                      struct tpl__error *err) {
   const struct tpl__file *f = &m->files[idx];
   struct stat st, at_path;
   const char *what = NULL;
-  if (f->fd < 0) return 0;
-  if (fstat(f->fd, &st) != 0 || stat(f->path, &at_path) != 0)
+  int fd, rc;
+  if (!tpl__fdcache_held(m->fds, idx)) return 0;
+  if ((rc = tpl__model_fd(m, idx, &fd, err)) != 0) return rc;
+  if (fstat(fd, &st) != 0 || stat(f->path, &at_path) != 0)
     what = "it can no longer be examined";
   else if ((uint64_t)at_path.st_dev != f->dev ||
            (uint64_t)at_path.st_ino != f->ino)
@@ -106,7 +105,7 @@ static int unchanged(const struct tpl__model *m, uint32_t idx,
     what = "its size changed";
   else if (tpl__mtime_ns(&st) != f->mtime_ns)
     what = "it was modified";
-  return what == NULL ? 0 : changed(f->path, what, err);
+  return what == NULL ? 0 : tpl__changed_while_loading(f->path, what, err);
 }
 
 /* How the file open as fd differs from rank 0's record of it (`size`
@@ -146,12 +145,13 @@ static int member_unchanged(const char *path, uint64_t size, int64_t mtime_ns,
                             int fd, struct tpl__error *err) {
   char buf[128];
   const char *what = differs(size, mtime_ns, fd, buf, sizeof(buf));
-  return what == NULL ? 0 : changed(path, what, err);
+  return what == NULL ? 0 : tpl__changed_while_loading(path, what, err);
 }
 
 static int source(const struct tpl__origin_files *in, struct tpl__source **src,
                   struct tpl__error *err) {
-  return tpl__source_files_open(src, in->fds, in->paths, in->n, in->mode, err);
+  return tpl__source_files_open(src, in->files, in->paths, in->n, in->mode,
+                                err);
 }
 
 const struct tpl__origin tpl__origin_local = {

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fdcache.h"
 #include "fileio.h"
 #include "source.h"
 
@@ -102,6 +103,7 @@ struct file_read {
   uint64_t need_end;  /* direct: bytes past this may be missing (EOF) */
   size_t inflight;
   int direct; /* started direct (finished so, whatever the file does) */
+  int dfd;    /* direct: the file's O_DIRECT descriptor, pinned open */
   int rc;
   uint64_t rc_off, rc_len; /* direct: the failed piece's bytes */
 };
@@ -122,9 +124,8 @@ struct piece {
 
 struct file_source {
   struct tpl__source base;
-  const int *fds;
+  struct tpl__fdcache *files; /* their descriptors, open while read */
   const char *const *paths;
-  int *dfds;          /* per file: its O_DIRECT descriptor, -1 when buffered */
   uint8_t *direct_ok; /* per file: a direct read of it succeeded */
   uint64_t *size;
   int ring_up;
@@ -179,25 +180,30 @@ static uint8_t *place(struct tpl__source *s, uint32_t file, uint8_t *buf,
 /* Large reads are announced, so the kernel reads ahead while the caller
  * delivers what it has (small ones are finished at once anyway). */
 static int buffered_start(struct file_source *fs, struct tpl__read *r) {
-  if (r->len >= REQUEST_BYTES_DEFAULT)
-    posix_fadvise(fs->fds[r->file], (off_t)r->off, (off_t)r->len,
-                  POSIX_FADV_WILLNEED);
-  return 0;
+  int fd;
+  if (r->len >= REQUEST_BYTES_DEFAULT &&
+      tpl__fdcache_get(fs->files, r->file, &fd, NULL) == 0)
+    posix_fadvise(fd, (off_t)r->off, (off_t)r->len, POSIX_FADV_WILLNEED);
+  return 0; /* a file that cannot be had is told by the finish */
 }
 
 static void progressed(struct file_source *fs) {
   if (fs->base.progress != NULL) fs->base.progress(fs->base.progress_ctx);
 }
 
-/* A request's worth at a time, so progress is told inside large reads. */
+/* A request's worth at a time, so progress is told inside large reads.
+ * The descriptor is asked for each time: nothing else opens a file
+ * meanwhile, so it is the same one unless a progress call read another
+ * file (then the file is opened again and re-checked). */
 static int buffered_finish(struct file_source *fs, struct tpl__read *r,
                            struct tpl__error *err) {
   for (uint64_t at = 0; at < r->len;) {
     uint64_t n = r->len - at < REQUEST_BYTES_DEFAULT ? r->len - at
                                                      : REQUEST_BYTES_DEFAULT;
     uint64_t bad = r->off + at;
-    int rc = tpl__pread_at(fs->fds[r->file], r->dst + at, (size_t)n,
-                           r->off + at, &bad);
+    int fd, rc = tpl__fdcache_get(fs->files, r->file, &fd, err);
+    if (rc != 0) return rc;
+    rc = tpl__pread_at(fd, r->dst + at, (size_t)n, r->off + at, &bad);
     if (rc != 0)
       return read_failed(fs, r->file, bad, r->off + at + n - bad, rc, err);
     at += n;
@@ -211,8 +217,7 @@ static int buffered_finish(struct file_source *fs, struct tpl__read *r,
 static void submit_piece(struct file_source *fs, struct piece *p) {
   struct io_uring_sqe *sqe = io_uring_get_sqe(&fs->ring);
   /* never NULL: the ring has room for every piece (depth entries) */
-  io_uring_prep_read(sqe, fs->dfds[p->r->file], p->dst, (unsigned)p->len,
-                     p->off);
+  io_uring_prep_read(sqe, fr(p->r)->dfd, p->dst, (unsigned)p->len, p->off);
   io_uring_sqe_set_data(sqe, p);
   fs->inflight++;
   fr(p->r)->inflight++;
@@ -317,24 +322,48 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
   return io_uring_submit(&fs->ring) < 0 ? -EIO : 0;
 }
 
+/* The read's file's O_DIRECT descriptor into d->dfd, the file pinned
+ * open until the read is finished (direct_finish). */
+static int direct_fd(struct file_source *fs, struct tpl__read *r,
+                     struct tpl__error *err) {
+  int fd, rc = tpl__fdcache_get(fs->files, r->file, &fd, err);
+  if (rc != 0) return rc;
+  rc = tpl__fdcache_direct(fs->files, r->file, &fr(r)->dfd, err);
+  if (rc != 0)
+    return tpl__fail(err, rc, "%s: cannot open it again with O_DIRECT: %s",
+                     fs->paths[r->file], tpl_strerror(rc));
+  tpl__fdcache_pin(fs->files, r->file);
+  return 0;
+}
+
+static int open_grow(struct file_source *fs, struct tpl__error *err) {
+  size_t cap = fs->capopen ? fs->capopen * 2 : 8;
+  struct tpl__read **o;
+  if (fs->nopen < fs->capopen) return 0;
+  o = realloc(fs->open, cap * sizeof(*o));
+  if (o == NULL) return tpl__oom(err);
+  fs->open = o;
+  fs->capopen = cap;
+  return 0;
+}
+
 static int direct_start(struct file_source *fs, struct tpl__read *r,
                         struct tpl__error *err) {
   struct file_read *d = fr(r);
   uint64_t a = fs->base.align[r->file];
   uint64_t end = r->off + r->len;
+  int rc;
   d->next = align_down(r->off, a);
   d->end = (end + a - 1) / a * a;
   d->base = r->dst - (r->off - d->next);
   d->need_end = end;
   d->inflight = 0;
   d->rc = 0;
+  d->dfd = -1;
   if (r->len == 0) return 0;
-  if (fs->nopen == fs->capopen) {
-    size_t cap = fs->capopen ? fs->capopen * 2 : 8;
-    struct tpl__read **o = realloc(fs->open, cap * sizeof(*o));
-    if (o == NULL) return tpl__oom(err);
-    fs->open = o;
-    fs->capopen = cap;
+  if ((rc = open_grow(fs, err)) != 0 || (rc = direct_fd(fs, r, err)) != 0) {
+    d->next = d->end; /* nothing to submit, nothing pinned */
+    return rc;
   }
   fs->open[fs->nopen++] = r;
   return pump(fs) == 0 ? 0
@@ -366,6 +395,8 @@ static int direct_finish(struct file_source *fs, struct tpl__read *r,
   struct file_read *d = fr(r);
   int rc = reap(fs, r);
   if (rc != 0) return read_failed(fs, r->file, r->off, r->len, rc, err);
+  if (d->dfd >= 0) tpl__fdcache_unpin(fs->files, r->file);
+  d->dfd = -1;
   if (d->rc != 0 && falls_back(fs, r->file, d->rc))
     return buffered_finish(fs, r, err);
   if (d->rc != 0)
@@ -410,9 +441,6 @@ static void files_close(struct tpl__source *s) {
     drain(fs);
     io_uring_queue_exit(&fs->ring);
   }
-  for (size_t f = 0; fs->dfds != NULL && f < s->nfiles; f++)
-    if (fs->dfds[f] >= 0) close(fs->dfds[f]);
-  free(fs->dfds);
   free(fs->direct_ok);
   free(s->align);
   free(fs->size);
@@ -425,8 +453,10 @@ static void files_close(struct tpl__source *s) {
 static void files_hint(struct tpl__source *s, uint32_t file, uint64_t off,
                        uint64_t len) {
   struct file_source *fs = (struct file_source *)s;
-  if (!tpl__source_direct(s, file))
-    posix_fadvise(fs->fds[file], (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+  int fd;
+  if (!tpl__source_direct(s, file) &&
+      tpl__fdcache_get(fs->files, file, &fd, NULL) == 0)
+    posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
 }
 
 static const struct tpl__source_ops files_ops = {
@@ -448,42 +478,38 @@ static uint64_t dio_align(int dfd) {
              : sx.stx_dio_mem_align;
 }
 
-/* File f opened again with O_DIRECT, from its descriptor (the same
- * file, not whatever its path names now); -1 and a note when refused. */
-static int open_direct(struct file_source *fs, size_t f) {
-  char proc[64];
-  int dfd;
-  struct stat a, b;
-  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fs->fds[f]);
-  dfd = open(proc, O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (dfd >= 0 && getenv("TPLOAD_TEST_REFUSE_DIRECT") != NULL) {
-    close(dfd); /* test-only: a file system that refuses O_DIRECT */
-    dfd = -1;
-    errno = EINVAL;
-  }
-  if (dfd < 0) {
-    note(&fs->base, fs->paths[f],
-         errno == EINVAL ? "its file system refuses O_DIRECT"
-                         : "it cannot be opened with O_DIRECT");
-    return -1;
-  }
-  if (fstat(dfd, &a) != 0 || fstat(fs->fds[f], &b) != 0 ||
-      a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
-      (fs->base.align[f] = dio_align(dfd)) == 0) {
-    note(&fs->base, fs->paths[f], "its file system refuses O_DIRECT");
-    close(dfd);
-    return -1;
-  }
-  return dfd;
+/* For tests only: TPLOAD_TEST_REFUSE_DIRECT makes every O_DIRECT open
+ * fail with EINVAL, as a file system that refuses O_DIRECT does. */
+static int refuse_direct(void) {
+  return getenv("TPLOAD_TEST_REFUSE_DIRECT") != NULL;
 }
 
-static int want_direct(const struct file_source *fs, size_t f, int mode) {
+/* Whether file f is read direct: its O_DIRECT descriptor (opened from
+ * its descriptor: the same file whatever its path names now) is in the
+ * cache and its alignment known; 0 and a note when refused. */
+static int open_direct(struct file_source *fs, uint32_t f) {
+  int dfd, rc = refuse_direct() ? -EINVAL
+                                : tpl__fdcache_direct(fs->files, f, &dfd, NULL);
+  if (rc != 0) {
+    note(&fs->base, fs->paths[f],
+         rc == -EINVAL ? "its file system refuses O_DIRECT"
+                       : "it cannot be opened with O_DIRECT");
+    return 0;
+  }
+  if ((fs->base.align[f] = dio_align(dfd)) == 0) {
+    note(&fs->base, fs->paths[f], "its file system refuses O_DIRECT");
+    return 0;
+  }
+  return 1;
+}
+
+static int want_direct(struct file_source *fs, uint32_t f, int fd, int mode) {
   struct stat st;
   if (mode == TPL_IO_BUFFERED) return 0;
-  if (fstat(fs->fds[f], &st) != 0 || st.st_size == 0) return 0;
+  if (fstat(fd, &st) != 0 || st.st_size == 0) return 0;
   fs->size[f] = (uint64_t)st.st_size;
   if (mode == TPL_IO_DIRECT) return 1;
-  return tpl__resident_fraction(fs->fds[f], fs->size[f]) < RESIDENT_ENOUGH;
+  return tpl__resident_fraction(fd, fs->size[f]) < RESIDENT_ENOUGH;
 }
 
 static int ring_open(struct file_source *fs) {
@@ -500,55 +526,69 @@ static int ring_open(struct file_source *fs) {
   return 0;
 }
 
-/* Drops every file's O_DIRECT descriptor: io_uring is not there. */
+/* Every file read buffered: io_uring is not there. */
 static void all_buffered(struct file_source *fs) {
   for (size_t f = 0; f < fs->base.nfiles; f++)
-    if (fs->dfds[f] >= 0) {
+    if (fs->base.used[f] == TPL_IO_USED_DIRECT) {
       note(&fs->base, fs->paths[f], "io_uring is not available");
-      close(fs->dfds[f]);
-      fs->dfds[f] = -1;
+      fs->base.used[f] = TPL_IO_USED_BUFFERED;
     }
 }
 
 static uint64_t max_align(const struct file_source *fs) {
   uint64_t a = 0;
   for (size_t f = 0; f < fs->base.nfiles; f++)
-    if (fs->dfds[f] >= 0 && fs->base.align[f] > a) a = fs->base.align[f];
+    if (tpl__source_direct(&fs->base, f) && fs->base.align[f] > a)
+      a = fs->base.align[f];
   return a;
 }
 
-int tpl__source_files_open(struct tpl__source **s, const int *fds,
+/* How each file is read (its used[]): a file at a time, so that only
+ * the cache's bound of them is open at once. */
+static int choose(struct file_source *fs, int mode, int *any,
+                  struct tpl__error *err) {
+  for (uint32_t f = 0; f < fs->base.nfiles; f++) {
+    int fd, rc = tpl__fdcache_get(fs->files, f, &fd, err), direct;
+    if (rc != 0) return rc;
+    direct = want_direct(fs, f, fd, mode) && open_direct(fs, f);
+    fs->base.used[f] = direct ? TPL_IO_USED_DIRECT : TPL_IO_USED_BUFFERED;
+    *any |= direct;
+  }
+  return 0;
+}
+
+static struct file_source *files_alloc(size_t n) {
+  struct file_source *fs = calloc(1, sizeof(*fs));
+  if (fs == NULL) return NULL;
+  fs->base.align = calloc(n + 1, sizeof(*fs->base.align));
+  fs->size = calloc(n + 1, sizeof(*fs->size));
+  fs->base.used = calloc(n + 1, 1);
+  fs->direct_ok = calloc(n + 1, 1);
+  if (!fs->base.align || !fs->size || !fs->base.used || !fs->direct_ok) {
+    files_close(&fs->base);
+    return NULL;
+  }
+  return fs;
+}
+
+int tpl__source_files_open(struct tpl__source **s, struct tpl__fdcache *files,
                            const char *const *paths, size_t n, int mode,
                            struct tpl__error *err) {
-  struct file_source *fs = calloc(1, sizeof(*fs));
-  int any = 0;
-  if (fs != NULL) {
-    fs->dfds = malloc((n + 1) * sizeof(*fs->dfds));
-    fs->base.align = calloc(n + 1, sizeof(*fs->base.align));
-    fs->size = calloc(n + 1, sizeof(*fs->size));
-    fs->base.used = calloc(n + 1, 1);
-    fs->direct_ok = calloc(n + 1, 1);
-  }
-  if (fs == NULL || !fs->dfds || !fs->base.align || !fs->size ||
-      !fs->base.used || !fs->direct_ok) {
-    if (fs != NULL) files_close(&fs->base);
-    return tpl__oom(err);
-  }
+  struct file_source *fs = files_alloc(n);
+  int any = 0, rc;
+  if (fs == NULL) return tpl__oom(err);
   fs->base.ops = &files_ops;
   fs->base.read_size = sizeof(struct file_read);
   fs->base.nfiles = n;
-  fs->fds = fds;
+  fs->files = files;
   fs->paths = paths;
-  for (size_t f = 0; f < n; f++) {
-    fs->dfds[f] = want_direct(fs, f, mode) ? open_direct(fs, f) : -1;
-    any |= fs->dfds[f] >= 0;
+  if ((rc = choose(fs, mode, &any, err)) != 0) {
+    files_close(&fs->base);
+    return rc;
   }
   if (any && ring_open(fs) != 0) all_buffered(fs);
-  for (size_t f = 0; f < n; f++) {
-    fs->base.used[f] =
-        fs->dfds[f] >= 0 ? TPL_IO_USED_DIRECT : TPL_IO_USED_BUFFERED;
-    if (fs->dfds[f] < 0) fs->base.align[f] = 0;
-  }
+  for (size_t f = 0; f < n; f++)
+    if (!tpl__source_direct(&fs->base, f)) fs->base.align[f] = 0;
   fs->base.slack = 2 * max_align(fs);
   *s = &fs->base;
   return 0;

@@ -19,6 +19,8 @@
 
 #include "common.h"
 
+struct tpl__fdcache; /* fdcache.h */
+
 /* --io: how files are read. */
 enum tpl__io_mode {
   TPL_IO_AUTO,    /* direct when the file is mostly not in the page cache */
@@ -101,15 +103,19 @@ static inline void tpl__source_on_progress(struct tpl__source *s,
   s->progress_ctx = ctx;
 }
 
-/* Opens a source over the n open files fds (paths name them in messages;
- * both must outlive the source), reading each as `mode` says: auto reads
- * a file most of which is in the page cache buffered, any other direct.
- * Direct needs O_DIRECT on the file (reopened from the descriptor, never
- * the path) and io_uring; where either is refused the file is read
- * buffered and s->note says why.  A file whose first direct read fails
- * with EINVAL or EOPNOTSUPP is read again, and from then on, buffered,
- * with the note (its s->used changes then).  Returns 0 or -ENOMEM. */
-int tpl__source_files_open(struct tpl__source **s, const int *fds,
+/* Opens a source over the n files held in `files` (fdcache.h: open while
+ * they are read, a bounded number at once, each re-open checked against
+ * the identity validated; paths name them in messages; both must outlive
+ * the source), reading each as `mode` says: auto reads a file most of
+ * which is in the page cache buffered, any other direct.  Direct needs
+ * O_DIRECT on the file (reopened from the descriptor, never the path)
+ * and io_uring; where either is refused the file is read buffered and
+ * s->note says why.  A file whose first direct read fails with EINVAL or
+ * EOPNOTSUPP is read again, and from then on, buffered, with the note
+ * (its s->used changes then).  A direct read pins its file open until it
+ * is finished.  Returns 0, -ENOMEM, or what tpl__fdcache_get returns for
+ * a file that cannot be had (err names it). */
+int tpl__source_files_open(struct tpl__source **s, struct tpl__fdcache *files,
                            const char *const *paths, size_t n, int mode,
                            struct tpl__error *err);
 

@@ -37,9 +37,9 @@ double tpl__stall_quiet_for(const struct tpl__stall *s);
  * made on purpose at a known point.  Does nothing otherwise.  Points:
  * "validate" (every rank, before rank 0 validates), "deliver" (a
  * receiver before it receives; with --read local, every rank with its
- * files open, before it reads), "report" (every rank, after the
- * delivery, before the reports are gathered), "write" (preshard, every
- * rank before it writes its file), "reload" (serve, every rank once a
+ * files validated and its source open, before it reads), "report" (every rank,
+ * after the delivery, before the reports are gathered), "write" (preshard,
+ * every rank before it writes its file), "reload" (serve, every rank once a
  * reload's model is validated, before its memory check and any byte),
  * "reload-stream" (serve, every rank of a reload's --read mpi stream,
  * before it sends or receives: the others are in the stream). */

@@ -29,7 +29,7 @@ struct verify {
   struct tpl__plan *plan;
   struct tpl__job *job;
   json_t *info;             /* shard-info.json */
-  struct tpl__model **outs; /* one per rank: its file, held open */
+  struct tpl__model **outs; /* one per rank: its file, held */
   size_t *pos;              /* per rank: its file's next tensor */
   /* per rank: its bytes and checksum of the tensor being compared */
   struct tpl__rank_info *found;
@@ -192,11 +192,12 @@ static json_t *file_metadata(const struct verify *v, uint32_t r) {
   uint64_t hl = 0;
   uint8_t *hdr;
   json_t *meta = NULL;
-  if (tpl__pread_full(f->fd, pre, sizeof(pre), 0) != 0 ||
+  if (tpl__model_pread(v->outs[r], 0, pre, sizeof(pre), 0) != 0 ||
       tpl__st_header_len(pre, sizeof(pre), f->size, "", &hl, NULL) != 0)
     return NULL;
   hdr = malloc((size_t)hl + 8);
-  if (hdr != NULL && tpl__pread_full(f->fd, hdr, (size_t)hl + 8, 0) == 0)
+  if (hdr != NULL &&
+      tpl__model_pread(v->outs[r], 0, hdr, (size_t)hl + 8, 0) == 0)
     meta = header_metadata(hdr, (size_t)hl + 8);
   free(hdr);
   return meta;
@@ -274,8 +275,8 @@ static int compare_rank(struct verify *v, size_t i, uint32_t r,
   uint32_t cell = v->job->grid.tp * v->job->grid.pp;
   int rc = check_meta(v, r, i, k, o, err);
   if (rc == 0)
-    rc = tpl__pread_full(v->outs[r]->files[0].fd, v->got, (size_t)t->rank_bytes,
-                         o->offset);
+    rc = tpl__model_pread(v->outs[r], 0, v->got, (size_t)t->rank_bytes,
+                          o->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "rank%u.safetensors: '%s': %s", r, t->name,
                      tpl_strerror(rc));

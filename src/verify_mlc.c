@@ -115,7 +115,9 @@ static int check_sums(struct check *c, struct tpl__error *err) {
     const char *want =
         json_string_value(json_object_get(json_array_get(recs, f), "md5sum"));
     char got[TPL_MD5_HEX];
-    rc = tpl__md5_file(fi->fd, fi->size, got);
+    int fd;
+    rc = tpl__model_fd(c->out, (uint32_t)f, &fd, NULL);
+    if (rc == 0) rc = tpl__md5_file(fd, fi->size, got);
     if (rc != 0)
       rc = tpl__fail(err, rc, "%s: %s", fi->path, tpl_strerror(rc));
     else
@@ -143,7 +145,8 @@ static int check_owner(struct check *c, const struct tpl__tensor *o,
 static int read_record(struct check *c, const struct tpl__tensor *o,
                        struct tpl__error *err) {
   const struct tpl__file *f = &c->out->files[o->file];
-  int rc = tpl__pread_full(f->fd, c->rec, (size_t)o->stored_bytes, o->offset);
+  int rc = tpl__model_pread(c->out, o->file, c->rec, (size_t)o->stored_bytes,
+                            o->offset);
   if (rc != 0)
     return tpl__fail(err, rc, "%s: '%s': %s", f->path, o->name,
                      tpl_strerror(rc));

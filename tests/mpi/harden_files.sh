@@ -16,21 +16,6 @@
 . "$TESTS_SRCDIR/lib/harden_lib.sh"
 
 
-# stopped_rank1: the pid of job JOB's rank 1 once it is stopped (state
-# T); empty after WAIT_SECS.
-stopped_rank1() {
-  local end=$(($(ms) + WAIT_SECS * 1000)) p r st
-  while [ "$(ms)" -lt "$end" ]; do
-    for p in $(pgrep -P "$JOB"); do
-      r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-          sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-      st=$(sed 's/.*) //; s/ .*//' "/proc/$p/stat" 2>/dev/null)
-      if [ "$r" = 1 ] && [ "$st" = T ]; then echo "$p"; return; fi
-    done
-    sleep 0.05
-  done
-}
-
 # t_changed NAME WORDS MUTATION...: loads a fresh copy of model m with
 # rank 1 stopped, runs MUTATION on its file meanwhile, resumes rank 1 and
 # expects exit 74 with a message naming the file and containing WORDS.
@@ -44,7 +29,7 @@ t_changed() {
     ${LOAD_ARGS:-} >"$T_TMP/out" 2>"$T_TMP/err" &
   JOB=$!
   PIDS="$PIDS $JOB"
-  p=$(stopped_rank1)
+  p=$(stopped_pid 1)
   if [ -z "$p" ]; then
     t_fail "$name: rank 1 stopped" "$(cat "$T_TMP/err")"
     kill -KILL "$JOB"; wait "$JOB"

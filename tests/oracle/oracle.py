@@ -41,7 +41,7 @@ CLI (used by tests/mpi/expert_parallel.sh):
 
 CLI (used by tests/mpi_load.sh and tests/mpi_failures.sh):
     oracle.py gen-model OUT --seed S [--layout single|index|mlc]
-                        [--tensors K] [--big-mib M]
+                        [--tensors K] [--big-mib M] [--mlc-files F]
         writes a random model into directory OUT (model.safetensors; or
         model-*.safetensors + model.safetensors.index.json; or
         tensor-cache.json + params_shard_*.bin with f32-to-bf16 records)
@@ -682,8 +682,7 @@ def _write_index(out, tensors, rng):
                   ensure_ascii=False)
 
 
-def _write_mlc(out, tensors, rng):
-    nfiles = 2
+def _write_mlc(out, tensors, rng, nfiles=2):
     files = []
     for k in range(nfiles):
         group = tensors[k::nfiles]
@@ -713,14 +712,18 @@ def _write_mlc(out, tensors, rng):
                    "records": files}, f, ensure_ascii=False)
 
 
-def gen_model(out, seed, layout, ntiny=0, big_mib=0):
-    """Writes the model in `layout` (single, index, mlc) and plan.json to
-    directory `out`."""
+def gen_model(out, seed, layout, ntiny=0, big_mib=0, mlc_files=2):
+    """Writes the model in `layout` (single, index, mlc: over `mlc_files`
+    params_shard_*.bin files, tensor i in file i mod mlc_files) and
+    plan.json to directory `out`."""
     tensors, rules = make_model(seed, ntiny, big_mib)
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(seed + 1)
-    {"single": _write_single, "index": _write_index,
-     "mlc": _write_mlc}[layout](out, tensors, rng)
+    if layout == "mlc":
+        _write_mlc(out, tensors, rng, mlc_files)
+    else:
+        {"single": _write_single, "index": _write_index}[layout](
+            out, tensors, rng)
     with open(os.path.join(out, "plan.json"), "w", encoding="utf-8") as f:
         json.dump({"rules": rules}, f, ensure_ascii=False, indent=1)
 
@@ -1527,6 +1530,7 @@ def model_cli(argv):
                    default="single")
     g.add_argument("--tensors", type=int, default=0)
     g.add_argument("--big-mib", type=int, default=0)
+    g.add_argument("--mlc-files", type=int, default=2)
     c = sub.add_parser("check-grid")
     for arg in ("model", "plan"):
         c.add_argument(arg)
@@ -1552,7 +1556,8 @@ def model_cli(argv):
         c.add_argument("--bias-policy", choices=("mlc", "vllm", "whole"))
     a = ap.parse_args(argv)
     if a.cmd == "gen-model":
-        gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib)
+        gen_model(a.out, a.seed, a.layout, a.tensors, a.big_mib,
+                  a.mlc_files)
         return 0
     try:
         if a.cmd == "check-ep":

@@ -102,11 +102,11 @@ static int record_finish(void *ctx, size_t i, struct tpl__error *err) {
 static uint8_t window[4 * 4096] __attribute__((aligned(4096)));
 
 /* A source over the one file (source.h) reading as `mode` says. */
-static struct tpl__source *open_source(const int *fd, int mode) {
+static struct tpl__source *open_source(struct tpl__fdcache *held, int mode) {
   static const char *paths[1] = {path};
   struct tpl__source *src = NULL;
   struct tpl__error err = {0};
-  if (tpl__source_files_open(&src, fd, paths, 1, mode, &err) != 0) abort();
+  if (tpl__source_files_open(&src, held, paths, 1, mode, &err) != 0) abort();
   return src;
 }
 
@@ -118,10 +118,9 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min,
                        int mode) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
-  int fd = -1;
+  struct tpl__fdcache *held = NULL;
   struct tpl__local_read lr = {.job = &job,
                                .rank = rank,
-                               .fds = &fd,
                                .store = &s,
                                .window = window,
                                .window_len = step,
@@ -131,8 +130,9 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min,
                                .ctx = &fin};
   struct tpl__error err = {0};
   CHECK_EQ_INT(tpl__store_create_private(&s, job.store_size, 3, &err), 0);
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), 0);
-  lr.src = open_source(&fd, mode);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), 0);
+  lr.files = held;
+  lr.src = open_source(held, mode);
   CHECK(step + tpl__source_slack(lr.src) <= sizeof(window));
   if (mode == TPL_IO_DIRECT && lr.src->note[0] == '\0')
     CHECK(tpl__source_direct(lr.src, 0)); /* else refused, and it says so */
@@ -150,7 +150,7 @@ static void check_rank(uint32_t rank, uint64_t step, uint64_t piece_min,
     printf("# rank %u, step %llu, --io %d\n", rank, (unsigned long long)step,
            mode);
   tpl__source_close(lr.src);
-  tpl__local_close(&fd, 1);
+  tpl__fdcache_free(held);
   tpl__store_free(&s);
 }
 
@@ -184,53 +184,53 @@ static void test_io_modes_parse(void) {
 
 static void test_missing_file_is_66(void) {
   struct tpl__error err = {0};
-  int fd;
+  struct tpl__fdcache *held = NULL;
   make_job();
   unlink(path);
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_ENOMODEL);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), TPL_ENOMODEL);
   CHECK_STR_CONTAINS(err.msg, path);
   CHECK_STR_CONTAINS(err.msg, "cannot open");
   CHECK_STR_CONTAINS(err.msg, "--read local");
-  CHECK_EQ_INT(fd, -1);
+  CHECK(held == NULL);
 }
 
 static void test_directory_is_66(void) {
   struct tpl__error err = {0};
-  int fd;
+  struct tpl__fdcache *held = NULL;
   make_job();
   unlink(path);
   mkdir(path, 0700);
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_ENOMODEL);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), TPL_ENOMODEL);
   CHECK_STR_CONTAINS(err.msg, path);
   rmdir(path);
 }
 
 static void test_other_size_is_65(void) {
   struct tpl__error err = {0};
-  int fd;
+  struct tpl__fdcache *held = NULL;
   make_job();
   files[0].size = FILE_BYTES + 1;
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EMISMATCH);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), TPL_EMISMATCH);
   CHECK_STR_CONTAINS(err.msg, "36 bytes here, 37 on rank 0");
-  tpl__local_close(&fd, 1);
+  tpl__fdcache_free(held);
 }
 
 static void test_other_time_is_65(void) {
   struct tpl__error err = {0};
-  int fd;
+  struct tpl__fdcache *held = NULL;
   make_job();
   files[0].mtime_ns += 1;
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EMISMATCH);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), TPL_EMISMATCH);
   CHECK_STR_CONTAINS(err.msg, "modified at another time");
-  tpl__local_close(&fd, 1);
+  tpl__fdcache_free(held);
 }
 
 static void test_job_without_files_is_internal(void) {
   struct tpl__error err = {0};
-  int fd = -1;
+  struct tpl__fdcache *held = NULL;
   make_job();
   job.nfiles = 0;
-  CHECK_EQ_INT(tpl__local_open(&job, &fd, &err), TPL_EINTERNAL);
+  CHECK_EQ_INT(tpl__local_open(&job, &held, &err), TPL_EINTERNAL);
   CHECK_STR_CONTAINS(err.msg, "no files");
 }
 
@@ -239,10 +239,10 @@ static void test_job_without_files_is_internal(void) {
 static int read_after(void (*change)(void), int mode, struct tpl__error *err) {
   struct tpl__store s = {.fd = -1};
   struct finished fin = {0, -1};
-  int fd = -1, rc;
+  struct tpl__fdcache *held = NULL;
+  int rc;
   struct tpl__local_read lr = {.job = &job,
                                .rank = 1,
-                               .fds = &fd,
                                .store = &s,
                                .window = window,
                                .window_len = 64,
@@ -251,13 +251,14 @@ static int read_after(void (*change)(void), int mode, struct tpl__error *err) {
                                .ctx = &fin};
   make_job();
   if (tpl__store_create_private(&s, job.store_size, 3, err) != 0 ||
-      tpl__local_open(&job, &fd, err) != 0)
+      tpl__local_open(&job, &held, err) != 0)
     return 1;
-  lr.src = open_source(&fd, mode);
+  lr.files = held;
+  lr.src = open_source(held, mode);
   change();
   rc = tpl__local_read_all(&lr, err);
   tpl__source_close(lr.src);
-  tpl__local_close(&fd, 1);
+  tpl__fdcache_free(held);
   tpl__store_free(&s);
   return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "checkpoint.h"
 #include "dtype.h"
+#include "fdcache.h"
 #include "fmt_mlc_cache.h"
 #include "md5sum.h"
 #include "mlc_md5.h"
@@ -572,7 +573,7 @@ static void test_parse_only_reads_no_file(void) {
     CHECK(strcmp(m->files[0].path, "/nonexistent/" S0) == 0);
     CHECK_EQ_U64(m->files[0].size, 64);
     CHECK_EQ_U64(m->files[1].size, 24);
-    CHECK_EQ_INT(m->files[0].fd, -1);
+    CHECK(!tpl__fdcache_held(m->fds, 0)); /* nothing opened yet */
   }
   tpl__model_free(m);
 }
@@ -690,16 +691,14 @@ static int md5_pass(const char *s0_md5, const char *s1_md5, uint64_t chunk,
   struct tpl__model *m = NULL;
   struct tpl__source *src = NULL;
   struct tpl__mlc_md5 v = {.chunk = chunk};
-  int fds[2], rc;
+  int rc;
   const char *paths[2];
   md5_json(json, sizeof(json), s0_md5, s1_md5);
   rc = parse(dir, json, &m);
   if (rc == 0) {
-    for (int f = 0; f < 2; f++) {
-      fds[f] = m->files[f].fd;
+    for (int f = 0; f < 2; f++)
       paths[f] = m->files[f].path;
-    }
-    rc = tpl__source_files_open(&src, fds, paths, 2, TPL_IO_BUFFERED, &err);
+    rc = tpl__source_files_open(&src, m->fds, paths, 2, TPL_IO_BUFFERED, &err);
   }
   v.src = src;
   v.m = m;

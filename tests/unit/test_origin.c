@@ -151,19 +151,22 @@ static void test_read_state_fits(void) {
   const char *paths[1] = {path};
   struct tpl__source *src = NULL;
   struct tpl__error err = {0};
+  struct tpl__fdcache *files = tpl__fdcache_new(0);
   int fd;
   uint64_t size;
-  REQUIRE(dir != NULL);
+  REQUIRE(dir != NULL && files != NULL);
   write_st(dir, "model.safetensors", "wxyz");
   snprintf(path, sizeof(path), "%s/model.safetensors", dir);
   REQUIRE(tpl__open_regular(path, &fd, &size, &err) == 0);
-  REQUIRE(tpl__origin_local.source(
-              &(struct tpl__origin_files){
-                  .n = 1, .fds = &fd, .paths = paths, .mode = TPL_IO_BUFFERED},
-              &src, &err) == 0);
+  REQUIRE(tpl__fdcache_hold(files, 0, path, fd, NULL) == 0);
+  REQUIRE(
+      tpl__origin_local.source(
+          &(struct tpl__origin_files){
+              .n = 1, .files = files, .paths = paths, .mode = TPL_IO_BUFFERED},
+          &src, &err) == 0);
   CHECK(src->read_size > 0 && src->read_size <= TPL_READ_PRIV);
   tpl__source_close(src);
-  close(fd);
+  tpl__fdcache_free(files);
   drop_dir(dir);
 }
 
