@@ -82,9 +82,8 @@ static const char *format_name(int format) {
  * (for row-parallel biases) bias and bias_scale, and pipeline_stages. */
 static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
   static const char *const from_info[] = {
-      "dim",          "segs",           "kv_replicas", "expert_shard",
-      "expert_ep_rank", "expert_dim",   "bias",        "bias_scale",
-      "pipeline_stages"};
+      "dim",        "segs", "kv_replicas", "expert_shard",   "expert_ep_rank",
+      "expert_dim", "bias", "bias_scale",  "pipeline_stages"};
   const struct tpl__job_tensor *t = &job->tensors[i];
   json_t *info = tpl__shardinfo_param(job, i, NULL);
   json_object_set_new(o, "shard_shape",
