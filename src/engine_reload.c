@@ -210,6 +210,18 @@ static const struct tpl__loaded *loaded_of(struct engine *e) {
   return &e->loaded;
 }
 
+/* A reload held every rank's loop, and the ranks leave it at different
+ * times (rank 0 rewrites the ready file, a rank frees the old store):
+ * every rank's silence starts over when it ends, not when a gap is
+ * long enough to notice. */
+static void watch_restart(struct engine *e) {
+  double now = tpl__now();
+  if (!e->watching) return;
+  for (uint32_t r = 0; r < e->world; r++)
+    e->beats.heard[r] = now;
+  e->watch_last = now;
+}
+
 static int coord_reload(void *ctx, const char *model, const char *plan,
                         int verify_md5, const struct tpl__reload_hooks *hooks,
                         const struct tpl__loaded **next,
@@ -230,6 +242,7 @@ static int coord_reload(void *ctx, const char *model, const char *plan,
     *next = loaded_of(n);
     rc = tpl__eng_agree(e, hooks->ready(hooks->ctx, *next, err), err);
   }
+  watch_restart(e);
   if (rc != 0) {
     tpl__eng_generation_free(n);
     return share_message(e, rc, err);
