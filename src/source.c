@@ -322,13 +322,26 @@ static int reap(struct file_source *fs, struct tpl__read *r) {
   return io_uring_submit(&fs->ring) < 0 ? -EIO : 0;
 }
 
+static void note(struct tpl__source *s, const char *path, const char *why) {
+  if (s->note[0] == '\0')
+    snprintf(s->note, sizeof(s->note), "%s: read buffered: %s", path, why);
+}
+
 /* The read's file's O_DIRECT descriptor into d->dfd, the file pinned
- * open until the read is finished (direct_finish). */
+ * open until the read is finished (direct_finish).  Returns 1 when the
+ * file system refuses the O_DIRECT open (a file closed to make room and
+ * opened again): the file is read buffered from here on, with the note,
+ * as when the first open was refused. */
 static int direct_fd(struct file_source *fs, struct tpl__read *r,
                      struct tpl__error *err) {
   int fd, rc = tpl__fdcache_get(fs->files, r->file, &fd, err);
   if (rc != 0) return rc;
   rc = tpl__fdcache_direct(fs->files, r->file, &fr(r)->dfd, err);
+  if (rc == -EINVAL || rc == -EOPNOTSUPP) {
+    note(&fs->base, fs->paths[r->file], "its file system refuses O_DIRECT");
+    fs->base.used[r->file] = TPL_IO_USED_BUFFERED;
+    return 1;
+  }
   if (rc != 0)
     return tpl__fail(err, rc, "%s: cannot open it again with O_DIRECT: %s",
                      fs->paths[r->file], tpl_strerror(rc));
@@ -363,16 +376,13 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
   if (r->len == 0) return 0;
   if ((rc = open_grow(fs, err)) != 0 || (rc = direct_fd(fs, r, err)) != 0) {
     d->next = d->end; /* nothing to submit, nothing pinned */
-    return rc;
+    if (rc < 0) return rc;
+    d->direct = 0; /* finished buffered (files_finish) */
+    return buffered_start(fs, r);
   }
   fs->open[fs->nopen++] = r;
   return pump(fs) == 0 ? 0
                        : read_failed(fs, r->file, r->off, r->len, -EIO, err);
-}
-
-static void note(struct tpl__source *s, const char *path, const char *why) {
-  if (s->note[0] == '\0')
-    snprintf(s->note, sizeof(s->note), "%s: read buffered: %s", path, why);
 }
 
 /* Whether a direct read of file f that failed with rc is to be read
