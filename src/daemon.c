@@ -1040,7 +1040,12 @@ static void on_wake(uv_async_t *h) {
   uv_stop(h->loop);
 }
 
+/* The socket and the ready file go at once: after a rank ends the job
+ * (a lost rank, MPI_Abort), the launcher sends the others SIGTERM and
+ * SIGKILL a second later, which a stop's whole sequence may not fit in
+ * (seen under the sanitizers: rank 0's socket and the ready file left). */
 static void on_signal(uv_signal_t *h, int signum) {
+  unpublish(h->data);
   stop_job(h->data);
 }
 
