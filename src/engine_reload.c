@@ -329,9 +329,7 @@ static int coord_watch(void *ctx) {
   double now = tpl__now(), limit = e->o->stall_timeout;
   int heard = 0;
   if (!e->watching) return -1;
-  if (now - e->watch_last > limit / 2)
-    for (uint32_t r = 0; r < e->world; r++)
-      e->beats.heard[r] = now;
+  if (now - e->watch_last > limit / 2) watch_restart(e);
   e->watch_last = now;
   tpl__eng_beat(e);
   if (tpl__beats_hear(&e->beats, &heard) != MPI_SUCCESS) return -1;
