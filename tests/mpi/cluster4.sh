@@ -39,20 +39,6 @@ t_check "cluster_grid_bytes.py at PP 1 = cluster_bytes.py" \
   cmp "$T_TMP/tp8.cb" "$T_TMP/tp8.want"
 "$ORACLE" "$CG" "$MODEL" "$PLAN" $NP 2 4 4 $K >"$T_TMP/pp4.want"
 
-# job NAME ARGS...: tpload ARGS on the $NP ranks (node 0's mpirun), the
-# links' counters before and after in NAME.b0 / NAME.b1; one TAP line
-# for exit 0.
-job() {
-  local name=$1 rc; shift
-  cl_bytes_all "$T_TMP/$name.b0"
-  cl_mpi $NP "$@" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err"
-  rc=$?
-  cl_bytes_all "$T_TMP/$name.b1"
-  if [ $rc -eq 0 ]; then t_ok "$name: exits 0"
-  else t_fail "$name: exits 0" "exit $rc" \
-    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
-}
-
 # links NAME: job NAME's link counters against NAME.want (mode mpi).
 links() {
   if "$ORACLE" "$CB" check "$1" mpi "$T_TMP/$1".{b0,b1,want} \
@@ -62,7 +48,7 @@ links() {
   cat "$T_TMP/$1.links"
 }
 
-job tp8 preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/tp8"
+cl_job tp8 preshard "$MODEL" --plan "$PLAN" --out "$T_TMP/tp8"
 if grep -q "preshard: 4 nodes, bytes in/out: $(cl_host n0) (2 ranks)" \
   "$T_TMP/tp8.err"
 then t_ok "tp8: 4 nodes of 2 ranks"
@@ -71,7 +57,7 @@ t_oracle "tp8: preshard files = numpy oracle" check-preshard \
   "$MODEL" "$PLAN" $NP "$T_TMP/tp8"
 links tp8
 
-job pp4 preshard "$MODEL" --plan "$PLAN" --tp 2 --pp 4 --out "$T_TMP/pp4"
+cl_job pp4 preshard "$MODEL" --plan "$PLAN" --tp 2 --pp 4 --out "$T_TMP/pp4"
 t_oracle "pp4 (TP 2 x PP 4): every rank file = numpy oracle" check-grid \
   "$MODEL" "$PLAN" $NP 2 4 4 "$T_TMP/pp4"
 links pp4

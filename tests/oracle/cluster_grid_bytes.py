@@ -25,6 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_bytes  # noqa: E402
 import oracle  # noqa: E402
 
 
@@ -67,13 +68,8 @@ def main(argv):
     exp = oracle.expected_shards(tensors, rules, tp)
     stages = {e["name"]: oracle.mlc_pipeline_stages(e["name"], layers, pp,
                                                     False) for e in exp}
-    held, unique, others = per_node(exp, stages, n, tp, pp, nodes)
-    files = sum(os.path.getsize(os.path.join(model, f))
-                for f in os.listdir(model) if f.endswith(".safetensors"))
-    json.dump({"held": held, "unique": unique, "others": others,
-               "files": files,
-               "model": sum(len(t[3]) for t in tensors)}, sys.stdout)
-    print()
+    cluster_bytes.dump(model, tensors,
+                       *per_node(exp, stages, n, tp, pp, nodes))
     return 0
 
 
