@@ -23,14 +23,19 @@
 # object (scripts/bench-cluster.py).
 # Usage: scripts/bench-cluster.sh [--mib M] [--runs R] [--rate 400mbit |
 #                                 --gbit] [--only "NAME ..."] [--json FILE]
-# Must run as root (network namespaces).  No netem on this kernel means
-# no delay or loss: the output says so.
+#                                 [--extra "LOAD OPTIONS"]
+# --extra: more `tpload load` options for every contestant (a tuning run:
+# --extra "--chunk-mib 192").
+# Must run as root (network namespaces).  CL_DELAY / CL_LOSS (netem's
+# "delay 2ms", "loss 0.1%") shape the links too where the kernel has netem;
+# the output's first line says whether it does (this one has none).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 mib=512
 runs=3
 rate=400mbit
 json=""
+extra=""
 only="tp8-disk tp8-url tp8-url-local dp4-url dp4-url-local download-first"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
     --gbit) rate=1gbit; shift ;;
     --only) only=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
+    --extra) extra=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-cluster.sh: unknown option $1" >&2; exit 64 ;;
   esac
@@ -84,7 +90,7 @@ rate_n=${rate%%[a-z]*}
 cl_up $K "$rate" >"$work/up.out"
 cl_store_up "$(dirname "$model")" "$((rate_n * 4))${rate#"$rate_n"}"
 url=$CL_URL/$(basename "$model")
-links=$(cl_links_line | sed 's/^# //')
+links=$(cl_links_line | sed 's/^# //')${extra:+; load options: $extra}
 
 # The least bytes each link must carry: the oracle's figures for TP 8 and
 # TP 2 x DP 4 in block order.
@@ -122,7 +128,8 @@ download() {
 
 # contestant NAME RUN: one timed run of NAME.
 contestant() {
-  local tp8="$plan --json --quiet" dp4="$plan --tp 2 --json --quiet"
+  local tp8="$plan --json --quiet $extra" dp4
+  dp4="$plan --tp 2 --json --quiet $extra"
   # shellcheck disable=SC2086
   case $1 in
   tp8-disk) timed "$@" cl_mpi $NP load "$model" --plan $tp8 ;;
