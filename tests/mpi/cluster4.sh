@@ -3,7 +3,8 @@
 # tests/lib/cluster_lib.sh, no store): `preshard` from rank 0's disk of a
 # 4-layer synth llama (~20 MiB) at TP 8 across the nodes and at TP 2
 # inside a node x PP 4 across the nodes (--tp 2 --pp 4: node k holds
-# stage k, docs/TOPOLOGY.md), every rank file byte-exact against the
+# stage k, docs/TOPOLOGY.md) and TP 2 x DP 4 (a replica a node, each
+# relayed to the next), every rank file byte-exact against the
 # numpy oracle (oracle.py check-preshard / check-grid), and each node's
 # link counters (/sys/class/net) against the least bytes of the
 # topology in block order (tests/oracle/cluster_grid_bytes.py, checked by
@@ -38,6 +39,7 @@ llama_grid_plan "$PLAN"
 t_check "cluster_grid_bytes.py at PP 1 = cluster_bytes.py" \
   cmp "$T_TMP/tp8.cb" "$T_TMP/tp8.want"
 "$ORACLE" "$CG" "$MODEL" "$PLAN" $NP 2 4 4 $K >"$T_TMP/pp4.want"
+"$ORACLE" "$CG" "$MODEL" "$PLAN" $NP 2 1 4 $K >"$T_TMP/dp4.want"
 
 # links NAME: job NAME's link counters against NAME.want (mode mpi).
 links() {
@@ -61,6 +63,11 @@ cl_job pp4 preshard "$MODEL" --plan "$PLAN" --tp 2 --pp 4 --out "$T_TMP/pp4"
 t_oracle "pp4 (TP 2 x PP 4): every rank file = numpy oracle" check-grid \
   "$MODEL" "$PLAN" $NP 2 4 4 "$T_TMP/pp4"
 links pp4
+
+cl_job dp4 preshard "$MODEL" --plan "$PLAN" --tp 2 --out "$T_TMP/dp4"
+t_oracle "dp4 (TP 2 x DP 4): every replica's files = numpy oracle" \
+  check-grid "$MODEL" "$PLAN" $NP 2 1 4 "$T_TMP/dp4"
+links dp4
 
 # The check can fail: node 2 taking in half its stage a second time.
 extra=$("$ORACLE" -c 'import json, sys
