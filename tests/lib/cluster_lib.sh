@@ -337,6 +337,21 @@ cl_bytes_all() {
   esac
 }
 
+# cl_job NAME ARGS...: tpload ARGS on the cluster's $NP ranks (cl_mpi),
+# stdout and stderr in $T_TMP/NAME.out and .err, the links' counters
+# before and after in NAME.b0 / NAME.b1; one TAP line for exit 0 (a
+# test's helper: lib.sh's t_ok, t_fail and messages).
+cl_job() {
+  local name=$1 rc; shift
+  cl_bytes_all "$T_TMP/$name.b0"
+  cl_mpi "$NP" "$@" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err"
+  rc=$?
+  cl_bytes_all "$T_TMP/$name.b1"
+  if [ $rc -eq 0 ]; then t_ok "$name: exits 0"
+  else t_fail "$name: exits 0" "exit $rc" \
+    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
+}
+
 # cl_cut NODE / cl_restore NODE: NODE's link down / up at the bridge (the
 # cable pulled at the switch; NODE's side loses its carrier).
 cl_cut() { ip -n "$(cl_ns br)" link set "$1" down; }

@@ -95,19 +95,8 @@ REP=$T_TMP/plan-rep.json
 cl_rep_plan "$PLAN" "$REP"
 URL=$CL_URL/m
 
-# job NAME ARGS...: tpload ARGS on the cluster's $NP ranks (node 0's
-# mpirun), stdout in $T_TMP/NAME.out, the links' counters before and
-# after in NAME.b0 / NAME.b1; one TAP line for exit 0.
-job() {
-  local name=$1 rc; shift
-  cl_bytes_all "$T_TMP/$name.b0"
-  cl_mpi $NP "$@" >"$T_TMP/$name.out" 2>"$T_TMP/$name.err"
-  rc=$?
-  cl_bytes_all "$T_TMP/$name.b1"
-  if [ $rc -eq 0 ]; then t_ok "$name: exits 0"
-  else t_fail "$name: exits 0" "exit $rc" \
-    "$(messages "$T_TMP/$name.err" | head -c 1500)"; fi
-}
+# job NAME ARGS...: tpload ARGS on the $NP ranks (cluster_lib.sh's cl_job).
+job() { cl_job "$@"; }
 
 # links NAME MODE PLAN TP [--map-by node]: the bytes each link carried
 # during job NAME, printed beside the oracle's figures and checked for

@@ -89,14 +89,19 @@ def want(argv):
         rules = json.load(f)["rules"]
     tensors = oracle.read_model(model)
     exp = oracle.expected_shards(tensors, rules, tp)
-    held, unique, others = per_node(exp, n, tp, nodes, round_robin)
+    dump(model, tensors, *per_node(exp, n, tp, nodes, round_robin))
+    return 0
+
+
+def dump(model, tensors, held, unique, others):
+    """Prints the JSON object above for MODEL's directory and TENSORS
+    (oracle.read_model's) from the per-node figures."""
     files = sum(os.path.getsize(os.path.join(model, f))
                 for f in os.listdir(model) if f.endswith(".safetensors"))
     json.dump({"held": held, "unique": unique, "others": others,
                "files": files,
                "model": sum(len(t[3]) for t in tensors)}, sys.stdout)
     print()
-    return 0
 
 
 def mib(x):
