@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,6 +129,118 @@ static int read_range_direct(struct tpl__local_read *lr, size_t i,
   return 0;
 }
 
+/* --- from an HTTP source: only the slice's own byte ranges --- */
+
+/* GETs of a strided slice in flight at once (the client runs as many as
+ * it has connections, the rest queued). */
+#define LOCAL_RUNS 64
+
+/* Pieces this close are one GET: a gap this short costs fewer bytes than
+ * another GET's request and response headers (nginx answers a range with
+ * about 290 bytes of them; measured in the commit that set it). */
+#define LOCAL_RUN_GAP 512
+
+/* Whether tensor i's file is fetched by ranged GETs. */
+static int remote(const struct tpl__local_read *lr, size_t i) {
+  return lr->src->used[lr->job->tensors[i].file] == TPL_IO_USED_HTTP;
+}
+
+/* The next piece of layout l within [b, e) from row *row, piece *k on:
+ * its range in [*pb, *pe); 0 when there is none.  The cursor moves past
+ * it. */
+static int next_piece(const struct tpl__layout *l, uint64_t b, uint64_t e,
+                      uint64_t *row, size_t *k, uint64_t *pb, uint64_t *pe) {
+  for (; *row < l->rows && *row * l->row_stride < e; (*row)++, *k = 0)
+    for (; *k < l->npieces; (*k)++) {
+      uint64_t x = *row * l->row_stride + l->pieces[*k].offset;
+      uint64_t y = x + l->pieces[*k].length;
+      if (x < b) x = b;
+      if (y > e) y = e;
+      if (x >= y) continue;
+      *pb = x;
+      *pe = y;
+      (*k)++;
+      return 1;
+    }
+  return 0;
+}
+
+/* Finishes the first n reads of lr->runs; returns the first failure
+ * (every read is finished whatever fails: its buffer and state are
+ * ours). */
+static int finish_runs(struct tpl__local_read *lr, size_t i, size_t n,
+                       struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  int first = 0;
+  double t0 = tpl__now();
+  for (size_t j = 0; j < n; j++) {
+    struct tpl__error e2;
+    int rc = tpl__source_finish(lr->src, &lr->runs[j], &e2);
+    if (rc != 0 && first == 0) {
+      first = rc;
+      tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
+    }
+  }
+  lr->t_read += tpl__now() - t0;
+  return first;
+}
+
+/* Starts the GET of source range [rb, re) of tensor i (tensor-relative)
+ * into the window, where range [b, ...) starts, as read n of lr->runs. */
+static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
+                     uint64_t rb, uint64_t re, size_t n,
+                     struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  struct tpl__read *r = &lr->runs[n];
+  struct tpl__error e2;
+  int rc;
+  memset(r, 0, sizeof(*r));
+  r->file = t->file;
+  r->off = t->file_offset + rb;
+  r->len = re - rb;
+  r->dst = lr->window + (rb - b);
+  lr->bytes_read += re - rb;
+  rc = tpl__source_start(lr->src, r, &e2);
+  return rc == 0 ? 0 : tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
+}
+
+/* The slice's bytes within source range [b, e) of tensor i from an HTTP
+ * source: a GET per run of pieces (pieces closer than LOCAL_RUN_GAP joined: a
+ * gap that short costs fewer bytes than another GET's headers), up to
+ * LOCAL_RUNS in flight, each landing at its place in the window; then
+ * gathered from there (see DESIGN.md on --read local). */
+static int read_range_remote(struct tpl__local_read *lr, size_t i,
+                             const struct tpl__layout *l, uint64_t b,
+                             uint64_t e, uint8_t *dst, uint64_t *got,
+                             struct tpl__error *err) {
+  uint64_t row = b / l->row_stride, pb = 0, pe = 0, rb = 0, re = 0;
+  size_t k = 0, n = 0;
+  int rc = 0, more;
+  double t0;
+  do {
+    more = next_piece(l, b, e, &row, &k, &pb, &pe);
+    if (more && re > rb && pb >= re && pb - re <= LOCAL_RUN_GAP) {
+      re = pe; /* joined to the run */
+      continue;
+    }
+    if (re > rb) rc = start_run(lr, i, b, rb, re, n, err);
+    if (rc == 0 && re > rb) n++;
+    if (rc != 0 || n == LOCAL_RUNS) {
+      int f = finish_runs(lr, i, n, rc != 0 ? NULL : err);
+      rc = rc != 0 ? rc : f;
+      n = 0;
+    }
+    rb = pb;
+    re = pe;
+  } while (rc == 0 && more);
+  if (rc == 0) rc = finish_runs(lr, i, n, err);
+  if (rc != 0) return rc;
+  t0 = tpl__now();
+  *got += tpl__layout_gather(l, b, e, lr->window, dst + *got);
+  lr->t_pack += tpl__now() - t0;
+  return 0;
+}
+
 /* The slice's bytes within source range [b, e) of tensor i, to dst: from
  * a file read direct through the window (read_range_direct); else read
  * straight there when they are one contiguous range or pieces of at least
@@ -140,6 +253,8 @@ static int read_range(struct tpl__local_read *lr, size_t i,
   uint64_t start, n;
   double t0;
   int rc;
+  if (remote(lr, i) && tpl__layout_contiguous(l, b, e, &start) == UINT64_MAX)
+    return read_range_remote(lr, i, l, b, e, dst, got, err);
   if (tpl__source_direct(lr->src, lr->job->tensors[i].file))
     return read_range_direct(lr, i, l, b, e, dst, got, err);
   n = tpl__layout_contiguous(l, b, e, &start);
@@ -253,12 +368,16 @@ static uint64_t held_bytes(const struct tpl__local_read *lr) {
 
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   XXH3_state_t *h = XXH3_createState();
-  int rc = h != NULL ? 0 : tpl__oom(err);
+  int rc;
+  lr->runs = calloc(LOCAL_RUNS, sizeof(*lr->runs));
+  rc = h != NULL && lr->runs != NULL ? 0 : tpl__oom(err);
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
     if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
+  free(lr->runs);
+  lr->runs = NULL;
   for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
     rc = tpl__local_unchanged(lr->job, f, lr->files, err);
   return rc;
