@@ -131,8 +131,9 @@ static int read_range_direct(struct tpl__local_read *lr, size_t i,
 
 /* --- from an HTTP source: only the slice's own byte ranges --- */
 
-/* GETs of a strided slice in flight at once (the client runs as many as
- * it has connections, the rest queued). */
+/* GETs of a strided slice kept in flight (the client runs as many as it
+ * has connections, the rest queued): the oldest is finished when one more
+ * is due, so the queue never drains inside a step. */
 #define LOCAL_RUNS 64
 
 /* Pieces this close are one GET: a gap this short costs fewer bytes than
@@ -165,35 +166,51 @@ static int next_piece(const struct tpl__layout *l, uint64_t b, uint64_t e,
   return 0;
 }
 
-/* Finishes the first n reads of lr->runs; returns the first failure
- * (every read is finished whatever fails: its buffer and state are
- * ours). */
-static int finish_runs(struct tpl__local_read *lr, size_t i, size_t n,
-                       struct tpl__error *err) {
-  const struct tpl__job_tensor *t = &lr->job->tensors[i];
-  int first = 0;
+/* The GETs in flight: lr->runs as a ring, [head, head + count) mod
+ * LOCAL_RUNS, oldest first (the client finishes them in that order). */
+struct ring {
+  size_t head, count;
+};
+
+/* Finishes the oldest GET in flight; returns its result (err names the
+ * tensor when err is not NULL). */
+static int finish_oldest(struct tpl__local_read *lr, size_t i, struct ring *q,
+                         struct tpl__error *err) {
+  struct tpl__error e2;
   double t0 = tpl__now();
-  for (size_t j = 0; j < n; j++) {
-    struct tpl__error e2;
-    int rc = tpl__source_finish(lr->src, &lr->runs[j], &e2);
-    if (rc != 0 && first == 0) {
-      first = rc;
-      tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
-    }
-  }
+  int rc = tpl__source_finish(lr->src, &lr->runs[q->head], &e2);
   lr->t_read += tpl__now() - t0;
+  q->head = (q->head + 1) % LOCAL_RUNS;
+  q->count--;
+  if (rc == 0) return 0;
+  return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg,
+                   lr->job->tensors[i].name);
+}
+
+/* Finishes every GET in flight (their buffer and state are ours, failed
+ * or not); returns the first failure. */
+static int finish_all(struct tpl__local_read *lr, size_t i, struct ring *q,
+                      struct tpl__error *err) {
+  int first = 0;
+  while (q->count > 0) {
+    int rc = finish_oldest(lr, i, q, first == 0 ? err : NULL);
+    if (first == 0) first = rc;
+  }
   return first;
 }
 
 /* Starts the GET of source range [rb, re) of tensor i (tensor-relative)
- * into the window, where range [b, ...) starts, as read n of lr->runs. */
+ * into the window, where range [b, ...) starts, as the ring's newest,
+ * finishing its oldest first when it is full. */
 static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
-                     uint64_t rb, uint64_t re, size_t n,
+                     uint64_t rb, uint64_t re, struct ring *q,
                      struct tpl__error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
-  struct tpl__read *r = &lr->runs[n];
+  struct tpl__read *r;
   struct tpl__error e2;
-  int rc;
+  int rc = q->count == LOCAL_RUNS ? finish_oldest(lr, i, q, err) : 0;
+  if (rc != 0) return rc;
+  r = &lr->runs[(q->head + q->count) % LOCAL_RUNS];
   memset(r, 0, sizeof(*r));
   r->file = t->file;
   r->off = t->file_offset + rb;
@@ -201,21 +218,24 @@ static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
   r->dst = lr->window + (rb - b);
   lr->bytes_read += re - rb;
   rc = tpl__source_start(lr->src, r, &e2);
-  return rc == 0 ? 0 : tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
+  if (rc != 0) return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
+  q->count++;
+  return 0;
 }
 
 /* The slice's bytes within source range [b, e) of tensor i from an HTTP
- * source: a GET per run of pieces (pieces closer than LOCAL_RUN_GAP joined: a
- * gap that short costs fewer bytes than another GET's headers), up to
- * LOCAL_RUNS in flight, each landing at its place in the window; then
- * gathered from there (see DESIGN.md on --read local). */
+ * source: a GET per run of pieces (pieces closer than LOCAL_RUN_GAP
+ * joined: a gap that short costs fewer bytes than another GET's headers),
+ * LOCAL_RUNS of them kept in flight, each landing at its place in the
+ * window; then gathered from there (see DESIGN.md on --read local). */
 static int read_range_remote(struct tpl__local_read *lr, size_t i,
                              const struct tpl__layout *l, uint64_t b,
                              uint64_t e, uint8_t *dst, uint64_t *got,
                              struct tpl__error *err) {
   uint64_t row = b / l->row_stride, pb = 0, pe = 0, rb = 0, re = 0;
-  size_t k = 0, n = 0;
-  int rc = 0, more;
+  struct ring q = {0, 0};
+  size_t k = 0;
+  int rc = 0, more, last;
   double t0;
   do {
     more = next_piece(l, b, e, &row, &k, &pb, &pe);
@@ -223,17 +243,12 @@ static int read_range_remote(struct tpl__local_read *lr, size_t i,
       re = pe; /* joined to the run */
       continue;
     }
-    if (re > rb) rc = start_run(lr, i, b, rb, re, n, err);
-    if (rc == 0 && re > rb) n++;
-    if (rc != 0 || n == LOCAL_RUNS) {
-      int f = finish_runs(lr, i, n, rc != 0 ? NULL : err);
-      rc = rc != 0 ? rc : f;
-      n = 0;
-    }
+    if (re > rb) rc = start_run(lr, i, b, rb, re, &q, err);
     rb = pb;
     re = pe;
   } while (rc == 0 && more);
-  if (rc == 0) rc = finish_runs(lr, i, n, err);
+  last = finish_all(lr, i, &q, rc != 0 ? NULL : err);
+  if (rc == 0) rc = last;
   if (rc != 0) return rc;
   t0 = tpl__now();
   *got += tpl__layout_gather(l, b, e, lr->window, dst + *got);
