@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,6 +129,133 @@ static int read_range_direct(struct tpl__local_read *lr, size_t i,
   return 0;
 }
 
+/* --- from an HTTP source: only the slice's own byte ranges --- */
+
+/* GETs of a strided slice kept in flight (the client runs as many as it
+ * has connections, the rest queued): the oldest is finished when one more
+ * is due, so the queue never drains inside a step. */
+#define LOCAL_RUNS 64
+
+/* Pieces this close are one GET: a gap this short costs fewer bytes than
+ * another GET's request and response headers (nginx answers a range with
+ * about 290 bytes of them; measured in the commit that set it). */
+#define LOCAL_RUN_GAP 512
+
+/* Whether tensor i's file is fetched by ranged GETs. */
+static int remote(const struct tpl__local_read *lr, size_t i) {
+  return lr->src->used[lr->job->tensors[i].file] == TPL_IO_USED_HTTP;
+}
+
+/* The next piece of layout l within [b, e) from row *row, piece *k on:
+ * its range in [*pb, *pe); 0 when there is none.  The cursor moves past
+ * it. */
+static int next_piece(const struct tpl__layout *l, uint64_t b, uint64_t e,
+                      uint64_t *row, size_t *k, uint64_t *pb, uint64_t *pe) {
+  for (; *row < l->rows && *row * l->row_stride < e; (*row)++, *k = 0)
+    for (; *k < l->npieces; (*k)++) {
+      uint64_t x = *row * l->row_stride + l->pieces[*k].offset;
+      uint64_t y = x + l->pieces[*k].length;
+      if (x < b) x = b;
+      if (y > e) y = e;
+      if (x >= y) continue;
+      *pb = x;
+      *pe = y;
+      (*k)++;
+      return 1;
+    }
+  return 0;
+}
+
+/* The GETs in flight: lr->runs as a ring, [head, head + count) mod
+ * LOCAL_RUNS, oldest first (the client finishes them in that order). */
+struct ring {
+  size_t head, count;
+};
+
+/* Finishes the oldest GET in flight; returns its result (err names the
+ * tensor when err is not NULL). */
+static int finish_oldest(struct tpl__local_read *lr, size_t i, struct ring *q,
+                         struct tpl__error *err) {
+  struct tpl__error e2;
+  double t0 = tpl__now();
+  int rc = tpl__source_finish(lr->src, &lr->runs[q->head], &e2);
+  lr->t_read += tpl__now() - t0;
+  q->head = (q->head + 1) % LOCAL_RUNS;
+  q->count--;
+  if (rc == 0) return 0;
+  return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg,
+                   lr->job->tensors[i].name);
+}
+
+/* Finishes every GET in flight (their buffer and state are ours, failed
+ * or not); returns the first failure. */
+static int finish_all(struct tpl__local_read *lr, size_t i, struct ring *q,
+                      struct tpl__error *err) {
+  int first = 0;
+  while (q->count > 0) {
+    int rc = finish_oldest(lr, i, q, first == 0 ? err : NULL);
+    if (first == 0) first = rc;
+  }
+  return first;
+}
+
+/* Starts the GET of source range [rb, re) of tensor i (tensor-relative)
+ * into the window, where range [b, ...) starts, as the ring's newest,
+ * finishing its oldest first when it is full. */
+static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
+                     uint64_t rb, uint64_t re, struct ring *q,
+                     struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  struct tpl__read *r;
+  struct tpl__error e2;
+  int rc = q->count == LOCAL_RUNS ? finish_oldest(lr, i, q, err) : 0;
+  if (rc != 0) return rc;
+  r = &lr->runs[(q->head + q->count) % LOCAL_RUNS];
+  memset(r, 0, sizeof(*r));
+  r->file = t->file;
+  r->off = t->file_offset + rb;
+  r->len = re - rb;
+  r->dst = lr->window + (rb - b);
+  lr->bytes_read += re - rb;
+  rc = tpl__source_start(lr->src, r, &e2);
+  if (rc != 0) return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
+  q->count++;
+  return 0;
+}
+
+/* The slice's bytes within source range [b, e) of tensor i from an HTTP
+ * source: a GET per run of pieces (pieces closer than LOCAL_RUN_GAP
+ * joined: a gap that short costs fewer bytes than another GET's headers),
+ * LOCAL_RUNS of them kept in flight, each landing at its place in the
+ * window; then gathered from there (see DESIGN.md on --read local). */
+static int read_range_remote(struct tpl__local_read *lr, size_t i,
+                             const struct tpl__layout *l, uint64_t b,
+                             uint64_t e, uint8_t *dst, uint64_t *got,
+                             struct tpl__error *err) {
+  uint64_t row = b / l->row_stride, pb = 0, pe = 0, rb = 0, re = 0;
+  struct ring q = {0, 0};
+  size_t k = 0;
+  int rc = 0, more, last;
+  double t0;
+  do {
+    more = next_piece(l, b, e, &row, &k, &pb, &pe);
+    if (more && re > rb && pb >= re && pb - re <= LOCAL_RUN_GAP) {
+      re = pe; /* joined to the run */
+      continue;
+    }
+    if (re > rb) rc = start_run(lr, i, b, rb, re, &q, err);
+    rb = pb;
+    re = pe;
+  } while (rc == 0 && more);
+  last = finish_all(lr, i, &q, rc != 0 ? NULL : err);
+  if (rc == 0) rc = last;
+  if (rc != 0) return rc;
+  t0 = tpl__now();
+  *got += tpl__layout_gather(l, b, e, lr->window, dst + *got);
+  lr->t_pack += tpl__now() - t0;
+  return 0;
+}
+
 /* The slice's bytes within source range [b, e) of tensor i, to dst: from
  * a file read direct through the window (read_range_direct); else read
  * straight there when they are one contiguous range or pieces of at least
@@ -140,6 +268,8 @@ static int read_range(struct tpl__local_read *lr, size_t i,
   uint64_t start, n;
   double t0;
   int rc;
+  if (remote(lr, i) && tpl__layout_contiguous(l, b, e, &start) == UINT64_MAX)
+    return read_range_remote(lr, i, l, b, e, dst, got, err);
   if (tpl__source_direct(lr->src, lr->job->tensors[i].file))
     return read_range_direct(lr, i, l, b, e, dst, got, err);
   n = tpl__layout_contiguous(l, b, e, &start);
@@ -253,12 +383,16 @@ static uint64_t held_bytes(const struct tpl__local_read *lr) {
 
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   XXH3_state_t *h = XXH3_createState();
-  int rc = h != NULL ? 0 : tpl__oom(err);
+  int rc;
+  lr->runs = calloc(LOCAL_RUNS, sizeof(*lr->runs));
+  rc = h != NULL && lr->runs != NULL ? 0 : tpl__oom(err);
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
     if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
+  free(lr->runs);
+  lr->runs = NULL;
   for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
     rc = tpl__local_unchanged(lr->job, f, lr->files, err);
   return rc;

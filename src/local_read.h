@@ -5,9 +5,11 @@
  * so is a strided one (a dim-1 cut) of long pieces, a read per piece; one
  * of short pieces is read through a window and gathered.  From a file the
  * source reads direct (O_DIRECT), every step goes through the window: its
- * contiguous part, or the whole step of a strided slice.  A tensor whose bytes
- * land as the rank holds them is hashed a window at a time, while the
- * window is still in cache.  No MPI: the engine broadcasts the job (with
+ * contiguous part, or the whole step of a strided slice.  From a URL, a
+ * strided slice is fetched as its own pieces only, a ranged GET per run of
+ * them (pieces a short gap apart joined), several in flight at once.  A tensor
+ * whose bytes land as the rank holds them is hashed a window at a time, while
+ * the window is still in cache.  No MPI: the engine broadcasts the job (with
  * its files) and agrees on the outcome. */
 #ifndef TPL_LOCAL_READ_H
 #define TPL_LOCAL_READ_H
@@ -66,6 +68,7 @@ struct tpl__local_read {
   uint64_t bytes_read;
   double t_read, t_pack, t_hash;
   uint64_t landed, shown, total; /* inside: progress so far */
+  struct tpl__read *runs;        /* inside: an HTTP source's GETs */
 };
 
 /* Reads this rank's slice of every tensor it holds into its store, in

@@ -35,7 +35,7 @@ error_log $1/error.log;
 pid $1/nginx.pid;
 events { worker_connections 256; }
 http {
-  log_format t '\$request_method \$uri \$status "\$http_range" \$body_bytes_sent \$connection \$connection_requests \$server_protocol';
+  log_format t '\$request_method \$uri \$status "\$http_range" \$body_bytes_sent \$connection \$connection_requests \$server_protocol \$bytes_sent';
   access_log $1/access.log t;
   client_body_temp_path $1/tmp-body;
   proxy_temp_path $1/tmp-proxy;

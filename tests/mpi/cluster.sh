@@ -22,9 +22,9 @@
 # excess printed); --read local from disks moves no shard over a link;
 # the store sends the model once for --read mpi.  Each --json load's
 # nodes[] (bytes in and out per host, the ranks' own counts) are the link
-# counters' within 5 % (a doctored report fails).  Printed, not asserted:
-# --read local from the URL, where today every rank fetches whole
-# tensors (the store sends the model once per rank).
+# counters' within 5 % (a doctored report fails).  --read local from the
+# URL: the store's GETs (its access log) fetch at most 1.05 x what the
+# ranks hold, and its link carries those GETs and their framing.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -100,13 +100,14 @@ job() { cl_job "$@"; }
 
 # links NAME MODE PLAN TP [--map-by node]: the bytes each link carried
 # during job NAME, printed beside the oracle's figures and checked for
-# MODE by cluster_bytes.py check (its docstring says what each asserts).
+# MODE by cluster_bytes.py check (its docstring says what each asserts);
+# with LINKS_LOG set, against the store's access log lines of the job too.
 links() {
   local name=$1 mode=$2 plan=$3 tp=$4; shift 4
   "$ORACLE" "$CB" "$MODEL" "$plan" $NP "$tp" $K "$@" >"$T_TMP/$name.want" ||
     { t_fail "$name: cluster_bytes.py" "$(cat "$T_TMP/$name.want")"; return; }
   if "$ORACLE" "$CB" check "$name" "$mode" "$T_TMP/$name".{b0,b1,want} \
-    >"$T_TMP/$name.links" 2>&1
+    ${LINKS_LOG:+"$LINKS_LOG"} >"$T_TMP/$name.links" 2>&1
   then t_ok "$name: bytes per link ($mode)"
   else t_fail "$name: bytes per link ($mode)"; fi
   cat "$T_TMP/$name.links"
@@ -181,11 +182,15 @@ t_oracle "disk-local: preshard files = numpy oracle" check-preshard \
   "$MODEL" "$PLAN" $NP "$T_TMP/ps-local"
 links disk-local local "$PLAN" $NP
 
+# The store's GETs during the job: its access log's new lines.
+slog=$CL_DIR/store/access.log
+nlog=$(wc -l <"$slog")
 job url-local preshard "$URL" --plan "$PLAN" --out "$T_TMP/ps-url" \
   --read local --quiet
+tail -n +$((nlog + 1)) "$slog" >"$T_TMP/url-local.gets"
 t_oracle "url-local: preshard files = numpy oracle" check-preshard \
   "$MODEL" "$PLAN" $NP "$T_TMP/ps-url"
-links url-local url-local "$PLAN" $NP
+LINKS_LOG=$T_TMP/url-local.gets links url-local url-local "$PLAN" $NP
 
 # Round-robin placement: rank r on node r % 3.
 CL_MPI_EXTRA="--map-by node" job rr-load load "$MODEL" --plan "$REP" \

@@ -16,9 +16,10 @@ or round-robin (rank r on node r % NODES).  Prints one JSON object:
   others    the distinct bytes the nodes but node 0 hold, together: the
             least node 0 (rank 0's) must send when nodes relay;
   model     the bytes of the model's tensors;
-  files     the bytes of MODEL's files (what one reader fetches whole).
+  files     the bytes of MODEL's files (what one reader fetches whole);
+  ranks     N.
 
-    cluster_bytes.py check NAME MODE BEFORE AFTER WANT
+    cluster_bytes.py check NAME MODE BEFORE AFTER WANT [STORE_LOG]
 
 BEFORE and AFTER: lines "NODE RX TX" (n0.., st) of the link counters
 around job NAME; WANT: the JSON above.  Prints each link's figures as TAP
@@ -32,7 +33,13 @@ comments and exits 1 (the reasons on stderr) unless MODE holds:
   local     every rank reads its own disk: no other node takes in more
             than 256 KiB;
   url-local every rank fetches from the store: it sends at least what
-            the nodes hold, distinct per node.
+            the nodes hold, distinct per node; given STORE_LOG (the
+            store's nginx access log lines of the job, http_lib.sh's
+            format), the bodies of its GETs are at most 1.05 x what the
+            ranks hold, summed over ranks, + every rank's read of the
+            files' headers, and the store's link carried at most 1.03 x
+            the log's bytes (bodies and response headers) + FRAMING a
+            GET + 256 KiB.
 
 A job named url-* with MODE mpi* must have the store send the files once
 (1 to 1.03 x); any other job, nothing.
@@ -54,6 +61,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
 
 SLACK = 256 << 10  # MPI's and TCP's own bytes
+FRAMING = 160  # a short answer's packet or two: 66 bytes of Ethernet,
+#                IP and TCP headers each
 
 
 def node_of(r, n, nodes, round_robin):
@@ -99,7 +108,7 @@ def dump(model, tensors, held, unique, others):
     files = sum(os.path.getsize(os.path.join(model, f))
                 for f in os.listdir(model) if f.endswith(".safetensors"))
     json.dump({"held": held, "unique": unique, "others": others,
-               "files": files,
+               "files": files, "ranks": n,
                "model": sum(len(t[3]) for t in tensors)}, sys.stdout)
     print()
 
@@ -147,13 +156,36 @@ def check_relayed(name, mode, d, w):
     return bad
 
 
-def check_store(name, mode, d, w):
+def check_gets(name, out, w, log):
+    """url-local with the store's access log: the reasons its GETs fetch
+    more than the ranks' own bytes, or its link more than the GETs."""
+    with open(log, encoding="utf-8") as f:
+        gets = [ln.split() for ln in f if ln.startswith("GET ")]
+    body = sum(int(g[4]) for g in gets)
+    sent = sum(int(g[8]) for g in gets)
+    held = sum(w["held"])
+    top = 1.05 * held + w["ranks"] * (w["files"] - w["model"]) + SLACK
+    print("# %s: the store's GETs: %d, bodies %s (%.3f x the ranks' %s), "
+          "with headers %s" % (name, len(gets), mib(body),
+                               body / float(held), mib(held), mib(sent)))
+    bad = []
+    if body > top:
+        bad.append("the GETs' bodies %d > 1.05 x the ranks' %d + headers"
+                   % (body, held))
+    if out > 1.03 * sent + FRAMING * len(gets) + SLACK:
+        bad.append("the store's link sent %d > 1.03 x its GETs' %d + "
+                   "framing" % (out, sent))
+    return bad
+
+
+def check_store(name, mode, d, w, log=None):
     """The reasons the store's output breaks what job NAME expects."""
     out = d["st"][1] if "st" in d else 0
     if mode == "url-local":
         need = sum(w["unique"])
-        return [] if out >= need else [
+        bad = [] if out >= need else [
             "the store sent %d < the %d the nodes need" % (out, need)]
+        return bad + (check_gets(name, out, w, log) if log else [])
     if name.startswith("url"):
         ok = w["files"] <= out <= 1.03 * w["files"] + SLACK
         return [] if ok else ["the store sent %d bytes, not the model's "
@@ -163,7 +195,7 @@ def check_store(name, mode, d, w):
 
 
 def check(argv):
-    if len(argv) != 5:
+    if len(argv) not in (5, 6):
         sys.stderr.write(__doc__)
         return 64
     name, mode = argv[0], argv[1]
@@ -172,7 +204,7 @@ def check(argv):
     with open(argv[4], encoding="utf-8") as f:
         w = json.load(f)
     show(name, d, w)
-    bad = check_store(name, mode, d, w)
+    bad = check_store(name, mode, d, w, argv[5] if len(argv) == 6 else None)
     if mode in ("mpi", "mpi-rr"):
         bad += check_relayed(name, mode, d, w)
     elif mode == "local":

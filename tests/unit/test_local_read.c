@@ -6,7 +6,11 @@
  * (66), another size or modification time (65), a job without files, a file
  * that shrinks under the read (-EIO naming file and tensor) or changes before
  * the read ends (-EIO, 74, as in the default path).  Reads go through a
- * source (source.h), buffered and direct; --io's names parse. */
+ * source (source.h), buffered and direct; --io's names parse.  From a URL
+ * (a fake ranged source recording its GETs): a GET per piece of a dim-1
+ * cut, more than are kept in flight, finished oldest first; pieces a
+ * short gap apart joined; no byte of another rank's pieces whatever the
+ * step; a failed GET named with its tensor, every GET finished. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -16,6 +20,7 @@
 
 #include "dtype.h"
 #include "local_read.h"
+#include "origin.h"
 #include "source.h"
 #include "store.h"
 #include "tap.h"
@@ -294,6 +299,206 @@ static void test_file_changed_during_the_read_is_74(void) {
   CHECK_STR_CONTAINS(err.msg, "changed while loading (modified at another");
 }
 
+/* --- from a URL: a fake ranged source (source.h) over bytes in memory
+ * that records every GET, finishes them only when asked (as the HTTP
+ * client does: several in flight) and can fail the n-th --- */
+
+#define D_ROWS 80 /* more GETs than local_read.c keeps in flight (64) */
+#define E_AT (8 + D_ROWS * 2048)
+#define URL_BYTES (E_AT + 2 * 16)
+#define MAX_GETS 256
+
+struct fake_gets {
+  struct tpl__source base;
+  uint8_t used[1];
+  uint64_t align[1];
+  uint8_t bytes[URL_BYTES];
+  uint64_t off[MAX_GETS], len[MAX_GETS];
+  int started, finished, fail_at; /* fail_at: the GET that fails, or -1 */
+  int out_of_order;               /* GETs finished before an older one */
+};
+
+static uint8_t *fake_place(struct tpl__source *s, uint32_t file, uint8_t *buf,
+                           uint64_t off) {
+  return buf;
+}
+
+static int fake_start(struct tpl__source *s, struct tpl__read *r,
+                      struct tpl__error *err) {
+  struct fake_gets *g = (struct fake_gets *)s;
+  int n = g->started++;
+  if (n >= MAX_GETS || r->off + r->len > URL_BYTES) abort();
+  g->off[n] = r->off;
+  g->len[n] = r->len;
+  memcpy(r->priv, &n, sizeof(n));
+  return 0;
+}
+
+static int fake_finish(struct tpl__source *s, struct tpl__read *r,
+                       struct tpl__error *err) {
+  struct fake_gets *g = (struct fake_gets *)s;
+  int n;
+  memcpy(&n, r->priv, sizeof(n));
+  if (n != g->finished) g->out_of_order++;
+  g->finished++;
+  if (n == g->fail_at)
+    return tpl__fail(err, -EIO, "http://store/w.bin: cut at %llu",
+                     (unsigned long long)r->off);
+  memcpy(r->dst, g->bytes + r->off, r->len);
+  return 0;
+}
+
+static void fake_close(struct tpl__source *s) {}
+
+static void fake_hint(struct tpl__source *s, uint32_t file, uint64_t off,
+                      uint64_t len) {}
+
+static const struct tpl__source_ops fake_ops = {
+    fake_place, fake_start, fake_finish, fake_close, fake_hint};
+
+static struct fake_gets fake;
+
+/* The object: 8 bytes of header, then
+ *   D  u8 [D_ROWS, 2048] at 8, cut along dim 1: pieces of 1024 bytes,
+ *      1024 apart (a GET each);
+ *   E  u8 [2, 16] at E_AT, cut along dim 1: pieces of 8 bytes, 8 apart
+ *      (joined: one GET a rank).
+ * Byte k of the object is k mod 251. */
+static void make_url_job(int fail_at) {
+  memset(&fake, 0, sizeof(fake));
+  fake.base.ops = &fake_ops;
+  fake.base.nfiles = 1;
+  fake.base.used = fake.used;
+  fake.base.align = fake.align;
+  fake.used[0] = TPL_IO_USED_HTTP;
+  fake.fail_at = fail_at;
+  for (int k = 0; k < URL_BYTES; k++)
+    fake.bytes[k] = (uint8_t)(k % 251);
+  files[0] = (struct tpl__job_file){.path = "http://store/w.bin",
+                                    .url = "http://store/w.bin",
+                                    .size = URL_BYTES};
+  set_tensor(0, "D", TPL_DT_U8, D_ROWS, 2048, TPL_RULE_SHARD, 8);
+  set_tensor(1, "E", TPL_DT_U8, 2, 16, TPL_RULE_SHARD, E_AT);
+  tensors[1].spec.dim = 1;
+  memset(&job, 0, sizeof(job));
+  job.grid = (struct tpl__grid){2, 2, 1, 1, 0};
+  job.bias_family = TPL_BIASF_MLC;
+  job.origin = &tpl__origin_http;
+  job.tensors = tensors;
+  job.ntensors = 2;
+  job.files = files;
+  job.nfiles = 1;
+  if (tpl__job_finish(&job, NULL) != 0) abort();
+}
+
+static uint8_t url_window[URL_BYTES];
+
+/* Rank `rank` reads the URL job in steps of `step` bytes. */
+static int read_url(uint32_t rank, uint64_t step, struct tpl__store *s,
+                    uint64_t *bytes_read, struct tpl__error *err) {
+  struct finished fin = {0, -1};
+  struct tpl__local_read lr = {.job = &job,
+                               .rank = rank,
+                               .src = &fake.base,
+                               .store = s,
+                               .window = url_window,
+                               .window_len = step,
+                               .direct_len = step,
+                               .piece_min = 1024,
+                               .finish = record_finish,
+                               .ctx = &fin};
+  int rc;
+  if (tpl__store_create_private(s, job.store_size, 2, err) != 0) abort();
+  rc = tpl__local_read_all(&lr, err);
+  *bytes_read = lr.bytes_read;
+  return rc;
+}
+
+/* What rank r holds of D and E, from the object's bytes by hand. */
+static void want_url(uint32_t r, uint8_t *d, uint8_t *e) {
+  for (int row = 0; row < D_ROWS; row++)
+    for (int c = 0; c < 1024; c++)
+      d[row * 1024 + c] = (uint8_t)((8 + row * 2048 + r * 1024 + c) % 251);
+  for (int row = 0; row < 2; row++)
+    for (int c = 0; c < 8; c++)
+      e[row * 8 + c] = (uint8_t)((E_AT + row * 16 + r * 8 + c) % 251);
+}
+
+/* One step holds every tensor: a GET per piece of D (each exactly the
+ * piece), one for E's pieces and the 8-byte gap between them, finished
+ * oldest first (more than are kept in flight); the bytes are the rank's,
+ * and bytes_read counts what the GETs asked. */
+static void test_url_gets_only_the_ranks_pieces(void) {
+  for (uint32_t r = 0; r < 2; r++) {
+    struct tpl__store s = {.fd = -1};
+    struct tpl__error err = {0};
+    uint8_t d[D_ROWS * 1024], e[16];
+    uint64_t n = 0;
+    make_url_job(-1);
+    CHECK_EQ_INT(read_url(r, URL_BYTES, &s, &n, &err), 0);
+    want_url(r, d, e);
+    CHECK(memcmp(s.base + tensors[0].store_offset, d, sizeof(d)) == 0);
+    CHECK(memcmp(s.base + tensors[1].store_offset, e, sizeof(e)) == 0);
+    CHECK_EQ_INT(fake.started, D_ROWS + 1);
+    CHECK_EQ_INT(fake.finished, D_ROWS + 1);
+    CHECK_EQ_INT(fake.out_of_order, 0);
+    for (int k = 0; k < D_ROWS; k++) {
+      CHECK_EQ_U64(fake.off[k], 8 + k * 2048 + r * 1024);
+      CHECK_EQ_U64(fake.len[k], 1024);
+    }
+    CHECK_EQ_U64(fake.off[D_ROWS], E_AT + r * 8);
+    CHECK_EQ_U64(fake.len[D_ROWS], 24);
+    CHECK_EQ_U64(n, D_ROWS * 1024 + 24);
+    tpl__store_free(&s);
+  }
+}
+
+/* Steps that cut pieces and rows: the same bytes, never a byte of D
+ * outside the rank's pieces. */
+static void test_url_steps_cut_pieces(void) {
+  static const uint64_t steps[] = {1000, 1024, 3000, 4096, 5000};
+  for (size_t k = 0; k < ARRAY_SIZE(steps); k++)
+    for (uint32_t r = 0; r < 2; r++) {
+      struct tpl__store s = {.fd = -1};
+      struct tpl__error err = {0};
+      uint8_t d[D_ROWS * 1024], e[16];
+      uint64_t n = 0, in_d = 0;
+      make_url_job(-1);
+      CHECK_EQ_INT(read_url(r, steps[k], &s, &n, &err), 0);
+      want_url(r, d, e);
+      CHECK(memcmp(s.base + tensors[0].store_offset, d, sizeof(d)) == 0);
+      CHECK(memcmp(s.base + tensors[1].store_offset, e, sizeof(e)) == 0);
+      for (int g = 0; g < fake.started; g++)
+        if (fake.off[g] < E_AT) in_d += fake.len[g];
+      CHECK_EQ_U64(in_d, D_ROWS * 1024);
+      if (tap_case_failed)
+        printf("# rank %u, step %llu\n", r, (unsigned long long)steps[k]);
+      tpl__store_free(&s);
+    }
+}
+
+/* GET 1 fails (finished to make room for GET 65) or GET 70 (finished
+ * after the last is started): the read is that failure, naming the
+ * object's offset and the tensor, and every GET started was finished
+ * (their buffers are the reader's). */
+static void test_url_failed_get_names_the_tensor(void) {
+  static const int fail[] = {1, 70};
+  for (size_t k = 0; k < ARRAY_SIZE(fail); k++) {
+    struct tpl__store s = {.fd = -1};
+    struct tpl__error err = {0};
+    char want[64];
+    uint64_t n = 0;
+    make_url_job(fail[k]);
+    CHECK_EQ_INT(read_url(0, URL_BYTES, &s, &n, &err), -EIO);
+    snprintf(want, sizeof(want), "http://store/w.bin: cut at %d",
+             8 + fail[k] * 2048);
+    CHECK_STR_CONTAINS(err.msg, want);
+    CHECK_STR_CONTAINS(err.msg, "tensor 'D'");
+    CHECK_EQ_INT(fake.finished, fake.started);
+    tpl__store_free(&s);
+  }
+}
+
 int main(void) {
   dir = make_dir("tpl-local");
   if (dir == NULL) return 99;
@@ -307,6 +512,9 @@ int main(void) {
   RUN(test_job_without_files_is_internal);
   RUN(test_file_that_shrinks_is_short);
   RUN(test_file_changed_during_the_read_is_74);
+  RUN(test_url_gets_only_the_ranks_pieces);
+  RUN(test_url_steps_cut_pieces);
+  RUN(test_url_failed_get_names_the_tensor);
   drop_dir(dir);
   return tap_done();
 }
