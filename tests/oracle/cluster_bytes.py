@@ -98,13 +98,13 @@ def want(argv):
         rules = json.load(f)["rules"]
     tensors = oracle.read_model(model)
     exp = oracle.expected_shards(tensors, rules, tp)
-    dump(model, tensors, *per_node(exp, n, tp, nodes, round_robin))
+    dump(model, tensors, n, *per_node(exp, n, tp, nodes, round_robin))
     return 0
 
 
-def dump(model, tensors, held, unique, others):
-    """Prints the JSON object above for MODEL's directory and TENSORS
-    (oracle.read_model's) from the per-node figures."""
+def dump(model, tensors, n, held, unique, others):
+    """Prints the JSON object above for MODEL's directory, TENSORS
+    (oracle.read_model's) and N ranks from the per-node figures."""
     files = sum(os.path.getsize(os.path.join(model, f))
                 for f in os.listdir(model) if f.endswith(".safetensors"))
     json.dump({"held": held, "unique": unique, "others": others,

@@ -68,7 +68,7 @@ def main(argv):
     exp = oracle.expected_shards(tensors, rules, tp)
     stages = {e["name"]: oracle.mlc_pipeline_stages(e["name"], layers, pp,
                                                     False) for e in exp}
-    cluster_bytes.dump(model, tensors,
+    cluster_bytes.dump(model, tensors, n,
                        *per_node(exp, stages, n, tp, pp, nodes))
     return 0
 
