@@ -156,13 +156,17 @@ t_oracle "disk-rep: report = numpy oracle" check-report "$MODEL" "$REP" \
   $NP "$T_TMP/disk-rep.out"
 links disk-rep mpi "$REP" $NP
 nodes disk-rep
-# The check can fail: a report saying node 1 took in 1 MiB more is refused.
-"$ORACLE" - "$T_TMP/disk-rep.out" "$T_TMP/doctored.json" <<'EOF'
+# doctor_in MIB OUT: disk-rep's report with node 1 taking in MIB more.
+doctor_in() {
+  "$ORACLE" - "$T_TMP/disk-rep.out" "$2" "$1" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-r["nodes"][1]["bytes_in"] += 1 << 20
+r["nodes"][1]["bytes_in"] += int(sys.argv[3]) << 20
 json.dump(r, open(sys.argv[2], "w"))
 EOF
+}
+# The check can fail: a report saying node 1 took in 1 MiB more is refused.
+doctor_in 1 "$T_TMP/doctored.json"
 # shellcheck disable=SC2086
 if "$ORACLE" "$CB" report doctored "$T_TMP/doctored.json" \
   "$T_TMP/disk-rep".{b0,b1} $hosts >"$T_TMP/doctored.out" 2>&1
@@ -184,12 +188,7 @@ then t_ok "a node taking in a second copy fails the check"
 else t_fail "a node taking in a second copy: the reason" \
   "$(cat "$T_TMP/doctored.out")"; fi
 # ... and a report agreeing with those counters fails the least.
-"$ORACLE" - "$T_TMP/disk-rep.out" "$T_TMP/doctored2.json" <<'EOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-r["nodes"][1]["bytes_in"] += 2 << 20
-json.dump(r, open(sys.argv[2], "w"))
-EOF
+doctor_in 2 "$T_TMP/doctored2.json"
 # shellcheck disable=SC2086
 if "$ORACLE" "$CB" report doctored "$T_TMP/doctored2.json" \
   "$T_TMP/disk-rep.b0" "$T_TMP/doctored.b1" --want "$T_TMP/disk-rep.want" \
