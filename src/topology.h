@@ -102,7 +102,8 @@ static inline int tpl__stages_has(struct tpl__stages s, uint32_t p) {
  * order[g * world / stride + j] is group g's j-th rank in node order and
  * place[r] is j for rank r.  Returns 0, or -EINVAL when stride does not
  * divide world or node[] does not name first ranks (order and place are
- * then undefined).  Both out arrays hold `world` entries. */
+ * then undefined).  Both out arrays hold `world` entries; no memory is
+ * allocated, and the work is world x stride steps (once per load). */
 int tpl__node_order(const uint32_t *node, uint32_t world, uint32_t stride,
                     uint32_t *order, uint32_t *place);
 
