@@ -400,7 +400,9 @@ run_with() {
 #    summary's "in X s (Y GiB/s)", the md5 line's "checked in X s (Y
 #    GiB/s)", status's "up X s" and "in X s, Y GiB/s", and the status
 #    table's SECONDS and phase columns: wall-clock durations and the
-#    throughputs computed from them differ on every run;
+#    throughputs computed from them differ on every run; so do CPU
+#    times: "cpu_user_seconds", "cpu_sys_seconds" and the table's CPU
+#    USER/SYS column;
 #  - memory: "peak_rss_bytes", "peak memory N MiB" and the table's PEAK
 #    MiB column: a process's peak RSS depends on allocator and page-fault
 #    timing, not on what tpload outputs;
@@ -423,6 +425,7 @@ run_with() {
 norm() {
   sed -E \
     -e 's/"(seconds|uptime_seconds)": [-0-9.e+]+/"\1": T/g' \
+    -e 's/"cpu_(user|sys)_seconds": [-0-9.e+]+/"cpu_\1_seconds": T/g' \
     -e '/"phases": \{/,/\}/ s/": [-0-9.e+]+/": T/' \
     -e 's/"peak_rss_bytes": [0-9]+/"peak_rss_bytes": M/g' \
     -e 's/"pid": [0-9]+/"pid": P/g' \
@@ -431,7 +434,7 @@ norm() {
     -e 's/peak memory [0-9]+ MiB/peak memory M MiB/g' \
     -e 's/^daemon: up [0-9.]+ s/daemon: up T s/' \
     -e 's/ in [0-9.]+ s, [0-9.]+ GiB\/s$/ in T s, T GiB\/s/' \
-    -e 's/^( *[0-9]+  [^ ]+) +[0-9]+( +[0-9]+ +[0-9]+) +[0-9.]+ +[0-9.]+  [0-9.\/]+$/\1 PID\2 T M T/' \
+    -e 's/^( *[0-9]+  [^ ]+) +[0-9]+( +[0-9]+ +[0-9]+) +[0-9.]+ +[0-9.]+( +[0-9.]+\/[0-9.]+)?  +[0-9.\/]+$/\1 PID\2 T M T/' \
     -e 's/([( ])pid [0-9]+/\1pid P/g' \
     -e 's/^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z /DATE /' \
     -e 's/ after [0-9]+ ms:/ after T ms:/g' \

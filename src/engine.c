@@ -72,6 +72,7 @@ int tpl__engine_init(int *argc, char ***argv, uint32_t *rank, uint32_t *world,
     return TPL_EPEER;
   if (tpl__eng_mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &w), "size", err) != 0)
     return TPL_EPEER;
+  if (tpl__eng_find_node((uint32_t)r, err) != 0) return TPL_EPEER;
   *rank = (uint32_t)r;
   *world = (uint32_t)w;
   return 0;

@@ -16,6 +16,7 @@
 #include "mlc_md5.h"
 #include "planner.h"
 #include "stall.h"
+#include "topology.h"
 
 /* The one way MPI results are handled: 0 for MPI_SUCCESS, else TPL_EPEER
  * (exit 69) with MPI's own words for `what` in err (may be NULL). */
@@ -228,31 +229,85 @@ int tpl__eng_agree_after_beats(struct engine *e, int rc,
   return agreed(e, worst, err);
 }
 
-/* Which ranks run on another host than this one (the report's bytes
- * per node count what crosses a host's link): every rank's host name,
- * gathered once the buffers for them are agreed on. */
-int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
+/* This process's node, named by its first rank (tpl__eng_find_node). */
+static uint32_t node_first;
+
+/* MPI's own grouping: the ranks that share memory with this one, which
+ * host names cannot tell (containers on two machines may share a host
+ * name).  The node's first rank is its rank 0, since the key keeps the
+ * world's order. */
+int tpl__eng_find_node(uint32_t rank, struct tpl__error *err) {
+  MPI_Comm node;
+  MPI_Group in_node, in_world;
+  int zero = 0, first = (int)rank, rc;
+  rc = tpl__eng_mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD,
+                                              MPI_COMM_TYPE_SHARED, (int)rank,
+                                              MPI_INFO_NULL, &node),
+                          "finding this rank's node", err);
+  if (rc != 0) return rc;
+  MPI_Comm_group(node, &in_node);
+  MPI_Comm_group(MPI_COMM_WORLD, &in_world);
+  rc = tpl__eng_mpi_check(
+      MPI_Group_translate_ranks(in_node, 1, &zero, in_world, &first),
+      "finding this node's first rank", err);
+  MPI_Group_free(&in_node);
+  MPI_Group_free(&in_world);
+  MPI_Comm_free(&node);
+  if (rc == 0) node_first = (uint32_t)first;
+  return rc;
+}
+
+/* Every rank's host name into e->hosts (the report's bytes per node
+ * count what crosses a host's link: e->remote). */
+static int gather_hosts(struct engine *e, struct tpl__error *err) {
   const size_t len = sizeof(e->st.host);
-  char *all = calloc(e->world, len);
   MPI_Request req;
   int rc;
-  free(e->hosts);
-  e->hosts = all;
-  free(e->remote);
-  e->remote = calloc(e->world + 1, 1);
-  rc = all != NULL && e->remote != NULL ? 0 : tpl__oom(err);
-  rc = tpl__eng_agree(e, rc, err);
   memset(e->st.host, 0, len);
   gethostname(e->st.host, len - 1);
-  if (rc == 0)
-    rc = tpl__eng_mpi_check(MPI_Iallgather(e->st.host, (int)len, MPI_CHAR, all,
-                                           (int)len, MPI_CHAR, MPI_COMM_WORLD,
-                                           &req),
-                            "sharing the host names", err);
+  rc = tpl__eng_mpi_check(MPI_Iallgather(e->st.host, (int)len, MPI_CHAR,
+                                         e->hosts, (int)len, MPI_CHAR,
+                                         MPI_COMM_WORLD, &req),
+                          "sharing the host names", err);
   if (rc == 0)
     rc = tpl__eng_wait_collective(e, &req, -1, "sharing the host names", err);
   for (uint32_t r = 0; rc == 0 && r < e->world; r++)
-    e->remote[r] = strncmp(all + r * len, e->st.host, len) != 0;
+    e->remote[r] = strncmp(e->hosts + r * len, e->st.host, len) != 0;
+  return rc;
+}
+
+/* Every rank's node into e->chains, then the chains' orders from them. */
+static int gather_nodes(struct engine *e, struct tpl__error *err) {
+  uint32_t w = e->world, *c = e->chains;
+  MPI_Request req;
+  int rc =
+      tpl__eng_mpi_check(MPI_Iallgather(&node_first, 1, MPI_UINT32_T, c, 1,
+                                        MPI_UINT32_T, MPI_COMM_WORLD, &req),
+                         "sharing the nodes", err);
+  if (rc == 0)
+    rc = tpl__eng_wait_collective(e, &req, -1, "sharing the nodes", err);
+  if (rc == 0) rc = tpl__node_order(c, w, 1, c + w, c + 3 * w);
+  if (rc == 0)
+    rc = tpl__node_order(c, w, e->job->grid.tp, c + 2 * w, c + 4 * w);
+  if (rc == -EINVAL)
+    rc = tpl__fail(err, TPL_EINTERNAL, "MPI gave nodes without first ranks");
+  return rc;
+}
+
+int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
+  int rc;
+  free(e->hosts);
+  e->hosts = calloc(e->world, sizeof(e->st.host));
+  free(e->remote);
+  e->remote = calloc(e->world + 1, 1);
+  free(e->chains);
+  e->chains = calloc(5 * (size_t)e->world, sizeof(*e->chains));
+  rc = e->hosts != NULL && e->remote != NULL && e->chains != NULL
+           ? 0
+           : tpl__oom(err);
+  rc = tpl__eng_agree(e, rc, err);
+  if (rc == 0) rc = gather_hosts(e, err);
+  if (rc == 0) rc = gather_nodes(e, err);
   return rc;
 }
 
@@ -298,19 +353,23 @@ int tpl__eng_share_job(struct engine *e, struct tpl__error *err) {
 
 /* The holders of one shard t of tensor i are the ranks (d, p, t) with p
  * among its stages; a tensor that is not cut has one "shard" every holder
- * gets.  They form a chain in rank order: rank 0 sends each byte once, to
- * the first holder other than itself, and each holder forwards what it
- * receives to the next one as soon as it has it, from its own store (what
- * a broadcast is for on a network).  With T = world and P = 1 a shard has
- * one holder and a replicated tensor goes 0 -> 1 -> 2 -> ...
+ * gets.  They form a chain in node order (tpl__node_order: node by node,
+ * rank 0's first, the ranks of a node consecutive): rank 0 sends each
+ * byte once, to the first holder other than itself, and each holder
+ * forwards what it receives to the next one as soon as it has it, from
+ * its own store (what a broadcast is for on a network).  A byte so enters
+ * a node once, whatever the placement, and is forwarded inside it; with
+ * ranks placed in blocks node order is rank order, and with T = world and
+ * P = 1 a replicated tensor goes 0 -> 1 -> 2 -> ...
  *
- * No deadlock: every chain runs from lower to higher ranks, every rank
- * walks the tensors it holds in job order (rank 0 sends them in that
- * order), and every send is non-blocking.  A rank waits only for bytes
- * from a lower rank, which that rank has sent or forwards as soon as it
- * has them itself, and the ranks that wait on a rank's sends (forwarders'
- * requests, rank 0's slots) are higher ranks that receive in the same
- * order; by induction on (tensor, rank) every wait ends. */
+ * No deadlock: every chain runs from lower to higher places in the one
+ * node order, every rank walks the tensors it holds in job order (rank 0
+ * sends them in that order), and every send is non-blocking.  A rank
+ * waits only for bytes from a rank placed before it, which that rank has
+ * sent or forwards as soon as it has them itself, and the ranks that wait
+ * on a rank's sends (forwarders' requests, rank 0's slots) are placed
+ * after it and receive in the same order; by induction on (tensor, place)
+ * every wait ends. */
 
 /* Ranks of one chain are this many apart in the numbering: the shards of
  * a cut tensor repeat every T ranks; any holder may follow any other in
@@ -319,28 +378,54 @@ uint32_t tpl__eng_chain_step(const struct engine *e, size_t i) {
   return e->job->tensors[i].kind == TPL_RULE_SHARD ? e->job->grid.tp : 1;
 }
 
-/* The first holder of tensor i at or after rank r, other than rank 0, in
- * the chain through r; -1 when there is none. */
-int tpl__eng_holder_from(const struct engine *e, size_t i, uint32_t r) {
-  for (; r < e->world; r += tpl__eng_chain_step(e, i))
+/* The ranks of tensor i's chains in node order (e->chains), chain t at
+ * t * *len, each chain *len long. */
+static const uint32_t *chain_ranks(const struct engine *e, size_t i,
+                                   uint32_t *len) {
+  uint32_t step = tpl__eng_chain_step(e, i);
+  *len = e->world / step;
+  return e->chains + (step != 1 ? 2 : 1) * (size_t)e->world;
+}
+
+/* Rank r's place in its chain of tensor i. */
+static uint32_t place_of(const struct engine *e, size_t i, uint32_t r) {
+  uint32_t step = tpl__eng_chain_step(e, i);
+  return e->chains[(step != 1 ? 4 : 3) * (size_t)e->world + r];
+}
+
+/* The first holder of tensor i at or after place k of chain t, other
+ * than rank 0; -1 when there is none. */
+static int holder_at(const struct engine *e, size_t i, uint32_t t, uint32_t k) {
+  uint32_t len;
+  const uint32_t *ranks = chain_ranks(e, i, &len);
+  if (t >= tpl__eng_chain_step(e, i)) return -1;
+  for (; k < len; k++) {
+    uint32_t r = ranks[t * len + k];
     if (r > 0 && tpl__job_holds(e->job, i, r)) return (int)r;
+  }
   return -1;
+}
+
+int tpl__eng_chain_head(const struct engine *e, size_t i, uint32_t t) {
+  return holder_at(e, i, t, 0);
 }
 
 /* Where holder `r` (> 0) of tensor i gets it from: the previous holder in
  * its chain, or rank 0. */
 int tpl__eng_predecessor(const struct engine *e, size_t i, uint32_t r) {
-  uint32_t step = tpl__eng_chain_step(e, i);
-  while (r > step) {
-    r -= step;
-    if (tpl__job_holds(e->job, i, r)) return (int)r;
+  uint32_t len, k = place_of(e, i, r), t = r % tpl__eng_chain_step(e, i);
+  const uint32_t *ranks = chain_ranks(e, i, &len);
+  while (k-- > 0) {
+    uint32_t p = ranks[t * len + k];
+    if (p > 0 && tpl__job_holds(e->job, i, p)) return (int)p;
   }
   return 0;
 }
 
 /* Where this rank forwards tensor i (which it holds), or -1. */
 int tpl__eng_successor(const struct engine *e, size_t i) {
-  return tpl__eng_holder_from(e, i, e->rank + tpl__eng_chain_step(e, i));
+  uint32_t t = e->rank % tpl__eng_chain_step(e, i);
+  return holder_at(e, i, t, place_of(e, i, e->rank) + 1);
 }
 
 /* --- every rank: decode, scale, checksum --- */

@@ -229,6 +229,7 @@ void tpl__eng_free(struct engine *e) {
   free(e->report);
   free(e->remote);
   free(e->hosts);
+  free(e->chains);
   free(e->job_table);
   free(e->plan_owned);
   tpl__eng_generation_free(e->gen);

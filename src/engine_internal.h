@@ -67,6 +67,9 @@ struct engine {
   uint64_t bytes_read;
   uint8_t *remote;   /* world flags: rank r's host is not this rank's */
   char *hosts;       /* world host names, sizeof(st.host) bytes apart */
+  uint32_t *chains;  /* 5 * world (tpl__eng_map_hosts): each rank's node
+                        (its first rank), tpl__node_order's order with
+                        stride 1 and T, then its place with 1 and T */
   int watching;      /* serve's watch runs over `beats` (engine_reload.c) */
   double watch_last; /* when the loop last looked */
   uint8_t *report;   /* rank 0: packed LoadReport */
@@ -171,8 +174,8 @@ int tpl__eng_share_job(struct engine *e, struct tpl__error *err);
 /* How many ranks apart the holders of tensor i's chain are (T or 1). */
 uint32_t tpl__eng_chain_step(const struct engine *e, size_t i);
 
-/* The first holder of tensor i at or after rank r, other than 0, or -1. */
-int tpl__eng_holder_from(const struct engine *e, size_t i, uint32_t r);
+/* The first holder of shard t of tensor i other than 0, or -1. */
+int tpl__eng_chain_head(const struct engine *e, size_t i, uint32_t t);
 
 /* The rank holder r (> 0) of tensor i receives it from. */
 int tpl__eng_predecessor(const struct engine *e, size_t i, uint32_t r);
@@ -196,9 +199,13 @@ void tpl__eng_beats_begin(struct engine *e);
 /* A heartbeat when one is due; an MPI failure ends the job. */
 void tpl__eng_beat(struct engine *e);
 
-/* Fills e->hosts and e->remote from every rank's host name (an
- * all-gather under --stall-timeout); 0, -ENOMEM or TPL_EPEER.
- * Collective. */
+/* Finds this process's node (MPI_COMM_TYPE_SHARED) once, at start: a
+ * blocking collective, like MPI_Init; 0 or TPL_EPEER. */
+int tpl__eng_find_node(uint32_t rank, struct tpl__error *err);
+
+/* Fills e->hosts and e->remote from every rank's host name, and
+ * e->chains from every rank's node (all-gathers under --stall-timeout);
+ * 0, -ENOMEM or TPL_EPEER.  Collective; e->job is known. */
 int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err);
 
 /* Waits for a collective rooted at rank 0 under --stall-timeout. */

@@ -105,7 +105,7 @@ int tpl__eng_may_go_direct(const struct engine *e, size_t i) {
   /* a file read direct lands in the (aligned) slot as a whole */
   return !e->direct && t->kind == TPL_RULE_SHARD &&
          t->rank_stored >= DIRECT_MIN && tpl__job_holds(e->job, i, 0) &&
-         tpl__eng_holder_from(e, i, 0) < 0 &&
+         tpl__eng_chain_head(e, i, 0) < 0 &&
          tpl__shard_replicas(&t->spec, e->job->grid.tp) == 1;
 }
 
@@ -200,7 +200,7 @@ static int cache_layouts(struct engine *e, struct file_walk *w, size_t i,
     if (rc != 0)
       rc = tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s",
                      e->job->tensors[i].name, t, tpl_strerror(rc));
-    w->dests[t] = tpl__eng_holder_from(e, i, t);
+    w->dests[t] = tpl__eng_chain_head(e, i, t);
   }
   w->cur = i;
   w->own = 0;

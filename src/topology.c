@@ -25,6 +25,7 @@
 
 #include "model.h"
 
+#include <errno.h>
 #include <string.h>
 
 uint32_t tpl__grid_default_tp(uint32_t world, uint32_t pp) {
@@ -134,5 +135,47 @@ int tpl__tensor_stages(const char *name, uint32_t layers, uint32_t mtp,
                      "(--pp %u, %s embeddings)",
                      name, pp, tied ? "tied" : "untied");
   }
+  return 0;
+}
+
+/* --- the order of the chains --- */
+
+/* Whether node[] names every rank's node by the node's first rank. */
+static int first_ranks(const uint32_t *node, uint32_t world) {
+  for (uint32_t r = 0; r < world; r++)
+    if (node[r] > r || node[node[r]] != node[r]) return 0;
+  return 1;
+}
+
+/* order[] = every rank in node order: a stable counting sort by node
+ * label, the labels' counts kept in count[] (world entries). */
+static void sort_by_node(const uint32_t *node, uint32_t world, uint32_t *count,
+                         uint32_t *order) {
+  uint32_t sum = 0;
+  memset(count, 0, world * sizeof(*count));
+  for (uint32_t r = 0; r < world; r++)
+    count[node[r]]++;
+  for (uint32_t l = 0; l < world; l++) {
+    uint32_t c = count[l];
+    count[l] = sum;
+    sum += c;
+  }
+  for (uint32_t r = 0; r < world; r++)
+    order[count[node[r]]++] = r;
+}
+
+int tpl__node_order(const uint32_t *node, uint32_t world, uint32_t stride,
+                    uint32_t *order, uint32_t *place) {
+  uint32_t at = 0;
+  if (stride == 0 || world % stride != 0 || !first_ranks(node, world))
+    return -EINVAL;
+  sort_by_node(node, world, place, order);
+  /* each group keeps the node order: place[] holds the result first */
+  for (uint32_t g = 0; g < stride; g++)
+    for (uint32_t k = 0; k < world; k++)
+      if (order[k] % stride == g) place[at++] = order[k];
+  memcpy(order, place, world * sizeof(*order));
+  for (uint32_t k = 0; k < world; k++)
+    place[order[k]] = k % (world / stride);
   return 0;
 }

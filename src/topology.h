@@ -92,4 +92,19 @@ static inline int tpl__stages_has(struct tpl__stages s, uint32_t p) {
   return p >= s.first && p - s.first < s.count;
 }
 
+/* The order the chains of holders visit the ranks in (engine_core.c):
+ * node by node, nodes in the order of their first rank (rank 0's node
+ * first), the ranks of a node consecutive and in rank order, so that a
+ * byte enters a node once and is forwarded inside it.  node[r] names rank
+ * r's node by its first rank (node[r] <= r and node[node[r]] == node[r]).
+ * The world is cut into `stride` groups, the ranks r with r mod stride ==
+ * g (a cut tensor's shard g when stride is T; everyone when it is 1):
+ * order[g * world / stride + j] is group g's j-th rank in node order and
+ * place[r] is j for rank r.  Returns 0, or -EINVAL when stride does not
+ * divide world or node[] does not name first ranks (order and place are
+ * then undefined).  Both out arrays hold `world` entries; no memory is
+ * allocated, and the work is world x stride steps (once per load). */
+int tpl__node_order(const uint32_t *node, uint32_t world, uint32_t stride,
+                    uint32_t *order, uint32_t *place);
+
 #endif /* TPL_TOPOLOGY_H */

@@ -8,7 +8,13 @@
  * stage i // (L // P), model.norm.weight [P - 1], embed_tokens and untied
  * lm_head every stage) and python/mlc_llm/interface/compile.py
  * (_apply_preproc_to_params_and_check_pipeline: [0] for all when P == 1,
- * an error for a param without stages when P != 1). */
+ * an error for a param without stages when P != 1).  The chains' node
+ * order (tpl__node_order) against tables written by hand from each
+ * rank's host: block, round-robin (mpirun --map-by node) and uneven
+ * placements, grouped by shard, and its refusals. */
+#include <errno.h>
+#include <string.h>
+
 #include "common.h"
 #include "tap.h"
 #include "topology.h"
@@ -260,6 +266,89 @@ static void test_stages_has(void) {
   CHECK(!tpl__stages_has(s, 3));
 }
 
+/* --- the chains' node order --- */
+
+#define MAX_RANKS 16
+
+/* Each rank's node as its first rank, from its host's name: what the
+ * engine learns from MPI_COMM_TYPE_SHARED. */
+static void first_ranks_of(const char *const *hosts, uint32_t n,
+                           uint32_t *node) {
+  for (uint32_t r = 0; r < n; r++) {
+    node[r] = r;
+    for (uint32_t q = 0; q < r && node[r] == r; q++)
+      if (strcmp(hosts[q], hosts[r]) == 0) node[r] = q;
+  }
+}
+
+/* hosts[] of n ranks cut into `stride` groups: want_order as written by
+ * hand, and each rank's place in its group read back from it. */
+static void check_order(const char *const *hosts, uint32_t n, uint32_t stride,
+                        const uint32_t *want_order) {
+  uint32_t node[MAX_RANKS], order[MAX_RANKS], place[MAX_RANKS];
+  REQUIRE(n <= MAX_RANKS);
+  first_ranks_of(hosts, n, node);
+  CHECK_EQ_INT(tpl__node_order(node, n, stride, order, place), 0);
+  for (uint32_t k = 0; k < n; k++) {
+    CHECK_EQ_U64(order[k], want_order[k]);
+    CHECK_EQ_U64(place[want_order[k]], k % (n / stride));
+  }
+}
+
+/* Block placement (3 nodes x 2): node order is rank order. */
+static void test_order_block(void) {
+  static const char *const h[] = {"a", "a", "b", "b", "c", "c"};
+  static const uint32_t all[] = {0, 1, 2, 3, 4, 5};
+  static const uint32_t by_t2[] = {0, 2, 4, 1, 3, 5};
+  check_order(h, 6, 1, all);
+  check_order(h, 6, 2, by_t2);
+  check_order(h, 6, 6, all);
+}
+
+/* Round-robin, rank r on node r % 3: a node's ranks follow each other,
+ * nodes in the order of their first rank. */
+static void test_order_round_robin(void) {
+  static const char *const h[] = {"a", "b", "c", "a", "b", "c"};
+  static const uint32_t all[] = {0, 3, 1, 4, 2, 5};
+  /* shard 0: ranks 0 (a), 2 (c), 4 (b); shard 1: 1 (b), 3 (a), 5 (c) */
+  static const uint32_t by_t2[] = {0, 4, 2, 3, 1, 5};
+  static const uint32_t by_t3[] = {0, 3, 1, 4, 2, 5};
+  check_order(h, 6, 1, all);
+  check_order(h, 6, 2, by_t2);
+  check_order(h, 6, 3, by_t3);
+}
+
+/* 4 nodes x 2 round-robin (the cluster), and uneven nodes. */
+static void test_order_uneven(void) {
+  static const char *const h8[] = {"a", "b", "c", "d", "a", "b", "c", "d"};
+  static const uint32_t all8[] = {0, 4, 1, 5, 2, 6, 3, 7};
+  static const char *const h6[] = {"a", "b", "a", "a", "c", "b"};
+  static const uint32_t all6[] = {0, 2, 3, 1, 5, 4};
+  check_order(h8, 8, 1, all8);
+  check_order(h6, 6, 1, all6);
+}
+
+/* One node, or a node per rank: rank order. */
+static void test_order_trivial(void) {
+  static const char *const one[] = {"a", "a", "a", "a"};
+  static const char *const each[] = {"a", "b", "c", "d"};
+  static const uint32_t all[] = {0, 1, 2, 3};
+  check_order(one, 4, 1, all);
+  check_order(each, 4, 1, all);
+  check_order(each, 1, 1, all);
+}
+
+static void test_order_refused(void) {
+  uint32_t order[6], place[6];
+  static const uint32_t ok[] = {0, 1, 2, 0, 1, 2};
+  static const uint32_t later[] = {0, 2, 2};   /* rank 1 on rank 2's */
+  static const uint32_t chained[] = {0, 0, 1}; /* 1 is not a first rank */
+  CHECK_EQ_INT(tpl__node_order(ok, 6, 4, order, place), -EINVAL);
+  CHECK_EQ_INT(tpl__node_order(ok, 6, 0, order, place), -EINVAL);
+  CHECK_EQ_INT(tpl__node_order(later, 3, 1, order, place), -EINVAL);
+  CHECK_EQ_INT(tpl__node_order(chained, 3, 1, order, place), -EINVAL);
+}
+
 int main(void) {
   RUN(test_grid_fields);
   RUN(test_table_tp2_dp2);
@@ -278,5 +367,10 @@ int main(void) {
   RUN(test_tensor_stages_single);
   RUN(test_tensor_stages_refused);
   RUN(test_stages_has);
+  RUN(test_order_block);
+  RUN(test_order_round_robin);
+  RUN(test_order_uneven);
+  RUN(test_order_trivial);
+  RUN(test_order_refused);
   return tap_done();
 }
