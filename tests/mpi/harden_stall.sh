@@ -203,17 +203,9 @@ else t_fail "serve (watch): socket and ready file removed" \
 # waiting for it.  Let go before the deadline, it is heard from again:
 # status clean, health 0, a reload switches, --shutdown ends the job
 # with 0.
+. "$TESTS_SRCDIR/lib/reload_lib.sh"
 SILENT_SECS=$((6 + 2 * ${TPL_TEST_SLOWDOWN:-1}))
 HOST=$(hostname)
-SOCK=$T_TMP/socks
-# rank_pid R: the pid of the serve job's rank R.
-rank_pid() {
-  local p
-  for p in $(pgrep -P "$SERVE_PID"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
-       grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; fi
-  done
-}
 # status_says PATTERN: rank 0's status succeeds and a line matches PATTERN
 # (an extended regular expression); its output is in $T_TMP/st.
 status_says() {
@@ -224,30 +216,6 @@ status_clean() {
   "$TPLOAD" status "$SOCK/rank0.sock" >"$T_TMP/st" 2>&1 &&
     ! grep -q "no heartbeat" "$T_TMP/st"
 }
-serve_start "$T_TMP/sl" "$MPIRUN" --oversubscribe -np 3 "$TPLOAD" serve \
-  "$M/m" --plan "$M/m/plan.json" --socket-dir "$SOCK" \
-  --ready-file "$T_TMP/readys" --quiet --stall-timeout $SILENT_SECS
-PIDS="$PIDS $SERVE_PID"
-t_serve_ready "serve (silent rank): ready" "$T_TMP/readys"
-t_check "serve (silent rank): rank 0's status names no rank at first" \
-  status_clean
-r2=$(rank_pid 2)
-t0=$(ms)
-if [ -n "$r2" ] && kill -STOP "$r2"; then t_ok "serve (silent rank): rank 2 stopped"
-else t_fail "serve (silent rank): rank 2 stopped" "no rank 2"; fi
-NAMED="^rank 2 \(host $HOST\): no heartbeat for [0-9.]+ s of the $SILENT_SECS s deadline$"
-if wait_for "$WAIT_SECS" status_says "$NAMED"; then
-  t_ok "serve (silent rank): rank 0's status names rank 2 and its host"
-else t_fail "serve (silent rank): rank 0's status names rank 2 and its host" \
-  "$(cat "$T_TMP/st")" "$(messages "$T_TMP/sl.err" | head -c 1500)"; fi
-echo "# serve (silent rank): named $(($(ms) - t0)) ms after the stop," \
-  "--stall-timeout $SILENT_SECS"
-t_py "serve (silent rank): named after half the deadline, before all of it" '
-import re, sys
-s = float(re.search(r"^rank 2 .*no heartbeat for ([0-9.]+) s", open(sys.argv[1]).read(), re.M).group(1))
-if not float(sys.argv[2]) / 2 <= s < float(sys.argv[2]):  # shown to 0.1 s
-    sys.exit("silent for %.1f s" % s)
-' "$T_TMP/st" "$SILENT_SECS"
 # health_says NAME CODE R: `status --health` on rank R exits with CODE
 # (it prints nothing).
 health_says() {
@@ -257,6 +225,27 @@ health_says() {
   if [ $rc -eq "$2" ] && [ ! -s "$T_TMP/h.out" ]; then t_ok "$1"
   else t_fail "$1" "exit $rc" "$(head -c 500 "$T_TMP/h.out")"; fi
 }
+serve_job silent 3 "$M/m" --quiet --stall-timeout $SILENT_SECS
+set -- $PIDS
+r2=${3:-}
+t_check "serve (silent rank): rank 0's status names no rank at first" \
+  status_clean
+t0=$(ms)
+if [ -n "$r2" ] && kill -STOP "$r2"; then t_ok "serve (silent rank): rank 2 stopped"
+else t_fail "serve (silent rank): rank 2 stopped" "ranks' pids: $PIDS"; fi
+NAMED="^rank 2 \(host $HOST\): no heartbeat for [0-9.]+ s of the $SILENT_SECS s deadline$"
+if wait_for "$WAIT_SECS" status_says "$NAMED"; then
+  t_ok "serve (silent rank): rank 0's status names rank 2 and its host"
+else t_fail "serve (silent rank): rank 0's status names rank 2 and its host" \
+  "$(cat "$T_TMP/st")" "$(messages "$SERVE_LOG.err" | head -c 1500)"; fi
+echo "# serve (silent rank): named $(($(ms) - t0)) ms after the stop," \
+  "--stall-timeout $SILENT_SECS"
+t_py "serve (silent rank): named after half the deadline, before all of it" '
+import re, sys
+s = float(re.search(r"^rank 2 .*no heartbeat for ([0-9.]+) s", open(sys.argv[1]).read(), re.M).group(1))
+if not float(sys.argv[2]) / 2 <= s < float(sys.argv[2]):  # shown to 0.1 s
+    sys.exit("silent for %.1f s" % s)
+' "$T_TMP/st" "$SILENT_SECS"
 health_says "serve (silent rank): --health on rank 0 says 69" 69 0
 health_says "serve (silent rank): --health on rank 1 says 69" 69 1
 "$TPLOAD" reload "$SOCK/rank0.sock" >"$T_TMP/rl.out" 2>"$T_TMP/rl.err"
@@ -272,9 +261,10 @@ d = json.load(open(sys.argv[1]))["daemon"]
 s = d["silent_ranks"]
 if [(p["rank"], p["host"]) for p in s] != [(2, sys.argv[2])]:
     sys.exit("silent_ranks %r" % s)
-if d["stall_timeout_seconds"] != float(sys.argv[3]) or d["generation"] != 1:
+if d["stall_timeout_seconds"] != float(sys.argv[3]):
     sys.exit("daemon %r" % d)
 ' "$T_TMP/st.json" "$HOST" "$SILENT_SECS"
+t_generation_is "serve (silent rank): generation 1 is still served" 1 "$M/m"
 t_check "serve (silent rank): the job still runs, inside the deadline" \
   alive "$SERVE_PID"
 echo "# serve (silent rank): let go $(($(ms) - t0)) ms after the stop"
@@ -282,15 +272,11 @@ kill -CONT "$r2"
 if wait_for "$WAIT_SECS" status_clean; then
   t_ok "serve (silent rank): let go, rank 2 is heard from again"
 else t_fail "serve (silent rank): let go, rank 2 is heard from again" \
-  "$(cat "$T_TMP/st")" "$(messages "$T_TMP/sl.err" | head -c 1500)"; fi
+  "$(cat "$T_TMP/st")" "$(messages "$SERVE_LOG.err" | head -c 1500)"; fi
 health_says "serve (silent rank): --health on rank 0 says 0 again" 0 0
 health_says "serve (silent rank): --health on rank 2 says 0" 0 2
 t_exit "serve (silent rank): a reload switches" 0 \
   "$TPLOAD" reload "$SOCK/rank0.sock"
-t_exit "serve (silent rank): --shutdown" 0 \
-  "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
-serve_end
-if [ "$SERVE_RC" = 0 ]; then t_ok "serve (silent rank): the job ends with 0"
-else t_fail "serve (silent rank): the job ends with 0" "exit $SERVE_RC" \
-  "$(messages "$T_TMP/sl.err" | head -c 1500)"; fi
+t_generation_is "serve (silent rank): generation 2 is served" 2 "$M/m"
+t_job_ends "serve (silent rank): --shutdown ends the job with 0, nothing left"
 t_done
