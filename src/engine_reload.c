@@ -330,6 +330,7 @@ static int coord_watch(void *ctx) {
   double now = tpl__now(), limit = e->o->stall_timeout;
   int heard = 0;
   if (!e->watching) return -1;
+  if (now - e->watch_last > e->beats.every) e->watch_back = now;
   if (now - e->watch_last > limit / 2) watch_restart(e);
   e->watch_last = now;
   tpl__eng_beat(e);
@@ -345,7 +346,10 @@ static const char *host_of(const struct engine *e, uint32_t rank) {
 }
 
 /* A rank whose last beat is more than two beat intervals old is silent
- * (serve's beats come every --stall-timeout / 4: half the deadline). */
+ * (serve's beats come every --stall-timeout / 4: half the deadline).
+ * After this rank's own pause (stopped, descheduled) its silences count
+ * from its return: the beats that came meanwhile may not all be taken
+ * at the first look. */
 static size_t coord_silent(void *ctx, struct tpl__wire_silent *out, size_t cap,
                            double *deadline) {
   struct engine *e = ctx;
@@ -353,7 +357,9 @@ static size_t coord_silent(void *ctx, struct tpl__wire_silent *out, size_t cap,
   size_t n = 0;
   *deadline = e->watching ? e->o->stall_timeout : 0;
   for (uint32_t r = 0; e->watching && r < e->world; r++) {
-    double quiet = now - e->beats.heard[r];
+    double last =
+        e->beats.heard[r] > e->watch_back ? e->beats.heard[r] : e->watch_back;
+    double quiet = now - last;
     if (r == e->rank || e->beats.done[r] || quiet <= 2 * e->beats.every)
       continue;
     if (n < cap) out[n] = (struct tpl__wire_silent){r, host_of(e, r), quiet};
