@@ -225,7 +225,7 @@ health_says() {
   if [ $rc -eq "$2" ] && [ ! -s "$T_TMP/h.out" ]; then t_ok "$1"
   else t_fail "$1" "exit $rc" "$(head -c 500 "$T_TMP/h.out")"; fi
 }
-serve_job silent 3 "$M/m" --quiet --stall-timeout $SILENT_SECS
+serve_job silent 3 "$M/m" --log-level info --stall-timeout $SILENT_SECS
 set -- $PIDS
 r2=${3:-}
 t_check "serve (silent rank): rank 0's status names no rank at first" \
@@ -279,4 +279,16 @@ t_exit "serve (silent rank): a reload switches" 0 \
   "$TPLOAD" reload "$SOCK/rank0.sock"
 t_generation_is "serve (silent rank): generation 2 is served" 2 "$M/m"
 t_job_ends "serve (silent rank): --shutdown ends the job with 0, nothing left"
+# The daemons' logs: rank 0 said so once, and that it heard rank 2 again;
+# rank 2, back from its pause, took no peer for silent (the beats that
+# came meanwhile are not all taken at its first look).
+grep -c "rank 0: watch: 1 rank(s) silent: rank 2 (host $HOST)" \
+  "$SERVE_LOG.err" >"$T_TMP/n0"
+grep -c "rank 0: watch: every rank heard from again" "$SERVE_LOG.err" >>"$T_TMP/n0"
+t_check "serve (silent rank): rank 0 logged rank 2 silent, then heard" \
+  [ "$(tr '\n' ' ' <"$T_TMP/n0")" = "1 1 " ]
+if grep -q "rank 2: watch: .*silent" "$SERVE_LOG.err"; then
+  t_fail "serve (silent rank): rank 2, back from its pause, names no peer" \
+    "$(grep "rank 2: watch" "$SERVE_LOG.err")"
+else t_ok "serve (silent rank): rank 2, back from its pause, names no peer"; fi
 t_done
