@@ -354,11 +354,13 @@ static size_t coord_silent(void *ctx, struct tpl__wire_silent *out, size_t cap,
                            double *deadline) {
   struct engine *e = ctx;
   double now = tpl__now();
+  /* a pause since the loop's look (this rank stopped inside its poll)
+   * is a return too */
+  double back = now - e->watch_last > e->beats.every ? now : e->watch_back;
   size_t n = 0;
   *deadline = e->watching ? e->o->stall_timeout : 0;
   for (uint32_t r = 0; e->watching && r < e->world; r++) {
-    double last =
-        e->beats.heard[r] > e->watch_back ? e->beats.heard[r] : e->watch_back;
+    double last = e->beats.heard[r] > back ? e->beats.heard[r] : back;
     double quiet = now - last;
     if (r == e->rank || e->beats.done[r] || quiet <= 2 * e->beats.every)
       continue;
