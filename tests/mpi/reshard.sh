@@ -159,17 +159,15 @@ to_n "llama TP2 x PP2" 4 "$M/llama" llama-grid --tp 2 --pp 2
 to_n "llama: re-shard TP2 x PP2 -> TP4" 4 "$T_TMP/llama-grid" llama-grid-4
 same "llama: TP2 x PP2 -> TP4 = preshard of the original at 4" \
   "$T_TMP/llama-4" "$T_TMP/llama-grid-4"
-# llama's preset rules as a plan file for the oracle (lm_head whole).
-cat >"$T_TMP/llama-plan.json" <<'EOF'
-{"rules": [
- {"match": "*.self_attn.q_proj.weight", "dim": 0},
- {"match": "*.self_attn.k_proj.weight", "dim": 0},
- {"match": "*.self_attn.v_proj.weight", "dim": 0},
- {"match": "*.self_attn.o_proj.weight", "dim": 1},
- {"match": "*.mlp.gate_proj.weight", "dim": 0},
- {"match": "*.mlp.up_proj.weight", "dim": 0},
- {"match": "*.mlp.down_proj.weight", "dim": 1}]}
-EOF
+# llama's preset rules as a plan file for the oracle: mpi_lib.sh's, but
+# lm_head whole.
+llama_grid_plan "$T_TMP/llama-plan.json"
+"$ORACLE" - "$T_TMP/llama-plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["rules"] = [r for r in plan["rules"] if r["match"] != "lm_head.weight"]
+json.dump(plan, open(sys.argv[1], "w"))
+PY
 t_oracle "llama 4 -> 2: each rank's files against the numpy oracle" \
   check-preshard "$M/llama" "$T_TMP/llama-plan.json" 2 "$T_TMP/llama-4-2"
 whole "llama: the 4-way output read whole = the original (numpy)" \
