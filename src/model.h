@@ -88,6 +88,9 @@ struct tpl__model {
    * files, reshard.h), freed by priv_free with the model; NULL else */
   void *priv;
   void (*priv_free)(void *priv);
+  /* tensors whose bytes are rebuilt within an ulp, not exactly (a
+   * presharded MODEL's biases held as bias / N, times N: reshard.h) */
+  uint32_t approximate;
 };
 
 /* The message for a directory (`dir`, a path or a URL) that holds none of

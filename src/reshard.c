@@ -212,6 +212,7 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
   if (rc == 0) rc = match_files(m, rs, err);
   if (rc == 0) rc = full_tensors(m, rs, what, err);
   if (rc == 0) m->origin = tpl__origin_presharded(base);
+  if (rc == 0) m->approximate = rs->approximate;
   free(what);
   return rc;
 }
@@ -284,7 +285,9 @@ static size_t holder_index(const struct tpl__si_param *p, uint32_t shard) {
   return (size_t)(tpl__si_holder_of(p, shard) - p->holders);
 }
 
-/* Each shard read into scratch and scattered to its place in out. */
+/* Each shard read into scratch and scattered to its place in out; a
+ * shard that is one contiguous run of the tensor (a dim-0 cut) is read
+ * straight into its place. */
 static int rebuild_cut(struct gather *g, size_t i, uint8_t *out) {
   const struct tpl__si *si = g->rs->si;
   const struct tpl__si_param *p = &si->params[i];
@@ -292,12 +295,16 @@ static int rebuild_cut(struct gather *g, size_t i, uint8_t *out) {
   for (uint32_t s = 0; rc == 0 && s < si->tp; s++) {
     size_t h = holder_index(p, s);
     struct tpl__layout l;
-    rc = grow(&g->rs->scratch, &g->rs->scratch_cap, p->holders[h].nbytes,
-              g->err);
-    if (rc == 0) rc = read_holder(g, i, h, g->rs->scratch);
+    rc = tpl__shard_layout(p->shape, p->ndim, tpl__dtype_size(p->dtype),
+                           &p->spec, si->tp, s, &l);
+    if (rc == 0 && l.rows == 1 && l.npieces == 1) {
+      rc = read_holder(g, i, h, out + l.pieces[0].offset);
+      continue;
+    }
     if (rc == 0)
-      rc = tpl__shard_layout(p->shape, p->ndim, tpl__dtype_size(p->dtype),
-                             &p->spec, si->tp, s, &l);
+      rc = grow(&g->rs->scratch, &g->rs->scratch_cap, p->holders[h].nbytes,
+                g->err);
+    if (rc == 0) rc = read_holder(g, i, h, g->rs->scratch);
     if (rc == 0) tpl__layout_scatter(&l, g->rs->scratch, out);
   }
   return rc;

@@ -308,6 +308,32 @@ static void test_unscale_bias(void) {
   CHECK_EQ_INT(tpl__unscale_bias(v, 4, TPL_DT_I32, 2), TPL_EDTYPE);
 }
 
+/* The bound the report states: a bias held as bias / N (rounded to its
+ * dtype) and rebuilt times N is within one unit of its last place, for
+ * N not a power of two: every positive bf16 from 2^-122 and every
+ * positive f16 from 2^-10 (where bias / N is still a normal number) up
+ * to where bias x N would overflow. */
+/* Units in the last place between half-float `v` and v / n * n. */
+static int ulps_back(int dtype, uint16_t v, uint32_t n) {
+  uint16_t x = v;
+  tpl__scale_bias(&x, 2, dtype, n);
+  tpl__unscale_bias(&x, 2, dtype, n);
+  return abs((int)x - (int)v);
+}
+
+static void test_unscale_within_ulp(void) {
+  static const uint32_t ns[] = {3, 5, 6, 7, 12};
+  int worst = 0, u;
+  for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+    for (uint32_t bits = 0x0280; bits < 0x7b00; bits++) {
+      u = ulps_back(TPL_DT_BF16, (uint16_t)bits, ns[k]);
+      if (u > worst) worst = u;
+      u = bits >= 0x1400 ? ulps_back(TPL_DT_F16, (uint16_t)bits, ns[k]) : 0;
+      if (u > worst) worst = u;
+    }
+  CHECK_EQ_INT(worst, 1);
+}
+
 int main(void) {
   RUN(test_scatter_segs);
   RUN(test_scatter_gqa);
@@ -334,5 +360,6 @@ int main(void) {
   RUN(test_si_replicas_disagree);
   RUN(test_si_bad_bias);
   RUN(test_unscale_bias);
+  RUN(test_unscale_within_ulp);
   return tap_done();
 }
