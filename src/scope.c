@@ -112,6 +112,53 @@ int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor) {
   }
 }
 
+static void mul_f32(uint8_t *p, uint64_t n, float f) {
+  for (uint64_t i = 0; i < n; i++) {
+    float v;
+    memcpy(&v, p + 4 * i, 4);
+    v *= f;
+    memcpy(p + 4 * i, &v, 4);
+  }
+}
+
+static void mul_f64(uint8_t *p, uint64_t n, double f) {
+  for (uint64_t i = 0; i < n; i++) {
+    double v;
+    memcpy(&v, p + 8 * i, 8);
+    v *= f;
+    memcpy(p + 8 * i, &v, 8);
+  }
+}
+
+static void mul_half(uint8_t *p, uint64_t n, float f, int bf16) {
+  for (uint64_t i = 0; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    h = bf16 ? f32_to_bf16(bf16_to_f32(h) * f)
+             : tpl__f32_to_f16(tpl__f16_to_f32(h) * f);
+    memcpy(p + 2 * i, &h, 2);
+  }
+}
+
+int tpl__unscale_bias(void *p, uint64_t nbytes, int dtype, uint32_t factor) {
+  size_t size = dtype >= 0 && dtype < TPL_DT_COUNT ? tpl__dtype_size(dtype) : 1;
+  uint64_t n = nbytes / size;
+  switch (dtype) {
+  case TPL_DT_F32:
+    mul_f32(p, n, (float)factor);
+    return 0;
+  case TPL_DT_F64:
+    mul_f64(p, n, (double)factor);
+    return 0;
+  case TPL_DT_F16:
+  case TPL_DT_BF16:
+    mul_half(p, n, (float)factor, dtype == TPL_DT_BF16);
+    return 0;
+  default:
+    return TPL_EDTYPE;
+  }
+}
+
 void tpl__bf16_expand_inplace(void *p, uint64_t count) {
   uint8_t *b = p;
   /* Backwards: f32 i (bytes 4i..4i+3) only overwrites bf16 values at index

@@ -426,6 +426,19 @@ uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
   return n;
 }
 
+uint64_t tpl__layout_scatter(const struct tpl__layout *l, const uint8_t *shard,
+                             uint8_t *full) {
+  uint64_t n = 0;
+  for (uint64_t row = 0; row < l->rows; row++)
+    for (size_t i = 0; i < l->npieces; i++) {
+      const struct tpl__piece *p = &l->pieces[i];
+      memcpy(full + row * l->row_stride + p->offset, shard + n,
+             (size_t)p->length);
+      n += p->length;
+    }
+  return n;
+}
+
 /* The first layout byte at or after x, or UINT64_MAX if none. */
 static uint64_t next_byte(const struct tpl__layout *l, uint64_t x) {
   uint64_t row = x / l->row_stride, y = x % l->row_stride;

@@ -103,6 +103,15 @@ size_t tpl__shard_rank_segs(const struct tpl__shard_spec *spec, uint64_t extent,
 uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
                             uint64_t end, const uint8_t *src, uint8_t *dst);
 
+/* The inverse of a whole gather: writes the l->total bytes of a rank's
+ * shard (`shard`, in source order) back to their places in the full
+ * tensor `full` (row i of the layout at i * row_stride).  Re-sharding
+ * rebuilds a full tensor from its shards so; a block two ranks hold
+ * (a replicated kv segment) is written by each of them, the same bytes.
+ * Returns the bytes written (l->total). */
+uint64_t tpl__layout_scatter(const struct tpl__layout *l, const uint8_t *shard,
+                             uint8_t *full);
+
 /* Returns how many bytes of layout `l` fall inside [begin, end); O(npieces)
  * whatever the range. */
 uint64_t tpl__layout_count(const struct tpl__layout *l, uint64_t begin,

@@ -1204,6 +1204,14 @@ def _check_shard_info(path, exp, n, bias_scaling):
     _same("shard-info.json: params count", len(exp), len(params))
 
 
+def copied_config(model):
+    """What preshard copies beside its rank files: MODEL's config.json,
+    when its directory has one (the output is a MODEL of its own)."""
+    base = model if os.path.isdir(model) else os.path.dirname(model)
+    return (["config.json"]
+            if os.path.isfile(os.path.join(base, "config.json")) else [])
+
+
 def check_preshard(model, plan, n, d, bias_scaling=True):
     """Checks preshard output directory `d`; raises Mismatch."""
     with open(plan, encoding="utf-8") as f:
@@ -1212,7 +1220,7 @@ def check_preshard(model, plan, n, d, bias_scaling=True):
                           mlc_block_size(model) if os.path.isdir(model)
                           else (128, 128))
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
-                  + ["shard-info.json"])
+                  + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
@@ -1433,7 +1441,7 @@ def check_ep(model, plan, n, d, shift=0, tp=None, size=None):
     experts = config_experts(model)
     held = expected_ep(model, rules, n, experts, shift, tp, size)
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
-                  + ["shard-info.json"])
+                  + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,

@@ -17,9 +17,9 @@
  * tensor-cache.json, ndarray-cache.json and model.safetensors in that
  * order"; the rows in table order, probe by probe, are that order. */
 static void test_probe_order(void) {
-  static const char *const want[] = {"model.safetensors.index.json",
-                                     "tensor-cache.json", "ndarray-cache.json",
-                                     "model.safetensors"};
+  static const char *const want[] = {
+      "shard-info.json", "model.safetensors.index.json", "tensor-cache.json",
+      "ndarray-cache.json", "model.safetensors"};
   size_t k = 0;
   for (size_t i = 0; i < tpl__nformats; i++)
     for (const char *const *p = tpl__formats[i]->probes; *p != NULL; p++) {
@@ -41,6 +41,7 @@ static void test_rows(void) {
       {TPL_FMT_SAFETENSORS, "safetensors", "config.json", 0},
       {TPL_FMT_ST_INDEX, "safetensors-index", "config.json", 0},
       {TPL_FMT_MLC, "mlc", "mlc-chat-config.json", 1},
+      {TPL_FMT_PRESHARDED, "presharded", "config.json", 0},
   };
   CHECK_EQ_U64(tpl__nformats, ARRAY_SIZE(want));
   for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
