@@ -160,12 +160,15 @@ to_n "llama: re-shard TP2 x PP2 -> TP4" 4 "$T_TMP/llama-grid" llama-grid-4
 same "llama: TP2 x PP2 -> TP4 = preshard of the original at 4" \
   "$T_TMP/llama-4" "$T_TMP/llama-grid-4"
 # llama's preset rules as a plan file for the oracle: mpi_lib.sh's, but
-# lm_head whole.
+# lm_head whole and each rule with the preset's func_name (MLC's
+# llama_model.py: _shard_q, ..., _shard_down).
 llama_grid_plan "$T_TMP/llama-plan.json"
 "$ORACLE" - "$T_TMP/llama-plan.json" <<'PY'
 import json, sys
 plan = json.load(open(sys.argv[1]))
-plan["rules"] = [r for r in plan["rules"] if r["match"] != "lm_head.weight"]
+plan["rules"] = [dict(r, name="_shard_" + r["match"].split(".")[-2]
+                      .replace("_proj", ""))
+                 for r in plan["rules"] if r["match"] != "lm_head.weight"]
 json.dump(plan, open(sys.argv[1], "w"))
 PY
 t_oracle "llama 4 -> 2: each rank's files against the numpy oracle" \
