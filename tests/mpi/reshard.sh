@@ -11,10 +11,10 @@
 # from the original, is checked against the numpy oracle by mpi_load.sh,
 # forward.sh, bias_policy.sh, expert_parallel.sh and mpi_mlc_layout.sh,
 # and here too the re-sharded files meet numpy directly: llama 4 -> 2
-# against oracle.py check-preshard, every input read back whole (-np 1)
+# against oracle.py check-preshard, inputs read back whole (-np 1)
 # against oracle.read_model of the original (reshard.py full), and the
-# forward pass (oracle/forward.py) over re-sharded shards against the
-# full model's logits.
+# forward pass (oracle/forward.py) over re-sharded llama shards against
+# the full model's logits.
 #
 # Biases: qwen2's q/k/v biases are column-parallel (cut, never scaled);
 # the row-parallel (scaled) ones are gpt2's and gpt_neox's c_proj /
@@ -24,10 +24,11 @@
 # byte, within 1 ulp of the original, and the --json report counts them
 # approximate.
 #
-# Bad inputs exit 65 naming the file (and tensor), writing no file: a
-# missing rank file, a rank file of another job, shard-info.json
-# disagreeing with a header, two replicas disagreeing (each consistent
-# with its own XXH3), a flipped byte.
+# Bad inputs exit 65 naming the file (and tensor): when the directory is
+# opened (inspect), a missing rank file, shard-info.json disagreeing with
+# a header, two replicas disagreeing (each consistent with its own XXH3);
+# as the bytes are read (preshard, writing no file), a rank file of
+# another job on the same grid and a flipped byte.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -129,13 +130,20 @@ forward() {
   fi
 }
 
-# refused WHAT DIR WANT...: `preshard DIR` at 1 rank exits 65, writes
-# no file, and tpload's message matches every WANT (grep -E).
+# refused WHAT HOW DIR WANT...: DIR is refused, exit 65, with a message
+# matching every WANT (grep -E).  HOW "open": by `inspect` (found before
+# any tensor byte is read); "read": by `preshard` at one rank (found as
+# the bytes are read), which writes no file.
 refused() {
-  local what=$1 dir=$2 out=$T_TMP/refused.out w
-  shift 2
+  local what=$1 how=$2 dir=$3 out=$T_TMP/refused.out w
+  shift 3
   rm -rf "$out"
-  t_exit "$what: 65" 65 mpi 1 preshard "$dir" --out "$out" --quiet
+  if [ "$how" = open ]; then
+    t_exit "$what: inspect exits 65" 65 "$TPLOAD" inspect "$dir"
+  else
+    t_exit "$what: preshard exits 65" 65 \
+      mpi 1 preshard "$dir" --out "$out" --quiet
+  fi
   messages "$T_TMP/err" >"$T_TMP/msg"
   for w in "$@"; do
     if grep -Eq -- "$w" "$T_TMP/msg"; then
@@ -144,6 +152,7 @@ refused() {
       t_fail "... its message names $w" "$(head -c 1000 "$T_TMP/msg")"
     fi
   done
+  [ "$how" = open ] && return
   if [ -z "$(ls -A "$out" 2>/dev/null)" ]; then
     t_ok "... and no file is written"
   else
@@ -273,12 +282,12 @@ L4=$T_TMP/llama-4
 bad() { rm -rf "$T_TMP/bad"; cp -r "$L4" "$T_TMP/bad"; }
 bad
 rm "$T_TMP/bad/rank2.safetensors"
-refused "a missing rank file" "$T_TMP/bad" rank2.safetensors
+refused "a missing rank file" open "$T_TMP/bad" rank2.safetensors
 synth llama-b --arch llama $SMALL --dtype f32 --seed 7
 to_n "another job" 4 "$M/llama-b" llama-b-4
 bad
 cp "$T_TMP/llama-b-4/rank1.safetensors" "$T_TMP/bad/"
-refused "a rank file of another job" "$T_TMP/bad" rank1.safetensors
+refused "a rank file of another job" read "$T_TMP/bad" rank1.safetensors
 bad
 "$ORACLE" - "$T_TMP/bad/shard-info.json" <<'PY'
 import json, sys
@@ -288,7 +297,7 @@ p = next(p for p in info["params"]
 p["shape"] = [p["shape"][1], p["shape"][0]]
 json.dump(info, open(sys.argv[1], "w"))
 PY
-refused "shard-info.json disagreeing with a header" "$T_TMP/bad" \
+refused "shard-info.json disagreeing with a header" open "$T_TMP/bad" \
   shard-info.json 'layers\.0\.self_attn\.o_proj\.weight'
 # Two replicas (TP2 x DP2): replica 1's copy of shard 0 of a tensor
 # changed, and its recorded XXH3 with it (each file agrees with
@@ -311,9 +320,9 @@ r = next(r for r in p["ranks"] if r["rank"] == 2)
 r["xxh3"] = oracle.xxh3_hex(tensors[name][2])
 json.dump(info, open(path, "w"))
 PY
-refused "replicas disagreeing" "$T_TMP/bad" "$T"
+refused "replicas disagreeing" open "$T_TMP/bad" "$T"
 bad
 flip_byte "$T_TMP/bad/rank1.safetensors" model.layers.0.mlp.up_proj.weight 3
-refused "a flipped byte" "$T_TMP/bad" rank1.safetensors \
+refused "a flipped byte" read "$T_TMP/bad" rank1.safetensors \
   'layers\.0\.mlp\.up_proj\.weight'
 t_done
