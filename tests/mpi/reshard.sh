@@ -188,6 +188,8 @@ t_check "verify ORIGINAL of the 4 -> 2 output" \
   "$TPLOAD" verify "$M/llama" "$T_TMP/llama-4-2" --quiet
 forward "llama 4 -> 2: logits of the re-sharded shards = the checkpoint's" \
   llama "$T_TMP/llama-4-2" 2
+t_exit "--read local of a presharded MODEL: 64 (only rank 0 rebuilds)" 64 \
+  mpi 2 load "$T_TMP/llama-4" --read local --quiet
 "$TPLOAD" inspect "$M/llama" >"$T_TMP/i.orig" 2>&1
 "$TPLOAD" inspect "$T_TMP/llama-4" >"$T_TMP/i.re" 2>&1
 t_check "inspect of the 4-way output says presharded" \
