@@ -423,7 +423,7 @@ static void print_summary(struct load_cli *c, const struct tpl__report *r) {
 
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
 static void print_reads(struct load_cli *c, const struct tpl__report *r) {
-  static const char *const modes[] = {"direct", "buffered", "http"};
+  static const char *const modes[] = {"direct", "buffered", "http", "gathered"};
   const struct tpl__rank_report *r0 = &r->ranks[0];
   if (r0->nreads == 0) return;
   fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);

@@ -156,6 +156,8 @@ static int source(const struct tpl__origin_files *in, struct tpl__source **src,
   rank_files.n = tpl__reshard_vfile(rs);
   rank_files.mode = TPL_IO_BUFFERED;
   rc = g->s.used && g->s.align ? 0 : tpl__oom(err);
+  /* whole chunks asked for, so a tensor inside one is rebuilt in place */
+  if (rc == 0) g->s.used[rank_files.n] = TPL_IO_USED_GATHERED;
   if (rc == 0) rc = tpl__reshard_base(rs)->source(&rank_files, &g->inner, err);
   if (rc != 0) {
     g_close(&g->s);
