@@ -51,8 +51,9 @@ static int get_u64s(const json_t *a, size_t cap, uint64_t *v, size_t *n) {
   size_t i;
   json_t *x;
   if (!json_is_array(a) || json_array_size(a) > cap) return TPL_EFORMAT;
-  json_array_foreach(a, i,
-                     x) if (tpl__json_u64(x, &v[i]) != 0) return TPL_EFORMAT;
+  json_array_foreach(a, i, x) {
+    if (tpl__json_u64(x, &v[i]) != 0) return TPL_EFORMAT;
+  }
   *n = json_array_size(a);
   return 0;
 }
@@ -119,9 +120,10 @@ static int full_segs(const uint64_t *s, size_t n, uint32_t tp, uint32_t kv,
     uint64_t sum = 0;
     for (size_t j = 0; j < n; j++) {
       uint32_t parts = j >= n - reps ? tp / kv : tp;
-      spec->segs[j] = s[j] * parts;
+      if (__builtin_mul_overflow(s[j], parts, &spec->segs[j]) ||
+          __builtin_add_overflow(sum, spec->segs[j], &sum))
+        return -1;
       spec->parts[j] = j >= n - reps ? parts : 0;
-      sum += spec->segs[j];
     }
     if (sum == extent) return (int)reps;
   }
@@ -234,15 +236,21 @@ static int replicas_agree(struct parse *p, const json_t *o,
   return 0;
 }
 
+/* The bytes of a tensor of `shape`, into *out; nonzero on overflow. */
+static int shape_bytes(const struct tpl__si_param *t, const uint64_t *shape,
+                       uint64_t *out) {
+  uint64_t numel = 1;
+  for (int d = 0; d < t->ndim; d++)
+    if (__builtin_mul_overflow(numel, shape[d], &numel)) return 1;
+  return __builtin_mul_overflow(numel, tpl__dtype_size(t->dtype), out);
+}
+
 static int holders(struct parse *p, const json_t *o, struct tpl__si_param *t) {
   const json_t *a = json_object_get(o, "ranks");
-  uint64_t numel = 1, nbytes;
+  uint64_t nbytes, full;
   size_t i;
   json_t *x;
-  for (int d = 0; d < t->ndim; d++)
-    if (__builtin_mul_overflow(numel, t->rank_shape[d], &numel))
-      return bad(p, t->name, "expected a shape of at most 2^64 bytes");
-  if (__builtin_mul_overflow(numel, tpl__dtype_size(t->dtype), &nbytes))
+  if (shape_bytes(t, t->rank_shape, &nbytes) || shape_bytes(t, t->shape, &full))
     return bad(p, t->name, "expected a shape of at most 2^64 bytes");
   if (!json_is_array(a) || json_array_size(a) == 0 ||
       json_array_size(a) > p->si->world)

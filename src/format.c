@@ -101,6 +101,20 @@ static const struct tpl__format presharded = {
     .detail = presharded_detail,
 };
 
+/* The same, cut from an MLC weight directory: its config is the
+ * mlc-chat-config.json preshard copied.  Never probed: the load chooses
+ * it (reshard.c). */
+static const struct tpl__format presharded_mlc = {
+    .id = TPL_FMT_PRESHARDED_MLC,
+    .name = "presharded",
+    .what = "a presharded directory (tpload's rank layout) of an MLC model",
+    .probes = {NULL},
+    .config = "mlc-chat-config.json",
+    .config_mlc = 1,
+    .load = load_presharded,
+    .detail = presharded_detail,
+};
+
 static const struct tpl__format st_index = {
     .id = TPL_FMT_ST_INDEX,
     .name = "safetensors-index",
@@ -132,8 +146,8 @@ static const struct tpl__format safetensors = {
     .load_file = tpl__st_load,
 };
 
-const struct tpl__format *const tpl__formats[] = {&presharded, &st_index, &mlc,
-                                                  &safetensors};
+const struct tpl__format *const tpl__formats[] = {
+    &presharded, &st_index, &mlc, &safetensors, &presharded_mlc};
 const size_t tpl__nformats = ARRAY_SIZE(tpl__formats);
 
 static int ends_with(const char *s, const char *suffix) {

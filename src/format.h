@@ -43,7 +43,8 @@ struct tpl__format {
   void (*detail)(const struct tpl__model *m, char *buf, size_t len);
 };
 
-/* The formats, in the order a directory is probed. */
+/* The formats, in the order a directory is probed (a row without
+ * probes is chosen by another's load). */
 extern const struct tpl__format *const tpl__formats[];
 extern const size_t tpl__nformats;
 

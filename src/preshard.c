@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "format.h"
 #include "preshard.h"
 #include "report.h"
 #include "shardinfo.h"
@@ -47,14 +48,18 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl__error *err) {
                            err);
 }
 
-/* MODEL's config.json, when it has one, to be copied beside the rank
+/* MODEL's config (its format's: config.json, or an MLC directory's
+ * mlc-chat-config.json), when it has one, to be copied beside the rank
  * files: the output is then a MODEL of its own (a presharded directory,
  * reshard.h), whose preset is found from it as from the original's. */
 static int take_config(struct tpl__outdir_opts *o, const struct tpl__model *m,
                        struct tpl__error *err) {
+  const struct tpl__format *f;
   int rc;
   if (m == NULL) return 0; /* a sink driven without a model (its tests) */
-  rc = tpl__outdir_take(o, m, "config.json", TPL_MAX_JSON_FILE, err);
+  f = tpl__format_of(m->format);
+  rc = tpl__outdir_take(o, m, f != NULL ? f->config : "config.json",
+                        TPL_MAX_JSON_FILE, err);
   return rc == -ENOENT || rc == TPL_EDENIED ? 0 : rc;
 }
 

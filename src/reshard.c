@@ -196,6 +196,24 @@ static int full_tensors(struct tpl__model *m, struct tpl__reshard *rs,
   return rc;
 }
 
+/* Cut from an MLC directory when preshard copied its
+ * mlc-chat-config.json and no config.json: that format's row. */
+static int config_kind(struct tpl__model *m, struct tpl__reshard *rs,
+                       struct tpl__error *err) {
+  static const char *const names[] = {"config.json", "mlc-chat-config.json"};
+  int there[2];
+  for (int i = 0; i < 2; i++) {
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = rs->base->get(m, names[i], TPL_MAX_JSON_FILE, &buf, &len, err);
+    free(buf);
+    if (rc != 0 && rc != -ENOENT && rc != TPL_EDENIED) return rc;
+    there[i] = rc == 0;
+  }
+  if (!there[0] && there[1]) m->format = TPL_FMT_PRESHARDED_MLC;
+  return 0;
+}
+
 int tpl__reshard_load(struct tpl__model *m, const char *member,
                       struct tpl__error *err) {
   struct tpl__reshard *rs = calloc(1, sizeof(*rs));
@@ -211,6 +229,7 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
   if (rc == 0) rc = add_rank_files(m, rs, what, err);
   if (rc == 0) rc = match_files(m, rs, err);
   if (rc == 0) rc = full_tensors(m, rs, what, err);
+  if (rc == 0) rc = config_kind(m, rs, err);
   if (rc == 0) m->origin = tpl__origin_presharded(base);
   if (rc == 0) m->approximate = rs->approximate;
   free(what);
@@ -218,7 +237,7 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
 }
 
 struct tpl__reshard *tpl__reshard_of(const struct tpl__model *m) {
-  return m != NULL && m->format == TPL_FMT_PRESHARDED ? m->priv : NULL;
+  return m != NULL && m->priv_free == reshard_free ? m->priv : NULL;
 }
 
 uint32_t tpl__reshard_vfile(const struct tpl__reshard *rs) {

@@ -1205,11 +1205,14 @@ def _check_shard_info(path, exp, n, bias_scaling):
 
 
 def copied_config(model):
-    """What preshard copies beside its rank files: MODEL's config.json,
-    when its directory has one (the output is a MODEL of its own)."""
+    """What preshard copies beside its rank files: MODEL's config (an MLC
+    directory's mlc-chat-config.json, else config.json), when its
+    directory has one (the output is a MODEL of its own)."""
     base = model if os.path.isdir(model) else os.path.dirname(model)
-    return (["config.json"]
-            if os.path.isfile(os.path.join(base, "config.json")) else [])
+    mlc = any(os.path.isfile(os.path.join(base, n))
+              for n in ("tensor-cache.json", "ndarray-cache.json"))
+    name = "mlc-chat-config.json" if mlc else "config.json"
+    return [name] if os.path.isfile(os.path.join(base, name)) else []
 
 
 def check_preshard(model, plan, n, d, bias_scaling=True):
