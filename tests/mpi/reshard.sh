@@ -256,28 +256,37 @@ round mixtral-ep "$M/mixtral" 4 2 --ep
 # layout does not carry): the input's cut is shard-info.json's either way.
 round qwen3_moe-stacked "$M/q3" 4 2 --plan "$M/q3/plan.json"
 
-# --- MLC: q4f16_1 in the rank layout, --layout mlc in and out, MLC's own
-# presharded cache ---------------------------------------------------------
+# --- MLC q4f16_1 in the rank layout (its mlc-chat-config.json goes along)
 synth q4 --arch llama --format mlc --quant q4f16_1 --layers 1 --hidden 256 \
   --intermediate 512 --vocab 256 --quiet
 round q4 "$M/q4" 4 2
-round q4-mlc "$M/q4" 4 2 --layout mlc
-to_n "q4f16_1 --layout mlc -> rank layout" 2 "$T_TMP/q4-mlc-4" q4-mlc-4-rank
-same "... = preshard of the original at 2" "$T_TMP/q4-2" \
-  "$T_TMP/q4-mlc-4-rank"
-t_check "verify --layout mlc ORIGINAL of the 4 -> 2 cache" \
-  "$TPLOAD" verify "$M/q4" "$T_TMP/q4-mlc-4-2" --layout mlc --quiet
-"$TPLOAD" plan "$M/q4" --shards 2 >"$T_TMP/q4.plan.json" 2>/dev/null
-"$ORACLE" "$MP" write "$M/q4" "$T_TMP/q4-own" "$T_TMP/q4.plan.json" ||
-  { echo "Bail out! mlc_preshard.py write failed"; exit 99; }
-"$TPLOAD" inspect "$T_TMP/q4-own" >"$T_TMP/i.own" 2>&1
-t_check "inspect of MLC's own presharded cache says presharded" \
-  grep -qi presharded "$T_TMP/i.own"
-whole "MLC's own cache read whole = the original (numpy)" \
-  "$M/q4" "$T_TMP/q4-own"
-to_n "MLC's own cache" 2 "$T_TMP/q4-own" q4-own-2
-same "... at 2 = preshard of the original at 2" "$T_TMP/q4-2" \
-  "$T_TMP/q4-own-2"
+
+# mlc_inputs: MLC's layouts as MODEL: tpload's --layout mlc output in
+# (to both layouts) and out (from the rank layout), MLC's own presharded
+# cache (oracle/mlc_preshard.py write) read whole and re-cut.
+mlc_inputs() {
+  round q4-mlc "$M/q4" 4 2 --layout mlc
+  to_n "q4 --layout mlc -> rank layout" 2 "$T_TMP/q4-mlc-4" q4-mlc-4-rank
+  same "... = preshard of the original at 2" "$T_TMP/q4-2" \
+    "$T_TMP/q4-mlc-4-rank"
+  t_check "verify --layout mlc ORIGINAL of the 4 -> 2 cache" \
+    "$TPLOAD" verify "$M/q4" "$T_TMP/q4-mlc-4-2" --layout mlc --quiet
+  to_n "q4 rank layout -> --layout mlc" 2 "$T_TMP/q4-4" q4-4-mlc --layout mlc
+  same "... = preshard --layout mlc of the original at 2" \
+    "$T_TMP/q4-mlc-2" "$T_TMP/q4-4-mlc"
+  "$TPLOAD" plan "$M/q4" --shards 2 >"$T_TMP/q4.plan.json" 2>/dev/null
+  "$ORACLE" "$MP" write "$M/q4" "$T_TMP/q4-own" "$T_TMP/q4.plan.json" ||
+    { echo "Bail out! mlc_preshard.py write failed"; exit 99; }
+  "$TPLOAD" inspect "$T_TMP/q4-own" >"$T_TMP/i.own" 2>&1
+  t_check "inspect of MLC's own presharded cache says presharded" \
+    grep -qi presharded "$T_TMP/i.own"
+  whole "MLC's own cache read whole = the original (numpy)" \
+    "$M/q4" "$T_TMP/q4-own"
+  to_n "MLC's own cache" 2 "$T_TMP/q4-own" q4-own-2
+  same "... at 2 = preshard of the original at 2" "$T_TMP/q4-2" \
+    "$T_TMP/q4-own-2"
+}
+mlc_inputs
 
 # --- bad inputs: 65 naming the file (and tensor), no file written ---------
 L4=$T_TMP/llama-4
