@@ -23,7 +23,8 @@ CLI:
         exact E max-ulp U" (K such tensors, E of them equal to MODEL's).
     reshard.py same-info A B
         two shard-info.json files record the same grid and the same
-        params (every field of every record, holders and XXH3 included).
+        params (every field of every record, holders and XXH3 included):
+        reshard.sh's diagnostic where the two files' bytes differ.
 Exits 1 at the first mismatch, naming the tensor on stderr.
 """
 import json
