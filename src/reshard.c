@@ -29,20 +29,28 @@ struct tpl__reshard {
   size_t cached; /* param + 1 whose full tensor is in buf, 0 none */
   uint8_t *buf;
   uint64_t buf_cap;
-  uint8_t *scratch; /* one shard of a cut tensor */
+  uint8_t *scratch; /* one shard of a cut tensor, or its run */
   uint64_t scratch_cap;
+  /* The tensor read a run at a time, in order (rank 0's stream): its
+   * param + 1 (0: none), its next byte, each shard's hash so far. */
+  size_t run;
+  uint64_t run_at;
+  XXH3_state_t **states; /* si->tp of them, made at the first run */
 };
 
 static void reshard_free(void *p) {
   struct tpl__reshard *rs = p;
   if (rs == NULL) return;
-  tpl__si_free(rs->si);
   free(rs->voff);
   free(rs->bytes);
   free(rs->hbase);
   free(rs->hoff);
   free(rs->buf);
   free(rs->scratch);
+  for (uint32_t s = 0; rs->states != NULL && s < rs->si->tp; s++)
+    XXH3_freeState(rs->states[s]);
+  free(rs->states);
+  tpl__si_free(rs->si);
   free(rs);
 }
 
@@ -266,16 +274,20 @@ struct gather {
   struct tpl__error *err;
 };
 
-/* Holder h (index into param i's holders) of param i's bytes into dst,
- * checked against its XXH3. */
-static int read_holder(struct gather *g, size_t i, size_t h, uint8_t *dst) {
+/* Bytes [at, at + len) of holder h's (an index into param i's holders)
+ * copy of param i into dst. */
+static int read_part(struct gather *g, size_t i, size_t h, uint64_t at,
+                     uint64_t len, uint8_t *dst) {
+  const struct tpl__si_holder *w = &g->rs->si->params[i].holders[h];
+  return g->read(g->ctx, w->rank, dst, len,
+                 g->rs->hoff[g->rs->hbase[i] + h] + at, g->err);
+}
+
+/* Holder h's bytes of param i hash to `got`, as recorded, or
+ * TPL_EMISMATCH naming its file and the tensor. */
+static int check_hash(struct gather *g, size_t i, size_t h, uint64_t got) {
   const struct tpl__si_param *p = &g->rs->si->params[i];
   const struct tpl__si_holder *w = &p->holders[h];
-  uint64_t got;
-  int rc = g->read(g->ctx, w->rank, dst, w->nbytes,
-                   g->rs->hoff[g->rs->hbase[i] + h], g->err);
-  if (rc != 0) return rc;
-  got = XXH3_64bits(dst, (size_t)w->nbytes);
   if (got != w->xxh3)
     return tpl__fail(g->err, TPL_EMISMATCH,
                      "%s: tensor '%s': its bytes hash to xxh3 %016llx, "
@@ -283,6 +295,13 @@ static int read_holder(struct gather *g, size_t i, size_t h, uint8_t *dst) {
                      g->m->files[w->rank].path, p->name,
                      (unsigned long long)got, (unsigned long long)w->xxh3);
   return 0;
+}
+
+/* Holder h's copy of param i whole into dst, checked. */
+static int read_holder(struct gather *g, size_t i, size_t h, uint8_t *dst) {
+  uint64_t n = g->rs->si->params[i].holders[h].nbytes;
+  int rc = read_part(g, i, h, 0, n, dst);
+  return rc != 0 ? rc : check_hash(g, i, h, XXH3_64bits(dst, (size_t)n));
 }
 
 static int grow(uint8_t **buf, uint64_t *cap, uint64_t want,
@@ -324,7 +343,7 @@ static int rebuild_cut(struct gather *g, size_t i, uint8_t *out) {
       rc = grow(&g->rs->scratch, &g->rs->scratch_cap, p->holders[h].nbytes,
                 g->err);
     if (rc == 0) rc = read_holder(g, i, h, g->rs->scratch);
-    if (rc == 0) tpl__layout_scatter(&l, g->rs->scratch, out);
+    if (rc == 0) tpl__layout_scatter(&l, 0, UINT64_MAX, g->rs->scratch, out);
   }
   return rc;
 }
@@ -371,6 +390,80 @@ static int cache(struct gather *g, size_t i) {
   return rc;
 }
 
+/* The layout of source k of param i (shard k of a cut tensor, the one
+ * holder of a whole one) and that holder's index. */
+static int source_of(const struct tpl__reshard *rs, size_t i, uint32_t k,
+                     struct tpl__layout *l, size_t *h) {
+  const struct tpl__si_param *p = &rs->si->params[i];
+  if (p->kind != TPL_SI_CUT) {
+    tpl__layout_whole(rs->bytes[i], l);
+    *h = 0;
+    return 0;
+  }
+  *h = holder_index(p, k);
+  return tpl__shard_layout(p->shape, p->ndim, tpl__dtype_size(p->dtype),
+                           &p->spec, rs->si->tp, k, l);
+}
+
+/* Source k's bytes of the run [from, from + n) of param i: one read of
+ * its holder's file (straight into place when they are one run of the
+ * tensor, else into scratch and scattered), hashed on; checked once its
+ * last byte is read. */
+static int run_source(struct gather *g, size_t i, uint32_t k, uint64_t from,
+                      uint64_t n, uint8_t *out) {
+  struct tpl__reshard *rs = g->rs;
+  struct tpl__layout l;
+  uint64_t at, len, start;
+  uint8_t *dst;
+  size_t h;
+  int rc = source_of(rs, i, k, &l, &h);
+  if (rc != 0) return rc;
+  at = tpl__layout_count(&l, 0, from);
+  len = tpl__layout_count(&l, from, from + n);
+  if (len == 0) return 0;
+  if (tpl__layout_contiguous(&l, from, from + n, &start) == len)
+    dst = out + (start - from);
+  else if ((rc = grow(&rs->scratch, &rs->scratch_cap, len, g->err)) == 0)
+    dst = rs->scratch;
+  if (rc == 0) rc = read_part(g, i, h, at, len, dst);
+  if (rc != 0) return rc;
+  if (dst == rs->scratch) tpl__layout_scatter(&l, from, from + n, dst, out);
+  XXH3_64bits_update(rs->states[k], dst, (size_t)len);
+  if (at + len < rs->si->params[i].holders[h].nbytes) return 0;
+  return check_hash(g, i, h, XXH3_64bits_digest(rs->states[k]));
+}
+
+/* The run [from, from + n) of param i into out, from its sources read a
+ * run at a time, when the runs come in order from its start (the
+ * stream's); 1 when they do not (or it is a scaled bias): the caller
+ * rebuilds it whole instead. */
+static int run(struct gather *g, size_t i, uint64_t from, uint64_t n,
+               uint8_t *out) {
+  struct tpl__reshard *rs = g->rs;
+  const struct tpl__si_param *p = &rs->si->params[i];
+  uint32_t nsrc = p->kind == TPL_SI_CUT ? rs->si->tp : 1;
+  int rc = 0;
+  if (p->kind == TPL_SI_SCALED ||
+      (from != 0 && !(rs->run == i + 1 && rs->run_at == from)))
+    return 1;
+  if (rs->states == NULL) {
+    rs->states = calloc(rs->si->tp, sizeof(*rs->states));
+    for (uint32_t s = 0; rs->states != NULL && s < rs->si->tp; s++)
+      if ((rs->states[s] = XXH3_createState()) == NULL) return tpl__oom(g->err);
+    if (rs->states == NULL) return tpl__oom(g->err);
+  }
+  for (uint32_t k = 0; from == 0 && k < nsrc; k++)
+    XXH3_64bits_reset(rs->states[k]);
+  rs->run = 0;
+  for (uint32_t k = 0; rc == 0 && k < nsrc; k++)
+    rc = run_source(g, i, k, from, n, out);
+  if (rc == 0 && from + n < rs->bytes[i]) {
+    rs->run = i + 1;
+    rs->run_at = from + n;
+  }
+  return rc;
+}
+
 int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
                       tpl__reshard_read_fn read, void *ctx, void *dst,
                       uint64_t len, uint64_t off, struct tpl__error *err) {
@@ -384,12 +477,12 @@ int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
       return tpl__fail(err, -EIO, "%s: no tensor at offset %llu",
                        m->files[rs->vfile].path, (unsigned long long)off);
     if (n > len) n = len;
-    if (from == 0 && n == rs->bytes[i]) {
+    if (from == 0 && n == rs->bytes[i])
       rc = rebuild(&g, i, out);
-    } else {
-      rc = cache(&g, i);
-      if (rc == 0) memcpy(out, rs->buf + from, (size_t)n);
-    }
+    else /* a run of the stream's in place, else via the whole tensor */
+      rc = rs->cached == i + 1 ? 1 : run(&g, i, from, n, out);
+    if (rc == 1 && (rc = cache(&g, i)) == 0)
+      memcpy(out, rs->buf + from, (size_t)n);
     out += n;
     off += n;
     len -= n;

@@ -27,8 +27,32 @@ struct example {
   size_t len; /* elements of each slice */
 };
 
+/* The same scattered in two runs, [0, mid) and [mid, end) of the
+ * tensor's bytes, each rank's bytes of a run taken from its slice in
+ * order (tpl__layout_count says where): the same tensor. */
+static void check_runs(const struct example *x, uint64_t count, uint64_t mid) {
+  uint32_t full[64];
+  memset(full, 0xff, sizeof(full));
+  for (uint32_t r = 0; r < x->n; r++) {
+    struct tpl__layout l;
+    const uint8_t *slice = (const uint8_t *)x->slices[r];
+    uint64_t first;
+    REQUIRE(tpl__shard_layout(x->shape, x->ndim, 4, &x->spec, x->n, r, &l) ==
+            0);
+    first = tpl__layout_count(&l, 0, mid);
+    CHECK_EQ_U64(tpl__layout_scatter(&l, 0, mid, slice, (uint8_t *)full),
+                 first);
+    CHECK_EQ_U64(tpl__layout_scatter(&l, mid, count * 4, slice + first,
+                                     (uint8_t *)full + mid),
+                 x->len * 4 - first);
+  }
+  for (uint64_t i = 0; i < count; i++)
+    CHECK_EQ_U64(full[i], i);
+}
+
 /* Scatters every rank's slice into a full tensor that starts all
- * 0xffffffff: it must come out 0, 1, 2, ... whole. */
+ * 0xffffffff: it must come out 0, 1, 2, ... whole, and so in two runs
+ * split anywhere (mid-element included). */
 static void check_example(const struct example *x) {
   uint32_t full[64];
   uint64_t count = 1;
@@ -39,12 +63,15 @@ static void check_example(const struct example *x) {
     struct tpl__layout l;
     CHECK_EQ_INT(tpl__shard_layout(x->shape, x->ndim, 4, &x->spec, x->n, r, &l),
                  0);
-    CHECK_EQ_U64(
-        tpl__layout_scatter(&l, (const uint8_t *)x->slices[r], (uint8_t *)full),
-        x->len * 4);
+    CHECK_EQ_U64(tpl__layout_scatter(&l, 0, UINT64_MAX,
+                                     (const uint8_t *)x->slices[r],
+                                     (uint8_t *)full),
+                 x->len * 4);
   }
   for (uint64_t i = 0; i < count; i++)
     CHECK_EQ_U64(full[i], i);
+  for (uint64_t mid = 1; mid < count * 4; mid += 3)
+    check_runs(x, count, mid);
 }
 
 static void test_scatter_segs(void) {
