@@ -51,6 +51,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402  (mlc_data_file, for `write`)
+
 UINT = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 SIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
         "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
@@ -292,12 +295,7 @@ def write_own(src, out, plan_path):
             rec["byteOffset"] = len(blob)
             recs.append(rec)
             blob += data
-        path = "params_shard_%d.bin" % i
-        with open(os.path.join(out, path), "wb") as f:
-            f.write(blob)
-        frecs.append({"dataPath": path, "format": "raw-shard",
-                      "nbytes": len(blob), "records": recs,
-                      "md5sum": hashlib.md5(blob).hexdigest()})
+        frecs.append(oracle.mlc_data_file(out, i, blob, recs))
     with open(os.path.join(out, "tensor-cache.json"), "w") as f:
         json.dump({"metadata": scache.get("metadata", {}),
                    "records": frecs}, f, indent=2)

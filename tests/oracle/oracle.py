@@ -682,6 +682,17 @@ def _write_index(out, tensors, rng):
                   ensure_ascii=False)
 
 
+def mlc_data_file(out, k, blob, recs):
+    """Writes OUT/params_shard_K.bin (`blob`) and returns its record in
+    tensor-cache.json, holding `recs`."""
+    path = "params_shard_%d.bin" % k
+    with open(os.path.join(out, path), "wb") as f:
+        f.write(blob)
+    # As TVM's writer records it: the whole file's MD5, hexdigest.
+    return {"dataPath": path, "format": "raw-shard", "nbytes": len(blob),
+            "records": recs, "md5sum": hashlib.md5(blob).hexdigest()}
+
+
 def _write_mlc(out, tensors, rng, nfiles=2):
     files = []
     for k in range(nfiles):
@@ -698,13 +709,7 @@ def _write_mlc(out, tensors, rng, nfiles=2):
                          "format": "raw" if raw_f32 else "f32-to-bf16",
                          "nbytes": len(stored), "byteOffset": len(blob)})
             blob += stored
-        path = "params_shard_%d.bin" % k
-        with open(os.path.join(out, path), "wb") as f:
-            f.write(blob)
-        # As TVM's writer records it: the whole file's MD5, hexdigest.
-        files.append({"dataPath": path, "format": "raw-shard",
-                      "nbytes": len(blob), "records": recs,
-                      "md5sum": hashlib.md5(blob).hexdigest()})
+        files.append(mlc_data_file(out, k, blob, recs))
     with open(os.path.join(out, "tensor-cache.json"), "w",
               encoding="utf-8") as f:
         json.dump({"metadata": {"ParamSize": len(tensors),
