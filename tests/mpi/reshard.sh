@@ -238,8 +238,8 @@ round mixtral-ep "$M/mixtral" 4 2 --ep
 "$ORACLE" "$TESTS_SRCDIR/oracle/mlc_archs.py" write qwen3_moe mlc "$M/q3" \
   --experts 4 ||
   { echo "Bail out! mlc_archs.py write qwen3_moe failed"; exit 99; }
-# By its plan file (a preset needs mlc-chat-config.json, which the rank
-# layout does not carry): the input's cut is shard-info.json's either way.
+# By its plan file (mlc_archs.py's expectations), given again to the
+# re-shard: the input's cut is shard-info.json's, the output's the plan's.
 round qwen3_moe-stacked "$M/q3" 4 2 --plan "$M/q3/plan.json"
 
 # --- MLC q4f16_1 in the rank layout (its mlc-chat-config.json goes along)
