@@ -163,7 +163,7 @@ refused() {
   fi
 }
 
-# --- llama: 4 -> 2, 2 -> 4, TP2 x PP2 -> TP4; the direct numpy checks ----
+# --- llama: 4 -> 2, 2 -> 4, TP2 x PP2 -> TP4, TP2 x DP2 -> 2; numpy checks
 synth llama --arch llama $SMALL --dtype f32
 round llama "$M/llama" 4 2
 round llama "$M/llama" 2 4
@@ -171,6 +171,10 @@ to_n "llama TP2 x PP2" 4 "$M/llama" llama-grid --tp 2 --pp 2
 to_n "llama: re-shard TP2 x PP2 -> TP4" 4 "$T_TMP/llama-grid" llama-grid-4
 same "llama: TP2 x PP2 -> TP4 = preshard of the original at 4" \
   "$T_TMP/llama-4" "$T_TMP/llama-grid-4"
+to_n "llama TP2 x DP2" 4 "$M/llama" llama-dp --tp 2
+to_n "llama: re-shard TP2 x DP2 -> TP2" 2 "$T_TMP/llama-dp" llama-dp-2
+same "llama: TP2 x DP2 -> TP2 = preshard of the original at 2" \
+  "$T_TMP/llama-2" "$T_TMP/llama-dp-2"
 # llama's preset rules as a plan file for the oracle: mpi_lib.sh's, but
 # lm_head whole and each rule with the preset's func_name (MLC's
 # llama_model.py: _shard_q, ..., _shard_down).
@@ -301,7 +305,6 @@ refused "shard-info.json disagreeing with a header" open "$T_TMP/bad" \
 # Two replicas (TP2 x DP2): replica 1's copy of shard 0 of a tensor
 # changed, and its recorded XXH3 with it (each file agrees with
 # shard-info.json; the replicas disagree).
-to_n "llama TP2 x DP2" 4 "$M/llama" llama-dp --tp 2
 rm -rf "$T_TMP/bad"
 cp -r "$T_TMP/llama-dp" "$T_TMP/bad"
 T=model.layers.1.mlp.down_proj.weight
