@@ -8,8 +8,11 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "fileio.h"
 #include "mlc_cut.h"
+#include "planner.h"
 #include "quant.h"
+#include "reshard.h"
 
 /* The dim the plan cuts `name` along (a quantized param: its weight's;
  * a 1-D activation scale: 0); -1 when no shard rule matches. */
@@ -129,6 +132,47 @@ static int full_model(const struct tpl__plan *p, const struct tpl__model *m,
   }
   *out = full;
   return 0;
+}
+
+/* The groups' records in order: where si's holders lie. */
+static size_t *holder_records(const struct tpl__mlc_groups *g) {
+  size_t n = 0, *rec;
+  for (size_t i = 0; i < g->ngroups; i++)
+    n += g->groups[i].nrecords;
+  rec = calloc(n + 1, sizeof(*rec));
+  n = 0;
+  for (size_t i = 0; rec != NULL && i < g->ngroups; i++)
+    for (uint32_t k = 0; k < g->groups[i].nrecords; k++)
+      rec[n++] = g->groups[i].records[k];
+  return rec;
+}
+
+int tpl__mlc_cut_model(struct tpl__model *m, const char *arg,
+                       struct tpl__error *err) {
+  struct tpl__mlc_groups g = {0};
+  struct tpl__plan *p = NULL;
+  struct tpl__si *si = NULL;
+  size_t *rec = NULL;
+  char *what;
+  int rc;
+  if (m->format != TPL_FMT_MLC_SHARDED) return 0;
+  what =
+      tpl__path_join(m->shown != NULL ? m->shown : m->dir, "tensor-cache.json");
+  rc = what != NULL ? 0 : tpl__oom(err);
+  if (rc == 0) rc = tpl__mlc_group(m->tensors, m->ntensors, what, &g, err);
+  if (rc == 0) rc = tpl__plan_resolve(arg, m, g.shards, &p, err);
+  if (rc == 0) rc = tpl__mlc_cut(p, m, &g, what, &si, err);
+  if (rc == 0 && (rec = holder_records(&g)) == NULL) rc = tpl__oom(err);
+  if (rc == 0) {
+    rc = tpl__reshard_adopt(m, si, rec, "params_shard_*.bin", what, err);
+    si = NULL;
+  }
+  tpl__si_free(si);
+  free(rec);
+  tpl__plan_free(p);
+  tpl__mlc_groups_free(&g);
+  free(what);
+  return rc;
 }
 
 int tpl__mlc_cut(const struct tpl__plan *p, const struct tpl__model *m,

@@ -30,4 +30,13 @@ int tpl__mlc_cut(const struct tpl__plan *p, const struct tpl__model *m,
                  const struct tpl__mlc_groups *g, const char *what,
                  struct tpl__si **out, struct tpl__error *err);
 
+/* Makes `m`, when its format is TPL_FMT_MLC_SHARDED (an MLC cache of
+ * "X_shard-K" records, format.c), the checkpoint of the full tensors its
+ * records were cut from (reshard.h, tpl__reshard_adopt), the cut from
+ * --plan `arg` (NULL: auto) at the cache's N; any other model is left
+ * as it is.  Returns 0, tpl__mlc_group's, tpl__plan_resolve's,
+ * tpl__mlc_cut's or tpl__reshard_adopt's codes. */
+int tpl__mlc_cut_model(struct tpl__model *m, const char *arg,
+                       struct tpl__error *err);
+
 #endif
