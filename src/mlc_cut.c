@@ -134,6 +134,26 @@ static int full_model(const struct tpl__plan *p, const struct tpl__model *m,
   return 0;
 }
 
+/* N as the cache's mlc-chat-config.json says it (tpload's `--layout
+ * mlc` and MLC's gen_config write tensor_parallel_shards), when it says
+ * it: a cache missing every record of its last shard has one fewer. */
+static int check_shards(const struct tpl__model *m,
+                        const struct tpl__mlc_groups *g, const char *what,
+                        struct tpl__error *err) {
+  struct tpl__quant_info q;
+  uint32_t want;
+  int rc = tpl__plan_quant(m, &q, err);
+  if (rc == -ENOENT) return 0; /* no config: the plan file's cut alone */
+  if (rc != 0) return rc;
+  want = q.config_shards;
+  if (want == 0 || want == g->shards) return 0;
+  return tpl__fail(err, TPL_EFORMAT,
+                   "%s: expected '_shard-0' .. '_shard-%u' records, as "
+                   "mlc-chat-config.json's tensor_parallel_shards %u says, "
+                   "found '_shard-0' .. '_shard-%u'",
+                   what, want - 1, want, g->shards - 1);
+}
+
 /* The groups' records in order: where si's holders lie. */
 static size_t *holder_records(const struct tpl__mlc_groups *g) {
   size_t n = 0, *rec;
@@ -160,6 +180,7 @@ int tpl__mlc_cut_model(struct tpl__model *m, const char *arg,
       tpl__path_join(m->shown != NULL ? m->shown : m->dir, "tensor-cache.json");
   rc = what != NULL ? 0 : tpl__oom(err);
   if (rc == 0) rc = tpl__mlc_group(m->tensors, m->ntensors, what, &g, err);
+  if (rc == 0) rc = check_shards(m, &g, what, err);
   if (rc == 0) rc = tpl__plan_resolve(arg, m, g.shards, &p, err);
   if (rc == 0) rc = tpl__mlc_cut(p, m, &g, what, &si, err);
   if (rc == 0 && (rec = holder_records(&g)) == NULL) rc = tpl__oom(err);

@@ -34,8 +34,10 @@ int tpl__mlc_cut(const struct tpl__plan *p, const struct tpl__model *m,
  * "X_shard-K" records, format.c), the checkpoint of the full tensors its
  * records were cut from (reshard.h, tpl__reshard_adopt), the cut from
  * --plan `arg` (NULL: auto) at the cache's N; any other model is left
- * as it is.  Returns 0, tpl__mlc_group's, tpl__plan_resolve's,
- * tpl__mlc_cut's or tpl__reshard_adopt's codes. */
+ * as it is.  An N other than mlc-chat-config.json's
+ * tensor_parallel_shards (where it says one) is TPL_EFORMAT.  Returns 0,
+ * tpl__mlc_group's, tpl__plan_resolve's, tpl__mlc_cut's or tpl__reshard_adopt's
+ * codes. */
 int tpl__mlc_cut_model(struct tpl__model *m, const char *arg,
                        struct tpl__error *err);
 

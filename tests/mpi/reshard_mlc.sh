@@ -9,7 +9,8 @@
 # the original's, every file.  MLC's own converter's cache, from
 # oracle/mlc_preshard.py write, read back at one rank = the original's
 # tensors (oracle/reshard.py full: numpy).  Bad caches: a missing
-# "_shard-k" record, shard records of unequal shapes: 65 naming it.
+# "_shard-k" record, shard records of unequal shapes: 65 naming it; a
+# whole shard's records gone: 65 naming mlc-chat-config.json's N.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -99,5 +100,9 @@ r = next(r for r in recs if r['name'] == '${W}_shard-1')
 r['shape'] = [r['shape'][0] // 2, r['shape'][1]]
 r['nbytes'] //= 2"
 refused "shard records of unequal shapes" "$T_TMP/b2" "tensor '${W}_shard-1'"
+edit "$T_TMP/b3" "
+for f in c['records']:
+    f['records'] = [r for r in f['records'] if not r['name'].endswith('_shard-3')]"
+refused "every '_shard-3' record gone" "$T_TMP/b3" "tensor_parallel_shards 4"
 
 t_done
