@@ -6,7 +6,8 @@
 # `preshard --layout mlc` at 4, used as MODEL: preshard at 2 = preshard
 # of the original at 2 (the rank files and shard-info.json; the copied
 # mlc-chat-config.json says the cache's 4), and `--layout mlc` at 2 =
-# the original's, every file.  MLC's own converter's cache, from
+# the original's, every file, and `verify` with it as ORIGINAL passes
+# both.  MLC's own converter's cache, from
 # oracle/mlc_preshard.py write, read back at one rank = the original's
 # tensors (oracle/reshard.py full: numpy).  Bad caches: a missing
 # "_shard-k" record, shard records of unequal shapes: 65 naming it; a
@@ -58,6 +59,11 @@ cut "the 4-way cache as MODEL, --layout mlc at 2" 2 "$T_TMP/m4" \
   "$T_TMP/rm2" --layout mlc
 same "... = the original's --layout mlc at 2, every file" "$T_TMP/om2" \
   "$T_TMP/rm2" $(ls "$T_TMP/om2")
+
+t_check "verify with the 4-way cache as ORIGINAL (rank layout at 2)" \
+  "$TPLOAD" verify "$T_TMP/m4" "$T_TMP/r2" --quiet
+t_check "... and --layout mlc at 2" \
+  "$TPLOAD" verify "$T_TMP/m4" "$T_TMP/rm2" --layout mlc --quiet
 
 # MLC's own converter's cache at 2, read back whole.
 "$TPLOAD" plan "$S" --shards 2 >"$T_TMP/q4.plan.json" 2>/dev/null
