@@ -131,6 +131,18 @@ static const struct tpl__format presharded_mlc = {
     .detail = presharded_detail,
 };
 
+/* "MLC cache, 4 shards" (once its cut is made: mlc_cut.h). */
+static void mlc_sharded_detail(const struct tpl__model *m, char *buf,
+                               size_t len) {
+  const struct tpl__reshard *rs = tpl__reshard_of(m);
+  if (rs == NULL) {
+    snprintf(buf, len, "MLC cache");
+    return;
+  }
+  snprintf(buf, len, "MLC cache, %u shard%s", tpl__reshard_info(rs)->tp,
+           tpl__reshard_info(rs)->tp == 1 ? "" : "s");
+}
+
 /* An MLC cache of "X_shard-K" records as the full tensors they were cut
  * from: load_mlc chooses it, the plan gives the cut (mlc_cut.h). */
 static const struct tpl__format mlc_sharded = {
@@ -141,6 +153,7 @@ static const struct tpl__format mlc_sharded = {
     .config = "mlc-chat-config.json",
     .config_mlc = 1,
     .load = load_mlc,
+    .detail = mlc_sharded_detail,
 };
 
 static const struct tpl__format st_index = {
