@@ -12,8 +12,8 @@
 
 #include "checkpoint.h"
 #include "engine_internal.h"
-#include "mlc_cut.h"
 #include "job.h"
+#include "mlc_cut.h"
 #include "mlc_md5.h"
 #include "origin.h"
 #include "planner.h"

@@ -34,7 +34,7 @@ static const struct tpl__tensor *first_record(const struct tpl__model *m,
   return &m->tensors[g->records[0]];
 }
 
-/* Group i's full tensor into full (its name borrowed). */
+/* grp's full tensor into *full (its name borrowed from grp). */
 static int full_tensor(const struct tpl__plan *p, const struct tpl__model *m,
                        const struct tpl__mlc_group *grp, uint32_t n,
                        const char *what, struct tpl__tensor *full,
@@ -59,12 +59,26 @@ static int full_tensor(const struct tpl__plan *p, const struct tpl__model *m,
   return 0;
 }
 
-/* The plan's verdict on group i agrees with the cache's records. */
+/* 1 when the full shape is the record's with dim `dim` times n. */
+static int cut_along(const struct tpl__tensor *full,
+                     const struct tpl__tensor *r, int dim, uint32_t n) {
+  for (int d = 0; d < r->ndim; d++)
+    if (full->shape[d] != r->shape[d] * (d == dim ? n : 1)) return 0;
+  return dim >= 0 && dim < r->ndim;
+}
+
+/* The plan's verdict on grp agrees with the cache's records: cut or not
+ * as they are, and along the dim the full shape was made on. */
 static int agrees(const struct tpl__plan *p, const struct tpl__model *m,
                   const struct tpl__mlc_group *grp, uint32_t n,
-                  const struct tpl__strategy *s, const char *what,
-                  struct tpl__error *err) {
+                  const struct tpl__tensor *full, const struct tpl__strategy *s,
+                  const char *what, struct tpl__error *err) {
   int cut = s->kind == TPL_RULE_SHARD;
+  if (cut && grp->cut && !cut_along(full, first_record(m, grp), s->spec.dim, n))
+    return tpl__fail(err, TPL_EFORMAT,
+                     "%s: tensor '%s': %s cuts it along dim %d, which does "
+                     "not make its records' shape",
+                     what, first_record(m, grp)->name, p->source, s->spec.dim);
   if (cut == grp->cut) return 0;
   return tpl__fail(err, TPL_EFORMAT,
                    "%s: tensor '%s': the cache holds it %s, %s %s it at %u "
@@ -211,7 +225,8 @@ int tpl__mlc_cut(const struct tpl__plan *p, const struct tpl__model *m,
   if (rc == 0) rc = tpl__plan_apply(p, full, g->shards, s, err);
   if (rc == 0) rc = new_si(g, &si, err);
   for (size_t i = 0; rc == 0 && i < g->ngroups; i++) {
-    rc = agrees(p, m, &g->groups[i], g->shards, &s[i], what, err);
+    rc = agrees(p, m, &g->groups[i], g->shards, &full->tensors[i], &s[i], what,
+                err);
     if (rc == 0 && fill_param(m, &g->groups[i], &full->tensors[i], &s[i],
                               g->shards, &si->params[i]) != 0)
       rc = tpl__oom(err);
