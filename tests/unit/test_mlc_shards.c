@@ -97,63 +97,59 @@ static void test_group_plain(void) {
   tpl__mlc_groups_free(&g);
 }
 
+/* Grouping the records t[0 .. n) is refused (65) with `want` in the
+ * message, and leaves no group. */
+static void group_refused(const struct tpl__tensor *t, size_t n,
+                          const char *want) {
+  struct tpl__mlc_groups g;
+  struct tpl__error err = {0};
+  CHECK_EQ_INT(tpl__mlc_group(t, n, "cache.json", &g, &err), TPL_EFORMAT);
+  CHECK_STR_CONTAINS(err.msg, want);
+  CHECK_EQ_U64(g.ngroups, 0);
+}
+
 /* N is the cache's: a param with shards 0 and 1 where another has 0..2
  * misses its "_shard-2". */
 static void test_group_missing(void) {
   static const char *const names[] = {"a_shard-0", "a_shard-1", "b_shard-0",
                                       "b_shard-1", "b_shard-2"};
   struct tpl__tensor t[5];
-  struct tpl__mlc_groups g;
-  struct tpl__error err = {0};
   records(t, names, 5);
-  CHECK_EQ_INT(tpl__mlc_group(t, 5, "cache.json", &g, &err), TPL_EFORMAT);
-  CHECK_STR_CONTAINS(err.msg, "cache.json: tensor 'a_shard-2': missing");
-  CHECK_EQ_U64(g.ngroups, 0);
+  group_refused(t, 5, "cache.json: tensor 'a_shard-2': missing");
 }
 
 /* A hole in the middle: shard 1 of 3. */
 static void test_group_hole(void) {
   static const char *const names[] = {"a_shard-0", "a_shard-2"};
   struct tpl__tensor t[2];
-  struct tpl__mlc_groups g;
-  struct tpl__error err = {0};
   records(t, names, 2);
-  CHECK_EQ_INT(tpl__mlc_group(t, 2, "c", &g, &err), TPL_EFORMAT);
-  CHECK_STR_CONTAINS(err.msg, "tensor 'a_shard-1': missing");
+  group_refused(t, 2, "tensor 'a_shard-1': missing");
 }
 
 static void test_group_unequal_shape(void) {
   static const char *const names[] = {"a_shard-0", "a_shard-1"};
   struct tpl__tensor t[2];
-  struct tpl__mlc_groups g;
-  struct tpl__error err = {0};
   records(t, names, 2);
   t[1].shape[1] = 9;
-  CHECK_EQ_INT(tpl__mlc_group(t, 2, "c", &g, &err), TPL_EFORMAT);
-  CHECK_STR_CONTAINS(err.msg, "tensor 'a_shard-1': expected the dtype and "
-                              "shape of 'a_shard-0'");
+  group_refused(t, 2,
+                "tensor 'a_shard-1': expected the dtype and shape of "
+                "'a_shard-0'");
 }
 
 static void test_group_unequal_dtype(void) {
   static const char *const names[] = {"a_shard-1", "a_shard-0"};
   struct tpl__tensor t[2];
-  struct tpl__mlc_groups g;
-  struct tpl__error err = {0};
   records(t, names, 2);
   t[0].dtype = TPL_DT_BF16;
-  CHECK_EQ_INT(tpl__mlc_group(t, 2, "c", &g, &err), TPL_EFORMAT);
-  CHECK_STR_CONTAINS(err.msg, "tensor 'a_shard-1'");
+  group_refused(t, 2, "tensor 'a_shard-1'");
 }
 
 /* "a" and "a_shard-0" both: which is the param? */
 static void test_group_both(void) {
   static const char *const names[] = {"a_shard-0", "a"};
   struct tpl__tensor t[2];
-  struct tpl__mlc_groups g;
-  struct tpl__error err = {0};
   records(t, names, 2);
-  CHECK_EQ_INT(tpl__mlc_group(t, 2, "c", &g, &err), TPL_EFORMAT);
-  CHECK_STR_CONTAINS(err.msg, "tensor 'a': expected either one record 'a'");
+  group_refused(t, 2, "tensor 'a': expected either one record 'a'");
 }
 
 /* --- the cut, from the plan --- */
