@@ -17,6 +17,7 @@
 #include "format.h"
 #include "job.h"
 #include "jsonu.h"
+#include "mlc_cut.h"
 #include "mlc_md5.h"
 #include "model.h"
 #include "plan.h"
@@ -333,8 +334,11 @@ static int run(const struct tpl__cli_command *cmd,
     return 64;
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
-  /* Listing reads a presharded MLC cache as it is; sharding refuses it. */
-  rc = tpl__model_open_with(a->operands[0], &ho, !sharded, &m, &err);
+  /* An MLC presharded cache lists its full tensors, rebuilt by the
+   * plan's cut (mlc_cut.h); its records as they are under --verify-md5
+   * without a grid, whose md5 sums are its files'. */
+  rc = tpl__model_open_with(a->operands[0], &ho, !sharded && verify, &m, &err);
+  if (rc == 0) rc = tpl__mlc_cut_model(m, plan, &err);
   if (rc == 0 && verify)
     rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);
   if (rc == 0 && verify) rc = tpl__mlc_md5_model(m, &md5, &err);

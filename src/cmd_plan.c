@@ -14,6 +14,7 @@
 #include "common.h"
 #include "job.h"
 #include "jsonu.h"
+#include "mlc_cut.h"
 #include "model.h"
 #include "plan.h"
 #include "planner.h"
@@ -202,6 +203,7 @@ static int run(const struct tpl__cli_command *cmd,
     return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
+  if (rc == 0) rc = tpl__mlc_cut_model(m, plan, &err);
   if (rc == 0 && tpl__cli_has(a, OPT_SKIP_MTP))
     rc = tpl__plan_skip_mtp(m, &err);
   if (rc == 0)

@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "engine_internal.h"
 #include "job.h"
+#include "mlc_cut.h"
 #include "mlc_md5.h"
 #include "origin.h"
 #include "planner.h"
@@ -58,6 +59,7 @@ static int validate(struct engine *e, struct tpl__error *err) {
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__grid_set_ep(&grid, o->ep, o->ep_size, err);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0) rc = tpl__mlc_cut_model(e->model, o->plan, err);
   if (rc == 0 && o->read_local &&
       tpl__model_origin(e->model)->no_read_local != NULL)
     rc = tpl__fail(err, TPL_EUSAGE, "%s: %s", o->model,

@@ -13,8 +13,9 @@
  * only a float32 record is then stored as bf16 (numel x 2 bytes, decoded
  * to numel x 4), every other dtype is raw.  A cache presharded by MLC
  * (MLC_INTERNAL_PRESHARD_NUM: records "X_shard-K", one per worker, already
- * cut) is recognised and refused as a load input, since tpload shards
- * full tensors; inspect and verify read one (tpl__mlc_parse_flags). */
+ * cut) is read as it is with tpl__mlc_parse_flags' `presharded` (the MLC
+ * load always asks so, and marks the model for its cut: format.c,
+ * mlc_cut.h); without it such a record is refused. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

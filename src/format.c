@@ -16,6 +16,7 @@
 #include "fmt_mlc_cache.h"
 #include "fmt_st_index.h"
 #include "format.h"
+#include "mlc_shards.h"
 #include "origin.h"
 #include "reshard.h"
 
@@ -62,13 +63,28 @@ static int load_index(struct tpl__model *m, const char *member, int presharded,
   return rc;
 }
 
+/* A cache presharded by MLC (or tpload's `--layout mlc`), its
+ * "X_shard-K" records read as they are (`as_is`), or else its format
+ * the row below, its cut to come from the plan (mlc_cut.h). */
+static void mark_sharded(struct tpl__model *m, int as_is) {
+  for (size_t i = 0; !as_is && i < m->ntensors; i++) {
+    size_t len;
+    uint32_t k;
+    if (tpl__mlc_shard_name(m->tensors[i].name, &len, &k)) {
+      m->format = TPL_FMT_MLC_SHARDED;
+      return;
+    }
+  }
+}
+
 /* Every record, then each shard file found with its "nbytes". */
 static int load_mlc(struct tpl__model *m, const char *member, int presharded,
                     struct tpl__error *err) {
   char *what = NULL, *buf = NULL;
   size_t len = 0;
   int rc = get_json(m, member, &what, &buf, &len, err);
-  if (rc == 0) rc = tpl__mlc_parse_flags(buf, len, what, presharded, m, err);
+  if (rc == 0) rc = tpl__mlc_parse_flags(buf, len, what, 1, m, err);
+  if (rc == 0) mark_sharded(m, presharded);
   if (rc == 0) rc = tpl__model_origin(m)->probe(m, 0, what, err);
   if (rc == 0) rc = tpl__mlc_check_nonempty(m, what, err);
   free(buf);
@@ -115,6 +131,31 @@ static const struct tpl__format presharded_mlc = {
     .detail = presharded_detail,
 };
 
+/* "MLC cache, 4 shards" (once its cut is made: mlc_cut.h). */
+static void mlc_sharded_detail(const struct tpl__model *m, char *buf,
+                               size_t len) {
+  const struct tpl__reshard *rs = tpl__reshard_of(m);
+  if (rs == NULL) {
+    snprintf(buf, len, "MLC cache");
+    return;
+  }
+  snprintf(buf, len, "MLC cache, %u shard%s", tpl__reshard_info(rs)->tp,
+           tpl__reshard_info(rs)->tp == 1 ? "" : "s");
+}
+
+/* An MLC cache of "X_shard-K" records as the full tensors they were cut
+ * from: load_mlc chooses it, the plan gives the cut (mlc_cut.h). */
+static const struct tpl__format mlc_sharded = {
+    .id = TPL_FMT_MLC_SHARDED,
+    .name = "mlc-presharded",
+    .what = "an MLC tensor cache presharded (X_shard-K records)",
+    .probes = {NULL},
+    .config = "mlc-chat-config.json",
+    .config_mlc = 1,
+    .load = load_mlc,
+    .detail = mlc_sharded_detail,
+};
+
 static const struct tpl__format st_index = {
     .id = TPL_FMT_ST_INDEX,
     .name = "safetensors-index",
@@ -147,7 +188,7 @@ static const struct tpl__format safetensors = {
 };
 
 const struct tpl__format *const tpl__formats[] = {
-    &presharded, &st_index, &mlc, &safetensors, &presharded_mlc};
+    &presharded, &st_index, &mlc, &safetensors, &presharded_mlc, &mlc_sharded};
 const size_t tpl__nformats = ARRAY_SIZE(tpl__formats);
 
 static int ends_with(const char *s, const char *suffix) {

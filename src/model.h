@@ -21,7 +21,8 @@ enum tpl__model_format {
   TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
   TPL_FMT_MLC,             /* tensor-cache.json / ndarray-cache.json */
   TPL_FMT_PRESHARDED,      /* shard-info.json + rank{R}.safetensors */
-  TPL_FMT_PRESHARDED_MLC   /* the same, cut from an MLC directory */
+  TPL_FMT_PRESHARDED_MLC,  /* the same, cut from an MLC directory */
+  TPL_FMT_MLC_SHARDED      /* an MLC cache presharded: "X_shard-K" records */
 };
 
 /* How a tensor's bytes are stored in its file. */

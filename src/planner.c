@@ -276,6 +276,15 @@ int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err) {
   return rc;
 }
 
+int tpl__plan_resolve(const char *arg, const struct tpl__model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl__error *err) {
+  struct config c = {0};
+  int rc = resolve(arg, m, nshards, 0, &c, out, err);
+  config_clear(&c);
+  return rc;
+}
+
 int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,

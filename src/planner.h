@@ -52,6 +52,14 @@ int tpl__plan_skip_mtp(struct tpl__model *m, struct tpl__error *err);
 int tpl__plan_quant(const struct tpl__model *m, struct tpl__quant_info *out,
                     struct tpl__error *err);
 
+/* The plan --plan ARG gives model `m` at `nshards` shards, resolved as
+ * tpl__plan_for_grid resolves it (its config, quantization, checks) but
+ * applied to nothing.  On success *out is the caller's (tpl__plan_free).
+ * Returns tpl__plan_for_grid's codes. */
+int tpl__plan_resolve(const char *arg, const struct tpl__model *m,
+                      uint32_t nshards, struct tpl__plan **out,
+                      struct tpl__error *err);
+
 int tpl__plan_for_grid(const char *arg, const struct tpl__model *m,
                        const struct tpl__grid *grid, struct tpl__plan **plan,
                        struct tpl__strategy **strategies,

@@ -25,6 +25,8 @@ struct tpl__reshard {
   uint64_t *bytes; /* per param: its full tensor's bytes */
   size_t *hbase;   /* per param: its first holder in hoff */
   uint64_t *hoff;  /* per holder: its tensor's rank-file offset */
+  uint32_t *hfile; /* per holder: its file (an MLC cache's), NULL: rank */
+  int unhashed;    /* no XXH3 recorded (an MLC cache): none checked */
   uint32_t approximate;
   size_t cached; /* param + 1 whose full tensor is in buf, 0 none */
   uint8_t *buf;
@@ -45,6 +47,7 @@ static void reshard_free(void *p) {
   free(rs->bytes);
   free(rs->hbase);
   free(rs->hoff);
+  free(rs->hfile);
   free(rs->buf);
   free(rs->scratch);
   for (uint32_t s = 0; rs->states != NULL && s < rs->si->tp; s++)
@@ -166,10 +169,12 @@ static int is_pow2(uint32_t n) {
 /* The full tensors replace the rank files' in m, in checkpoint order,
  * back to back in the virtual file. */
 static int full_tensors(struct tpl__model *m, struct tpl__reshard *rs,
-                        const char *what, struct tpl__error *err) {
+                        const char *vname, const char *what,
+                        struct tpl__error *err) {
   const struct tpl__si *si = rs->si;
+  uint32_t vfile = (uint32_t)m->nfiles;
   uint64_t at = 0;
-  char *path = tpl__path_join(m->dir, "rank*.safetensors");
+  char *path = tpl__path_join(m->dir, vname);
   int rc = path != NULL ? 0 : tpl__oom(err);
   rs->voff = calloc(si->nparams, sizeof(*rs->voff));
   rs->bytes = calloc(si->nparams, sizeof(*rs->bytes));
@@ -181,7 +186,7 @@ static int full_tensors(struct tpl__model *m, struct tpl__reshard *rs,
   for (size_t i = 0; rc == 0 && i < si->nparams; i++) {
     const struct tpl__si_param *p = &si->params[i];
     struct tpl__tensor t = {
-        .dtype = p->dtype, .ndim = p->ndim, .file = si->world, .offset = at};
+        .dtype = p->dtype, .ndim = p->ndim, .file = vfile, .offset = at};
     memcpy(t.shape, p->shape, sizeof(t.shape));
     t.nbytes = t.stored_bytes =
         tpl__tensor_numel(&t) * tpl__dtype_size(p->dtype);
@@ -196,8 +201,7 @@ static int full_tensors(struct tpl__model *m, struct tpl__reshard *rs,
     if (rc == 0)
       rc = t.name ? tpl__model_take_tensor(m, &t, what, err) : tpl__oom(err);
   }
-  if (rc == 0)
-    rc = tpl__model_add_file(m, path, "rank*.safetensors", at, &rs->vfile);
+  if (rc == 0) rc = tpl__model_add_file(m, path, vname, at, &rs->vfile);
   if (rc == TPL_EOVERFLOW || rc == -ENOMEM)
     rc = tpl__fail(err, rc, "%s: %s", what, tpl_strerror(rc));
   free(path);
@@ -236,11 +240,61 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
   if (rc == 0) rc = get_info(m, rs, member, what, err);
   if (rc == 0) rc = add_rank_files(m, rs, what, err);
   if (rc == 0) rc = match_files(m, rs, err);
-  if (rc == 0) rc = full_tensors(m, rs, what, err);
+  if (rc == 0) rc = full_tensors(m, rs, "rank*.safetensors", what, err);
   if (rc == 0) rc = config_kind(m, rs, err);
   if (rc == 0) m->origin = tpl__origin_presharded(base);
   if (rc == 0) m->approximate = rs->approximate;
   free(what);
+  return rc;
+}
+
+/* Holder h of the adopted si (all params' holders in order) lies in
+ * record rec[h] of m: its file and offset; raw records only. */
+static int adopt_holders(struct tpl__model *m, struct tpl__reshard *rs,
+                         const size_t *rec, struct tpl__error *err) {
+  size_t total = 0, h = 0;
+  for (size_t i = 0; i < rs->si->nparams; i++)
+    total += rs->si->params[i].nholders;
+  rs->hbase = calloc(rs->si->nparams + 1, sizeof(*rs->hbase));
+  rs->hoff = calloc(total + 1, sizeof(*rs->hoff));
+  rs->hfile = calloc(total + 1, sizeof(*rs->hfile));
+  if (rs->hbase == NULL || rs->hoff == NULL || rs->hfile == NULL)
+    return tpl__oom(err);
+  for (size_t i = 0; i < rs->si->nparams; i++) {
+    rs->hbase[i] = h;
+    for (size_t j = 0; j < rs->si->params[i].nholders; j++, h++) {
+      const struct tpl__tensor *t = &m->tensors[rec[h]];
+      if (t->encoding != TPL_ENC_RAW || t->stored_bytes != t->nbytes)
+        return tpl__fail(err, TPL_EFORMAT,
+                         "%s: tensor '%s': expected a raw record, found an "
+                         "encoded one; a presharded cache is re-sharded "
+                         "from raw records only",
+                         m->files[t->file].path, t->name);
+      rs->hoff[h] = t->offset;
+      rs->hfile[h] = t->file;
+    }
+  }
+  return 0;
+}
+
+int tpl__reshard_adopt(struct tpl__model *m, struct tpl__si *si,
+                       const size_t *rec, const char *vname, const char *what,
+                       struct tpl__error *err) {
+  struct tpl__reshard *rs = calloc(1, sizeof(*rs));
+  int rc = rs != NULL ? 0 : tpl__oom(err);
+  if (rs == NULL) {
+    tpl__si_free(si);
+    return rc;
+  }
+  rs->base = tpl__model_origin(m);
+  rs->si = si;
+  rs->unhashed = 1;
+  if (m->priv_free != NULL) m->priv_free(m->priv);
+  m->priv = rs;
+  m->priv_free = reshard_free;
+  rc = adopt_holders(m, rs, rec, err);
+  if (rc == 0) rc = full_tensors(m, rs, vname, what, err);
+  if (rc == 0) m->origin = tpl__origin_presharded(rs->base);
   return rc;
 }
 
@@ -274,12 +328,18 @@ struct gather {
   struct tpl__error *err;
 };
 
+/* The file holder h of param i reads from: its rank's, or its record's
+ * in an MLC cache. */
+static uint32_t holder_file(const struct tpl__reshard *rs, size_t i, size_t h) {
+  if (rs->hfile != NULL) return rs->hfile[rs->hbase[i] + h];
+  return rs->si->params[i].holders[h].rank;
+}
+
 /* Bytes [at, at + len) of holder h's (an index into param i's holders)
  * copy of param i into dst. */
 static int read_part(struct gather *g, size_t i, size_t h, uint64_t at,
                      uint64_t len, uint8_t *dst) {
-  const struct tpl__si_holder *w = &g->rs->si->params[i].holders[h];
-  return g->read(g->ctx, w->rank, dst, len,
+  return g->read(g->ctx, holder_file(g->rs, i, h), dst, len,
                  g->rs->hoff[g->rs->hbase[i] + h] + at, g->err);
 }
 
@@ -292,7 +352,7 @@ static int check_hash(struct gather *g, size_t i, size_t h, uint64_t got) {
     return tpl__fail(g->err, TPL_EMISMATCH,
                      "%s: tensor '%s': its bytes hash to xxh3 %016llx, "
                      "shard-info.json records %016llx",
-                     g->m->files[w->rank].path, p->name,
+                     g->m->files[holder_file(g->rs, i, h)].path, p->name,
                      (unsigned long long)got, (unsigned long long)w->xxh3);
   return 0;
 }
@@ -301,7 +361,8 @@ static int check_hash(struct gather *g, size_t i, size_t h, uint64_t got) {
 static int read_holder(struct gather *g, size_t i, size_t h, uint8_t *dst) {
   uint64_t n = g->rs->si->params[i].holders[h].nbytes;
   int rc = read_part(g, i, h, 0, n, dst);
-  return rc != 0 ? rc : check_hash(g, i, h, XXH3_64bits(dst, (size_t)n));
+  if (rc != 0 || g->rs->unhashed) return rc;
+  return check_hash(g, i, h, XXH3_64bits(dst, (size_t)n));
 }
 
 static int grow(uint8_t **buf, uint64_t *cap, uint64_t want,
@@ -428,6 +489,7 @@ static int run_source(struct gather *g, size_t i, uint32_t k, uint64_t from,
   if (rc == 0) rc = read_part(g, i, h, at, len, dst);
   if (rc != 0) return rc;
   if (dst == rs->scratch) tpl__layout_scatter(&l, from, from + n, dst, out);
+  if (rs->unhashed) return 0;
   XXH3_64bits_update(rs->states[k], dst, (size_t)len);
   if (at + len < rs->si->params[i].holders[h].nbytes) return 0;
   return check_hash(g, i, h, XXH3_64bits_digest(rs->states[k]));

@@ -39,6 +39,18 @@ typedef int (*tpl__reshard_read_fn)(void *ctx, uint32_t file, void *dst,
 int tpl__reshard_load(struct tpl__model *m, const char *member,
                       struct tpl__error *err);
 
+/* Makes m, an MLC presharded cache (its records as tensors, its files
+ * added), the checkpoint of full tensors `si` (taken, whatever the
+ * outcome) says its records were cut from: the holders of si's params,
+ * in order, lie in records rec[0], rec[1], ... of m; the virtual file,
+ * `vname`, after m's files.  No XXH3 is checked (the cache records
+ * none; its md5 sums are --verify-md5's).  An encoded record is
+ * TPL_EFORMAT naming its file and the record.  Returns 0, TPL_EFORMAT,
+ * TPL_EOVERFLOW or -ENOMEM. */
+int tpl__reshard_adopt(struct tpl__model *m, struct tpl__si *si,
+                       const size_t *rec, const char *vname, const char *what,
+                       struct tpl__error *err);
+
 /* The map of a presharded model, NULL for any other. */
 struct tpl__reshard *tpl__reshard_of(const struct tpl__model *m);
 

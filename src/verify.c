@@ -18,6 +18,7 @@
 #include "fmt_safetensors.h"
 #include "job.h"
 #include "jsonu.h"
+#include "mlc_cut.h"
 #include "planner.h"
 #include "preshard.h"
 #include "shardinfo.h"
@@ -426,6 +427,7 @@ static int prepare(struct verify *v, const char *model, const char *plan,
   int rc = read_shard_info(v, want, &grid, &family, err);
   world = grid.world;
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &v->model, err);
+  if (rc == 0) rc = tpl__mlc_cut_model(v->model, plan, err);
   if (rc == 0 && want->skip_mtp) rc = tpl__plan_skip_mtp(v->model, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, v->model, model, &grid, family, &v->plan, &v->job,

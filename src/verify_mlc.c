@@ -15,6 +15,7 @@
 #include "job.h"
 #include "jsonu.h"
 #include "md5sum.h"
+#include "mlc_cut.h"
 #include "planner.h"
 #include "verify_mlc.h"
 
@@ -278,6 +279,7 @@ int tpl__verify_mlc(const char *model, const char *dir, const char *plan,
   struct tpl__grid grid = {0};
   int rc = read_grid(&c, want, &grid, err);
   if (rc == 0) rc = tpl__model_open_with(model, http, 0, &c.src, err);
+  if (rc == 0) rc = tpl__mlc_cut_model(c.src, plan, err);
   if (rc == 0)
     rc = tpl__job_plan(plan, c.src, model, &grid, TPL_BIASF_WHOLE, &c.plan,
                        &c.job, err);

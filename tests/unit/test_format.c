@@ -44,6 +44,7 @@ static void test_rows(void) {
       {TPL_FMT_MLC, "mlc", "mlc-chat-config.json", 1, 1},
       {TPL_FMT_PRESHARDED, "presharded", "config.json", 0, 0},
       {TPL_FMT_PRESHARDED_MLC, "presharded", "mlc-chat-config.json", 0, 1},
+      {TPL_FMT_MLC_SHARDED, "mlc-presharded", "mlc-chat-config.json", 0, 1},
   };
   CHECK_EQ_U64(tpl__nformats, ARRAY_SIZE(want));
   for (size_t i = 0; i < ARRAY_SIZE(want); i++) {

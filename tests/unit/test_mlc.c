@@ -446,12 +446,19 @@ static void test_bf16_format_other_dtype_nbytes(void) {
 
 /* MLC_INTERNAL_PRESHARD_NUM caches (support/preshard.py) name worker K's
  * piece "X_shard-K". */
-static void test_preshard_refused(void) {
-  expect_fail_recs(REC("w_shard-0", "[4]", "float16", "raw", "8", "0") "," REC(
-                       "w_shard-1", "[4]", "float16", "raw", "8", "8"),
-                   TPL_EFORMAT, "presharded by MLC");
-  CHECK_STR_CONTAINS(err.msg, "w_shard-0");
-  CHECK_STR_CONTAINS(err.msg, "MLC_INTERNAL_PRESHARD_NUM");
+/* A cache MLC presharded opens as its own format, records as they are:
+ * its cut comes from the plan later (src/mlc_cut.c). */
+static void test_preshard_opened(void) {
+  struct tpl__model *m = NULL;
+  CHECK_EQ_INT(
+      parse_recs(REC("w_shard-0", "[4]", "float16", "raw", "8", "0") "," REC(
+                     "w_shard-1", "[4]", "float16", "raw", "8", "8"),
+                 &m),
+      0);
+  REQUIRE(m != NULL);
+  CHECK_EQ_INT(m->format, TPL_FMT_MLC_SHARDED);
+  CHECK_EQ_U64(m->ntensors, 2);
+  tpl__model_free(m);
 }
 
 /* safetensors reserves __metadata__: refused where it is read (issue 31:
@@ -767,7 +774,7 @@ int main(void) {
   RUN(test_format_unknown);
   RUN(test_bf16_format_on_other_dtypes_is_raw);
   RUN(test_bf16_format_other_dtype_nbytes);
-  RUN(test_preshard_refused);
+  RUN(test_preshard_opened);
   RUN(test_metadata_name_refused);
   RUN(test_data_path_too_long);
   RUN(test_preshard_lookalike_accepted);
