@@ -240,6 +240,7 @@ static void tell_note(struct engine *e) {
 
 static void close_source(struct engine *e) {
   tell_note(e);
+  if (e->src != NULL) e->gets += e->src->gets;
   tpl__source_close(e->src);
   e->src = NULL;
   free(e->urls);

@@ -85,6 +85,7 @@ struct tpl__http {
    * included; the connections live in the multi's cache either way). */
   CURL *idle[IDLE_EASY];
   unsigned nidle;
+  uint64_t gets; /* requests started, retries included */
 };
 
 /* --- the client --- */
@@ -210,6 +211,10 @@ void tpl__http_set_signer(struct tpl__http *h,
                           const struct tpl__http_signer *s) {
   if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   h->signer = *s;
+}
+
+uint64_t tpl__http_gets(const struct tpl__http *h) {
+  return h->gets;
 }
 
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
@@ -516,6 +521,7 @@ static int part_launch(struct part *p) {
   }
   p->easy = e;
   p->h->active++;
+  p->h->gets++;
   return 0;
 }
 

@@ -8,7 +8,9 @@
 # shards, summed over ranks) + every rank's read of the files' headers.
 # With the default gap (G = 8192 for http), each GET fewer than at gap 0
 # is a join of two pieces at most G apart: GETs <= gap 0's, and bytes <=
-# gap 0's + G x (gap 0's GETs - these).  Printed for each: the GETs,
+# gap 0's + G x (gap 0's GETs - these).  Both: the report's per-rank
+# `gets` add up to nginx's ranged GETs of tensor bytes (the rest are
+# rank 0's validation).  Printed for each: the GETs,
 # their response headers, the bytes against the ranks' (the store's
 # ratio), and each big tensor's GETs and bytes.  The shards are the
 # oracle's.
@@ -30,7 +32,8 @@ fetched() {
   [ "$gap" = default ] || opt=(--read-gap "$gap")
   : >"$log"
   if mpi "$n" preshard "$NGX_URL/m/" --out "$out" --plan "$M/m/plan.json" \
-    --read local "${opt[@]}" --quiet 2>"$T_TMP/mpi.err"; then
+    --read local "${opt[@]}" --quiet --json >"$T_TMP/rep.json" \
+    2>"$T_TMP/mpi.err"; then
     t_oracle "--read local, $n ranks, gap $gap: the oracle's shards" \
       check-preshard "$M/m" "$M/m/plan.json" "$n" "$out"
   else
@@ -40,7 +43,7 @@ fetched() {
   fi
   [ "$gap" = 0 ] && cp "$log" "$T_TMP/gap0.log"
   if "$ORACLE" - "$TESTS_SRCDIR/oracle" "$M/m" "$n" "$log" "$gap" \
-    "$T_TMP/gap0.log" "$GAP" >"$T_TMP/bytes.out" 2>&1 <<'PY'
+    "$T_TMP/gap0.log" "$GAP" "$T_TMP/rep.json" >"$T_TMP/bytes.out" 2>&1 <<'PY'
 import json, os, struct, sys
 sys.path.insert(0, sys.argv[1])
 import oracle
@@ -68,6 +71,19 @@ def get_lines(path):
 gets = get_lines(log)
 body = sum(int(l[4]) for l in gets)
 sent = sum(int(l[8]) for l in gets)  # $bytes_sent: + the response headers
+# the report's GETs: every ranged GET of tensor bytes (the files'
+# headers and JSONs are rank 0's validation's, before its source opened)
+ranks = json.load(open(sys.argv[8]))["ranks"]
+data = [l for l in gets if l[3] != '"-"' and
+        int(l[3].strip('"')[6:].split("-")[0]) >= min(
+            a for f, (a, b) in spans.values() if l[1].endswith("/" + f))]
+for r in ranks:
+    print("# %d ranks, gap %s: rank %d: %d GETs, bodies %d, holds %d (%.3f x)"
+          % (n, gap, r["rank"], r["gets"], r["bytes_read"], r["bytes"],
+             r["bytes_read"] / float(r["bytes"])))
+assert sum(r["gets"] for r in ranks) == len(data), \
+    "the ranks' gets %d, nginx's ranged GETs of tensor bytes %d" % (
+        sum(r["gets"] for r in ranks), len(data))
 print("# %d ranks, gap %s: nginx sent %d body bytes in %d GETs (+ %.0f bytes "
       "of response headers each); the ranks hold %d: store ratio %.3f, + %d "
       "of the files' headers" % (n, gap, body, len(gets),
