@@ -200,8 +200,10 @@ struct tpl_health {
 /* Asks the rank serving `socket_path` whether it serves (what `tpload
  * status SOCKET --health` does; one request, at most 10 s).  Returns 0
  * and fills *out (when not NULL) if it does; TPL_EUNREACHABLE when
- * nothing answers or the rank refuses, TPL_EPROTO on an invalid reply.
- * `errbuf` as for tpl_attach. */
+ * nothing answers or the rank refuses (as it does while it has heard no
+ * heartbeat from another rank of the job for half --stall-timeout,
+ * which errbuf names), TPL_EPROTO on an invalid reply.  `errbuf` as for
+ * tpl_attach. */
 TPL_API int tpl_health(const char *socket_path, struct tpl_health *out,
                        char *errbuf, size_t errlen);
 

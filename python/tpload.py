@@ -193,7 +193,8 @@ def version():
 def health(socket_path):
     """Probes the rank serving `socket_path`; returns a dict with rank,
     world and bytes (its shard's size).  Raises Error when it does not
-    serve (exit_code 69)."""
+    serve, or hears no heartbeat from another rank of the job for half
+    --stall-timeout (exit_code 69; the message names that rank)."""
     h, err = _Health(), ctypes.create_string_buffer(_ERRLEN)
     _check(_lib().tpl_health(os.fsencode(socket_path), ctypes.byref(h), err,
                              _ERRLEN), err)

@@ -74,7 +74,8 @@ int tpl__model_open_with(const char *path, const struct tpl__http_opts *http,
                          struct tpl__error *err) {
   const struct tpl__origin *o = tpl__origin_for(path);
   int rc = o->open(path, http, presharded, out, err);
-  if (rc == 0) (*out)->origin = o;
+  /* a format may have put a wrapper over it (a presharded MODEL) */
+  if (rc == 0 && (*out)->origin == NULL) (*out)->origin = o;
   return rc;
 }
 

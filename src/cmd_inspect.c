@@ -77,6 +77,18 @@ static const char *format_name(int format) {
   return f != NULL ? f->name : "unknown";
 }
 
+/* The format's word and, where its row has one, its detail: "presharded
+ * (tpload rank layout, 4 ranks)". */
+static const char *format_word(const struct tpl__model *m, char *buf,
+                               size_t len) {
+  const struct tpl__format *f = tpl__format_of(m->format);
+  char detail[96];
+  if (f == NULL || f->detail == NULL) return format_name(m->format);
+  f->detail(m, detail, sizeof(detail));
+  snprintf(buf, len, "%s (%s)", f->name, detail);
+  return buf;
+}
+
 /* Adds shard_shape, rule and, taken from the shard-info entry so both
  * views agree, (for shard rules) dim, per-shard segs and kv_replicas,
  * (for row-parallel biases) bias and bias_scale, and pipeline_stages. */
@@ -181,7 +193,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
                         const struct tpl__job *job,
                         const struct tpl__quant_info *q,
                         const struct tpl__mlc_md5 *md5) {
-  char shape[256], sshape[256], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
+  char shape[256], sshape[256], word[160], name[TPL_SAFE_LEN(TPL_MAX_NAME)];
   char file[TPL_SAFE_LEN(256)], rule[TPL_MAX_NAME + 16];
   char quant[128], qsafe[TPL_SAFE_LEN(128)];
   printf("%-56s %-8s %-22s ", "NAME", "DTYPE", "SHAPE");
@@ -201,7 +213,8 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
            tpl__cli_safe(m->files[t->file].name, file, sizeof(file)));
   }
   printf("%zu tensors, %zu files, %llu bytes (%s)", m->ntensors, m->nfiles,
-         (unsigned long long)tpl__model_bytes(m), format_name(m->format));
+         (unsigned long long)tpl__model_bytes(m),
+         format_word(m, word, sizeof(word)));
   if (job != NULL) printf("; %u shards, plan: %s", job->grid.tp, p->source);
   if (tpl__quant_label(q, quant, sizeof(quant))[0] != '\0')
     printf("; quantization: %s", tpl__cli_safe(quant, qsafe, sizeof(qsafe)));

@@ -405,6 +405,17 @@ static void show_md5_progress(void *ctx, uint64_t done, uint64_t total) {
   }
 }
 
+/* A presharded MODEL's biases held as bias / N come back within an ulp:
+ * the load is not bit-exact, and says so. */
+static void print_approximate(struct load_cli *c, const struct tpl__report *r) {
+  if (r->approximate == 0) return;
+  fprintf(stderr,
+          "tpload %s: approximate: %u tensors, max error <= 1 ulp (biases "
+          "the presharded MODEL holds as bias / N, rebuilt times N; "
+          "preshard --no-bias-scaling keeps a directory exact)\n",
+          c->cmd->name, r->approximate);
+}
+
 /* --verify-md5's pass: which files, how much, how fast. */
 static void print_md5(struct load_cli *c, const struct tpl__report *r) {
   double gib = (double)r->md5_bytes / 1073741824.0;
@@ -434,7 +445,7 @@ static void print_summary(struct load_cli *c, const struct tpl__report *r) {
 
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
 static void print_reads(struct load_cli *c, const struct tpl__report *r) {
-  static const char *const modes[] = {"direct", "buffered", "http"};
+  static const char *const modes[] = {"direct", "buffered", "http", "gathered"};
   const struct tpl__rank_report *r0 = &r->ranks[0];
   if (r0->nreads == 0) return;
   fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);
@@ -486,6 +497,7 @@ static void on_report(void *ctx, const uint8_t *packed, size_t len) {
   if (!c->quiet) {
     print_md5(c, r);
     print_summary(c, r);
+    print_approximate(c, r);
     print_reads(c, r);
     print_nodes(c, r);
     tpl__report_grid_line(r, grid, sizeof(grid));

@@ -50,7 +50,8 @@ static const char reload_help[] =
     "Exit codes: 0 switched, 64 usage (--verify-md5 of a model that is not\n"
     "an MLC directory included), 65 invalid model or plan, or a file whose\n"
     "md5sum differs (the current generation is still served), 66 model\n"
-    "missing, 69 daemon unreachable or refusing, or the job ended during\n"
+    "missing, 69 daemon unreachable or refusing (a rank silent for half\n"
+    "the job's stall deadline, named), or the job ended during\n"
     "the reload (a rank stopped or died), 70 a rank has no memory for a\n"
     "second store, 74 I/O error, 75 busy (another reload is running).\n";
 

@@ -27,7 +27,10 @@ static const char status_help[] =
     "\n"
     "Queries a running `tpload serve` through one rank's socket\n"
     "(DIR/rank{R}.sock).  By default prints rank 0's uptime, clients\n"
-    "connected and attaches served, the generation served, then its load\n"
+    "connected and attaches served, a line per rank it has heard no\n"
+    "heartbeat from for half the job's stall deadline (\"rank R (host H):\n"
+    "no heartbeat for S s of the T s deadline\": the job ends at the\n"
+    "deadline unless it beats again), the generation served, then its load\n"
     "report: each rank's host, tensors, bytes and timings.\n"
     "Job-wide requests go to rank 0 (rank0.sock next to SOCKET).\n"
     "\n"
@@ -35,13 +38,17 @@ static const char status_help[] =
     "  --json       print the load report as JSON (as `tpload load --json`)\n"
     "               with \"daemon\": uptime_seconds, clients_connected,\n"
     "               attaches_served, generation (1 for the first load, one\n"
-    "               more per reload), plan; while a reload runs, reload:\n"
-    "               model, store_bytes (rank 0's new store, 0 until the\n"
-    "               model is validated), current_store_bytes; and\n"
+    "               more per reload), plan, stall_timeout_seconds,\n"
+    "               silent_ranks: [{rank, host, seconds_silent}]; while a\n"
+    "               reload runs, reload: model, store_bytes (rank 0's new\n"
+    "               store, 0 until the model is validated),\n"
+    "               current_store_bytes; and\n"
     "               \"params\": every tensor as shard-info.json has it,\n"
     "               its holders' nbytes and xxh3 under \"ranks\"\n"
     "  --summary    with --json: without \"params\"\n"
-    "  --health     print nothing; exit 0 when the rank serves, 69 if not\n"
+    "  --health     print nothing; exit 0 when the rank serves and hears\n"
+    "               every other rank, 69 if not (no answer, or a rank\n"
+    "               silent for half the job's stall deadline)\n"
     "  --shutdown   ask rank 0 to stop every rank of the job\n"
     "  --daemon-uid UID  the uid the daemon must run as (default: yours,\n"
     "               or TPLOAD_DAEMON_UID); its socket directory must be\n"
@@ -130,6 +137,16 @@ static void print_tensors(const struct tpl__report *rep,
   }
 }
 
+/* A line per rank serve's watch has not heard from for half the
+ * deadline: lost at the deadline unless it beats again. */
+static void print_silent(const struct tpl__wire_response *d) {
+  char line[320], safe[TPL_SAFE_LEN(320)];
+  for (size_t i = 0; i < d->nsilent; i++) {
+    tpl__wire_silent_str(&d->silent[i], d->stall_timeout, line, sizeof(line));
+    printf("%s\n", tpl__cli_safe(line, safe, sizeof(safe)));
+  }
+}
+
 /* The daemon's counters, then the load report as a table. */
 static void print_table(const struct tpl__wire_response *d,
                         const struct tpl__report *rep,
@@ -139,6 +156,7 @@ static void print_table(const struct tpl__wire_response *d,
   printf("daemon: up %.3f s, %u client(s) connected, %llu attach(es) "
          "served\n",
          d->uptime_seconds, d->clients, (unsigned long long)d->attaches);
+  print_silent(d);
   printf("model: %s\n", tpl__cli_safe(rep->model, model, sizeof(model)));
   printf("generation: %llu (plan %s)\n", (unsigned long long)d->generation,
          tpl__cli_safe(d->plan ? d->plan : "", plan, sizeof(plan)));
@@ -161,15 +179,36 @@ static void print_table(const struct tpl__wire_response *d,
   if (job != NULL) print_tensors(rep, job);
 }
 
+static double ms_round(double seconds) {
+  return round(seconds * 1000.0) / 1000.0;
+}
+
+/* The watch's silent ranks as "silent_ranks": [{rank, host,
+ * seconds_silent}] (empty when every rank beats). */
+static json_t *silent_json(const struct tpl__wire_response *r) {
+  json_t *a = json_array();
+  for (size_t i = 0; a != NULL && i < r->nsilent; i++) {
+    const struct tpl__wire_silent *p = &r->silent[i];
+    json_array_append_new(a, json_pack("{s:I, s:s, s:f}", "rank",
+                                       (json_int_t)p->rank, "host",
+                                       p->host ? p->host : "", "seconds_silent",
+                                       ms_round(p->seconds)));
+  }
+  return a;
+}
+
 /* The daemon's own counters (rank 0's), as "daemon" in the JSON form;
  * uptime rounded to milliseconds; the generation served and its plan
- * (the report's "model" is that generation's). */
+ * (the report's "model" is that generation's); the watch's deadline and
+ * the ranks it has not heard from for half of it. */
 static json_t *daemon_json(const struct tpl__wire_response *r) {
-  json_t *d = json_pack(
-      "{s:f, s:I, s:I, s:I, s:s}", "uptime_seconds",
-      round(r->uptime_seconds * 1000.0) / 1000.0, "clients_connected",
-      (json_int_t)r->clients, "attaches_served", (json_int_t)r->attaches,
-      "generation", (json_int_t)r->generation, "plan", r->plan ? r->plan : "");
+  json_t *d = json_pack("{s:f, s:I, s:I, s:I, s:s, s:f, s:o}", "uptime_seconds",
+                        ms_round(r->uptime_seconds), "clients_connected",
+                        (json_int_t)r->clients, "attaches_served",
+                        (json_int_t)r->attaches, "generation",
+                        (json_int_t)r->generation, "plan",
+                        r->plan ? r->plan : "", "stall_timeout_seconds",
+                        r->stall_timeout, "silent_ranks", silent_json(r));
   if (d != NULL && r->reload_model != NULL) /* a reload runs */
     json_object_set_new(
         d, "reload",

@@ -18,6 +18,7 @@
 struct tpl__job;
 struct tpl__loaded;
 struct tpl__model;
+struct tpl__wire_silent;
 
 /* What a sink hears during a reload (tpl__coord.reload), on the engine's
  * thread. */
@@ -68,6 +69,14 @@ struct tpl__coord {
   void (*watch_begin)(void *ctx);
   int (*watch)(void *ctx);
   void (*lost)(void *ctx, int rank);
+  /* Optional (NULL: none), with watch, from the same thread: the ranks
+   * not heard from for more than two beat intervals (half the deadline:
+   * lost at the deadline unless they beat again), by rank, the first
+   * `cap` of them in `out` (wire.h; each host the engine's, valid while
+   * the sink runs); returns how many there are.  *deadline is
+   * --stall-timeout, or 0 with no watch (and none is silent). */
+  size_t (*silent)(void *ctx, struct tpl__wire_silent *out, size_t cap,
+                   double *deadline);
   /* Optional (NULL: none): `fn(arg)` runs, on whichever thread, just
    * before this rank ends the whole job (a lost rank, in any step, a
    * reload's included), so the sink removes what it published; NULL

@@ -164,6 +164,13 @@ struct server {
    * query, which may sign it, included): what a reload without MODEL
    * loads; never shown */
   char *source;
+  /* What serve's watch knows (coord.h's silent), taken at every poll
+   * while no reload runs: the ranks not heard from for half the deadline
+   * (room for world of them), how many, and the deadline (0: no watch).
+   * Health, status and reload read it. */
+  struct tpl__wire_silent *silent;
+  size_t nsilent;
+  double deadline;
 };
 
 static void drive(struct conn *c);
@@ -575,6 +582,26 @@ static void send_status(struct conn *c, int summary) {
   }
   r.clients = (uint32_t)(s->nconns - 1); /* not the one asking */
   r.attaches = s->attaches;
+  r.silent = s->silent;
+  r.nsilent = s->nsilent;
+  r.stall_timeout = s->deadline;
+  send_owned(c, &r, 0);
+}
+
+/* A refusal while ranks are silent: "WHAT: " and the first one's
+ * sentence (wire.h), TPL_EPEER, every silent rank beside. */
+static void send_silent(struct conn *c, const char *what) {
+  struct server *s = c->srv;
+  char one[256], more[48] = "", msg[sizeof(one) + sizeof(more) + 64];
+  struct tpl__wire_response r = {.error = msg, .error_code = TPL_EPEER};
+  fill_identity(s, s->cur, s->generation, &r);
+  tpl__wire_silent_str(&s->silent[0], s->deadline, one, sizeof(one));
+  if (s->nsilent > 1)
+    snprintf(more, sizeof(more), " (and %zu more)", s->nsilent - 1);
+  snprintf(msg, sizeof(msg), "%s: %s%s", what, one, more);
+  r.silent = s->silent;
+  r.nsilent = s->nsilent;
+  r.stall_timeout = s->deadline;
   send_owned(c, &r, 0);
 }
 
@@ -656,6 +683,10 @@ static void begin_reload(struct conn *c,
                     "ends");
     return;
   }
+  if (s->nsilent > 0) { /* it would wait for that rank until the deadline */
+    send_silent(c, "refused: a rank is silent");
+    return;
+  }
   model = strdup(a->model != NULL ? a->model : s->source);
   shown = model != NULL ? tpl__url_shown(model) : NULL;
   if (a->plan != NULL) plan = strdup(a->plan);
@@ -703,6 +734,13 @@ static void on_sighup(uv_signal_t *h, int signum) {
     LOG_AT(s, TPL_LOG_INFO, "SIGHUP: a reload is running already; ignored");
     return;
   }
+  if (s->nsilent > 0) {
+    char one[256];
+    tpl__wire_silent_str(&s->silent[0], s->deadline, one, sizeof(one));
+    LOG_AT(s, TPL_LOG_INFO, "SIGHUP: reload refused: a rank is silent: %s",
+           one);
+    return;
+  }
   model = strdup(s->source);
   shown = model != NULL ? tpl__url_shown(model) : NULL;
   if (shown == NULL) {
@@ -730,8 +768,11 @@ static void handle_request(struct conn *c, int kind, unsigned flags) {
   c->close_after |= c->health_only;
   LOG_AT(s, TPL_LOG_DEBUG, "request %d from pid %ld", kind, (long)c->pid);
   switch (kind) {
-  case TPL_REQ_HEALTH:
-    send_frame(c, F_HEALTH);
+  case TPL_REQ_HEALTH: /* prebuilt, unless a rank is silent */
+    if (s->nsilent > 0)
+      send_silent(c, "a rank is silent");
+    else
+      send_frame(c, F_HEALTH);
     break;
   case TPL_REQ_STATUS:
     send_status(c, (flags & TPL_REQ_F_SUMMARY) != 0);
@@ -1025,11 +1066,30 @@ static void watch_ranks(struct server *s) {
   c->lost(c->ctx, lost);
 }
 
+/* Takes what the watch knows of silent ranks; logs when their number
+ * changes. */
+static void note_silent(struct server *s) {
+  const struct tpl__coord *c = s->cfg->coord;
+  size_t was = s->nsilent;
+  char one[256];
+  if (c == NULL || c->silent == NULL || s->silent == NULL) return;
+  s->nsilent = c->silent(c->ctx, s->silent, s->cfg->world, &s->deadline);
+  if (s->nsilent > s->cfg->world) s->nsilent = s->cfg->world;
+  if (s->nsilent == was) return;
+  if (s->nsilent == 0) {
+    LOG_AT(s, TPL_LOG_INFO, "watch: every rank heard from again");
+    return;
+  }
+  tpl__wire_silent_str(&s->silent[0], s->deadline, one, sizeof(one));
+  LOG_AT(s, TPL_LOG_INFO, "watch: %zu rank(s) silent: %s", s->nsilent, one);
+}
+
 static void on_poll(uv_timer_t *t) {
   struct server *s = t->data;
   const struct tpl__coord *c = s->cfg->coord;
   if (s->reloading) return; /* MPI is the reload's, on the main thread */
   watch_ranks(s);
+  note_silent(s);
   if (c != NULL && c->poll_shutdown != NULL && c->poll_shutdown(c->ctx) != 0)
     begin_stop(s);
   else if (c != NULL && c->poll_reload != NULL && c->poll_reload(c->ctx) > 0)
@@ -1120,6 +1180,7 @@ static void free_server(struct server *s) {
   free(s->reload_shown);
   free(s->reload_plan);
   free(s->source);
+  free(s->silent);
   free(s->dir);
   free(s->sock_path);
 }
@@ -1211,6 +1272,7 @@ static void run_reload(struct server *s) {
   int rc, threaded;
   s->reload_asked = 0;
   s->reloading = 1;
+  s->nsilent = 0; /* the watch pauses; its silences start over after */
   atomic_store(&s->next_bytes, 0);
   threaded = pthread_create(&t, NULL, loop_thread, s) == 0;
   if (!threaded)
@@ -1297,7 +1359,8 @@ int tpl__daemon_run(const struct tpl__daemon_config *cfg,
   signal(SIGPIPE, SIG_IGN);
   model = s.cur->job->model;
   s.source = strdup(cfg->source ? cfg->source : model ? model : "");
-  rc = s.source != NULL ? 0 : tpl__oom(err);
+  s.silent = calloc(cfg->world, sizeof(*s.silent));
+  rc = s.source != NULL && s.silent != NULL ? 0 : tpl__oom(err);
   if (rc == 0) rc = tpl__daemon_prepare_dir(cfg->socket_dir, &s.dir, err);
   if (rc == 0) rc = make_paths(&s, err);
   if (rc == 0) rc = replies_new(&s, s.cur, s.generation, &s.rep, err);

@@ -14,6 +14,7 @@
 #include "engine_internal.h"
 #include "job.h"
 #include "mlc_md5.h"
+#include "origin.h"
 #include "planner.h"
 #include "stall.h"
 #include "topology.h"
@@ -57,6 +58,10 @@ static int validate(struct engine *e, struct tpl__error *err) {
   int rc = tpl__grid_make(e->world, tp, pp, err, &grid);
   if (rc == 0) rc = tpl__grid_set_ep(&grid, o->ep, o->ep_size, err);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
+  if (rc == 0 && o->read_local &&
+      tpl__model_origin(e->model)->no_read_local != NULL)
+    rc = tpl__fail(err, TPL_EUSAGE, "%s: %s", o->model,
+                   tpl__model_origin(e->model)->no_read_local);
   if (rc == 0 && o->skip_mtp) rc = tpl__plan_skip_mtp(e->model, err);
   if (rc == 0 && o->verify_md5)
     rc = tpl__mlc_md5_ready(e->model,

@@ -73,6 +73,7 @@ struct engine {
                         stride 1 and T, then its place with 1 and T */
   int watching;      /* serve's watch runs over `beats` (engine_reload.c) */
   double watch_last; /* when the loop last looked */
+  double watch_back; /* when it came back from a pause of over a beat */
   uint8_t *report;   /* rank 0: packed LoadReport */
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */

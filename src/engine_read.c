@@ -269,7 +269,8 @@ static int open_source(struct engine *e, struct tpl__fdcache *files,
                                     .urls = e->urls,
                                     .http =
                                         e->rank == 0 ? e->model->http : NULL,
-                                    .opts = &e->o->http},
+                                    .opts = &e->o->http,
+                                    .model = e->rank == 0 ? e->model : NULL},
         &e->src, err);
   if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);

@@ -13,6 +13,7 @@
 #include "coord.h"
 #include "engine_internal.h"
 #include "store.h"
+#include "wire.h"
 
 /* --- the coordination sinks use (coord.h) --- */
 
@@ -329,6 +330,7 @@ static int coord_watch(void *ctx) {
   double now = tpl__now(), limit = e->o->stall_timeout;
   int heard = 0;
   if (!e->watching) return -1;
+  if (now - e->watch_last > e->beats.every) e->watch_back = now;
   if (now - e->watch_last > limit / 2) watch_restart(e);
   e->watch_last = now;
   tpl__eng_beat(e);
@@ -339,16 +341,44 @@ static int coord_watch(void *ctx) {
   return -1;
 }
 
+static const char *host_of(const struct engine *e, uint32_t rank) {
+  return e->hosts != NULL ? e->hosts + (size_t)rank * sizeof(e->st.host) : "?";
+}
+
+/* A rank whose last beat is more than two beat intervals old is silent
+ * (serve's beats come every --stall-timeout / 4: half the deadline).
+ * After this rank's own pause (stopped, descheduled) its silences count
+ * from its return: the beats that came meanwhile may not all be taken
+ * at the first look. */
+static size_t coord_silent(void *ctx, struct tpl__wire_silent *out, size_t cap,
+                           double *deadline) {
+  struct engine *e = ctx;
+  double now = tpl__now();
+  /* a pause since the loop's look (this rank stopped inside its poll)
+   * is a return too */
+  double back = now - e->watch_last > e->beats.every ? now : e->watch_back;
+  size_t n = 0;
+  *deadline = e->watching ? e->o->stall_timeout : 0;
+  for (uint32_t r = 0; e->watching && r < e->world; r++) {
+    double last = e->beats.heard[r] > back ? e->beats.heard[r] : back;
+    double quiet = now - last;
+    if (r == e->rank || e->beats.done[r] || quiet <= 2 * e->beats.every)
+      continue;
+    if (n < cap) out[n] = (struct tpl__wire_silent){r, host_of(e, r), quiet};
+    n++;
+  }
+  return n;
+}
+
 /* Ends the job for a lost rank, naming it and its host. */
 static void coord_lost(void *ctx, int rank) {
   struct engine *e = ctx;
-  const char *host =
-      e->hosts != NULL ? e->hosts + (size_t)rank * sizeof(e->st.host) : "?";
   fprintf(stderr,
           "tpload: rank %u: no word from rank %d (%s) for %.0f s while "
           "serving: rank %d is lost (its node, its link, or it stopped); "
           "ending the job (--stall-timeout)\n",
-          e->rank, rank, host, tpl__now() - e->beats.heard[rank], rank);
+          e->rank, rank, host_of(e, (uint32_t)rank),
+          tpl__now() - e->beats.heard[rank], rank);
   tpl__eng_abort(tpl_exit_code(TPL_EPEER));
 }
 
@@ -396,6 +426,7 @@ int tpl__eng_run_sink(struct engine *e, struct tpl__error *err) {
                          .watch_begin = coord_watch_begin,
                          .watch = coord_watch,
                          .lost = coord_lost,
+                         .silent = coord_silent,
                          .on_abort = coord_on_abort};
   int rc, end;
   if (s->run == NULL) return 0;

@@ -17,6 +17,7 @@
 #include "fmt_st_index.h"
 #include "format.h"
 #include "origin.h"
+#include "reshard.h"
 
 /* The JSON member `member` of m's directory, whole, and its name as
  * messages give it (*what, malloc'd). */
@@ -75,6 +76,45 @@ static int load_mlc(struct tpl__model *m, const char *member, int presharded,
   return rc;
 }
 
+/* The rank files held to shard-info.json, the full tensors rebuilt from
+ * them (reshard.h). */
+static int load_presharded(struct tpl__model *m, const char *member,
+                           int presharded, struct tpl__error *err) {
+  return tpl__reshard_load(m, member, err);
+}
+
+/* "tpload rank layout, 4 ranks" */
+static void presharded_detail(const struct tpl__model *m, char *buf,
+                              size_t len) {
+  const struct tpl__si *si = tpl__reshard_info(tpl__reshard_of(m));
+  snprintf(buf, len, "tpload rank layout, %u rank%s", si->world,
+           si->world == 1 ? "" : "s");
+}
+
+static const struct tpl__format presharded = {
+    .id = TPL_FMT_PRESHARDED,
+    .name = "presharded",
+    .what = "a presharded directory (tpload's rank layout)",
+    .probes = {"shard-info.json"},
+    .config = "config.json",
+    .load = load_presharded,
+    .detail = presharded_detail,
+};
+
+/* The same, cut from an MLC weight directory: its config is the
+ * mlc-chat-config.json preshard copied.  Never probed: the load chooses
+ * it (reshard.c). */
+static const struct tpl__format presharded_mlc = {
+    .id = TPL_FMT_PRESHARDED_MLC,
+    .name = "presharded",
+    .what = "a presharded directory (tpload's rank layout) of an MLC model",
+    .probes = {NULL},
+    .config = "mlc-chat-config.json",
+    .config_mlc = 1,
+    .load = load_presharded,
+    .detail = presharded_detail,
+};
+
 static const struct tpl__format st_index = {
     .id = TPL_FMT_ST_INDEX,
     .name = "safetensors-index",
@@ -106,8 +146,8 @@ static const struct tpl__format safetensors = {
     .load_file = tpl__st_load,
 };
 
-const struct tpl__format *const tpl__formats[] = {&st_index, &mlc,
-                                                  &safetensors};
+const struct tpl__format *const tpl__formats[] = {
+    &presharded, &st_index, &mlc, &safetensors, &presharded_mlc};
 const size_t tpl__nformats = ARRAY_SIZE(tpl__formats);
 
 static int ends_with(const char *s, const char *suffix) {

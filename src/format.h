@@ -38,9 +38,13 @@ struct tpl__format {
   const char *file_suffix;
   int (*load_file)(const char *path, const char *name, struct tpl__model *m,
                    struct tpl__error *err);
+  /* Optional: what inspect says after the name, in parentheses, of an
+   * opened model of it ("tpload rank layout, 4 ranks"), into buf. */
+  void (*detail)(const struct tpl__model *m, char *buf, size_t len);
 };
 
-/* The formats, in the order a directory is probed. */
+/* The formats, in the order a directory is probed (a row without
+ * probes is chosen by another's load). */
 extern const struct tpl__format *const tpl__formats[];
 extern const size_t tpl__nformats;
 

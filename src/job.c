@@ -185,6 +185,7 @@ int tpl__job_plan(const char *plan_arg, const struct tpl__model *m,
   } else {
     (*out)->experts = (*plan)->experts;
     (*out)->quant = (*plan)->quant;
+    (*out)->approximate = m->approximate;
   }
   return rc;
 }

@@ -77,6 +77,9 @@ struct tpl__job {
   /* Rank 0 (tpl__job_plan): the plan's quantization facts, for the
    * report; zeros in a job from the table. */
   struct tpl__quant_info quant;
+  /* Rank 0: the model's tensors rebuilt within an ulp (model.h), for
+   * the report; 0 in a job from the table. */
+  uint32_t approximate;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;

@@ -66,6 +66,7 @@ size_t tpl__model_drop_layers(struct tpl__model *m, uint32_t first) {
 
 void tpl__model_free(struct tpl__model *m) {
   if (m == NULL) return;
+  if (m->priv_free != NULL) m->priv_free(m->priv);
   for (size_t i = 0; i < m->ntensors; i++)
     free(m->tensors[i].name);
   for (size_t i = 0; i < m->nfiles; i++) {

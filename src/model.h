@@ -19,7 +19,9 @@ struct tpl__origin;
 enum tpl__model_format {
   TPL_FMT_SAFETENSORS = 1, /* one .safetensors file */
   TPL_FMT_ST_INDEX,        /* model.safetensors.index.json + files */
-  TPL_FMT_MLC              /* tensor-cache.json / ndarray-cache.json */
+  TPL_FMT_MLC,             /* tensor-cache.json / ndarray-cache.json */
+  TPL_FMT_PRESHARDED,      /* shard-info.json + rank{R}.safetensors */
+  TPL_FMT_PRESHARDED_MLC   /* the same, cut from an MLC directory */
 };
 
 /* How a tensor's bytes are stored in its file. */
@@ -83,6 +85,13 @@ struct tpl__model {
   /* owned: the local files validated, open while they are read
    * (fdcache.h); NULL until one is held (remote and hand-built models) */
   struct tpl__fdcache *fds;
+  /* owned: a format's own state (a presharded MODEL's map of its rank
+   * files, reshard.h), freed by priv_free with the model; NULL else */
+  void *priv;
+  void (*priv_free)(void *priv);
+  /* tensors whose bytes are rebuilt within an ulp, not exactly (a
+   * presharded MODEL's biases held as bias / N, times N: reshard.h) */
+  uint32_t approximate;
 };
 
 /* The message for a directory (`dir`, a path or a URL) that holds none of

@@ -36,6 +36,9 @@ struct tpl__origin_files {
   const struct tpl__source_url *urls;
   struct tpl__http *http;
   const struct tpl__http_opts *opts;
+  /* the model the files are rank 0's of, NULL on a rank without one
+   * (--read local): a presharded MODEL's source gathers through it */
+  const struct tpl__model *model;
 };
 
 struct tpl__origin {
@@ -96,6 +99,9 @@ struct tpl__origin {
    * time (-EIO naming it when not; http: 0, the source checks). */
   int (*member_unchanged)(const char *path, uint64_t size, int64_t mtime_ns,
                           int fd, struct tpl__error *err);
+  /* Why the other ranks cannot read its files themselves (--read
+   * local), said before the job starts (64); NULL: they can. */
+  const char *no_read_local;
   /* source: opens the bulk source over `in` into *src (source.h). */
   int (*source)(const struct tpl__origin_files *in, struct tpl__source **src,
                 struct tpl__error *err);
@@ -103,6 +109,14 @@ struct tpl__origin {
 
 extern const struct tpl__origin tpl__origin_local; /* origin_local.c */
 extern const struct tpl__origin tpl__origin_http;  /* origin_http.c */
+
+/* A presharded MODEL's origin over `base`, the one its rank files live
+ * in (origin_presharded.c, reshard.h): members and rank files as base
+ * has them, the virtual file of full tensors gathered from them.  Not
+ * in the table: a format's load (reshard.c) sets it, no MODEL claims
+ * it. */
+const struct tpl__origin *
+tpl__origin_presharded(const struct tpl__origin *base);
 
 /* The origins, the one that claims every MODEL last (origin.c). */
 extern const struct tpl__origin *const tpl__origins[];

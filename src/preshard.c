@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "format.h"
 #include "preshard.h"
 #include "report.h"
 #include "shardinfo.h"
@@ -47,6 +48,21 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl__error *err) {
                            err);
 }
 
+/* MODEL's config (its format's: config.json, or an MLC directory's
+ * mlc-chat-config.json), when it has one, to be copied beside the rank
+ * files: the output is then a MODEL of its own (a presharded directory,
+ * reshard.h), whose preset is found from it as from the original's. */
+static int take_config(struct tpl__outdir_opts *o, const struct tpl__model *m,
+                       struct tpl__error *err) {
+  const struct tpl__format *f;
+  int rc;
+  if (m == NULL) return 0; /* a sink driven without a model (its tests) */
+  f = tpl__format_of(m->format);
+  rc = tpl__outdir_take(o, m, f != NULL ? f->config : "config.json",
+                        TPL_MAX_JSON_FILE, err);
+  return rc == -ENOENT || rc == TPL_EDENIED ? 0 : rc;
+}
+
 /* Rank 0's check before loading (the sink's prepare step): its check of
  * DIR (preshard_check), then without --force, DIR must be empty (old
  * output, the model's own files or anything else is refused).  With
@@ -56,9 +72,10 @@ static int preshard_check(void *ctx, uint32_t rank, struct tpl__error *err) {
  * -errno. */
 static int preshard_prepare(void *ctx, const struct tpl__model *m,
                             struct tpl__error *err) {
-  const struct tpl__outdir_opts *o = ctx;
+  struct tpl__outdir_opts *o = ctx;
   int rc = preshard_check(ctx, 0, err);
   if (rc == 0 && !o->force) rc = tpl__outdir_require_empty(o->dir, err);
+  if (rc == 0) rc = take_config(o, m, err);
   if (rc != 0) return rc;
   return o->force ? remove_old_output(o->dir, err) : 0;
 }
@@ -164,6 +181,15 @@ static void unpublish(const char *dir, uint32_t rank) {
   free(p);
 }
 
+/* Removes the members rank 0 wrote (after a failure elsewhere). */
+static void unpublish_members(const struct tpl__outdir_opts *o) {
+  for (size_t i = 0; i < o->nmembers; i++) {
+    char *p = tpl__path_join(o->dir, o->members[i].name);
+    if (p != NULL) unlink(p);
+    free(p);
+  }
+}
+
 /* --- the sink: the job-wide order --- */
 
 /* Rank 0, last: DIR/shard-info.json from the job and its LoadReport's
@@ -192,6 +218,17 @@ static int write_shard_info(const char *dir, const struct tpl__loaded *l,
   return rc;
 }
 
+/* Rank 0: the members taken at prepare (config.json), before
+ * shard-info.json, which marks the directory complete. */
+static int write_members(void *ctx, struct tpl__error *err) {
+  const struct tpl__outdir_opts *o = ctx;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < o->nmembers; i++)
+    rc = tpl__write_file_atomic(o->dir, o->members[i].name, o->members[i].buf,
+                                o->members[i].len, err);
+  return rc;
+}
+
 static int preshard_run(void *ctx, const struct tpl__loaded *l,
                         const struct tpl__coord *c, struct tpl__error *err) {
   const char *dir = ((const struct tpl__outdir_opts *)ctx)->dir;
@@ -213,9 +250,11 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
     all = c->agree(c->ctx, rc, err);
   }
   tpl__outdir_discard(dir, &f);
-  if (all == 0 && c->rank == 0) rc = write_shard_info(dir, l, err);
+  if (all == 0 && c->rank == 0) rc = write_members(ctx, err);
+  if (rc == 0 && all == 0 && c->rank == 0) rc = write_shard_info(dir, l, err);
   all = c->agree(c->ctx, rc, err);
   if (all != 0) unpublish(dir, c->rank);
+  if (all != 0 && c->rank == 0) unpublish_members(ctx);
   tpl__tmpguard_release();
   return all;
 }

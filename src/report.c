@@ -475,6 +475,7 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.bias_family = (uint32_t)job->bias_family;
   lr.quantization = (char *)job->quant.scheme_name; /* only read */
   lr.quant_method = (char *)job->quant.method;
+  lr.approximate_tensors = job->approximate;
   lr.n_weight_block_size = 2;
   lr.weight_block_size = (uint64_t *)job->quant.block;
   lr.seconds = seconds;
@@ -673,6 +674,7 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   rep->seconds = lr->seconds;
   rep->bytes_read = lr->bytes_read;
   rep->bytes_delivered = lr->bytes_delivered;
+  rep->approximate = lr->approximate_tensors;
   if (rc == 0) {
     rep->ranks = calloc(rep->grid.world, sizeof(*rep->ranks));
     if (rep->ranks == NULL) rc = tpl__oom(err);
@@ -871,6 +873,11 @@ json_t *tpl__report_json(const struct tpl__report *r,
     return NULL;
   }
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
+  if (o != NULL && r->approximate > 0)
+    json_object_set_new(o, "approximate",
+                        json_pack("{s:I, s:s}", "tensors",
+                                  (json_int_t)r->approximate, "max_error",
+                                  "1 ulp"));
   if (o != NULL && r->grid.ep > 0 &&
       json_object_set_new(o, "expert_parallel",
                           tpl__shardinfo_ep(&r->grid, r->experts)) != 0) {

@@ -122,6 +122,9 @@ struct tpl__report {
   int agree;
   double seconds;
   uint64_t bytes_read, bytes_delivered;
+  /* a presharded MODEL's tensors rebuilt within an ulp (model.h), 0:
+   * exact */
+  uint32_t approximate;
   uint32_t experts; /* under --ep (grid.ep > 0): routed experts, else 0 */
   struct tpl__rank_report *ranks; /* grid.world of them, in rank order */
   /* infos[i * grid.world + r]: what rank r holds of tensor i, for the

@@ -64,52 +64,64 @@ static uint16_t f32_to_bf16(float f) {
   return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-static void scale_f32(uint8_t *p, uint64_t n, float d) {
+/* The scope divides (a bias / N); a re-shard multiplies back (mul). */
+static void scale_f32(uint8_t *p, uint64_t n, float k, int mul) {
   for (uint64_t i = 0; i < n; i++) {
     float v;
     memcpy(&v, p + 4 * i, 4);
-    v /= d;
+    v = mul ? v * k : v / k;
     memcpy(p + 4 * i, &v, 4);
   }
 }
 
-static void scale_f64(uint8_t *p, uint64_t n, double d) {
+static void scale_f64(uint8_t *p, uint64_t n, double k, int mul) {
   for (uint64_t i = 0; i < n; i++) {
     double v;
     memcpy(&v, p + 8 * i, 8);
-    v /= d;
+    v = mul ? v * k : v / k;
     memcpy(p + 8 * i, &v, 8);
   }
 }
 
-static void scale_half(uint8_t *p, uint64_t n, float d, int bf16) {
+static void scale_half(uint8_t *p, uint64_t n, float k, int bf16, int mul) {
   for (uint64_t i = 0; i < n; i++) {
     uint16_t h;
+    float v;
     memcpy(&h, p + 2 * i, 2);
-    h = bf16 ? f32_to_bf16(bf16_to_f32(h) / d)
-             : tpl__f32_to_f16(tpl__f16_to_f32(h) / d);
+    v = bf16 ? bf16_to_f32(h) : tpl__f16_to_f32(h);
+    v = mul ? v * k : v / k;
+    h = bf16 ? f32_to_bf16(v) : tpl__f32_to_f16(v);
     memcpy(p + 2 * i, &h, 2);
   }
 }
 
-int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor) {
+/* The nbytes at p divided (or, mul, multiplied) by k; 1 leaves them. */
+static int rescale(void *p, uint64_t nbytes, int dtype, uint32_t k, int mul) {
   uint64_t n =
       nbytes /
       (dtype >= 0 && dtype < TPL_DT_COUNT ? tpl__dtype_size(dtype) : 1);
   switch (dtype) {
   case TPL_DT_F32:
-    if (divisor != 1) scale_f32(p, n, (float)divisor);
+    if (k != 1) scale_f32(p, n, (float)k, mul);
     return 0;
   case TPL_DT_F64:
-    if (divisor != 1) scale_f64(p, n, (double)divisor);
+    if (k != 1) scale_f64(p, n, (double)k, mul);
     return 0;
   case TPL_DT_F16:
   case TPL_DT_BF16:
-    if (divisor != 1) scale_half(p, n, (float)divisor, dtype == TPL_DT_BF16);
+    if (k != 1) scale_half(p, n, (float)k, dtype == TPL_DT_BF16, mul);
     return 0;
   default:
     return TPL_EDTYPE;
   }
+}
+
+int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor) {
+  return rescale(p, nbytes, dtype, divisor, 0);
+}
+
+int tpl__unscale_bias(void *p, uint64_t nbytes, int dtype, uint32_t factor) {
+  return rescale(p, nbytes, dtype, factor, 1);
 }
 
 void tpl__bf16_expand_inplace(void *p, uint64_t count) {

@@ -62,6 +62,13 @@ double tpl__bias_factor(int policy, uint32_t nshards);
  * divisor 1 leaves the bytes unchanged. */
 int tpl__scale_bias(void *p, uint64_t nbytes, int dtype, uint32_t divisor);
 
+/* The inverse of tpl__scale_bias for a re-shard: multiplies the `nbytes`
+ * bytes at `p` by `factor` in place, F32 natively, F64 in double, F16
+ * and BF16 through F32 rounded once to nearest-even.  Exact for F32 and
+ * F64 when factor is a power of two; otherwise within one unit of the
+ * last place of the scaled bias.  Returns 0, or TPL_EDTYPE. */
+int tpl__unscale_bias(void *p, uint64_t nbytes, int dtype, uint32_t factor);
+
 /* Expands `count` bf16 values stored at the start of `p` into float32
  * values filling 4 * count bytes of `p` (f32 bits = u16 << 16), in place. */
 void tpl__bf16_expand_inplace(void *p, uint64_t count);

@@ -395,10 +395,12 @@ uint64_t tpl__layout_count(const struct tpl__layout *l, uint64_t begin,
   return layout_prefix(l, end) - layout_prefix(l, begin);
 }
 
-/* Copies the layout bytes of row `row` that fall inside [begin, end). */
-static uint64_t gather_row(const struct tpl__layout *l, uint64_t row,
-                           uint64_t begin, uint64_t end, const uint8_t *src,
-                           uint8_t *dst) {
+/* Copies the layout bytes of row `row` that fall inside [begin, end)
+ * between the tensor's bytes from `begin` and the shard's, in source
+ * order: into the shard (a gather) or back into the tensor (scatter). */
+static uint64_t copy_row(const struct tpl__layout *l, uint64_t row,
+                         uint64_t begin, uint64_t end, uint8_t *tensor,
+                         uint8_t *shard, int scatter) {
   uint64_t base = row * l->row_stride, n = 0;
   for (size_t i = 0; i < l->npieces; i++) {
     uint64_t a = base + l->pieces[i].offset;
@@ -407,14 +409,18 @@ static uint64_t gather_row(const struct tpl__layout *l, uint64_t row,
     if (b <= begin) continue;
     if (a < begin) a = begin;
     if (b > end) b = end;
-    memcpy(dst + n, src + (a - begin), (size_t)(b - a));
+    if (scatter)
+      memcpy(tensor + (a - begin), shard + n, (size_t)(b - a));
+    else
+      memcpy(shard + n, tensor + (a - begin), (size_t)(b - a));
     n += b - a;
   }
   return n;
 }
 
-uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
-                            uint64_t end, const uint8_t *src, uint8_t *dst) {
+static uint64_t copy_range(const struct tpl__layout *l, uint64_t begin,
+                           uint64_t end, uint8_t *tensor, uint8_t *shard,
+                           int scatter) {
   if (l->npieces == 0 || l->row_stride == 0) return 0;
   uint64_t span = layout_span(l);
   if (end > span) end = span;
@@ -422,8 +428,18 @@ uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
   uint64_t first = begin / l->row_stride, last = (end - 1) / l->row_stride;
   uint64_t n = 0;
   for (uint64_t row = first; row <= last; row++)
-    n += gather_row(l, row, begin, end, src, dst + n);
+    n += copy_row(l, row, begin, end, tensor, shard + n, scatter);
   return n;
+}
+
+uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
+                            uint64_t end, const uint8_t *src, uint8_t *dst) {
+  return copy_range(l, begin, end, (uint8_t *)src, dst, 0);
+}
+
+uint64_t tpl__layout_scatter(const struct tpl__layout *l, uint64_t begin,
+                             uint64_t end, const uint8_t *shard, uint8_t *dst) {
+  return copy_range(l, begin, end, dst, (uint8_t *)shard, 1);
 }
 
 /* The first layout byte at or after x, or UINT64_MAX if none. */

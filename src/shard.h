@@ -103,6 +103,17 @@ size_t tpl__shard_rank_segs(const struct tpl__shard_spec *spec, uint64_t extent,
 uint64_t tpl__layout_gather(const struct tpl__layout *l, uint64_t begin,
                             uint64_t end, const uint8_t *src, uint8_t *dst);
 
+/* The inverse of tpl__layout_gather: the bytes of layout `l` inside
+ * the tensor byte range [begin, end), given in source order at `shard`
+ * (tpl__layout_count(l, begin, end) of them: the rank's shard from byte
+ * tpl__layout_count(l, 0, begin) on), written back to their places in
+ * `dst`, the tensor's bytes from `begin`.  Re-sharding rebuilds a full
+ * tensor from its shards so, whole or a run at a time; a block two
+ * ranks hold (a replicated kv segment) is written by each of them, the
+ * same bytes.  Returns the bytes written. */
+uint64_t tpl__layout_scatter(const struct tpl__layout *l, uint64_t begin,
+                             uint64_t end, const uint8_t *shard, uint8_t *dst);
+
 /* Returns how many bytes of layout `l` fall inside [begin, end); O(npieces)
  * whatever the range. */
 uint64_t tpl__layout_count(const struct tpl__layout *l, uint64_t begin,

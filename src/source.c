@@ -47,9 +47,10 @@ int tpl__io_mode_parse(const char *s, int *mode) {
 }
 
 const char *tpl__io_used_name(int used) {
-  return used == TPL_IO_USED_DIRECT ? "direct"
-         : used == TPL_IO_USED_HTTP ? "http"
-                                    : "buffered";
+  return used == TPL_IO_USED_DIRECT     ? "direct"
+         : used == TPL_IO_USED_HTTP     ? "http"
+         : used == TPL_IO_USED_GATHERED ? "gathered"
+                                        : "buffered";
 }
 
 /* --- residency --- */

@@ -35,7 +35,9 @@ int tpl__io_mode_parse(const char *s, int *mode);
 enum tpl__io_used {
   TPL_IO_USED_BUFFERED,
   TPL_IO_USED_DIRECT,
-  TPL_IO_USED_HTTP /* ranged GETs (source_http.h): whole reads in flight */
+  TPL_IO_USED_HTTP,    /* ranged GETs (source_http.h): whole reads in flight */
+  TPL_IO_USED_GATHERED /* a presharded MODEL's full tensors, rebuilt from
+                          its rank files (reshard.h): whole reads */
 };
 
 const char *tpl__io_used_name(int used);

@@ -6,6 +6,7 @@
  * here, so only this file (and report.c) sees the generated protobuf
  * code.  Nothing here touches a socket. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,36 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
 
 /* ---- responses ---- */
 
+void tpl__wire_silent_str(const struct tpl__wire_silent *p, double deadline,
+                          char *buf, size_t len) {
+  snprintf(buf, len,
+           "rank %u (host %s): no heartbeat for %.1f s of the %g s deadline",
+           p->rank, p->host != NULL ? p->host : "?", p->seconds, deadline);
+}
+
+/* The silent ranks as protobuf messages, `in` borrowed: one allocation
+ * (*out, the caller frees) holding the pointers, then the messages. */
+static int pack_silent(const struct tpl__wire_silent *in, size_t n,
+                       Tpload__SilentRank ***out) {
+  Tpload__SilentRank **ptrs, *msgs;
+  if (n == 0) {
+    *out = NULL;
+    return 0;
+  }
+  ptrs = calloc(n, sizeof(*ptrs) + sizeof(*msgs));
+  if (ptrs == NULL) return -ENOMEM;
+  msgs = (Tpload__SilentRank *)(ptrs + n);
+  for (size_t i = 0; i < n; i++) {
+    tpload__silent_rank__init(&msgs[i]);
+    msgs[i].rank = in[i].rank;
+    msgs[i].host = (char *)(in[i].host != NULL ? in[i].host : "");
+    msgs[i].seconds = in[i].seconds;
+    ptrs[i] = &msgs[i];
+  }
+  *out = ptrs;
+  return 0;
+}
+
 int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               uint8_t **frame, size_t *len,
                               struct tpl__error *err) {
@@ -191,7 +222,11 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.status.len = r->status != NULL ? r->status_len : 0;
   m.job.data = (uint8_t *)r->job;
   m.job.len = r->job != NULL ? r->job_len : 0;
-  rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
+  m.stall_timeout_seconds = r->stall_timeout;
+  m.n_silent = r->silent != NULL ? r->nsilent : 0;
+  rc = pack_silent(r->silent, m.n_silent, &m.silent);
+  if (rc == 0) rc = pack_frame(&m.base, TPL_WIRE_MAX_RESPONSE, frame, len);
+  free(m.silent);
   if (rc == TPL_ELIMIT)
     tpl__fail(err, rc, "response: expected at most %u bytes, found more",
               TPL_WIRE_MAX_RESPONSE);
@@ -230,23 +265,51 @@ static void copy_response(struct tpl__wire_response *out,
   out->job_len = m->job.len;
 }
 
+/* m's silent ranks as plain C, borrowing their host names: a malloc'd
+ * array in *out (NULL when there are none).  Returns 0 or -ENOMEM. */
+static int copy_silent(const Tpload__Response *m,
+                       struct tpl__wire_silent **out) {
+  struct tpl__wire_silent *s;
+  *out = NULL;
+  if (m->n_silent == 0) return 0;
+  s = calloc(m->n_silent, sizeof(*s));
+  if (s == NULL) return -ENOMEM;
+  for (size_t i = 0; i < m->n_silent; i++) {
+    const Tpload__SilentRank *p = m->silent[i];
+    s[i].rank = p->rank;
+    s[i].host = p->host;
+    s[i].seconds = p->seconds;
+  }
+  *out = s;
+  return 0;
+}
+
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
                               struct tpl__error *err) {
   Tpload__Response *m = tpload__response__unpack(NULL, len, body);
   struct tpl__wire_response r = {.msg = m};
+  struct tpl__wire_silent *silent;
   if (m == NULL)
     return tpl__fail(err, TPL_EPROTO,
                      "response: expected a tpload.Response message, found "
                      "%zu bytes that do not decode",
                      len);
+  if (copy_silent(m, &silent) != 0) {
+    tpload__response__free_unpacked(m, NULL);
+    return tpl__fail(err, -ENOMEM, "response: out of memory");
+  }
   copy_response(&r, m);
+  r.silent = silent;
+  r.nsilent = m->n_silent;
+  r.stall_timeout = m->stall_timeout_seconds;
   *out = r;
   return 0;
 }
 
 void tpl__wire_response_free(struct tpl__wire_response *r) {
   if (r == NULL) return;
+  if (r->msg != NULL) free((void *)r->silent); /* decoded: ours */
   if (r->msg != NULL) tpload__response__free_unpacked(r->msg, NULL);
   memset(r, 0, sizeof(*r));
 }

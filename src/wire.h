@@ -88,6 +88,21 @@ int tpl__wire_encode_request_args(int kind, unsigned flags,
                                   const struct tpl__wire_request_args *a,
                                   uint8_t **frame, size_t *len);
 
+/* A rank serve's watch has not heard from for more than two of its beat
+ * intervals, half the deadline (tpload.SilentRank). */
+struct tpl__wire_silent {
+  uint32_t rank;
+  const char *host; /* the host it runs on, or NULL */
+  double seconds;   /* since its last heartbeat arrived */
+};
+
+/* Writes "rank R (host H): no heartbeat for S s of the T s deadline" for
+ * `p` under the deadline `deadline` (seconds) into buf, `len` bytes
+ * (cut short if need be, always terminated): status's line, and what a
+ * refused health or reload says. */
+void tpl__wire_silent_str(const struct tpl__wire_silent *p, double deadline,
+                          char *buf, size_t len);
+
 /* A Response as plain C.  When encoding, every pointer is borrowed from
  * the caller; when decoding, the response owns them all
  * (tpl__wire_response_free): strings and bytes point into the unpacked
@@ -115,6 +130,11 @@ struct tpl__wire_response {
   int error_code;              /* with `error`: the failure's code, or 0 */
   const char *reload_model;    /* status during a reload, or NULL */
   uint64_t reload_store_bytes; /* ... its new store (0: not yet known) */
+  /* status, a refused health or reload: the silent ranks, by rank
+   * (decoded: an array the response owns) */
+  const struct tpl__wire_silent *silent;
+  size_t nsilent;
+  double stall_timeout; /* status: the watch's deadline (0: no watch) */
 };
 
 /* Encodes `r` as a whole frame; *frame is malloc'd (caller frees).
@@ -125,8 +145,8 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
                               struct tpl__error *err);
 
 /* Decodes a response body into *out (owned, tpl__wire_response_free);
- * refuses malformed protobuf.  Returns 0 or TPL_EPROTO; *out is untouched on
- * failure. */
+ * refuses malformed protobuf.  Returns 0, TPL_EPROTO or -ENOMEM; *out is
+ * untouched on failure. */
 int tpl__wire_decode_response(const uint8_t *body, size_t len,
                               struct tpl__wire_response *out,
                               struct tpl__error *err);

@@ -21,7 +21,9 @@
 # - node 2's link slowed from 400 to 40 Mbit/s (tc on the bridge's side)
 #   while its ranks take in ~11 MiB, longer than --stall-timeout 2.
 # And a serve job whose node 2 loses its link while the ranks only serve:
-# the watch's beats end it (69 naming rank 4 or 5 and node 2's host, no
+# from half the deadline rank 0's status names rank 4 or 5 and node 2's
+# host, --health says 69 and a reload is refused naming it; then the
+# watch's beats end the job (69 naming rank 4 or 5 and node 2's host, no
 # socket or ready file left, no process on any node).
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -240,13 +242,26 @@ fi
 
 # --- node 2's link cut while the ranks only serve -------------------------
 # Serving ranks exchange nothing but the watch's beats (one every
-# --stall-timeout / 4): after --stall-timeout without a beat from node 2
-# every survivor removes its socket (rank 0 the ready file too) and the
-# job ends with 69, naming rank 4 or 5 and node 2's host.
+# --stall-timeout / 4).  After half the deadline without a beat from
+# node 2 its ranks are silent: rank 0's status names rank 4 or 5 and
+# node 2's host, --health says 69 on node 0 and node 1, and a reload is
+# refused naming them; after --stall-timeout every survivor removes its
+# socket (rank 0 the ready file too) and the job ends with 69, naming
+# rank 4 or 5 and node 2's host.  A longer deadline than the loads':
+# the survivors are asked three times inside it.
 fresh
 SOCK=$T_TMP/serve.ps
+SERVE_STALL=$((6 + 2 * ${TPL_TEST_SLOWDOWN:-1}))
+N2=$(cl_host n2)
+# silent_or_gone: the job ended, or rank 0's status ($T_TMP/st) names a
+# rank of node 2 as silent.
+silent_or_gone() {
+  gone "$JOB" && return 0
+  cl_exec 0 "$TPLOAD" status "$SOCK/rank0.sock" >"$T_TMP/st" 2>&1 &&
+    grep -q -E "^rank [45] \(host $N2\): no heartbeat for [0-9.]+ s of the $SERVE_STALL s deadline$" "$T_TMP/st"
+}
 cl_mpi $NP serve "$MODEL" --plan "$PLAN" --socket-dir "$SOCK" \
-  --ready-file "$T_TMP/ready" --quiet --stall-timeout "$STALL_SECS" \
+  --ready-file "$T_TMP/ready" --quiet --stall-timeout "$SERVE_STALL" \
   >"$T_TMP/serve.out" 2>"$T_TMP/serve.err" &
 JOB=$!
 PIDS="$PIDS $JOB"
@@ -255,7 +270,23 @@ if wait_until test -f "$T_TMP/ready"; then
   t0=$(ms)
   t_exit "serve: rank 0 still answers --health at the cut" 0 \
     cl_exec 0 "$TPLOAD" status "$SOCK/rank0.sock" --health
-  LEFT_WHAT=socket ends serve "$t0" \
+  if wait_until silent_or_gone && ! gone "$JOB"; then
+    t_ok "serve: rank 0's status names a rank of node 2 before the deadline"
+  else t_fail "serve: rank 0's status names a rank of node 2 before the deadline" \
+    "$(cat "$T_TMP/st")"; fi
+  echo "# serve: named $(($(ms) - t0)) ms after the cut," \
+    "--stall-timeout $SERVE_STALL"
+  cl_exec 0 "$TPLOAD" status "$SOCK/rank0.sock" --health
+  t_check "serve: --health on node 0 says 69" [ $? = 69 ]
+  cl_exec 1 "$TPLOAD" status "$SOCK/rank2.sock" --health
+  t_check "serve: --health on node 1 says 69" [ $? = 69 ]
+  cl_exec 0 "$TPLOAD" reload "$SOCK/rank0.sock" >/dev/null 2>"$T_TMP/rl.err"
+  rc=$?
+  if [ $rc = 69 ] && grep -q -E "refused: a rank is silent: rank [45] \(host $N2\)" "$T_TMP/rl.err"
+  then t_ok "serve: a reload is refused (69) naming a rank of node 2"
+  else t_fail "serve: a reload is refused (69) naming a rank of node 2" \
+    "exit $rc" "$(cat "$T_TMP/rl.err")"; fi
+  LEFT_WHAT=socket JOB_STALL=$SERVE_STALL ends serve "$t0" \
     "no word from rank [0-9] \(.*\) for [0-9]+ s while serving" \
     "no word from rank [45] \($(cl_host n2)\)"
   if [ -e "$T_TMP/ready" ]; then t_fail "serve: the ready file is removed"

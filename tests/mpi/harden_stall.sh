@@ -9,7 +9,9 @@
 # of the job, and no preshard file, is left.  A rank stopped while
 # serving ends the job once --shutdown stops the others, and by itself,
 # --stall-timeout later, when nobody asks (serve's watch): rank 0's
-# socket and the ready file are gone.  A rank that
+# socket and the ready file are gone.  One stopped and let go inside the
+# deadline is named before it passes (status, --health 69, a reload
+# refused) and served with again once it beats.  A rank that
 # reads slowly with --read local, or writes its preshard file slowly, but
 # keeps going is waited for (its heartbeats move the deadline).  The
 # bound is generous (it only catches a hang); the measured stall-to-exit
@@ -192,4 +194,101 @@ if [ ! -e "$T_TMP/sockw/rank0.sock" ] && [ ! -e "$T_TMP/readyw" ]; then
   t_ok "serve (watch): rank 0's socket and the ready file are removed"
 else t_fail "serve (watch): socket and ready file removed" \
   "$(ls -A "$T_TMP/sockw" "$T_TMP/readyw" 2>&1)"; fi
+
+# --- serve: a silent rank is named before the deadline ---------------------
+# Rank 2 of 3 is stopped while serving under a deadline long enough to
+# look before it passes.  Once rank 2 has missed two beats (half the
+# deadline), status on rank 0 names it (text and JSON), --health says 69
+# on rank 0 and rank 1, and a reload is refused (69) naming it instead of
+# waiting for it.  Let go before the deadline, it is heard from again:
+# status clean, health 0, a reload switches, --shutdown ends the job
+# with 0.
+. "$TESTS_SRCDIR/lib/reload_lib.sh"
+SILENT_SECS=$((6 + 2 * ${TPL_TEST_SLOWDOWN:-1}))
+HOST=$(hostname)
+# status_says PATTERN: rank 0's status succeeds and a line matches PATTERN
+# (an extended regular expression); its output is in $T_TMP/st.
+status_says() {
+  "$TPLOAD" status "$SOCK/rank0.sock" >"$T_TMP/st" 2>&1 &&
+    grep -q -E -e "$1" "$T_TMP/st"
+}
+status_clean() {
+  "$TPLOAD" status "$SOCK/rank0.sock" >"$T_TMP/st" 2>&1 &&
+    ! grep -q "no heartbeat" "$T_TMP/st"
+}
+# health_says NAME CODE R: `status --health` on rank R exits with CODE
+# (it prints nothing).
+health_says() {
+  local rc
+  "$TPLOAD" status "$SOCK/rank$3.sock" --health >"$T_TMP/h.out" 2>&1
+  rc=$?
+  if [ $rc -eq "$2" ] && [ ! -s "$T_TMP/h.out" ]; then t_ok "$1"
+  else t_fail "$1" "exit $rc" "$(head -c 500 "$T_TMP/h.out")"; fi
+}
+serve_job silent 3 "$M/m" --log-level info --stall-timeout $SILENT_SECS
+set -- $PIDS
+r2=${3:-}
+t_check "serve (silent rank): rank 0's status names no rank at first" \
+  status_clean
+t0=$(ms)
+if [ -n "$r2" ] && kill -STOP "$r2"; then t_ok "serve (silent rank): rank 2 stopped"
+else t_fail "serve (silent rank): rank 2 stopped" "ranks' pids: $PIDS"; fi
+NAMED="^rank 2 \(host $HOST\): no heartbeat for [0-9.]+ s of the $SILENT_SECS s deadline$"
+if wait_for "$WAIT_SECS" status_says "$NAMED"; then
+  t_ok "serve (silent rank): rank 0's status names rank 2 and its host"
+else t_fail "serve (silent rank): rank 0's status names rank 2 and its host" \
+  "$(cat "$T_TMP/st")" "$(messages "$SERVE_LOG.err" | head -c 1500)"; fi
+echo "# serve (silent rank): named $(($(ms) - t0)) ms after the stop," \
+  "--stall-timeout $SILENT_SECS"
+t_py "serve (silent rank): named after half the deadline, before all of it" '
+import re, sys
+s = float(re.search(r"^rank 2 .*no heartbeat for ([0-9.]+) s", open(sys.argv[1]).read(), re.M).group(1))
+if not float(sys.argv[2]) / 2 <= s < float(sys.argv[2]):  # shown to 0.1 s
+    sys.exit("silent for %.1f s" % s)
+' "$T_TMP/st" "$SILENT_SECS"
+health_says "serve (silent rank): --health on rank 0 says 69" 69 0
+health_says "serve (silent rank): --health on rank 1 says 69" 69 1
+"$TPLOAD" reload "$SOCK/rank0.sock" >"$T_TMP/rl.out" 2>"$T_TMP/rl.err"
+rc=$?
+if [ $rc -eq 69 ] && grep -q -E "reload failed: refused: a rank is silent: rank 2 \(host $HOST\): no heartbeat" "$T_TMP/rl.err"
+then t_ok "serve (silent rank): a reload is refused (69) naming rank 2"
+else t_fail "serve (silent rank): a reload is refused (69) naming rank 2" \
+  "exit $rc" "$(cat "$T_TMP/rl.err")"; fi
+"$TPLOAD" status "$SOCK/rank0.sock" --json --summary >"$T_TMP/st.json"
+t_py "serve (silent rank): status --json: silent_ranks and the deadline" '
+import json, sys
+d = json.load(open(sys.argv[1]))["daemon"]
+s = d["silent_ranks"]
+if [(p["rank"], p["host"]) for p in s] != [(2, sys.argv[2])]:
+    sys.exit("silent_ranks %r" % s)
+if d["stall_timeout_seconds"] != float(sys.argv[3]):
+    sys.exit("daemon %r" % d)
+' "$T_TMP/st.json" "$HOST" "$SILENT_SECS"
+t_generation_is "serve (silent rank): generation 1 is still served" 1 "$M/m"
+t_check "serve (silent rank): the job still runs, inside the deadline" \
+  alive "$SERVE_PID"
+echo "# serve (silent rank): let go $(($(ms) - t0)) ms after the stop"
+kill -CONT "$r2"
+if wait_for "$WAIT_SECS" status_clean; then
+  t_ok "serve (silent rank): let go, rank 2 is heard from again"
+else t_fail "serve (silent rank): let go, rank 2 is heard from again" \
+  "$(cat "$T_TMP/st")" "$(messages "$SERVE_LOG.err" | head -c 1500)"; fi
+health_says "serve (silent rank): --health on rank 0 says 0 again" 0 0
+health_says "serve (silent rank): --health on rank 2 says 0" 0 2
+t_exit "serve (silent rank): a reload switches" 0 \
+  "$TPLOAD" reload "$SOCK/rank0.sock"
+t_generation_is "serve (silent rank): generation 2 is served" 2 "$M/m"
+t_job_ends "serve (silent rank): --shutdown ends the job with 0, nothing left"
+# The daemons' logs: rank 0 said so once, and that it heard rank 2 again;
+# rank 2, back from its pause, took no peer for silent (the beats that
+# came meanwhile are not all taken at its first look).
+grep -c "rank 0: watch: 1 rank(s) silent: rank 2 (host $HOST)" \
+  "$SERVE_LOG.err" >"$T_TMP/n0"
+grep -c "rank 0: watch: every rank heard from again" "$SERVE_LOG.err" >>"$T_TMP/n0"
+t_check "serve (silent rank): rank 0 logged rank 2 silent, then heard" \
+  [ "$(tr '\n' ' ' <"$T_TMP/n0")" = "1 1 " ]
+if grep -q "rank 2: watch: .*silent" "$SERVE_LOG.err"; then
+  t_fail "serve (silent rank): rank 2, back from its pause, names no peer" \
+    "$(grep "rank 2: watch" "$SERVE_LOG.err")"
+else t_ok "serve (silent rank): rank 2, back from its pause, names no peer"; fi
 t_done

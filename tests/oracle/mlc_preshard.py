@@ -36,6 +36,13 @@ CLI:
         reads under OUT's layout and under MLC's own
     mlc_preshard.py bytes SRC OUT PLAN.json   only those bytes, from the
         JSON alone (no .bin is read): "stage shard this-layout mlc-own"
+    mlc_preshard.py write SRC OUT PLAN.json   writes OUT, the cache MLC's
+        own converter makes of SRC with MLC_INTERNAL_PRESHARD_NUM =
+        PLAN's tensor_parallel_shards (one stage): mlc_own_files' packing
+        of gen_tir's rows, records named "<name>_shard-<k>" (or "<name>"
+        unsharded), float32 re-encoded to bf16 as the source stored it,
+        md5sums, mlc-chat-config.json with tensor_parallel_shards N and
+        SRC's other files copied (a re-shard test's input)
 """
 import hashlib
 import json
@@ -43,6 +50,9 @@ import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402  (mlc_data_file, for `write`)
 
 UINT = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
 SIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
@@ -246,11 +256,71 @@ def check(src, out, plan_path):
     return 1 if fails else 0
 
 
+def _encode(rec, arr):
+    """A record's stored bytes: float32 in f32-to-bf16 kept as bf16 (the
+    source's values are bf16 already, so the high halves are exact)."""
+    if rec["dtype"] == "float32" and rec["format"] == "f32-to-bf16":
+        return (arr.astype("<u4") >> 16).astype("<u2").tobytes()
+    return arr.tobytes()
+
+
+def _own_record(src, swhere, p, n, name):
+    """(record, bytes) of `name` (p's shard k, or p whole) in MLC's own
+    presharded cache."""
+    _, srec = swhere[p["name"]]
+    full = source_tensor(src, swhere, p["name"])
+    arr = full
+    if name != p["name"]:
+        k = int(name.rsplit("_shard-", 1)[1])
+        arr = gen_tir(full, p["dim"], p["segs"], n)[k]
+    data = _encode(srec, np.ascontiguousarray(arr))
+    rec = {"name": name, "shape": list(arr.shape), "dtype": srec["dtype"],
+           "format": srec["format"], "nbytes": len(data)}
+    return rec, data
+
+
+def write_own(src, out, plan_path):
+    with open(plan_path) as f:
+        plan = json.load(f)
+    n = plan["tensor_parallel_shards"]
+    by_name = {p["name"]: p for p in plan["params"]}
+    scache, swhere = read_cache(src)
+    os.makedirs(out)
+    frecs = []
+    for i, (_, names) in enumerate(mlc_own_files(plan["params"], swhere, n)):
+        blob, recs = b"", []
+        for name in names:
+            param = by_name.get(name) or by_name[name.rsplit("_shard-", 1)[0]]
+            rec, data = _own_record(src, swhere, param, n, name)
+            rec["byteOffset"] = len(blob)
+            recs.append(rec)
+            blob += data
+        frecs.append(oracle.mlc_data_file(out, i, blob, recs))
+    with open(os.path.join(out, "tensor-cache.json"), "w") as f:
+        json.dump({"metadata": scache.get("metadata", {}),
+                   "records": frecs}, f, indent=2)
+    for fname in os.listdir(src):
+        if fname == "tensor-cache.json" or fname.endswith(".bin"):
+            continue
+        with open(os.path.join(src, fname), "rb") as f:
+            data = f.read()
+        if fname == "mlc-chat-config.json":
+            cfg = json.loads(data)
+            cfg["tensor_parallel_shards"] = n
+            cfg.get("model_config", {})["tensor_parallel_shards"] = n
+            data = json.dumps(cfg, indent=2).encode()
+        with open(os.path.join(out, fname), "wb") as f:
+            f.write(data)
+    return 0
+
+
 def main(argv):
     if len(argv) == 5 and argv[1] == "check":
         return check(argv[2], argv[3], argv[4])
     if len(argv) == 5 and argv[1] == "bytes":
         return report(argv[2], argv[3], argv[4])
+    if len(argv) == 5 and argv[1] == "write":
+        return write_own(argv[2], argv[3], argv[4])
     sys.stderr.write(__doc__)
     return 64
 

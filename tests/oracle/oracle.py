@@ -682,6 +682,17 @@ def _write_index(out, tensors, rng):
                   ensure_ascii=False)
 
 
+def mlc_data_file(out, k, blob, recs):
+    """Writes OUT/params_shard_K.bin (`blob`) and returns its record in
+    tensor-cache.json, holding `recs`."""
+    path = "params_shard_%d.bin" % k
+    with open(os.path.join(out, path), "wb") as f:
+        f.write(blob)
+    # As TVM's writer records it: the whole file's MD5, hexdigest.
+    return {"dataPath": path, "format": "raw-shard", "nbytes": len(blob),
+            "records": recs, "md5sum": hashlib.md5(blob).hexdigest()}
+
+
 def _write_mlc(out, tensors, rng, nfiles=2):
     files = []
     for k in range(nfiles):
@@ -698,13 +709,7 @@ def _write_mlc(out, tensors, rng, nfiles=2):
                          "format": "raw" if raw_f32 else "f32-to-bf16",
                          "nbytes": len(stored), "byteOffset": len(blob)})
             blob += stored
-        path = "params_shard_%d.bin" % k
-        with open(os.path.join(out, path), "wb") as f:
-            f.write(blob)
-        # As TVM's writer records it: the whole file's MD5, hexdigest.
-        files.append({"dataPath": path, "format": "raw-shard",
-                      "nbytes": len(blob), "records": recs,
-                      "md5sum": hashlib.md5(blob).hexdigest()})
+        files.append(mlc_data_file(out, k, blob, recs))
     with open(os.path.join(out, "tensor-cache.json"), "w",
               encoding="utf-8") as f:
         json.dump({"metadata": {"ParamSize": len(tensors),
@@ -1204,6 +1209,17 @@ def _check_shard_info(path, exp, n, bias_scaling):
     _same("shard-info.json: params count", len(exp), len(params))
 
 
+def copied_config(model):
+    """What preshard copies beside its rank files: MODEL's config (an MLC
+    directory's mlc-chat-config.json, else config.json), when its
+    directory has one (the output is a MODEL of its own)."""
+    base = model if os.path.isdir(model) else os.path.dirname(model)
+    mlc = any(os.path.isfile(os.path.join(base, n))
+              for n in ("tensor-cache.json", "ndarray-cache.json"))
+    name = "mlc-chat-config.json" if mlc else "config.json"
+    return [name] if os.path.isfile(os.path.join(base, name)) else []
+
+
 def check_preshard(model, plan, n, d, bias_scaling=True):
     """Checks preshard output directory `d`; raises Mismatch."""
     with open(plan, encoding="utf-8") as f:
@@ -1212,7 +1228,7 @@ def check_preshard(model, plan, n, d, bias_scaling=True):
                           mlc_block_size(model) if os.path.isdir(model)
                           else (128, 128))
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
-                  + ["shard-info.json"])
+                  + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
@@ -1433,7 +1449,7 @@ def check_ep(model, plan, n, d, shift=0, tp=None, size=None):
     experts = config_experts(model)
     held = expected_ep(model, rules, n, experts, shift, tp, size)
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
-                  + ["shard-info.json"])
+                  + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
     for r in range(n):
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,

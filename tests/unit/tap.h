@@ -85,6 +85,16 @@ static inline int tap_skipped(const char *name) {
     }                                                                          \
   } while (0)
 
+#define CHECK_STR_EQ(got, want)                                                \
+  do {                                                                         \
+    const char *g_ = (got), *w_ = (want);                                      \
+    if (g_ == NULL || strcmp(g_, w_) != 0) {                                   \
+      printf("# %s:%d: %s: \"%s\" != \"%s\"\n", __FILE__, __LINE__, #got,      \
+             g_ ? g_ : "(null)", w_);                                          \
+      tap_case_failed = 1;                                                     \
+    }                                                                          \
+  } while (0)
+
 static inline int tap_done(void) {
   printf("1..%d\n", tap_count);
   return tap_failed ? 1 : 0;

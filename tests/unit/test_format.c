@@ -17,9 +17,9 @@
  * tensor-cache.json, ndarray-cache.json and model.safetensors in that
  * order"; the rows in table order, probe by probe, are that order. */
 static void test_probe_order(void) {
-  static const char *const want[] = {"model.safetensors.index.json",
-                                     "tensor-cache.json", "ndarray-cache.json",
-                                     "model.safetensors"};
+  static const char *const want[] = {
+      "shard-info.json", "model.safetensors.index.json", "tensor-cache.json",
+      "ndarray-cache.json", "model.safetensors"};
   size_t k = 0;
   for (size_t i = 0; i < tpl__nformats; i++)
     for (const char *const *p = tpl__formats[i]->probes; *p != NULL; p++) {
@@ -30,17 +30,20 @@ static void test_probe_order(void) {
   CHECK_EQ_U64(k, ARRAY_SIZE(want));
 }
 
-/* Each id has its row; only MLC's records carry md5sums and its config
- * is mlc-chat-config.json (MLC LLM's), the others config.json (HF's). */
+/* Each id has its row; only MLC's records carry md5sums; its config is
+ * mlc-chat-config.json (MLC LLM's), as is a presharded directory's cut
+ * from an MLC one, the others config.json (HF's). */
 static void test_rows(void) {
   static const struct {
     int id;
     const char *name, *config;
-    int md5;
+    int md5, mlc;
   } want[] = {
-      {TPL_FMT_SAFETENSORS, "safetensors", "config.json", 0},
-      {TPL_FMT_ST_INDEX, "safetensors-index", "config.json", 0},
-      {TPL_FMT_MLC, "mlc", "mlc-chat-config.json", 1},
+      {TPL_FMT_SAFETENSORS, "safetensors", "config.json", 0, 0},
+      {TPL_FMT_ST_INDEX, "safetensors-index", "config.json", 0, 0},
+      {TPL_FMT_MLC, "mlc", "mlc-chat-config.json", 1, 1},
+      {TPL_FMT_PRESHARDED, "presharded", "config.json", 0, 0},
+      {TPL_FMT_PRESHARDED_MLC, "presharded", "mlc-chat-config.json", 0, 1},
   };
   CHECK_EQ_U64(tpl__nformats, ARRAY_SIZE(want));
   for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
@@ -50,7 +53,7 @@ static void test_rows(void) {
     CHECK(strcmp(f->name, want[i].name) == 0);
     CHECK(strcmp(f->config, want[i].config) == 0);
     CHECK_EQ_INT(f->md5, want[i].md5);
-    CHECK_EQ_INT(f->config_mlc, want[i].md5);
+    CHECK_EQ_INT(f->config_mlc, want[i].mlc);
     CHECK(f->what != NULL && f->load != NULL);
   }
   CHECK(tpl__format_of(0) == NULL);

@@ -415,6 +415,77 @@ static void test_generation_fields_roundtrip(void) {
   free(f);
 }
 
+/* Response{silent: [{rank: 2, host: "h", seconds: 0.5}]}, by hand: field
+ * 24 length-delimited (tag 24 << 3 | 2 = 194: varint c2 01), 14 bytes of
+ * SilentRank: rank (08 02), host (12 01 'h'), seconds as a little-endian
+ * double (19, then 0.5 = 0x3fe0000000000000). */
+static const uint8_t silent_body[] = {0xc2, 0x01, 0x0e, 0x08, 0x02, 0x12,
+                                      0x01, 'h',  0x19, 0,    0,    0,
+                                      0,    0,    0,    0xe0, 0x3f};
+
+static void test_silent_bytes(void) {
+  struct tpl__wire_silent one = {2, "h", 0.5};
+  struct tpl__wire_response in = {.silent = &one, .nsilent = 1}, out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL), 0);
+  CHECK_EQ_U64(len, TPL_WIRE_HEADER + sizeof(silent_body));
+  CHECK(f != NULL &&
+        memcmp(f + TPL_WIRE_HEADER, silent_body, sizeof(silent_body)) == 0);
+  free(f);
+  CHECK_EQ_INT(
+      tpl__wire_decode_response(silent_body, sizeof(silent_body), &out, NULL),
+      0);
+  CHECK_EQ_U64(out.nsilent, 1);
+  CHECK(out.silent != NULL && out.silent[0].rank == 2 &&
+        out.silent[0].seconds == 0.5 && strcmp(out.silent[0].host, "h") == 0);
+  CHECK(out.stall_timeout == 0);
+  tpl__wire_response_free(&out);
+}
+
+/* Several silent ranks and the deadline survive the trip in order; a
+ * response without them decodes none. */
+static void test_silent_roundtrip(void) {
+  struct tpl__wire_silent two[] = {{1, "node-a", 4.25}, {5, NULL, 7.5}};
+  struct tpl__wire_response in = {.ok = 1,
+                                  .silent = two,
+                                  .nsilent = 2,
+                                  .stall_timeout = 8},
+                            out = {0};
+  uint8_t *f = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(tpl__wire_encode_response(&in, &f, &len, NULL) ||
+                   tpl__wire_decode_response(f + TPL_WIRE_HEADER,
+                                             len - TPL_WIRE_HEADER, &out, NULL),
+               0);
+  CHECK_EQ_U64(out.nsilent, 2);
+  CHECK(out.stall_timeout == 8);
+  CHECK(out.silent != NULL && out.silent[0].rank == 1 &&
+        strcmp(out.silent[0].host, "node-a") == 0 &&
+        out.silent[0].seconds == 4.25);
+  CHECK(out.silent != NULL && out.silent[1].rank == 5 &&
+        strcmp(out.silent[1].host, "") == 0 && out.silent[1].seconds == 7.5);
+  tpl__wire_response_free(&out);
+  free(f);
+  CHECK_EQ_INT(tpl__wire_decode_response(load_report, 0, &out, NULL), 0);
+  CHECK(out.silent == NULL && out.nsilent == 0);
+  tpl__wire_response_free(&out);
+}
+
+/* The sentence status prints and a refused health or reload carries. */
+static void test_silent_str(void) {
+  struct tpl__wire_silent p = {2, "n2", 4.3}, q = {7, NULL, 12};
+  char buf[128], small[10];
+  tpl__wire_silent_str(&p, 8, buf, sizeof(buf));
+  CHECK_STR_EQ(buf,
+               "rank 2 (host n2): no heartbeat for 4.3 s of the 8 s deadline");
+  tpl__wire_silent_str(&q, 22.5, buf, sizeof(buf));
+  CHECK_STR_EQ(
+      buf, "rank 7 (host ?): no heartbeat for 12.0 s of the 22.5 s deadline");
+  tpl__wire_silent_str(&p, 8, small, sizeof(small));
+  CHECK_STR_EQ(small, "rank 2 (h");
+}
+
 int main(void) {
   RUN(test_encode_request_bytes);
   RUN(test_whole_frame);
@@ -438,5 +509,8 @@ int main(void) {
   RUN(test_request_args_empty);
   RUN(test_request_verify_md5);
   RUN(test_generation_fields_roundtrip);
+  RUN(test_silent_bytes);
+  RUN(test_silent_roundtrip);
+  RUN(test_silent_str);
   return tap_done();
 }
