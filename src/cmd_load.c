@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "jsonu.h"
 #include "layout.h"
+#include "local_read.h"
 #include "log.h"
 #include "report.h"
 #include "serve.h"
@@ -76,6 +77,12 @@ static const char load_help[] =
     "                      where every node reads the files fast (one node,\n"
     "                      page cache warm); mpi where one reader is best\n"
     "                      (a shared or slow filesystem)\n"
+    "  --read-gap B        --read local from a URL: two pieces of a rank's\n"
+    "                      slice at most B bytes apart are one GET, the\n"
+    "                      bytes between fetched too (default 8192 for\n"
+    "                      http(s), 262144 for s3:// and hf://, whose GETs\n"
+    "                      are priced and rate-limited; 0: a GET a piece,\n"
+    "                      the fewest bytes)\n"
     "  --io M              how the files are read: auto (default: a file\n"
     "                      mostly in the page cache buffered, any other\n"
     "                      direct), direct (O_DIRECT through io_uring, many\n"
@@ -155,6 +162,7 @@ struct load_cli {
   X(OPT_SKIP_MTP, "skip-mtp", TPL_CLI_FLAG)                                    \
   X(OPT_CHUNK, "chunk-mib", TPL_CLI_VALUE)                                     \
   X(OPT_READ, "read", TPL_CLI_VALUE)                                           \
+  X(OPT_READ_GAP, "read-gap", TPL_CLI_VALUE)                                   \
   X(OPT_IO, "io", TPL_CLI_VALUE)                                               \
   X(OPT_JSON, "json", TPL_CLI_FLAG)                                            \
   X(OPT_QUIET, "quiet", TPL_CLI_FLAG)                                          \
@@ -299,6 +307,19 @@ static int check_sink_options(struct load_cli *c,
   return 0;
 }
 
+/* --read-gap BYTES: only with --read local; else the origin's default. */
+static int parse_read_gap(struct load_cli *c, const char *v) {
+  unsigned long long gap = 0;
+  c->o.read_gap = TPL_READ_GAP_AUTO;
+  if (v == NULL) return 0;
+  if (tpl__cli_parse_uint(v, (unsigned long long)1 << 30, &gap) != 0)
+    return usage(c, "--read-gap expects bytes 0..1073741824, got '%s'", v);
+  if (!c->o.read_local)
+    return usage(c, "%s: --read-gap is for --read local", c->cmd->name);
+  c->o.read_gap = gap;
+  return 0;
+}
+
 /* --layout L (preshard only): the row of the layout table (layout.h)
  * that names it and accepts this MODEL and grid; a layout that writes
  * its biases unscaled turns bias scaling off (its engine scales them). */
@@ -336,6 +357,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
+  if (rc == 0) rc = parse_read_gap(c, a->value[OPT_READ_GAP]);
   if (rc == 0) rc = check_sink_options(c, a);
   return rc != 0 ? rc : parse_layout(c, a);
 }

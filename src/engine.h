@@ -28,6 +28,8 @@ struct tpl__load_opts {
   int huge;                   /* memfd store: enum tpl__huge (store.h) */
   int read_local;             /* --read local: every rank reads its own slices
                                  from the files (local_read.h) */
+  uint64_t read_gap;          /* --read-gap: local_read.h's run_gap, or
+                                 TPL_READ_GAP_AUTO (the origin's) */
   int io_mode;                /* --io: enum tpl__io_mode (source.h) */
   struct tpl__http_opts http; /* a MODEL URL's client (http.h) */
   int verify_md5;             /* --verify-md5: rank 0 checks every file of

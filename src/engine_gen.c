@@ -42,6 +42,7 @@ static void fill_stats(struct engine *e, double t0) {
   e->st.cpu_sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
   e->st.seconds = tpl__now() - t0;
   e->st.bytes_read = e->bytes_read; /* before job_totals sums it on 0 */
+  e->st.gets = e->gets;
 }
 
 struct gathered {

@@ -65,6 +65,7 @@ struct engine {
   struct tpl__store store;
   struct tpl__rank_stats st;
   uint64_t bytes_read;
+  uint64_t gets;     /* requests the sources made (HTTP: GETs) */
   uint8_t *remote;   /* world flags: rank r's host is not this rank's */
   char *hosts;       /* world host names, sizeof(st.host) bytes apart */
   uint32_t *chains;  /* 5 * world (tpl__eng_map_hosts): each rank's node

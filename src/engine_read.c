@@ -240,6 +240,7 @@ static void tell_note(struct engine *e) {
 
 static void close_source(struct engine *e) {
   tell_note(e);
+  if (e->src != NULL) e->gets += e->src->gets;
   tpl__source_close(e->src);
   e->src = NULL;
   free(e->urls);
@@ -423,6 +424,9 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
   for (size_t f = 0; paths != NULL && f < n; f++)
     paths[f] = e->job->files[f].path;
   lr.progress = local_progress;
+  lr.run_gap = e->o->read_gap != TPL_READ_GAP_AUTO
+                   ? e->o->read_gap
+                   : tpl__read_gap_default(e->o->model);
   if (paths == NULL)
     rc = tpl__oom(err);
   else

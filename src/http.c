@@ -31,6 +31,7 @@
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
 #define ERROR_BODY 1024          /* of an error body kept for the signer */
+#define IDLE_EASY 64 /* ended transfers' handles kept for the next ones */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -79,6 +80,12 @@ struct tpl__http {
   void (*progress)(void *ctx);
   void *progress_ctx;
   struct tpl__http_signer signer; /* sign NULL: none */
+  /* Easy handles of ended transfers, reset and reused by the next ones
+   * (a new handle per GET costs its allocations, receive buffer
+   * included; the connections live in the multi's cache either way). */
+  CURL *idle[IDLE_EASY];
+  unsigned nidle;
+  uint64_t gets; /* requests started, retries included */
 };
 
 /* --- the client --- */
@@ -158,10 +165,29 @@ int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
   return 0;
 }
 
+/* An easy handle for the next transfer: an idle one, reset, or a new
+ * one; NULL on ENOMEM. */
+static CURL *easy_take(struct tpl__http *h) {
+  if (h->nidle == 0) return curl_easy_init();
+  CURL *e = h->idle[--h->nidle];
+  curl_easy_reset(e);
+  return e;
+}
+
+/* Keeps easy handle e (out of the multi) for the next transfer, or
+ * cleans it up when enough are kept. */
+static void easy_give(struct tpl__http *h, CURL *e) {
+  if (e == NULL) return;
+  if (h->nidle < IDLE_EASY)
+    h->idle[h->nidle++] = e;
+  else
+    curl_easy_cleanup(e);
+}
+
 static void part_end_transfer(struct part *p) {
   if (p->easy == NULL) return;
   curl_multi_remove_handle(p->h->multi, p->easy);
-  curl_easy_cleanup(p->easy);
+  easy_give(p->h, p->easy);
   p->easy = NULL;
   curl_slist_free_all(p->headers);
   p->headers = NULL;
@@ -170,6 +196,8 @@ static void part_end_transfer(struct part *p) {
 
 void tpl__http_close(struct tpl__http *h) {
   if (h == NULL) return;
+  while (h->nidle > 0)
+    curl_easy_cleanup(h->idle[--h->nidle]);
   curl_multi_cleanup(h->multi);
   if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   if (h->token != NULL) {
@@ -183,6 +211,10 @@ void tpl__http_set_signer(struct tpl__http *h,
                           const struct tpl__http_signer *s) {
   if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   h->signer = *s;
+}
+
+uint64_t tpl__http_gets(const struct tpl__http *h) {
+  return h->gets;
 }
 
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
@@ -466,9 +498,9 @@ static int set_common(struct part *p, CURL *e) {
 }
 
 static int part_launch(struct part *p) {
-  CURL *e = curl_easy_init();
+  CURL *e = easy_take(p->h);
   if (e == NULL || set_common(p, e) != 0) {
-    curl_easy_cleanup(e);
+    easy_give(p->h, e);
     curl_slist_free_all(p->headers);
     p->headers = NULL;
     return -ENOMEM;
@@ -484,11 +516,12 @@ static int part_launch(struct part *p) {
   p->errbuf[0] = '\0';
   answer_reset(p, 0);
   if (curl_multi_add_handle(p->h->multi, e) != CURLM_OK) {
-    curl_easy_cleanup(e);
+    easy_give(p->h, e);
     return -ENOMEM;
   }
   p->easy = e;
   p->h->active++;
+  p->h->gets++;
   return 0;
 }
 

@@ -119,6 +119,10 @@ struct tpl__http_signer {
 void tpl__http_set_signer(struct tpl__http *h,
                           const struct tpl__http_signer *s);
 
+/* The requests client h started so far (each part of a read one GET,
+ * every retry another). */
+uint64_t tpl__http_gets(const struct tpl__http *h);
+
 /* Called whenever bytes arrive (progress lines); NULL: none. */
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
                            void *ctx);

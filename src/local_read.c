@@ -11,8 +11,10 @@
 
 #include "fdcache.h"
 #include "fileio.h"
+#include "hf.h"
 #include "local_read.h"
 #include "origin.h"
+#include "s3.h"
 #include "shard.h"
 #include "source.h"
 
@@ -136,10 +138,11 @@ static int read_range_direct(struct tpl__local_read *lr, size_t i,
  * is due, so the queue never drains inside a step. */
 #define LOCAL_RUNS 64
 
-/* Pieces this close are one GET: a gap this short costs fewer bytes than
- * another GET's request and response headers (nginx answers a range with
- * about 290 bytes of them; measured in the commit that set it). */
-#define LOCAL_RUN_GAP 512
+uint64_t tpl__read_gap_default(const char *model) {
+  if (tpl__s3_is_url(model) || tpl__hf_is_url(model))
+    return TPL_READ_GAP_PRICED;
+  return TPL_READ_GAP_HTTP;
+}
 
 /* Whether tensor i's file is fetched by ranged GETs. */
 static int remote(const struct tpl__local_read *lr, size_t i) {
@@ -224,8 +227,8 @@ static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
 }
 
 /* The slice's bytes within source range [b, e) of tensor i from an HTTP
- * source: a GET per run of pieces (pieces closer than LOCAL_RUN_GAP
- * joined: a gap that short costs fewer bytes than another GET's headers),
+ * source: a GET per run of pieces (pieces at most lr->run_gap apart
+ * joined: a gap that short costs less than another GET),
  * LOCAL_RUNS of them kept in flight, each landing at its place in the
  * window; then gathered from there (see DESIGN.md on --read local). */
 static int read_range_remote(struct tpl__local_read *lr, size_t i,
@@ -239,7 +242,7 @@ static int read_range_remote(struct tpl__local_read *lr, size_t i,
   double t0;
   do {
     more = next_piece(l, b, e, &row, &k, &pb, &pe);
-    if (more && re > rb && pb >= re && pb - re <= LOCAL_RUN_GAP) {
+    if (more && re > rb && pb >= re && pb - re <= lr->run_gap) {
       re = pe; /* joined to the run */
       continue;
     }

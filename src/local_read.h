@@ -54,6 +54,8 @@ struct tpl__local_read {
                           which needs direct_len + its slack) */
   uint64_t piece_min;  /* strided slices of pieces this long and longer
                           are read piece by piece, not through the window */
+  uint64_t run_gap;    /* from a URL: pieces at most this many bytes apart
+                          are one GET (see tpl__read_gap_default) */
   /* Called with each held tensor whose bytes need finishing (decoding,
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */
@@ -70,6 +72,20 @@ struct tpl__local_read {
   uint64_t landed, shown, total; /* inside: progress so far */
   struct tpl__read *runs;        /* inside: an HTTP source's GETs */
 };
+
+/* --read-gap's defaults: the bytes a GET costs, below which a gap
+ * between two pieces is fetched rather than a GET more made.  Plain
+ * http(s): a request's headers and its turn through the client and
+ * server (measured on loopback nginx, DESIGN.md); s3:// and hf://: a GET
+ * there is priced, rate-limited per prefix (S3: about 5,500 GET/s) and
+ * tens of milliseconds to its first byte (hf:// a redirect more). */
+#define TPL_READ_GAP_HTTP ((uint64_t)8 << 10)
+#define TPL_READ_GAP_PRICED ((uint64_t)256 << 10)
+#define TPL_READ_GAP_AUTO UINT64_MAX /* --read-gap not given */
+
+/* The gap for MODEL `model` when --read-gap is not given: priced for an
+ * s3:// or hf:// one, else plain http's. */
+uint64_t tpl__read_gap_default(const char *model);
 
 /* Reads this rank's slice of every tensor it holds into its store, in
  * job order, then checks every file is unchanged.  Returns 0, -errno from

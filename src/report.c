@@ -331,6 +331,7 @@ int tpl__rank_report_pack(const struct tpl__job *job,
   r.peak_rss_bytes = st->peak_rss;
   r.bytes_sent = st->bytes_sent;
   r.bytes_read = st->bytes_read;
+  r.gets = st->gets;
   r.cpu_user_seconds = st->cpu_user;
   r.cpu_sys_seconds = st->cpu_sys;
   r.bytes_in_remote = st->bytes_in_remote;
@@ -573,6 +574,7 @@ static int decode_rank(const Tpload__RankReport *m, struct tpl__rank_report *r,
   r->peak_rss = m->peak_rss_bytes;
   r->bytes_sent = m->bytes_sent;
   r->bytes_read = m->bytes_read;
+  r->gets = m->gets;
   r->cpu_user = m->cpu_user_seconds;
   r->cpu_sys = m->cpu_sys_seconds;
   r->bytes_in_remote = m->bytes_in_remote;
@@ -754,6 +756,7 @@ static json_t *rank_json(const struct tpl__rank_report *r) {
       "bytes_sent", (json_int_t)r->bytes_sent, "seconds", usec(r->seconds),
       "phases", phases_json(&r->times));
   json_object_set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));
+  json_object_set_new(o, "gets", json_integer((json_int_t)r->gets));
   json_object_set_new(o, "cpu_user_seconds", json_real(usec(r->cpu_user)));
   json_object_set_new(o, "cpu_sys_seconds", json_real(usec(r->cpu_sys)));
   json_object_set_new(o, "reads", reads_json(r));

@@ -32,6 +32,7 @@ struct tpl__rank_stats {
   double t_alloc, t_read, t_pack, t_send, t_recv, t_scale, t_hash;
   uint64_t bytes_sent; /* tensor bytes this rank sent (rank 0) or forwarded */
   uint64_t bytes_read; /* checkpoint bytes this rank read from the files */
+  uint64_t gets;       /* ... in this many requests (HTTP GETs) */
   double cpu_user, cpu_sys; /* CPU seconds of the process so far */
   /* tensor bytes received from / sent to ranks on other hosts */
   uint64_t bytes_in_remote, bytes_out_remote;
@@ -100,6 +101,7 @@ struct tpl__rank_report {
   uint32_t tensor_count; /* the tensors it holds */
   uint64_t bytes, peak_rss, bytes_sent;
   uint64_t bytes_read;      /* from the files: its own under --read local */
+  uint64_t gets;            /* the GETs that read them (a URL's) */
   double seconds;           /* first read (rank 0) / first receive to done */
   double cpu_user, cpu_sys; /* the process's CPU seconds at the load's end */
   uint64_t bytes_in_remote, bytes_out_remote; /* from / to other hosts */
@@ -172,8 +174,8 @@ int tpl__report_nodes(const struct tpl__report *r, struct tpl__node_bytes **out,
  * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * bytes_sent, seconds, phases {read, pack, send, receive, scale,
- * allocate, hash}, bytes_read, cpu_user_seconds, cpu_sys_seconds, reads[]
- * {file, mode, align}}, nodes[] {host, ranks (their numbers), bytes_in,
+ * allocate, hash}, bytes_read, gets, cpu_user_seconds, cpu_sys_seconds,
+ * reads[] {file, mode, align}}, nodes[] {host, ranks (their numbers), bytes_in,
  * bytes_out} (tpl__report_nodes); with `job`
  * (the job the report's arrays index: same grid, same tensor count, else
  * NULL is returned) also params[], each tensor as shard-info.json

@@ -94,6 +94,7 @@ struct tpl__source {
   char note[256];  /* a fallback to tell (one line), "" when none: at
                       open, or at a file's first direct read (a file
                       system that takes O_DIRECT opens, not the reads) */
+  uint64_t gets;   /* requests made so far (HTTP: GETs; files: 0) */
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;

@@ -27,6 +27,7 @@ struct http_source {
   int own;
   const struct tpl__source_url *files;
   struct http_read *open;
+  uint64_t gets0; /* the client's count at open (rank 0's validated) */
 };
 
 static struct http_read *hrd(struct tpl__read *r) {
@@ -88,6 +89,7 @@ static int finish(struct tpl__source *s, struct tpl__read *r,
   }
   rc = tpl__http_wait(hs->http, &o->hr, err);
   unlink_open(hs, o);
+  s->gets = tpl__http_gets(hs->http) - hs->gets0;
   return rc;
 }
 
@@ -146,6 +148,7 @@ int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
   hs->http = http;
   hs->own = own;
   hs->files = files;
+  hs->gets0 = tpl__http_gets(http);
   tpl__http_on_progress(http, on_bytes, &hs->base);
   *s = &hs->base;
   return 0;

@@ -23,9 +23,11 @@
 # disks moves no shard over a link; the store sends the model once for
 # --read mpi.  Each --json load's nodes[] (bytes in and out per host, the
 # ranks' own counts) are the link counters' within 5 % (a doctored report
-# fails) and the same minimum per node.  --read local from the URL: the
-# store's GETs (its access log) fetch at most 1.05 x what the ranks hold,
-# and its link carries those GETs and their framing.
+# fails) and the same minimum per node.  --read local from the URL with
+# --read-gap 0 (each piece its own GET; http_local_bytes.sh tests the
+# default's bound): the store's GETs (its access log) fetch at most 1.05
+# x what the ranks hold, and its link carries those GETs and their
+# framing.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -206,7 +208,7 @@ links disk-local local "$PLAN" $NP
 slog=$CL_DIR/store/access.log
 nlog=$(wc -l <"$slog")
 job url-local preshard "$URL" --plan "$PLAN" --out "$T_TMP/ps-url" \
-  --read local --quiet
+  --read local --read-gap 0 --quiet
 tail -n +$((nlog + 1)) "$slog" >"$T_TMP/url-local.gets"
 t_oracle "url-local: preshard files = numpy oracle" check-preshard \
   "$MODEL" "$PLAN" $NP "$T_TMP/ps-url"
@@ -238,7 +240,7 @@ t_oracle "url-grid: every replica's files = numpy oracle" check-grid \
 links url-grid mpi "$PLAN" 2
 
 job grid-url preshard "$URL" --plan "$PLAN" --tp 2 --out "$T_TMP/g-url" \
-  --read local --quiet
+  --read local --read-gap 0 --quiet
 t_oracle "grid-url --read local: every replica's files = numpy oracle" \
   check-grid "$MODEL" "$PLAN" $NP 2 1 1 "$T_TMP/g-url"
 links grid-url url-local "$PLAN" 2

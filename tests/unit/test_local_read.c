@@ -393,9 +393,11 @@ static void make_url_job(int fail_at) {
 
 static uint8_t url_window[URL_BYTES];
 
-/* Rank `rank` reads the URL job in steps of `step` bytes. */
-static int read_url(uint32_t rank, uint64_t step, struct tpl__store *s,
-                    uint64_t *bytes_read, struct tpl__error *err) {
+/* Rank `rank` reads the URL job in steps of `step` bytes, pieces at
+ * most `gap` apart one GET (512: E's, 8 apart, joined; D's, 1024, not). */
+static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
+                    struct tpl__store *s, uint64_t *bytes_read,
+                    struct tpl__error *err) {
   struct finished fin = {0, -1};
   struct tpl__local_read lr = {.job = &job,
                                .rank = rank,
@@ -405,6 +407,7 @@ static int read_url(uint32_t rank, uint64_t step, struct tpl__store *s,
                                .window_len = step,
                                .direct_len = step,
                                .piece_min = 1024,
+                               .run_gap = gap,
                                .finish = record_finish,
                                .ctx = &fin};
   int rc;
@@ -424,6 +427,20 @@ static void want_url(uint32_t r, uint8_t *d, uint8_t *e) {
       e[row * 8 + c] = (uint8_t)((E_AT + row * 16 + r * 8 + c) % 251);
 }
 
+/* Rank r reads a fresh URL job in steps of `step` with gap `gap` into s:
+ * it succeeds and lands the rank's bytes of D and E; *n is its
+ * bytes_read. */
+static void check_url_read(uint32_t r, uint64_t step, uint64_t gap,
+                           struct tpl__store *s, uint64_t *n) {
+  struct tpl__error err = {0};
+  uint8_t d[D_ROWS * 1024], e[16];
+  make_url_job(-1);
+  CHECK_EQ_INT(read_url(r, step, gap, s, n, &err), 0);
+  want_url(r, d, e);
+  CHECK(memcmp(s->base + tensors[0].store_offset, d, sizeof(d)) == 0);
+  CHECK(memcmp(s->base + tensors[1].store_offset, e, sizeof(e)) == 0);
+}
+
 /* One step holds every tensor: a GET per piece of D (each exactly the
  * piece), one for E's pieces and the 8-byte gap between them, finished
  * oldest first (more than are kept in flight); the bytes are the rank's,
@@ -431,14 +448,8 @@ static void want_url(uint32_t r, uint8_t *d, uint8_t *e) {
 static void test_url_gets_only_the_ranks_pieces(void) {
   for (uint32_t r = 0; r < 2; r++) {
     struct tpl__store s = {.fd = -1};
-    struct tpl__error err = {0};
-    uint8_t d[D_ROWS * 1024], e[16];
     uint64_t n = 0;
-    make_url_job(-1);
-    CHECK_EQ_INT(read_url(r, URL_BYTES, &s, &n, &err), 0);
-    want_url(r, d, e);
-    CHECK(memcmp(s.base + tensors[0].store_offset, d, sizeof(d)) == 0);
-    CHECK(memcmp(s.base + tensors[1].store_offset, e, sizeof(e)) == 0);
+    check_url_read(r, URL_BYTES, 512, &s, &n);
     CHECK_EQ_INT(fake.started, D_ROWS + 1);
     CHECK_EQ_INT(fake.finished, D_ROWS + 1);
     CHECK_EQ_INT(fake.out_of_order, 0);
@@ -460,14 +471,8 @@ static void test_url_steps_cut_pieces(void) {
   for (size_t k = 0; k < ARRAY_SIZE(steps); k++)
     for (uint32_t r = 0; r < 2; r++) {
       struct tpl__store s = {.fd = -1};
-      struct tpl__error err = {0};
-      uint8_t d[D_ROWS * 1024], e[16];
       uint64_t n = 0, in_d = 0;
-      make_url_job(-1);
-      CHECK_EQ_INT(read_url(r, steps[k], &s, &n, &err), 0);
-      want_url(r, d, e);
-      CHECK(memcmp(s.base + tensors[0].store_offset, d, sizeof(d)) == 0);
-      CHECK(memcmp(s.base + tensors[1].store_offset, e, sizeof(e)) == 0);
+      check_url_read(r, steps[k], 512, &s, &n);
       for (int g = 0; g < fake.started; g++)
         if (fake.off[g] < E_AT) in_d += fake.len[g];
       CHECK_EQ_U64(in_d, D_ROWS * 1024);
@@ -475,6 +480,49 @@ static void test_url_steps_cut_pieces(void) {
         printf("# rank %u, step %llu\n", r, (unsigned long long)steps[k]);
       tpl__store_free(&s);
     }
+}
+
+/* The joining rule: pieces at most `gap` bytes apart are one GET, gap
+ * bytes included; farther ones are GETs of their own.  D's pieces are
+ * 1024 apart, E's 8: gap 0 fetches every piece alone (D_ROWS + 2 GETs,
+ * the rank's bytes only), 8 and 1023 join E's, 1024 joins D's too (one
+ * GET from the rank's first piece to its last); the bytes are the rank's
+ * whatever the gap. */
+static void test_url_gap_joins_pieces_at_most_that_far(void) {
+  static const struct {
+    uint64_t gap;
+    int gets;
+    uint64_t bytes;
+  } cases[] = {
+      {0, D_ROWS + 2, D_ROWS * 1024 + 16},
+      {7, D_ROWS + 2, D_ROWS * 1024 + 16},
+      {8, D_ROWS + 1, D_ROWS * 1024 + 24},
+      {1023, D_ROWS + 1, D_ROWS * 1024 + 24},
+      {1024, 2, (D_ROWS - 1) * 2048 + 1024 + 24},
+      {TPL_READ_GAP_PRICED, 2, (D_ROWS - 1) * 2048 + 1024 + 24},
+  };
+  for (size_t k = 0; k < ARRAY_SIZE(cases); k++)
+    for (uint32_t r = 0; r < 2; r++) {
+      struct tpl__store s = {.fd = -1};
+      uint64_t n = 0;
+      check_url_read(r, URL_BYTES, cases[k].gap, &s, &n);
+      CHECK_EQ_INT(fake.started, cases[k].gets);
+      CHECK_EQ_U64(fake.off[0], 8 + r * 1024);
+      CHECK_EQ_U64(n, cases[k].bytes);
+      if (tap_case_failed)
+        printf("# rank %u, gap %llu\n", r, (unsigned long long)cases[k].gap);
+      tpl__store_free(&s);
+    }
+}
+
+/* The default gap follows the MODEL's scheme. */
+static void test_gap_default_by_origin(void) {
+  CHECK_EQ_U64(tpl__read_gap_default("http://store/m/"), TPL_READ_GAP_HTTP);
+  CHECK_EQ_U64(tpl__read_gap_default("https://store/m/"), TPL_READ_GAP_HTTP);
+  CHECK_EQ_U64(tpl__read_gap_default("/models/m"), TPL_READ_GAP_HTTP);
+  CHECK_EQ_U64(tpl__read_gap_default("s3://b/m/"), TPL_READ_GAP_PRICED);
+  CHECK_EQ_U64(tpl__read_gap_default("S3://b/m/"), TPL_READ_GAP_PRICED);
+  CHECK_EQ_U64(tpl__read_gap_default("hf://org/m"), TPL_READ_GAP_PRICED);
 }
 
 /* GET 1 fails (finished to make room for GET 65) or GET 70 (finished
@@ -489,7 +537,7 @@ static void test_url_failed_get_names_the_tensor(void) {
     char want[64];
     uint64_t n = 0;
     make_url_job(fail[k]);
-    CHECK_EQ_INT(read_url(0, URL_BYTES, &s, &n, &err), -EIO);
+    CHECK_EQ_INT(read_url(0, URL_BYTES, 512, &s, &n, &err), -EIO);
     snprintf(want, sizeof(want), "http://store/w.bin: cut at %d",
              8 + fail[k] * 2048);
     CHECK_STR_CONTAINS(err.msg, want);
@@ -515,6 +563,8 @@ int main(void) {
   RUN(test_url_gets_only_the_ranks_pieces);
   RUN(test_url_steps_cut_pieces);
   RUN(test_url_failed_get_names_the_tensor);
+  RUN(test_url_gap_joins_pieces_at_most_that_far);
+  RUN(test_gap_default_by_origin);
   drop_dir(dir);
   return tap_done();
 }

@@ -216,13 +216,15 @@ static int pack_stats(const struct tpl__rank_stats *st, uint8_t **buf,
 }
 
 /* Rank r's report on host "node": CPU seconds 0.5 + r user, `sys`
- * system. */
+ * system; 3 + r GETs read its 100 x (r + 1) bytes. */
 static int pack_rank_cpu(uint32_t r, double sys, uint8_t **buf, size_t *len) {
   struct tpl__rank_stats st = {.rank = r,
                                .pid = 10 + (int)r,
                                .seconds = 1.0,
                                .cpu_user = 0.5 + r,
-                               .cpu_sys = sys};
+                               .cpu_sys = sys,
+                               .bytes_read = 100 * (r + 1),
+                               .gets = 3 + r};
   snprintf(st.host, sizeof(st.host), "node");
   return pack_stats(&st, buf, len);
 }
@@ -424,6 +426,8 @@ static void check_report_json(const json_t *o) {
   CHECK_EQ_U64(json_integer_value(json_object_get(n0, "bytes_in")), 0);
   CHECK(json_real_value(json_object_get(r1, "cpu_user_seconds")) == 1.5);
   CHECK(json_real_value(json_object_get(r1, "cpu_sys_seconds")) == 0.5);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "bytes_read")), 200);
+  CHECK_EQ_U64(json_integer_value(json_object_get(r1, "gets")), 4);
   CHECK(json_object_get(r1, "tensors") == NULL);
 }
 
@@ -442,6 +446,8 @@ static void test_load_report_cpu(void) {
   if (rep != NULL) {
     CHECK(rep->ranks[0].cpu_user == 0.5 && rep->ranks[0].cpu_sys == 0.25);
     CHECK(rep->ranks[1].cpu_user == 1.5 && rep->ranks[1].cpu_sys == 0.5);
+    CHECK_EQ_U64(rep->ranks[1].gets, 4); /* the summary keeps them */
+    CHECK_EQ_U64(rep->ranks[1].bytes_read, 200);
   }
   tpl__report_free(rep);
   free(sum);
