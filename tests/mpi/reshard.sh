@@ -2,8 +2,8 @@
 # reshard.sh - a presharded directory as MODEL (issue 40): tpload's own
 # `--layout rank` output (any grid, --ep too, an MLC q4f16_1 model's),
 # cut again for another N.  MLC layouts as MODEL (tpload's --layout mlc
-# output, an MLC presharded cache from oracle/mlc_preshard.py write) are
-# written out below (mlc_inputs) but not run: the reader refuses them.
+# output, an MLC presharded cache from oracle/mlc_preshard.py write) in
+# mlc_inputs (and tests/mpi/reshard_mlc.sh).
 #
 # Round trips: `preshard` of the N-way output at M ranks must give the
 # files `preshard` of the original at M ranks gives, byte for byte (cmp,
@@ -56,6 +56,23 @@ to_n() {
     mpi "$n" preshard "$src" --out "$out" --quiet "$@"
 }
 
+# same_but_grid A B: two mlc-chat-config.json equal but for the grid's
+# counts: the rank layout copies its MODEL's verbatim, and an MLC cache's
+# says the cache's N where the original said its own.
+same_but_grid() {
+  "$ORACLE" - "$1" "$2" <<'EOF_PY'
+import json, sys
+def norm(path):
+    with open(path, encoding="utf-8") as f:
+        c = json.load(f)
+    for o in (c, c.get("model_config", {})):
+        o.pop("tensor_parallel_shards", None)
+        o.pop("pipeline_parallel_stages", None)
+    return c
+sys.exit(0 if norm(sys.argv[1]) == norm(sys.argv[2]) else 1)
+EOF_PY
+}
+
 # same WHAT A B: one TAP line: directories A and B hold the same files,
 # each equal byte for byte (where shard-info.json differs, reshard.py
 # same-info names the first record that does).
@@ -74,6 +91,8 @@ same() {
   for f in "$a"/*; do
     f=${f##*/}
     cmp -s "$a/$f" "$b/$f" && continue
+    [ "$f" = mlc-chat-config.json ] && same_but_grid "$a/$f" "$b/$f" &&
+      continue
     bad="$bad $f"
     [ "$f" = shard-info.json ] &&
       "$ORACLE" "$R" same-info "$a/$f" "$b/$f" 2>"$T_TMP/same"
@@ -253,9 +272,7 @@ round q4 "$M/q4" 4 2
 
 # mlc_inputs: MLC's layouts as MODEL: tpload's --layout mlc output in
 # (to both layouts) and out (from the rank layout), MLC's own presharded
-# cache (oracle/mlc_preshard.py write) read whole and re-cut.  Not run:
-# the reader refuses MLC's presharded caches still (issue 40's second
-# priority, left for later); call it where it is once it reads them.
+# cache (oracle/mlc_preshard.py write) read whole and re-cut.
 mlc_inputs() {
   round q4-mlc "$M/q4" 4 2 --layout mlc
   to_n "q4 --layout mlc -> rank layout" 2 "$T_TMP/q4-mlc-4" q4-mlc-4-rank
@@ -263,9 +280,13 @@ mlc_inputs() {
     "$T_TMP/q4-mlc-4-rank"
   t_check "verify --layout mlc ORIGINAL of the 4 -> 2 cache" \
     "$TPLOAD" verify "$M/q4" "$T_TMP/q4-mlc-4-2" --layout mlc --quiet
-  to_n "q4 rank layout -> --layout mlc" 2 "$T_TMP/q4-4" q4-4-mlc --layout mlc
-  same "... = preshard --layout mlc of the original at 2" \
-    "$T_TMP/q4-mlc-2" "$T_TMP/q4-4-mlc"
+  # the rank layout holds no tokenizer files nor the cache's metadata:
+  # --layout mlc is written from an MLC weight directory only
+  mpi 2 preshard "$T_TMP/q4-4" --out "$T_TMP/q4-4-mlc" --quiet \
+    --layout mlc >"$T_TMP/q4-4-mlc.err" 2>&1
+  t_check "q4 rank layout -> --layout mlc: refused (64)" [ $? -eq 64 ]
+  t_check "... the refusal says it needs an MLC weight directory" \
+    grep -q "from an MLC weight directory" "$T_TMP/q4-4-mlc.err"
   "$TPLOAD" plan "$M/q4" --shards 2 >"$T_TMP/q4.plan.json" 2>/dev/null
   "$ORACLE" "$MP" write "$M/q4" "$T_TMP/q4-own" "$T_TMP/q4.plan.json" ||
     { echo "Bail out! mlc_preshard.py write failed"; exit 99; }
@@ -278,7 +299,7 @@ mlc_inputs() {
   same "... at 2 = preshard of the original at 2" "$T_TMP/q4-2" \
     "$T_TMP/q4-own-2"
 }
-echo "# not run: mlc_inputs (MLC presharded caches as MODEL, not read yet)"
+mlc_inputs
 
 # --- bad inputs: 65 naming the file (and tensor), no file written ---------
 L4=$T_TMP/llama-4
