@@ -1311,8 +1311,10 @@ static void run_reload(struct server *s) {
 }
 
 /* Listens, agrees with the other ranks, publishes the ready file (rank 0)
- * and runs the loop.  `rc` is the result of the steps before; the
- * agreements happen whatever it is. */
+ * and runs the loop.  `rc` is the result of the steps before; the first
+ * agreement happens whatever it is, the ready file's only after a good
+ * one (every rank takes the same branch): agreeing an agreed failure
+ * again would move its message to rank 0, which has none. */
 static int serve(struct server *s, int rc, struct tpl__error *err) {
   const struct tpl__daemon_config *cfg = s->cfg;
   if (rc == 0) rc = listen_socket(s, err);
@@ -1323,7 +1325,8 @@ static int serve(struct server *s, int rc, struct tpl__error *err) {
    * on them once it runs. */
   if (rc == 0) rc = start_handles(s, err);
   rc = job_agree(cfg, rc, err);
-  if (rc == 0 && cfg->rank == 0 && cfg->ready_file != NULL) {
+  if (rc != 0) return rc;
+  if (cfg->rank == 0 && cfg->ready_file != NULL) {
     rc = tpl__ready_write(cfg->ready_file, s->dir, cfg->world, cfg->job_id,
                           s->generation, err); /* with the job id */
     s->ready_written = rc == 0;

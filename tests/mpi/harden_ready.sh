@@ -8,7 +8,9 @@
 # - serve refuses (73) a ready file that is a symbolic link or a
 #   directory, and one that names a live job; it removes a stale one (of
 #   a dead pid) before loading, so waiting for the file never returns
-#   early, writes it with the job id, and at exit removes only its own.
+#   early, writes it with the job id, and at exit removes only its own;
+# - a rank that cannot listen after the load ends every rank with 73 and
+#   its own message, told once, leaving no socket or ready file.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/harden_lib.sh"
@@ -99,4 +101,28 @@ wait "$JOB"
 if grep -q another "$RA" 2>/dev/null; then
   t_ok "at exit a ready file that is not its own is left alone"
 else t_fail "at exit a ready file that is not its own is left alone"; fi
+
+# One rank cannot start after the load (rank 1's socket path is longer
+# than sun_path takes; rank 0's is fine), under the watch's deadline:
+# every rank ends at the start-up agreement, before the watch begins,
+# with 73 and rank 1's message, told once (it was lost: a second
+# agreement of the agreed failure moved it to rank 0, which had none);
+# rank 0's socket and the ready file are gone.
+long=$T_TMP/$(printf '%0100d' 0)
+mkdir -m 0700 "$T_TMP/r0" "$long"
+one() { echo -np 1 "$TPLOAD" serve "$M/m" --plan "$M/m/plan.json" \
+  --ready-file "$T_TMP/r.ready" --stall-timeout 2 --socket-dir "$1"; }
+timeout -s KILL 120 "$MPIRUN" --oversubscribe $(one "$T_TMP/r0") : \
+  $(one "$long") >"$T_TMP/out" 2>"$T_TMP/err"
+rc=$?
+messages "$T_TMP/err" | grep '^tpload:' >"$T_TMP/said"
+if [ $rc -eq 73 ] && [ "$(grep -c . "$T_TMP/said")" = 1 ] &&
+  grep -q "^tpload: rank 1: $long/rank1.sock: socket path" "$T_TMP/said"
+then t_ok "a rank that cannot listen: 73, its message once"
+else t_fail "a rank that cannot listen: 73, its message once" "exit $rc" \
+  "$(messages "$T_TMP/err" | head -c 1500)"; fi
+if [ -z "$(ls -A "$T_TMP/r0")" ] && [ ! -e "$T_TMP/r.ready" ]; then
+  t_ok "a rank that cannot listen: nothing left behind"
+else t_fail "a rank that cannot listen: nothing left behind" \
+  "$(ls -A "$T_TMP/r0" "$T_TMP/r.ready" 2>&1)"; fi
 t_done
