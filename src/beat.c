@@ -95,6 +95,15 @@ int tpl__beats_quietest(const struct tpl__beats *b) {
   return best;
 }
 
+int tpl__beats_drop(struct tpl__beats *b) {
+  int heard, mrc = b->heard != NULL ? tpl__beats_hear(b, &heard) : MPI_SUCCESS;
+  free(b->heard);
+  free(b->done);
+  b->heard = NULL;
+  b->done = NULL;
+  return mrc;
+}
+
 int tpl__beats_close(struct tpl__beats *b) {
   int mrc = MPI_SUCCESS;
   for (uint32_t r = 0; mrc == MPI_SUCCESS && r < b->world; r++) {

@@ -48,4 +48,9 @@ int tpl__beats_quietest(const struct tpl__beats *b);
  * still on its way, so none is left for later receives, and frees. */
 int tpl__beats_close(struct tpl__beats *b);
 
+/* Without an agreement (a step that failed while the others may still
+ * beat): takes the beats that arrived, waits for none, and frees.
+ * Returns 0 or an MPI error code (freed either way). */
+int tpl__beats_drop(struct tpl__beats *b);
+
 #endif

@@ -388,20 +388,17 @@ static void coord_on_abort(void *ctx, void (*fn)(void *), void *arg) {
 }
 
 /* The last meeting before MPI_Finalize: under the watch's beats when it
- * ran (a rank that went quiet is named), else a plain agreement; a
- * watch the sink's failure left open is dropped. */
+ * ran (a rank that went quiet is named), else a plain agreement.  A
+ * watch the sink's failure left open (today only an MPI error in
+ * shutdown_disarm, after the watch began) is dropped: the beats already
+ * here are taken, none is waited for, as the others may still beat. */
 static int last_meeting(struct engine *e, int rc, struct tpl__error *err) {
   int watched = e->watching;
   e->watching = 0;
   if (rc == 0)
     return watched ? tpl__eng_agree_after_beats(e, 0, err)
                    : tpl__eng_agree(e, 0, err);
-  if (watched) {
-    free(e->beats.heard);
-    free(e->beats.done);
-    e->beats.heard = NULL;
-    e->beats.done = NULL;
-  }
+  if (watched) tpl__beats_drop(&e->beats);
   return rc;
 }
 
