@@ -658,6 +658,19 @@ static int decode_quant(const Tpload__LoadReport *lr, struct tpl__quant_info *q,
   return 0;
 }
 
+/* The report's bias policy (enum tpl__bias_family).  A daemon from
+ * before the policies sent bias_scaling alone (true: mlc's scale; false:
+ * --no-bias-scaling, every bias whole), and its missing bias_family
+ * reads as 0, mlc; a newer one sends bias_scaling true exactly with mlc,
+ * so mlc without scaling is such an old report's whole.  An unknown
+ * family reads as mlc. */
+static int decode_bias_family(const Tpload__LoadReport *lr) {
+  if (lr->bias_family >= TPL_BIASF_COUNT) return TPL_BIASF_MLC;
+  if (lr->bias_family == TPL_BIASF_MLC && !lr->bias_scaling)
+    return TPL_BIASF_WHOLE;
+  return (int)lr->bias_family;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -668,8 +681,7 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   if (rc == 0) rc = decode_ep(lr, rep, err);
   rep->model = lr->model;
   rep->bias_scaling = lr->bias_scaling;
-  rep->bias_family =
-      lr->bias_family < TPL_BIASF_COUNT ? (int)lr->bias_family : TPL_BIASF_MLC;
+  rep->bias_family = decode_bias_family(lr);
   if (rc == 0) rc = decode_quant(lr, &rep->quant, err);
   rep->seconds = lr->seconds;
   rep->bytes_read = lr->bytes_read;

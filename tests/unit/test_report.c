@@ -3,8 +3,8 @@
  * aggregated into the job's LoadReport, decoded, and rendered as JSON
  * with the job's params (the shard info of DESIGN.md's GQA example: [8, 2]
  * f32, segs [4, 2, 2], N 2), its summary, the per-rank checksums read
- * back for shard-info.json, and the refusals of a malformed or mismatched
- * report. */
+ * back for shard-info.json, the bias policy of a report from a daemon
+ * that sent none, and the refusals of a malformed or mismatched report. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -542,6 +542,76 @@ static void test_load_report_experts(void) {
   job.experts = 0;
 }
 
+/* The varint at p (before end) into *v; the bytes it took, 0 when it
+ * runs off the end or past ten bytes. */
+static size_t varint_at(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  size_t n = 0;
+  *v = 0;
+  while (p + n < end && n < 10) {
+    *v |= (uint64_t)(p[n] & 0x7f) << (7 * n);
+    if ((p[n++] & 0x80) == 0) return n;
+  }
+  return 0;
+}
+
+/* The message in buf without its top-level field `field`, compacted in
+ * place by the protobuf wire format's rules (a key is the varint field
+ * << 3 | type; type 0 a varint follows, 1 eight bytes, 2 a varint length
+ * and that many bytes, 5 four bytes); its new length, 0 when it does not
+ * parse. */
+static size_t drop_field(uint8_t *buf, size_t len, uint64_t field) {
+  const uint8_t *end = buf + len;
+  size_t in = 0, out = 0;
+  while (in < len) {
+    uint64_t key, v = 0;
+    size_t k = varint_at(buf + in, end, &key), body = 0;
+    if (k == 0) return 0;
+    if ((key & 7) == 0) body = varint_at(buf + in + k, end, &v);
+    if ((key & 7) == 1) body = 8;
+    if ((key & 7) == 5) body = 4;
+    if ((key & 7) == 2) {
+      size_t l = varint_at(buf + in + k, end, &v);
+      body = l != 0 && v <= len ? l + (size_t)v : 0;
+    }
+    if (body == 0 || body > len - in - k) return 0;
+    if (key >> 3 != field) memmove(buf + out, buf + in, k + body);
+    if (key >> 3 != field) out += k + body;
+    in += k + body;
+  }
+  return out;
+}
+
+/* The job's report packed and decoded, its bias_family (LoadReport field
+ * 13) dropped first when `old` (a daemon from before the bias policies:
+ * bias_scaling, field 3, alone); the decoded policy's name, "" when it
+ * does not decode. */
+static const char *policy_of(int family, int bias, int old) {
+  struct tpl__report *rep = NULL;
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  const char *name = "";
+  make_job();
+  job.bias_family = family;
+  tensors[1].bias = bias;
+  if (load_report(&buf, &len) == 0 && old) len = drop_field(buf, len, 13);
+  if (buf != NULL && tpl__report_decode(buf, len, &rep, NULL) == 0)
+    name = tpl__bias_family_name(rep->bias_family);
+  tpl__report_free(rep);
+  free(buf);
+  return name;
+}
+
+/* A report without bias_family is decoded from its bias_scaling: false
+ * was --no-bias-scaling (every bias whole), true mlc's scale; a report
+ * with the field keeps it (vllm's has bias_scaling false too). */
+static void test_load_report_without_bias_family(void) {
+  CHECK_STR_CONTAINS(policy_of(TPL_BIASF_WHOLE, TPL_BIAS_WHOLE, 1), "whole");
+  CHECK_STR_CONTAINS(policy_of(TPL_BIASF_MLC, TPL_BIAS_SCALE, 1), "mlc");
+  CHECK_STR_CONTAINS(policy_of(TPL_BIASF_WHOLE, TPL_BIAS_WHOLE, 0), "whole");
+  CHECK_STR_CONTAINS(policy_of(TPL_BIASF_VLLM, TPL_BIAS_RANK0, 0), "vllm");
+  CHECK_STR_CONTAINS(policy_of(TPL_BIASF_MLC, TPL_BIAS_SCALE, 0), "mlc");
+}
+
 /* A status summary keeps each rank's counts and drops the arrays; the
  * job's params cannot be rendered from it. */
 static void test_summary_drops_the_arrays(void) {
@@ -636,5 +706,6 @@ int main(void) {
   RUN(test_rank_infos_for_shard_info);
   RUN(test_malformed_rank_report);
   RUN(test_load_report_experts);
+  RUN(test_load_report_without_bias_family);
   return tap_done();
 }
