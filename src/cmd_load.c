@@ -118,9 +118,10 @@ static const char load_help[] =
     "                      MODEL copied, mlc-chat-config.json with\n"
     "                      tensor_parallel_shards T and\n"
     "                      pipeline_parallel_stages P, tensor-cache.json\n"
-    "                      last.  Row-parallel biases are written whole\n"
-    "                      whatever --bias-policy says: MLC's compiled\n"
-    "                      model divides them itself\n"
+    "                      last.  Row-parallel biases are written whole:\n"
+    "                      MLC's compiled model divides them itself, so\n"
+    "                      --bias-policy mlc and whole both mean that and\n"
+    "                      vllm is refused (64), as verify refuses it\n"
     "  --socket-dir DIR    serve: directory for rank{R}.sock (mode 0700)\n"
     "  --ready-file F      serve: written once every rank is serving\n"
     "  --hugetlb W         serve: shard store in hugetlb pages: auto (when\n"
@@ -321,11 +322,13 @@ static int parse_read_gap(struct load_cli *c, const char *v) {
 }
 
 /* --layout L (preshard only): the row of the layout table (layout.h)
- * that names it and accepts this MODEL and grid; a layout that writes
- * its biases unscaled turns bias scaling off (its engine scales them). */
+ * that names it and accepts this MODEL, grid and bias family; a layout
+ * that writes its biases unscaled turns bias scaling off (its engine
+ * scales them). */
 static int parse_layout(struct load_cli *c, const struct tpl__cli_args *a) {
   const char *v = a->value[OPT_LAYOUT];
-  struct tpl__layout_use use = {TPL_LAYOUT_WRITE, c->o.model, c->o.ep};
+  struct tpl__layout_use use = {TPL_LAYOUT_WRITE, c->o.model, c->o.ep,
+                                c->o.bias_family};
   struct tpl__error err = {0};
   if (v != NULL && c->cmd != &tpl__cmd_preshard)
     return usage(c, "%s: --layout is for preshard", c->cmd->name);

@@ -12,6 +12,7 @@
 #include "mlc_writer.h"
 #include "origin.h"
 #include "preshard.h"
+#include "scope.h"
 #include "verify_mlc.h"
 
 /* --- rank --- */
@@ -98,6 +99,22 @@ static void list_names(char *buf, size_t len) {
   }
 }
 
+/* 0 when layout l can hold u's bias family, else TPL_EUSAGE: one that
+ * writes its biases unscaled for its engine holds them whole, which
+ * --bias-policy mlc (that engine's family) and whole name, vllm not. */
+static int bias_accepts(const struct tpl__output_layout *l,
+                        const struct tpl__layout_use *u,
+                        struct tpl__error *err) {
+  if (!l->unscaled_bias || u->bias_family < 0 ||
+      u->bias_family == TPL_BIASF_MLC || u->bias_family == TPL_BIASF_WHOLE)
+    return 0;
+  return tpl__fail(err, TPL_EUSAGE,
+                   "--layout %s writes row-parallel biases whole (its "
+                   "engine divides them): --bias-policy %s cannot hold; "
+                   "use mlc or whole",
+                   l->name, tpl__bias_family_name(u->bias_family));
+}
+
 int tpl__layout_parse(const char *name, const struct tpl__layout_use *u,
                       const struct tpl__output_layout **out,
                       struct tpl__error *err) {
@@ -106,6 +123,7 @@ int tpl__layout_parse(const char *name, const struct tpl__layout_use *u,
   for (size_t i = 0; i < ARRAY_SIZE(layouts); i++) {
     if (name != NULL && strcmp(name, layouts[i].name) != 0) continue;
     rc = layouts[i].accepts(u, err);
+    if (rc == 0) rc = bias_accepts(&layouts[i], u, err);
     if (rc == 0) *out = &layouts[i];
     return rc;
   }

@@ -21,11 +21,13 @@
 /* Which command asks whether a layout takes this use. */
 enum tpl__layout_verb { TPL_LAYOUT_WRITE, TPL_LAYOUT_VERIFY };
 
-/* What a command asks of a layout: its verb, its MODEL operand, --ep. */
+/* What a command asks of a layout: its verb, its MODEL operand, --ep,
+ * the bias family (--bias-policy, scope.h; -1: none asked, 0: mlc). */
 struct tpl__layout_use {
   enum tpl__layout_verb verb;
   const char *model;
   int ep;
+  int bias_family;
 };
 
 struct tpl__output_layout {
@@ -52,8 +54,11 @@ struct tpl__output_layout {
 
 /* The layout --layout `name` names (NULL: the default, rank), if `u` is
  * one it accepts, into *out (a static row).  Returns 0, or TPL_EUSAGE
- * with the message in err: an unknown name (the table's names listed) or
- * the layout's refusal. */
+ * with the message in err: an unknown name (the table's names listed),
+ * the layout's refusal, or a bias family other than mlc and whole for a
+ * layout that writes its biases unscaled (its engine's graph divides
+ * them: the biases it holds are whole, what mlc and whole both mean
+ * there, while vllm's rank0 biases would be lost). */
 int tpl__layout_parse(const char *name, const struct tpl__layout_use *u,
                       const struct tpl__output_layout **out,
                       struct tpl__error *err);

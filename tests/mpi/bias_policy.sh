@@ -9,8 +9,10 @@
 # shards (oracle/forward.py; --bias-once: only TP rank 0 adds the biases,
 # as vLLM does) equal to the full model's.  Negative control: whole
 # biases added by every rank do NOT match.  The --no-bias-scaling alias,
-# `verify` of the outputs (--bias-policy against shard-info.json) and the
-# usage errors.
+# `verify` of the outputs (--bias-policy against shard-info.json), an
+# MLC gpt2 (oracle/mlc_archs.py) under `--layout mlc`, whose biases are
+# whole for MLC's graph (mlc and whole taken by preshard and verify,
+# vllm refused by both), and the usage errors.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 
@@ -94,6 +96,35 @@ t_check "verify the rank0 plan's output" "$TPLOAD" verify "$M/gpt2" \
   "$T_TMP/rank0-4" --plan "$T_TMP/rank0.json"
 t_exit "verify --layout mlc --bias-policy vllm: usage error" 64 \
   "$TPLOAD" verify "$M/gpt2" "$T_TMP/vllm-2" --layout mlc --bias-policy vllm
+
+# --layout mlc writes the biases whole for MLC's graph: preshard and
+# verify both take mlc and whole and refuse vllm with one message.
+"$ORACLE" "$TESTS_SRCDIR/oracle/mlc_archs.py" write gpt2 mlc "$M/gpt2-mlc" ||
+  { echo "Bail out! mlc_archs.py write gpt2 mlc failed"; exit 99; }
+WANT="--layout mlc writes row-parallel biases whole (its engine divides \
+them): --bias-policy vllm cannot hold; use mlc or whole"
+t_exit "preshard --layout mlc --bias-policy vllm: usage error" 64 \
+  mpi 2 preshard "$M/gpt2-mlc" --out "$T_TMP/mlc-vllm" --layout mlc \
+  --bias-policy vllm
+cp "$T_TMP/err" "$T_TMP/mlc.err" # t_check writes $T_TMP/err
+t_check "preshard --layout mlc --bias-policy vllm: says why" \
+  grep -qF "tpload preshard: $WANT" "$T_TMP/mlc.err"
+t_check "preshard --layout mlc --bias-policy vllm: nothing written" \
+  test ! -e "$T_TMP/mlc-vllm"
+t_exit "preshard --layout mlc --bias-policy mlc exits 0" 0 \
+  mpi 2 preshard "$M/gpt2-mlc" --out "$T_TMP/mlc-2" --layout mlc \
+  --bias-policy mlc --quiet
+for f in mlc whole; do
+  t_check "verify --layout mlc --bias-policy $f" "$TPLOAD" verify \
+    "$M/gpt2-mlc" "$T_TMP/mlc-2" --layout mlc --bias-policy $f --quiet
+done
+t_exit "verify --layout mlc --bias-policy vllm: usage error" 64 \
+  "$TPLOAD" verify "$M/gpt2-mlc" "$T_TMP/mlc-2" --layout mlc \
+  --bias-policy vllm
+cp "$T_TMP/err" "$T_TMP/mlc.err"
+t_check "verify --layout mlc --bias-policy vllm: preshard's message" \
+  grep -qF "tpload verify: $WANT" "$T_TMP/mlc.err"
+
 t_exit "plan --bias-policy half: usage error" 64 \
   "$TPLOAD" plan "$M/gpt2" --shards 2 --bias-policy half
 t_exit "plan --no-bias-scaling --bias-policy vllm: usage error" 64 \

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "layout.h"
+#include "scope.h"
 #include "tap.h"
 #include "tmpdir.h"
 
@@ -17,7 +18,7 @@ static int parse(const char *name, enum tpl__layout_verb verb,
                  const char *model, int ep,
                  const struct tpl__output_layout **out,
                  struct tpl__error *err) {
-  struct tpl__layout_use u = {verb, model, ep};
+  struct tpl__layout_use u = {verb, model, ep, -1};
   memset(err, 0, sizeof(*err));
   *out = sentinel;
   return tpl__layout_parse(name, &u, out, err);
@@ -83,6 +84,33 @@ static void test_mlc_from_mlc_dir(void) {
     CHECK(l->unscaled_bias); /* MLC's compiled model scales them */
     drop_dir(d);
   }
+}
+
+/* A layout whose biases are whole for its engine (mlc) takes --bias-policy
+ * mlc and whole (and none given), refuses vllm for both verbs with one
+ * message; rank takes every family. */
+static void test_bias_policy_per_layout(void) {
+  static const char want[] =
+      "--layout mlc writes row-parallel biases whole (its engine divides "
+      "them): --bias-policy vllm cannot hold; use mlc or whole";
+  static const int fams[] = {-1, TPL_BIASF_MLC, TPL_BIASF_WHOLE,
+                             TPL_BIASF_VLLM};
+  const struct tpl__output_layout *l;
+  struct tpl__error err = {0};
+  char *d = mlc_dir("tensor-cache.json");
+  REQUIRE(d != NULL);
+  for (int verb = TPL_LAYOUT_WRITE; verb <= TPL_LAYOUT_VERIFY; verb++)
+    for (size_t i = 0; i < ARRAY_SIZE(fams); i++) {
+      struct tpl__layout_use u = {verb, d, 0, fams[i]};
+      int refused = fams[i] == TPL_BIASF_VLLM;
+      l = sentinel;
+      CHECK_EQ_INT(tpl__layout_parse("mlc", &u, &l, &err),
+                   refused ? TPL_EUSAGE : 0);
+      if (refused) CHECK(strcmp(err.msg, want) == 0);
+      CHECK(refused ? l == sentinel : l == tpl__layout_at(1));
+      CHECK_EQ_INT(tpl__layout_parse("rank", &u, &l, &err), 0);
+    }
+  drop_dir(d);
 }
 
 static void test_mlc_refuses_other_models(void) {
@@ -171,6 +199,7 @@ int main(void) {
   RUN(test_mlc_from_mlc_dir);
   RUN(test_mlc_refuses_other_models);
   RUN(test_mlc_refuses_ep);
+  RUN(test_bias_policy_per_layout);
   RUN(test_help_list_is_the_table);
   RUN(test_summaries);
   return tap_done();
