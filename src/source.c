@@ -224,8 +224,25 @@ static void submit_piece(struct file_source *fs, struct piece *p) {
   fr(p->r)->inflight++;
 }
 
+/* For tests only: TPLOAD_TEST_SUBMIT_FAIL=N (read once) makes the Nth
+ * submit of pieces (from 1) fail with EBUSY, its pieces left queued, as
+ * a kernel short of room for requests does. */
+static int test_submit(struct io_uring *ring) {
+  static unsigned long long at, calls;
+  static int known;
+  if (!known) {
+    const char *v = getenv("TPLOAD_TEST_SUBMIT_FAIL");
+    char *end = NULL;
+    unsigned long long n = v != NULL ? strtoull(v, &end, 10) : 0;
+    if (v != NULL && *v != '\0' && *end == '\0') at = n;
+    known = 1;
+  }
+  return at != 0 && ++calls == at ? -EBUSY : io_uring_submit(ring);
+}
+
 /* Submits pieces of the open reads, oldest first, while the depth
- * allows. */
+ * allows.  A failed submit leaves its pieces queued (drain submits them
+ * again before it waits for them). */
 static int pump(struct file_source *fs) {
   size_t done = 0;
   int n;
@@ -246,7 +263,7 @@ static int pump(struct file_source *fs) {
   }
   memmove(fs->open, fs->open + done, (fs->nopen - done) * sizeof(*fs->open));
   fs->nopen -= done;
-  n = io_uring_submit(&fs->ring);
+  n = test_submit(&fs->ring);
   return n < 0 ? n : 0;
 }
 
@@ -382,8 +399,8 @@ static int direct_start(struct file_source *fs, struct tpl__read *r,
     return buffered_start(fs, r);
   }
   fs->open[fs->nopen++] = r;
-  return pump(fs) == 0 ? 0
-                       : read_failed(fs, r->file, r->off, r->len, -EIO, err);
+  rc = pump(fs);
+  return rc == 0 ? 0 : read_failed(fs, r->file, r->off, r->len, rc, err);
 }
 
 /* Whether a direct read of file f that failed with rc is to be read
@@ -433,12 +450,16 @@ static int files_finish(struct tpl__source *s, struct tpl__read *r,
 }
 
 /* Waits out every piece still in flight (their buffers are the caller's
- * until then). */
+ * until then).  Pieces a failed submit left queued are submitted first,
+ * or no completion would come for them; when the ring takes none, the
+ * job is ending (the read failed): the wait is given up. */
 static void drain(struct file_source *fs) {
   fs->nopen = 0;
   while (fs->inflight > 0) {
     struct io_uring_cqe *cqe;
-    int rc = io_uring_wait_cqe(&fs->ring, &cqe);
+    int rc = io_uring_sq_ready(&fs->ring) > 0 ? io_uring_submit(&fs->ring) : 0;
+    if (rc < 0 && rc != -EINTR) break;
+    rc = io_uring_wait_cqe(&fs->ring, &cqe);
     if (rc == -EINTR) continue;
     if (rc < 0) break;
     fs->inflight--;

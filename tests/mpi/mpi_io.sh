@@ -11,7 +11,9 @@
 # does a tmpfs file whatever the kernel says; a rank 0 that reads slowly
 # (the test-only TPLOAD_TEST_SLOW_RANK: 50 ms per completed request) but
 # steadily is waited for past --stall-timeout, its completed reads
-# beating; --io's usage error (64).  A file cut short mid direct read is
+# beating; a submit to io_uring refused (the test-only
+# TPLOAD_TEST_SUBMIT_FAIL) ends the job with 75, not a hang; --io's
+# usage error (64).  A file cut short mid direct read is
 # in harden_files.sh.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
@@ -149,6 +151,25 @@ r = json.load(open(sys.argv[1]))["ranks"][0]
 if r["phases"]["read"] <= 3:
     sys.exit("rank 0 read for %.2f s: too fast to test" % r["phases"]["read"])
 ' "$T_TMP/out"
+
+# A submit refused (the test-only TPLOAD_TEST_SUBMIT_FAIL=N: the Nth
+# submit fails with EBUSY, its requests left queued): the job ends with
+# 75 (EBUSY is temporary) and one message naming the file, whether it is
+# the first read's submit or a later one's, and does not hang at the
+# source's close (the queued requests are submitted before it waits).
+for n in 1 3; do
+  TPLOAD_TEST_SUBMIT_FAIL=$n timeout -s KILL 120 "$MPIRUN" --oversubscribe \
+    -np 2 -x TPLOAD_TEST_SUBMIT_FAIL -x TPLOAD_IO_REQUEST_KIB "$TPLOAD" \
+    load "$M/single" --plan "$M/single/plan.json" --io direct --quiet \
+    >"$T_TMP/out" 2>"$T_TMP/err"
+  rc=$?
+  messages "$T_TMP/err" | grep 'I/O error in the' >"$T_TMP/notes"
+  if [ $rc -eq 75 ] && [ "$(grep -c . "$T_TMP/notes")" = 1 ] &&
+    grep -q 'model.safetensors: I/O error in the.*busy' "$T_TMP/notes"; then
+    t_ok "submit $n refused: 75, one message naming the file"
+  else t_fail "submit $n refused: 75, one message naming the file" \
+    "exit $rc" "$(messages "$T_TMP/err" | head -c 1500)"; fi
+done
 
 t_exit "--io takes auto, direct or buffered (64)" 64 \
   mpi 2 load "$M/single" --io fast
