@@ -280,7 +280,9 @@ static int open_source(struct engine *e, struct tpl__fdcache *files,
         &e->src, err);
   if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
-  if (rc == 0) tpl__source_on_idle(e->src, source_idle, e);
+  /* rank 0's stream only: under --read local no send waits meanwhile */
+  if (rc == 0 && e->rank == 0 && !e->o->read_local)
+    tpl__source_on_idle(e->src, source_idle, e);
   return rc;
 }
 
