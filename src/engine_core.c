@@ -135,7 +135,8 @@ int tpl__eng_wait_collective(const struct engine *e, MPI_Request *req, int peer,
  * the oldest pending one does not complete.  Testing only the oldest
  * keeps a wait on a million requests linear (any MPI_Test drives all of
  * them), and when it stalls, its peer is the one to name: after
- * --stall-timeout without progress the job ends. */
+ * --stall-timeout without progress the job ends.  Meanwhile the source's
+ * reads in flight move on (a remote source's only when driven). */
 int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
                        struct tpl__error *err) {
   struct tpl__stall st;
@@ -151,6 +152,8 @@ int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
       tpl__stall_progress(&st);
     } else if (tpl__stall_idle(&st)) {
       tpl__eng_stall_abort(e, reqs[first].peer, "wait", &st);
+    } else if (e->src != NULL) {
+      tpl__source_pump(e->src); /* rank 0's next chunks meanwhile */
     }
   }
   return 0;

@@ -42,6 +42,8 @@ struct slot {
   uint64_t pos, len;   /* the chunk: file bytes [pos, pos + len) */
   struct pending *reqs;
   size_t nreqs, cap;
+  size_t tested;         /* reqs[0, tested) completed (tpl__eng_slots_poke) */
+  int mrc;               /* MPI's failure of a poke's test, MPI_SUCCESS */
   uint64_t sent;         /* bytes of every send so far */
   const uint8_t *remote; /* world flags: rank r is on another host */
   uint64_t sent_remote;  /* bytes of the sends to other hosts */
@@ -219,6 +221,11 @@ int tpl__eng_wait_to_0(const struct engine *e, MPI_Request *req,
 /* Waits for the slot's sends, then forgets them; 0 or TPL_EPEER. */
 int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
                        struct tpl__error *err);
+
+/* Tests the sends of every slot in order up to the first in flight:
+ * rank 0's sends move only inside MPI calls, so it calls this while it
+ * waits on a remote source (source.h's idle hook). */
+void tpl__eng_slots_poke(struct engine *e);
 
 /* Sends `n` bytes at p (kept until tpl__eng_slot_wait) to `dest`, the
  * request kept in the slot; 0, or < 0 (out of memory, MPI). */

@@ -217,6 +217,13 @@ static void source_progress(void *ctx) {
   tpl__eng_beat(ctx);
 }
 
+/* While rank 0 waits on a remote read, its sends of the chunks before
+ * go on (an MPI send moves only inside MPI calls): fetching and sending
+ * share the link's two directions instead of taking turns. */
+static void source_idle(void *ctx) {
+  tpl__eng_slots_poke(ctx);
+}
+
 /* Per file its URL, shown form and validators, for a MODEL URL's source
  * (the job table carries rank 0's; a local file's are NULL and unused). */
 static int job_urls(struct engine *e, struct tpl__error *err) {
@@ -274,6 +281,9 @@ static int open_source(struct engine *e, struct tpl__fdcache *files,
         &e->src, err);
   if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
+  /* rank 0's stream only: under --read local no send waits meanwhile */
+  if (rc == 0 && e->rank == 0 && !e->o->read_local)
+    tpl__source_on_idle(e->src, source_idle, e);
   return rc;
 }
 
@@ -296,6 +306,7 @@ static int alloc_slots(struct engine *e, struct tpl__error *err) {
     return tpl__fail(err, -ENOMEM, "cannot allocate the streaming window");
   for (int i = 0; i < NSLOTS; i++) {
     e->slots[i].batch_dest = -1;
+    e->slots[i].mrc = MPI_SUCCESS;
     e->slots[i].remote = e->remote;
     e->slots[i].read = p;
     e->slots[i].pack = p + read;

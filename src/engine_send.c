@@ -15,9 +15,25 @@
 
 int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
                        struct tpl__error *err) {
-  int rc = tpl__eng_wait_reqs(e, s->reqs, s->nreqs, err);
-  s->nreqs = 0;
+  int rc = s->mrc != MPI_SUCCESS
+               ? tpl__eng_mpi_check(s->mrc, "send", err)
+               : tpl__eng_wait_reqs(e, s->reqs + s->tested,
+                                    s->nreqs - s->tested, err);
+  s->nreqs = s->tested = 0;
+  s->mrc = MPI_SUCCESS;
   return rc;
+}
+
+void tpl__eng_slots_poke(struct engine *e) {
+  for (int i = 0; i < NSLOTS; i++) {
+    struct slot *s = &e->slots[i];
+    while (s->tested < s->nreqs && s->mrc == MPI_SUCCESS) {
+      int done = 0;
+      s->mrc = MPI_Test(&s->reqs[s->tested].req, &done, MPI_STATUS_IGNORE);
+      if (!done) break;
+      s->tested += s->mrc == MPI_SUCCESS;
+    }
+  }
 }
 
 int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,

@@ -31,7 +31,9 @@
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
 #define ERROR_BODY 1024          /* of an error body kept for the signer */
-#define IDLE_EASY 64 /* ended transfers' handles kept for the next ones */
+#define IDLE_EASY 64    /* ended transfers' handles kept for the next ones */
+#define IDLE_MS 1       /* a wait with an idle callback polls this long */
+#define PUMP_GAP 100e-6 /* seconds between two turns of tpl__http_pump */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -79,6 +81,9 @@ struct tpl__http {
   uint64_t received; /* body bytes so far: what progress reports */
   void (*progress)(void *ctx);
   void *progress_ctx;
+  void (*idle)(void *ctx); /* between the turns of a wait */
+  void *idle_ctx;
+  double pumped;                  /* when tpl__http_pump last turned */
   struct tpl__http_signer signer; /* sign NULL: none */
   /* Easy handles of ended transfers, reset and reused by the next ones
    * (a new handle per GET costs its allocations, receive buffer
@@ -221,6 +226,11 @@ void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
                            void *ctx) {
   h->progress = fn;
   h->progress_ctx = ctx;
+}
+
+void tpl__http_on_idle(struct tpl__http *h, void (*fn)(void *ctx), void *ctx) {
+  h->idle = fn;
+  h->idle_ctx = ctx;
 }
 
 /* --- reading an answer --- */
@@ -719,20 +729,46 @@ static void collect(struct tpl__http *h) {
   }
 }
 
-/* Drives the transfers until *pending is 0. */
+/* One turn of the transfers: launches the queued parts that are due,
+ * takes what arrived, and calls back when bytes did.  Returns the
+ * seconds until the next queued part is due (launch_due). */
+static double turn(struct tpl__http *h) {
+  uint64_t before = h->received;
+  double wait = launch_due(h);
+  int running;
+  curl_multi_perform(h->multi, &running);
+  collect(h);
+  if (h->progress != NULL && h->received != before)
+    h->progress(h->progress_ctx);
+  return wait;
+}
+
+/* Drives the transfers until *pending is 0.  With an idle callback the
+ * wait for the sockets is cut to IDLE_MS, and the callback runs between
+ * turns: the caller's own transfers (rank 0's MPI sends) move only when
+ * it calls into them. */
 static void drive(struct tpl__http *h, const unsigned *pending) {
   while (*pending > 0) {
-    uint64_t before = h->received;
-    double wait = launch_due(h);
-    int running;
+    double wait = turn(h);
+    int ms = (int)(wait * 1000) + 1;
     if (*pending == 0) break;
-    curl_multi_perform(h->multi, &running);
-    collect(h);
-    if (h->progress != NULL && h->received != before)
-      h->progress(h->progress_ctx);
-    if (*pending == 0) break;
-    curl_multi_poll(h->multi, NULL, 0, (int)(wait * 1000) + 1, NULL);
+    if (h->idle != NULL) {
+      h->idle(h->idle_ctx);
+      ms = IDLE_MS;
+    }
+    curl_multi_poll(h->multi, NULL, 0, ms, NULL);
   }
+}
+
+int tpl__http_pump(struct tpl__http *h) {
+  double now;
+  if (h->active == 0 && h->queue == NULL) return 0;
+  now = tpl__now();
+  if (now - h->pumped >= PUMP_GAP) {
+    h->pumped = now;
+    turn(h);
+  }
+  return 1;
 }
 
 static struct part *new_part(struct tpl__http *h, const char *url,

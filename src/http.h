@@ -94,6 +94,11 @@ int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
 int tpl__http_wait(struct tpl__http *h, struct tpl__http_read *r,
                    struct tpl__error *err);
 
+/* Moves the transfers in flight along without waiting (a turn at most
+ * every 100 us), for a caller waiting on something else; 1 while any
+ * part is in flight or queued, else 0. */
+int tpl__http_pump(struct tpl__http *h);
+
 /* tpl__http_start and tpl__http_wait of every read; the first failure. */
 int tpl__http_read_all(struct tpl__http *h, struct tpl__http_read *r, size_t n,
                        struct tpl__error *err);
@@ -126,5 +131,10 @@ uint64_t tpl__http_gets(const struct tpl__http *h);
 /* Called whenever bytes arrive (progress lines); NULL: none. */
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
                            void *ctx);
+
+/* Called between the turns of tpl__http_wait, at least every
+ * millisecond, while it waits on the sockets (the caller's other
+ * transfers); NULL: none. */
+void tpl__http_on_idle(struct tpl__http *h, void (*fn)(void *ctx), void *ctx);
 
 #endif

@@ -81,6 +81,9 @@ struct tpl__source_ops {
    * kernel reads them ahead; a source may do nothing). */
   void (*hint)(struct tpl__source *s, uint32_t file, uint64_t off,
                uint64_t len);
+  /* Optional: moves the reads in flight along without waiting, for a
+   * caller that waits on something else; 1 while any is in flight. */
+  int (*pump)(struct tpl__source *s);
 };
 
 struct tpl__source {
@@ -98,12 +101,22 @@ struct tpl__source {
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;
+  /* Optional: called at least every millisecond while finish waits on a
+   * remote read (the caller's own transfers then move, e.g. MPI's). */
+  void (*idle)(void *ctx);
+  void *idle_ctx;
 };
 
 static inline void tpl__source_on_progress(struct tpl__source *s,
                                            void (*fn)(void *ctx), void *ctx) {
   s->progress = fn;
   s->progress_ctx = ctx;
+}
+
+static inline void tpl__source_on_idle(struct tpl__source *s,
+                                       void (*fn)(void *ctx), void *ctx) {
+  s->idle = fn;
+  s->idle_ctx = ctx;
 }
 
 /* Opens a source over the n files held in `files` (fdcache.h: open while
@@ -144,6 +157,11 @@ static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
 static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
                                     uint64_t off, uint64_t len) {
   s->ops->hint(s, file, off, len);
+}
+
+/* The source's pump, if it has one; 0 when nothing is in flight. */
+static inline int tpl__source_pump(struct tpl__source *s) {
+  return s->ops->pump != NULL ? s->ops->pump(s) : 0;
 }
 
 /* start and finish: the whole read, now. */

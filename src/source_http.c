@@ -3,7 +3,9 @@
  * GETs, which the client keeps in flight while the caller does other
  * work; finish drives the transfers until that read's bytes are all in
  * place.  Buffers need no alignment (no slack).  Progress: the client
- * calls back as bytes arrive, which is the engine's heartbeat. */
+ * calls back as bytes arrive, which is the engine's heartbeat.  While
+ * finish waits it calls the caller's idle hook, and pump moves the
+ * transfers along while the caller waits on its own (source.h). */
 #include <errno.h>
 #include <stdlib.h>
 
@@ -98,6 +100,15 @@ static void on_bytes(void *ctx) {
   if (s->progress != NULL) s->progress(s->progress_ctx);
 }
 
+static void on_idle(void *ctx) {
+  struct tpl__source *s = ctx;
+  if (s->idle != NULL) s->idle(s->idle_ctx);
+}
+
+static int pump(struct tpl__source *s) {
+  return tpl__http_pump(((struct http_source *)s)->http);
+}
+
 /* The transfers still in flight land in the caller's buffers: wait them
  * out before the buffers go. */
 static void close_source(struct tpl__source *s) {
@@ -109,8 +120,10 @@ static void close_source(struct tpl__source *s) {
   }
   if (hs->own)
     tpl__http_close(hs->http);
-  else /* a borrowed client outlives the source: forget its callback */
+  else { /* a borrowed client outlives the source: forget its callbacks */
     tpl__http_on_progress(hs->http, NULL, NULL);
+    tpl__http_on_idle(hs->http, NULL, NULL);
+  }
   free(s->used);
   free(s->align);
   free(hs);
@@ -120,8 +133,8 @@ static void close_source(struct tpl__source *s) {
 static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
                  uint64_t len) {}
 
-static const struct tpl__source_ops http_ops = {place, start, finish,
-                                                close_source, hint};
+static const struct tpl__source_ops http_ops = {place,        start, finish,
+                                                close_source, hint,  pump};
 
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
@@ -150,6 +163,7 @@ int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
   hs->files = files;
   hs->gets0 = tpl__http_gets(http);
   tpl__http_on_progress(http, on_bytes, &hs->base);
+  tpl__http_on_idle(http, on_idle, &hs->base);
   *s = &hs->base;
   return 0;
 }

@@ -1,8 +1,16 @@
-/* test_url.c - the URL forms of a MODEL (url.c) and the HTTP response
- * fields the fetcher reads (http_fields.c): one case per rule. */
+/* test_url.c - the URL forms of a MODEL (url.c), the HTTP response
+ * fields the fetcher reads (http_fields.c): one case per rule; and how
+ * the fetcher (http.c) lets its caller's other transfers move while it
+ * waits. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "http.h"
 #include "http_fields.h"
 #include "tap.h"
 #include "url.h"
@@ -240,6 +248,53 @@ static void test_content_range_refusals(void) {
   }
 }
 
+/* A loopback port nothing listens on (bound, then closed): connects to
+ * it are refused at once; 0 when none could be had. */
+static unsigned short closed_port(void) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  socklen_t len = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  unsigned short port = 0;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+static void count_idle(void *ctx) {
+  ++*(unsigned *)ctx;
+}
+
+/* A read refused once is retried after 0.2 s (BACKOFF_FIRST): while it
+ * waits, pump says it is in flight without waiting, and a wait calls
+ * the idle hook every millisecond or so (rank 0's sends move then), not
+ * once per 0.2 s poll; once it failed, nothing is in flight. */
+static void test_idle_and_pump(void) {
+  struct tpl__http_opts o = {.retries = 1, .connections = 2, .timeout = 5};
+  struct tpl__http_obj obj = {.known = 1, .size = 64};
+  struct tpl__error err = {0};
+  struct tpl__http *h = NULL;
+  unsigned char buf[64];
+  unsigned idle = 0, port = closed_port();
+  char url[64];
+  struct tpl__http_read r;
+  REQUIRE(port != 0);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%u/m.safetensors", port);
+  r = (struct tpl__http_read){
+      .url = url, .shown = url, .len = sizeof(buf), .dst = buf, .obj = &obj};
+  REQUIRE(tpl__http_open(&o, &h, &err) == 0);
+  CHECK(tpl__http_pump(h) == 0); /* nothing started */
+  tpl__http_on_idle(h, count_idle, &idle);
+  REQUIRE(tpl__http_start(h, &r, 1, &err) == 0);
+  CHECK(tpl__http_pump(h) == 1);
+  CHECK(tpl__http_wait(h, &r, &err) != 0);
+  CHECK(idle >= 20); /* 0.2 s of backoff; a 0.2 s poll would give 1-3 */
+  CHECK(tpl__http_pump(h) == 0);
+  tpl__http_close(h);
+}
+
 int main(void) {
   RUN(test_remote_prefix);
   RUN(test_file_url);
@@ -255,5 +310,6 @@ int main(void) {
   RUN(test_header_split);
   RUN(test_content_range);
   RUN(test_content_range_refusals);
+  RUN(test_idle_and_pump);
   return tap_done();
 }
