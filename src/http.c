@@ -31,7 +31,7 @@
 #define RECV_BUFFER (256L << 10) /* libcurl's per transfer (default 16 KiB) */
 #define DISCARD_MAX (64u << 10)  /* error bodies read to keep the connection */
 #define ERROR_BODY 1024          /* of an error body kept for the signer */
-#define IDLE_EASY 64    /* ended transfers' handles kept for the next ones */
+#define SPARE_EASY 64   /* ended transfers' handles kept for the next ones */
 #define IDLE_MS 1       /* a wait with an idle callback polls this long */
 #define PUMP_GAP 100e-6 /* seconds between two turns of tpl__http_pump */
 
@@ -88,8 +88,8 @@ struct tpl__http {
   /* Easy handles of ended transfers, reset and reused by the next ones
    * (a new handle per GET costs its allocations, receive buffer
    * included; the connections live in the multi's cache either way). */
-  CURL *idle[IDLE_EASY];
-  unsigned nidle;
+  CURL *spare[SPARE_EASY];
+  unsigned nspare;
   uint64_t gets; /* requests started, retries included */
 };
 
@@ -170,11 +170,11 @@ int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
   return 0;
 }
 
-/* An easy handle for the next transfer: an idle one, reset, or a new
+/* An easy handle for the next transfer: a spare one, reset, or a new
  * one; NULL on ENOMEM. */
 static CURL *easy_take(struct tpl__http *h) {
-  if (h->nidle == 0) return curl_easy_init();
-  CURL *e = h->idle[--h->nidle];
+  if (h->nspare == 0) return curl_easy_init();
+  CURL *e = h->spare[--h->nspare];
   curl_easy_reset(e);
   return e;
 }
@@ -183,8 +183,8 @@ static CURL *easy_take(struct tpl__http *h) {
  * cleans it up when enough are kept. */
 static void easy_give(struct tpl__http *h, CURL *e) {
   if (e == NULL) return;
-  if (h->nidle < IDLE_EASY)
-    h->idle[h->nidle++] = e;
+  if (h->nspare < SPARE_EASY)
+    h->spare[h->nspare++] = e;
   else
     curl_easy_cleanup(e);
 }
@@ -201,8 +201,8 @@ static void part_end_transfer(struct part *p) {
 
 void tpl__http_close(struct tpl__http *h) {
   if (h == NULL) return;
-  while (h->nidle > 0)
-    curl_easy_cleanup(h->idle[--h->nidle]);
+  while (h->nspare > 0)
+    curl_easy_cleanup(h->spare[--h->nspare]);
   curl_multi_cleanup(h->multi);
   if (h->signer.free != NULL) h->signer.free(h->signer.ctx);
   if (h->token != NULL) {
