@@ -295,6 +295,13 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
   if (rc == 0) rc = config_kind(m, rs, err);
   if (rc == 0) m->origin = tpl__origin_presharded(base);
   if (rc == 0) m->approximate = rs->approximate;
+  if (rc != 0 && m->priv == rs) {
+    /* not a presharded directory (a URL's probe: no shard-info.json), or
+     * a refused one: m is no re-shard for the format read next */
+    reshard_free(rs);
+    m->priv = NULL;
+    m->priv_free = NULL;
+  }
   free(what);
   return rc;
 }
