@@ -189,10 +189,6 @@ static void release_sources(struct engine *e) {
   e->plan = NULL;
 }
 
-/* One generation's load into e, up to its report: the first (`reload`
- * 0: the sink checks where its output goes) or a reload's (every rank
- * checks it has room for a second store).  Every step ends in an
- * agreement, so the ranks start the clock together. */
 /* Rank 0: the job's fingerprint from its report's checksums. */
 static int fingerprint_of(struct engine *e, struct tpl__error *err) {
   struct tpl__report *rep = NULL;
@@ -216,6 +212,10 @@ static int share_fingerprint(struct engine *e, struct tpl__error *err) {
   return rc;
 }
 
+/* One generation's load into e, up to its report: the first (`reload`
+ * 0: the sink checks where its output goes) or a reload's (every rank
+ * checks it has room for a second store).  Every step ends in an
+ * agreement, so the ranks start the clock together. */
 int tpl__eng_load(struct engine *e, int reload, struct tpl__error *err) {
   const struct tpl__sink *s = &e->o->steps;
   double t0, seconds;
