@@ -317,6 +317,15 @@ refused "a rank file of another job" open "$T_TMP/bad" \
   'bad/rank1\.safetensors: fingerprint' 'bad/shard-info\.json' 'another job'
 refused "... and preshard of it" read "$T_TMP/bad" 'rank1\.safetensors' \
   'another job'
+t_exit "... and verify ORIGINAL of it: 65" 65 \
+  "$TPLOAD" verify "$M/llama" "$T_TMP/bad" --quiet
+if messages "$T_TMP/err" | grep -q 'rank1\.safetensors: __metadata__.*fingerprint'
+then
+  t_ok "... naming rank1.safetensors' fingerprint"
+else
+  t_fail "... naming rank1.safetensors' fingerprint" \
+    "$(messages "$T_TMP/err" | head -c 1000)"
+fi
 # An output older than the fingerprint (no key in any header nor in
 # shard-info.json) is read as before.
 bad
