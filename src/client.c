@@ -426,6 +426,10 @@ void tpl__shard_grid(const struct tpl_shard *s, uint32_t *tp, uint32_t *pp) {
   *pp = s->man.pp;
 }
 
+const char *tpl__shard_fingerprint(const struct tpl_shard *s) {
+  return s->man.fingerprint != NULL ? s->man.fingerprint : "";
+}
+
 uint32_t tpl_shard_world(const struct tpl_shard *s) {
   return s->man.world;
 }

@@ -65,4 +65,8 @@ int tpl__client_attach(const char *path, int timeout_ms, struct tpl_shard **out,
  * replicas); both 0 when the daemon is older than the grid field. */
 void tpl__shard_grid(const struct tpl_shard *s, uint32_t *tp, uint32_t *pp);
 
+/* The served generation's job fingerprint (shardinfo.h), "" when the
+ * daemon names none (an older tpload); valid while s is attached. */
+const char *tpl__shard_fingerprint(const struct tpl_shard *s);
+
 #endif

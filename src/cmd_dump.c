@@ -3,7 +3,8 @@
  * consumer API) and writes what it holds as a safetensors file: tensors in
  * table (checkpoint) order, `__metadata__` the rank's place in the grid
  * (tpl__rank_file_header; the grid the daemon names, or for an older
- * daemon its world seen as --tp x --pp x D), so
+ * daemon its world seen as --tp x --pp x D, and the job's fingerprint),
+ * so
  * the result is byte for byte the rank file `tpload preshard` writes.  Each
  * tensor's checksum is verified on the way out.  The file appears atomically
  * (fileio's tpl__atomic_*): temp name, fsync, rename, directory fsync. */
@@ -28,8 +29,9 @@ static const char dump_help[] =
     "\n"
     "Attaches to one rank of a running `tpload serve` (SOCKET is its\n"
     "DIR/rank{R}.sock) and writes the tensors it holds to FILE as\n"
-    "safetensors, in checkpoint order, with __metadata__ tp_rank and\n"
-    "tp_size: the same bytes `tpload preshard` writes for that rank.\n"
+    "safetensors, in checkpoint order, with __metadata__ tp_rank,\n"
+    "tp_size and the job's fingerprint: the same bytes `tpload preshard`\n"
+    "writes for that rank.\n"
     "Checksums are verified while writing; FILE appears only when complete.\n"
     "\n"
     "  --out FILE   where to write; an existing FILE is refused (73)\n"
@@ -48,10 +50,12 @@ static const char dump_help[] =
     "unreachable, 73 cannot create FILE, 74 I/O error.\n";
 
 /* The safetensors header for everything the attachment holds, rank
- * tpl_shard_rank(s) of grid `g`. */
+ * tpl_shard_rank(s) of grid `g`, with the job fingerprint the daemon
+ * names (none from an older daemon). */
 static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
                         uint8_t **hdr, size_t *len, struct tpl__error *err) {
   size_t n = tpl_shard_count(s);
+  const char *fp = tpl__shard_fingerprint(s);
   struct tpl__st_out *out = calloc(n ? n : 1, sizeof(*out));
   int rc;
   if (out == NULL) return tpl__oom(err);
@@ -64,7 +68,8 @@ static int build_header(const struct tpl_shard *s, const struct tpl__grid *g,
     out[i].shape = v.shape;
     out[i].nbytes = v.nbytes;
   }
-  rc = tpl__rank_file_header(out, n, g, tpl_shard_rank(s), hdr, len);
+  rc = tpl__rank_file_header(out, n, g, tpl_shard_rank(s), fp[0] ? fp : NULL,
+                             hdr, len);
   free(out);
   if (rc != 0)
     return tpl__fail(err, rc, "cannot build the safetensors header: %s",

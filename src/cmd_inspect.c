@@ -56,7 +56,8 @@ static const char inspect_help[] =
     "              delivers them: mlc (default: bias/N on every rank), vllm\n"
     "              (whole on every rank, or rank 0 only where vLLM's loader\n"
     "              zeroes the others) or whole (needs --shards or --tp)\n"
-    "  --verify-md5  MODEL is an MLC weight directory: first read every\n"
+    "  --verify-md5  MODEL is an MLC weight directory (presharded by MLC\n"
+    "              too): first read every\n"
     "              params_shard file whole and check it against the md5sum\n"
     "              its record carries (65 naming the file when one differs\n"
     "              or none is recorded, 64 for another format); the totals\n"
@@ -115,7 +116,7 @@ static void add_shard_json(json_t *o, const struct tpl__job *job, size_t i) {
 static json_t *md5_json(const struct tpl__model *m,
                         const struct tpl__mlc_md5 *v) {
   json_t *files = json_array();
-  for (size_t f = 0; f < m->nfiles; f++)
+  for (size_t f = 0; f < tpl__mlc_md5_nfiles(m); f++)
     json_array_append_new(files, json_string(m->files[f].name));
   return json_pack("{s:o, s:I, s:f}", "verified", files, "bytes",
                    (json_int_t)v->bytes, "seconds", v->seconds);
@@ -222,7 +223,7 @@ static void print_table(const struct tpl__model *m, const struct tpl__plan *p,
   printf("\n");
   if (md5 != NULL)
     printf("md5sum as the cache records: %zu files, %llu bytes checked\n",
-           m->nfiles, (unsigned long long)md5->bytes);
+           tpl__mlc_md5_nfiles(m), (unsigned long long)md5->bytes);
 }
 
 /* One line per rank of the grid: where it sits and what it holds. */
@@ -335,9 +336,9 @@ static int run(const struct tpl__cli_command *cmd,
   if (sharded && tpl__cli_grid(cmd, &ga, &grid) != 0) return 64;
   if (tpl__cli_http(cmd, a, OPT_RETRIES, &ho) != 0) return 64;
   /* An MLC presharded cache lists its full tensors, rebuilt by the
-   * plan's cut (mlc_cut.h); its records as they are under --verify-md5
-   * without a grid, whose md5 sums are its files'. */
-  rc = tpl__model_open_with(a->operands[0], &ho, !sharded && verify, &m, &err);
+   * plan's cut (mlc_cut.h), --verify-md5 or not: the md5 pass hashes
+   * the cache's own files (tpl__mlc_md5_nfiles). */
+  rc = tpl__model_open_with(a->operands[0], &ho, 0, &m, &err);
   if (rc == 0) rc = tpl__mlc_cut_model(m, plan, &err);
   if (rc == 0 && verify)
     rc = tpl__mlc_md5_ready(m, m->shown ? m->shown : a->operands[0], &err);

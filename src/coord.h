@@ -128,6 +128,9 @@ struct tpl__loaded {
   const uint8_t *job_table; /* rank 0: the packed tpload.JobTable it
                                broadcast, which `report` indexes */
   size_t job_table_len;
+  /* Every rank: the job's fingerprint (tpl__shardinfo_fingerprint of the
+   * report), or NULL / "" when none was made (a sink driven by hand). */
+  const char *fingerprint;
 };
 
 /* A sink's steps; any may be NULL.  Each returns 0 or a negative code. */

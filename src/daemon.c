@@ -257,6 +257,7 @@ static void fill_identity(const struct server *s, const struct tpl__loaded *g,
   r->job_id = s->cfg->job_id;
   r->model = g->job->model;
   r->plan = g->plan;
+  r->fingerprint = g->fingerprint;
   r->generation = generation;
 }
 

@@ -189,6 +189,29 @@ static void release_sources(struct engine *e) {
   e->plan = NULL;
 }
 
+/* Rank 0: the job's fingerprint from its report's checksums. */
+static int fingerprint_of(struct engine *e, struct tpl__error *err) {
+  struct tpl__report *rep = NULL;
+  int rc = tpl__report_decode(e->report, e->report_len, &rep, NULL);
+  if (rc == 0 && rep->ntensors != e->job->ntensors) rc = TPL_EPEER;
+  if (rc == 0) tpl__shardinfo_fingerprint(e->job, rep->infos, e->fingerprint);
+  tpl__report_free(rep);
+  if (rc != 0)
+    return tpl__fail(err, rc, "the job's fingerprint: %s", tpl_strerror(rc));
+  return 0;
+}
+
+/* Every rank: rank 0's fingerprint of the job in e->fingerprint (its rank
+ * files and shard-info.json record it, a daemon's identity carries it).
+ * Collective. */
+static int share_fingerprint(struct engine *e, struct tpl__error *err) {
+  int rc = tpl__eng_agree(e, e->rank == 0 ? fingerprint_of(e, err) : 0, err);
+  if (rc == 0)
+    rc = tpl__eng_bcast_bytes(e, (uint8_t *)e->fingerprint,
+                              sizeof(e->fingerprint), err);
+  return rc;
+}
+
 /* One generation's load into e, up to its report: the first (`reload`
  * 0: the sink checks where its output goes) or a reload's (every rank
  * checks it has room for a second store).  Every step ends in an
@@ -215,6 +238,7 @@ int tpl__eng_load(struct engine *e, int reload, struct tpl__error *err) {
   tpl__stall_test_stop("report", e->rank);
   rc = tpl__eng_agree(e, job_totals(e, e->st.seconds, &seconds, err), err);
   if (rc == 0) rc = tpl__eng_agree(e, gather_reports(e, seconds, err), err);
+  if (rc == 0) rc = share_fingerprint(e, err);
   if (rc == 0 && e->rank == 0 && e->o->report)
     e->o->report(e->o->ctx, e->report, e->report_len);
   release_sources(e);

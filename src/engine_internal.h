@@ -18,6 +18,7 @@
 #include "finisher.h"
 #include "job.h"
 #include "report.h"
+#include "shardinfo.h"
 #include "source.h"
 #include "source_http.h"
 #include "stall.h"
@@ -80,6 +81,9 @@ struct engine {
   size_t report_len;
   uint8_t *job_table; /* rank 0: the packed job table it broadcast */
   size_t job_table_len;
+  /* Every rank: the job's fingerprint from rank 0's report (shardinfo.h),
+   * "" before the report. */
+  char fingerprint[TPL_FINGERPRINT_LEN + 1];
   struct tpl__loaded loaded; /* what the sink is handed (loaded_of) */
   struct slot slots[NSLOTS];
   uint64_t chunk;  /* a slot's buffers hold one */

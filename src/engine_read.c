@@ -490,8 +490,8 @@ static int md5_pass(struct engine *e, struct tpl__error *err) {
   e->md5_names = paths; /* the files' paths, replaced by their names */
   for (size_t f = 0; rc == 0 && f < e->job->nfiles; f++)
     paths[f] = e->model->files[f].name;
-  e->md5 = (struct tpl__md5_summary){paths, rc == 0 ? e->job->nfiles : 0,
-                                     v.bytes, v.seconds};
+  e->md5 = (struct tpl__md5_summary){
+      paths, rc == 0 ? tpl__mlc_md5_nfiles(e->model) : 0, v.bytes, v.seconds};
   return rc;
 }
 

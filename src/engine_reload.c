@@ -205,9 +205,9 @@ static void switch_to(struct engine *e, struct engine *n) {
 /* The generation in e as the sink sees it: one record, e's, valid while
  * e is. */
 static const struct tpl__loaded *loaded_of(struct engine *e) {
-  e->loaded = (struct tpl__loaded){e->job,          &e->store,   e->report,
-                                   e->report_len,   e->plan_arg, e->job_table,
-                                   e->job_table_len};
+  e->loaded = (struct tpl__loaded){
+      e->job,      &e->store,    e->report,        e->report_len,
+      e->plan_arg, e->job_table, e->job_table_len, e->fingerprint};
   return &e->loaded;
 }
 

@@ -179,6 +179,17 @@ static int hex64(const json_t *v, uint64_t *out) {
   return *end == '\0' && s[0] != '-' && s[0] != '+' ? 0 : TPL_EFORMAT;
 }
 
+/* The job's "fingerprint", when recorded (absent: an older output). */
+static int fingerprint(struct parse *p, const json_t *root) {
+  const json_t *v = json_object_get(root, "fingerprint");
+  uint64_t h;
+  if (v == NULL) return 0;
+  if (hex64(v, &h) != 0)
+    return bad(p, NULL, "expected \"fingerprint\" as 16 hex digits");
+  memcpy(p->si->fingerprint, json_string_value(v), 17);
+  return 0;
+}
+
 /* One "ranks" entry: its place must be its rank's on the grid. */
 static int holder(struct parse *p, const json_t *o, struct tpl__si_param *t,
                   uint64_t nbytes, struct tpl__si_holder *h) {
@@ -310,6 +321,7 @@ int tpl__si_parse(const char *buf, size_t len, const char *what,
   if (rc != 0) return rc;
   p.si = calloc(1, sizeof(*p.si));
   rc = p.si != NULL ? grid_keys(&p, root) : tpl__oom(err);
+  if (rc == 0) rc = fingerprint(&p, root);
   if (rc == 0) rc = params(&p, root);
   json_decref(root);
   if (rc == 0)

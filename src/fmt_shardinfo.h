@@ -44,6 +44,9 @@ struct tpl__si_param {
 
 struct tpl__si {
   uint32_t tp, pp, dp, world;
+  /* The job's "fingerprint" (16 hex digits, every rank file's
+   * __metadata__ records it too); "" in an output older than it. */
+  char fingerprint[17];
   struct tpl__si_param *params; /* owned, checkpoint order */
   size_t nparams;
 };
@@ -55,7 +58,8 @@ struct tpl__si {
  * kv_replicas or in_shape do not make the shape it records, a holder
  * whose rank is not its place (replica, stage, shard) on the grid or
  * whose bytes are not its shape's, a shard no holder holds, and holders
- * of the same shard whose XXH3 differ.  On success *out is the caller's
+ * of the same shard whose XXH3 differ, a "fingerprint" not of 16 hex
+ * digits.  On success *out is the caller's
  * (tpl__si_free).  Returns 0, TPL_EFORMAT or -ENOMEM. */
 int tpl__si_parse(const char *buf, size_t len, const char *what,
                   struct tpl__si **out, struct tpl__error *err);

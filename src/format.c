@@ -152,6 +152,7 @@ static const struct tpl__format mlc_sharded = {
     .probes = {NULL},
     .config = "mlc-chat-config.json",
     .config_mlc = 1,
+    .md5 = 1, /* its file records', as an MLC directory's */
     .load = load_mlc,
     .detail = mlc_sharded_detail,
 };

@@ -21,9 +21,15 @@
 #include "md5sum.h"
 #include "mlc_md5.h"
 #include "origin.h"
+#include "reshard.h"
 
 #define LANES 4
 #define SLOTS 2
+
+size_t tpl__mlc_md5_nfiles(const struct tpl__model *m) {
+  const struct tpl__reshard *rs = tpl__reshard_of(m);
+  return rs != NULL ? tpl__reshard_vfile(rs) : m->nfiles;
+}
 
 int tpl__mlc_md5_ready(const struct tpl__model *m, const char *model,
                        struct tpl__error *err) {
@@ -34,7 +40,7 @@ int tpl__mlc_md5_ready(const struct tpl__model *m, const char *model,
                      "MLC weight directory's tensor-cache.json carries, and "
                      "'%s' is %s, which records none",
                      model, fmt != NULL ? fmt->what : "another format");
-  for (size_t f = 0; f < m->nfiles; f++)
+  for (size_t f = 0; f < tpl__mlc_md5_nfiles(m); f++)
     if (m->files[f].md5_state != TPL_MD5_OK)
       return tpl__fail(err, TPL_EFORMAT,
                        "%s: --verify-md5: expected its file record to carry "
@@ -146,7 +152,7 @@ static void assign_files(struct pass *p) {
   const struct tpl__model *m = p->v->m;
   for (size_t h = 0; h < p->nlanes; h++) {
     struct lane *l = &p->lanes[h];
-    while (l->file == UINT32_MAX && p->next_file < m->nfiles &&
+    while (l->file == UINT32_MAX && p->next_file < tpl__mlc_md5_nfiles(m) &&
            p->failed == UINT32_MAX) {
       l->file = p->next_file++;
       l->off_in = l->off_out = 0;
@@ -261,11 +267,12 @@ static int run(struct pass *p, struct tpl__error *err) {
 static int lanes_open(struct pass *p, struct tpl__error *err) {
   uint64_t unit = tpl__source_slack(p->v->src) / 2;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = tpl__mlc_md5_nfiles(p->v->m);
   void *mem = NULL;
   if (unit < 4096) unit = 4096;
   p->cap =
       (p->v->chunk + tpl__source_slack(p->v->src) + unit - 1) / unit * unit;
-  p->nlanes = p->v->m->nfiles < LANES ? p->v->m->nfiles : LANES;
+  p->nlanes = n < LANES ? n : LANES;
   if (cpus > 0 && (size_t)cpus < p->nlanes) p->nlanes = (size_t)cpus;
   if (p->nlanes == 0) p->nlanes = 1;
   if (posix_memalign(&mem, (size_t)unit,
@@ -307,7 +314,7 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
   struct pass p = {.v = v, .failed = UINT32_MAX};
   double t0 = tpl__now();
   int rc;
-  for (size_t f = 0; f < v->m->nfiles; f++)
+  for (size_t f = 0; f < tpl__mlc_md5_nfiles(v->m); f++)
     p.total += v->m->files[f].size;
   pthread_mutex_init(&p.lock, NULL);
   pthread_cond_init(&p.work, NULL);
@@ -328,23 +335,27 @@ int tpl__mlc_md5_verify(struct tpl__mlc_md5 *v, struct tpl__error *err) {
 }
 
 /* A source over m's files as its origin opens one: their URLs read by
- * m's client, or the files m holds.  `urls` and paths must outlive it. */
+ * m's client, or the files m holds; an MLC presharded cache's own files
+ * by the origin under its re-shard's.  `urls` and paths must outlive
+ * it. */
 static int open_source(struct tpl__model *m, struct tpl__source_url *urls,
                        const char **paths, struct tpl__source **src,
                        struct tpl__error *err) {
+  const struct tpl__reshard *rs = tpl__reshard_of(m);
+  const struct tpl__origin *o =
+      rs != NULL ? tpl__reshard_base(rs) : tpl__model_origin(m);
   for (size_t f = 0; f < m->nfiles; f++) {
     urls[f] = (struct tpl__source_url){m->files[f].url, m->files[f].path,
                                        &m->files[f].obj};
     paths[f] = m->files[f].path;
   }
-  return tpl__model_origin(m)->source(
-      &(struct tpl__origin_files){.n = m->nfiles,
-                                  .files = m->fds,
-                                  .paths = paths,
-                                  .mode = TPL_IO_AUTO,
-                                  .urls = urls,
-                                  .http = m->http},
-      src, err);
+  return o->source(&(struct tpl__origin_files){.n = tpl__mlc_md5_nfiles(m),
+                                               .files = m->fds,
+                                               .paths = paths,
+                                               .mode = TPL_IO_AUTO,
+                                               .urls = urls,
+                                               .http = m->http},
+                   src, err);
 }
 
 int tpl__mlc_md5_model(struct tpl__model *m, struct tpl__mlc_md5 *v,

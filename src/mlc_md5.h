@@ -11,8 +11,14 @@
 #include "model.h"
 #include "source.h"
 
+/* The files of m a pass hashes: all of them, but for an MLC presharded
+ * cache (reshard.h) its own files, not the virtual one its full tensors
+ * are read from. */
+size_t tpl__mlc_md5_nfiles(const struct tpl__model *m);
+
 /* The refusals before a byte is read: `m` (opened from `model`) must be
- * an MLC weight directory, else TPL_EUSAGE naming its format (no other
+ * an MLC weight directory or an MLC presharded cache, whose file records
+ * carry the same md5sums, else TPL_EUSAGE naming its format (no other
  * format records an md5sum); every file record must carry an md5sum of
  * 32 hex digits, else TPL_EFORMAT naming the file (TVM's writer records
  * one on every file it writes: a cache without one was written by

@@ -131,16 +131,42 @@ static int same_shape(const struct tpl__tensor *a,
          memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(uint64_t)) == 0;
 }
 
+/* Shard k of a cut group has no record. */
+static int missing(struct grouping *g, const struct tpl__mlc_group *grp,
+                   uint32_t k) {
+  uint32_t n = g->out->shards;
+  return tpl__fail(g->err, TPL_EFORMAT,
+                   "%s: tensor '%s_shard-%u': missing: the cache has %u "
+                   "shards ('_shard-%u' records), every param cut needs "
+                   "one record per shard",
+                   g->what, grp->name, k, n, n - 1);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A cut group with fewer records than N lacks one: refused naming the
+ * smallest k missing, found from its own records (N may be 2^31: no
+ * N-sized table). */
+static int too_few(struct grouping *g, const struct tpl__mlc_group *grp) {
+  uint32_t *ks = calloc(grp->nrecords + 1, sizeof(*ks)), k = 0;
+  size_t len;
+  if (ks == NULL) return tpl__oom(g->err);
+  for (uint32_t j = 0; j < grp->nrecords; j++)
+    tpl__mlc_shard_name(g->recs[grp->records[j]].name, &len, &ks[j]);
+  qsort(ks, grp->nrecords, sizeof(*ks), cmp_u32);
+  for (uint32_t j = 0; j < grp->nrecords && ks[j] <= k; j++)
+    if (ks[j] == k) k++;
+  free(ks);
+  return missing(g, grp, k);
+}
+
 /* The shard k record of a cut group is there and is as its shard 0. */
 static int check_shard(struct grouping *g, const struct tpl__mlc_group *grp,
                        const size_t *sorted, uint32_t k) {
-  uint32_t n = g->out->shards;
-  if (sorted[k] == SIZE_MAX)
-    return tpl__fail(g->err, TPL_EFORMAT,
-                     "%s: tensor '%s_shard-%u': missing: the cache has %u "
-                     "shards ('_shard-%u' records), every param cut needs "
-                     "one record per shard",
-                     g->what, grp->name, k, n, n - 1);
+  if (sorted[k] == SIZE_MAX) return missing(g, grp, k);
   if (!same_shape(&g->recs[sorted[k]], &g->recs[sorted[0]]))
     return tpl__fail(g->err, TPL_EFORMAT,
                      "%s: tensor '%s': expected the dtype and shape of "
@@ -153,8 +179,11 @@ static int check_shard(struct grouping *g, const struct tpl__mlc_group *grp,
 /* A cut group's records in shard order 0 .. N-1, each as its shard 0. */
 static int order_group(struct grouping *g, struct tpl__mlc_group *grp) {
   uint32_t n = g->out->shards;
-  size_t *sorted = calloc(n, sizeof(*sorted));
-  int rc = sorted != NULL ? 0 : tpl__oom(g->err);
+  size_t *sorted;
+  int rc;
+  if (grp->nrecords < n) return too_few(g, grp);
+  sorted = calloc(n, sizeof(*sorted));
+  rc = sorted != NULL ? 0 : tpl__oom(g->err);
   for (uint32_t k = 0; rc == 0 && k < n; k++)
     sorted[k] = find_shard(g, grp, k);
   for (uint32_t k = 0; rc == 0 && k < n; k++)

@@ -82,20 +82,25 @@ static int preshard_prepare(void *ctx, const struct tpl__model *m,
 
 int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
                           const struct tpl__grid *g, uint32_t rank,
-                          uint8_t **hdr, size_t *len) {
+                          const char *fingerprint, uint8_t **hdr, size_t *len) {
   struct tpl__pos c = tpl__grid_coord(g, rank);
   uint32_t v[8] = {c.t, g->tp, rank, g->world, c.p, g->pp, c.d, g->dp};
   char s[8][16];
-  const char *meta[16] = {"tp_rank",    s[0], "tp_size", s[1], "rank",    s[2],
+  const char *meta[18] = {"tp_rank",    s[0], "tp_size", s[1], "rank",    s[2],
                           "world_size", s[3], "pp_rank", s[4], "pp_size", s[5],
                           "dp_rank",    s[6], "dp_size", s[7]};
+  size_t nmeta = g->pp * g->dp > 1 ? 8 : 2;
   for (int i = 0; i < 8; i++)
     snprintf(s[i], sizeof(s[i]), "%u", v[i]);
-  return tpl__st_build_header(t, n, meta, g->pp * g->dp > 1 ? 8 : 2, hdr, len);
+  if (fingerprint != NULL) {
+    meta[2 * nmeta] = "fingerprint";
+    meta[2 * nmeta++ + 1] = fingerprint;
+  }
+  return tpl__st_build_header(t, n, meta, nmeta, hdr, len);
 }
 
 static int write_header(int fd, const char *dir, const struct tpl__job *job,
-                        uint32_t rank, struct tpl__error *err) {
+                        uint32_t rank, const char *fp, struct tpl__error *err) {
   struct tpl__st_out *outs = calloc(job->ntensors + 1, sizeof(*outs));
   uint8_t *hdr = NULL;
   size_t hlen = 0, n = 0;
@@ -110,7 +115,7 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
     outs[n].shape = t->rank_shape;
     outs[n++].nbytes = t->rank_bytes;
   }
-  rc = tpl__rank_file_header(outs, n, &job->grid, rank, &hdr, &hlen);
+  rc = tpl__rank_file_header(outs, n, &job->grid, rank, fp, &hdr, &hlen);
   free(outs);
   if (rc == 0) rc = tpl__write_full(fd, hdr, hlen);
   free(hdr);
@@ -126,7 +131,7 @@ static int write_header(int fd, const char *dir, const struct tpl__job *job,
  * all along (c->beat).  Disk full is -ENOSPC (exit 74).  On failure
  * nothing is left in DIR and f->fd is -1. */
 static int write_rank_file(const char *dir, const struct tpl__loaded *l,
-                           const struct tpl__coord *c,
+                           const struct tpl__coord *c, const char *fp,
                            struct tpl__outdir_file *f, struct tpl__error *err) {
   const struct tpl__job *job = l->job;
   uint32_t rank = c->rank;
@@ -138,7 +143,7 @@ static int write_rank_file(const char *dir, const struct tpl__loaded *l,
     return tpl__fail(err, rc == -ENOSPC ? -ENOSPC : TPL_EOUTPUT,
                      "%s: cannot create rank %u's file: %s", dir, rank,
                      strerror(-rc));
-  rc = write_header(f->fd, dir, job, rank, err);
+  rc = write_header(f->fd, dir, job, rank, fp, err);
   if (rc == 0) tpl__stall_test_pause("written", rank);
   for (size_t i = 0; rc == 0 && i < job->ntensors; i++) {
     const struct tpl__job_tensor *t = &job->tensors[i];
@@ -233,10 +238,11 @@ static int preshard_run(void *ctx, const struct tpl__loaded *l,
                         const struct tpl__coord *c, struct tpl__error *err) {
   const char *dir = ((const struct tpl__outdir_opts *)ctx)->dir;
   struct tpl__outdir_file f = {.fd = -1};
+  const char *fp = l->fingerprint;
   int rc, all;
   if (c->beats_begin != NULL) c->beats_begin(c->ctx);
   tpl__stall_test_stop("write", c->rank);
-  rc = write_rank_file(dir, l, c, &f, err);
+  rc = write_rank_file(dir, l, c, fp != NULL && fp[0] ? fp : NULL, &f, err);
   all = c->agree_after_beats != NULL ? c->agree_after_beats(c->ctx, rc, err)
                                      : c->agree(c->ctx, rc, err);
   /* Once files get names, a SIGTERM, SIGINT or SIGHUP waits until the

@@ -20,13 +20,15 @@
  * `n` tensors `t` back to back in that order, `__metadata__` {"tp_rank":
  * t, "tp_size": T}, and on a grid with P x D > 1 also "rank",
  * "world_size", "pp_rank": p, "pp_size": P, "dp_rank": d, "dp_size": D
- * (so one TP group's files are what they always were).  The one
+ * (so one TP group's files are what they always were), and when
+ * `fingerprint` is not NULL, "fingerprint": the job's
+ * (tpl__shardinfo_fingerprint, also in shard-info.json).  The one
  * definition preshard and `tpload dump` share, so a dump is byte for byte
  * the rank file.  *hdr is malloc'd (caller frees).  Returns 0, -ENOMEM or
  * TPL_EOVERFLOW. */
 int tpl__rank_file_header(const struct tpl__st_out *t, size_t n,
                           const struct tpl__grid *g, uint32_t rank,
-                          uint8_t **hdr, size_t *len);
+                          const char *fingerprint, uint8_t **hdr, size_t *len);
 
 /* The rank layout's sink (o->model unused): rank 0 prepares DIR (empty,
  * or with --force the old output removed, shard-info.json first), every

@@ -13,6 +13,8 @@
 
 #include "dtype.h"
 #include "fileio.h"
+#include "fmt_safetensors.h"
+#include "jsonu.h"
 #include "origin.h"
 #include "reshard.h"
 #include "scope.h"
@@ -88,6 +90,54 @@ static int add_rank_files(struct tpl__model *m, struct tpl__reshard *rs,
     if (m->nfiles != r + 1) return tpl__fail(err, TPL_EINTERNAL, "rank files");
   }
   return 0;
+}
+
+/* Rank file r's __metadata__ "fingerprint" (its header read again, a
+ * few KiB) as a new string in *out, NULL when it records none. */
+static int file_fingerprint(struct tpl__model *m, struct tpl__reshard *rs,
+                            uint32_t r, char **out, struct tpl__error *err) {
+  const struct tpl__file *f = &m->files[r];
+  uint8_t pre[8];
+  uint64_t hl = 0;
+  char *hdr = NULL;
+  json_t *root = NULL;
+  const char *fp;
+  int rc = rs->base->read(m, r, pre, sizeof(pre), 0, err);
+  if (rc == 0)
+    rc = tpl__st_header_len(pre, sizeof(pre), f->size, f->path, &hl, err);
+  if (rc == 0 && (hdr = malloc((size_t)hl + 1)) == NULL) rc = tpl__oom(err);
+  if (rc == 0) rc = rs->base->read(m, r, hdr, hl, sizeof(pre), err);
+  if (rc == 0)
+    rc = tpl__json_parse_object(hdr, (size_t)hl, f->path, &root, err);
+  fp = json_string_value(
+      json_object_get(json_object_get(root, "__metadata__"), "fingerprint"));
+  *out = NULL;
+  if (rc == 0 && fp != NULL && (*out = strdup(fp)) == NULL) rc = tpl__oom(err);
+  json_decref(root);
+  free(hdr);
+  return rc;
+}
+
+/* Every rank file records the fingerprint shard-info.json records (an
+ * output older than it: none in either, accepted), so files of two
+ * jobs on the same grid and shapes are refused before a byte is read. */
+static int same_job(struct tpl__model *m, struct tpl__reshard *rs,
+                    const char *what, struct tpl__error *err) {
+  const char *want = rs->si->fingerprint;
+  int rc = 0;
+  for (uint32_t r = 0; rc == 0 && r < rs->si->world; r++) {
+    char *got = NULL;
+    rc = file_fingerprint(m, rs, r, &got, err);
+    if (rc == 0 && strcmp(got != NULL ? got : "", want) != 0)
+      rc = tpl__fail(err, TPL_EFORMAT,
+                     "%s: fingerprint %s, but %s records %s: a rank file "
+                     "of another job (every file must come from one "
+                     "preshard)",
+                     m->files[r].path, got != NULL ? got : "none", what,
+                     want[0] != '\0' ? want : "none");
+    free(got);
+  }
+  return rc;
 }
 
 static int differs(const struct tpl__model *m, uint32_t r, const char *tensor,
@@ -239,11 +289,19 @@ int tpl__reshard_load(struct tpl__model *m, const char *member,
   }
   if (rc == 0) rc = get_info(m, rs, member, what, err);
   if (rc == 0) rc = add_rank_files(m, rs, what, err);
+  if (rc == 0) rc = same_job(m, rs, what, err);
   if (rc == 0) rc = match_files(m, rs, err);
   if (rc == 0) rc = full_tensors(m, rs, "rank*.safetensors", what, err);
   if (rc == 0) rc = config_kind(m, rs, err);
   if (rc == 0) m->origin = tpl__origin_presharded(base);
   if (rc == 0) m->approximate = rs->approximate;
+  if (rc != 0 && m->priv == rs) {
+    /* not a presharded directory (a URL's probe: no shard-info.json), or
+     * a refused one: m is no re-shard for the format read next */
+    reshard_free(rs);
+    m->priv = NULL;
+    m->priv_free = NULL;
+  }
   free(what);
   return rc;
 }

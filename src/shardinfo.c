@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
 
 #include "dtype.h"
 #include "experts.h"
@@ -142,6 +144,35 @@ json_t *tpl__shardinfo_ep(const struct tpl__grid *g, uint32_t experts) {
                    (json_int_t)experts, "ranks", a);
 }
 
+void tpl__shardinfo_fingerprint(const struct tpl__job *job,
+                                const struct tpl__rank_info *ranks, char *out) {
+  uint32_t w = job->grid.world, g[3] = {job->grid.tp, job->grid.pp, w};
+  /* Chained: each field hashed with the digest so far as its seed. */
+  uint64_t h = XXH3_64bits(g, sizeof(g));
+  for (size_t i = 0; i < job->ntensors; i++) {
+    const char *name = job->tensors[i].name;
+    h = XXH3_64bits_withSeed(name, strlen(name) + 1, h);
+    for (uint32_t r = 0; r < w; r++) {
+      const struct tpl__rank_info *ri = &ranks[i * (size_t)w + r];
+      uint64_t rec[3] = {r, ri->nbytes, ri->xxh3};
+      if (tpl__job_holds(job, i, r))
+        h = XXH3_64bits_withSeed(rec, sizeof(rec), h);
+    }
+  }
+  snprintf(out, TPL_FINGERPRINT_LEN + 1, "%016" PRIx64, h);
+}
+
+/* With `ranks`, root's "fingerprint"; returns 0 or -ENOMEM. */
+static int add_fingerprint(json_t *root, const struct tpl__job *job,
+                           const struct tpl__rank_info *ranks) {
+  char fp[TPL_FINGERPRINT_LEN + 1];
+  if (ranks == NULL) return 0;
+  tpl__shardinfo_fingerprint(job, ranks, fp);
+  return json_object_set_new(root, "fingerprint", json_string(fp)) == 0
+             ? 0
+             : -ENOMEM;
+}
+
 int tpl__shardinfo_build(const struct tpl__job *job,
                          const struct tpl__rank_info *ranks, json_t **out) {
   json_t *params = json_array();
@@ -154,7 +185,10 @@ int tpl__shardinfo_build(const struct tpl__job *job,
                 (json_int_t)job->grid.dp, "bias_scaling",
                 job->bias_family == TPL_BIASF_MLC, "bias_policy",
                 tpl__bias_family_name(job->bias_family), "params", params);
-  if (root == NULL) return -ENOMEM;
+  if (root == NULL || add_fingerprint(root, job, ranks) != 0) {
+    json_decref(root);
+    return -ENOMEM;
+  }
   if (job->grid.ep > 0 &&
       json_object_set_new(root, "expert_parallel",
                           tpl__shardinfo_ep(&job->grid, job->experts)) != 0) {

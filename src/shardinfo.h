@@ -36,10 +36,26 @@ json_t *tpl__shardinfo_ep(const struct tpl__grid *g, uint32_t experts);
 json_t *tpl__shardinfo_param(const struct tpl__job *job, size_t i,
                              const struct tpl__rank_info *ranks);
 
+/* The fingerprint's length in hex digits (its buffer holds one more). */
+#define TPL_FINGERPRINT_LEN 16
+
+/* The output's fingerprint, which every rank file's `__metadata__` and
+ * shard-info.json record (key "fingerprint") so a reader refuses rank
+ * files of two jobs before reading a byte: XXH3-64 of the grid and every
+ * holder's (tensor name, rank, bytes, XXH3) in checkpoint and rank order,
+ * as TPL_FINGERPRINT_LEN lowercase hex digits and a NUL in `out`.  Equal
+ * for two outputs that hold the same bytes at the same places (a
+ * re-shard equal to preshard of the original has the original's), so
+ * the files stay byte-identical across runs.  `ranks` as for
+ * tpl__shardinfo_build, not NULL. */
+void tpl__shardinfo_fingerprint(const struct tpl__job *job,
+                                const struct tpl__rank_info *ranks, char *out);
+
 /* Builds the whole shard-info object of `job`:
  * {"tensor_parallel_shards", "pipeline_parallel_stages",
  * "data_parallel_replicas", "bias_scaling" (the family is mlc),
- * "bias_policy" (the family's name), "params": [...]} with params
+ * "bias_policy" (the family's name), "params": [...], and with `ranks`
+ * "fingerprint" (tpl__shardinfo_fingerprint)} with params
  * in checkpoint order.  `ranks` is NULL or job->ntensors *
  * job->grid.world entries, ranks[i * world + r] for tensor i and rank r
  * (entries of ranks that do not hold tensor i are not read).  On success *out

@@ -173,13 +173,15 @@ static json_t *header_metadata(const uint8_t *hdr, size_t len) {
 }
 
 /* The `__metadata__` that preshard writes for rank r (its place in the
- * grid; tpl__rank_file_header is the one definition), as a new
+ * grid and the fingerprint shard-info.json records, none in an output
+ * older than it; tpl__rank_file_header is the one definition), as a new
  * reference, or NULL on ENOMEM. */
 static json_t *expected_metadata(const struct verify *v, uint32_t r) {
+  const char *fp = json_string_value(json_object_get(v->info, "fingerprint"));
   uint8_t *hdr = NULL;
   size_t len = 0;
   json_t *meta = NULL;
-  if (tpl__rank_file_header(NULL, 0, &v->job->grid, r, &hdr, &len) == 0)
+  if (tpl__rank_file_header(NULL, 0, &v->job->grid, r, fp, &hdr, &len) == 0)
     meta = header_metadata(hdr, len);
   free(hdr);
   return meta;

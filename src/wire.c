@@ -215,6 +215,7 @@ int tpl__wire_encode_response(const struct tpl__wire_response *r,
   m.table_bytes = r->table_bytes;
   m.generation = r->generation;
   m.plan = (char *)(r->plan ? r->plan : "");
+  m.fingerprint = (char *)(r->fingerprint ? r->fingerprint : "");
   m.error_code = r->error_code;
   m.reload_model = (char *)(r->reload_model ? r->reload_model : "");
   m.reload_store_bytes = r->reload_store_bytes;
@@ -259,6 +260,7 @@ static void copy_response(struct tpl__wire_response *out,
   out->error = m->error != NULL && m->error[0] != '\0' ? m->error : NULL;
   out->job_id = m->job_id ? m->job_id : "";
   out->model = m->model ? m->model : "";
+  out->fingerprint = m->fingerprint ? m->fingerprint : "";
   out->status = m->status.len > 0 ? m->status.data : NULL;
   out->status_len = m->status.len;
   out->job = m->job.len > 0 ? m->job.data : NULL;

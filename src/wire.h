@@ -127,6 +127,8 @@ struct tpl__wire_response {
   uint64_t table_bytes;        /* attach: size of the TPLM table memfd */
   uint64_t generation;         /* the version served (1: the first load) */
   const char *plan;            /* the --plan of that generation, or NULL */
+  const char *fingerprint;     /* its job fingerprint (shardinfo.h), or
+                                  NULL; decoded: "" from an older daemon */
   int error_code;              /* with `error`: the failure's code, or 0 */
   const char *reload_model;    /* status during a reload, or NULL */
   uint64_t reload_store_bytes; /* ... its new store (0: not yet known) */

@@ -311,7 +311,43 @@ synth llama-b --arch llama $SMALL --dtype f32 --seed 7
 to_n "another job" 4 "$M/llama-b" llama-b-4
 bad
 cp "$T_TMP/llama-b-4/rank1.safetensors" "$T_TMP/bad/"
-refused "a rank file of another job" read "$T_TMP/bad" rank1.safetensors
+# Same grid, plan and shapes: told apart by the job fingerprint its
+# header and shard-info.json record, before a tensor byte is read.
+refused "a rank file of another job" open "$T_TMP/bad" \
+  'bad/rank1\.safetensors: fingerprint' 'bad/shard-info\.json' 'another job'
+refused "... and preshard of it" read "$T_TMP/bad" 'rank1\.safetensors' \
+  'another job'
+t_exit "... and verify ORIGINAL of it: 65" 65 \
+  "$TPLOAD" verify "$M/llama" "$T_TMP/bad" --quiet
+if messages "$T_TMP/err" | grep -q 'rank1\.safetensors: __metadata__.*fingerprint'
+then
+  t_ok "... naming rank1.safetensors' fingerprint"
+else
+  t_fail "... naming rank1.safetensors' fingerprint" \
+    "$(messages "$T_TMP/err" | head -c 1000)"
+fi
+# An output older than the fingerprint (no key in any header nor in
+# shard-info.json) is read as before.
+bad
+"$ORACLE" - "$T_TMP/bad" <<'PY'
+import glob, json, os, re, sys
+d = sys.argv[1]
+for path in glob.glob(os.path.join(d, "rank*.safetensors")):
+    with open(path, "r+b") as f:
+        head = f.read(1 << 16)
+        m = re.search(rb',"fingerprint":"[0-9a-f]{16}"', head)
+        if m is None:
+            sys.exit("%s: no fingerprint in the header" % path)
+        f.seek(m.start())
+        f.write(b" " * (m.end() - m.start()))
+path = os.path.join(d, "shard-info.json")
+info = json.load(open(path))
+del info["fingerprint"]
+json.dump(info, open(path, "w"))
+PY
+to_n "an output without fingerprints" 2 "$T_TMP/bad" old-2
+same "... re-sharded at 2 = preshard of the original at 2" \
+  "$T_TMP/llama-2" "$T_TMP/old-2"
 bad
 "$ORACLE" - "$T_TMP/bad/shard-info.json" <<'PY'
 import json, sys

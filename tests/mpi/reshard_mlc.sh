@@ -10,7 +10,9 @@
 # the original's, every file, and `verify` with it as ORIGINAL passes
 # both.  MLC's own converter's cache, from
 # oracle/mlc_preshard.py write, read back at one rank = the original's
-# tensors (oracle/reshard.py full: numpy).  Bad caches: a missing
+# tensors (oracle/reshard.py full: numpy).  --verify-md5 (load and
+# inspect) checks the cache's files against their records' md5sums: the
+# report lists them all, a flipped byte is 65 naming the file.  Bad caches: a missing
 # "_shard-k" record, shard records of unequal shapes: 65 naming it; a
 # whole shard's records gone: 65 naming mlc-chat-config.json's N.
 . "$TESTS_SRCDIR/lib/lib.sh"
@@ -44,9 +46,10 @@ cut "q4f16_1 --layout mlc at 4" 4 "$S" "$T_TMP/m4" --layout mlc
 cut "the original at 2" 2 "$S" "$T_TMP/o2"
 cut "the original --layout mlc at 2" 2 "$S" "$T_TMP/om2" --layout mlc
 
-# NAME DTYPE SHAPE of every tensor inspect lists, sorted.
+# listed MODEL [inspect options...]: NAME DTYPE SHAPE of every tensor
+# inspect lists, sorted.
 listed() {
-  "$TPLOAD" inspect "$1" 2>&1 | grep -E '^[a-z].* \[' |
+  "$TPLOAD" inspect "$@" 2>&1 | grep -E '^[a-z].* \[' |
     sed 's/ *[0-9]* *params_shard_.*$//' | sort
 }
 listed "$S" >"$T_TMP/i.src"
@@ -57,6 +60,56 @@ if [ -s "$T_TMP/i.src" ] && cmp -s "$T_TMP/i.src" "$T_TMP/i.m4" &&
 else
   t_fail "inspect lists the original's names, dtypes and shapes" \
     "$(diff "$T_TMP/i.src" "$T_TMP/i.m4" | head -c 1500)"
+fi
+
+# --verify-md5: the cache's own files against the md5sums their records
+# carry (tensor-cache.json; numpy's hashlib agrees with them first), by
+# load and by inspect, which lists the full tensors still.
+t_check "the 4-way cache's records carry its files' md5sums (hashlib)" \
+  "$ORACLE" - "$T_TMP/m4" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+files = json.load(open(os.path.join(d, "tensor-cache.json")))["records"]
+for f in files:
+    got = hashlib.md5(open(os.path.join(d, f["dataPath"]), "rb").read())
+    if got.hexdigest() != f["md5sum"]:
+        sys.exit("%s: md5sum %s, found %s" % (f["dataPath"], f["md5sum"],
+                                             got.hexdigest()))
+open(os.path.join(d, "..", "m4.files"), "w").write(
+    "\n".join(f["dataPath"] for f in files) + "\n")
+PY
+t_exit "load --verify-md5 of the 4-way cache at 2 exits 0" 0 \
+  mpi 2 load "$T_TMP/m4" --verify-md5 --json
+cp "$T_TMP/out" "$T_TMP/load-md5.json"
+t_check "... its report lists every file of the cache as verified" \
+  "$ORACLE" - "$T_TMP/load-md5.json" "$T_TMP/m4.files" <<'PY'
+import json, sys
+got = json.load(open(sys.argv[1])).get("md5", {}).get("verified")
+want = open(sys.argv[2]).read().split()
+if got != want:
+    sys.exit("verified %r, expected %r" % (got, want))
+PY
+listed "$T_TMP/m4" --verify-md5 >"$T_TMP/i.m4md5"
+if [ -s "$T_TMP/i.m4md5" ] && cmp -s "$T_TMP/i.src" "$T_TMP/i.m4md5" &&
+  "$TPLOAD" inspect "$T_TMP/m4" --verify-md5 |
+  grep -q "md5sum as the cache records: $(grep -c . "$T_TMP/m4.files") files"
+then
+  t_ok "inspect --verify-md5 lists the full tensors and checks every file"
+else
+  t_fail "inspect --verify-md5 lists the full tensors and checks every file" \
+    "$(diff "$T_TMP/i.src" "$T_TMP/i.m4md5" | head -c 1500)"
+fi
+rm -rf "$T_TMP/m4x"
+cp -r "$T_TMP/m4" "$T_TMP/m4x"
+printf 'X' | dd of="$T_TMP/m4x/params_shard_2.bin" bs=1 seek=100 \
+  conv=notrunc 2>/dev/null
+t_exit "a flipped byte: load --verify-md5 exits 65" 65 \
+  mpi 2 load "$T_TMP/m4x" --verify-md5
+if messages "$T_TMP/err" | grep -q "m4x/params_shard_2.bin: expected md5sum"
+then
+  t_ok "... naming the file"
+else
+  t_fail "... naming the file" "$(messages "$T_TMP/err" | head -c 1000)"
 fi
 
 cut "the 4-way cache as MODEL at 2" 2 "$T_TMP/m4" "$T_TMP/r2"

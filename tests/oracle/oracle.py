@@ -1116,11 +1116,18 @@ def _same(what, want, got):
 
 def _check_rank_file(path, r, meta_want, held):
     """Rank r's file holds exactly `held` ((name, dtype, rank_shape,
-    bytes) in order) with __metadata__ `meta_want`."""
+    bytes) in order) with __metadata__ `meta_want` and a "fingerprint",
+    whose value _check_fingerprint holds to the other files'.  Returns
+    the fingerprint."""
     try:
         tensors, meta, order = npst.read(path)
     except (OSError, ValueError) as e:
         raise Mismatch("rank %d: %s: unreadable: %s" % (r, path, e))
+    meta = dict(meta or {})
+    fp = meta.pop("fingerprint", None)
+    if not isinstance(fp, str) or not fp:
+        raise Mismatch("rank %d: %s: __metadata__: expected a "
+                       "\"fingerprint\", found %r" % (r, path, fp))
     _same("rank %d: %s: __metadata__" % (r, path), meta_want, meta)
     for i, (name, dt, rank_shape, want) in enumerate(held):
         where = "rank %d: tensor '%s'" % (r, name)
@@ -1139,6 +1146,23 @@ def _check_rank_file(path, r, meta_want, held):
                            "difference at byte %d)"
                            % (where, len(want), len(raw), diff))
     _same("rank %d: tensor count" % r, len(held), len(order))
+    return fp
+
+
+def _check_fingerprint(d, fps):
+    """Every rank file of output `d` records the one fingerprint (`fps`,
+    rank order), and shard-info.json records it too (the reader refuses
+    files of two jobs by it).  Its value is tpload's; only its presence
+    and equality are checked."""
+    for r, fp in enumerate(fps):
+        _same("rank %d: __metadata__ fingerprint (rank 0's)" % r, fps[0], fp)
+    path = os.path.join(d, "shard-info.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            got = json.load(f).get("fingerprint")
+    except (OSError, ValueError) as e:
+        raise Mismatch("%s: unreadable: %s" % (path, e))
+    _same("shard-info.json: fingerprint (the rank files')", fps[0], got)
 
 
 def _check_param(p, e, n):
@@ -1230,11 +1254,12 @@ def check_preshard(model, plan, n, d, bias_scaling=True):
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
                   + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
-    for r in range(n):
+    _check_fingerprint(d, [
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
                          {"tp_rank": str(r), "tp_size": str(n)},
                          [(e["name"], e["dtype"], e["rank_shape"],
                            e["ranks"][r]) for e in exp])
+        for r in range(n)])
     _check_shard_info(os.path.join(d, "shard-info.json"), exp, n,
                       bias_scaling)
     return len(exp)
@@ -1265,9 +1290,11 @@ def check_grid(model, plan, n, tp, pp, layers, d, tied=False):
     have = sorted(x for x in os.listdir(d) if x.endswith(".safetensors"))
     _same("%s: rank files" % d,
           sorted("rank%d.safetensors" % r for r in range(n)), have)
-    for r in range(n):
-        _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
-                         grid_meta(n, tp, pp, r), held[r])
+    fps = [_check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
+                            grid_meta(n, tp, pp, r), held[r])
+           for r in range(n)]
+    if os.path.exists(os.path.join(d, "shard-info.json")):
+        _check_fingerprint(d, fps)
     return sum(len(h) for h in held)
 
 
@@ -1451,9 +1478,10 @@ def check_ep(model, plan, n, d, shift=0, tp=None, size=None):
     want = sorted(["rank%d.safetensors" % r for r in range(n)]
                   + ["shard-info.json"] + copied_config(model))
     _same("%s: files" % d, want, sorted(os.listdir(d)))
-    for r in range(n):
+    _check_fingerprint(d, [
         _check_rank_file(os.path.join(d, "rank%d.safetensors" % r), r,
                          grid_meta(n, tp, 1, r), held[r])
+        for r in range(n)])
     _check_ep_info(os.path.join(d, "shard-info.json"), held, n, experts,
                    [t[0] for t in read_model(model)], tp, size)
     return sum(len(h) for h in held)

@@ -126,6 +126,16 @@ static void test_group_hole(void) {
   group_refused(t, 2, "tensor 'a_shard-1': missing");
 }
 
+/* k = 2^31 - 1 makes N 2^31: refused for the shards it lacks, without
+ * a table of N (fuzz_mlc_shards found calloc(2^31, 8) here). */
+static void test_group_huge_k(void) {
+  static const char *const names[] = {"a_shard-0", "a_shard-1", "c",
+                                      "d_shard-2147483647"};
+  struct tpl__tensor t[4];
+  records(t, names, 4);
+  group_refused(t, 4, "tensor 'a_shard-2': missing: the cache has 2147483648");
+}
+
 static void test_group_unequal_shape(void) {
   static const char *const names[] = {"a_shard-0", "a_shard-1"};
   struct tpl__tensor t[2];
@@ -284,6 +294,7 @@ int main(void) {
   RUN(test_group_plain);
   RUN(test_group_missing);
   RUN(test_group_hole);
+  RUN(test_group_huge_k);
   RUN(test_group_unequal_shape);
   RUN(test_group_unequal_dtype);
   RUN(test_group_both);

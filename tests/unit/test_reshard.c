@@ -314,6 +314,31 @@ static void test_si_replicas_disagree(void) {
   CHECK_STR_CONTAINS(err.msg, "rank 1's");
 }
 
+/* The job's "fingerprint" is kept as written; absent (an older
+ * output) it is "". */
+static void test_si_fingerprint(void) {
+  struct tpl__error err = {0};
+  struct tpl__si *si = NULL;
+  char *doc = edited("\"params\": [",
+                     "\"fingerprint\": \"0123456789abcdef\", \"params\": [");
+  REQUIRE(doc != NULL);
+  REQUIRE(tpl__si_parse(doc, strlen(doc), "s", &si, &err) == 0);
+  CHECK_STR_EQ(si->fingerprint, "0123456789abcdef");
+  tpl__si_free(si);
+  si = NULL;
+  REQUIRE(tpl__si_parse(valid, strlen(valid), "s", &si, &err) == 0);
+  CHECK_STR_EQ(si->fingerprint, "");
+  tpl__si_free(si);
+  free(doc);
+}
+
+static void test_si_fingerprint_hex(void) {
+  refused("\"params\": [", "\"fingerprint\": \"0123\", \"params\": [",
+          "\"fingerprint\"");
+  refused("\"params\": [", "\"fingerprint\": 12, \"params\": [",
+          "\"fingerprint\"");
+}
+
 static void test_si_bad_bias(void) {
   refused("\"bias\": \"scale\"", "\"bias\": \"half\"", "bias policy");
 }
@@ -385,6 +410,8 @@ int main(void) {
   RUN(test_si_ranks_order);
   RUN(test_si_shard_unheld);
   RUN(test_si_replicas_disagree);
+  RUN(test_si_fingerprint);
+  RUN(test_si_fingerprint_hex);
   RUN(test_si_bad_bias);
   RUN(test_unscale_bias);
   RUN(test_unscale_within_ulp);
