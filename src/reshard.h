@@ -79,4 +79,12 @@ int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
                       tpl__reshard_read_fn read, void *ctx, void *dst,
                       uint64_t len, uint64_t off, struct tpl__error *err);
 
+/* What the gather of the virtual file's [off, off + len) will read: each
+ * rank file's range, as hint(ctx, file, offset, length), so that it can
+ * be read ahead (reads nothing, changes nothing in rs). */
+typedef void (*tpl__reshard_hint_fn)(void *ctx, uint32_t file, uint64_t off,
+                                     uint64_t len);
+void tpl__reshard_hint(const struct tpl__reshard *rs, uint64_t off,
+                       uint64_t len, tpl__reshard_hint_fn hint, void *ctx);
+
 #endif
