@@ -74,7 +74,8 @@ uint32_t tpl__reshard_approximate(const struct tpl__reshard *rs);
  * a buffer of its size, kept for the next extent (one tensor at most);
  * one the extent covers whole is rebuilt in place.  Returns 0, the
  * read's codes, TPL_EMISMATCH naming the rank file and tensor whose
- * bytes are not their XXH3, or -ENOMEM. */
+ * bytes are not their XXH3, or -ENOMEM.  Callers on several threads
+ * take turns (one lock: the kept tensor and the runs are shared). */
 int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
                       tpl__reshard_read_fn read, void *ctx, void *dst,
                       uint64_t len, uint64_t off, struct tpl__error *err);
