@@ -15,7 +15,9 @@
 #             the rank layout's) to /dev/null
 # warm (every input's files read once before) and, as root, cold (the
 # page cache dropped before every timed run: sync; echo 3 >
-# /proc/sys/vm/drop_caches).  Prints medians of wall seconds and of the
+# /proc/sys/vm/drop_caches), each timed run after the memory warm step of
+# bench.sh (bench-peers.py warm: twice the model's bytes touched and
+# freed, so no contestant pays this VM's cold-memory faults).  Prints medians of wall seconds and of the
 # report's seconds ("job", the slowest rank's), the ratios to the goal,
 # and rank 0's read mode/alignment per run kind, then a Markdown table
 # (what docs/PERFORMANCE.md shows).
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
   *) echo "usage: $0 [--gib X] [--runs R] [--no-cold] [--tpload BIN]" >&2; exit 2 ;;
   esac
 done
+# shellcheck source=bench_lib.sh
 . "$top/scripts/bench_lib.sh"
 [ -z "$bin" ] || T=$bin
 [ "$(id -u)" -eq 0 ] || cold=
@@ -61,6 +64,7 @@ mlc4="$cache/llama-${gib}g-mlc4"
 [ -f "$mlc4/mlc-chat-config.json" ] || $MPIRUN -np 4 "$T" preshard "$mlc" \
   --out "$mlc4" --layout mlc --force --quiet
 out="$cache/reshard-out"
+warm_bytes=$((2 * $(du -sb "$orig" | cut -f1)))
 kinds="orig rank4 mlc-orig mlc4"
 input_of() {
   case $1 in
@@ -71,7 +75,14 @@ input_of() {
   esac
 }
 
-drop() { [ "$1" = cold ] || return 0; sync; echo 3 >/proc/sys/vm/drop_caches; }
+# drop TEMP: the page cache dropped when cold; the memory warmed.
+drop() {
+  if [ "$1" = cold ]; then
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+  fi
+  $PY "$top/scripts/bench-peers.py" warm "$warm_bytes"
+}
 
 # one TEMP KIND: "wall job modes" of a preshard at 2 of KIND's input.
 one() {
@@ -99,7 +110,7 @@ cat_floor() {
 
 rows=()
 bench() { # TEMP
-  local temp=$1 k r o w j m cw=() cr=() wall job ratio_w ratio_j
+  local temp=$1 k r o cw=() cr=() wall job ratio_w ratio_j
   declare -A W J M
   for _ in $(seq "$runs"); do
     for k in $kinds; do
