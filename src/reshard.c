@@ -6,6 +6,7 @@
  * per tensor, contiguously, and checks it against its XXH3 before its
  * bytes go anywhere. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ struct tpl__reshard {
   size_t run;
   uint64_t run_at;
   XXH3_state_t **states; /* si->tp of them, made at the first run */
+  pthread_mutex_t lock;  /* the gather's: the model's reads and the bulk
+                            source's thread may both read */
 };
 
 static void reshard_free(void *p) {
@@ -55,11 +58,18 @@ static void reshard_free(void *p) {
   for (uint32_t s = 0; rs->states != NULL && s < rs->si->tp; s++)
     XXH3_freeState(rs->states[s]);
   free(rs->states);
+  pthread_mutex_destroy(&rs->lock);
   tpl__si_free(rs->si);
   free(rs);
 }
 
 /* --- the load --- */
+
+static struct tpl__reshard *reshard_new(void) {
+  struct tpl__reshard *rs = calloc(1, sizeof(*rs));
+  if (rs != NULL) pthread_mutex_init(&rs->lock, NULL);
+  return rs;
+}
 
 static int get_info(struct tpl__model *m, struct tpl__reshard *rs,
                     const char *member, const char *what,
@@ -278,7 +288,7 @@ static int config_kind(struct tpl__model *m, struct tpl__reshard *rs,
 
 int tpl__reshard_load(struct tpl__model *m, const char *member,
                       struct tpl__error *err) {
-  struct tpl__reshard *rs = calloc(1, sizeof(*rs));
+  struct tpl__reshard *rs = reshard_new();
   const struct tpl__origin *base = tpl__model_origin(m);
   char *what = base->shown(m, member);
   int rc = rs != NULL && what != NULL ? 0 : tpl__oom(err);
@@ -338,7 +348,7 @@ static int adopt_holders(struct tpl__model *m, struct tpl__reshard *rs,
 int tpl__reshard_adopt(struct tpl__model *m, struct tpl__si *si,
                        const size_t *rec, const char *vname, const char *what,
                        struct tpl__error *err) {
-  struct tpl__reshard *rs = calloc(1, sizeof(*rs));
+  struct tpl__reshard *rs = reshard_new();
   int rc = rs != NULL ? 0 : tpl__oom(err);
   if (rs == NULL) {
     tpl__si_free(si);
@@ -553,6 +563,38 @@ static int run_source(struct gather *g, size_t i, uint32_t k, uint64_t from,
   return check_hash(g, i, h, XXH3_64bits_digest(rs->states[k]));
 }
 
+/* Each source's bytes of the run [from, from + n) of param i, as
+ * `hint` wants them (file, offset, length). */
+static void hint_param(const struct tpl__reshard *rs, size_t i, uint64_t from,
+                       uint64_t n, tpl__reshard_hint_fn hint, void *ctx) {
+  const struct tpl__si_param *p = &rs->si->params[i];
+  uint32_t nsrc = p->kind == TPL_SI_CUT ? rs->si->tp : 1;
+  for (uint32_t k = 0; k < nsrc; k++) {
+    struct tpl__layout l;
+    uint64_t at, len;
+    size_t h;
+    if (source_of(rs, i, k, &l, &h) != 0) return;
+    if (p->kind == TPL_SI_SCALED) h = holder_index(p, 0);
+    at = tpl__layout_count(&l, 0, from);
+    len = tpl__layout_count(&l, from, from + n);
+    if (len > 0)
+      hint(ctx, holder_file(rs, i, h), rs->hoff[rs->hbase[i] + h] + at, len);
+  }
+}
+
+void tpl__reshard_hint(const struct tpl__reshard *rs, uint64_t off,
+                       uint64_t len, tpl__reshard_hint_fn hint, void *ctx) {
+  while (len > 0) {
+    size_t i = param_at(rs, off);
+    uint64_t from = off - rs->voff[i], n = rs->bytes[i] - from;
+    if (off < rs->voff[i] || from >= rs->bytes[i]) return;
+    if (n > len) n = len;
+    hint_param(rs, i, from, n, hint, ctx);
+    off += n;
+    len -= n;
+  }
+}
+
 /* The run [from, from + n) of param i into out, from its sources read a
  * run at a time, when the runs come in order from its start (the
  * stream's); 1 when they do not (or it is a scaled bias): the caller
@@ -584,9 +626,9 @@ static int run(struct gather *g, size_t i, uint64_t from, uint64_t n,
   return rc;
 }
 
-int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
-                      tpl__reshard_read_fn read, void *ctx, void *dst,
-                      uint64_t len, uint64_t off, struct tpl__error *err) {
+static int gather_range(struct tpl__reshard *rs, const struct tpl__model *m,
+                        tpl__reshard_read_fn read, void *ctx, void *dst,
+                        uint64_t len, uint64_t off, struct tpl__error *err) {
   struct gather g = {rs, m, read, ctx, err};
   uint8_t *out = dst;
   int rc = 0;
@@ -607,5 +649,15 @@ int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
     off += n;
     len -= n;
   }
+  return rc;
+}
+
+int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
+                      tpl__reshard_read_fn read, void *ctx, void *dst,
+                      uint64_t len, uint64_t off, struct tpl__error *err) {
+  int rc;
+  pthread_mutex_lock(&rs->lock);
+  rc = gather_range(rs, m, read, ctx, dst, len, off, err);
+  pthread_mutex_unlock(&rs->lock);
   return rc;
 }

@@ -74,9 +74,18 @@ uint32_t tpl__reshard_approximate(const struct tpl__reshard *rs);
  * a buffer of its size, kept for the next extent (one tensor at most);
  * one the extent covers whole is rebuilt in place.  Returns 0, the
  * read's codes, TPL_EMISMATCH naming the rank file and tensor whose
- * bytes are not their XXH3, or -ENOMEM. */
+ * bytes are not their XXH3, or -ENOMEM.  Callers on several threads
+ * take turns (one lock: the kept tensor and the runs are shared). */
 int tpl__reshard_read(struct tpl__reshard *rs, const struct tpl__model *m,
                       tpl__reshard_read_fn read, void *ctx, void *dst,
                       uint64_t len, uint64_t off, struct tpl__error *err);
+
+/* What the gather of the virtual file's [off, off + len) will read: each
+ * rank file's range, as hint(ctx, file, offset, length), so that it can
+ * be read ahead (reads nothing, changes nothing in rs). */
+typedef void (*tpl__reshard_hint_fn)(void *ctx, uint32_t file, uint64_t off,
+                                     uint64_t len);
+void tpl__reshard_hint(const struct tpl__reshard *rs, uint64_t off,
+                       uint64_t len, tpl__reshard_hint_fn hint, void *ctx);
 
 #endif
