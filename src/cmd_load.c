@@ -70,13 +70,15 @@ static const char load_help[] =
     "                      config.json declares (DeepSeek-V3's\n"
     "                      num_nextn_predict_layers): the main model only\n"
     "  --chunk-mib M       rank 0's streaming window in MiB (default 48)\n"
-    "  --read R            mpi (default): rank 0 reads, MPI delivers; local:\n"
-    "                      every rank reads its own slices from the files\n"
-    "                      itself (they must be the files rank 0 validated,\n"
-    "                      same size and time; else 66 or 65).  local wins\n"
-    "                      where every node reads the files fast (one node,\n"
-    "                      page cache warm); mpi where one reader is best\n"
-    "                      (a shared or slow filesystem)\n"
+    "  --read R            who reads the files.  mpi: rank 0 reads, MPI\n"
+    "                      delivers; local: every rank reads its own slices\n"
+    "                      from the files itself (they must be the files\n"
+    "                      rank 0 validated, same size and time; else 66 or\n"
+    "                      65).  auto (default): local when every rank finds\n"
+    "                      every file mostly in its node's page cache (a\n"
+    "                      warm reload: nobody copies for another rank),\n"
+    "                      else mpi, where one reader is best (a cold disk,\n"
+    "                      a shared or slow filesystem, a URL)\n"
     "  --read-gap B        --read local from a URL: two pieces of a rank's\n"
     "                      slice at most B bytes apart are one GET, the\n"
     "                      bytes between fetched too (default 8192 for\n"
@@ -131,9 +133,10 @@ static const char load_help[] =
     "                      attach/detach with pid, shutdown on stderr) or\n"
     "                      debug (also one line per request)\n"
     "\n" TPL_CLI_HTTP_HELP
-    "Rank 0 fetches every byte once (--read mpi); with --read local every\n"
-    "rank fetches its own ranges (each needs the token: pass --token-file,\n"
-    "or export TPLOAD_HTTP_TOKEN to the ranks, mpirun -x).\n"
+    "From a URL rank 0 fetches every byte once (--read mpi and auto); with\n"
+    "--read local every rank fetches its own ranges (each needs the token:\n"
+    "pass --token-file, or export TPLOAD_HTTP_TOKEN to the ranks, mpirun\n"
+    "-x).\n"
     "\n"
     "Exit codes: 0 ok, 64 usage, 65 invalid model or plan (a file whose\n"
     "md5sum differs included), 66 model missing (HTTP 404 included), 69 a\n"
@@ -193,8 +196,8 @@ static int usage(struct load_cli *c, const char *fmt, const char *arg) {
 
 enum progress_mode { PROGRESS_AUTO, PROGRESS_ALWAYS, PROGRESS_NEVER };
 
-/* --progress[=W] and --hugetlb W: W's index among the three `names` (in
- * the order of the option's enum) into *out; -1 when it is none of them. */
+/* --progress[=W], --hugetlb W and --read R: W's index among the three `names`
+ * (in the order of the option's enum) into *out; -1 when it is none of them. */
 static int parse_keyword(const char *arg, const char *const names[3],
                          int *out) {
   for (int i = 0; i < 3; i++)
@@ -259,10 +262,6 @@ static int parse_values(struct load_cli *c, const struct tpl__cli_args *a) {
       tpl__log_level_parse(v[OPT_LOG_LEVEL], &c->serve.log_level) != 0)
     return usage(c, "--log-level expects quiet, info or debug, got '%s'",
                  v[OPT_LOG_LEVEL]);
-  if (v[OPT_READ] != NULL && strcmp(v[OPT_READ], "mpi") != 0 &&
-      strcmp(v[OPT_READ], "local") != 0)
-    return usage(c, "--read expects mpi or local, got '%s'", v[OPT_READ]);
-  c->o.read_local = v[OPT_READ] != NULL && strcmp(v[OPT_READ], "local") == 0;
   if (v[OPT_IO] != NULL && tpl__io_mode_parse(v[OPT_IO], &c->o.io_mode) != 0)
     return usage(c, "--io expects auto, direct or buffered, got '%s'",
                  v[OPT_IO]);
@@ -309,6 +308,22 @@ static int check_sink_options(struct load_cli *c,
   return 0;
 }
 
+/* --read R, its default TPLOAD_READ's (a site's choice, as a module file
+ * sets it), else auto.  Rank 0's is the job's (tpl__eng_share_job). */
+static int parse_read(struct load_cli *c, const char *v) {
+  static const char *const reads[] = {[TPL_READ_AUTO] = "auto",
+                                      [TPL_READ_MPI] = "mpi",
+                                      [TPL_READ_LOCAL] = "local"};
+  const char *env = getenv("TPLOAD_READ");
+  c->o.read_mode = TPL_READ_AUTO;
+  if (env != NULL && env[0] != '\0' &&
+      parse_keyword(env, reads, &c->o.read_mode) != 0)
+    return usage(c, "TPLOAD_READ expects auto, mpi or local, got '%s'", env);
+  if (v != NULL && parse_keyword(v, reads, &c->o.read_mode) != 0)
+    return usage(c, "--read expects auto, mpi or local, got '%s'", v);
+  return 0;
+}
+
 /* --read-gap BYTES: only with --read local; else the origin's default. */
 static int parse_read_gap(struct load_cli *c, const char *v) {
   unsigned long long gap = 0;
@@ -316,7 +331,7 @@ static int parse_read_gap(struct load_cli *c, const char *v) {
   if (v == NULL) return 0;
   if (tpl__cli_parse_uint(v, (unsigned long long)1 << 30, &gap) != 0)
     return usage(c, "--read-gap expects bytes 0..1073741824, got '%s'", v);
-  if (!c->o.read_local)
+  if (c->o.read_mode != TPL_READ_LOCAL)
     return usage(c, "%s: --read-gap is for --read local", c->cmd->name);
   c->o.read_gap = gap;
   return 0;
@@ -361,6 +376,7 @@ static int parse_args(struct load_cli *c, const struct tpl__cli_args *a) {
   c->json = tpl__cli_has(a, OPT_JSON);
   c->quiet = tpl__cli_has(a, OPT_QUIET);
   rc = parse_values(c, a);
+  if (rc == 0) rc = parse_read(c, a->value[OPT_READ]);
   if (rc == 0) rc = parse_read_gap(c, a->value[OPT_READ_GAP]);
   if (rc == 0) rc = check_sink_options(c, a);
   return rc != 0 ? rc : parse_layout(c, a);
@@ -390,11 +406,11 @@ static void progress_line(struct load_cli *c, const char *what, uint64_t done,
   }
 }
 
-/* The load's progress: the job's bytes, or with --read local rank 0's
- * own reads (each rank reads its own slices; the line says so). */
-static void show_progress(void *ctx, uint64_t done, uint64_t total) {
+/* The load's progress: the job's bytes, or rank 0's own reads when
+ * every rank reads its own slices (the line says so). */
+static void show_progress(void *ctx, uint64_t done, uint64_t total, int own) {
   struct load_cli *c = ctx;
-  progress_line(c, c->o.read_local ? " (rank 0's share)" : "", done, total);
+  progress_line(c, own ? " (rank 0's share)" : "", done, total);
 }
 
 /* --verify-md5's pass before it: the bytes hashed; once all are, the
@@ -447,10 +463,20 @@ static void print_summary(struct load_cli *c, const struct tpl__report *r) {
             tpl__cli_safe(quant, safe, sizeof(safe)));
 }
 
+/* Who read the files: when every rank read its own slices, a line
+ * saying so (and that --read auto chose it). */
+static void print_read_by(struct load_cli *c, const struct tpl__report *r) {
+  if (r->read == NULL || strcmp(r->read, "local") != 0) return;
+  fprintf(stderr, "tpload %s: every rank read its own slices%s\n", c->cmd->name,
+          r->read_auto ? " (--read auto: every file was in the page cache)"
+                       : "");
+}
+
 /* Rank 0's reads: "read direct: a, b buffered: c" (file names). */
 static void print_reads(struct load_cli *c, const struct tpl__report *r) {
   static const char *const modes[] = {"direct", "buffered", "http", "gathered"};
   const struct tpl__rank_report *r0 = &r->ranks[0];
+  print_read_by(c, r);
   if (r0->nreads == 0) return;
   fprintf(stderr, "tpload %s: rank 0 read", c->cmd->name);
   for (size_t m = 0; m < ARRAY_SIZE(modes); m++) {

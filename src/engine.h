@@ -11,6 +11,13 @@
 #include "coord.h"
 #include "http.h"
 
+/* --read: who reads the files.  mpi: rank 0, once, and MPI delivers;
+ * local: every rank its own slices (local_read.h); auto (the default):
+ * local when every rank finds every file of the job in its node's page
+ * cache (nobody reads a device then, and nobody copies for another),
+ * else mpi (DESIGN.md section 4.1). */
+enum tpl__read_mode { TPL_READ_AUTO, TPL_READ_MPI, TPL_READ_LOCAL };
+
 struct tpl__load_opts {
   struct tpl__sink steps; /* what the engine runs for the sink */
   const char *model;
@@ -26,8 +33,7 @@ struct tpl__load_opts {
                                  job (exit 69); 0 waits forever */
   uint64_t chunk_bytes;       /* rank 0's streaming window */
   int huge;                   /* memfd store: enum tpl__huge (store.h) */
-  int read_local;             /* --read local: every rank reads its own slices
-                                 from the files (local_read.h) */
+  int read_mode;              /* --read: enum tpl__read_mode */
   uint64_t read_gap;          /* --read-gap: local_read.h's run_gap, or
                                  TPL_READ_GAP_AUTO (the origin's) */
   int io_mode;                /* --io: enum tpl__io_mode (source.h) */
@@ -35,8 +41,9 @@ struct tpl__load_opts {
   int verify_md5;             /* --verify-md5: rank 0 checks every file of
                                  an MLC directory against its md5sum before
                                  the load (mlc_md5.h); a reload too */
-  /* Rank 0 only: called after every chunk with bytes delivered so far. */
-  void (*progress)(void *ctx, uint64_t done, uint64_t total);
+  /* Rank 0 only: called after every chunk with bytes delivered so far
+   * (`own`: rank 0's own reads of its share, every rank reading its own). */
+  void (*progress)(void *ctx, uint64_t done, uint64_t total, int own);
   /* Rank 0 only: called during --verify-md5's pass with bytes hashed. */
   void (*md5_progress)(void *ctx, uint64_t done, uint64_t total);
   /* Rank 0 only: called once the LoadReport is assembled, before the

@@ -60,7 +60,7 @@ static int validate(struct engine *e, struct tpl__error *err) {
   if (rc == 0) rc = tpl__grid_set_ep(&grid, o->ep, o->ep_size, err);
   if (rc == 0) rc = tpl__model_open_with(o->model, &o->http, 0, &e->model, err);
   if (rc == 0) rc = tpl__mlc_cut_model(e->model, o->plan, err);
-  if (rc == 0 && o->read_local &&
+  if (rc == 0 && o->read_mode == TPL_READ_LOCAL &&
       tpl__model_origin(e->model)->no_read_local != NULL)
     rc = tpl__fail(err, TPL_EUSAGE, "%s: %s", o->model,
                    tpl__model_origin(e->model)->no_read_local);
@@ -325,7 +325,9 @@ int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
  * returns the same code, and only rank 0 has a message for a refused job.
  * Each rank then lays out its store: the tensors of its stage. */
 int tpl__eng_share_job(struct engine *e, struct tpl__error *err) {
-  int64_t head[2] = {0, 0}; /* the verdict, the table's size */
+  /* the verdict, the table's size, rank 0's --read (the job's) and
+   * whether auto asks the page caches (tpl__eng_auto_asks) */
+  int64_t head[4] = {0, 0, e->o->read_mode, 0};
   uint8_t *buf = NULL;
   size_t len = 0;
   int code = 0, mrc;
@@ -335,7 +337,10 @@ int tpl__eng_share_job(struct engine *e, struct tpl__error *err) {
     code = tpl__fail(err, -ENOMEM, "cannot encode the job table");
   head[0] = code;
   head[1] = (int64_t)len;
-  mrc = tpl__eng_bcast_from_0(e, head, 2, MPI_INT64_T, err);
+  head[3] = code == 0 && e->rank == 0 && tpl__eng_auto_asks(e);
+  mrc = tpl__eng_bcast_from_0(e, head, 4, MPI_INT64_T, err);
+  e->read_mode = (int)head[2];
+  e->read_asks = (int)head[3];
   if (mrc != 0 || head[0] != 0) {
     if (mrc == 0 && e->rank != 0) err->msg[0] = '\0';
     free(buf);

@@ -25,7 +25,7 @@ static int make_store(struct engine *e, struct tpl__error *err) {
                              job->ntensors, e->o->huge, err);
   /* With --read local every rank reads and copies at once: a thread
    * populating the store beside it only competes for the cores. */
-  if (rc == 0 && !e->o->read_local) tpl__store_prefault(&e->store);
+  if (rc == 0 && !e->local) tpl__store_prefault(&e->store);
   return rc;
 }
 
@@ -133,7 +133,7 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
   tpl__eng_beats_begin(e);
-  if (e->o->read_local)
+  if (e->local)
     return tpl__eng_agree_after_beats(e, tpl__eng_read_local(e, err), err);
   if (e->hooks != NULL) /* a reload's: the others are in the stream */
     tpl__stall_test_stop("reload-stream", e->rank);
@@ -230,6 +230,7 @@ int tpl__eng_load(struct engine *e, int reload, struct tpl__error *err) {
   } else if (rc == 0 && s->check != NULL)
     rc = tpl__eng_agree(e, s->check(s->ctx, e->rank, err), err);
   if (rc == 0) rc = tpl__eng_agree(e, tpl__eng_map_hosts(e, err), err);
+  if (rc == 0) rc = tpl__eng_choose_read(e, err);
   if (rc != 0) return rc;
   t0 = tpl__now();
   rc = deliver(e, err);

@@ -90,8 +90,12 @@ struct engine {
   uint8_t *window; /* every slot's buffers, window_len bytes */
   uint64_t window_len;
   struct tpl__source *src; /* rank 0's, or every rank's with --read local */
-  struct tpl__source_url *urls;  /* a MODEL URL's files, for src */
-  int direct;                    /* the file streamed now is read direct */
+  struct tpl__source_url *urls; /* a MODEL URL's files, for src */
+  int direct;                   /* the file streamed now is read direct */
+  int read_mode; /* rank 0's --read: enum tpl__read_mode (share_job) */
+  int read_asks; /* rank 0's tpl__eng_auto_asks (share_job) */
+  int local;     /* this generation: every rank reads its own slices (--read
+                local, or auto's choice: tpl__eng_choose_read) */
   struct tpl__finisher finisher; /* rank 0's (tpl__eng_finish_own) */
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */
@@ -261,6 +265,15 @@ int tpl__eng_deliver_chunk(struct engine *e, struct slot *s,
 /* Rank 0's whole stream: opens the source, reads and delivers every
  * file, closes; 0 or < 0 (the others are stranded: the caller aborts). */
 int tpl__eng_send_all(struct engine *e, struct tpl__error *err);
+
+/* Rank 0, once the job is built: whether --read auto asks the page
+ * caches (local files read with --io auto; never a URL's or a
+ * presharded MODEL's). */
+int tpl__eng_auto_asks(const struct engine *e);
+
+/* --read: sets e->local on every rank (auto: whether every rank finds
+ * every file warm in its page cache); collective, 0 or TPL_EPEER. */
+int tpl__eng_choose_read(struct engine *e, struct tpl__error *err);
 
 /* --read local: this rank reads its own slices into its store; 0 or < 0
  * (to be agreed on). */

@@ -188,7 +188,7 @@ static int stream_file(struct engine *e, struct file_walk *w, uint64_t *k,
     if (rc == 0) tpl__eng_beat(e); /* completed reads are progress */
     if (rc == 0) rc = tpl__eng_deliver_chunk(e, s, w, s->pos, s->len, err);
     if (e->o->progress)
-      e->o->progress(e->o->ctx, w->done, e->job->source_bytes);
+      e->o->progress(e->o->ctx, w->done, e->job->source_bytes, 0);
   }
   *k = issued;
   if (rc == 0) deferred_check(e, file);
@@ -264,8 +264,8 @@ static int open_source(struct engine *e, struct tpl__fdcache *files,
   /* --read local on one node: the ranks share the page cache's pages,
    * where direct reads would fetch every page of a strided slice once per
    * rank, so auto reads buffered there. */
-  int mode = e->o->read_local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
-                                                              : e->o->io_mode;
+  int mode = e->local && e->o->io_mode == TPL_IO_AUTO ? TPL_IO_BUFFERED
+                                                      : e->o->io_mode;
   int rc = job_urls(e, err);
   if (rc == 0)
     rc = tpl__job_origin(e->job)->source(
@@ -282,7 +282,7 @@ static int open_source(struct engine *e, struct tpl__fdcache *files,
   if (rc == 0) tell_note(e);
   if (rc == 0) tpl__source_on_progress(e->src, source_progress, e);
   /* rank 0's stream only: under --read local no send waits meanwhile */
-  if (rc == 0 && e->rank == 0 && !e->o->read_local)
+  if (rc == 0 && e->rank == 0 && !e->local)
     tpl__source_on_idle(e->src, source_idle, e);
   return rc;
 }
@@ -376,6 +376,49 @@ int tpl__eng_send_all(struct engine *e, struct tpl__error *err) {
 
 /* --- --read local: every rank reads its own slices --- */
 
+/* --read auto may read locally: the job's files are local ones (not a
+ * URL's, not a presharded MODEL's, whose full tensors rank 0 gathers)
+ * and --io leaves the choice to the page cache.  Rank 0's answer goes
+ * to every rank (tpl__eng_share_job). */
+int tpl__eng_auto_asks(const struct engine *e) {
+  return e->o->read_mode == TPL_READ_AUTO && e->o->io_mode == TPL_IO_AUTO &&
+         e->job->nfiles > 0 &&
+         tpl__model_origin(e->model) == &tpl__origin_local;
+}
+
+/* Whether this rank finds every file of the job warm: rank 0 in the
+ * files it validated, another rank in the same files at their paths
+ * (any that cannot be opened, or differs, is not warm). */
+static int files_warm_here(const struct engine *e) {
+  struct tpl__fdcache *files = NULL;
+  struct tpl__error ignored;
+  int warm;
+  if (e->rank == 0) return tpl__local_warm(e->job, e->model->fds);
+  if (tpl__local_open(e->job, &files, &ignored) != 0) return 0;
+  warm = tpl__local_warm(e->job, files);
+  tpl__fdcache_free(files);
+  return warm;
+}
+
+int tpl__eng_choose_read(struct engine *e, struct tpl__error *err) {
+  int mine, all = 0;
+  MPI_Request req;
+  e->local = e->read_mode == TPL_READ_LOCAL;
+  e->job->read_auto = e->read_mode == TPL_READ_AUTO;
+  if (e->read_asks) {
+    mine = files_warm_here(e);
+    if (tpl__eng_mpi_check(MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN,
+                                          MPI_COMM_WORLD, &req),
+                           "--read auto", err) != 0)
+      return TPL_EPEER;
+    if (tpl__eng_wait_collective(e, &req, -1, "--read auto", err) != 0)
+      return TPL_EPEER;
+    e->local = all;
+  }
+  e->job->read_local = e->local;
+  return 0;
+}
+
 /* The step of local reads: small enough that a step's bytes are still in
  * cache when they are hashed (chosen by measurement: see the commit that
  * set it). */
@@ -395,7 +438,7 @@ int tpl__eng_send_all(struct engine *e, struct tpl__error *err) {
 static void local_progress(void *ctx, uint64_t done, uint64_t total) {
   struct engine *e = ctx;
   tpl__eng_beat(e);
-  if (e->rank == 0 && e->o->progress) e->o->progress(e->o->ctx, done, total);
+  if (e->rank == 0 && e->o->progress) e->o->progress(e->o->ctx, done, total, 1);
 }
 
 /* This rank's cache of the job's files: rank 0's is the model's, of the

@@ -80,6 +80,10 @@ struct tpl__job {
   /* Rank 0: the model's tensors rebuilt within an ulp (model.h), for
    * the report; 0 in a job from the table. */
   uint32_t approximate;
+  /* Every rank, this generation (tpl__eng_choose_read): every rank read
+   * its own slices (read_local, else rank 0 read and MPI delivered), and
+   * whether --read auto chose that; for the report. */
+  int read_local, read_auto;
   char *model;       /* owned: the MODEL argument */
   char *plan_source; /* owned */
   struct tpl__job_tensor *tensors;

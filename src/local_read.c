@@ -60,6 +60,18 @@ int tpl__local_open(const struct tpl__job *job, struct tpl__fdcache **files,
   return 0;
 }
 
+int tpl__local_warm(const struct tpl__job *job, struct tpl__fdcache *files) {
+  struct tpl__error ignored;
+  for (uint32_t f = 0; f < job->nfiles; f++) {
+    int fd;
+    if (!tpl__fdcache_held(files, f) ||
+        tpl__fdcache_get(files, f, &fd, &ignored) != 0 ||
+        !tpl__resident_enough(fd, job->files[f].size))
+      return 0;
+  }
+  return 1;
+}
+
 /* Reads n bytes of tensor i's source from `begin` (tensor-relative). */
 static int read_part(struct tpl__local_read *lr, size_t i, uint8_t *dst,
                      uint64_t n, uint64_t begin, struct tpl__error *err) {

@@ -34,6 +34,11 @@
 int tpl__local_open(const struct tpl__job *job, struct tpl__fdcache **files,
                     struct tpl__error *err);
 
+/* Whether every file of the job, held in `files`, is warm: the page cache
+ * holds enough of it that --io auto reads it buffered (source.h).  A
+ * file that cannot be reopened or measured is not warm. */
+int tpl__local_warm(const struct tpl__job *job, struct tpl__fdcache *files);
+
 /* Checks that file f, held in `files` (not held: remote), still has the
  * size and time of job->files[f].  Returns 0 or -EIO (74) naming it: it
  * changed while loading.  A remote file is 0: its source checked every

@@ -476,6 +476,8 @@ int tpl__load_report_pack(const struct tpl__job *job, uint8_t *const *ranks,
   lr.quantization = (char *)job->quant.scheme_name; /* only read */
   lr.quant_method = (char *)job->quant.method;
   lr.approximate_tensors = job->approximate;
+  lr.read = (char *)(job->read_local ? "local" : "mpi"); /* only read */
+  lr.read_auto = job->read_auto != 0;
   lr.n_weight_block_size = 2;
   lr.weight_block_size = (uint64_t *)job->quant.block;
   lr.seconds = seconds;
@@ -671,6 +673,14 @@ static int decode_bias_family(const Tpload__LoadReport *lr) {
   return (int)lr->bias_family;
 }
 
+/* Who read the files, as the report says it: "mpi" or "local", else
+ * NULL (a report from before --read auto, or a word it never writes). */
+static const char *read_by(const char *read) {
+  if (read != NULL && (strcmp(read, "mpi") == 0 || strcmp(read, "local") == 0))
+    return read;
+  return NULL;
+}
+
 static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
                          struct tpl__error *err) {
   int rc = check_shape(lr, &rep->grid, &rep->ntensors, err);
@@ -687,6 +697,8 @@ static int decode_report(const Tpload__LoadReport *lr, struct tpl__report *rep,
   rep->bytes_read = lr->bytes_read;
   rep->bytes_delivered = lr->bytes_delivered;
   rep->approximate = lr->approximate_tensors;
+  rep->read = read_by(lr->read);
+  rep->read_auto = lr->read_auto;
   if (rc == 0) {
     rep->ranks = calloc(rep->grid.world, sizeof(*rep->ranks));
     if (rep->ranks == NULL) rc = tpl__oom(err);
@@ -884,6 +896,10 @@ json_t *tpl__report_json(const struct tpl__report *r,
     json_decref(o);
     return NULL;
   }
+  if (o != NULL && r->read != NULL)
+    json_object_set_new(
+        o, "read",
+        json_pack("{s:s, s:b}", "by", r->read, "auto", r->read_auto));
   if (o != NULL && r->has_md5) json_object_set_new(o, "md5", md5_json(r));
   if (o != NULL && r->approximate > 0)
     json_object_set_new(o, "approximate",

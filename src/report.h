@@ -125,6 +125,10 @@ struct tpl__report {
   /* a presharded MODEL's tensors rebuilt within an ulp (model.h), 0:
    * exact */
   uint32_t approximate;
+  /* who read the files: "mpi" or "local" (NULL: a report from before
+   * --read auto), and whether auto chose it */
+  const char *read;
+  int read_auto;
   uint32_t experts; /* under --ep (grid.ep > 0): routed experts, else 0 */
   struct tpl__rank_report *ranks; /* grid.world of them, in rank order */
   /* infos[i * grid.world + r]: what rank r holds of tensor i, for the
@@ -170,7 +174,8 @@ int tpl__report_nodes(const struct tpl__report *r, struct tpl__node_bytes **out,
 /* The JSON form (`tpload load --json`, `tpload status --json`): model,
  * tensor_parallel_shards, pipeline_parallel_stages,
  * data_parallel_replicas, replicas_agree,
- * bias_scaling, seconds, bytes_read, bytes_delivered, md5 {verified
+ * bias_scaling, seconds, bytes_read, bytes_delivered, read {by ("mpi"
+ * or "local"), auto}, md5 {verified
  * (file names), bytes, seconds} after --verify-md5's pass, ranks[] {rank,
  * replica, stage, shard, host, pid, bytes, tensor_count, peak_rss_bytes,
  * bytes_sent, seconds, phases {read, pack, send, receive, scale,

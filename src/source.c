@@ -24,7 +24,8 @@
 #define DEPTH_DEFAULT 16u
 #define DEPTH_MAX 256u
 
-/* A file at least this much in the page cache is read buffered by auto. */
+/* A file at least this much in the page cache is read buffered by --io
+ * auto, and counts as warm for --read auto. */
 #define RESIDENT_ENOUGH 0.5
 
 #ifndef __NR_cachestat
@@ -93,6 +94,10 @@ double tpl__resident_fraction(int fd, uint64_t size) {
   if (size == 0) return 1;
   f = by_cachestat(fd, size);
   return f >= 0 ? f : by_mincore(fd, size);
+}
+
+int tpl__resident_enough(int fd, uint64_t size) {
+  return tpl__resident_fraction(fd, size) >= RESIDENT_ENOUGH;
 }
 
 /* --- the source --- */
@@ -541,7 +546,7 @@ static int want_direct(struct file_source *fs, uint32_t f, int fd, int mode) {
   if (fstat(fd, &st) != 0 || st.st_size == 0) return 0;
   fs->size[f] = (uint64_t)st.st_size;
   if (mode == TPL_IO_DIRECT) return 1;
-  return tpl__resident_fraction(fd, fs->size[f]) < RESIDENT_ENOUGH;
+  return !tpl__resident_enough(fd, fs->size[f]);
 }
 
 static int ring_open(struct file_source *fs) {

@@ -183,4 +183,8 @@ void tpl__source_close(struct tpl__source *s);
  * cachestat(2), else mincore on a mapping; -1 when neither answers. */
 double tpl__resident_fraction(int fd, uint64_t size);
 
+/* Whether the page cache holds enough of it that --io auto reads it
+ * buffered (and --read auto counts it warm). */
+int tpl__resident_enough(int fd, uint64_t size);
+
 #endif

@@ -7,6 +7,12 @@ T_FAILED=0
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tpload-test.XXXXXX")
 trap 'rm -rf "$T_TMP"' EXIT
 ORACLE=${PYTHON_ORACLE:-/usr/bin/python3}
+# --read's default for the suite: every test's files sit warm in the one
+# page cache all its ranks (and the cluster's nodes) share, where auto
+# would have every rank read its own slices; a test means rank 0's
+# stream unless it says --read (tests/mpi/read_auto.sh tests auto's
+# choice).  TPLOAD_READ=auto make check runs the whole suite that way.
+export TPLOAD_READ=${TPLOAD_READ-mpi}
 # Scripts use the numpy oracle unless they set T_NO_NUMPY=1 before sourcing
 # this file; without numpy (configure says so) they SKIP as a whole.
 if [ "${TPL_HAVE_NUMPY:-yes}" = no ] && [ "${T_NO_NUMPY:-0}" != 1 ]; then

@@ -114,6 +114,6 @@ t_exit "--read elsewhere: exit 64" 64 \
   mpi 2 load "$M/s" --plan "$M/s/plan.json" --read elsewhere --quiet
 cp "$T_TMP/err" "$T_TMP/usage"
 t_check "--read elsewhere: the message names the choices" \
-  grep -q "expects mpi or local, got 'elsewhere'" "$T_TMP/usage"
+  grep -q "expects auto, mpi or local, got 'elsewhere'" "$T_TMP/usage"
 
 t_done

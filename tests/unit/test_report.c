@@ -612,6 +612,54 @@ static void test_load_report_without_bias_family(void) {
   CHECK_STR_CONTAINS(policy_of(TPL_BIASF_MLC, TPL_BIAS_SCALE, 0), "mlc");
 }
 
+/* The job's report (its read as `local` and `automatic` say), packed,
+ * LoadReport field 18 (read) removed when `drop` is set, and `as` (3
+ * bytes) written over an "mpi" there, decoded: its JSON's "read" (NULL
+ * when absent). */
+static json_t *read_of(int local, int automatic, int drop, const char *as) {
+  struct tpl__report *rep = NULL;
+  uint8_t *buf = NULL, *at;
+  size_t len = 0;
+  json_t *o = NULL, *r = NULL;
+  make_job();
+  job.read_local = local;
+  job.read_auto = automatic;
+  if (load_report(&buf, &len) == 0 && drop) len = drop_field(buf, len, 18);
+  /* field 18, length-delimited (key 0x92 0x01), 3 bytes: "mpi" */
+  at = buf && as ? memmem(buf, len, "\x92\x01\x03mpi", 6) : NULL;
+  if (at != NULL) memcpy(at + 3, as, 3);
+  if (buf != NULL && tpl__report_decode(buf, len, &rep, NULL) == 0)
+    o = tpl__report_json(rep, NULL);
+  if (o != NULL && (r = json_object_get(o, "read")) != NULL) json_incref(r);
+  json_decref(o);
+  tpl__report_free(rep);
+  free(buf);
+  job.read_local = job.read_auto = 0;
+  return r;
+}
+
+static int read_is(json_t *r, const char *by, int automatic) {
+  int ok = r != NULL && strcmp(str(r, "by"), by) == 0 &&
+           json_is_true(json_object_get(r, "auto")) == automatic;
+  json_decref(r);
+  return ok;
+}
+
+/* Who read the files (--read): "mpi" or "local" and whether auto chose
+ * it travel in the report; a report without them (before --read auto)
+ * or with another word has no "read". */
+static void test_load_report_read(void) {
+  json_t *r;
+  CHECK(read_is(read_of(1, 1, 0, NULL), "local", 1));
+  CHECK(read_is(read_of(0, 1, 0, NULL), "mpi", 1));
+  CHECK(read_is(read_of(0, 0, 0, NULL), "mpi", 0));
+  CHECK(read_is(read_of(1, 0, 0, NULL), "local", 0));
+  CHECK((r = read_of(1, 1, 1, NULL)) == NULL);
+  json_decref(r);
+  CHECK((r = read_of(0, 0, 0, "xyz")) == NULL);
+  json_decref(r);
+}
+
 /* A status summary keeps each rank's counts and drops the arrays; the
  * job's params cannot be rendered from it. */
 static void test_summary_drops_the_arrays(void) {
@@ -707,5 +755,6 @@ int main(void) {
   RUN(test_malformed_rank_report);
   RUN(test_load_report_experts);
   RUN(test_load_report_without_bias_family);
+  RUN(test_load_report_read);
   return tap_done();
 }
