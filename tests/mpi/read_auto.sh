@@ -107,6 +107,45 @@ t_check "TPLOAD_READ=elsewhere: the message names the choices" \
   grep -q "TPLOAD_READ expects auto, mpi or local, got 'elsewhere'" \
   "$T_TMP/usage"
 
+# serve: the store the default read (local) is what preshard wrote, and
+# status says who read; a reload of the evicted model then reads by mpi.
+. "$TESTS_SRCDIR/lib/serve_lib.sh"
+SOCK=$T_TMP/sock
+mkdir -p "$T_TMP/dump"
+serve_start "$T_TMP/serve" "$MPIRUN" --oversubscribe -np 2 "$TPLOAD" serve \
+  "$M/m" --plan "$M/m/plan.json" --socket-dir "$SOCK" \
+  --ready-file "$T_TMP/ready" --quiet
+t_serve_ready "serve, warm: ready" "$T_TMP/ready"
+for r in 0 1; do
+  "$TPLOAD" dump "$SOCK/rank$r.sock" --out "$T_TMP/dump/rank$r.safetensors" \
+    2>/dev/null
+done
+t_dumps_match "serve, warm: every rank serves what preshard wrote" \
+  2 "$T_TMP/dump" "$T_TMP/warm"
+"$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
+t_check "serve, warm: status says read by local (auto)" "$ORACLE" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["read"]
+sys.exit(0 if (r["by"], r["auto"]) == ("local", True) else 1)
+' "$T_TMP/status.json"
+if evict; then
+  t_exit "serve: a reload of the evicted model exits 0" 0 \
+    "$TPLOAD" reload "$SOCK/rank0.sock" "$M/m" --plan "$M/m/plan.json"
+  "$TPLOAD" status "$SOCK/rank0.sock" --json >"$T_TMP/status.json" 2>/dev/null
+  t_check "serve, reloaded cold: status says read by mpi (auto)" "$ORACLE" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["read"]
+sys.exit(0 if (r["by"], r["auto"]) == ("mpi", True) else 1)
+' "$T_TMP/status.json"
+else
+  echo "ok $((T_COUNT += 1)) # SKIP serve, reloaded cold: POSIX_FADV_DONTNEED" \
+    "left the files in the cache"
+fi
+t_exit "serve: status --shutdown exits 0" 0 \
+  "$TPLOAD" status "$SOCK/rank0.sock" --shutdown
+serve_end
+t_check "serve: the job ends with exit 0" [ "$SERVE_RC" = 0 ]
+
 if evict; then
   auto_case "cold, 2 ranks" 2 rank0 mpi True
   t_exit "cold: preshard exits 0" 0 mpi 2 preshard "$M/m" \
