@@ -93,6 +93,19 @@ record() { # key value unit [goal]
   echo
 }
 field() { $PY -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
+# timed_load N ARGS...: `load` of the big model on warmed memory: its
+# whole-process wall in tl_wall, the report in tl_json, its job time in
+# tl_job.
+timed_load() {
+  local n=$1 s e
+  shift
+  warm
+  s=$(date +%s.%N)
+  tl_json=$($MPIRUN -np "$n" "$T" load "$big" "$@" --json --quiet)
+  e=$(date +%s.%N)
+  tl_wall=$(calc "$e - $s")
+  tl_job=$(echo "$tl_json" | field 'r["seconds"]')
+}
 # rank0_extra: a report's (rank 0's CPU - rank 1's) per GiB the other
 # ranks hold (issue 38's measure of rank 0 as the node's copier).
 rank0_extra() {
@@ -156,26 +169,14 @@ for n in $ranks; do
   "$T" plan "$big" --shards "$n" >"$plan"
   lw= jobs= lo= lojobs= la= lajobs= cm= ca= rd= sc= sv= fl= j= he= ho=
   for _ in $(seq "$runs"); do
-    warm
-    s=$(date +%s.%N)
-    j=$($MPIRUN -np "$n" "$T" load "$big" --read mpi --json --quiet)
-    e=$(date +%s.%N)
-    lw="$lw $(calc "$e - $s")"
-    jobs="$jobs $(echo "$j" | field 'r["seconds"]')"
+    timed_load "$n" --read mpi
+    j=$tl_json lw="$lw $tl_wall" jobs="$jobs $tl_job"
     cm="$cm $(echo "$j" | rank0_extra)"
-    warm
-    s=$(date +%s.%N)
-    ja=$($MPIRUN -np "$n" "$T" load "$big" --read auto --json --quiet)
-    e=$(date +%s.%N)
-    la="$la $(calc "$e - $s")"
-    lajobs="$lajobs $(echo "$ja" | field 'r["seconds"]')"
+    timed_load "$n" --read auto
+    ja=$tl_json la="$la $tl_wall" lajobs="$lajobs $tl_job"
     ca="$ca $(echo "$ja" | rank0_extra)"
-    warm
-    s=$(date +%s.%N)
-    jl=$($MPIRUN -np "$n" "$T" load "$big" --read local --json --quiet)
-    e=$(date +%s.%N)
-    lo="$lo $(calc "$e - $s")"
-    lojobs="$lojobs $(echo "$jl" | field 'r["seconds"]')"
+    timed_load "$n" --read local
+    lo="$lo $tl_wall" lojobs="$lojobs $tl_job"
     rd="$rd $(hot $MPIRUN -np "$n" $PY "$PEERS" read "$plan" "$big")"
     sc="$sc $(hot $MPIRUN -np "$n" $PY "$PEERS" scatter "$plan" "$big")"
     warm
