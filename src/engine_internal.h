@@ -266,9 +266,9 @@ int tpl__eng_deliver_chunk(struct engine *e, struct slot *s,
  * file, closes; 0 or < 0 (the others are stranded: the caller aborts). */
 int tpl__eng_send_all(struct engine *e, struct tpl__error *err);
 
-/* Rank 0, once the job is built: whether --read auto asks the page
- * caches (local files read with --io auto; never a URL's or a
- * presharded MODEL's). */
+/* Rank 0, once the job is built: whether --read auto asks the other
+ * ranks' page caches (local files read with --io auto, every one warm
+ * on rank 0; never a URL's or a presharded MODEL's). */
 int tpl__eng_auto_asks(const struct engine *e);
 
 /* --read: sets e->local on every rank (auto: whether every rank finds

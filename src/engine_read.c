@@ -377,23 +377,24 @@ int tpl__eng_send_all(struct engine *e, struct tpl__error *err) {
 /* --- --read local: every rank reads its own slices --- */
 
 /* --read auto may read locally: the job's files are local ones (not a
- * URL's, not a presharded MODEL's, whose full tensors rank 0 gathers)
- * and --io leaves the choice to the page cache.  Rank 0's answer goes
- * to every rank (tpl__eng_share_job). */
+ * URL's, not a presharded MODEL's, whose full tensors rank 0 gathers),
+ * --io leaves the choice to the page cache, and rank 0 finds every file
+ * warm in the files it validated.  Rank 0's answer goes to every rank
+ * (tpl__eng_share_job): a cold load asks no other rank to open a file. */
 int tpl__eng_auto_asks(const struct engine *e) {
   return e->o->read_mode == TPL_READ_AUTO && e->o->io_mode == TPL_IO_AUTO &&
          e->job->nfiles > 0 &&
-         tpl__model_origin(e->model) == &tpl__origin_local;
+         tpl__model_origin(e->model) == &tpl__origin_local &&
+         tpl__local_warm(e->job, e->model->fds);
 }
 
-/* Whether this rank finds every file of the job warm: rank 0 in the
- * files it validated, another rank in the same files at their paths
- * (any that cannot be opened, or differs, is not warm). */
+/* Whether this rank (not 0: tpl__eng_auto_asks asked it) finds every
+ * file of the job warm in the same files at their paths (any that cannot
+ * be opened, or differs, is not warm). */
 static int files_warm_here(const struct engine *e) {
   struct tpl__fdcache *files = NULL;
   struct tpl__error ignored;
   int warm;
-  if (e->rank == 0) return tpl__local_warm(e->job, e->model->fds);
   if (tpl__local_open(e->job, &files, &ignored) != 0) return 0;
   warm = tpl__local_warm(e->job, files);
   tpl__fdcache_free(files);
@@ -406,7 +407,7 @@ int tpl__eng_choose_read(struct engine *e, struct tpl__error *err) {
   e->local = e->read_mode == TPL_READ_LOCAL;
   e->job->read_auto = e->read_mode == TPL_READ_AUTO;
   if (e->read_asks) {
-    mine = files_warm_here(e);
+    mine = e->rank == 0 || files_warm_here(e);
     if (tpl__eng_mpi_check(MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN,
                                           MPI_COMM_WORLD, &req),
                            "--read auto", err) != 0)
