@@ -20,6 +20,7 @@
 #include "common.h"
 
 struct tpl__fdcache; /* fdcache.h */
+struct tpl__span;    /* http_multipart.h */
 
 /* --io: how files are read. */
 enum tpl__io_mode {
@@ -58,6 +59,11 @@ struct tpl__read {
   uint32_t file;
   uint64_t off, len;
   uint8_t *dst;
+  /* Optional, where the source's spans_max is over 1: the read is these
+   * ranges of the file ([off, off + len) frames them), each landing at
+   * its own dst (a multi-range GET, http.h). */
+  const struct tpl__span *spans;
+  size_t nspans;
   _Alignas(16) unsigned char priv[TPL_READ_PRIV]; /* the source's */
 };
 
@@ -91,13 +97,14 @@ struct tpl__source {
   uint64_t slack;   /* bytes a buffer needs beyond its extents */
   size_t read_size; /* bytes of a read's priv the source uses */
   size_t nfiles;
-  uint8_t *used;   /* per file: enum tpl__io_used */
-  uint64_t *align; /* per file: what offsets, lengths and buffers of its
-                      direct reads are aligned to (bytes; 0: buffered) */
-  char note[256];  /* a fallback to tell (one line), "" when none: at
-                      open, or at a file's first direct read (a file
-                      system that takes O_DIRECT opens, not the reads) */
-  uint64_t gets;   /* requests made so far (HTTP: GETs; files: 0) */
+  uint8_t *used;    /* per file: enum tpl__io_used */
+  uint64_t *align;  /* per file: what offsets, lengths and buffers of its
+                       direct reads are aligned to (bytes; 0: buffered) */
+  char note[256];   /* a fallback to tell (one line), "" when none: at
+                       open, or at a file's first direct read (a file
+                       system that takes O_DIRECT opens, not the reads) */
+  uint64_t gets;    /* requests made so far (HTTP: GETs; files: 0) */
+  size_t spans_max; /* ranges a read may have (tpl__read.spans): 0 none */
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;
