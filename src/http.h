@@ -33,8 +33,6 @@ struct tpl__http_opts {
 #define TPL_HTTP_OPTS_DEFAULT                                                  \
   { NULL, NULL, TPL_HTTP_RETRIES, TPL_HTTP_CONNECTIONS, TPL_HTTP_TIMEOUT }
 
-/* What the first answer said about an object; every later answer must
- * say the same (the object did not change under the load). */
 /* What a client knows of an object's multi-range GETs: not tried yet;
  * the first in flight (the others wait for its answer, so a server that
  * refuses them is sent one, not a connection's worth); answered
@@ -46,6 +44,8 @@ enum {
   TPL_HTTP_MULTI_REFUSED
 };
 
+/* What the first answer said about an object; every later answer must
+ * say the same (the object did not change under the load). */
 struct tpl__http_obj {
   int known;          /* 0 until an answer filled it */
   uint64_t size;      /* Content-Range's total */

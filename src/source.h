@@ -97,14 +97,13 @@ struct tpl__source {
   uint64_t slack;   /* bytes a buffer needs beyond its extents */
   size_t read_size; /* bytes of a read's priv the source uses */
   size_t nfiles;
-  uint8_t *used;    /* per file: enum tpl__io_used */
-  uint64_t *align;  /* per file: what offsets, lengths and buffers of its
-                       direct reads are aligned to (bytes; 0: buffered) */
-  char note[256];   /* a fallback to tell (one line), "" when none: at
-                       open, or at a file's first direct read (a file
-                       system that takes O_DIRECT opens, not the reads) */
-  uint64_t gets;    /* requests made so far (HTTP: GETs; files: 0) */
-  size_t spans_max; /* ranges a read may have (tpl__read.spans): 0 none */
+  uint8_t *used;   /* per file: enum tpl__io_used */
+  uint64_t *align; /* per file: what offsets, lengths and buffers of its
+                      direct reads are aligned to (bytes; 0: buffered) */
+  char note[256];  /* a fallback to tell (one line), "" when none: at
+                      open, or at a file's first direct read (a file
+                      system that takes O_DIRECT opens, not the reads) */
+  uint64_t gets;   /* requests made so far (HTTP: GETs; files: 0) */
   /* Optional: called as parts of a read complete (every request). */
   void (*progress)(void *ctx);
   void *progress_ctx;
@@ -112,6 +111,9 @@ struct tpl__source {
    * remote read (the caller's own transfers then move, e.g. MPI's). */
   void (*idle)(void *ctx);
   void *idle_ctx;
+  /* The ranges a read may have (tpl__read.spans; 0: none): over 1 where
+   * the source asks for them in one request (HTTP's multi-range GETs). */
+  size_t spans_max;
 };
 
 static inline void tpl__source_on_progress(struct tpl__source *s,
