@@ -34,6 +34,7 @@
 #define SPARE_EASY 64   /* ended transfers' handles kept for the next ones */
 #define IDLE_MS 1       /* a wait with an idle callback polls this long */
 #define PUMP_GAP 100e-6 /* seconds between two turns of tpl__http_pump */
+#define PROBE_POLL 1e-3 /* seconds between looks at an object's probe */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -811,6 +812,8 @@ static double launch_due(struct tpl__http *h) {
                   awaits_probe(p))) {
       if (p->start_at > now && p->start_at - now < next)
         next = p->start_at - now;
+      if (awaits_probe(p) && next > PROBE_POLL)
+        next = PROBE_POLL; /* no socket wakes it when the probe ends */
       last = p;
       pp = &p->next;
       continue;

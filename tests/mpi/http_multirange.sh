@@ -3,11 +3,14 @@
 # pieces in multi-range GETs (RFC 9110 14.2 and 14.6), and falls back to
 # one range a GET where the server answers otherwise.  Against the fault
 # server (oracle/http_faults.py, whose multipart bodies are its own): at
-# 2 ranks, --read-gap 0, a model with strided tensors (a dim-1 cut and a
-# dim-0 cut of segments), each rank's shards are the numpy oracle's when
-# the server answers multipart (with a quoted boundary), answers 416, 200
-# with the whole object, one range alone, or one range coalescing them
-# all, and when a multipart answer is cut (retried).  A fallback loses
+# 2 ranks, a model with strided tensors (a dim-1 cut and a dim-0 cut of
+# segments), each rank's shards are the numpy oracle's when
+# the server answers multipart (with a quoted boundary; --read-gap 0,
+# about 1,300 pieces a rank), answers 416, 200 with the whole object, one
+# range alone, or one range coalescing them all, and when a multipart
+# answer is cut (retried).  The refusals run at the default gap (big.cols'
+# rows whole, big.rows' 3 segments a multi-range GET): their fallback is
+# one GET a run, which the fault server serves slowly.  A fallback loses
 # and doubles no byte: the single-range GETs answered 206 carry exactly
 # the bytes the ranks report reading, and the multi-range GETs refused
 # are one a rank a file at most (the first multi-range GET of a file is
@@ -21,13 +24,15 @@ gen m --seed 3811 --layout index --big-mib 1
 faults_start "$M"
 NFILES=$(ls "$M"/m/*.safetensors | wc -l)
 
-# load MODE: preshard of the model through the fault server's MODE at 2
-# ranks, --read local --read-gap 0 (report in rep.json, log emptied
-# first); its exit code.
+# load MODE [GAP]: preshard of the model through the fault server's MODE
+# at 2 ranks, --read local, --read-gap GAP (0 unless given; "default":
+# not given) (report in rep.json, log emptied first); its exit code.
 load() {
+  local gap=(--read-gap "${2:-0}")
+  [ "${2:-0}" = default ] && gap=()
   : >"$FLT_LOG"
   mpi 2 preshard "$FLT_URL/$1/m/" --out "$T_TMP/s-$1" \
-    --plan "$M/m/plan.json" --read local --read-gap 0 --quiet --json \
+    --plan "$M/m/plan.json" --read local "${gap[@]}" --quiet --json \
     >"$T_TMP/rep.json" 2>"$T_TMP/mpi.err"
 }
 
@@ -67,9 +72,9 @@ PY
 }
 
 for mode in ok multimerge multicut multinone multiwhole multione; do
-  fb=1
-  case $mode in ok | multimerge | multicut) fb=0 ;; esac
-  if load "$mode"; then
+  fb=1 gap=default
+  case $mode in ok | multicut) fb=0 gap=0 ;; multimerge) fb=0 ;; esac
+  if load "$mode" "$gap"; then
     t_oracle "$mode: the oracle's shards" \
       check-preshard "$M/m" "$M/m/plan.json" 2 "$T_TMP/s-$mode"
     if ranges "$mode" "$fb"; then
