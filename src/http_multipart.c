@@ -139,7 +139,6 @@ static int begin_part(struct tpl__mp *m, uint64_t first, uint64_t last,
                      m->shown, m->parts, (unsigned long long)first,
                      (unsigned long long)last);
   m->cur = m->next;
-  m->cur_end = j + 1;
   m->next = j + 1;
   m->pos = first;
   m->end = last + 1;
@@ -175,7 +174,6 @@ static int body_bytes(struct tpl__mp *m, const uint8_t *p, size_t n) {
       c = span_end(s) - m->pos < n ? (size_t)(span_end(s) - m->pos) : n;
       rc = m->body(m->ctx, m->cur, m->pos - s->off, p, c);
       if (rc != 0) return rc;
-      m->sent += c;
       if (m->pos + c == span_end(s)) m->cur++;
     }
     m->pos += c;

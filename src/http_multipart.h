@@ -51,10 +51,8 @@ struct tpl__mp {
   int state;
   int single;        /* a plain 206: one part, no delimiters */
   size_t next;       /* the first span not sent yet */
-  size_t cur;        /* the part's first span; ... */
-  size_t cur_end;    /* ... one past its last */
+  size_t cur;        /* the span the part is at */
   uint64_t pos, end; /* the part's next byte and its end (of the object) */
-  uint64_t sent;     /* bytes of spans placed so far */
   int has_range;     /* a Content-Range among the part's headers */
   size_t parts;      /* parts begun */
   size_t headers;    /* bytes of the part's headers (or preamble) so far */
