@@ -34,6 +34,7 @@
 #define SPARE_EASY 64   /* ended transfers' handles kept for the next ones */
 #define IDLE_MS 1       /* a wait with an idle callback polls this long */
 #define PUMP_GAP 100e-6 /* seconds between two turns of tpl__http_pump */
+#define PROBE_POLL 1e-3 /* seconds between looks at an object's probe */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -49,8 +50,18 @@ struct part {
   struct tpl__http_read *r; /* a range of this read, or ... */
   struct whole *w;          /* ... the whole object */
   const char *url, *shown;
-  uint64_t off, len;  /* of the object (ranges) */
-  uint64_t got;       /* bytes landed (kept across retries) */
+  uint64_t off, len; /* of the object (ranges) */
+  uint8_t *dst;      /* where byte off lands (ranges) */
+  /* a multi-range GET of these spans of p->r (off and len frame them, len
+   * their sum), its Range value and its answer's parse; NULL: none */
+  const struct tpl__span *spans;
+  size_t nspans;
+  char *mrange;
+  struct tpl__mp *mp;
+  int refused;     /* its answer was not multipart: one range a GET instead */
+  int probe;       /* the first multi-range GET of its object */
+  char ctype[128]; /* Content-Type */
+  uint64_t got;    /* bytes landed (kept across retries) */
   uint64_t discarded; /* of an error answer's body */
   unsigned attempt;
   double start_at; /* a retry waits until then */
@@ -245,7 +256,7 @@ static void answer_reset(struct part *p, int status) {
   p->status = status;
   p->has_range = 0;
   p->in_header = 1;
-  p->etag[0] = p->modified[0] = p->encoding[0] = '\0';
+  p->etag[0] = p->modified[0] = p->encoding[0] = p->ctype[0] = '\0';
 }
 
 /* Records the verdict on the answer; returns 0 (the transfer stops,
@@ -367,6 +378,69 @@ static int check_range_answer(struct part *p) {
   return 1;
 }
 
+/* --- multi-range GETs (http_multipart.h) --- */
+
+/* The answer to a multi-range GET is another (the whole object, 416, one
+ * range alone): it is not read; its spans are fetched one range a GET,
+ * and so is every later read of the object. */
+static int refuse_multi(struct part *p, const char *what) {
+  p->refused = 1;
+  p->r->obj->multi = TPL_HTTP_MULTI_REFUSED;
+  verdict(p, TPL_EPROTO, 0, "%s: a multi-range GET was answered with %s",
+          p->shown, what);
+  return p->status == 416; /* its short error body is read off */
+}
+
+static int multi_place(void *ctx, size_t k, uint64_t at, const uint8_t *d,
+                       size_t n) {
+  struct part *p = ctx;
+  memcpy(p->spans[k].dst + at, d, n);
+  p->got += n;
+  return 0;
+}
+
+/* The checks of a multi-range answer before its body: 206, multipart with
+ * a boundary (or one part covering every span), the same object. */
+static int check_multi_answer(struct part *p) {
+  struct tpl__http_obj *o = p->r->obj;
+  char b[TPL_MP_BOUNDARY_MAX + 1];
+  if (p->status == 200) return refuse_multi(p, "the whole object (HTTP 200)");
+  if (p->status == 416) return refuse_multi(p, "HTTP 416");
+  if (p->status != 206) {
+    status_failure(p);
+    return 1;
+  }
+  if (p->has_range == 1 && p->cr.has_total && !same_object(p, o, p->cr.total))
+    return 0;
+  if (p->has_range == 0 && !same_object(p, o, o->size)) return 0;
+  tpl__mp_init(p->mp, p->shown, p->spans, p->nspans, o->size, "", multi_place,
+               p);
+  if (p->has_range == 1 && p->cr.has_range && p->cr.has_total) {
+    if (tpl__mp_single(p->mp, p->cr.first, p->cr.last, p->cr.total, NULL))
+      return refuse_multi(p, "one range alone");
+    o->multi = TPL_HTTP_MULTI_TAKEN; /* coalesced: the ranges are served */
+    return 1;
+  }
+  if (tpl__mp_boundary(p->ctype, strlen(p->ctype), b) != 0)
+    return verdict(p, TPL_EPROTO, 0,
+                   "%s: expected a 206 answer of Content-Type "
+                   "multipart/byteranges with a boundary, found \"%s\"",
+                   p->shown, p->ctype);
+  tpl__mp_init(p->mp, p->shown, p->spans, p->nspans, o->size, b, multi_place,
+               p);
+  o->multi = TPL_HTTP_MULTI_TAKEN;
+  return 1;
+}
+
+/* Bytes of a multipart answer, to the parser. */
+static size_t take_multi(struct part *p, const char *data, size_t len) {
+  struct tpl__error e;
+  int rc = tpl__mp_feed(p->mp, (const uint8_t *)data, len, &e);
+  if (rc == 0) return len;
+  verdict(p, rc, 0, "%s", e.msg);
+  return 0;
+}
+
 /* A body encoded (gzip, br ...) though no request asks for one (no
  * Accept-Encoding): its bytes are not the object's, a server fault. */
 static int refuse_encoding(struct part *p) {
@@ -386,6 +460,7 @@ static int headers_done(struct part *p) {
   if ((p->status == 200 || p->status == 206) && p->encoding[0] != '\0' &&
       strcasecmp(p->encoding, "identity") != 0)
     return refuse_encoding(p);
+  if (p->mp != NULL) return check_multi_answer(p);
   if (p->r != NULL) return check_range_answer(p);
   if (p->status != 200) status_failure(p);
   return 1; /* a failed answer's body is read off (on_body) */
@@ -407,6 +482,8 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx) {
       copy_value(p->modified, sizeof(p->modified), value, vl);
     else if (tpl__http_header_is(name, nl, "content-encoding"))
       copy_value(p->encoding, sizeof(p->encoding), value, vl);
+    else if (tpl__http_header_is(name, nl, "content-type"))
+      copy_value(p->ctype, sizeof(p->ctype), value, vl);
   } else if (len <= 2 && p->verdict == 0 && !headers_done(p)) {
     return 0; /* the verdict stops the transfer */
   }
@@ -456,6 +533,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
   if (p->verdict != 0 || owner_failed(p)) return 0;
   p->h->received += len;
   if (p->w != NULL) return take_whole(p, data, len);
+  if (p->mp != NULL) return take_multi(p, data, len);
   if (len > p->len - p->got) {
     verdict(p, TPL_EPROTO, 0,
             "%s: the server sent more than the %llu bytes "
@@ -463,7 +541,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx) {
             p->shown, (unsigned long long)p->len, (unsigned long long)p->off);
     return 0;
   }
-  memcpy(p->r->dst + (p->off - p->r->off) + p->got, data, len);
+  memcpy(p->dst + p->got, data, len);
   p->got += len;
   return len;
 }
@@ -515,7 +593,10 @@ static int part_launch(struct part *p) {
     p->headers = NULL;
     return -ENOMEM;
   }
-  if (p->r != NULL) {
+  if (p->mp != NULL) {
+    p->got = 0; /* a retry asks for every span again */
+    curl_easy_setopt(e, CURLOPT_RANGE, p->mrange);
+  } else if (p->r != NULL) {
     snprintf(p->range, sizeof(p->range), "%llu-%llu",
              (unsigned long long)(p->off + p->got),
              (unsigned long long)(p->off + p->len - 1));
@@ -559,6 +640,10 @@ static void part_finished(struct part *p) {
   } else {
     p->w->pending--;
   }
+  if (p->probe && p->r->obj->multi == TPL_HTTP_MULTI_PROBING)
+    p->r->obj->multi = TPL_HTTP_MULTI_UNTRIED; /* unanswered: the next */
+  free(p->mrange);
+  free(p->mp);
   free(p);
 }
 
@@ -643,6 +728,11 @@ static void curl_failure(struct part *p, CURLcode c) {
 
 /* The body ended without an error: did all of it come? */
 static void check_complete(struct part *p) {
+  struct tpl__error e;
+  if (p->mp != NULL && tpl__mp_end(p->mp, &e) != 0) {
+    verdict(p, e.code, 0, "%s", e.msg);
+    return;
+  }
   if (p->r == NULL || p->got == p->len) return;
   verdict(p, -EIO, 1,
           "%s: the body ended after %llu of %llu bytes at offset %llu",
@@ -657,11 +747,28 @@ static double backoff(unsigned attempt) {
   return d < BACKOFF_MAX ? d : BACKOFF_MAX;
 }
 
+static int multi_fallback(struct part *p);
+
+/* A multi-range part whose object refused them: its spans queued one
+ * range a GET instead, the part ended. */
+static void multi_unasked(struct part *p) {
+  if (!owner_failed(p) && multi_fallback(p) != 0) {
+    struct tpl__error e = {0};
+    tpl__fail(&e, -ENOMEM, "%s: out of memory", p->shown);
+    owner_fail(p, -ENOMEM, &e);
+  }
+  part_finished(p);
+}
+
 static void part_done(struct part *p, CURLcode c) {
   struct tpl__http *h = p->h;
   int failed_owner = owner_failed(p);
   if (p->verdict == 0 && c != CURLE_OK) curl_failure(p, c);
   part_end_transfer(p);
+  if (p->refused) {
+    multi_unasked(p);
+    return;
+  }
   if (p->verdict == 0) check_complete(p);
   if (p->verdict == 0 || failed_owner) {
     part_finished(p);
@@ -686,18 +793,27 @@ static void part_done(struct part *p, CURLcode c) {
   part_finished(p);
 }
 
+/* A multi-range part of an object whose first one is unanswered yet. */
+static int awaits_probe(const struct part *p) {
+  return p->mp != NULL && !p->probe &&
+         p->r->obj->multi == TPL_HTTP_MULTI_PROBING;
+}
+
 /* Launches queued parts whose time has come while a slot is free; a part
  * whose owner already failed is dropped.  Returns the seconds until the
  * next queued part is due (or 1 when none waits). */
 static double launch_due(struct tpl__http *h) {
-  struct part **pp = &h->queue, *last = NULL;
+  struct part **pp = &h->queue, *last = NULL, *late = NULL;
   double now = tpl__now(), next = 1.0;
   while (*pp != NULL) {
     struct part *p = *pp;
     int dead = owner_failed(p);
-    if (!dead && (p->start_at > now || h->active >= h->o.connections)) {
+    if (!dead && (p->start_at > now || h->active >= h->o.connections ||
+                  awaits_probe(p))) {
       if (p->start_at > now && p->start_at - now < next)
         next = p->start_at - now;
+      if (awaits_probe(p) && next > PROBE_POLL)
+        next = PROBE_POLL; /* no socket wakes it when the probe ends */
       last = p;
       pp = &p->next;
       continue;
@@ -707,6 +823,15 @@ static double launch_due(struct tpl__http *h) {
       part_finished(p);
       continue;
     }
+    if (p->mp != NULL && p->r->obj->multi == TPL_HTTP_MULTI_REFUSED) {
+      p->next = late; /* queued before its object refused one */
+      late = p;
+      continue;
+    }
+    if (p->mp != NULL && p->r->obj->multi == TPL_HTTP_MULTI_UNTRIED) {
+      p->r->obj->multi = TPL_HTTP_MULTI_PROBING;
+      p->probe = 1;
+    }
     if (part_launch(p) != 0) {
       struct tpl__error e = {0};
       tpl__fail(&e, -ENOMEM, "%s: out of memory", p->shown);
@@ -715,6 +840,11 @@ static double launch_due(struct tpl__http *h) {
     }
   }
   h->queue_tail = last;
+  while (late != NULL) {
+    struct part *p = late;
+    late = p->next;
+    multi_unasked(p);
+  }
   return next;
 }
 
@@ -800,24 +930,108 @@ int tpl__http_get(struct tpl__http *h, const char *url, const char *shown,
   return 0;
 }
 
+/* Queues the GETs of bytes [off, off + len) of read r, landing at dst:
+ * parts of PART_BYTES (a probe: one part, its answer tells the size the
+ * rest needs).  0 or -ENOMEM. */
+static int enqueue_range(struct tpl__http *h, struct tpl__http_read *r,
+                         uint64_t off, uint64_t len, uint8_t *dst) {
+  uint64_t step = r->obj->known ? PART_BYTES : len;
+  for (uint64_t at = 0; at < len;) {
+    struct part *p = new_part(h, r->url, r->shown);
+    if (p == NULL) return -ENOMEM;
+    p->r = r;
+    p->off = off + at;
+    p->len = len - at < step ? len - at : step;
+    p->dst = dst + at;
+    r->pending++;
+    enqueue(h, p);
+    at += p->len;
+  }
+  return 0;
+}
+
+/* The spans of a multi-range part refused by the server, one range a GET
+ * (queued last: nothing of them has landed). */
+static int multi_fallback(struct part *p) {
+  for (size_t k = 0; k < p->nspans; k++)
+    if (enqueue_range(p->h, p->r, p->spans[k].off, p->spans[k].len,
+                      p->spans[k].dst) != 0)
+      return -ENOMEM;
+  return 0;
+}
+
+/* How many of spans s[0..n) (n > 0) one GET asks for: TPL_HTTP_SPANS_MAX
+ * at most, their Range value within TPL_HTTP_RANGE_MAX bytes. */
+static size_t group_size(const struct tpl__span *s, size_t n) {
+  size_t k = 0, used = sizeof("bytes=");
+  char one[48];
+  while (k < n && k < TPL_HTTP_SPANS_MAX) {
+    int l =
+        snprintf(one, sizeof(one), "%llu-%llu,", (unsigned long long)s[k].off,
+                 (unsigned long long)(s[k].off + s[k].len - 1));
+    if (used + (size_t)l > TPL_HTTP_RANGE_MAX) break;
+    used += (size_t)l;
+    k++;
+  }
+  return k > 0 ? k : 1;
+}
+
+/* Queues one multi-range GET of spans s[0..n) (n > 1) of read r. */
+static int enqueue_multi(struct tpl__http *h, struct tpl__http_read *r,
+                         const struct tpl__span *s, size_t n) {
+  struct part *p = new_part(h, r->url, r->shown);
+  size_t at = 0;
+  if (p == NULL) return -ENOMEM;
+  p->mp = malloc(sizeof(*p->mp));
+  p->mrange = malloc(TPL_HTTP_RANGE_MAX);
+  if (p->mp == NULL || p->mrange == NULL) {
+    free(p->mp);
+    free(p->mrange);
+    free(p);
+    return -ENOMEM;
+  }
+  p->r = r;
+  p->spans = s;
+  p->nspans = n;
+  p->off = s[0].off;
+  for (size_t k = 0; k < n; k++) {
+    at +=
+        (size_t)snprintf(p->mrange + at, TPL_HTTP_RANGE_MAX - at, "%s%llu-%llu",
+                         k ? "," : "", (unsigned long long)s[k].off,
+                         (unsigned long long)(s[k].off + s[k].len - 1));
+    p->len += s[k].len;
+  }
+  r->pending++;
+  enqueue(h, p);
+  return 0;
+}
+
+/* Queues the GETs of read r's spans: multi-range ones while its object
+ * takes them, else one range a GET. */
+static int enqueue_spans(struct tpl__http *h, struct tpl__http_read *r) {
+  int multi = r->obj->known && r->obj->multi != TPL_HTTP_MULTI_REFUSED;
+  for (size_t k = 0; k < r->nspans;) {
+    size_t n = multi ? group_size(r->spans + k, r->nspans - k) : 1;
+    const struct tpl__span *s = r->spans + k;
+    int rc = n > 1 ? enqueue_multi(h, r, s, n)
+                   : enqueue_range(h, r, s->off, s->len, s->dst);
+    if (rc != 0) return rc;
+    k += n;
+  }
+  return 0;
+}
+
 int tpl__http_start(struct tpl__http *h, struct tpl__http_read *r, size_t n,
                     struct tpl__error *err) {
   for (size_t i = 0; i < n; i++) {
-    /* a probe is one part: its answer tells the size the rest needs */
-    uint64_t step = r[i].obj->known ? PART_BYTES : r[i].len;
+    int rc;
     r[i].got = 0;
     r[i].rc = 0;
     r[i].pending = 0;
-    for (uint64_t at = 0; at < r[i].len;) {
-      struct part *p = new_part(h, r[i].url, r[i].shown);
-      if (p == NULL) return tpl__oom(err);
-      p->r = &r[i];
-      p->off = r[i].off + at;
-      p->len = r[i].len - at < step ? r[i].len - at : step;
-      r[i].pending++;
-      enqueue(h, p);
-      at += p->len;
-    }
+    rc = r[i].nspans > 0
+             ? enqueue_spans(h, &r[i])
+             : enqueue_range(h, &r[i], r[i].off, r[i].len, r[i].dst);
+    if (rc != 0) return tpl__oom(err);
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "http_multipart.h"
 
 #define TPL_HTTP_TOKEN_ENV "TPLOAD_HTTP_TOKEN"
 
@@ -32,6 +33,17 @@ struct tpl__http_opts {
 #define TPL_HTTP_OPTS_DEFAULT                                                  \
   { NULL, NULL, TPL_HTTP_RETRIES, TPL_HTTP_CONNECTIONS, TPL_HTTP_TIMEOUT }
 
+/* What a client knows of an object's multi-range GETs: not tried yet;
+ * the first in flight (the others wait for its answer, so a server that
+ * refuses them is sent one, not a connection's worth); answered
+ * multipart; refused (one range a GET from then on). */
+enum {
+  TPL_HTTP_MULTI_UNTRIED,
+  TPL_HTTP_MULTI_PROBING,
+  TPL_HTTP_MULTI_TAKEN,
+  TPL_HTTP_MULTI_REFUSED
+};
+
 /* What the first answer said about an object; every later answer must
  * say the same (the object did not change under the load). */
 struct tpl__http_obj {
@@ -39,6 +51,7 @@ struct tpl__http_obj {
   uint64_t size;      /* Content-Range's total */
   char etag[256];     /* ETag, "" when the server sends none */
   char modified[128]; /* Last-Modified, "" when none */
+  int multi;          /* multi-range GETs of it: TPL_HTTP_MULTI_* */
 };
 
 /* One ranged read of [off, off + len) of `url` into dst.  `shown` is the
@@ -52,12 +65,27 @@ struct tpl__http_read {
   uint64_t off, len;
   uint8_t *dst;
   struct tpl__http_obj *obj;
+  /* Optional: the read is these nspans ranges (ascending, apart, in
+   * [off, off + len), each landing at its own dst; off, len and dst
+   * then only frame them), fetched TPL_HTTP_SPANS_MAX at most to a
+   * multi-range GET (answered multipart/byteranges, http_multipart.h)
+   * while the object takes them, else one range a GET.  obj must be
+   * known. */
+  const struct tpl__span *spans;
+  size_t nspans;
   /* the client's: */
   uint64_t got;     /* bytes landed */
   unsigned pending; /* parts not finished */
   int rc;           /* the first failure */
   struct tpl__error err;
 };
+
+/* The ranges of one multi-range GET at most: its Range header stays
+ * under TPL_HTTP_RANGE_MAX bytes too (nginx takes header lines of 8 KiB
+ * by default, Apache's MaxRanges is 200), and a refused GET costs the
+ * ranges of one more round. */
+#define TPL_HTTP_SPANS_MAX 128
+#define TPL_HTTP_RANGE_MAX 4096
 
 struct tpl__http;
 

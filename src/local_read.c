@@ -182,10 +182,18 @@ static int next_piece(const struct tpl__layout *l, uint64_t b, uint64_t e,
 }
 
 /* The GETs in flight: lr->runs as a ring, [head, head + count) mod
- * LOCAL_RUNS, oldest first (the client finishes them in that order). */
+ * LOCAL_RUNS, oldest first (the client finishes them in that order).
+ * The next one's runs are gathered in its slot's spans (lr->spans, at
+ * most spans_of(lr) a slot) until it is started. */
 struct ring {
-  size_t head, count;
+  size_t head, count, nspans;
 };
+
+/* The runs one read may ask for: several where the source makes them a
+ * multi-range GET (source.h's spans_max), else one. */
+static size_t spans_of(const struct tpl__local_read *lr) {
+  return lr->src->spans_max > 1 ? lr->src->spans_max : 1;
+}
 
 /* Finishes the oldest GET in flight; returns its result (err names the
  * tensor when err is not NULL). */
@@ -214,33 +222,58 @@ static int finish_all(struct tpl__local_read *lr, size_t i, struct ring *q,
   return first;
 }
 
-/* Starts the GET of source range [rb, re) of tensor i (tensor-relative)
- * into the window, where range [b, ...) starts, as the ring's newest,
- * finishing its oldest first when it is full. */
-static int start_run(struct tpl__local_read *lr, size_t i, uint64_t b,
-                     uint64_t rb, uint64_t re, struct ring *q,
-                     struct tpl__error *err) {
+/* Starts the read of the runs gathered (none: nothing) as the ring's
+ * newest: one range, or several (a multi-range GET). */
+static int start_read(struct tpl__local_read *lr, size_t i, struct ring *q,
+                      struct tpl__error *err) {
   const struct tpl__job_tensor *t = &lr->job->tensors[i];
-  struct tpl__read *r;
+  size_t slot = (q->head + q->count) % LOCAL_RUNS, n = q->nspans;
+  const struct tpl__span *s = lr->spans + slot * spans_of(lr);
+  struct tpl__read *r = &lr->runs[slot];
   struct tpl__error e2;
-  int rc = q->count == LOCAL_RUNS ? finish_oldest(lr, i, q, err) : 0;
-  if (rc != 0) return rc;
-  r = &lr->runs[(q->head + q->count) % LOCAL_RUNS];
+  int rc;
+  if (n == 0) return 0;
   memset(r, 0, sizeof(*r));
   r->file = t->file;
-  r->off = t->file_offset + rb;
-  r->len = re - rb;
-  r->dst = lr->window + (rb - b);
-  lr->bytes_read += re - rb;
+  r->off = s[0].off;
+  r->len = s[n - 1].off + s[n - 1].len - s[0].off;
+  r->dst = s[0].dst;
+  r->spans = n > 1 ? s : NULL;
+  r->nspans = n > 1 ? n : 0;
+  q->nspans = 0;
   rc = tpl__source_start(lr->src, r, &e2);
   if (rc != 0) return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
   q->count++;
   return 0;
 }
 
+/* Adds source range [rb, re) of tensor i (tensor-relative), landing in
+ * the window where range [b, ...) starts, to the ring's next read
+ * (finishing the oldest first when the ring is full), which starts when
+ * it holds as many runs as a read may. */
+static int add_run(struct tpl__local_read *lr, size_t i, uint64_t b,
+                   uint64_t rb, uint64_t re, struct ring *q,
+                   struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  size_t slot, k = spans_of(lr);
+  struct tpl__span *s;
+  int rc = q->nspans == 0 && q->count == LOCAL_RUNS
+               ? finish_oldest(lr, i, q, err)
+               : 0;
+  if (rc != 0) return rc;
+  slot = (q->head + q->count) % LOCAL_RUNS;
+  s = &lr->spans[slot * k + q->nspans++];
+  s->off = t->file_offset + rb;
+  s->len = re - rb;
+  s->dst = lr->window + (rb - b);
+  lr->bytes_read += re - rb;
+  return q->nspans == k ? start_read(lr, i, q, err) : 0;
+}
+
 /* The slice's bytes within source range [b, e) of tensor i from an HTTP
- * source: a GET per run of pieces (pieces at most lr->run_gap apart
- * joined: a gap that short costs less than another GET),
+ * source: a range per run of pieces (pieces at most lr->run_gap apart
+ * joined: a gap that short costs less than another GET), a GET per range
+ * or per spans_of(lr) of them (a multi-range GET),
  * LOCAL_RUNS of them kept in flight, each landing at its place in the
  * window; then gathered from there (see DESIGN.md on --read local). */
 static int read_range_remote(struct tpl__local_read *lr, size_t i,
@@ -248,7 +281,7 @@ static int read_range_remote(struct tpl__local_read *lr, size_t i,
                              uint64_t e, uint8_t *dst, uint64_t *got,
                              struct tpl__error *err) {
   uint64_t row = b / l->row_stride, pb = 0, pe = 0, rb = 0, re = 0;
-  struct ring q = {0, 0};
+  struct ring q = {0, 0, 0};
   size_t k = 0;
   int rc = 0, more, last;
   double t0;
@@ -258,10 +291,11 @@ static int read_range_remote(struct tpl__local_read *lr, size_t i,
       re = pe; /* joined to the run */
       continue;
     }
-    if (re > rb) rc = start_run(lr, i, b, rb, re, &q, err);
+    if (re > rb) rc = add_run(lr, i, b, rb, re, &q, err);
     rb = pb;
     re = pe;
   } while (rc == 0 && more);
+  if (rc == 0) rc = start_read(lr, i, &q, err);
   last = finish_all(lr, i, &q, rc != 0 ? NULL : err);
   if (rc == 0) rc = last;
   if (rc != 0) return rc;
@@ -400,14 +434,17 @@ int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   XXH3_state_t *h = XXH3_createState();
   int rc;
   lr->runs = calloc(LOCAL_RUNS, sizeof(*lr->runs));
-  rc = h != NULL && lr->runs != NULL ? 0 : tpl__oom(err);
+  lr->spans = calloc(LOCAL_RUNS * spans_of(lr), sizeof(*lr->spans));
+  rc = h != NULL && lr->runs != NULL && lr->spans != NULL ? 0 : tpl__oom(err);
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
     if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
   free(lr->runs);
+  free(lr->spans);
   lr->runs = NULL;
+  lr->spans = NULL;
   for (uint32_t f = 0; rc == 0 && f < lr->job->nfiles; f++)
     rc = tpl__local_unchanged(lr->job, f, lr->files, err);
   return rc;

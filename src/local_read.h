@@ -19,6 +19,7 @@
 
 #include "common.h"
 #include "fdcache.h"
+#include "http_multipart.h"
 #include "job.h"
 #include "source.h"
 #include "store.h"
@@ -76,6 +77,7 @@ struct tpl__local_read {
   double t_read, t_pack, t_hash;
   uint64_t landed, shown, total; /* inside: progress so far */
   struct tpl__read *runs;        /* inside: an HTTP source's GETs */
+  struct tpl__span *spans;       /* inside: their ranges (multi-range) */
 };
 
 /* --read-gap's defaults: the bytes a GET costs, below which a gap

@@ -8,7 +8,9 @@
 #include <stddef.h>
 
 #include "ckpt_remote.h"
+#include "hf.h"
 #include "origin.h"
+#include "s3.h"
 #include "url.h"
 
 static int open_model(const char *path, const struct tpl__http_opts *http,
@@ -48,6 +50,14 @@ static int member_unchanged(const char *path, uint64_t size, int64_t mtime_ns,
   return 0;
 }
 
+/* Whether a source's reads may be multi-range GETs: plain http(s) yes;
+ * s3:// (GetObject documents one range a GET) and hf:// (redirected to
+ * such a store) no. */
+static int multi_ranges(const struct tpl__origin_files *in) {
+  return in->n > 0 && !tpl__s3_is_url(in->paths[0]) &&
+         !tpl__hf_is_url(in->paths[0]);
+}
+
 /* Rank 0 reads with the client that validated the files (borrowed); the
  * others (--read local) with one of their own, made from the same
  * options and signed as rank 0's is. */
@@ -62,7 +72,9 @@ static int source(const struct tpl__origin_files *in, struct tpl__source **src,
     if (rc != 0) tpl__http_close(h);
   }
   if (rc != 0) return rc;
-  return tpl__source_http_open(src, h, in->http == NULL, in->urls, in->n, err);
+  rc = tpl__source_http_open(src, h, in->http == NULL, in->urls, in->n, err);
+  if (rc == 0) tpl__source_http_multi(*src, multi_ranges(in));
+  return rc;
 }
 
 const struct tpl__origin tpl__origin_http = {

@@ -20,6 +20,7 @@
 #include "common.h"
 
 struct tpl__fdcache; /* fdcache.h */
+struct tpl__span;    /* http_multipart.h */
 
 /* --io: how files are read. */
 enum tpl__io_mode {
@@ -58,6 +59,11 @@ struct tpl__read {
   uint32_t file;
   uint64_t off, len;
   uint8_t *dst;
+  /* Optional, where the source's spans_max is over 1: the read is these
+   * ranges of the file ([off, off + len) frames them), each landing at
+   * its own dst (a multi-range GET, http.h). */
+  const struct tpl__span *spans;
+  size_t nspans;
   _Alignas(16) unsigned char priv[TPL_READ_PRIV]; /* the source's */
 };
 
@@ -105,6 +111,9 @@ struct tpl__source {
    * remote read (the caller's own transfers then move, e.g. MPI's). */
   void (*idle)(void *ctx);
   void *idle_ctx;
+  /* The ranges a read may have (tpl__read.spans; 0: none): over 1 where
+   * the source asks for them in one request (HTTP's multi-range GETs). */
+  size_t spans_max;
 };
 
 static inline void tpl__source_on_progress(struct tpl__source *s,

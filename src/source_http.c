@@ -67,7 +67,9 @@ static int start(struct tpl__source *s, struct tpl__read *r,
                                   .off = r->off,
                                   .len = r->len,
                                   .dst = r->dst,
-                                  .obj = f->obj};
+                                  .obj = f->obj,
+                                  .spans = r->spans,
+                                  .nspans = r->nspans};
   int rc = tpl__http_start(hs->http, &o->hr, 1, err);
   /* a failed start's queued parts name it: wait them out now, as the
    * caller may drop a read it could not start */
@@ -135,6 +137,10 @@ static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
 
 static const struct tpl__source_ops http_ops = {place,        start, finish,
                                                 close_source, hint,  pump};
+
+void tpl__source_http_multi(struct tpl__source *s, int on) {
+  s->spans_max = on ? TPL_HTTP_SPANS_MAX : 0;
+}
 
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,

@@ -28,4 +28,10 @@ int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
                           size_t n, struct tpl__error *err);
 
+/* Whether a read of source s (an HTTP one) may ask for several ranges
+ * (tpl__read.spans), fetched as multi-range GETs while the server
+ * answers them (http.h): an origin's choice (DESIGN.md, "The GET
+ * policy"). */
+void tpl__source_http_multi(struct tpl__source *s, int on);
+
 #endif

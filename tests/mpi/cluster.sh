@@ -24,10 +24,11 @@
 # --read mpi.  Each --json load's nodes[] (bytes in and out per host, the
 # ranks' own counts) are the link counters' within 5 % (a doctored report
 # fails) and the same minimum per node.  --read local from the URL with
-# --read-gap 0 (each piece its own GET; http_local_bytes.sh tests the
-# default's bound): the store's GETs (its access log) fetch at most 1.05
-# x what the ranks hold, and its link carries those GETs and their
-# framing.
+# --read-gap 0 (each piece its own range, up to 128 to a multi-range GET;
+# http_local_bytes.sh tests the default's bound): the store's GETs (its
+# access log) ask for at most 1.05 x what the ranks hold, their
+# multipart framing under 128 bytes a part, and its link carries those
+# GETs and their framing.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"

@@ -1,53 +1,73 @@
 #!/bin/bash
 # http_local_bytes.sh - `--read local` from a URL fetches each rank's own
-# bytes, not whole tensors, and joins pieces into GETs as --read-gap says:
-# at 2 and 4 ranks, on a model with a dim-0 cut (big.rows: a shard is one
-# range) and a dim-1 cut (big.cols: strided pieces of each row), fetched
-# twice.  With --read-gap 0 the bytes nginx sent (its access log's
-# $body_bytes_sent) are at most 1.05 x what the ranks hold (the oracle's
-# shards, summed over ranks) + every rank's read of the files' headers.
-# With the default gap (G = 8192 for http), each GET fewer than at gap 0
-# is a join of two pieces at most G apart: GETs <= gap 0's, and bytes <=
-# gap 0's + G x (gap 0's GETs - these).  Both: the report's per-rank
-# `gets` add up to nginx's ranged GETs of tensor bytes (the rest are
-# rank 0's validation).  Printed for each: the GETs,
-# their response headers, the bytes against the ranks' (the store's
-# ratio), and each big tensor's GETs and bytes.  The shards are the
+# bytes, not whole tensors, joins pieces into runs as --read-gap says and
+# asks for up to 128 runs in one multi-range GET (http.h's
+# TPL_HTTP_SPANS_MAX; answered multipart/byteranges): at 2 and 4 ranks,
+# on a model with a dim-0 cut of segments (big.rows: a shard is 3 runs)
+# and a dim-1 cut (big.cols: strided pieces of each row), fetched twice.
+# The GETs are what the rule gives, computed here from the tensors'
+# shapes and rules: per rank and tensor, its pieces' runs (pieces at most
+# the gap apart joined), ceil(runs / 128) GETs.  What nginx sent is
+# counted from its access log: a GET's payload is the bytes its Range
+# asked for (its body, for a single range), its framing the rest of its
+# body (the multipart delimiters and part headers, asserted under 128
+# bytes a part).  With --read-gap 0 the payloads are at most 1.05 x what
+# the ranks hold (the oracle's shards, summed over ranks) + every rank's
+# read of the files' headers.  With the default gap (G = 8192 for http),
+# each run fewer than at gap 0 is a join of two pieces at most G apart:
+# payloads <= gap 0's + G x (gap 0's runs - these).  Then at gap 0
+# through a location of nginx with `max_ranges 1` (it answers a
+# multi-range GET with the whole object, 200): the ranks fall back to one
+# range a GET, as many as gap 0's runs, the same ranges, after one
+# refused GET a rank a file at most (the first multi-range GET of a file
+# is alone in flight until it is answered).  The refused GETs' bodies
+# (the whole files, cut when the rank closes the connection) are not
+# payload: they are printed apart.  Each time the report's per-rank `gets` add
+# up to nginx's GETs of tensor bytes (the rest are rank 0's validation).
+# Printed for each: the GETs, their response headers and framing, the
+# payload against the ranks' bytes (the store's ratio, with and without
+# the framing), and each big tensor's GETs and bytes.  The shards are the
 # oracle's.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
 
 gen m --seed 3801 --layout index --big-mib 2
-nginx_start nginx "$M" "" ""
+nginx_start nginx "$M" "" '
+    location /one/ { max_ranges 1; }'
+ln -s . "$M/one"
 log="$NGX_DIR/access.log"
 
 GAP=8192 # local_read.h's TPL_READ_GAP_HTTP
 
-# fetched N GAP: preshard of the URL at N ranks by --read local with
-# --read-gap GAP (default: not given), its shards against the oracle, and
-# nginx's bytes against the ranks' share (then against gap 0's log).
+# fetched N GAP [one]: preshard of the URL at N ranks by --read local with
+# --read-gap GAP (default: not given; through /one/, max_ranges 1, with
+# `one`), its shards against the oracle, and nginx's GETs and bytes
+# against the rule and the ranks' share (then against gap 0's log).
 fetched() {
-  local n=$1 gap=$2 out="$T_TMP/s-$1-$2" opt=()
+  local n=$1 gap=$2 dir=${3:+one/} out="$T_TMP/s-$1-$2$3" opt=()
   [ "$gap" = default ] || opt=(--read-gap "$gap")
   : >"$log"
-  if mpi "$n" preshard "$NGX_URL/m/" --out "$out" --plan "$M/m/plan.json" \
+  if mpi "$n" preshard "$NGX_URL/${dir}m/" --out "$out" --plan "$M/m/plan.json" \
     --read local "${opt[@]}" --quiet --json >"$T_TMP/rep.json" \
     2>"$T_TMP/mpi.err"; then
-    t_oracle "--read local, $n ranks, gap $gap: the oracle's shards" \
+    t_oracle "--read local, $n ranks, gap $gap$3: the oracle's shards" \
       check-preshard "$M/m" "$M/m/plan.json" "$n" "$out"
   else
-    t_fail "--read local, $n ranks, gap $gap" \
+    t_fail "--read local, $n ranks, gap $gap$3" \
       "$(messages "$T_TMP/mpi.err" | head -c 2000)"
     return
   fi
-  [ "$gap" = 0 ] && cp "$log" "$T_TMP/gap0.log"
+  [ "$gap$3" = 0 ] && cp "$log" "$T_TMP/gap0.log"
   if "$ORACLE" - "$TESTS_SRCDIR/oracle" "$M/m" "$n" "$log" "$gap" \
-    "$T_TMP/gap0.log" "$GAP" "$T_TMP/rep.json" >"$T_TMP/bytes.out" 2>&1 <<'PY'
-import json, os, struct, sys
+    "$T_TMP/gap0.log" "$GAP" "$T_TMP/rep.json" "$3" >"$T_TMP/bytes.out" 2>&1 <<'PY'
+import json, math, os, struct, sys
 sys.path.insert(0, sys.argv[1])
 import oracle
 model, n, log, gap = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+one = sys.argv[9] == "one"
+G = int(sys.argv[7])
+SPANS_MAX, PART = 128, 4 << 20  # http.h's TPL_HTTP_SPANS_MAX, http.c's
 with open(os.path.join(model, "plan.json")) as f:
     rules = json.load(f)["rules"]
 exp = oracle.expected_shards(oracle.read_model(model), rules, n)
@@ -57,7 +77,7 @@ for f in os.listdir(model):
     p = os.path.join(model, f)
     if f.endswith(".index.json"):
         heads += os.path.getsize(p)
-    if not f.endswith(".safetensors"):
+    if not f.endswith(".safetensors") or os.path.islink(p):
         continue
     with open(p, "rb") as fh:
         hlen = struct.unpack("<Q", fh.read(8))[0]
@@ -66,17 +86,58 @@ for f in os.listdir(model):
     for name, t in hdr.items():
         if name != "__metadata__":
             spans[name] = (f, [8 + hlen + x for x in t["data_offsets"]])
+
+def runs(e, r, join):
+    """Rank r's byte ranges of tensor e (tensor-relative), pieces at most
+    `join` bytes apart joined (a dim cut with its segments; else all)."""
+    a, b = spans[e["name"]][1]
+    rule, shape = e["rule"], e["shape"]
+    if e["kind"] != "shard":
+        return [(0, b - a)]
+    d, item = rule["dim"], (b - a) // math.prod(shape)
+    segs = rule.get("segs") or [shape[d]]
+    outer, inner = math.prod(shape[:d]), math.prod(shape[d + 1:]) * item
+    out = []
+    for o in range(outer):
+        at = 0
+        for s in segs:
+            x = (o * shape[d] + at + r * s // n) * inner
+            y = (o * shape[d] + at + (r + 1) * s // n) * inner
+            if y > x and out and x - out[-1][1] <= join:
+                out[-1] = (out[-1][0], y)
+            elif y > x:
+                out.append((x, y))
+            at += s
+    return out
+
+def ranges(l):
+    return [tuple(int(x) for x in p.split("-"))
+            for p in l[3].strip('"')[6:].split(",")]
+
 def get_lines(path):
     return [l for l in (l.split() for l in open(path)) if l[0] == "GET"]
+
+def payload(l):  # the bytes asked (a single range's: its body)
+    rs = ranges(l) if l[3] != '"-"' else []
+    if len(rs) > 1 and l[2] == "206":
+        return sum(y - x + 1 for x, y in rs)
+    if len(rs) > 1:
+        return 0  # refused: the ranks closed it at its headers
+    return int(l[4])
+
 gets = get_lines(log)
 body = sum(int(l[4]) for l in gets)
 sent = sum(int(l[8]) for l in gets)  # $bytes_sent: + the response headers
+pay = sum(payload(l) for l in gets)
+multi = [l for l in gets if l[3] != '"-"' and len(ranges(l)) > 1]
+served = [l for l in multi if l[2] == "206"]
+parts = sum(len(ranges(l)) for l in served)
+framing = sum(int(l[4]) - payload(l) for l in served)
 # the report's GETs: every ranged GET of tensor bytes (the files'
 # headers and JSONs are rank 0's validation's, before its source opened)
 ranks = json.load(open(sys.argv[8]))["ranks"]
-data = [l for l in gets if l[3] != '"-"' and
-        int(l[3].strip('"')[6:].split("-")[0]) >= min(
-            a for f, (a, b) in spans.values() if l[1].endswith("/" + f))]
+data = [l for l in gets if l[3] != '"-"' and ranges(l)[0][0] >= min(
+    a for f, (a, b) in spans.values() if l[1].endswith("/" + f))]
 for r in ranks:
     print("# %d ranks, gap %s: rank %d: %d GETs, bodies %d, holds %d (%.3f x)"
           % (n, gap, r["rank"], r["gets"], r["bytes_read"], r["bytes"],
@@ -84,36 +145,68 @@ for r in ranks:
 assert sum(r["gets"] for r in ranks) == len(data), \
     "the ranks' gets %d, nginx's ranged GETs of tensor bytes %d" % (
         sum(r["gets"] for r in ranks), len(data))
-print("# %d ranks, gap %s: nginx sent %d body bytes in %d GETs (+ %.0f bytes "
-      "of response headers each); the ranks hold %d: store ratio %.3f, + %d "
-      "of the files' headers" % (n, gap, body, len(gets),
-                                 (sent - body) / len(gets), held, body / held,
-                                 n * heads))
+print("# %d ranks, gap %s%s: nginx sent %d body bytes in %d GETs (+ %.0f bytes "
+      "of response headers each), %d of them multipart (%d parts, %.1f bytes "
+      "of framing a part); payload %d, the ranks hold %d: store ratio %.3f "
+      "(%.3f with every body), + %d of the files' headers"
+      % (n, gap, " max_ranges 1" if one else "", body, len(gets),
+         (sent - body) / len(gets), len(served), parts,
+         framing / max(parts, 1), pay, held, pay / held, body / held,
+         n * heads))
+assert framing <= 128 * parts, "framing %d > 128 x %d parts" % (framing,
+                                                               parts)
+# the rule: per rank and tensor, ceil(runs / 128) GETs (each tensor
+# within one 8 MiB step and one 4 MiB part)
+join = 0 if gap == "0" else G
+nruns = [len(runs(e, r, join)) for e in exp for r in range(n)
+         if spans[e["name"]][1][1] > spans[e["name"]][1][0]]
+assert all(b - a <= PART for f, (a, b) in spans.values())
+want = sum(math.ceil(k / (1 if one else SPANS_MAX)) for k in nruns)
+got = len(data) - (len(multi) if one else 0)
+print("# %d ranks, gap %s: %d GETs of tensor bytes, the rule's %d (%d runs)%s"
+      % (n, gap, got, want, sum(nruns),
+         ", + %d multi-range ones refused" % len(multi) if one else ""))
+assert got == want, "%d GETs, the rule gives %d" % (got, want)
+if one:
+    assert all(l[2] == "200" for l in multi)
+    assert len(multi) <= n * len(set(f for f, _ in spans.values())), \
+        "%d multi-range GETs refused" % len(multi)
+    print("# %d ranks, gap 0 max_ranges 1: %d refused GETs (one a rank a "
+          "file), %d bytes of their 200 bodies sent before the ranks closed "
+          "them" % (n, len(multi), sum(int(l[4]) for l in multi)))
+    g0 = get_lines(sys.argv[6])
+    r0 = sorted(x for l in g0 if l[3] != '"-"' for x in ranges(l))
+    r1 = sorted(x for l in gets if l[3] != '"-"' and l[2] == "206"
+                for x in ranges(l))
+    assert r0 == r1, "the ranges fetched differ from gap 0's multi-range ones"
 for e in exp:  # the two big ones: their GETs' bytes against their ranks'
     if not e["name"].startswith("big."):
         continue
     f, (a, b) = spans[e["name"]]
-    rs = [[int(x) for x in l[3].strip('"')[6:].split("-")]
-          for l in gets if l[1].endswith("/" + f) and l[3] != '"-"']
-    rs = [(max(x, a), min(y + 1, b)) for x, y in rs if x < b and y >= a]
-    print("# %d ranks: %s (dim %d): %d GETs, %.3f x its ranks' bytes"
+    rs = [(x, y, len(ranges(l))) for l in gets
+          if l[1].endswith("/" + f) and l[3] != '"-"' and l[2] == "206"
+          for x, y in ranges(l)]
+    rs = [(max(x, a), min(y + 1, b)) for x, y, k in rs if x < b and y >= a]
+    print("# %d ranks: %s (dim %d): %d ranges, %.3f x its ranks' bytes"
           % (n, e["name"], e["rule"]["dim"], len(rs),
              sum(y - x for x, y in rs) / float(sum(map(len, e["ranks"])))))
 if gap == "0":
     top = 1.05 * held + n * heads
-    assert body <= top, "%d > 1.05 x %d + %d" % (body, held, n * heads)
+    assert pay <= top, "%d > 1.05 x %d + %d" % (pay, held, n * heads)
     sys.exit(0)
 g0 = get_lines(sys.argv[6])
-body0 = sum(int(l[4]) for l in g0)
-top = body0 + int(sys.argv[7]) * (len(g0) - len(gets))
-print("# %d ranks, gap %s: %d GETs against gap 0's %d; bytes bound %d "
+pay0 = sum(payload(l) for l in g0)
+runs0 = sum(len(ranges(l)) for l in g0 if l[3] != '"-"')
+runs1 = sum(len(ranges(l)) for l in gets if l[3] != '"-"')
+top = pay0 + G * (runs0 - runs1)
+print("# %d ranks, gap %s: %d GETs against gap 0's %d; payload bound %d "
       "(%.3f x held)" % (n, gap, len(gets), len(g0), top, top / held))
 assert len(gets) <= len(g0), "%d GETs > gap 0's %d" % (len(gets), len(g0))
-assert body <= top, "%d > %d + G x %d" % (body, body0, len(g0) - len(gets))
+assert pay <= top, "%d > %d + G x %d" % (pay, pay0, runs0 - runs1)
 PY
-  then t_ok "--read local, $n ranks, gap $gap: nginx's GETs and bytes bounded"
+  then t_ok "--read local, $n ranks, gap $gap$3: nginx's GETs the rule's, bytes bounded"
   else
-    t_fail "--read local, $n ranks, gap $gap: nginx's GETs and bytes" \
+    t_fail "--read local, $n ranks, gap $gap$3: nginx's GETs and bytes" \
       "$(cat "$T_TMP/bytes.out")"
   fi
   grep "^#" "$T_TMP/bytes.out"
@@ -123,4 +216,5 @@ for n in 2 4; do
   fetched "$n" 0
   fetched "$n" default
 done
+fetched 4 0 one
 t_done

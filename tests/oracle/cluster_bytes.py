@@ -36,11 +36,13 @@ comments and exits 1 (the reasons on stderr) unless MODE holds:
   url-local every rank fetches from the store: it sends at least what
             the nodes hold, distinct per node; given STORE_LOG (the
             store's nginx access log lines of the job, http_lib.sh's
-            format), the bodies of its GETs are at most 1.05 x what the
-            ranks hold, summed over ranks, + every rank's read of the
-            files' headers, and the store's link carried at most 1.03 x
-            the log's bytes (bodies and response headers) + FRAMING a
-            GET + 256 KiB.
+            format), the payload of its GETs (the bytes their Ranges
+            asked, up to 128 ranges a multi-range GET) is at most 1.05
+            x what the ranks hold, summed over ranks, + every rank's
+            read of the files' headers, the multipart framing of the
+            rest of their bodies under PART_FRAMING a part, and the
+            store's link carried at most 1.03 x the log's bytes (bodies
+            and response headers) + FRAMING a GET + 256 KiB.
 
 A job named url-* with MODE mpi* must have the store send the files once
 (1 to 1.03 x); any other job, nothing.
@@ -67,6 +69,7 @@ import oracle  # noqa: E402
 SLACK = 256 << 10  # MPI's and TCP's own bytes
 FRAMING = 160  # a short answer's packet or two: 66 bytes of Ethernet,
 #                IP and TCP headers each
+PART_FRAMING = 128  # a multipart part's delimiter and headers (nginx: 113)
 
 
 def node_of(r, n, nodes, round_robin):
@@ -156,6 +159,23 @@ def check_relayed(name, mode, d, w):
     return bad
 
 
+def ranges(g):
+    """The byte ranges an access log line's Range asked for (none: [])"""
+    if g[3] == '"-"':
+        return []
+    return [tuple(int(x) for x in p.split("-"))
+            for p in g[3].strip('"')[len("bytes="):].split(",")]
+
+
+def payload(g):
+    """The bytes GET g asked for that it got: a multipart answer's
+    ranges, else its body."""
+    rs = ranges(g)
+    if len(rs) > 1 and g[2] == "206":
+        return sum(y - x + 1 for x, y in rs)
+    return int(g[4]) if len(rs) < 2 or g[2] != "200" else 0
+
+
 def check_gets(name, out, w, log):
     """url-local with the store's access log: the reasons its GETs fetch
     more than the ranks' own bytes, or its link more than the GETs."""
@@ -163,15 +183,23 @@ def check_gets(name, out, w, log):
         gets = [ln.split() for ln in f if ln.startswith("GET ")]
     body = sum(int(g[4]) for g in gets)
     sent = sum(int(g[8]) for g in gets)
+    pay = sum(payload(g) for g in gets)
+    multi = [g for g in gets if len(ranges(g)) > 1 and g[2] == "206"]
+    parts = sum(len(ranges(g)) for g in multi)
+    framing = sum(int(g[4]) - payload(g) for g in multi)
     held = sum(w["held"])
     top = 1.05 * held + w["ranks"] * (w["files"] - w["model"]) + SLACK
-    print("# %s: the store's GETs: %d, bodies %s (%.3f x the ranks' %s), "
-          "with headers %s" % (name, len(gets), mib(body),
-                               body / float(held), mib(held), mib(sent)))
+    print("# %s: the store's GETs: %d (%d multi-range, %d parts), payload "
+          "%s (%.3f x the ranks' %s), bodies %s, with headers %s"
+          % (name, len(gets), len(multi), parts, mib(pay),
+             pay / float(held), mib(held), mib(body), mib(sent)))
     bad = []
-    if body > top:
-        bad.append("the GETs' bodies %d > 1.05 x the ranks' %d + headers"
-                   % (body, held))
+    if pay > top:
+        bad.append("the GETs' payload %d > 1.05 x the ranks' %d + headers"
+                   % (pay, held))
+    if framing > PART_FRAMING * parts:
+        bad.append("the multipart framing %d > %d x %d parts"
+                   % (framing, PART_FRAMING, parts))
     if out > 1.03 * sent + FRAMING * len(gets) + SLACK:
         bad.append("the store's link sent %d > 1.03 x its GETs' %d + "
                    "framing" % (out, sent))

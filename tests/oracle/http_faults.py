@@ -24,6 +24,20 @@ under ROOT:
     /gzip/F      every body is gzip-compressed, with Content-Encoding:
                  gzip, though no request asked for it (Accept-Encoding)
 
+A request of several ranges (RFC 9110 14.2) is answered 206 with a
+multipart/byteranges body (RFC 9110 14.6, its boundary quoted and with a
+space in it, as RFC 2046 allows), except where these modes say:
+
+    /multinone/F   416, as a store that takes one range a GET (OSS)
+    /multiwhole/F   200 with the whole object, as one that ignores them
+    /multione/F   206 of the first range alone, a plain Content-Range
+    /multimerge/F 206 of one range from the first asked byte to the last,
+                  a plain Content-Range (ranges coalesced)
+    /multicut/F   the first multi-range answer for F sends half its
+                  body, then closes
+    /multibad/F   a multipart answer whose second part is one byte later
+                  than asked
+
 Every request is logged to LOG (one line: method path range status).
 """
 import gzip
@@ -95,6 +109,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            mode == "dropwhole" and
                            count(("cut", tag, rel)) == 1)
             return
+        if "," in rng:
+            return self.multi(mode, tag, rel, data, etag, rng)
         r = re.fullmatch(r"bytes=(\d+)-(\d+)", rng)
         first, last = int(r.group(1)), min(int(r.group(2)), len(data) - 1)
         body = data[first:last + 1]
@@ -122,6 +138,53 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body[:8])
             self.wfile.flush()
             time.sleep(3600)
+            return
+        self.wfile.write(body)
+
+    def multi(self, mode, tag, rel, data, etag, rng):
+        """A request of several ranges, answered as `mode` says."""
+        rs = [tuple(int(x) for x in p.split("-"))
+              for p in rng[len("bytes="):].split(",")]
+        if mode == "multinone":
+            return self.fail(416)
+        if mode in ("multiwhole", "multione", "multimerge"):
+            first, last = rs[0]
+            if mode == "multimerge":
+                last = rs[-1][1]
+            status = 200 if mode == "multiwhole" else 206
+            body = data if status == 200 else data[first:last + 1]
+            self.log(status)
+            self.send_response(status)
+            self.send_header("ETag", etag)
+            if status == 206:
+                self.send_header("Content-Range", "bytes %d-%d/%d"
+                                 % (first, last, len(data)))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        bnd = "fault boundary 7"
+        out = []
+        for k, (first, last) in enumerate(rs):
+            if mode == "multibad" and k == 1:
+                first, last = first + 1, last + 1
+            out.append(b"\r\n--" + bnd.encode() +
+                       b"\r\nContent-Type: application/octet-stream\r\n"
+                       b"Content-Range: bytes %d-%d/%d\r\n\r\n"
+                       % (first, last, len(data)) + data[first:last + 1])
+        out.append(b"\r\n--" + bnd.encode() + b"--\r\n")
+        body = b"".join(out)
+        self.log(206)
+        self.send_response(206)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Type",
+                         'multipart/byteranges; boundary="%s"' % bnd)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if mode == "multicut" and count(("cut", tag, rel)) == 1:
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
             return
         self.wfile.write(body)
 
