@@ -36,8 +36,8 @@ void tpl__eng_slots_poke(struct engine *e) {
   }
 }
 
-int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
-                       struct tpl__error *err) {
+static int send_one(struct slot *s, const uint8_t *p, uint64_t n, int dest,
+                    struct tpl__error *err) {
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     struct pending *r = realloc(s->reqs, cap * sizeof(*r));
@@ -46,14 +46,29 @@ int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
     s->cap = cap;
   }
   s->reqs[s->nreqs].peer = dest;
-  s->sent += n;
-  if (s->remote != NULL && s->remote[dest]) s->sent_remote += n;
   if (tpl__eng_mpi_check(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA,
                                    MPI_COMM_WORLD, &s->reqs[s->nreqs].req),
                          "send", err) != 0)
     return TPL_EPEER;
   s->nreqs++;
   return 0;
+}
+
+/* To another host in messages of at most REMOTE_MSG_MAX bytes (its
+ * receiver keeps receives of that size posted), else in one. */
+int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
+                       struct tpl__error *err) {
+  int remote = s->remote != NULL && s->remote[dest];
+  uint64_t max = remote ? REMOTE_MSG_MAX : n, at = 0;
+  int rc;
+  s->sent += n;
+  if (remote) s->sent_remote += n;
+  do {
+    uint64_t len = n - at < max ? n - at : max;
+    rc = send_one(s, p + at, len, dest, err);
+    at += len;
+  } while (rc == 0 && at < n);
+  return rc;
 }
 
 /* Sends the open batch, if any. */
