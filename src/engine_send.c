@@ -13,27 +13,35 @@
 
 /* --- rank 0: streaming and sending --- */
 
+/* Tests slot s's sends in order up to the first in flight; whether all
+ * are done. */
+static int slot_test(struct slot *s) {
+  while (s->tested < s->nreqs && s->mrc == MPI_SUCCESS) {
+    int done = 0;
+    s->mrc = MPI_Test(&s->reqs[s->tested].req, &done, MPI_STATUS_IGNORE);
+    if (!done) return 0;
+    s->tested += s->mrc == MPI_SUCCESS;
+  }
+  return s->tested == s->nreqs;
+}
+
 int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
                        struct tpl__error *err) {
-  int rc = s->mrc != MPI_SUCCESS
-               ? tpl__eng_mpi_check(s->mrc, "send", err)
-               : tpl__eng_wait_reqs(e, s->reqs + s->tested,
-                                    s->nreqs - s->tested, err);
+  int rc;
+  /* rank 0's window held up by its sends: the source's cue to yield */
+  if (e->src != NULL && s >= e->slots && s < e->slots + NSLOTS)
+    tpl__source_yield(e->src, !slot_test(s));
+  rc = s->mrc != MPI_SUCCESS ? tpl__eng_mpi_check(s->mrc, "send", err)
+                             : tpl__eng_wait_reqs(e, s->reqs + s->tested,
+                                                  s->nreqs - s->tested, err);
   s->nreqs = s->tested = 0;
   s->mrc = MPI_SUCCESS;
   return rc;
 }
 
 void tpl__eng_slots_poke(struct engine *e) {
-  for (int i = 0; i < NSLOTS; i++) {
-    struct slot *s = &e->slots[i];
-    while (s->tested < s->nreqs && s->mrc == MPI_SUCCESS) {
-      int done = 0;
-      s->mrc = MPI_Test(&s->reqs[s->tested].req, &done, MPI_STATUS_IGNORE);
-      if (!done) break;
-      s->tested += s->mrc == MPI_SUCCESS;
-    }
-  }
+  for (int i = 0; i < NSLOTS; i++)
+    slot_test(&e->slots[i]);
 }
 
 static int send_one(struct slot *s, const uint8_t *p, uint64_t n, int dest,

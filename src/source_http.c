@@ -109,6 +109,10 @@ static int pump(struct tpl__source *s) {
   return tpl__http_pump(((struct http_source *)s)->http);
 }
 
+static void yield(struct tpl__source *s, int waited) {
+  tpl__http_yield(((struct http_source *)s)->http, waited);
+}
+
 /* The transfers still in flight land in the caller's buffers: wait them
  * out before the buffers go. */
 static void close_source(struct tpl__source *s) {
@@ -133,8 +137,8 @@ static void close_source(struct tpl__source *s) {
 static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
                  uint64_t len) {}
 
-static const struct tpl__source_ops http_ops = {place,        start, finish,
-                                                close_source, hint,  pump};
+static const struct tpl__source_ops http_ops = {
+    place, start, finish, close_source, hint, pump, yield};
 
 int tpl__source_http_open(struct tpl__source **s, struct tpl__http *http,
                           int own, const struct tpl__source_url *files,
