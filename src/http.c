@@ -704,9 +704,9 @@ static void part_done(struct part *p, CURLcode c) {
 }
 
 /* Launches queued parts whose time has come while a slot is free (of
- * h->allowed: tpl__http_yield); a part
- * whose owner already failed is dropped.  Returns the seconds until the
- * next queued part is due (or 1 when none waits). */
+ * h->allowed: tpl__http_yield); a part whose owner already failed is
+ * dropped.  Returns the seconds until the next queued part is due (or 1
+ * when none waits). */
 static double launch_due(struct tpl__http *h) {
   struct part **pp = &h->queue, *last = NULL;
   double now = tpl__now(), next = 1.0;
