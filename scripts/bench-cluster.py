@@ -31,7 +31,9 @@ def rate_bytes(rate):
 
 def least_bytes(name, w, k):
     """{link: least bytes} for contestant NAME: "nK in", "n0 out", "st
-    out"; w the oracle's figures (unique, others, files)."""
+    out"; w the oracle's figures (unique, others, files); NAME@base is
+    NAME run by another build."""
+    name = name.split("@")[0]
     u, files = w["unique"], w["files"]
     if name == "download-first":
         d = {"n%d in" % i: files for i in range(k)}
@@ -72,7 +74,7 @@ def one_run(work, name, r, k):
     links = moved(base)
     secs = rep["seconds"]
     wall = float(open(base + ".wall").read())
-    if name == "download-first":
+    if name.split("@")[0] == "download-first":
         dl = "%s/%s-dl.%d" % (work, name, r)
         got = moved(dl)
         links = {x: links[x] + got[x] for x in links}

@@ -23,9 +23,11 @@
 # object (scripts/bench-cluster.py).
 # Usage: scripts/bench-cluster.sh [--mib M] [--runs R] [--rate 400mbit |
 #                                 --gbit] [--only "NAME ..."] [--json FILE]
-#                                 [--extra "LOAD OPTIONS"]
+#                                 [--extra "LOAD OPTIONS"] [--base TPLOAD]
 # --extra: more `tpload load` options for every contestant (a tuning run:
-# --extra "--chunk-mib 192").
+# --extra "--chunk-mib 192").  --base: every contestant runs a second
+# time as NAME@base with another build's binary (main's, for a before /
+# after), the two alternated run by run.
 # Must run as root (network namespaces).  CL_DELAY / CL_LOSS (netem's
 # "delay 2ms", "loss 0.1%") shape the links too where the kernel has netem;
 # the output's first line says whether it does (this one has none).
@@ -36,6 +38,7 @@ runs=3
 rate=400mbit
 json=""
 extra=""
+base=""
 only="tp8-disk tp8-url tp8-url-local dp4-url dp4-url-local download-first"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --extra) extra=$2; shift 2 ;;
+    --base) base=$(realpath "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-cluster.sh: unknown option $1" >&2; exit 64 ;;
   esac
@@ -126,12 +130,14 @@ download() {
   wait $pids
 }
 
-# contestant NAME RUN: one timed run of NAME.
+# contestant NAME RUN: one timed run of NAME (NAME@base: with $base).
 contestant() {
   local tp8="$plan --json --quiet $extra" dp4
   dp4="$plan --tp 2 --json --quiet $extra"
+  TPLOAD=$T
+  case $1 in *@base) TPLOAD=$base ;; esac
   # shellcheck disable=SC2086
-  case $1 in
+  case ${1%@base} in
   tp8-disk) timed "$@" cl_mpi $NP load "$model" --plan $tp8 ;;
   tp8-url) timed "$@" cl_mpi $NP load "$url" --plan $tp8 ;;
   tp8-url-local) timed "$@" cl_mpi $NP load "$url" --read local --plan $tp8 ;;
@@ -146,6 +152,7 @@ contestant() {
 }
 
 cat "$model"/*.safetensors >/dev/null # the page cache, for every side
+[ -z "$base" ] || only=$(for c in $only; do echo "$c $c@base"; done)
 for r in $(seq "$runs"); do
   for c in $only; do
     contestant "$c" "$r"

@@ -26,6 +26,10 @@
 
 enum { TAG_DATA = 1, TAG_SHUTDOWN = 2, TAG_RELOAD = 4 }; /* beat.c: 3 */
 
+/* Messages to a rank on another host are cut at this size, so that the
+ * receiver can keep a few receives of it posted (engine_recv.c). */
+#define REMOTE_MSG_MAX (1u << 20)
+
 /* A request in flight and the rank it talks to. */
 struct pending {
   MPI_Request req;
@@ -236,7 +240,8 @@ int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
 void tpl__eng_slots_poke(struct engine *e);
 
 /* Sends `n` bytes at p (kept until tpl__eng_slot_wait) to `dest`, the
- * request kept in the slot; 0, or < 0 (out of memory, MPI). */
+ * requests kept in the slot (one, or to another host one per
+ * REMOTE_MSG_MAX bytes); 0, or < 0 (out of memory, MPI). */
 int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
                        struct tpl__error *err);
 

@@ -13,31 +13,39 @@
 
 /* --- rank 0: streaming and sending --- */
 
+/* Tests slot s's sends in order up to the first in flight; whether all
+ * are done. */
+static int slot_test(struct slot *s) {
+  while (s->tested < s->nreqs && s->mrc == MPI_SUCCESS) {
+    int done = 0;
+    s->mrc = MPI_Test(&s->reqs[s->tested].req, &done, MPI_STATUS_IGNORE);
+    if (!done) return 0;
+    s->tested += s->mrc == MPI_SUCCESS;
+  }
+  return s->tested == s->nreqs;
+}
+
 int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
                        struct tpl__error *err) {
-  int rc = s->mrc != MPI_SUCCESS
-               ? tpl__eng_mpi_check(s->mrc, "send", err)
-               : tpl__eng_wait_reqs(e, s->reqs + s->tested,
-                                    s->nreqs - s->tested, err);
+  int rc;
+  /* rank 0's window held up by its sends: the source's cue to yield */
+  if (e->src != NULL && s >= e->slots && s < e->slots + NSLOTS)
+    tpl__source_yield(e->src, !slot_test(s));
+  rc = s->mrc != MPI_SUCCESS ? tpl__eng_mpi_check(s->mrc, "send", err)
+                             : tpl__eng_wait_reqs(e, s->reqs + s->tested,
+                                                  s->nreqs - s->tested, err);
   s->nreqs = s->tested = 0;
   s->mrc = MPI_SUCCESS;
   return rc;
 }
 
 void tpl__eng_slots_poke(struct engine *e) {
-  for (int i = 0; i < NSLOTS; i++) {
-    struct slot *s = &e->slots[i];
-    while (s->tested < s->nreqs && s->mrc == MPI_SUCCESS) {
-      int done = 0;
-      s->mrc = MPI_Test(&s->reqs[s->tested].req, &done, MPI_STATUS_IGNORE);
-      if (!done) break;
-      s->tested += s->mrc == MPI_SUCCESS;
-    }
-  }
+  for (int i = 0; i < NSLOTS; i++)
+    slot_test(&e->slots[i]);
 }
 
-int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
-                       struct tpl__error *err) {
+static int send_one(struct slot *s, const uint8_t *p, uint64_t n, int dest,
+                    struct tpl__error *err) {
   if (s->nreqs == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 256;
     struct pending *r = realloc(s->reqs, cap * sizeof(*r));
@@ -46,14 +54,29 @@ int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
     s->cap = cap;
   }
   s->reqs[s->nreqs].peer = dest;
-  s->sent += n;
-  if (s->remote != NULL && s->remote[dest]) s->sent_remote += n;
   if (tpl__eng_mpi_check(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA,
                                    MPI_COMM_WORLD, &s->reqs[s->nreqs].req),
                          "send", err) != 0)
     return TPL_EPEER;
   s->nreqs++;
   return 0;
+}
+
+/* To another host in messages of at most REMOTE_MSG_MAX bytes (its
+ * receiver keeps receives of that size posted), else in one. */
+int tpl__eng_slot_send(struct slot *s, const uint8_t *p, uint64_t n, int dest,
+                       struct tpl__error *err) {
+  int remote = s->remote != NULL && s->remote[dest];
+  uint64_t max = remote ? REMOTE_MSG_MAX : n, at = 0;
+  int rc;
+  s->sent += n;
+  if (remote) s->sent_remote += n;
+  do {
+    uint64_t len = n - at < max ? n - at : max;
+    rc = send_one(s, p + at, len, dest, err);
+    at += len;
+  } while (rc == 0 && at < n);
+  return rc;
 }
 
 /* Sends the open batch, if any. */

@@ -35,6 +35,8 @@
 #define IDLE_MS 1       /* a wait with an idle callback polls this long */
 #define PUMP_GAP 100e-6 /* seconds between two turns of tpl__http_pump */
 #define PROBE_POLL 1e-3 /* seconds between looks at an object's probe */
+#define YIELD_MIN 2     /* parts in flight tpl__http_yield keeps at least */
+#define YIELD_CALM 8    /* reads not held up before one more part */
 
 /* What a part fills: a range of a read, or a whole object's buffer. */
 struct whole {
@@ -89,6 +91,8 @@ struct tpl__http {
   struct tpl__http_opts o;
   struct part *queue, *queue_tail; /* not in flight: new or retrying */
   unsigned active;
+  unsigned allowed;  /* parts in flight at most (tpl__http_yield) */
+  unsigned calm;     /* reads not held up since the last change */
   uint64_t received; /* body bytes so far: what progress reports */
   void (*progress)(void *ctx);
   void *progress_ctx;
@@ -165,6 +169,7 @@ int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
   if (h == NULL) return tpl__oom(err);
   h->o = *o;
   if (h->o.connections == 0) h->o.connections = 1;
+  h->allowed = h->o.connections;
   rc = read_token(o, &h->token, err);
   if (rc == 0 && (h->multi = curl_multi_init()) == NULL)
     rc = tpl__fail(err, -ENOMEM, "libcurl: out of memory");
@@ -237,6 +242,18 @@ void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
                            void *ctx) {
   h->progress = fn;
   h->progress_ctx = ctx;
+}
+
+void tpl__http_yield(struct tpl__http *h, int waited) {
+  unsigned n = h->allowed;
+  h->calm = waited ? 0 : h->calm + 1;
+  if (waited) n /= 2;
+  if (h->calm == YIELD_CALM) {
+    n++;
+    h->calm = 0;
+  }
+  if (n < YIELD_MIN) n = YIELD_MIN;
+  h->allowed = n < h->o.connections ? n : h->o.connections;
 }
 
 void tpl__http_on_idle(struct tpl__http *h, void (*fn)(void *ctx), void *ctx) {
@@ -799,16 +816,17 @@ static int awaits_probe(const struct part *p) {
          p->r->obj->multi == TPL_HTTP_MULTI_PROBING;
 }
 
-/* Launches queued parts whose time has come while a slot is free; a part
- * whose owner already failed is dropped.  Returns the seconds until the
- * next queued part is due (or 1 when none waits). */
+/* Launches queued parts whose time has come while a slot is free (of
+ * h->allowed: tpl__http_yield); a part whose owner already failed is
+ * dropped.  Returns the seconds until the next queued part is due (or 1
+ * when none waits). */
 static double launch_due(struct tpl__http *h) {
   struct part **pp = &h->queue, *last = NULL, *late = NULL;
   double now = tpl__now(), next = 1.0;
   while (*pp != NULL) {
     struct part *p = *pp;
     int dead = owner_failed(p);
-    if (!dead && (p->start_at > now || h->active >= h->o.connections ||
+    if (!dead && (p->start_at > now || h->active >= h->allowed ||
                   awaits_probe(p))) {
       if (p->start_at > now && p->start_at - now < next)
         next = p->start_at - now;

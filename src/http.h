@@ -160,6 +160,14 @@ uint64_t tpl__http_gets(const struct tpl__http *h);
 void tpl__http_on_progress(struct tpl__http *h, void (*fn)(void *ctx),
                            void *ctx);
 
+/* The caller's other transfers (rank 0's MPI sends, which share the
+ * node's link: what the GETs bring queues ahead of the answers the sends
+ * wait for) held it up before its next read (waited) or not.  The parts
+ * in flight follow, like TCP's window: halved (to YIELD_MIN, 2, at the
+ * least) at each wait, one more at each read not held up, never more
+ * than `connections`. */
+void tpl__http_yield(struct tpl__http *h, int waited);
+
 /* Called between the turns of tpl__http_wait, at least every
  * millisecond, while it waits on the sockets (the caller's other
  * transfers); NULL: none. */

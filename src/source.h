@@ -90,6 +90,10 @@ struct tpl__source_ops {
   /* Optional: moves the reads in flight along without waiting, for a
    * caller that waits on something else; 1 while any is in flight. */
   int (*pump)(struct tpl__source *s);
+  /* Optional: the caller's own transfers held it up before its next read
+   * (waited) or not; a source sharing their link may start fewer
+   * requests while they do (HTTP: tpl__http_yield). */
+  void (*yield)(struct tpl__source *s, int waited);
 };
 
 struct tpl__source {
@@ -166,6 +170,10 @@ static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
 static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
                                     uint64_t off, uint64_t len) {
   s->ops->hint(s, file, off, len);
+}
+
+static inline void tpl__source_yield(struct tpl__source *s, int waited) {
+  if (s->ops->yield != NULL) s->ops->yield(s, waited);
 }
 
 /* The source's pump, if it has one; 0 when nothing is in flight. */

@@ -111,6 +111,10 @@ static int pump(struct tpl__source *s) {
   return tpl__http_pump(((struct http_source *)s)->http);
 }
 
+static void yield(struct tpl__source *s, int waited) {
+  tpl__http_yield(((struct http_source *)s)->http, waited);
+}
+
 /* The transfers still in flight land in the caller's buffers: wait them
  * out before the buffers go. */
 static void close_source(struct tpl__source *s) {
@@ -135,8 +139,8 @@ static void close_source(struct tpl__source *s) {
 static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
                  uint64_t len) {}
 
-static const struct tpl__source_ops http_ops = {place,        start, finish,
-                                                close_source, hint,  pump};
+static const struct tpl__source_ops http_ops = {
+    place, start, finish, close_source, hint, pump, yield};
 
 void tpl__source_http_multi(struct tpl__source *s, int on) {
   s->spans_max = on ? TPL_HTTP_SPANS_MAX : 0;

@@ -354,7 +354,7 @@ static void fake_hint(struct tpl__source *s, uint32_t file, uint64_t off,
                       uint64_t len) {}
 
 static const struct tpl__source_ops fake_ops = {
-    fake_place, fake_start, fake_finish, fake_close, fake_hint, NULL};
+    fake_place, fake_start, fake_finish, fake_close, fake_hint, NULL, NULL};
 
 static struct fake_gets fake;
 

@@ -295,6 +295,45 @@ static void test_idle_and_pump(void) {
   tpl__http_close(h);
 }
 
+/* A read of 8 parts (4 MiB each, at a closed port: each fails and waits
+ * for its retry) after `waits` reads held up (tpl__http_yield) and then
+ * `calm` not held up starts `want` GETs in its first turn. */
+static void check_first_turn(unsigned waits, unsigned calm, uint64_t want) {
+  struct tpl__http_opts o = {.retries = 1, .connections = 8, .timeout = 5};
+  struct tpl__http_obj obj = {.known = 1, .size = 32u << 20};
+  struct tpl__error err = {0};
+  struct tpl__http *h = NULL;
+  unsigned char *buf = malloc(32u << 20);
+  unsigned port = closed_port();
+  char url[64];
+  struct tpl__http_read r;
+  REQUIRE(port != 0 && buf != NULL);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%u/m.safetensors", port);
+  r = (struct tpl__http_read){
+      .url = url, .shown = url, .len = 32u << 20, .dst = buf, .obj = &obj};
+  REQUIRE(tpl__http_open(&o, &h, &err) == 0);
+  for (unsigned k = 0; k < waits + calm; k++)
+    tpl__http_yield(h, k < waits);
+  REQUIRE(tpl__http_start(h, &r, 1, &err) == 0);
+  tpl__http_pump(h);
+  CHECK(tpl__http_gets(h) == want);
+  CHECK(tpl__http_wait(h, &r, &err) != 0);
+  tpl__http_close(h);
+  free(buf);
+}
+
+/* The parts in flight follow the caller's sends: all 8 connections at
+ * first, halved at each wait down to 2, one more after 8 reads in a row
+ * not held up. */
+static void test_yield(void) {
+  check_first_turn(0, 0, 8);
+  check_first_turn(1, 0, 4);
+  check_first_turn(3, 0, 2);
+  check_first_turn(3, 7, 2);
+  check_first_turn(3, 8, 3);
+  check_first_turn(0, 16, 8);
+}
+
 int main(void) {
   RUN(test_remote_prefix);
   RUN(test_file_url);
@@ -311,5 +350,6 @@ int main(void) {
   RUN(test_content_range);
   RUN(test_content_range_refusals);
   RUN(test_idle_and_pump);
+  RUN(test_yield);
   return tap_done();
 }
