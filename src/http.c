@@ -826,8 +826,8 @@ static double launch_due(struct tpl__http *h) {
   while (*pp != NULL) {
     struct part *p = *pp;
     int dead = owner_failed(p);
-    if (!dead && (p->start_at > now || h->active >= h->allowed ||
-                  awaits_probe(p))) {
+    if (!dead &&
+        (p->start_at > now || h->active >= h->allowed || awaits_probe(p))) {
       if (p->start_at > now && p->start_at - now < next)
         next = p->start_at - now;
       if (awaits_probe(p) && next > PROBE_POLL)
