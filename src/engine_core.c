@@ -131,13 +131,29 @@ int tpl__eng_wait_collective(const struct engine *e, MPI_Request *req, int peer,
   return wait_hearing(e, req, peer, NULL, what, err);
 }
 
+/* A heartbeat when one is due (once the step's beats are open); an MPI
+ * failure ends the job.  A rank waiting on its own sends or receive
+ * beats too: it is alive, so a rank waiting for it (rank 0's receivers
+ * hear its beats as progress) waits on while it names the rank it
+ * waits for, instead of blaming it for another's fault (a node cut
+ * off behind rank 0). */
+static void beat_alive(struct engine *e) {
+  int mrc = e->beats.heard != NULL ? tpl__beats_tick(&e->beats) : MPI_SUCCESS;
+  if (mrc != MPI_SUCCESS) {
+    struct tpl__error err;
+    tpl__eng_mpi_check(mrc, "heartbeat", &err);
+    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err.msg);
+    tpl__eng_abort(tpl_exit_code(TPL_EPEER));
+  }
+}
+
 /* Polls `n` requests in order until all completed, backing off while
  * the oldest pending one does not complete.  Testing only the oldest
  * keeps a wait on a million requests linear (any MPI_Test drives all of
  * them), and when it stalls, its peer is the one to name: after
  * --stall-timeout without progress the job ends.  Meanwhile the source's
  * reads in flight move on (a remote source's only when driven). */
-int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
+int tpl__eng_wait_reqs(struct engine *e, struct pending *reqs, size_t n,
                        struct tpl__error *err) {
   struct tpl__stall st;
   size_t first = 0;
@@ -152,8 +168,10 @@ int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
       tpl__stall_progress(&st);
     } else if (tpl__stall_idle(&st)) {
       tpl__eng_stall_abort(e, reqs[first].peer, "wait", &st);
-    } else if (e->src != NULL) {
-      tpl__source_pump(e->src); /* rank 0's next chunks meanwhile */
+    } else {
+      beat_alive(e); /* those waiting for this rank wait on */
+      if (e->src != NULL)
+        tpl__source_pump(e->src); /* rank 0's next chunks meanwhile */
     }
   }
   return 0;
@@ -498,13 +516,7 @@ void tpl__eng_beats_begin(struct engine *e) {
 
 /* A heartbeat when one is due; an MPI failure ends the job. */
 void tpl__eng_beat(struct engine *e) {
-  int mrc = tpl__beats_tick(&e->beats);
-  if (mrc != MPI_SUCCESS) {
-    struct tpl__error err;
-    tpl__eng_mpi_check(mrc, "heartbeat", &err);
-    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err.msg);
-    tpl__eng_abort(tpl_exit_code(TPL_EPEER));
-  }
+  beat_alive(e);
   tpl__stall_test_slow(e->rank);
 }
 

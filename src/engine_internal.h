@@ -162,7 +162,7 @@ int tpl__eng_wait_collective(const struct engine *e, MPI_Request *req, int peer,
 
 /* Waits for `n` requests in order under --stall-timeout, naming the
  * stalled one's peer; 0 or TPL_EPEER. */
-int tpl__eng_wait_reqs(const struct engine *e, struct pending *reqs, size_t n,
+int tpl__eng_wait_reqs(struct engine *e, struct pending *reqs, size_t n,
                        struct tpl__error *err);
 
 /* Rank 0's `count` items at buf to every rank; 0 or TPL_EPEER. */
@@ -231,7 +231,7 @@ int tpl__eng_wait_to_0(const struct engine *e, MPI_Request *req,
 /* --- engine_send.c: rank 0's chunk into sends --- */
 
 /* Waits for the slot's sends, then forgets them; 0 or TPL_EPEER. */
-int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
+int tpl__eng_slot_wait(struct engine *e, struct slot *s,
                        struct tpl__error *err);
 
 /* Tests the sends of every slot in order up to the first in flight:

@@ -25,7 +25,7 @@ static int slot_test(struct slot *s) {
   return s->tested == s->nreqs;
 }
 
-int tpl__eng_slot_wait(const struct engine *e, struct slot *s,
+int tpl__eng_slot_wait(struct engine *e, struct slot *s,
                        struct tpl__error *err) {
   int rc;
   /* rank 0's window held up by its sends: the source's cue to yield */
