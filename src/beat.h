@@ -1,7 +1,9 @@
 /* beat.h - heartbeats during a long local step: `--read local`'s
- * reading, preshard's writing, and rank 0's reads on the default path (a
- * receiver counts rank 0's beats as progress while it waits for its next
- * message, so a slow but steady reader is not taken for a stopped one).
+ * reading, preshard's writing, rank 0's reads on the default path and
+ * any rank's wait on its own sends or receive (a receiver counts rank
+ * 0's beats as progress while it waits for its next message, so a slow
+ * but steady reader, or one waiting on a lost node, is not taken for a
+ * stopped one).
  * In a local step no byte crosses MPI, so a rank that
  * finished sees nothing of the others until the agreement after the step.
  * Each rank therefore tells every other rank, now and then, that it is
