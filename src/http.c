@@ -978,27 +978,43 @@ static int multi_fallback(struct part *p) {
   return 0;
 }
 
-/* How many of spans s[0..n) (n > 0) one GET asks for: TPL_HTTP_SPANS_MAX
- * at most, their Range value within TPL_HTTP_RANGE_MAX bytes. */
-static size_t group_size(const struct tpl__span *s, size_t n) {
-  size_t k = 0, used = sizeof("bytes=");
-  char one[48];
-  while (k < n && k < TPL_HTTP_SPANS_MAX) {
+/* A span's bytes as a Range value's element: "first-last" and a comma,
+ * 42 characters at most. */
+#define SPAN_TEXT_MAX 43
+_Static_assert(TPL_HTTP_SPANS_MAX >= 2 &&
+                   TPL_HTTP_RANGE_MAX >= sizeof("bytes=") + 2 * SPAN_TEXT_MAX,
+               "a multi-range GET always holds two spans");
+
+/* Writes into p->mrange the Range value of spans s[0..n) (n > 1) one GET
+ * asks for: TPL_HTTP_SPANS_MAX at most, "bytes=" and the spans within
+ * TPL_HTTP_RANGE_MAX bytes (two always fit); sets p's spans, off and
+ * len from them.  Returns how many it took. */
+static size_t multi_ranges(struct part *p, const struct tpl__span *s,
+                           size_t n) {
+  size_t k, at = 0, used = sizeof("bytes=");
+  for (k = 0; k < n && k < TPL_HTTP_SPANS_MAX; k++) {
+    char one[SPAN_TEXT_MAX + 1];
     int l =
         snprintf(one, sizeof(one), "%llu-%llu,", (unsigned long long)s[k].off,
                  (unsigned long long)(s[k].off + s[k].len - 1));
     if (used + (size_t)l > TPL_HTTP_RANGE_MAX) break;
+    memcpy(p->mrange + at, one, (size_t)l);
+    at += (size_t)l;
     used += (size_t)l;
-    k++;
+    p->len += s[k].len;
   }
-  return k > 0 ? k : 1;
+  p->mrange[at - 1] = '\0'; /* the last comma */
+  p->spans = s;
+  p->nspans = k;
+  p->off = s[0].off;
+  return k;
 }
 
-/* Queues one multi-range GET of spans s[0..n) (n > 1) of read r. */
+/* Queues one multi-range GET of the first spans of s[0..n) (n > 1) of
+ * read r, as many as one GET holds (*took); 0 or -ENOMEM. */
 static int enqueue_multi(struct tpl__http *h, struct tpl__http_read *r,
-                         const struct tpl__span *s, size_t n) {
+                         const struct tpl__span *s, size_t n, size_t *took) {
   struct part *p = new_part(h, r->url, r->shown);
-  size_t at = 0;
   if (p == NULL) return -ENOMEM;
   p->mp = malloc(sizeof(*p->mp));
   p->mrange = malloc(TPL_HTTP_RANGE_MAX);
@@ -1009,16 +1025,7 @@ static int enqueue_multi(struct tpl__http *h, struct tpl__http_read *r,
     return -ENOMEM;
   }
   p->r = r;
-  p->spans = s;
-  p->nspans = n;
-  p->off = s[0].off;
-  for (size_t k = 0; k < n; k++) {
-    at +=
-        (size_t)snprintf(p->mrange + at, TPL_HTTP_RANGE_MAX - at, "%s%llu-%llu",
-                         k ? "," : "", (unsigned long long)s[k].off,
-                         (unsigned long long)(s[k].off + s[k].len - 1));
-    p->len += s[k].len;
-  }
+  *took = multi_ranges(p, s, n);
   r->pending++;
   enqueue(h, p);
   return 0;
@@ -1029,10 +1036,11 @@ static int enqueue_multi(struct tpl__http *h, struct tpl__http_read *r,
 static int enqueue_spans(struct tpl__http *h, struct tpl__http_read *r) {
   int multi = r->obj->known && r->obj->multi != TPL_HTTP_MULTI_REFUSED;
   for (size_t k = 0; k < r->nspans;) {
-    size_t n = multi ? group_size(r->spans + k, r->nspans - k) : 1;
     const struct tpl__span *s = r->spans + k;
-    int rc = n > 1 ? enqueue_multi(h, r, s, n)
-                   : enqueue_range(h, r, s->off, s->len, s->dst);
+    size_t n = 1;
+    int rc = multi && r->nspans - k > 1
+                 ? enqueue_multi(h, r, s, r->nspans - k, &n)
+                 : enqueue_range(h, r, s->off, s->len, s->dst);
     if (rc != 0) return rc;
     k += n;
   }
