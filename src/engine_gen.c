@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "fdcache.h"
 #include "job.h"
 #include "model.h"
 #include "plan.h"
@@ -247,6 +248,7 @@ int tpl__eng_load(struct engine *e, int reload, struct tpl__error *err) {
 }
 
 void tpl__eng_free(struct engine *e) {
+  tpl__fdcache_free(e->probed);
   free(e->st.file_io);
   free(e->st.file_align);
   tpl__store_free(&e->store);

@@ -98,8 +98,10 @@ struct engine {
   int direct;                   /* the file streamed now is read direct */
   int read_mode; /* rank 0's --read: enum tpl__read_mode (share_job) */
   int read_asks; /* rank 0's tpl__eng_auto_asks (share_job) */
-  int local;     /* this generation: every rank reads its own slices (--read
-                local, or auto's choice: tpl__eng_choose_read) */
+  struct tpl__fdcache *probed; /* a rank > 0's files, opened to find them
+                                  warm, for its local reads */
+  int local; /* this generation: every rank reads its own slices (--read
+            local, or auto's choice: tpl__eng_choose_read) */
   struct tpl__finisher finisher; /* rank 0's (tpl__eng_finish_own) */
   struct tpl__beats beats;       /* during a long local step (beat.h) */
   MPI_Request shutdown_req;      /* while the sink runs (shutdown_arm) */

@@ -390,15 +390,12 @@ int tpl__eng_auto_asks(const struct engine *e) {
 
 /* Whether this rank (not 0: tpl__eng_auto_asks asked it) finds every
  * file of the job warm in the same files at their paths (any that cannot
- * be opened, or differs, is not warm). */
-static int files_warm_here(const struct engine *e) {
-  struct tpl__fdcache *files = NULL;
+ * be opened, or differs, is not warm); the files it opened are kept in
+ * e->probed for its local reads. */
+static int files_warm_here(struct engine *e) {
   struct tpl__error ignored;
-  int warm;
-  if (tpl__local_open(e->job, &files, &ignored) != 0) return 0;
-  warm = tpl__local_warm(e->job, files);
-  tpl__fdcache_free(files);
-  return warm;
+  if (tpl__local_open(e->job, &e->probed, &ignored) != 0) return 0;
+  return tpl__local_warm(e->job, e->probed);
 }
 
 int tpl__eng_choose_read(struct engine *e, struct tpl__error *err) {
@@ -415,6 +412,10 @@ int tpl__eng_choose_read(struct engine *e, struct tpl__error *err) {
     if (tpl__eng_wait_collective(e, &req, -1, "--read auto", err) != 0)
       return TPL_EPEER;
     e->local = all;
+  }
+  if (!e->local) { /* the stream reads on rank 0 alone */
+    tpl__fdcache_free(e->probed);
+    e->probed = NULL;
   }
   e->job->read_local = e->local;
   return 0;
@@ -444,11 +445,17 @@ static void local_progress(void *ctx, uint64_t done, uint64_t total) {
 
 /* This rank's cache of the job's files: rank 0's is the model's, of the
  * files it validated (a re-open checks their identity), the others open
- * the paths and check they are the same files (theirs to free). */
-static int local_files(const struct engine *e, struct tpl__fdcache **files,
+ * the paths and check they are the same files, or take those --read
+ * auto opened to find them warm (theirs to free). */
+static int local_files(struct engine *e, struct tpl__fdcache **files,
                        struct tpl__error *err) {
-  if (e->rank != 0) return tpl__local_open(e->job, files, err);
-  *files = e->model->fds;
+  if (e->rank == 0)
+    *files = e->model->fds;
+  else if (e->probed != NULL)
+    *files = e->probed;
+  else
+    return tpl__local_open(e->job, files, err);
+  e->probed = NULL;
   return 0;
 }
 
