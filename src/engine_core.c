@@ -330,7 +330,10 @@ int tpl__eng_map_hosts(struct engine *e, struct tpl__error *err) {
   e->remote = calloc(e->world + 1, 1);
   free(e->chains);
   e->chains = calloc(5 * (size_t)e->world, sizeof(*e->chains));
-  rc = e->hosts != NULL && e->remote != NULL && e->chains != NULL
+  free(e->mates);
+  e->mates = calloc(e->world, sizeof(*e->mates));
+  rc = e->hosts != NULL && e->remote != NULL && e->chains != NULL &&
+               e->mates != NULL
            ? 0
            : tpl__oom(err);
   rc = tpl__eng_agree(e, rc, err);
@@ -441,6 +444,18 @@ static int holder_at(const struct engine *e, size_t i, uint32_t t, uint32_t k) {
 
 int tpl__eng_chain_head(const struct engine *e, size_t i, uint32_t t) {
   return holder_at(e, i, t, 0);
+}
+
+uint32_t tpl__eng_node_holders(const struct engine *e, size_t i,
+                               uint32_t *out) {
+  uint32_t len, k = place_of(e, i, e->rank), n = 0;
+  const uint32_t *node = e->chains, *ranks = chain_ranks(e, i, &len);
+  ranks += (e->rank % tpl__eng_chain_step(e, i)) * len;
+  while (k > 0 && node[ranks[k - 1]] == node[e->rank])
+    k--;
+  for (; k < len && node[ranks[k]] == node[e->rank]; k++)
+    if (tpl__job_holds(e->job, i, ranks[k])) out[n++] = ranks[k];
+  return n;
 }
 
 /* Where holder `r` (> 0) of tensor i gets it from: the previous holder in

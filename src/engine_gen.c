@@ -134,8 +134,12 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   e->st.t_alloc = tpl__now() - t;
   if (rc != 0) return rc;
   tpl__eng_beats_begin(e);
-  if (e->local)
-    return tpl__eng_agree_after_beats(e, tpl__eng_read_local(e, err), err);
+  if (e->local) {
+    rc = tpl__eng_agree_after_beats(e, tpl__eng_read_local(e, err), err);
+    if (rc == 0 && tpl__eng_node_shares(e))
+      rc = tpl__eng_agree(e, tpl__eng_node_share(e, err), err);
+    return rc;
+  }
   if (e->hooks != NULL) /* a reload's: the others are in the stream */
     tpl__stall_test_stop("reload-stream", e->rank);
   if (e->rank == 0)
@@ -258,6 +262,7 @@ void tpl__eng_free(struct engine *e) {
   free(e->remote);
   free(e->hosts);
   free(e->chains);
+  free(e->mates);
   free(e->job_table);
   free(e->plan_owned);
   tpl__eng_generation_free(e->gen);

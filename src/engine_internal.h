@@ -24,7 +24,8 @@
 #include "stall.h"
 #include "store.h"
 
-enum { TAG_DATA = 1, TAG_SHUTDOWN = 2, TAG_RELOAD = 4 }; /* beat.c: 3 */
+enum { TAG_DATA = 1, TAG_SHUTDOWN = 2, TAG_RELOAD = 4, TAG_NODE = 5 };
+/* beat.c: 3 */
 
 /* Messages to a rank on another host are cut at this size, so that the
  * receiver can keep a few receives of it posted (engine_recv.c). */
@@ -78,6 +79,7 @@ struct engine {
   uint32_t *chains;  /* 5 * world (tpl__eng_map_hosts): each rank's node
                         (its first rank), tpl__node_order's order with
                         stride 1 and T, then its place with 1 and T */
+  uint32_t *mates;   /* world: a node's holders of a tensor (engine_node.c) */
   int watching;      /* serve's watch runs over `beats` (engine_reload.c) */
   double watch_last; /* when the loop last looked */
   double watch_back; /* when it came back from a pause of over a beat */
@@ -201,6 +203,11 @@ int tpl__eng_predecessor(const struct engine *e, size_t i, uint32_t r);
 /* The rank this rank forwards tensor i to, or -1. */
 int tpl__eng_successor(const struct engine *e, size_t i);
 
+/* The ranks of this rank's node that hold the bytes it holds of tensor i
+ * (its chain's ranks on its node: this rank among them when it holds
+ * i), in node order, into out (room for a node's ranks); their count. */
+uint32_t tpl__eng_node_holders(const struct engine *e, size_t i, uint32_t *out);
+
 /* Decodes, scales and hashes tensor i in this rank's store; 0 or < 0. */
 int tpl__eng_finish_tensor(struct engine *e, size_t i, struct tpl__error *err);
 
@@ -285,6 +292,27 @@ int tpl__eng_choose_read(struct engine *e, struct tpl__error *err);
 /* --read local: this rank reads its own slices into its store; 0 or < 0
  * (to be agreed on). */
 int tpl__eng_read_local(struct engine *e, struct tpl__error *err);
+
+/* --- engine_node.c: --read local from a URL, a node's bytes once --- */
+
+/* Whether the node's ranks share what they fetch: --read local from a
+ * MODEL's URL (every rank decides alike from the job). */
+int tpl__eng_node_shares(const struct engine *e);
+
+/* local_read's skip (ctx: the engine): tensor i, held, is fetched by
+ * another rank of this node. */
+int tpl__eng_node_skips(void *ctx, size_t i);
+
+/* local_read's finish (ctx: the engine): tensor i as tpl__eng_finish_own
+ * does, unless this rank fetched it for others (then tpl__eng_node_share
+ * finishes it after handing it over). */
+int tpl__eng_node_finish(void *ctx, size_t i, struct tpl__error *err);
+
+/* After every rank's local reads are agreed on: each rank hands what it
+ * fetched for its node's other ranks to them and takes what they fetched
+ * for it, under --stall-timeout, then finishes those tensors.  0 or what
+ * finishing returned; an MPI failure ends the job. */
+int tpl__eng_node_share(struct engine *e, struct tpl__error *err);
 
 /* --verify-md5: rank 0's pass over the files before any byte moves;
  * agreed. */

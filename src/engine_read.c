@@ -486,6 +486,10 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
   for (size_t f = 0; paths != NULL && f < n; f++)
     paths[f] = e->job->files[f].path;
   lr.progress = local_progress;
+  if (tpl__eng_node_shares(e)) { /* a node's bytes once (engine_node.c) */
+    lr.skip = tpl__eng_node_skips;
+    lr.finish = tpl__eng_node_finish;
+  }
   lr.run_gap = e->o->read_gap != TPL_READ_GAP_AUTO
                    ? e->o->read_gap
                    : tpl__read_gap_default(e->o->model);

@@ -421,12 +421,18 @@ static int read_tensor(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
   return 0;
 }
 
-/* The source bytes this rank holds: what progress counts up to. */
+/* Whether this rank reads tensor i: it holds it, and no rank of its
+ * node reads it for it. */
+static int reads(const struct tpl__local_read *lr, size_t i) {
+  return tpl__job_holds(lr->job, i, lr->rank) &&
+         (lr->skip == NULL || !lr->skip(lr->ctx, i));
+}
+
+/* The source bytes this rank reads: what progress counts up to. */
 static uint64_t held_bytes(const struct tpl__local_read *lr) {
   uint64_t n = 0;
   for (size_t i = 0; i < lr->job->ntensors; i++)
-    if (tpl__job_holds(lr->job, i, lr->rank))
-      n += lr->job->tensors[i].rank_stored;
+    if (reads(lr, i)) n += lr->job->tensors[i].rank_stored;
   return n;
 }
 
@@ -439,7 +445,7 @@ int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
-    if (tpl__job_holds(lr->job, i, lr->rank)) rc = read_tensor(lr, i, h, err);
+    if (reads(lr, i)) rc = read_tensor(lr, i, h, err);
   XXH3_freeState(h);
   free(lr->runs);
   free(lr->spans);

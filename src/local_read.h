@@ -66,6 +66,9 @@ struct tpl__local_read {
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */
   int (*finish)(void *ctx, size_t i, struct tpl__error *err);
+  /* Optional: nonzero for a tensor this rank holds but does not read
+   * (another rank of its node reads it and hands it over after). */
+  int (*skip)(void *ctx, size_t i);
   /* Optional: called every window_len bytes or so (inside a tensor too)
    * and at the end with the bytes read into the store so far and the
    * rank's total. */
@@ -94,10 +97,10 @@ struct tpl__local_read {
  * s3:// or hf:// one, else plain http's. */
 uint64_t tpl__read_gap_default(const char *model);
 
-/* Reads this rank's slice of every tensor it holds into its store, in
- * job order, then checks every file is unchanged.  Returns 0, -errno from
- * a read (-EIO when a file ended early; err names the file, offset and
- * tensor), -EIO when a file changed, or what `finish` returned. */
+/* Reads this rank's slice of every tensor it holds (and does not skip)
+ * into its store, in job order, then checks every file is unchanged.  Returns
+ * 0, -errno from a read (-EIO when a file ended early; err names the file,
+ * offset and tensor), -EIO when a file changed, or what `finish` returned. */
 int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err);
 
 #endif

@@ -7,7 +7,10 @@
 # and a dim-1 cut (big.cols: strided pieces of each row), fetched twice.
 # The GETs are what the rule gives, computed here from the tensors'
 # shapes and rules: per rank and tensor, its pieces' runs (pieces at most
-# the gap apart joined), ceil(runs / 128) GETs.  What nginx sent is
+# the gap apart joined), ceil(runs / 128) GETs; a tensor that is not cut
+# once, not once a rank: every rank here is on one node, and one of them
+# fetches what they hold alike and hands it to the others (DESIGN.md,
+# --read local).  What nginx sent is
 # counted from its access log: a GET's payload is the bytes its Range
 # asked for (its body, for a single range), its framing the rest of its
 # body (the multipart delimiters and part headers, asserted under 128
@@ -27,7 +30,8 @@
 # Printed for each: the GETs, their response headers and framing, the
 # payload against the ranks' bytes (the store's ratio, with and without
 # the framing), and each big tensor's GETs and bytes.  The shards are the
-# oracle's.
+# oracle's.  Then TP 2 x DP 2 at gap 0: every replica's files are the
+# oracle's, and the ranks' bytes read add up to the tensors' bytes once.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -71,7 +75,9 @@ SPANS_MAX, PART = 128, 4 << 20  # http.h's TPL_HTTP_SPANS_MAX, http.c's
 with open(os.path.join(model, "plan.json")) as f:
     rules = json.load(f)["rules"]
 exp = oracle.expected_shards(oracle.read_model(model), rules, n)
-held = sum(len(e["ranks"][r]) for e in exp for r in range(n))
+def fetches(e, r):  # whether rank r's bytes of e come from the store
+    return e["kind"] == "shard" or r == 0  # else one rank's, handed over
+held = sum(len(e["ranks"][r]) for e in exp for r in range(n) if fetches(e, r))
 heads, spans = 0, {}  # the files' 8 + header bytes; where tensors lie
 for f in os.listdir(model):
     p = os.path.join(model, f)
@@ -147,7 +153,7 @@ assert sum(r["gets"] for r in ranks) == len(data), \
         sum(r["gets"] for r in ranks), len(data))
 print("# %d ranks, gap %s%s: nginx sent %d body bytes in %d GETs (+ %.0f bytes "
       "of response headers each), %d of them multipart (%d parts, %.1f bytes "
-      "of framing a part); payload %d, the ranks hold %d: store ratio %.3f "
+      "of framing a part); payload %d, the node needs %d: store ratio %.3f "
       "(%.3f with every body), + %d of the files' headers"
       % (n, gap, " max_ranges 1" if one else "", body, len(gets),
          (sent - body) / len(gets), len(served), parts,
@@ -159,7 +165,7 @@ assert framing <= 128 * parts, "framing %d > 128 x %d parts" % (framing,
 # within one 8 MiB step and one 4 MiB part)
 join = 0 if gap == "0" else G
 nruns = [len(runs(e, r, join)) for e in exp for r in range(n)
-         if spans[e["name"]][1][1] > spans[e["name"]][1][0]]
+         if spans[e["name"]][1][1] > spans[e["name"]][1][0] and fetches(e, r)]
 assert all(b - a <= PART for f, (a, b) in spans.values())
 want = sum(math.ceil(k / (1 if one else SPANS_MAX)) for k in nruns)
 got = len(data) - (len(multi) if one else 0)
@@ -212,9 +218,46 @@ PY
   grep "^#" "$T_TMP/bytes.out"
 }
 
+# TP 2 x DP 2 on the one node, --read-gap 0: each shard is held by a rank
+# of each replica, each tensor not cut by all four, and the node fetches
+# each once: the ranks' bytes read add up to the files' tensor bytes
+# (from the safetensors headers), each once.
+grid_once() {
+  local out="$T_TMP/g-local"
+  if ! mpi 4 preshard "$NGX_URL/m/" --out "$out" --plan "$M/m/plan.json" \
+    --tp 2 --read local --read-gap 0 --json --quiet >"$T_TMP/g.json" \
+    2>"$T_TMP/mpi.err"; then
+    t_fail "--read local, TP 2 x DP 2" "$(messages "$T_TMP/mpi.err" | head -c 2000)"
+    return
+  fi
+  t_oracle "--read local, TP 2 x DP 2: every replica's files = numpy oracle" \
+    check-grid "$M/m" "$M/m/plan.json" 4 2 1 1 "$out"
+  if "$ORACLE" - "$M/m" "$T_TMP/g.json" >"$T_TMP/g.out" 2>&1 <<'PY'
+import json, os, struct, sys
+tensors = 0
+for f in os.listdir(sys.argv[1]):
+    p = os.path.join(sys.argv[1], f)
+    if f.endswith(".safetensors") and not os.path.islink(p):
+        with open(p, "rb") as fh:
+            hdr = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
+        tensors += sum(t["data_offsets"][1] - t["data_offsets"][0]
+                       for k, t in hdr.items() if k != "__metadata__")
+ranks = json.load(open(sys.argv[2]))["ranks"]
+got = sum(r["bytes_read"] for r in ranks)
+print("# TP 2 x DP 2: the ranks read %s = %d bytes, the tensors are %d"
+      % (" + ".join(str(r["bytes_read"]) for r in ranks), got, tensors))
+assert got == tensors
+PY
+  then t_ok "--read local, TP 2 x DP 2: the node fetched every tensor byte once"
+  else t_fail "--read local, TP 2 x DP 2: the bytes fetched" "$(cat "$T_TMP/g.out")"
+  fi
+  grep "^#" "$T_TMP/g.out"
+}
+
 for n in 2 4; do
   fetched "$n" 0
   fetched "$n" default
 done
 fetched 4 0 one
+grid_once
 t_done

@@ -38,7 +38,8 @@ comments and exits 1 (the reasons on stderr) unless MODE holds:
             store's nginx access log lines of the job, http_lib.sh's
             format), the payload of its GETs (the bytes their Ranges
             asked, up to 128 ranges a multi-range GET) is at most 1.05
-            x what the ranks hold, summed over ranks, + every rank's
+            x what the nodes hold, distinct per node (bytes several
+            ranks of a node hold are fetched once there), + every rank's
             read of the files' headers, the multipart framing of the
             rest of their bodies under PART_FRAMING a part, and the
             store's link carried at most the log's bytes (bodies and
@@ -193,16 +194,16 @@ def check_gets(name, out, w, log):
     multi = [g for g in gets if len(ranges(g)) > 1 and g[2] == "206"]
     parts = sum(len(ranges(g)) for g in multi)
     framing = sum(int(g[4]) - payload(g) for g in multi)
-    held = sum(w["held"])
-    top = 1.05 * held + w["ranks"] * (w["files"] - w["model"]) + SLACK
+    need = sum(w["unique"])
+    top = 1.05 * need + w["ranks"] * (w["files"] - w["model"]) + SLACK
     print("# %s: the store's GETs: %d (%d multi-range, %d parts), payload "
-          "%s (%.3f x the ranks' %s), bodies %s, with headers %s"
+          "%s (%.3f x the nodes' %s), bodies %s, with headers %s"
           % (name, len(gets), len(multi), parts, mib(pay),
-             pay / float(held), mib(held), mib(body), mib(sent)))
+             pay / float(need), mib(need), mib(body), mib(sent)))
     bad = []
     if pay > top:
-        bad.append("the GETs' payload %d > 1.05 x the ranks' %d + headers"
-                   % (pay, held))
+        bad.append("the GETs' payload %d > 1.05 x the nodes' %d + headers"
+                   % (pay, need))
     if framing > PART_FRAMING * parts:
         bad.append("the multipart framing %d > %d x %d parts"
                    % (framing, PART_FRAMING, parts))

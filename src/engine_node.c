@@ -1,0 +1,134 @@
+/* engine_node.c - --read local from a MODEL's URL, node-aware: bytes
+ * that several ranks of one node hold alike (a tensor that is not cut,
+ * a shard held by the node's replicas or stages) enter the node once.
+ * One of those ranks fetches them, the node's holders taking turns
+ * tensor by tensor, and hands them to the others over the node's shared
+ * memory once every rank's reads are agreed on (DESIGN.md section 4.1,
+ * `--read local`). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine_internal.h"
+#include "origin.h"
+
+/* Messages of a tensor's bytes are at most this long (MPI counts are
+ * ints). */
+#define NODE_PART ((uint64_t)1 << 30)
+
+int tpl__eng_node_shares(const struct engine *e) {
+  return e->local && tpl__job_origin(e->job) != &tpl__origin_local;
+}
+
+/* The rank of this node that fetches tensor i (held here) for this
+ * rank, and in *n how many of the node's ranks hold its bytes (their
+ * ranks in e->mates). */
+static uint32_t reader_of(const struct engine *e, size_t i, uint32_t *n) {
+  *n = tpl__eng_node_holders(e, i, e->mates);
+  return *n > 1 ? e->mates[i % *n] : e->rank;
+}
+
+/* Whether this rank fetches tensor i for other ranks of its node. */
+static int lends(const struct engine *e, size_t i) {
+  uint32_t n;
+  return tpl__job_holds(e->job, i, e->rank) && reader_of(e, i, &n) == e->rank &&
+         n > 1;
+}
+
+int tpl__eng_node_skips(void *ctx, size_t i) {
+  const struct engine *e = ctx;
+  uint32_t n;
+  return reader_of(e, i, &n) != e->rank;
+}
+
+int tpl__eng_node_finish(void *ctx, size_t i, struct tpl__error *err) {
+  struct engine *e = ctx;
+  /* what it lends goes as fetched: each holder finishes its own copy */
+  return lends(e, i) ? 0 : tpl__eng_finish_own(ctx, i, err);
+}
+
+/* Room for one more request in *reqs (n in use, *cap allocated). */
+static int room(struct pending **reqs, size_t n, size_t *cap) {
+  struct pending *p;
+  if (n < *cap) return 0;
+  p = realloc(*reqs, (*cap ? *cap * 2 : 64) * sizeof(*p));
+  if (p == NULL) return -1;
+  *reqs = p;
+  *cap = *cap ? *cap * 2 : 64;
+  return 0;
+}
+
+/* Posts tensor i's bytes in this rank's store to `peer` (send) or from
+ * it (receive), NODE_PART at a time, onto *reqs. */
+static int post(struct engine *e, size_t i, int peer, int send,
+                struct pending **reqs, size_t *n, size_t *cap,
+                struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &e->job->tensors[i];
+  uint8_t *p = e->store.base + t->store_offset;
+  for (uint64_t off = 0; off < t->rank_stored; off += NODE_PART) {
+    int len = (int)(t->rank_stored - off < NODE_PART ? t->rank_stored - off
+                                                     : NODE_PART);
+    struct pending *q;
+    if (room(reqs, *n, cap) != 0) return tpl__oom(err);
+    q = &(*reqs)[(*n)++];
+    q->peer = peer;
+    if (tpl__eng_mpi_check(send ? MPI_Isend(p + off, len, MPI_BYTE, peer,
+                                            TAG_NODE, MPI_COMM_WORLD, &q->req)
+                                : MPI_Irecv(p + off, len, MPI_BYTE, peer,
+                                            TAG_NODE, MPI_COMM_WORLD, &q->req),
+                           "handing over on the node", err) != 0)
+      return TPL_EPEER;
+  }
+  if (send) e->st.bytes_sent += t->rank_stored;
+  return 0;
+}
+
+/* Posts every hand-over of this rank: what it lends to each of the other
+ * holders, what it is lent from the rank that fetched it. */
+static int post_all(struct engine *e, struct pending **reqs, size_t *n,
+                    size_t *cap, struct tpl__error *err) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
+    const struct tpl__job_tensor *t = &e->job->tensors[i];
+    uint32_t k, r;
+    if (!tpl__job_holds(e->job, i, e->rank)) continue;
+    r = reader_of(e, i, &k);
+    if (r != e->rank)
+      rc = tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes, err);
+    if (rc == 0 && r != e->rank) rc = post(e, i, (int)r, 0, reqs, n, cap, err);
+    for (uint32_t j = 0; rc == 0 && r == e->rank && j < k; j++)
+      if (e->mates[j] != e->rank)
+        rc = post(e, i, (int)e->mates[j], 1, reqs, n, cap, err);
+  }
+  return rc;
+}
+
+/* Once every hand-over is done: each holder finishes (decodes, scales,
+ * hashes) what it was lent and what it lent before finishing it. */
+static int finish_shared(struct engine *e, struct tpl__error *err) {
+  for (size_t i = 0; i < e->job->ntensors; i++) {
+    uint32_t n;
+    int rc;
+    if (!tpl__job_holds(e->job, i, e->rank)) continue;
+    if (reader_of(e, i, &n) == e->rank &&
+        (n < 2 || tpl__job_bytes_final(e->job, i)))
+      continue; /* finished as it was read */
+    rc = tpl__eng_finish_tensor(e, i, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int tpl__eng_node_share(struct engine *e, struct tpl__error *err) {
+  struct pending *reqs = NULL;
+  size_t n = 0, cap = 0;
+  double t0 = tpl__now();
+  int rc = post_all(e, &reqs, &n, &cap, err);
+  if (rc == 0) rc = tpl__eng_wait_reqs(e, reqs, n, err);
+  e->st.t_recv += tpl__now() - t0;
+  free(reqs);
+  if (rc != 0) { /* a request half posted strands its peer */
+    fprintf(stderr, "tpload: rank %u: %s\n", e->rank, err->msg);
+    tpl__eng_abort(tpl_exit_code(rc));
+  }
+  return finish_shared(e, err);
+}
