@@ -222,6 +222,16 @@ static int finish_all(struct tpl__local_read *lr, size_t i, struct ring *q,
   return first;
 }
 
+/* Starts read r of tensor i; err names the tensor. */
+static int start_one(struct tpl__local_read *lr, size_t i, struct tpl__read *r,
+                     struct tpl__error *err) {
+  struct tpl__error e2;
+  int rc = tpl__source_start(lr->src, r, &e2);
+  if (rc == 0) return 0;
+  return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg,
+                   lr->job->tensors[i].name);
+}
+
 /* Starts the read of the runs gathered (none: nothing) as the ring's
  * newest: one range, or several (a multi-range GET). */
 static int start_read(struct tpl__local_read *lr, size_t i, struct ring *q,
@@ -230,7 +240,6 @@ static int start_read(struct tpl__local_read *lr, size_t i, struct ring *q,
   size_t slot = (q->head + q->count) % LOCAL_RUNS, n = q->nspans;
   const struct tpl__span *s = lr->spans + slot * spans_of(lr);
   struct tpl__read *r = &lr->runs[slot];
-  struct tpl__error e2;
   int rc;
   if (n == 0) return 0;
   memset(r, 0, sizeof(*r));
@@ -241,10 +250,9 @@ static int start_read(struct tpl__local_read *lr, size_t i, struct ring *q,
   r->spans = n > 1 ? s : NULL;
   r->nspans = n > 1 ? n : 0;
   q->nspans = 0;
-  rc = tpl__source_start(lr->src, r, &e2);
-  if (rc != 0) return tpl__fail(err, rc, "%s (tensor '%s')", e2.msg, t->name);
-  q->count++;
-  return 0;
+  rc = start_one(lr, i, r, err);
+  q->count += rc == 0;
+  return rc;
 }
 
 /* Adds source range [rb, re) of tensor i (tensor-relative), landing in
@@ -374,6 +382,47 @@ static void hint_slice(struct tpl__local_read *lr, size_t i,
     tpl__source_hint(lr->src, t->file, t->file_offset + start, n);
 }
 
+/* Steps of a contiguous slice from a URL kept in flight. */
+#define REMOTE_AHEAD 4
+
+/* Tensor i's slice from an HTTP source when it is one range of it, n
+ * bytes from `start` (tensor-relative): read a step at a time straight
+ * into the store at dst, REMOTE_AHEAD steps in flight (the next ones
+ * fetched while one is hashed, no step waiting for the one before), each
+ * hashed into h (when not NULL) as it is finished, oldest first. */
+static int read_remote_range(struct tpl__local_read *lr, size_t i,
+                             uint64_t start, uint64_t n, uint8_t *dst,
+                             XXH3_state_t *h, struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  struct ring q = {0, 0, 0};
+  uint64_t off = 0, done = 0;
+  int rc = 0;
+  while (rc == 0 && done < n) {
+    struct tpl__read *r = &lr->runs[(q.head + q.count) % LOCAL_RUNS];
+    uint64_t len;
+    if (off < n && q.count < REMOTE_AHEAD) {
+      memset(r, 0, sizeof(*r));
+      r->file = t->file;
+      r->off = t->file_offset + start + off;
+      r->len = n - off < lr->direct_len ? n - off : lr->direct_len;
+      r->dst = dst + off;
+      rc = start_one(lr, i, r, err);
+      q.count += rc == 0;
+      off += r->len;
+      lr->bytes_read += r->len;
+      continue;
+    }
+    len = lr->runs[q.head].len;
+    rc = finish_oldest(lr, i, &q, err);
+    if (rc != 0) break;
+    hash_step(lr, h, dst + done, len);
+    landed(lr, len);
+    done += len;
+  }
+  if (rc != 0) finish_all(lr, i, &q, NULL);
+  return rc;
+}
+
 /* Tensor i's slice into the store a window at a time, each window hashed
  * into h right after it lands when h is not NULL. */
 static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
@@ -384,15 +433,19 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
   uint64_t step =
       tpl__source_direct(lr->src, t->file) ? lr->direct_len : lr->window_len;
   struct tpl__layout l;
-  uint64_t got = 0;
+  uint64_t got = 0, b = 0;
   int rc = tpl__job_layout(lr->job, i, shard, &l);
   if (rc != 0)
     return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
                      shard, tpl_strerror(rc));
   rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
   if (rc == 0) hint_slice(lr, i, &l);
-  for (uint64_t b = 0; rc == 0 && got < l.total && b < t->stored_bytes;
-       b += step) {
+  if (rc == 0 && remote(lr, i) &&
+      (got = tpl__layout_contiguous(&l, 0, t->stored_bytes, &b)) != UINT64_MAX)
+    rc = read_remote_range(lr, i, b, got, dst, h, err);
+  else
+    got = 0;
+  for (b = 0; rc == 0 && got < l.total && b < t->stored_bytes; b += step) {
     uint64_t e = t->stored_bytes - b < step ? t->stored_bytes : b + step;
     uint64_t before = got;
     rc = read_range(lr, i, &l, b, e, dst, &got, err);
