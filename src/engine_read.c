@@ -493,6 +493,8 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
   lr.run_gap = e->o->read_gap != TPL_READ_GAP_AUTO
                    ? e->o->read_gap
                    : tpl__read_gap_default(e->o->model);
+  lr.run_gap_multi =
+      e->o->read_gap != TPL_READ_GAP_AUTO ? e->o->read_gap : TPL_READ_GAP_MULTI;
   if (paths == NULL)
     rc = tpl__oom(err);
   else

@@ -280,7 +280,8 @@ static int add_run(struct tpl__local_read *lr, size_t i, uint64_t b,
 
 /* The slice's bytes within source range [b, e) of tensor i from an HTTP
  * source: a range per run of pieces (pieces at most lr->run_gap apart
- * joined: a gap that short costs less than another GET), a GET per range
+ * joined: a gap that short costs less than another GET; run_gap_multi
+ * while the file's runs go to multi-range GETs), a GET per range
  * or per spans_of(lr) of them (a multi-range GET),
  * LOCAL_RUNS of them kept in flight, each landing at its place in the
  * window; then gathered from there (see DESIGN.md on --read local). */
@@ -289,13 +290,16 @@ static int read_range_remote(struct tpl__local_read *lr, size_t i,
                              uint64_t e, uint8_t *dst, uint64_t *got,
                              struct tpl__error *err) {
   uint64_t row = b / l->row_stride, pb = 0, pe = 0, rb = 0, re = 0;
+  uint64_t gap = tpl__source_spans(lr->src, lr->job->tensors[i].file) > 1
+                     ? lr->run_gap_multi
+                     : lr->run_gap;
   struct ring q = {0, 0, 0};
   size_t k = 0;
   int rc = 0, more, last;
   double t0;
   do {
     more = next_piece(l, b, e, &row, &k, &pb, &pe);
-    if (more && re > rb && pb >= re && pb - re <= lr->run_gap) {
+    if (more && re > rb && pb >= re && pb - re <= gap) {
       re = pe; /* joined to the run */
       continue;
     }

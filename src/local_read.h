@@ -55,13 +55,15 @@ struct tpl__local_read {
   struct tpl__store *store;
   uint8_t *window; /* for strided slices; also the step of reads */
   uint64_t window_len;
-  uint64_t direct_len; /* the step of files read direct: each step is
-                          read into the window (placed by the source,
-                          which needs direct_len + its slack) */
-  uint64_t piece_min;  /* strided slices of pieces this long and longer
-                          are read piece by piece, not through the window */
-  uint64_t run_gap;    /* from a URL: pieces at most this many bytes apart
-                          are one GET (see tpl__read_gap_default) */
+  uint64_t direct_len;    /* the step of files read direct: each step is
+                             read into the window (placed by the source,
+                             which needs direct_len + its slack) */
+  uint64_t piece_min;     /* strided slices of pieces this long and longer
+                             are read piece by piece, not through the window */
+  uint64_t run_gap;       /* from a URL: pieces at most this many bytes apart
+                             are one GET (see tpl__read_gap_default) */
+  uint64_t run_gap_multi; /* ... while the file's runs go to multi-range
+                             GETs (a run costs a part there, not a GET) */
   /* Called with each held tensor whose bytes need finishing (decoding,
    * scaling: see tpl__job_bytes_final) once they are in the store; it
    * sets the tensor's checksum.  The others' are set here. */
@@ -91,6 +93,10 @@ struct tpl__local_read {
  * tens of milliseconds to its first byte (hf:// a redirect more). */
 #define TPL_READ_GAP_HTTP ((uint64_t)8 << 10)
 #define TPL_READ_GAP_PRICED ((uint64_t)256 << 10)
+/* The default while a file's runs go to multi-range GETs: a run costs a
+ * part of one (its framing, ~130 bytes, and ~7 us of CPU: about 1 KB at
+ * 1 Gbit/s; DESIGN.md). */
+#define TPL_READ_GAP_MULTI ((uint64_t)1 << 10)
 #define TPL_READ_GAP_AUTO UINT64_MAX /* --read-gap not given */
 
 /* The gap for MODEL `model` when --read-gap is not given: priced for an

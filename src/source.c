@@ -497,7 +497,8 @@ static void files_hint(struct tpl__source *s, uint32_t file, uint64_t off,
 }
 
 static const struct tpl__source_ops files_ops = {
-    place, files_start, files_finish, files_close, files_hint, NULL, NULL};
+    place,      files_start, files_finish, files_close,
+    files_hint, NULL,        NULL,         NULL};
 
 /* --- opening --- */
 

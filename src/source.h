@@ -90,6 +90,9 @@ struct tpl__source_ops {
   /* Optional: moves the reads in flight along without waiting, for a
    * caller that waits on something else; 1 while any is in flight. */
   int (*pump)(struct tpl__source *s);
+  /* Optional: the ranges a read of `file` may have now (tpl__read.spans):
+   * spans_max, or 1 where the file's server refused a multi-range GET. */
+  size_t (*spans)(struct tpl__source *s, uint32_t file);
   /* Optional: the caller's own transfers held it up before its next read
    * (waited) or not; a source sharing their link may start fewer
    * requests while they do (HTTP: tpl__http_yield). */
@@ -170,6 +173,12 @@ static inline int tpl__source_finish(struct tpl__source *s, struct tpl__read *r,
 static inline void tpl__source_hint(struct tpl__source *s, uint32_t file,
                                     uint64_t off, uint64_t len) {
   s->ops->hint(s, file, off, len);
+}
+
+/* The ranges one read of `file` may have now (1: one range a read). */
+static inline size_t tpl__source_spans(struct tpl__source *s, uint32_t file) {
+  size_t n = s->ops->spans != NULL ? s->ops->spans(s, file) : s->spans_max;
+  return n > 1 ? n : 1;
 }
 
 static inline void tpl__source_yield(struct tpl__source *s, int waited) {

@@ -135,12 +135,18 @@ static void close_source(struct tpl__source *s) {
   free(hs);
 }
 
+/* A file's runs go to multi-range GETs until its server refused one. */
+static size_t spans(struct tpl__source *s, uint32_t file) {
+  const struct tpl__http_obj *o = ((struct http_source *)s)->files[file].obj;
+  return o != NULL && o->multi == TPL_HTTP_MULTI_REFUSED ? 1 : s->spans_max;
+}
+
 /* Reads are started when they are wanted: nothing to announce. */
 static void hint(struct tpl__source *s, uint32_t file, uint64_t off,
                  uint64_t len) {}
 
 static const struct tpl__source_ops http_ops = {
-    place, start, finish, close_source, hint, pump, yield};
+    place, start, finish, close_source, hint, pump, spans, yield};
 
 void tpl__source_http_multi(struct tpl__source *s, int on) {
   s->spans_max = on ? TPL_HTTP_SPANS_MAX : 0;

@@ -15,9 +15,9 @@
 # asked for (its body, for a single range), its framing the rest of its
 # body (the multipart delimiters and part headers, asserted under 128
 # bytes a part).  With --read-gap 0 the payloads are at most 1.05 x what
-# the ranks hold (the oracle's shards, summed over ranks) + every rank's
-# read of the files' headers.  With the default gap (G = 8192 for http),
-# each run fewer than at gap 0 is a join of two pieces at most G apart:
+# the node needs (the oracle's shards, a tensor not cut once) + every rank's
+# read of the files' headers.  With the default gap (G = 1024 for http
+# while the store answers multi-range GETs, as nginx does), each run fewer than at gap 0 is a join of two pieces at most G apart:
 # payloads <= gap 0's + G x (gap 0's runs - these).  Then at gap 0
 # through a location of nginx with `max_ranges 1` (it answers a
 # multi-range GET with the whole object, 200): the ranks fall back to one
@@ -42,7 +42,7 @@ nginx_start nginx "$M" "" '
 ln -s . "$M/one"
 log="$NGX_DIR/access.log"
 
-GAP=8192 # local_read.h's TPL_READ_GAP_HTTP
+GAP=1024 # local_read.h's TPL_READ_GAP_MULTI (nginx takes multi-range GETs)
 
 # fetched N GAP [one]: preshard of the URL at N ranks by --read local with
 # --read-gap GAP (default: not given; through /one/, max_ranges 1, with

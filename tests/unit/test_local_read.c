@@ -354,7 +354,8 @@ static void fake_hint(struct tpl__source *s, uint32_t file, uint64_t off,
                       uint64_t len) {}
 
 static const struct tpl__source_ops fake_ops = {
-    fake_place, fake_start, fake_finish, fake_close, fake_hint, NULL, NULL};
+    fake_place, fake_start, fake_finish, fake_close,
+    fake_hint,  NULL,       NULL,        NULL};
 
 static struct fake_gets fake;
 
@@ -408,6 +409,7 @@ static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
                                .direct_len = step,
                                .piece_min = 1024,
                                .run_gap = gap,
+                               .run_gap_multi = gap,
                                .finish = record_finish,
                                .ctx = &fin};
   int rc;
