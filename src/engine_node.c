@@ -64,6 +64,10 @@ static int post(struct engine *e, size_t i, int peer, int send,
                 struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *p = e->store.base + t->store_offset;
+  int rc = send ? 0
+                : tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes,
+                                     err);
+  if (rc != 0) return rc;
   for (uint64_t off = 0; off < t->rank_stored; off += NODE_PART) {
     int len = (int)(t->rank_stored - off < NODE_PART ? t->rank_stored - off
                                                      : NODE_PART);
@@ -88,14 +92,14 @@ static int post_all(struct engine *e, struct pending **reqs, size_t *n,
                     size_t *cap, struct tpl__error *err) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < e->job->ntensors; i++) {
-    const struct tpl__job_tensor *t = &e->job->tensors[i];
     uint32_t k, r;
     if (!tpl__job_holds(e->job, i, e->rank)) continue;
     r = reader_of(e, i, &k);
-    if (r != e->rank)
-      rc = tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes, err);
-    if (rc == 0 && r != e->rank) rc = post(e, i, (int)r, 0, reqs, n, cap, err);
-    for (uint32_t j = 0; rc == 0 && r == e->rank && j < k; j++)
+    if (r != e->rank) {
+      rc = post(e, i, (int)r, 0, reqs, n, cap, err);
+      continue;
+    }
+    for (uint32_t j = 0; rc == 0 && j < k; j++)
       if (e->mates[j] != e->rank)
         rc = post(e, i, (int)e->mates[j], 1, reqs, n, cap, err);
   }

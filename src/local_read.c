@@ -437,7 +437,7 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
   uint64_t step =
       tpl__source_direct(lr->src, t->file) ? lr->direct_len : lr->window_len;
   struct tpl__layout l;
-  uint64_t got = 0, b = 0;
+  uint64_t got = 0, start, n;
   int rc = tpl__job_layout(lr->job, i, shard, &l);
   if (rc != 0)
     return tpl__fail(err, rc, "tensor '%s': layout for shard %u: %s", t->name,
@@ -445,11 +445,13 @@ static int read_slice(struct tpl__local_read *lr, size_t i, XXH3_state_t *h,
   rc = tpl__store_prepare(lr->store, t->store_offset + t->rank_bytes, err);
   if (rc == 0) hint_slice(lr, i, &l);
   if (rc == 0 && remote(lr, i) &&
-      (got = tpl__layout_contiguous(&l, 0, t->stored_bytes, &b)) != UINT64_MAX)
-    rc = read_remote_range(lr, i, b, got, dst, h, err);
-  else
-    got = 0;
-  for (b = 0; rc == 0 && got < l.total && b < t->stored_bytes; b += step) {
+      (n = tpl__layout_contiguous(&l, 0, t->stored_bytes, &start)) !=
+          UINT64_MAX) {
+    rc = read_remote_range(lr, i, start, n, dst, h, err);
+    got = n; /* the loop below has nothing left */
+  }
+  for (uint64_t b = 0; rc == 0 && got < l.total && b < t->stored_bytes;
+       b += step) {
     uint64_t e = t->stored_bytes - b < step ? t->stored_bytes : b + step;
     uint64_t before = got;
     rc = read_range(lr, i, &l, b, e, dst, &got, err);
