@@ -13,13 +13,13 @@
  * signer's: a bearer token for libcurl, which sends it to the hub's host
  * only and never on to a redirect's other host.  A 401 or 403 is
  * explained (a gated model wants its licence accepted and a token). */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "curl_dl.h"
 #include "fileio.h"
 #include "hf.h"
 #include "jsonu.h"

@@ -12,13 +12,13 @@
  * with one message naming the URL.  The bearer token goes to libcurl
  * only (which does not send it on to another host after a redirect),
  * never into a message. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "curl_dl.h"
 #include "fileio.h"
 #include "http.h"
 #include "http_fields.h"
@@ -163,6 +163,7 @@ int tpl__http_open(const struct tpl__http_opts *o, struct tpl__http **out,
   int rc;
   if (o->ca_cert != NULL && !tpl__exists(o->ca_cert))
     return tpl__fail(err, TPL_EUSAGE, "--ca-cert %s: no such file", o->ca_cert);
+  if ((rc = tpl__curl_load(err)) != 0) return rc;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
     return tpl__fail(err, TPL_EINTERNAL, "libcurl: cannot initialize");
   h = calloc(1, sizeof(*h));

@@ -12,13 +12,13 @@
  * the XML body (<Code>): the signer turns the ones users meet (a skewed
  * clock, a wrong secret, an unknown key, an expired token) into a message
  * saying what to do.  Secrets stay in the signer (zeroed when freed). */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "curl_dl.h"
 #include "fileio.h"
 #include "s3.h"
 
