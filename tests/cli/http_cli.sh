@@ -5,7 +5,10 @@
 # what the files themselves say (oracle/http_check.py); every fault exits
 # with its documented code and one message naming the URL; a token is sent
 # and never printed; https with a self-signed certificate needs --ca-cert
-# (and only that failure suggests it: not an expired or wrong-name one).
+# (and only that failure suggests it: not an expired or wrong-name one);
+# libcurl is opened on the first URL (curl_dl.c): one that cannot be
+# loaded is 70 with one message naming it, and a local MODEL never needs
+# it.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
 O="$TESTS_SRCDIR/oracle/oracle.py"
@@ -260,4 +263,16 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tpload-ca \
 else
   t_fail "openssl makes a CA and its certificates" "openssl failed"
 fi
+# A libcurl.so.4 that is not a library, found first by the loader.
+mkdir -p "$T_TMP/nocurl"
+: >"$T_TMP/nocurl/libcurl.so.4"
+t_exit "a libcurl that cannot be loaded: 70" 70 \
+  env LD_LIBRARY_PATH="$T_TMP/nocurl" "$TPLOAD" inspect "$NGX_URL/single/"
+if grep -q "libcurl: cannot load: .*libcurl.so.4" "$T_TMP/err"; then
+  t_ok "... its message names libcurl.so.4"
+else
+  t_fail "... its message names libcurl.so.4" "$(head -c 1000 "$T_TMP/err")"
+fi
+t_exit "... a local MODEL loads without it" 0 \
+  env LD_LIBRARY_PATH="$T_TMP/nocurl" "$TPLOAD" inspect "$W/single"
 t_done
