@@ -487,6 +487,15 @@ static int reads(const struct tpl__local_read *lr, size_t i) {
          (lr->skip == NULL || !lr->skip(lr->ctx, i));
 }
 
+/* A tensor another rank reads for this one: its place in the store is
+ * made ready now, while the reads wait on the source, not when it comes. */
+static int prepare_skipped(struct tpl__local_read *lr, size_t i,
+                           struct tpl__error *err) {
+  const struct tpl__job_tensor *t = &lr->job->tensors[i];
+  return tpl__store_populate(lr->store, t->store_offset,
+                             t->store_offset + t->rank_bytes, err);
+}
+
 /* The source bytes this rank reads: what progress counts up to. */
 static uint64_t held_bytes(const struct tpl__local_read *lr) {
   uint64_t n = 0;
@@ -504,7 +513,10 @@ int tpl__local_read_all(struct tpl__local_read *lr, struct tpl__error *err) {
   lr->total = held_bytes(lr);
   lr->landed = lr->shown = 0;
   for (size_t i = 0; rc == 0 && i < lr->job->ntensors; i++)
-    if (reads(lr, i)) rc = read_tensor(lr, i, h, err);
+    if (reads(lr, i))
+      rc = read_tensor(lr, i, h, err);
+    else if (tpl__job_holds(lr->job, i, lr->rank))
+      rc = prepare_skipped(lr, i, err);
   XXH3_freeState(h);
   free(lr->runs);
   free(lr->spans);

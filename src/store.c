@@ -322,6 +322,17 @@ int tpl__store_prepare(struct tpl__store *s, uint64_t end,
   return 0;
 }
 
+int tpl__store_populate(struct tpl__store *s, uint64_t from, uint64_t to,
+                        struct tpl__error *err) {
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  if (s->fd >= 0 || s->sealed) return tpl__store_prepare(s, to, err);
+  if (to > s->size) to = s->size;
+  from &= ~(page - 1);
+  if (from < to)
+    (void)madvise(s->base + from, (size_t)(to - from), MADV_POPULATE_WRITE);
+  return 0;
+}
+
 /* An empty store (fd -1) with room for `ntensors` zero checksums. */
 static int init_store(struct tpl__store *s, size_t ntensors,
                       struct tpl__error *err) {

@@ -104,6 +104,15 @@ void tpl__store_prefault(struct tpl__store *s);
 int tpl__store_prepare(struct tpl__store *s, uint64_t end,
                        struct tpl__error *err);
 
+/* Bytes [from, to) of the store, to be written later by another's hand
+ * (a receive), populated writable now: a memfd store prepared up to `to`
+ * (tpl__store_prepare), a private one's pages faulted in
+ * (MADV_POPULATE_WRITE), so the write costs no faults when it comes.
+ * Returns 0 or -errno (a private store's failure to populate is not one:
+ * the write faults them in). */
+int tpl__store_populate(struct tpl__store *s, uint64_t from, uint64_t to,
+                        struct tpl__error *err);
+
 /* Makes the store read-only for good: unmaps the writable mapping, seals
  * the memfd (write, grow, shrink, seal) and maps it read-only again.  A
  * kind that cannot be sealed (private) refuses with -ENOTSUP. */

@@ -4,6 +4,7 @@
  * through the sealed read-only mapping; a store's kind says whether it
  * can be sealed and exported, and a memfd counts its exports.  Sizes are not
  * multiples of the 32 MiB step or of 2 MiB, so the last step is a partial one.
+ * A range populated ahead of its write is resident before it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -96,6 +97,45 @@ static void test_private_store(void) {
   REQUIRE(tpl__store_create_private(&s, SIZE, 1, NULL) == 0);
   tpl__store_prefault(&s);
   CHECK_EQ_INT(write_in_pieces(&s), 0);
+  CHECK(reads_back(&s));
+  tpl__store_free(&s);
+}
+
+/* How many of the pages of [from, to) of s are resident (mincore). */
+static size_t resident_pages(const struct tpl__store *s, uint64_t from,
+                             uint64_t to) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 0, k;
+  uint8_t *at = s->base + (from & ~(uint64_t)(page - 1));
+  size_t pages = (size_t)((s->base + to - at + page - 1) / page);
+  unsigned char *vec = calloc(pages, 1);
+  if (vec != NULL && mincore(at, (size_t)(s->base + to - at), vec) == 0)
+    for (k = 0; k < pages; k++)
+      n += vec[k] & 1;
+  free(vec);
+  return n;
+}
+
+/* Populating a range of a private store, the place of a tensor another
+ * rank hands over: its pages are resident before it is written, the
+ * store's last page too; beyond the end is clamped; then it reads back
+ * what is written.  A memfd store is prepared up to the range's end. */
+static void test_populate(void) {
+  struct tpl__store s;
+  uint64_t from = 7 * MIB + 123, to = SIZE;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t want =
+      (size_t)((to - (from & ~(uint64_t)(page - 1)) + page - 1) / page);
+  REQUIRE(tpl__store_create_private(&s, SIZE, 1, NULL) == 0);
+  CHECK_EQ_INT(tpl__store_populate(&s, from, to + 5 * MIB, NULL), 0);
+  CHECK_EQ_INT((int)resident_pages(&s, from, to), (int)want);
+  CHECK_EQ_INT(write_in_pieces(&s), 0);
+  CHECK(reads_back(&s));
+  tpl__store_free(&s);
+  REQUIRE(tpl__store_create_huge(&s, SIZE, 1, TPL_HUGE_OFF, NULL) == 0);
+  CHECK_EQ_INT(tpl__store_populate(&s, from, 9 * MIB, NULL), 0);
+  CHECK(resident_pages(&s, from, 9 * MIB) > 0);
+  CHECK_EQ_INT(write_in_pieces(&s), 0);
+  CHECK_EQ_INT(tpl__store_seal(&s, NULL), 0);
   CHECK(reads_back(&s));
   tpl__store_free(&s);
 }
@@ -197,6 +237,7 @@ int main(void) {
   RUN(test_memfd_writer_jumps_to_end);
   RUN(test_memfd_freed_while_prefaulting);
   RUN(test_private_store);
+  RUN(test_populate);
   RUN(test_memfd_export_count);
   RUN(test_private_not_exported);
   RUN(test_room);
