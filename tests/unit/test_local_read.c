@@ -353,11 +353,16 @@ static void fake_close(struct tpl__source *s) {}
 static void fake_hint(struct tpl__source *s, uint32_t file, uint64_t off,
                       uint64_t len) {}
 
+static struct fake_gets fake;
+static size_t fake_file_spans; /* what fake_spans says of the file */
+
+static size_t fake_spans(struct tpl__source *s, uint32_t file) {
+  return fake_file_spans;
+}
+
 static const struct tpl__source_ops fake_ops = {
     fake_place, fake_start, fake_finish, fake_close,
-    fake_hint,  NULL,       NULL,        NULL};
-
-static struct fake_gets fake;
+    fake_hint,  NULL,       fake_spans,  NULL};
 
 /* The object: 8 bytes of header, then
  *   D  u8 [D_ROWS, 2048] at 8, cut along dim 1: pieces of 1024 bytes,
@@ -373,6 +378,7 @@ static void make_url_job(int fail_at) {
   fake.base.align = fake.align;
   fake.used[0] = TPL_IO_USED_HTTP;
   fake.fail_at = fail_at;
+  fake_file_spans = 1;
   for (int k = 0; k < URL_BYTES; k++)
     fake.bytes[k] = (uint8_t)(k % 251);
   files[0] = (struct tpl__job_file){.path = "http://store/w.bin",
@@ -395,10 +401,12 @@ static void make_url_job(int fail_at) {
 static uint8_t url_window[URL_BYTES];
 
 /* Rank `rank` reads the URL job in steps of `step` bytes, pieces at
- * most `gap` apart one GET (512: E's, 8 apart, joined; D's, 1024, not). */
-static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
-                    struct tpl__store *s, uint64_t *bytes_read,
-                    struct tpl__error *err) {
+ * most `gap` apart one GET (512: E's, 8 apart, joined; D's, 1024, not),
+ * `gap_multi` apart while the source says the file's runs go to
+ * multi-range GETs. */
+static int read_url_gaps(uint32_t rank, uint64_t step, uint64_t gap,
+                         uint64_t gap_multi, struct tpl__store *s,
+                         uint64_t *bytes_read, struct tpl__error *err) {
   struct finished fin = {0, -1};
   struct tpl__local_read lr = {.job = &job,
                                .rank = rank,
@@ -409,7 +417,7 @@ static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
                                .direct_len = step,
                                .piece_min = 1024,
                                .run_gap = gap,
-                               .run_gap_multi = gap,
+                               .run_gap_multi = gap_multi,
                                .finish = record_finish,
                                .ctx = &fin};
   int rc;
@@ -417,6 +425,12 @@ static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
   rc = tpl__local_read_all(&lr, err);
   *bytes_read = lr.bytes_read;
   return rc;
+}
+
+static int read_url(uint32_t rank, uint64_t step, uint64_t gap,
+                    struct tpl__store *s, uint64_t *bytes_read,
+                    struct tpl__error *err) {
+  return read_url_gaps(rank, step, gap, gap, s, bytes_read, err);
 }
 
 /* What rank r holds of D and E, from the object's bytes by hand. */
@@ -517,6 +531,28 @@ static void test_url_gap_joins_pieces_at_most_that_far(void) {
     }
 }
 
+/* The gap in effect follows the file's source: run_gap_multi while its
+ * runs go to multi-range GETs (spans over 1: D's pieces, 1024 apart,
+ * joined at 1024), run_gap once its server refused one (spans 1: 512
+ * joins only E's). */
+static void test_url_gap_follows_the_files_spans(void) {
+  static const struct {
+    size_t spans;
+    int gets;
+  } cases[] = {{128, 2}, {1, D_ROWS + 1}};
+  for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+    struct tpl__store s = {.fd = -1};
+    struct tpl__error err = {0};
+    uint64_t n = 0;
+    make_url_job(-1);
+    fake_file_spans = cases[k].spans;
+    CHECK_EQ_INT(read_url_gaps(0, URL_BYTES, 512, 1024, &s, &n, &err), 0);
+    CHECK_EQ_INT(fake.started, cases[k].gets);
+    if (tap_case_failed) printf("# spans %zu\n", cases[k].spans);
+    tpl__store_free(&s);
+  }
+}
+
 /* The default gap follows the MODEL's scheme. */
 static void test_gap_default_by_origin(void) {
   CHECK_EQ_U64(tpl__read_gap_default("http://store/m/"), TPL_READ_GAP_HTTP);
@@ -566,6 +602,7 @@ int main(void) {
   RUN(test_url_steps_cut_pieces);
   RUN(test_url_failed_get_names_the_tensor);
   RUN(test_url_gap_joins_pieces_at_most_that_far);
+  RUN(test_url_gap_follows_the_files_spans);
   RUN(test_gap_default_by_origin);
   drop_dir(dir);
   return tap_done();
