@@ -177,6 +177,18 @@ int tpl__eng_wait_reqs(struct engine *e, struct pending *reqs, size_t n,
   return 0;
 }
 
+struct pending *tpl__eng_pending_next(struct pending **reqs, size_t n,
+                                      size_t *cap) {
+  if (n == *cap) {
+    size_t more = *cap ? *cap * 2 : 256;
+    struct pending *r = realloc(*reqs, more * sizeof(*r));
+    if (r == NULL) return NULL;
+    *reqs = r;
+    *cap = more;
+  }
+  return &(*reqs)[n];
+}
+
 /* Rank 0's `count` items at buf to every rank, waiting for rank 0 under
  * --stall-timeout (tpl__eng_wait_collective). */
 int tpl__eng_bcast_from_0(const struct engine *e, void *buf, int count,

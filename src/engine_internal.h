@@ -169,6 +169,11 @@ int tpl__eng_wait_collective(const struct engine *e, MPI_Request *req, int peer,
 int tpl__eng_wait_reqs(struct engine *e, struct pending *reqs, size_t n,
                        struct tpl__error *err);
 
+/* The entry after the n in use of a growing array of requests (*reqs,
+ * *cap allocated), grown when full; NULL when out of memory. */
+struct pending *tpl__eng_pending_next(struct pending **reqs, size_t n,
+                                      size_t *cap);
+
 /* Rank 0's `count` items at buf to every rank; 0 or TPL_EPEER. */
 int tpl__eng_bcast_from_0(const struct engine *e, void *buf, int count,
                           MPI_Datatype type, struct tpl__error *err);

@@ -46,34 +46,19 @@ int tpl__eng_node_finish(void *ctx, size_t i, struct tpl__error *err) {
   return lends(e, i) ? 0 : tpl__eng_finish_own(ctx, i, err);
 }
 
-/* Room for one more request in *reqs (n in use, *cap allocated). */
-static int room(struct pending **reqs, size_t n, size_t *cap) {
-  struct pending *p;
-  if (n < *cap) return 0;
-  p = realloc(*reqs, (*cap ? *cap * 2 : 64) * sizeof(*p));
-  if (p == NULL) return -1;
-  *reqs = p;
-  *cap = *cap ? *cap * 2 : 64;
-  return 0;
-}
-
 /* Posts tensor i's bytes in this rank's store to `peer` (send) or from
- * it (receive), NODE_PART at a time, onto *reqs. */
+ * it (receive: its place was populated as the reads skipped it),
+ * NODE_PART at a time, onto *reqs. */
 static int post(struct engine *e, size_t i, int peer, int send,
                 struct pending **reqs, size_t *n, size_t *cap,
                 struct tpl__error *err) {
   const struct tpl__job_tensor *t = &e->job->tensors[i];
   uint8_t *p = e->store.base + t->store_offset;
-  int rc = send ? 0
-                : tpl__store_prepare(&e->store, t->store_offset + t->rank_bytes,
-                                     err);
-  if (rc != 0) return rc;
   for (uint64_t off = 0; off < t->rank_stored; off += NODE_PART) {
     int len = (int)(t->rank_stored - off < NODE_PART ? t->rank_stored - off
                                                      : NODE_PART);
-    struct pending *q;
-    if (room(reqs, *n, cap) != 0) return tpl__oom(err);
-    q = &(*reqs)[(*n)++];
+    struct pending *q = tpl__eng_pending_next(reqs, *n, cap);
+    if (q == NULL) return tpl__oom(err);
     q->peer = peer;
     if (tpl__eng_mpi_check(send ? MPI_Isend(p + off, len, MPI_BYTE, peer,
                                             TAG_NODE, MPI_COMM_WORLD, &q->req)
@@ -81,6 +66,7 @@ static int post(struct engine *e, size_t i, int peer, int send,
                                             TAG_NODE, MPI_COMM_WORLD, &q->req),
                            "handing over on the node", err) != 0)
       return TPL_EPEER;
+    (*n)++;
   }
   if (send) e->st.bytes_sent += t->rank_stored;
   return 0;

@@ -46,16 +46,11 @@ void tpl__eng_slots_poke(struct engine *e) {
 
 static int send_one(struct slot *s, const uint8_t *p, uint64_t n, int dest,
                     struct tpl__error *err) {
-  if (s->nreqs == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 256;
-    struct pending *r = realloc(s->reqs, cap * sizeof(*r));
-    if (r == NULL) return tpl__oom(err);
-    s->reqs = r;
-    s->cap = cap;
-  }
-  s->reqs[s->nreqs].peer = dest;
+  struct pending *q = tpl__eng_pending_next(&s->reqs, s->nreqs, &s->cap);
+  if (q == NULL) return tpl__oom(err);
+  q->peer = dest;
   if (tpl__eng_mpi_check(MPI_Isend(p, (int)n, MPI_BYTE, dest, TAG_DATA,
-                                   MPI_COMM_WORLD, &s->reqs[s->nreqs].req),
+                                   MPI_COMM_WORLD, &q->req),
                          "send", err) != 0)
     return TPL_EPEER;
   s->nreqs++;
