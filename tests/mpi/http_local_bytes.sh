@@ -31,7 +31,8 @@
 # payload against the ranks' bytes (the store's ratio, with and without
 # the framing), and each big tensor's GETs and bytes.  The shards are the
 # oracle's.  Then TP 2 x DP 2 at gap 0: every replica's files are the
-# oracle's, and the ranks' bytes read add up to the tensors' bytes once.
+# oracle's, and the ranks' bytes read add up to the tensors' bytes once;
+# and gpt2's shards so made compute the full checkpoint's logits.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -254,10 +255,40 @@ PY
   grep "^#" "$T_TMP/g.out"
 }
 
+# The forward pass over what the node's ranks handed each other: gpt2
+# (embeddings and norms replicated, the row-parallel biases handed over
+# raw and scaled by each holder for its shard) preshard from the URL at
+# TP 2 x DP 2 by --read local; each replica's logits equal the full
+# checkpoint's (oracle/forward.py, mpi4py all-reducing).
+grid_forward() {
+  local out="$T_TMP/g-fwd" fwd="$TESTS_SRCDIR/oracle/forward.py"
+  if ! "$ORACLE" -c 'import mpi4py' 2>/dev/null; then
+    t_ok "gpt2 TP 2 x DP 2 from the URL: logits # SKIP no mpi4py for $ORACLE"
+    return
+  fi
+  if ! { "$TPLOAD" synth --out "$M/gpt2" --arch gpt2 --layers 2 --hidden 64 \
+    --heads 8 --vocab 128 --dtype f32 --quiet &&
+    "$ORACLE" "$fwd" ref "$M/gpt2" "$M/gpt2.ref.npy"; } >"$T_TMP/fwd.err" 2>&1
+  then
+    t_fail "gpt2: synth and its reference logits" "$(head -c 2000 "$T_TMP/fwd.err")"
+    return
+  fi
+  t_exit "gpt2 TP 2 x DP 2 from the URL, --read local: preshard exits 0" 0 \
+    mpi 4 preshard "$NGX_URL/gpt2/" --out "$out" --tp 2 --read local --quiet
+  if "$MPIRUN" --oversubscribe -np 4 "$ORACLE" "$fwd" tp "$M/gpt2" "$out" \
+    "$M/gpt2.ref.npy" --tp 2 --pp 1 >"$T_TMP/fwd.out" 2>"$T_TMP/fwd.err"; then
+    t_ok "gpt2 TP 2 x DP 2 from the URL: every replica's logits = the checkpoint's"
+  else
+    t_fail "gpt2 TP 2 x DP 2 from the URL: logits" \
+      "$(messages "$T_TMP/fwd.err" | head -c 2000)"
+  fi
+}
+
 for n in 2 4; do
   fetched "$n" 0
   fetched "$n" default
 done
 fetched 4 0 one
 grid_once
+grid_forward
 t_done
