@@ -156,9 +156,21 @@ contestant() {
 }
 
 cat "$model"/*.safetensors >/dev/null # the page cache, for every side
-[ -z "$base" ] || only=$(for c in $only; do echo "$c $c@base"; done)
-for r in $(seq "$runs"); do
+# order R: the contestants of run R; with --base each beside its base
+# build, which goes first every other run: a run leaves the machine's
+# memory and caches in a state the next one meets (on a VM whose free
+# memory returns to the host, its store's pages cost the next 1-3 CPU-s a
+# rank), so neither build always follows the other.
+order() {
+  local c
   for c in $only; do
+    if [ -z "$base" ]; then echo "$c"
+    elif [ $(($1 % 2)) = 1 ]; then echo "$c $c@base"
+    else echo "$c@base $c"; fi
+  done
+}
+for r in $(seq "$runs"); do
+  for c in $(order "$r"); do
     contestant "$c" "$r"
     echo "run $r: $c $(cat "$work/$c.$r.wall") s wall" >&2
   done
@@ -166,4 +178,4 @@ done
 # shellcheck disable=SC2086
 "$PY" "$top/scripts/bench-cluster.py" ${json:+--json "$json"} \
   --work "$work" --runs "$runs" --rate "$rate" --nodes $K --links "$links" \
-  --model "$model" --commit "$(git -C "$top" rev-parse --short HEAD)" $only
+  --model "$model" --commit "$(git -C "$top" rev-parse --short HEAD)" $(order 1)
