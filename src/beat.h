@@ -1,5 +1,6 @@
 /* beat.h - heartbeats during a long local step: `--read local`'s
- * reading, preshard's writing, rank 0's reads on the default path and
+ * reading (and from a URL the node's hand-over and the finishing after
+ * it), preshard's writing, rank 0's reads on the default path and
  * any rank's wait on its own sends or receive (a receiver counts rank
  * 0's beats as progress while it waits for its next message, so a slow
  * but steady reader, or one waiting on a lost node, is not taken for a

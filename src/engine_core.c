@@ -253,6 +253,15 @@ int tpl__eng_agree(const struct engine *e, int rc, struct tpl__error *err) {
   return rc != 0 ? rc : agreed(e, worst, err);
 }
 
+/* tpl__eng_agree() inside a step that beats, which goes on after it: no
+ * second step of beats may follow the first at once, since a rank still
+ * hearing the first's could take the second's last beat for its own. */
+int tpl__eng_agree_hearing(struct engine *e, int rc, struct tpl__error *err) {
+  struct verdict worst;
+  rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
+  return rc != 0 ? rc : agreed(e, worst, err);
+}
+
 /* tpl__eng_agree() after a step that beat (--read local's reading, preshard's
  * write): a rank that finished waits for the others under the stall
  * deadline, which their heartbeats move (beat.h); when a rank still in

@@ -135,10 +135,12 @@ static int deliver(struct engine *e, struct tpl__error *err) {
   if (rc != 0) return rc;
   tpl__eng_beats_begin(e);
   if (e->local) {
-    rc = tpl__eng_agree_after_beats(e, tpl__eng_read_local(e, err), err);
-    if (rc == 0 && tpl__eng_node_shares(e))
-      rc = tpl__eng_agree(e, tpl__eng_node_share(e, err), err);
-    return rc;
+    rc = tpl__eng_read_local(e, err);
+    if (tpl__eng_node_shares(e)) { /* the hand-over is part of the step */
+      rc = tpl__eng_agree_hearing(e, rc, err);
+      if (rc == 0) rc = tpl__eng_node_share(e, err);
+    }
+    return tpl__eng_agree_after_beats(e, rc, err);
   }
   if (e->hooks != NULL) /* a reload's: the others are in the stream */
     tpl__stall_test_stop("reload-stream", e->rank);
@@ -263,6 +265,7 @@ void tpl__eng_free(struct engine *e) {
   free(e->hosts);
   free(e->chains);
   free(e->mates);
+  free(e->turns);
   free(e->job_table);
   free(e->plan_owned);
   tpl__eng_generation_free(e->gen);

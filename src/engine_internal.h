@@ -73,13 +73,15 @@ struct engine {
   struct tpl__store store;
   struct tpl__rank_stats st;
   uint64_t bytes_read;
-  uint64_t gets;     /* requests the sources made (HTTP: GETs) */
-  uint8_t *remote;   /* world flags: rank r's host is not this rank's */
-  char *hosts;       /* world host names, sizeof(st.host) bytes apart */
-  uint32_t *chains;  /* 5 * world (tpl__eng_map_hosts): each rank's node
-                        (its first rank), tpl__node_order's order with
-                        stride 1 and T, then its place with 1 and T */
-  uint32_t *mates;   /* world: a node's holders of a tensor (engine_node.c) */
+  uint64_t gets;    /* requests the sources made (HTTP: GETs) */
+  uint8_t *remote;  /* world flags: rank r's host is not this rank's */
+  char *hosts;      /* world host names, sizeof(st.host) bytes apart */
+  uint32_t *chains; /* 5 * world (tpl__eng_map_hosts): each rank's node
+                       (its first rank), tpl__node_order's order with
+                       stride 1 and T, then its place with 1 and T */
+  uint32_t *mates;  /* world: a node's holders of a tensor (engine_node.c) */
+  struct node_turn *turns; /* ntensors, under --read local from a URL:
+                              who of the node fetches each (engine_node.c) */
   int watching;      /* serve's watch runs over `beats` (engine_reload.c) */
   double watch_last; /* when the loop last looked */
   double watch_back; /* when it came back from a pause of over a beat */
@@ -186,6 +188,10 @@ int tpl__eng_bcast_bytes(const struct engine *e, uint8_t *buf, uint64_t n,
 /* The worst of every rank's rc (the same on every rank; only the rank
  * that failed keeps its message in err). */
 int tpl__eng_agree(const struct engine *e, int rc, struct tpl__error *err);
+
+/* An agreement inside a step of heartbeats, which goes on: a rank waits
+ * for the others under the stall deadline their beats move. */
+int tpl__eng_agree_hearing(struct engine *e, int rc, struct tpl__error *err);
 
 /* tpl__eng_agree after a step that beat (beat.h): waits under the
  * deadline the others' heartbeats move, then closes this rank's beats. */
@@ -304,6 +310,12 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err);
  * MODEL's URL (every rank decides alike from the job). */
 int tpl__eng_node_shares(const struct engine *e);
 
+/* Whose turn it is to fetch each tensor this rank holds: the holder of
+ * its bytes on this node given the fewest bytes so far, among the
+ * tensors those same holders share (every one of them decides alike).
+ * Before the reads; 0 or -ENOMEM. */
+int tpl__eng_node_turns(struct engine *e, struct tpl__error *err);
+
 /* local_read's skip (ctx: the engine): tensor i, held, is fetched by
  * another rank of this node. */
 int tpl__eng_node_skips(void *ctx, size_t i);
@@ -313,9 +325,10 @@ int tpl__eng_node_skips(void *ctx, size_t i);
  * finishes it after handing it over). */
 int tpl__eng_node_finish(void *ctx, size_t i, struct tpl__error *err);
 
-/* After every rank's local reads are agreed on: each rank hands what it
- * fetched for its node's other ranks to them and takes what they fetched
- * for it, under --stall-timeout, then finishes those tensors.  0 or what
+/* After every rank's local reads are agreed on (tpl__eng_agree_hearing:
+ * the reads' heartbeats go on): each rank hands what it fetched for its
+ * node's other ranks to them and takes what they fetched for it, under
+ * --stall-timeout, then finishes those tensors, beating.  0 or what
  * finishing returned; an MPI failure ends the job. */
 int tpl__eng_node_share(struct engine *e, struct tpl__error *err);
 

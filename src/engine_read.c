@@ -499,6 +499,7 @@ int tpl__eng_read_local(struct engine *e, struct tpl__error *err) {
     rc = tpl__oom(err);
   else
     rc = local_files(e, &files, err);
+  if (rc == 0 && lr.skip != NULL) rc = tpl__eng_node_turns(e, err);
   if (rc == 0) rc = open_source(e, files, paths, err);
   if (rc == 0) {
     window = !any_direct(e->src)

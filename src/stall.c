@@ -82,9 +82,25 @@ void tpl__stall_test_pause(const char *point, uint32_t rank) {
     pause();
 }
 
+/* Whether a test asked this rank to be slow at `point` ("beat" when
+ * TPLOAD_TEST_SLOW_AT is unset). */
+static int slow_here(const char *point, uint32_t rank) {
+  const char *at = getenv("TPLOAD_TEST_SLOW_AT");
+  return strcmp(at != NULL ? at : "beat", point) == 0 &&
+         test_rank_is("TPLOAD_TEST_SLOW_RANK", rank);
+}
+
+static void slow_sleep(void) {
+  struct timespec ts = {0, 50000000L};
+  nanosleep(&ts, NULL);
+}
+
 void tpl__stall_test_slow(uint32_t rank) {
   static int slow = -1; /* asked once: it is called on every beat */
-  struct timespec ts = {0, 50000000L};
-  if (slow < 0) slow = test_rank_is("TPLOAD_TEST_SLOW_RANK", rank);
-  if (slow) nanosleep(&ts, NULL);
+  if (slow < 0) slow = slow_here("beat", rank);
+  if (slow) slow_sleep();
+}
+
+void tpl__stall_test_slow_at(const char *point, uint32_t rank) {
+  if (slow_here(point, rank)) slow_sleep();
 }

@@ -54,7 +54,13 @@ void tpl__stall_test_pause(const char *point, uint32_t rank);
 
 /* For tests only: sleeps 50 ms when TPLOAD_TEST_SLOW_RANK is `rank` (a
  * rank that reads or writes slowly but keeps going; called on every beat,
- * the environment is read once). */
+ * the environment is read once) and TPLOAD_TEST_SLOW_AT is unset or
+ * "beat". */
 void tpl__stall_test_slow(uint32_t rank);
+
+/* The same at `point` instead of every beat, when TPLOAD_TEST_SLOW_AT is
+ * `point`.  Points: "finish-shared" (--read local from a URL, each
+ * tensor finished after the node's hand-over). */
+void tpl__stall_test_slow_at(const char *point, uint32_t rank);
 
 #endif

@@ -31,8 +31,10 @@
 # payload against the ranks' bytes (the store's ratio, with and without
 # the framing), and each big tensor's GETs and bytes.  The shards are the
 # oracle's.  Then TP 2 x DP 2 at gap 0: every replica's files are the
-# oracle's, and the ranks' bytes read add up to the tensors' bytes once;
-# and gpt2's shards so made compute the full checkpoint's logits.
+# oracle's, and the ranks' bytes read add up to the tensors' bytes once,
+# each rank's what the node's turns by bytes give; gpt2's shards so made
+# compute the full checkpoint's logits; and a rank slow to finish what
+# it was handed is waited for under a 2 s stall deadline.
 . "$TESTS_SRCDIR/lib/lib.sh"
 . "$TESTS_SRCDIR/lib/mpi_lib.sh"
 . "$TESTS_SRCDIR/lib/http_lib.sh"
@@ -233,9 +235,10 @@ grid_once() {
   fi
   t_oracle "--read local, TP 2 x DP 2: every replica's files = numpy oracle" \
     check-grid "$M/m" "$M/m/plan.json" 4 2 1 1 "$out"
-  if "$ORACLE" - "$M/m" "$T_TMP/g.json" >"$T_TMP/g.out" 2>&1 <<'PY'
+  if "$ORACLE" - "$M/m" "$T_TMP/g.json" "$TESTS_SRCDIR/oracle" \
+    >"$T_TMP/g.out" 2>&1 <<'PY'
 import json, os, struct, sys
-tensors = 0
+tensors, where = 0, {}
 for f in os.listdir(sys.argv[1]):
     p = os.path.join(sys.argv[1], f)
     if f.endswith(".safetensors") and not os.path.islink(p):
@@ -243,11 +246,32 @@ for f in os.listdir(sys.argv[1]):
             hdr = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
         tensors += sum(t["data_offsets"][1] - t["data_offsets"][0]
                        for k, t in hdr.items() if k != "__metadata__")
+        where.update((k, (f, t["data_offsets"][0]))
+                     for k, t in hdr.items() if k != "__metadata__")
 ranks = json.load(open(sys.argv[2]))["ranks"]
 got = sum(r["bytes_read"] for r in ranks)
 print("# TP 2 x DP 2: the ranks read %s = %d bytes, the tensors are %d"
       % (" + ".join(str(r["bytes_read"]) for r in ranks), got, tensors))
 assert got == tensors
+# Whose turn: in the files' order, each tensor to the holder of its bytes
+# given the fewest bytes so far among the tensors the same holders share
+# (the first of equals): shard t's holders are ranks t and t + 2, a
+# tensor not cut (or a bias, fetched raw) is the four's.
+sys.path.insert(0, sys.argv[3])
+import oracle
+with open(os.path.join(sys.argv[1], "plan.json")) as f:
+    rules = json.load(f)["rules"]
+exp = oracle.expected_shards(oracle.read_model(sys.argv[1]), rules, 2)
+given, want = {}, [0, 0, 0, 0]
+for e in sorted(exp, key=lambda e: where[e["name"]]):
+    cut = e["kind"] == "shard"
+    for g in ((0, 2), (1, 3)) if cut else ((0, 1, 2, 3),):
+        load = given.setdefault(g, [0] * len(g))
+        k = load.index(min(load))
+        load[k] += len(e["ranks"][g[0] % 2])
+        want[g[k]] += len(e["ranks"][g[0] % 2])
+print("# the turns give %s" % " + ".join(map(str, want)))
+assert [r["bytes_read"] for r in sorted(ranks, key=lambda r: r["rank"])] == want
 PY
   then t_ok "--read local, TP 2 x DP 2: the node fetched every tensor byte once"
   else t_fail "--read local, TP 2 x DP 2: the bytes fetched" "$(cat "$T_TMP/g.out")"
@@ -289,6 +313,34 @@ for n in 2 4; do
   fetched "$n" default
 done
 fetched 4 0 one
+# What a rank was handed it finishes beating: rank 1 finishes slowly
+# (the test-only TPLOAD_TEST_SLOW_RANK at finish-shared: 50 ms a tensor;
+# about 100 of gpt2's tensors not cut are handed to it or lent raw), so
+# rank 0, done, waits past the 2 s stall deadline, on its beats.
+slow_finisher() {
+  if ! "$TPLOAD" synth --out "$M/gpt2s" --arch gpt2 --layers 24 --hidden 64 \
+    --heads 8 --vocab 128 --dtype f32 --quiet >"$T_TMP/s.err" 2>&1; then
+    t_fail "gpt2, 24 layers: synth" "$(head -c 2000 "$T_TMP/s.err")"
+    return
+  fi
+  TPLOAD_TEST_SLOW_RANK=1 TPLOAD_TEST_SLOW_AT=finish-shared t_exit \
+    "--read local: a rank slow to finish what it was handed is waited for" 0 \
+    "$MPIRUN" --oversubscribe -np 2 -x TPLOAD_TEST_SLOW_RANK \
+    -x TPLOAD_TEST_SLOW_AT "$TPLOAD" load "$NGX_URL/gpt2s/" --read local \
+    --stall-timeout 2 --json --quiet
+  if "$ORACLE" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["ranks"][1]
+print("# rank 1 took %.2f s" % r["seconds"])
+assert r["seconds"] > 3, "too fast to test the beats"
+' "$T_TMP/out" >"$T_TMP/sf.out" 2>&1
+  then t_ok "--read local: the slow finisher took longer than the stall deadline"
+  else t_fail "--read local: the slow finisher's time" "$(cat "$T_TMP/sf.out")"
+  fi
+  grep "^#" "$T_TMP/sf.out"
+}
+
 grid_once
 grid_forward
+slow_finisher
 t_done
