@@ -244,22 +244,26 @@ static int reduce_verdicts(const struct engine *e, int rc,
   return wait_hearing(e, &req, -1, beats, "agreement", err);
 }
 
+/* Every rank's verdict in (reduce_verdicts), the worst returned. */
+static int agree_over(const struct engine *e, int rc, struct tpl__beats *beats,
+                      struct tpl__error *err) {
+  struct verdict worst;
+  rc = reduce_verdicts(e, rc, beats, &worst, err);
+  return rc != 0 ? rc : agreed(e, worst, err);
+}
+
 /* The agreement, waiting for the others under --stall-timeout: every
  * step before one is short, but for the long local ones that beat
  * (tpl__eng_agree_after_beats). */
 int tpl__eng_agree(const struct engine *e, int rc, struct tpl__error *err) {
-  struct verdict worst;
-  rc = reduce_verdicts(e, rc, NULL, &worst, err);
-  return rc != 0 ? rc : agreed(e, worst, err);
+  return agree_over(e, rc, NULL, err);
 }
 
 /* tpl__eng_agree() inside a step that beats, which goes on after it: no
  * second step of beats may follow the first at once, since a rank still
  * hearing the first's could take the second's last beat for its own. */
 int tpl__eng_agree_hearing(struct engine *e, int rc, struct tpl__error *err) {
-  struct verdict worst;
-  rc = reduce_verdicts(e, rc, &e->beats, &worst, err);
-  return rc != 0 ? rc : agreed(e, worst, err);
+  return agree_over(e, rc, &e->beats, err);
 }
 
 /* tpl__eng_agree() after a step that beat (--read local's reading, preshard's
